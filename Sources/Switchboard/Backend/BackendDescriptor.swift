@@ -1,0 +1,99 @@
+/// What a backend can do: a typed set the engine and the conformance suite gate on.
+///
+/// A call that needs a capability the backend lacks throws ``SwitchboardError/Code/unsupported``
+/// before anything is sent.
+public struct BackendCapabilities: OptionSet, Sendable, Hashable, Codable, CustomStringConvertible {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    public static let typing = BackendCapabilities(rawValue: 1 << 0)
+    public static let readMarkers = BackendCapabilities(rawValue: 1 << 1)
+    /// Per-conversation event sequences with retransmit of ranges; the engine detects gaps and
+    /// fills them.
+    public static let sequences = BackendCapabilities(rawValue: 1 << 2)
+    public static let historyPaging = BackendCapabilities(rawValue: 1 << 3)
+    public static let files = BackendCapabilities(rawValue: 1 << 4)
+    public static let threads = BackendCapabilities(rawValue: 1 << 5)
+    public static let participantsManagement = BackendCapabilities(rawValue: 1 << 6)
+    public static let conversationUpdate = BackendCapabilities(rawValue: 1 << 7)
+    /// Start and close conversations.
+    public static let conversationLifecycle = BackendCapabilities(rawValue: 1 << 8)
+    public static let agentRating = BackendCapabilities(rawValue: 1 << 9)
+    public static let customFields = BackendCapabilities(rawValue: 1 << 10)
+    public static let analytics = BackendCapabilities(rawValue: 1 << 11)
+    public static let edit = BackendCapabilities(rawValue: 1 << 12)
+    public static let delete = BackendCapabilities(rawValue: 1 << 13)
+    public static let quotes = BackendCapabilities(rawValue: 1 << 14)
+    public static let archive = BackendCapabilities(rawValue: 1 << 15)
+    /// Vendor-specific requests (``BackendRequest/vendor(name:payload:)``).
+    public static let vendorRequests = BackendCapabilities(rawValue: 1 << 16)
+
+    public static let all: BackendCapabilities = [
+        .typing, .readMarkers, .sequences, .historyPaging, .files, .threads, .participantsManagement,
+        .conversationUpdate, .conversationLifecycle, .agentRating, .customFields, .analytics, .edit, .delete,
+        .quotes, .archive, .vendorRequests,
+    ]
+
+    private static let names: [(BackendCapabilities, String)] = [
+        (.typing, "typing"), (.readMarkers, "readMarkers"), (.sequences, "sequences"),
+        (.historyPaging, "historyPaging"), (.files, "files"), (.threads, "threads"),
+        (.participantsManagement, "participantsManagement"), (.conversationUpdate, "conversationUpdate"),
+        (.conversationLifecycle, "conversationLifecycle"), (.agentRating, "agentRating"),
+        (.customFields, "customFields"), (.analytics, "analytics"), (.edit, "edit"), (.delete, "delete"),
+        (.quotes, "quotes"), (.archive, "archive"), (.vendorRequests, "vendorRequests"),
+    ]
+
+    public var description: String {
+        let names = Self.names.filter { contains($0.0) }.map(\.1)
+        return names.count == 1 ? names[0] : "[\(names.joined(separator: ", "))]"
+    }
+}
+
+/// How outgoing typing notifications are throttled for a backend.
+public enum TypingPolicy: Sendable, Hashable {
+    /// Send at most one update (with the draft) per `interval`; send "stopped" after `autoStop`
+    /// without keystrokes. Webim: 1 s and 5 s.
+    case coalesce(interval: Duration, autoStop: Duration)
+    /// Send "typing" at most once per `interval` and never "stopped": the far side lets it
+    /// expire. Voximplant: 10 s.
+    case minimumInterval(Duration)
+    /// Send "started" once and "ended" when the user stops or after `autoStop`. CXone.
+    case startEnd(autoStop: Duration)
+}
+
+/// Numbers a backend imposes.
+public struct BackendLimits: Sendable, Hashable {
+    public var maxTextLength: Int
+    /// The most events one retransmit call may ask for.
+    public var maxRetransmitBatch: Int
+    public var maxPayloadBytes: Int
+    public var typingPolicy: TypingPolicy
+    public var historyPageSize: Int
+
+    public init(
+        maxTextLength: Int = 5000,
+        maxRetransmitBatch: Int = 100,
+        maxPayloadBytes: Int = 5 * 1024,
+        typingPolicy: TypingPolicy = .minimumInterval(.seconds(10)),
+        historyPageSize: Int = 50
+    ) {
+        self.maxTextLength = maxTextLength
+        self.maxRetransmitBatch = maxRetransmitBatch
+        self.maxPayloadBytes = maxPayloadBytes
+        self.typingPolicy = typingPolicy
+        self.historyPageSize = historyPageSize
+    }
+}
+
+/// Names a backend and says what it can do.
+public struct BackendDescriptor: Sendable, Hashable {
+    public var name: BackendName
+    public var capabilities: BackendCapabilities
+    public var limits: BackendLimits
+
+    public init(name: BackendName, capabilities: BackendCapabilities, limits: BackendLimits = BackendLimits()) {
+        self.name = name
+        self.capabilities = capabilities
+        self.limits = limits
+    }
+}

@@ -1,0 +1,160 @@
+public import Foundation
+
+/// Everything the engine asks of a backend, as one value: the only request type an adapter
+/// handles. Each request names the capability it needs (``requiredCapability``).
+public enum BackendRequest: Sendable, Hashable {
+    case send(OutgoingMessage)
+    case edit(ConversationID, MessageID, text: String, payload: JSONValue?)
+    case delete(ConversationID, MessageID)
+    case typing(ConversationID, isTyping: Bool, draft: String?)
+    case markRead(ConversationID, upTo: ChatEvent.ReadMarker)
+    case startConversation(ConversationDraft)
+    case closeConversation(ConversationID)
+    case archiveConversation(ConversationID)
+    case updateConversation(ConversationID, ConversationChanges)
+    case rateAgent(ConversationID, agent: ParticipantID?, rating: Int, comment: String?)
+    /// Custom fields of a conversation, or of the customer when the conversation is `nil`.
+    case setCustomFields(ConversationID?, [String: String])
+    case addParticipants(ConversationID, [Participant])
+    case updateParticipants(ConversationID, [Participant])
+    case removeParticipants(ConversationID, [ParticipantID])
+    case history(HistoryQuery)
+    /// Events of a conversation by sequence, inclusive; never more than the descriptor's
+    /// ``BackendLimits/maxRetransmitBatch``.
+    case retransmit(ConversationID, ClosedRange<Int64>)
+    /// A vendor-only call, used by typed vendor extensions.
+    case vendor(name: String, payload: JSONValue)
+
+    /// The capability a backend must list for the engine to send this request.
+    public var requiredCapability: BackendCapabilities? {
+        switch self {
+        case .send(let message): return message.attachments.isEmpty ? (message.quote == nil ? nil : .quotes) : .files
+        case .edit: return .edit
+        case .delete: return .delete
+        case .typing: return .typing
+        case .markRead: return .readMarkers
+        case .startConversation, .closeConversation: return .conversationLifecycle
+        case .archiveConversation: return .archive
+        case .updateConversation: return .conversationUpdate
+        case .rateAgent: return .agentRating
+        case .setCustomFields: return .customFields
+        case .addParticipants, .updateParticipants, .removeParticipants: return .participantsManagement
+        case .history: return .historyPaging
+        case .retransmit: return .sequences
+        case .vendor: return .vendorRequests
+        }
+    }
+
+    /// A short name for logs (never the content).
+    public var name: String {
+        switch self {
+        case .send: return "send"
+        case .edit: return "edit"
+        case .delete: return "delete"
+        case .typing: return "typing"
+        case .markRead: return "markRead"
+        case .startConversation: return "startConversation"
+        case .closeConversation: return "closeConversation"
+        case .archiveConversation: return "archiveConversation"
+        case .updateConversation: return "updateConversation"
+        case .rateAgent: return "rateAgent"
+        case .setCustomFields: return "setCustomFields"
+        case .addParticipants: return "addParticipants"
+        case .updateParticipants: return "updateParticipants"
+        case .removeParticipants: return "removeParticipants"
+        case .history: return "history"
+        case .retransmit: return "retransmit"
+        case .vendor(let name, _): return "vendor(\(name))"
+        }
+    }
+}
+
+/// What a backend answers.
+public enum BackendResponse: Sendable, Hashable {
+    case done
+    /// The message as the server accepted it (send, edit).
+    case message(Message)
+    case conversation(ConversationInfo)
+    case history(HistoryPage)
+    /// Retransmitted events, in sequence order.
+    case events([BackendEvent])
+    case vendor(JSONValue)
+}
+
+/// A new conversation to start.
+public struct ConversationDraft: Sendable, Hashable {
+    public var kind: ConversationInfo.Kind
+    public var title: String?
+    public var participants: [Participant]
+    public var flags: ConversationInfo.Flags
+    public var customData: JSONValue?
+    /// Pre-chat fields (CXone survey, Webim department).
+    public var customFields: [String: String]
+
+    public init(
+        kind: ConversationInfo.Kind = .supportChat,
+        title: String? = nil,
+        participants: [Participant] = [],
+        flags: ConversationInfo.Flags = [],
+        customData: JSONValue? = nil,
+        customFields: [String: String] = [:]
+    ) {
+        self.kind = kind
+        self.title = title
+        self.participants = participants
+        self.flags = flags
+        self.customData = customData
+        self.customFields = customFields
+    }
+}
+
+/// Changes to a conversation; `nil` fields stay as they are.
+public struct ConversationChanges: Sendable, Hashable {
+    public var title: String?
+    public var isPublicJoin: Bool?
+    public var customData: JSONValue?
+
+    public init(title: String? = nil, isPublicJoin: Bool? = nil, customData: JSONValue? = nil) {
+        self.title = title
+        self.isPublicJoin = isPublicJoin
+        self.customData = customData
+    }
+}
+
+/// A page of older messages to fetch.
+public struct HistoryQuery: Sendable, Hashable {
+    /// Where an older page starts.
+    public enum Anchor: Sendable, Hashable {
+        /// Before this sequence (exclusive).
+        case sequence(Int64)
+        /// Before this server time (exclusive).
+        case time(Date)
+        /// The backend's own paging token from the previous page.
+        case token(String)
+    }
+
+    public var conversationID: ConversationID
+    /// `nil` for the newest page.
+    public var before: Anchor?
+    public var limit: Int
+
+    public init(conversationID: ConversationID, before: Anchor?, limit: Int) {
+        self.conversationID = conversationID
+        self.before = before
+        self.limit = limit
+    }
+}
+
+/// One page of history, oldest first.
+public struct HistoryPage: Sendable, Hashable {
+    public var messages: [Message]
+    public var hasMore: Bool
+    /// The anchor for the next older page, when the backend pages by token.
+    public var nextAnchor: HistoryQuery.Anchor?
+
+    public init(messages: [Message], hasMore: Bool, nextAnchor: HistoryQuery.Anchor? = nil) {
+        self.messages = messages
+        self.hasMore = hasMore
+        self.nextAnchor = nextAnchor
+    }
+}

@@ -1,0 +1,170 @@
+public import Foundation
+public import Logging
+
+/// The adapter seam: what a vendor adapter implements so the engine can drive it.
+///
+/// An adapter is a translator between a wire protocol and the normalized model. It does **not**
+/// reconnect, retry, de-duplicate, order, store or throttle: the session engine owns all of that
+/// and gives every adapter the same guarantees. The contract:
+///
+/// - ``connect(_:)`` opens one link, using the stored credentials and cursors in the context,
+///   and returns a ``BackendConnection``. It throws a ``SwitchboardError`` whose classification
+///   says what the engine does next (transient → backoff, authentication → retry once with
+///   cleared credentials, fatal → session ends).
+/// - ``BackendConnection/updates`` yields inbound data **in wire order**, finishes or throws
+///   when the link is gone, and never crashes on bad input: a malformed or unknown frame becomes
+///   ``BackendUpdate/problem(_:)`` or a ``ChatEvent/Kind/custom(name:payload:)`` event.
+/// - ``BackendConnection/perform(_:)`` carries out one ``BackendRequest`` and answers with the
+///   server's result. A request for a capability the descriptor does not list is never sent.
+/// - Sends carry the ``ClientMessageID``; the server's echo carries it back.
+///
+/// The conformance suite in `SwitchboardTestKit` (`ConformanceSuite.cases`) checks all of this
+/// against the adapter's emulator; `InMemoryBackend` is the reference implementation.
+public protocol ChatBackend: Sendable {
+    var descriptor: BackendDescriptor { get }
+
+    /// Opens a link to the service.
+    ///
+    /// - Throws: ``SwitchboardError`` (classified), or `CancellationError`.
+    func connect(_ context: ConnectionContext) async throws -> any BackendConnection
+}
+
+/// One live link to a backend.
+public protocol BackendConnection: Sendable {
+    /// Inbound updates in wire order. Finishes (or throws a classified error) when the link is
+    /// gone. Single consumer: the engine.
+    var updates: AsyncThrowingStream<BackendUpdate, any Error> { get }
+
+    /// Performs one request.
+    ///
+    /// - Throws: ``SwitchboardError`` (classified), or `CancellationError`.
+    func perform(_ request: BackendRequest) async throws -> BackendResponse
+
+    /// Closes the link; ``updates`` finishes. Idempotent.
+    func close() async
+}
+
+/// What the engine hands an adapter when it connects.
+public struct ConnectionContext: Sendable {
+    public var session: SessionID
+    /// What the adapter asked the engine to keep last time (Webim page id and auth token, CXone
+    /// customer id and tokens, a Voximplant user).
+    public var credentials: Credentials
+    /// The account-wide cursor the adapter last reported (Webim revision).
+    public var cursor: SyncCursor?
+    /// Per-conversation sequences delivered so far, for sequenced backends.
+    public var conversationSequences: [ConversationID: Int64]
+    public var clock: SessionClock
+    public var logger: Logger
+
+    public init(
+        session: SessionID,
+        credentials: Credentials = Credentials(),
+        cursor: SyncCursor? = nil,
+        conversationSequences: [ConversationID: Int64] = [:],
+        clock: SessionClock,
+        logger: Logger
+    ) {
+        self.session = session
+        self.credentials = credentials
+        self.cursor = cursor
+        self.conversationSequences = conversationSequences
+        self.clock = clock
+        self.logger = logger
+    }
+}
+
+/// Opaque per-backend credentials the engine persists for the adapter.
+public struct Credentials: Sendable, Hashable, Codable {
+    public var values: [String: String]
+    public init(_ values: [String: String] = [:]) { self.values = values }
+    public subscript(key: String) -> String? {
+        get { values[key] }
+        set { values[key] = newValue }
+    }
+    public var isEmpty: Bool { values.isEmpty }
+}
+
+/// A backend's position in its update stream.
+public enum SyncCursor: Sendable, Hashable, Codable {
+    /// A per-conversation event sequence (Voximplant).
+    case sequence(Int64)
+    /// An account-wide revision (Webim `revision`).
+    case revision(String)
+    /// An opaque token (CXone scroll token).
+    case token(String)
+}
+
+/// One inbound item from a backend.
+public enum BackendUpdate: Sendable {
+    /// The full state of a scope (Webim `fullUpdate`, CXone thread recovery). The engine diffs
+    /// it against the store, so a re-init never duplicates or loses anything.
+    case snapshot(BackendSnapshot)
+    /// One incremental event.
+    case event(BackendEvent)
+    /// The newest sequence of a conversation, so the engine can plan catch-up.
+    case conversationHead(ConversationID, lastSequence: Int64)
+    /// Credentials to persist (merged into the stored ones).
+    case credentials(Credentials)
+    /// The account-wide cursor moved without an event (an empty Webim delta with a revision).
+    case cursor(SyncCursor)
+    /// Input the adapter could not use; the session goes on.
+    case problem(SwitchboardError)
+}
+
+/// An incremental event as an adapter reports it: a normalized kind plus where it sits in the
+/// backend's stream.
+public struct BackendEvent: Sendable, Hashable {
+    public var kind: ChatEvent.Kind
+    public var conversationID: ConversationID?
+    /// The conversation event sequence, for sequenced backends. Events with a sequence go
+    /// through gap detection; events without one are delivered as they come.
+    public var sequence: Int64?
+    /// The account-wide cursor after this event, if the backend has one.
+    public var cursor: SyncCursor?
+    public var time: Date?
+
+    public init(
+        _ kind: ChatEvent.Kind,
+        conversation: ConversationID? = nil,
+        sequence: Int64? = nil,
+        cursor: SyncCursor? = nil,
+        time: Date? = nil
+    ) {
+        self.kind = kind
+        self.conversationID = conversation
+        self.sequence = sequence
+        self.cursor = cursor
+        self.time = time
+    }
+}
+
+/// The full state of one or more conversations.
+public struct BackendSnapshot: Sendable, Hashable {
+    public var conversations: [ConversationSnapshot]
+    /// `true` when the snapshot lists every conversation of the account: stored conversations
+    /// missing from it are removed.
+    public var isComplete: Bool
+    public var cursor: SyncCursor?
+
+    public init(conversations: [ConversationSnapshot], isComplete: Bool, cursor: SyncCursor? = nil) {
+        self.conversations = conversations
+        self.isComplete = isComplete
+        self.cursor = cursor
+    }
+}
+
+/// One conversation in a snapshot, with the messages the backend sent along.
+public struct ConversationSnapshot: Sendable, Hashable {
+    public var conversation: ConversationInfo
+    public var messages: [Message]
+    /// `true` when `messages` are all the conversation's messages: stored messages missing from
+    /// them were removed on the server. `false` when they are a recent window.
+    public var messagesAreComplete: Bool
+
+    public init(conversation: ConversationInfo, messages: [Message] = [], messagesAreComplete: Bool = false) {
+        self.conversation = conversation
+        self.messages = messages
+        self.messagesAreComplete = messagesAreComplete
+    }
+}

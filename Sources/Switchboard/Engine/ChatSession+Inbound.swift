@@ -1,0 +1,375 @@
+import Foundation
+import Logging
+
+// What the engine does with what arrives: updates from the link, retransmit results, timers.
+// Every entry point here takes the gate; the helpers it calls assume it is held.
+extension ChatSession {
+    func apply(_ update: BackendUpdate) async {
+        await gated {
+            if !sawFirstUpdate {
+                sawFirstUpdate = true
+                reconnect.connected()
+            }
+            switch update {
+            case .snapshot(let snapshot):
+                await applySnapshot(snapshot)
+            case .event(let event):
+                await applyEvent(event)
+            case .conversationHead(let conversation, let lastSequence):
+                await observeHead(of: conversation, lastSequence: lastSequence)
+            case .credentials(let new):
+                credentials.values.merge(new.values) { _, new in new }
+                await persist { try await self.store.saveCredentials(self.credentials, scope: self.scope) }
+            case .cursor(let new):
+                await saveCursor(new)
+            case .problem(let error):
+                report(error)
+            }
+        }
+    }
+
+    /// Called with the gate held when a link is up: resume the outbox and flush read markers
+    /// marked while offline.
+    func linkEstablished() async {
+        await perform(outbox.connected())
+        for (conversation, marker) in pendingReadMarkers {
+            scheduleReadMarker(marker, in: conversation)
+        }
+    }
+
+    func linkDropped() {
+        outbox.disconnected()
+        for key in trackers.keys { trackers[key]!.connectionLost() }
+    }
+
+    func timerFired(_ event: TimerEvent) async {
+        await gated {
+            switch event {
+            case .hold(let conversation):
+                guard var tracker = trackers[conversation] else { return }
+                let outcome = tracker.holdTimerFired()
+                trackers[conversation] = tracker
+                await handle(outcome, in: conversation)
+            case .outboxRetry(let conversation):
+                statisticsValue.sendRetries += 1
+                await perform(outbox.retryTimerFired(conversation))
+            case .typing(let conversation):
+                guard var throttle = typing[conversation] else { return }
+                let actions = throttle.timerFired(now: clock.now)
+                typing[conversation] = throttle
+                performTyping(actions, in: conversation)
+            }
+        }
+    }
+
+    func retransmitFinished(
+        _ conversation: ConversationID,
+        range: ClosedRange<Int64>,
+        result: Result<BackendResponse, any Error>
+    ) async {
+        await gated {
+            guard var tracker = trackers[conversation] else { return }
+            var outcome = SequenceTrackerStateMachine<BackendEvent>.Outcome()
+            switch result {
+            case .success(let response):
+                guard case .events(let events) = response else {
+                    report(SwitchboardError(.protocolViolation, "retransmit answered with \(response)"), conversation: conversation)
+                    outcome = tracker.retransmitFailed(range)
+                    break
+                }
+                statisticsValue.retransmittedEvents += events.count
+                for event in events {
+                    guard let sequence = event.sequence, range.contains(sequence) else { continue }
+                    outcome.merge(tracker.receive(sequence: sequence, event: event))
+                }
+                outcome.merge(tracker.retransmitCompleted(range))
+            case .failure(let error):
+                let error = SwitchboardError.classify(error)
+                if error.code != .cancelled {
+                    report(SwitchboardError(error.code, "retransmit \(range) failed", underlying: error), conversation: conversation)
+                }
+                outcome = tracker.retransmitFailed(range)
+            }
+            trackers[conversation] = tracker
+            await handle(outcome, in: conversation)
+        }
+    }
+
+    // MARK: Helpers (gate held)
+
+    private func applySnapshot(_ snapshot: BackendSnapshot) async {
+        var stored = SnapshotDiff.Stored(conversations: [:], messages: [:])
+        do {
+            for conversation in try await store.fetchConversations(scope: scope) {
+                stored.conversations[conversation.id] = conversation
+            }
+            for item in snapshot.conversations {
+                let id = item.conversation.id
+                var messages: [MessageID: Message] = [:]
+                for message in item.messages {
+                    guard let serverID = message.serverID,
+                        let old = try await store.fetchMessage(serverID: serverID, in: id, scope: scope)
+                    else { continue }
+                    messages[serverID] = old
+                }
+                if item.messagesAreComplete {
+                    for old in try await store.fetchMessages(in: id, before: nil, limit: .max, scope: scope) {
+                        if let serverID = old.serverID { messages[serverID] = old }
+                    }
+                }
+                stored.messages[id] = messages
+            }
+        } catch {
+            report(SwitchboardError(.storageFailure, "could not read the store for a snapshot", underlying: error))
+            return
+        }
+        for event in SnapshotDiff.events(from: snapshot, against: stored) {
+            await deliver(event)
+        }
+        for item in snapshot.conversations {
+            if let head = item.conversation.lastSequence {
+                await observeHead(of: item.conversation.id, lastSequence: head)
+            }
+        }
+        if let cursor = snapshot.cursor { await saveCursor(cursor) }
+    }
+
+    private func applyEvent(_ event: BackendEvent) async {
+        if descriptor.capabilities.contains(.sequences), let sequence = event.sequence,
+            let conversation = event.conversationID
+        {
+            var tracker = trackers[conversation] ?? newTracker(conversation, baseline: 0)
+            let before = tracker.heldCount
+            let outcome = tracker.receive(sequence: sequence, event: event)
+            if tracker.heldCount > before { statisticsValue.heldBack += 1 }
+            trackers[conversation] = tracker
+            await handle(outcome, in: conversation)
+        } else {
+            await deliver(event)
+        }
+        if let cursor = event.cursor { await saveCursor(cursor) }
+    }
+
+    private func observeHead(of conversation: ConversationID, lastSequence: Int64) async {
+        guard descriptor.capabilities.contains(.sequences) else { return }
+        // A conversation the store knows but has no cursor for starts at the head: older
+        // events are history, paged on demand. One never seen before is caught up from 1.
+        let known = (try? await store.fetchConversation(conversation, scope: scope)) != nil
+        var tracker = trackers[conversation] ?? newTracker(conversation, baseline: known ? lastSequence : 0)
+        let outcome = tracker.headObserved(lastSequence)
+        trackers[conversation] = tracker
+        await handle(outcome, in: conversation)
+    }
+
+    private func newTracker(_ conversation: ConversationID, baseline: Int64) -> SequenceTrackerStateMachine<BackendEvent> {
+        SequenceTrackerStateMachine(
+            delivered: storedSequences[conversation] ?? baseline,
+            batchLimit: max(1, descriptor.limits.maxRetransmitBatch)
+        )
+    }
+
+    /// Performs a tracker outcome: deliver in order, persist the cursor, ask for retransmits,
+    /// start the hold timer.
+    func handle(_ outcome: SequenceTrackerStateMachine<BackendEvent>.Outcome, in conversation: ConversationID) async {
+        statisticsValue.duplicatesDropped += outcome.duplicates
+        for (_, event) in outcome.deliver {
+            await deliver(event)
+        }
+        if !outcome.deliver.isEmpty, let delivered = trackers[conversation]?.delivered {
+            storedSequences[conversation] = delivered
+            await persist { try await self.store.saveSequence(delivered, for: conversation, scope: self.scope) }
+        }
+        if !outcome.retransmit.isEmpty { statisticsValue.gapsDetected += 1 }
+        for range in outcome.retransmit {
+            statisticsValue.retransmitRequests += 1
+            schedule { connection in
+                let result: Result<BackendResponse, any Error>
+                do {
+                    result = .success(try await connection.perform(.retransmit(conversation, range)))
+                } catch {
+                    result = .failure(error)
+                }
+                await self.retransmitFinished(conversation, range: range, result: result)
+            }
+        }
+        if outcome.startHoldTimer {
+            scheduleTimer(.hold(conversation), after: configuration.holdTimeout)
+        }
+    }
+
+    /// Applies one in-order event to the store and publishes what changed.
+    func deliver(_ event: BackendEvent) async {
+        let conversation = event.conversationID
+        let time = event.time
+        do {
+            switch event.kind {
+            case .messageAdded(var message, let position):
+                if let conversation { message.conversationID = conversation }
+                try await applyMessage(message, position: position, sequence: event.sequence, time: time)
+            case .messageUpdated(var message):
+                if let conversation { message.conversationID = conversation }
+                try await applyMessage(message, position: nil, sequence: event.sequence, time: time)
+            case .messageRemoved(let messageID):
+                guard let conversation else { throw missingConversation(event) }
+                guard try await store.fetchMessage(serverID: messageID, in: conversation, scope: scope) != nil else {
+                    return
+                }
+                try await store.removeMessage(serverID: messageID, in: conversation, scope: scope)
+                publish(event.kind, conversation: conversation, sequence: event.sequence, time: time)
+            case .historyCleared:
+                guard let conversation else { throw missingConversation(event) }
+                try await store.removeAllMessages(in: conversation, scope: scope)
+                publish(event.kind, conversation: conversation, sequence: event.sequence, time: time)
+            case .conversationAdded(let info), .conversationUpdated(let info):
+                try await applyConversation(info, sequence: event.sequence, time: time)
+            case .conversationRemoved:
+                guard let conversation else { throw missingConversation(event) }
+                try await store.removeConversation(conversation, scope: scope)
+                trackers[conversation] = nil
+                storedSequences[conversation] = nil
+                publish(event.kind, conversation: conversation, sequence: event.sequence, time: time)
+            case .conversationStateChanged(let state, _):
+                guard let conversation else { throw missingConversation(event) }
+                var info = try await knownConversation(conversation, time: time)
+                let previous = info.state
+                guard previous != state else { return }
+                info.state = state
+                try await store.saveConversation(info, scope: scope)
+                publish(.conversationStateChanged(state, previous: previous), conversation: conversation, sequence: event.sequence, time: time)
+            case .agentChanged(let agent):
+                guard let conversation else { throw missingConversation(event) }
+                var info = try await knownConversation(conversation, time: time)
+                info.assignedAgent = agent
+                try await store.saveConversation(info, scope: scope)
+                publish(event.kind, conversation: conversation, sequence: event.sequence, time: time)
+            case .participantsAdded(let participants), .participantsUpdated(let participants):
+                guard let conversation else { throw missingConversation(event) }
+                var info = try await knownConversation(conversation, time: time)
+                for participant in participants {
+                    if let index = info.participants.firstIndex(where: { $0.id == participant.id }) {
+                        info.participants[index] = participant
+                    } else {
+                        info.participants.append(participant)
+                    }
+                }
+                try await store.saveConversation(info, scope: scope)
+                publish(event.kind, conversation: conversation, sequence: event.sequence, time: time)
+            case .participantsRemoved(let ids):
+                guard let conversation else { throw missingConversation(event) }
+                var info = try await knownConversation(conversation, time: time)
+                info.participants.removeAll { ids.contains($0.id) }
+                try await store.saveConversation(info, scope: scope)
+                publish(event.kind, conversation: conversation, sequence: event.sequence, time: time)
+            case .readMarker(let participant, let marker):
+                guard let conversation else { throw missingConversation(event) }
+                try await store.saveReadMarker(marker, of: participant, in: conversation, scope: scope)
+                if case .sequence(let sequence) = marker,
+                    var info = try await store.fetchConversation(conversation, scope: scope),
+                    let index = info.participants.firstIndex(where: { $0.id == participant })
+                {
+                    info.participants[index].lastReadSequence = sequence
+                    try await store.saveConversation(info, scope: scope)
+                }
+                publish(event.kind, conversation: conversation, sequence: event.sequence, time: time)
+            case .gap:
+                // Bus-only; an adapter has no business sending it.
+                report(SwitchboardError(.protocolViolation, "a backend sent a bus gap event"))
+            default:
+                publish(event.kind, conversation: conversation, sequence: event.sequence, time: time)
+            }
+        } catch let error as SwitchboardError {
+            report(error, conversation: conversation)
+        } catch {
+            report(SwitchboardError(.storageFailure, "could not store an event", underlying: error), conversation: conversation)
+        }
+    }
+
+    private func applyMessage(_ message: Message, position: ChatEvent.MessagePosition?, sequence: Int64?, time: Date?) async throws {
+        let conversation = message.conversationID
+        _ = try await knownConversation(conversation, time: time)
+        let byServerID = try await message.serverID.asyncFlatMap {
+            try await store.fetchMessage(serverID: $0, in: conversation, scope: scope)
+        }
+        let byClientID = try await message.clientID.asyncFlatMap {
+            try await store.fetchMessage(clientID: $0, scope: scope)
+        }
+        switch MessageReconciler.reconcile(message, byServerID: byServerID, byClientID: byClientID) {
+        case .insert(let message):
+            try await store.saveMessages([message], scope: scope)
+            if let position {
+                publish(.messageAdded(message, position: position), conversation: conversation, sequence: sequence, time: time)
+            } else {
+                publish(.messageUpdated(message), conversation: conversation, sequence: sequence, time: time)
+            }
+        case .update(_, let merged):
+            try await store.saveMessages([merged], scope: scope)
+            publish(.messageUpdated(merged), conversation: conversation, sequence: sequence, time: time)
+        case .duplicate:
+            statisticsValue.duplicatesDropped += 1
+        }
+        if let clientID = message.clientID, message.serverID != nil {
+            await perform(outbox.echoed(clientID))
+        }
+    }
+
+    private func applyConversation(_ info: ConversationInfo, sequence: Int64?, time: Date?) async throws {
+        if let old = try await store.fetchConversation(info.id, scope: scope) {
+            let changes = SnapshotDiff.conversationChanges(from: old, to: info)
+            guard !changes.isEmpty else {
+                statisticsValue.duplicatesDropped += 1
+                return
+            }
+            try await store.saveConversation(info, scope: scope)
+            for change in changes {
+                publish(change.kind, conversation: info.id, sequence: sequence, time: time)
+            }
+        } else {
+            try await store.saveConversation(info, scope: scope)
+            publish(.conversationAdded(info), conversation: info.id, sequence: sequence, time: time)
+        }
+    }
+
+    /// The stored conversation, or a new minimal one (published as added) when an event names
+    /// a conversation the backend never announced.
+    func knownConversation(_ id: ConversationID, time: Date?) async throws -> ConversationInfo {
+        if let info = try await store.fetchConversation(id, scope: scope) { return info }
+        let info = ConversationInfo(id: id, createdAt: time ?? clock.date)
+        try await store.saveConversation(info, scope: scope)
+        publish(.conversationAdded(info), conversation: id, time: time)
+        return info
+    }
+
+    private func missingConversation(_ event: BackendEvent) -> SwitchboardError {
+        SwitchboardError(.protocolViolation, "\(event.kind.category) event without a conversation")
+    }
+
+    private func saveCursor(_ new: SyncCursor) async {
+        guard new != cursor else { return }
+        cursor = new
+        await persist { try await self.store.saveCursor(new, scope: self.scope) }
+    }
+
+    func persist(_ body: () async throws -> Void) async {
+        do {
+            try await body()
+        } catch {
+            report(SwitchboardError(.storageFailure, "could not write to the store", underlying: error))
+        }
+    }
+}
+
+extension SequenceTrackerStateMachine.Outcome {
+    mutating func merge(_ other: Self) {
+        deliver += other.deliver
+        retransmit += other.retransmit
+        startHoldTimer = startHoldTimer || other.startHoldTimer
+        duplicates += other.duplicates
+    }
+}
+
+extension Optional {
+    func asyncFlatMap<U>(_ transform: (Wrapped) async throws -> U?) async rethrows -> U? {
+        guard let value = self else { return nil }
+        return try await transform(value)
+    }
+}

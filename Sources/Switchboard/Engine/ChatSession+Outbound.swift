@@ -1,0 +1,344 @@
+import Foundation
+import Logging
+
+// What the app asks of a session, and the outbox that carries sends.
+extension ChatSession {
+    public func conversations() async throws -> [ConversationInfo] {
+        try lifecycle.checkOpen()
+        return try await store.fetchConversations(scope: scope)
+    }
+
+    public func conversation(_ id: ConversationID) async throws -> any Conversation {
+        try lifecycle.checkOpen()
+        guard try await store.fetchConversation(id, scope: scope) != nil else {
+            throw SwitchboardError(.conversationNotFound, "no conversation \(id) in this session")
+        }
+        return SessionConversation(session: self, id: id)
+    }
+
+    public func startConversation(_ draft: ConversationDraft) async throws -> any Conversation {
+        let response = try await performNow(.startConversation(draft))
+        guard case .conversation(let info) = response else {
+            throw SwitchboardError(.protocolViolation, "startConversation answered with \(response)")
+        }
+        await gated { await deliver(BackendEvent(.conversationAdded(info), conversation: info.id)) }
+        return SessionConversation(session: self, id: info.id)
+    }
+
+    public func setCustomFields(_ fields: [String: String]) async throws {
+        _ = try await performNow(.setCustomFields(nil, fields))
+    }
+
+    public func performVendorRequest(_ name: String, payload: JSONValue) async throws -> BackendResponse {
+        try await performNow(.vendor(name: name, payload: payload))
+    }
+
+    // MARK: Sending
+
+    func send(_ draft: MessageDraft, in conversation: ConversationID) async throws -> Message {
+        let outgoing = OutgoingMessage(
+            clientID: ClientMessageID.random(using: &random),
+            conversationID: conversation,
+            kind: draft.kind,
+            text: draft.text,
+            attachments: draft.attachments,
+            payload: draft.payload,
+            quote: draft.quote
+        )
+        try requireCapability(BackendRequest.send(outgoing).requiredCapability)
+        let limits = descriptor.limits
+        if draft.text.count > limits.maxTextLength {
+            throw SwitchboardError(
+                .payloadTooLarge,
+                "text of \(draft.text.count) characters is over the limit of \(limits.maxTextLength)"
+            )
+        }
+        if let payload = draft.payload, payload.jsonData().count > limits.maxPayloadBytes {
+            throw SwitchboardError(.payloadTooLarge, "payload is over the limit of \(limits.maxPayloadBytes) bytes")
+        }
+        let now = clock.date
+        let entry = OutboxEntry(message: outgoing, createdAt: now)
+        let message = Message(
+            clientID: outgoing.clientID,
+            conversationID: conversation,
+            kind: outgoing.kind,
+            text: outgoing.text,
+            attachments: outgoing.attachments,
+            payload: outgoing.payload,
+            time: now,
+            quote: outgoing.quote,
+            deliveryState: .pending
+        )
+        try await gated {
+            _ = try await knownConversation(conversation, time: now)
+            try await store.saveMessages([message], scope: scope)
+            try await store.saveOutboxEntry(entry, scope: scope)
+            publish(.messageAdded(message, position: .newest), conversation: conversation, time: now)
+            await perform(outbox.enqueue(entry))
+        }
+        return message
+    }
+
+    /// Performs outbox actions (gate held).
+    func perform(_ actions: [OutboxStateMachine.Action]) async {
+        for action in actions {
+            switch action {
+            case .send(let entry):
+                schedule { connection in
+                    let result: Result<BackendResponse, any Error>
+                    do {
+                        result = .success(try await connection.perform(.send(entry.message)))
+                    } catch {
+                        result = .failure(error)
+                    }
+                    await self.sendFinished(entry, result: result)
+                }
+            case .complete(let entry):
+                statisticsValue.messagesSent += 1
+                await persist { try await self.store.removeOutboxEntry(entry.clientID, scope: self.scope) }
+            case .fail(let entry, let reason):
+                statisticsValue.sendFailures += 1
+                await persist {
+                    try await self.store.removeOutboxEntry(entry.clientID, scope: self.scope)
+                    if var message = try await self.store.fetchMessage(clientID: entry.clientID, scope: self.scope) {
+                        message.deliveryState = .failed(reason)
+                        try await self.store.saveMessages([message], scope: self.scope)
+                        self.publish(.messageUpdated(message), conversation: entry.conversationID)
+                    }
+                }
+            case .persist(let entry):
+                await persist { try await self.store.saveOutboxEntry(entry, scope: self.scope) }
+            case .scheduleRetry(let conversation, let delay):
+                scheduleTimer(.outboxRetry(conversation), after: delay)
+            }
+        }
+    }
+
+    func sendFinished(_ entry: OutboxEntry, result: Result<BackendResponse, any Error>) async {
+        await gated {
+            switch result {
+            case .success(.message(var message)):
+                message.clientID = message.clientID ?? entry.clientID
+                message.conversationID = entry.conversationID
+                await deliver(BackendEvent(.messageUpdated(message), conversation: entry.conversationID))
+                await perform(outbox.succeeded(entry.clientID))
+            case .success:
+                await perform(outbox.succeeded(entry.clientID))
+            case .failure(let error):
+                let error = SwitchboardError.classify(error)
+                logger.debug("send failed", metadata: ["error": "\(error)", "attempts": "\(entry.attempts + 1)"])
+                await perform(outbox.failed(entry.clientID, error: error, using: &random))
+            }
+        }
+    }
+
+    /// Messages waiting in the outbox, FIFO per conversation.
+    public var pendingSends: [OutboxEntry] { outbox.entries }
+
+    // MARK: Typing and read markers
+
+    func userTyping(_ isTyping: Bool, draft: String?, in conversation: ConversationID) async throws {
+        try requireCapability(.typing)
+        await gated {
+            var throttle =
+                typing[conversation]
+                ?? TypingThrottleStateMachine(policy: configuration.typingPolicy ?? descriptor.limits.typingPolicy)
+            let now = clock.now
+            let actions = isTyping ? throttle.userTyping(draft: draft, now: now) : throttle.userStopped(now: now)
+            typing[conversation] = throttle
+            performTyping(actions, in: conversation)
+        }
+    }
+
+    func performTyping(_ actions: [TypingThrottleStateMachine.Action], in conversation: ConversationID) {
+        for action in actions {
+            switch action {
+            case .send(let isTyping, let draft):
+                // Typing is best effort: offline it is dropped, a failure is only logged.
+                schedule { [logger] connection in
+                    do {
+                        _ = try await connection.perform(.typing(conversation, isTyping: isTyping, draft: draft))
+                    } catch {
+                        logger.debug("typing notification failed", metadata: ["error": "\(error)"])
+                    }
+                }
+            case .scheduleTimer(let instant):
+                scheduleTimer(.typing(conversation), after: instant - clock.now)
+            }
+        }
+    }
+
+    func markRead(upTo marker: ChatEvent.ReadMarker?, in conversation: ConversationID) async throws {
+        try requireCapability(.readMarkers)
+        let resolved: ChatEvent.ReadMarker
+        if let marker {
+            resolved = marker
+        } else {
+            guard let newest = try await store.fetchMessages(in: conversation, before: nil, limit: 1, scope: scope).last
+            else { return }
+            if let sequence = newest.sequence {
+                resolved = .sequence(sequence)
+            } else if let serverID = newest.serverID {
+                resolved = .message(serverID)
+            } else {
+                resolved = .time(newest.time)
+            }
+        }
+        await gated {
+            pendingReadMarkers[conversation] = resolved
+            if var info = try? await store.fetchConversation(conversation, scope: scope), info.unreadCount != 0 {
+                info.unreadCount = 0
+                await persist { try await self.store.saveConversation(info, scope: self.scope) }
+                publish(.conversationUpdated(info), conversation: conversation)
+            }
+            scheduleReadMarker(resolved, in: conversation)
+        }
+    }
+
+    /// Sends a read marker on the current link; it stays pending until the server takes it.
+    func scheduleReadMarker(_ marker: ChatEvent.ReadMarker, in conversation: ConversationID) {
+        schedule { connection in
+            do {
+                _ = try await connection.perform(.markRead(conversation, upTo: marker))
+                await self.readMarkerSent(marker, in: conversation)
+            } catch {
+                await self.readMarkerFailed(error, in: conversation)
+            }
+        }
+    }
+
+    private func readMarkerSent(_ marker: ChatEvent.ReadMarker, in conversation: ConversationID) {
+        if pendingReadMarkers[conversation] == marker { pendingReadMarkers[conversation] = nil }
+    }
+
+    private func readMarkerFailed(_ error: any Error, in conversation: ConversationID) {
+        let error = SwitchboardError.classify(error)
+        guard !error.isTransient else { return }
+        pendingReadMarkers[conversation] = nil
+        report(SwitchboardError(error.code, "marking read failed", underlying: error), conversation: conversation)
+    }
+
+    // MARK: History
+
+    func storedMessages(in conversation: ConversationID, before: MessageOrderKey?, limit: Int) async throws -> [Message] {
+        try lifecycle.checkOpen()
+        return try await store.fetchMessages(in: conversation, before: before, limit: limit, scope: scope)
+    }
+
+    func history(in conversation: ConversationID, before: MessageOrderKey?, limit: Int) async throws -> [Message] {
+        let stored = try await storedMessages(in: conversation, before: before, limit: limit)
+        guard stored.count < limit, descriptor.capabilities.contains(.historyPaging),
+            !historyExhausted.contains(conversation), connection != nil
+        else { return stored }
+        let anchor: HistoryQuery.Anchor?
+        if let oldest = try await store.fetchMessages(in: conversation, before: nil, limit: .max, scope: scope)
+            .first(where: { $0.serverID != nil })
+        {
+            anchor = historyAnchors[conversation] ?? oldest.sequence.map { .sequence($0) } ?? .time(oldest.time)
+        } else {
+            anchor = historyAnchors[conversation]
+        }
+        let query = HistoryQuery(conversationID: conversation, before: anchor, limit: limit)
+        let response = try await performNow(.history(query))
+        guard case .history(let page) = response else {
+            throw SwitchboardError(.protocolViolation, "history answered with \(response)")
+        }
+        await gated {
+            if let next = page.nextAnchor { historyAnchors[conversation] = next }
+            if !page.hasMore { historyExhausted.insert(conversation) }
+            for var message in page.messages {
+                message.conversationID = conversation
+                await deliver(
+                    BackendEvent(.messageAdded(message, position: .history), conversation: conversation, time: message.time)
+                )
+            }
+        }
+        return try await storedMessages(in: conversation, before: before, limit: limit)
+    }
+}
+
+/// The engine's ``Conversation``: a handle that forwards to its session.
+struct SessionConversation: Conversation {
+    let session: ChatSession
+    let id: ConversationID
+    var sessionID: SessionID { session.id }
+
+    func info() async throws -> ConversationInfo {
+        guard let info = try await session.conversations().first(where: { $0.id == id }) else {
+            throw SwitchboardError(.conversationNotFound, "conversation \(id) is gone")
+        }
+        return info
+    }
+
+    func send(_ draft: MessageDraft) async throws -> Message { try await session.send(draft, in: id) }
+
+    func edit(_ message: MessageID, text: String) async throws {
+        try await apply(.edit(id, message, text: text, payload: nil))
+    }
+
+    func delete(_ message: MessageID) async throws {
+        try await apply(.delete(id, message))
+    }
+
+    func userTyping(draft: String?) async throws { try await session.userTyping(true, draft: draft, in: id) }
+    func userStoppedTyping() async throws { try await session.userTyping(false, draft: nil, in: id) }
+    func markRead(upTo marker: ChatEvent.ReadMarker?) async throws { try await session.markRead(upTo: marker, in: id) }
+
+    func storedMessages(before: MessageOrderKey?, limit: Int) async throws -> [Message] {
+        try await session.storedMessages(in: id, before: before, limit: limit)
+    }
+
+    func history(before: MessageOrderKey?, limit: Int) async throws -> [Message] {
+        try await session.history(in: id, before: before, limit: limit)
+    }
+
+    func timeline(limit: Int) async throws -> Timeline {
+        try await Timeline(conversation: self, limit: limit)
+    }
+
+    func events(buffering: EventBus.BufferingPolicy) -> EventStream {
+        session.events(filter: EventFilter(conversations: [id]), buffering: buffering)
+    }
+
+    func close() async throws { try await apply(.closeConversation(id)) }
+    func archive() async throws { try await apply(.archiveConversation(id)) }
+    func update(_ changes: ConversationChanges) async throws { try await apply(.updateConversation(id, changes)) }
+
+    func rateAgent(_ agent: ParticipantID?, rating: Int, comment: String?) async throws {
+        try await apply(.rateAgent(id, agent: agent, rating: rating, comment: comment))
+    }
+
+    func addParticipants(_ participants: [Participant]) async throws {
+        try await apply(.addParticipants(id, participants))
+    }
+
+    func updateParticipants(_ participants: [Participant]) async throws {
+        try await apply(.updateParticipants(id, participants))
+    }
+
+    func removeParticipants(_ participants: [ParticipantID]) async throws {
+        try await apply(.removeParticipants(id, participants))
+    }
+
+    /// Performs a request and applies what the server answered (the edited message, the
+    /// updated conversation); the server's own events confirm it again and are de-duplicated.
+    private func apply(_ request: BackendRequest) async throws {
+        let response = try await session.performNow(request)
+        await session.applyResponse(response, in: id)
+    }
+}
+
+extension ChatSession {
+    func applyResponse(_ response: BackendResponse, in conversation: ConversationID) async {
+        await gated {
+            switch response {
+            case .message(let message):
+                await deliver(BackendEvent(.messageUpdated(message), conversation: conversation))
+            case .conversation(let info):
+                await deliver(BackendEvent(.conversationUpdated(info), conversation: conversation))
+            default:
+                break
+            }
+        }
+    }
+}

@@ -1,0 +1,89 @@
+/// The app-facing session: one backend account, its conversations and its events.
+///
+/// ``ChatSession`` is the engine's implementation; apps can substitute a fake in their own
+/// tests. Every call made after ``close()`` throws ``SwitchboardError/Code/sessionClosed``.
+public protocol Session: Sendable {
+    var id: SessionID { get }
+    var descriptor: BackendDescriptor { get }
+
+    /// Starts (or restarts after ``pause()``) the link to the backend.
+    func resume() async throws
+    /// Drops the link and keeps everything; sends wait in the outbox.
+    func pause() async throws
+    /// Ends the session for good. Idempotent.
+    func close() async
+
+    var connectionState: ConnectionState { get async }
+
+    /// This session's events from now on.
+    func events(filter: EventFilter, buffering: EventBus.BufferingPolicy) -> EventStream
+
+    /// The conversations the store knows, in the order they were first seen.
+    func conversations() async throws -> [ConversationInfo]
+    /// A handle on a known conversation.
+    ///
+    /// - Throws: ``SwitchboardError/Code/conversationNotFound``.
+    func conversation(_ id: ConversationID) async throws -> any Conversation
+    /// Starts a conversation on the backend (needs ``BackendCapabilities/conversationLifecycle``).
+    func startConversation(_ draft: ConversationDraft) async throws -> any Conversation
+    /// Sets custom fields of the customer (needs ``BackendCapabilities/customFields``).
+    func setCustomFields(_ fields: [String: String]) async throws
+    /// A vendor-only call (needs ``BackendCapabilities/vendorRequests``); typed vendor
+    /// extensions are built on it.
+    func performVendorRequest(_ name: String, payload: JSONValue) async throws -> BackendResponse
+}
+
+extension Session {
+    public func events() -> EventStream { events(filter: .all, buffering: .bounded(1024)) }
+}
+
+/// The app-facing handle on one conversation.
+public protocol Conversation: Sendable {
+    var id: ConversationID { get }
+    var sessionID: SessionID { get }
+
+    /// The conversation as the store has it now.
+    func info() async throws -> ConversationInfo
+
+    /// Queues a message: stored and published as pending at once, sent when connected,
+    /// retried with the same client id, marked sent or failed as the server decides.
+    ///
+    /// - Returns: the pending message.
+    /// - Throws: ``SwitchboardError/Code/unsupported`` for attachments or quotes the backend
+    ///   cannot carry, ``SwitchboardError/Code/payloadTooLarge`` for text over the limit.
+    @discardableResult
+    func send(_ draft: MessageDraft) async throws -> Message
+    func edit(_ message: MessageID, text: String) async throws
+    func delete(_ message: MessageID) async throws
+
+    /// The user typed; throttled as the backend requires.
+    func userTyping(draft: String?) async throws
+    func userStoppedTyping() async throws
+    /// Marks the conversation read up to `marker` (the newest message when `nil`). Sent now,
+    /// or on the next connect when offline.
+    func markRead(upTo marker: ChatEvent.ReadMarker?) async throws
+
+    /// Stored messages only, oldest first: the `limit` newest older than `before`.
+    func storedMessages(before: MessageOrderKey?, limit: Int) async throws -> [Message]
+    /// Older messages: from the store first, then from the backend's history.
+    func history(before: MessageOrderKey?, limit: Int) async throws -> [Message]
+    /// A live window over the conversation for a UI.
+    func timeline(limit: Int) async throws -> Timeline
+    /// This conversation's events from now on.
+    func events(buffering: EventBus.BufferingPolicy) -> EventStream
+
+    func close() async throws
+    func archive() async throws
+    func update(_ changes: ConversationChanges) async throws
+    func rateAgent(_ agent: ParticipantID?, rating: Int, comment: String?) async throws
+    func addParticipants(_ participants: [Participant]) async throws
+    func updateParticipants(_ participants: [Participant]) async throws
+    func removeParticipants(_ participants: [ParticipantID]) async throws
+}
+
+extension Conversation {
+    @discardableResult
+    public func send(text: String) async throws -> Message { try await send(MessageDraft(text: text)) }
+    public func markRead() async throws { try await markRead(upTo: nil) }
+    public func events() -> EventStream { events(buffering: .bounded(1024)) }
+}

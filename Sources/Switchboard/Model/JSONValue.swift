@@ -1,0 +1,161 @@
+public import Foundation
+
+/// A JSON value that round-trips losslessly through `Codable`.
+///
+/// Vendor data the normalized model does not cover travels as a `JSONValue`, never dropped.
+/// Integers are kept apart from floating-point numbers, so a 64-bit id survives a round trip
+/// exactly; object keys are unordered, as in JSON itself.
+public enum JSONValue: Sendable, Hashable {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case double(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+}
+
+extension JSONValue: Codable {
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let bool = try? container.decode(Bool.self) {
+            self = .bool(bool)
+        } else if let int = try? container.decode(Int64.self) {
+            self = .int(int)
+        } else if let double = try? container.decode(Double.self) {
+            self = .double(double)
+        } else if let string = try? container.decode(String.self) {
+            self = .string(string)
+        } else if let array = try? container.decode([JSONValue].self) {
+            self = .array(array)
+        } else if let object = try? container.decode([String: JSONValue].self) {
+            self = .object(object)
+        } else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "Not a JSON value")
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .bool(let value): try container.encode(value)
+        case .int(let value): try container.encode(value)
+        case .double(let value): try container.encode(value)
+        case .string(let value): try container.encode(value)
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
+        }
+    }
+}
+
+extension JSONValue {
+    /// Parses JSON text.
+    ///
+    /// - Throws: ``SwitchboardError`` with code ``SwitchboardError/Code/protocolViolation`` when
+    ///   the data is not JSON.
+    public init(parsing data: Data) throws {
+        do {
+            self = try JSONDecoder().decode(JSONValue.self, from: data)
+        } catch {
+            throw SwitchboardError(.protocolViolation, "malformed JSON (\(data.count) bytes)", underlying: error)
+        }
+    }
+
+    /// Parses JSON text from a string.
+    public init(parsing text: String) throws {
+        try self.init(parsing: Data(text.utf8))
+    }
+
+    /// Compact JSON text with sorted keys, so equal values encode to equal bytes.
+    public func jsonData() -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        // Encoding a JSONValue cannot fail: every case maps onto a JSON primitive, except
+        // non-finite doubles, which are written as null.
+        return (try? encoder.encode(self.finite)) ?? Data("null".utf8)
+    }
+
+    /// Compact JSON text with sorted keys.
+    public var jsonString: String { String(decoding: jsonData(), as: UTF8.self) }
+
+    private var finite: JSONValue {
+        switch self {
+        case .double(let value) where !value.isFinite: return .null
+        case .array(let values): return .array(values.map(\.finite))
+        case .object(let values): return .object(values.mapValues(\.finite))
+        default: return self
+        }
+    }
+
+    /// The member `key` of an object, or `nil`.
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let object) = self { return object[key] }
+        return nil
+    }
+
+    /// The element at `index` of an array, or `nil`.
+    public subscript(index: Int) -> JSONValue? {
+        if case .array(let array) = self, array.indices.contains(index) { return array[index] }
+        return nil
+    }
+
+    public var stringValue: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+
+    public var intValue: Int64? {
+        switch self {
+        case .int(let value): return value
+        case .double(let value) where value.rounded() == value && abs(value) < 9.0e18: return Int64(value)
+        default: return nil
+        }
+    }
+
+    public var doubleValue: Double? {
+        switch self {
+        case .int(let value): return Double(value)
+        case .double(let value): return value
+        default: return nil
+        }
+    }
+
+    public var boolValue: Bool? {
+        if case .bool(let value) = self { return value }
+        return nil
+    }
+
+    public var arrayValue: [JSONValue]? {
+        if case .array(let value) = self { return value }
+        return nil
+    }
+
+    public var objectValue: [String: JSONValue]? {
+        if case .object(let value) = self { return value }
+        return nil
+    }
+
+    public var isNull: Bool { self == .null }
+}
+
+extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,
+    ExpressibleByFloatLiteral, ExpressibleByStringLiteral, ExpressibleByArrayLiteral,
+    ExpressibleByDictionaryLiteral
+{
+    public init(nilLiteral: ()) { self = .null }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(integerLiteral value: Int64) { self = .int(value) }
+    public init(floatLiteral value: Double) { self = .double(value) }
+    public init(stringLiteral value: String) { self = .string(value) }
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
+    }
+}
+
+extension JSONValue: CustomStringConvertible {
+    public var description: String { jsonString }
+}

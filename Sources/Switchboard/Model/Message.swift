@@ -1,0 +1,235 @@
+public import Foundation
+
+/// A message in a conversation, from the server or waiting in the outbox.
+public struct Message: Sendable, Hashable, Codable, Identifiable {
+    public enum Kind: Sendable, Hashable, Codable {
+        case text
+        case file
+        /// A notice from the system ("chat closed", "agent joined").
+        case system
+        /// A request for an action (Webim keyboard, action request).
+        case actionRequest
+        /// The agent is busy (Webim `operator_busy`).
+        case agentBusy
+        /// Rich content of a vendor type (CXone quick replies, list picker, rich link, plugins);
+        /// the content is in ``Message/payload``.
+        case rich(String)
+        /// A vendor message kind the model does not know; the raw type is kept.
+        case custom(String)
+    }
+
+    /// Where a message is on its way to the server and to the other side.
+    public enum DeliveryState: Sendable, Hashable, Codable {
+        /// Stored locally, waiting in the outbox.
+        case pending
+        /// Accepted by the server.
+        case sent
+        case delivered
+        case read
+        /// Refused for good; the reason is the server's.
+        case failed(String)
+
+        public var isFailed: Bool {
+            if case .failed = self { return true }
+            return false
+        }
+    }
+
+    /// A file attached to a message.
+    public struct Attachment: Sendable, Hashable, Codable {
+        public struct ImageSize: Sendable, Hashable, Codable {
+            public var width: Int
+            public var height: Int
+            public init(width: Int, height: Int) {
+                self.width = width
+                self.height = height
+            }
+        }
+
+        public var name: String
+        public var mimeType: String?
+        public var size: Int64?
+        public var url: URL?
+        public var imageSize: ImageSize?
+        public var thumbnailURL: URL?
+
+        public init(
+            name: String,
+            mimeType: String? = nil,
+            size: Int64? = nil,
+            url: URL? = nil,
+            imageSize: ImageSize? = nil,
+            thumbnailURL: URL? = nil
+        ) {
+            self.name = name
+            self.mimeType = mimeType
+            self.size = size
+            self.url = url
+            self.imageSize = imageSize
+            self.thumbnailURL = thumbnailURL
+        }
+    }
+
+    /// The message this one replies to.
+    public struct Quote: Sendable, Hashable, Codable {
+        public var messageID: MessageID?
+        public var senderName: String?
+        public var text: String?
+        public init(messageID: MessageID? = nil, senderName: String? = nil, text: String? = nil) {
+            self.messageID = messageID
+            self.senderName = senderName
+            self.text = text
+        }
+    }
+
+    /// The server's id; `nil` while the message is only in the outbox.
+    public var serverID: MessageID?
+    /// The id the client gave the message when sending; echoed by the server.
+    public var clientID: ClientMessageID?
+    public var conversationID: ConversationID
+    /// The conversation event sequence of the message, where the backend has sequences.
+    public var sequence: Int64?
+    public var sender: ParticipantID?
+    public var senderRole: Participant.Role?
+    public var senderName: String?
+    public var kind: Kind
+    public var text: String
+    public var attachments: [Attachment]
+    /// Vendor content the model does not cover (rich message bodies, keyboard, custom data).
+    public var payload: JSONValue?
+    /// When the server accepted the message, or when the client created it while pending.
+    public var time: Date
+    public var isEdited: Bool
+    public var isDeleted: Bool
+    public var quote: Quote?
+    public var deliveryState: DeliveryState
+
+    public init(
+        serverID: MessageID? = nil,
+        clientID: ClientMessageID? = nil,
+        conversationID: ConversationID,
+        sequence: Int64? = nil,
+        sender: ParticipantID? = nil,
+        senderRole: Participant.Role? = nil,
+        senderName: String? = nil,
+        kind: Kind = .text,
+        text: String,
+        attachments: [Attachment] = [],
+        payload: JSONValue? = nil,
+        time: Date,
+        isEdited: Bool = false,
+        isDeleted: Bool = false,
+        quote: Quote? = nil,
+        deliveryState: DeliveryState = .sent
+    ) {
+        self.serverID = serverID
+        self.clientID = clientID
+        self.conversationID = conversationID
+        self.sequence = sequence
+        self.sender = sender
+        self.senderRole = senderRole
+        self.senderName = senderName
+        self.kind = kind
+        self.text = text
+        self.attachments = attachments
+        self.payload = payload
+        self.time = time
+        self.isEdited = isEdited
+        self.isDeleted = isDeleted
+        self.quote = quote
+        self.deliveryState = deliveryState
+    }
+
+    /// A stable identity: the server id once known, else the client id.
+    public var id: String {
+        if let serverID { return "s:\(serverID.rawValue)" }
+        if let clientID { return "c:\(clientID.rawValue)" }
+        return "t:\(time.timeIntervalSince1970)"
+    }
+
+    /// Where the message sorts in its conversation: by sequence where there is one, then by
+    /// time; messages still in the outbox sort after everything the server has accepted.
+    public var orderKey: MessageOrderKey {
+        MessageOrderKey(
+            isPending: serverID == nil,
+            sequence: sequence ?? .max,
+            time: time,
+            tieBreaker: id
+        )
+    }
+}
+
+/// The sort order of messages in a conversation. See ``Message/orderKey``.
+public struct MessageOrderKey: Sendable, Hashable, Comparable, Codable {
+    public var isPending: Bool
+    public var sequence: Int64
+    public var time: Date
+    public var tieBreaker: String
+
+    public init(isPending: Bool, sequence: Int64, time: Date, tieBreaker: String) {
+        self.isPending = isPending
+        self.sequence = sequence
+        self.time = time
+        self.tieBreaker = tieBreaker
+    }
+
+    public static func < (lhs: MessageOrderKey, rhs: MessageOrderKey) -> Bool {
+        if lhs.isPending != rhs.isPending { return !lhs.isPending }
+        if lhs.sequence != rhs.sequence { return lhs.sequence < rhs.sequence }
+        if lhs.time != rhs.time { return lhs.time < rhs.time }
+        return lhs.tieBreaker < rhs.tieBreaker
+    }
+}
+
+/// What the app asks to send. The engine gives it a ``ClientMessageID`` and stores it in the
+/// outbox before anything goes on the wire.
+public struct OutgoingMessage: Sendable, Hashable, Codable {
+    public var clientID: ClientMessageID
+    public var conversationID: ConversationID
+    public var kind: Message.Kind
+    public var text: String
+    public var attachments: [Message.Attachment]
+    public var payload: JSONValue?
+    public var quote: Message.Quote?
+
+    public init(
+        clientID: ClientMessageID,
+        conversationID: ConversationID,
+        kind: Message.Kind = .text,
+        text: String,
+        attachments: [Message.Attachment] = [],
+        payload: JSONValue? = nil,
+        quote: Message.Quote? = nil
+    ) {
+        self.clientID = clientID
+        self.conversationID = conversationID
+        self.kind = kind
+        self.text = text
+        self.attachments = attachments
+        self.payload = payload
+        self.quote = quote
+    }
+}
+
+/// What the app passes to ``Conversation/send(_:)``.
+public struct MessageDraft: Sendable, Hashable, Codable {
+    public var kind: Message.Kind
+    public var text: String
+    public var attachments: [Message.Attachment]
+    public var payload: JSONValue?
+    public var quote: Message.Quote?
+
+    public init(
+        text: String,
+        kind: Message.Kind = .text,
+        attachments: [Message.Attachment] = [],
+        payload: JSONValue? = nil,
+        quote: Message.Quote? = nil
+    ) {
+        self.kind = kind
+        self.text = text
+        self.attachments = attachments
+        self.payload = payload
+        self.quote = quote
+    }
+}

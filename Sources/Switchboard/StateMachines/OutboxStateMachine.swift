@@ -1,0 +1,146 @@
+public import DequeModule
+public import Foundation
+
+/// One send waiting in the outbox. Stored before anything goes on the wire, so it survives a
+/// lost link and a restart of the process (with a durable store).
+public struct OutboxEntry: Sendable, Hashable, Codable {
+    public var message: OutgoingMessage
+    public var createdAt: Date
+    /// Attempts that failed transiently so far.
+    public var attempts: Int
+
+    public init(message: OutgoingMessage, createdAt: Date, attempts: Int = 0) {
+        self.message = message
+        self.createdAt = createdAt
+        self.attempts = attempts
+    }
+
+    public var clientID: ClientMessageID { message.clientID }
+    public var conversationID: ConversationID { message.conversationID }
+}
+
+/// The outbox's rules: FIFO per conversation, one send in flight per conversation, sent only
+/// while connected, retried with the same client id after transient failures (with backoff),
+/// failed for good on a permanent rejection, done when the server confirms it (by reply or by
+/// echo, whichever comes first).
+public struct OutboxStateMachine: Sendable {
+    public enum Action: Sendable, Hashable {
+        /// Perform the send.
+        case send(OutboxEntry)
+        /// The server has it: drop the entry from the store.
+        case complete(OutboxEntry)
+        /// Refused for good: drop the entry, mark the message failed with the reason.
+        case fail(OutboxEntry, reason: String)
+        /// Persist the entry's new attempt count.
+        case persist(OutboxEntry)
+        /// Call ``retryTimerFired(_:)`` for the conversation after the delay.
+        case scheduleRetry(ConversationID, after: Duration)
+    }
+
+    public let backoff: BackoffPolicy
+    private var queues: [ConversationID: Deque<OutboxEntry>] = [:]
+    private var order: [ConversationID] = []
+    private var inFlight: Set<ConversationID> = []
+    private var waitingForRetry: Set<ConversationID> = []
+    public private(set) var isConnected = false
+
+    public init(backoff: BackoffPolicy = BackoffPolicy()) {
+        self.backoff = backoff
+    }
+
+    /// Every entry still waiting, FIFO per conversation.
+    public var entries: [OutboxEntry] { order.flatMap { queues[$0].map(Array.init) ?? [] } }
+    public var isEmpty: Bool { queues.values.allSatisfy(\.isEmpty) }
+
+    /// Puts back entries loaded from the store after a restart, oldest first.
+    public mutating func restore(_ entries: [OutboxEntry]) {
+        for entry in entries.sorted(by: { $0.createdAt < $1.createdAt }) {
+            append(entry)
+        }
+    }
+
+    public mutating func enqueue(_ entry: OutboxEntry) -> [Action] {
+        append(entry)
+        return pump(entry.conversationID)
+    }
+
+    public mutating func connected() -> [Action] {
+        isConnected = true
+        waitingForRetry.removeAll()
+        return order.flatMap { pump($0) }
+    }
+
+    public mutating func disconnected() {
+        isConnected = false
+    }
+
+    /// The server accepted the send.
+    public mutating func succeeded(_ clientID: ClientMessageID) -> [Action] {
+        confirm(clientID)
+    }
+
+    /// The server's echo of a message arrived; if it is still queued, it is done.
+    public mutating func echoed(_ clientID: ClientMessageID) -> [Action] {
+        confirm(clientID)
+    }
+
+    public mutating func failed<G: RandomNumberGenerator>(
+        _ clientID: ClientMessageID,
+        error: SwitchboardError,
+        using generator: inout G
+    ) -> [Action] {
+        guard let (conversation, index) = locate(clientID) else { return [] }
+        inFlight.remove(conversation)
+        var entry = queues[conversation]![index]
+        if error.isTransient || error.isAuthenticationFailure {
+            entry.attempts += 1
+            queues[conversation]![index] = entry
+            var actions: [Action] = [.persist(entry)]
+            if isConnected {
+                var delay = backoff.delay(forAttempt: entry.attempts - 1, using: &generator)
+                if let retryAfter = error.retryAfter, retryAfter > delay { delay = retryAfter }
+                waitingForRetry.insert(conversation)
+                actions.append(.scheduleRetry(conversation, after: delay))
+            }
+            return actions
+        }
+        queues[conversation]!.remove(at: index)
+        return [.fail(entry, reason: error.message)] + pump(conversation)
+    }
+
+    public mutating func retryTimerFired(_ conversation: ConversationID) -> [Action] {
+        waitingForRetry.remove(conversation)
+        return pump(conversation)
+    }
+
+    private mutating func append(_ entry: OutboxEntry) {
+        if queues[entry.conversationID] == nil {
+            queues[entry.conversationID] = []
+            order.append(entry.conversationID)
+        }
+        if queues[entry.conversationID]!.contains(where: { $0.clientID == entry.clientID }) { return }
+        queues[entry.conversationID]!.append(entry)
+    }
+
+    private mutating func confirm(_ clientID: ClientMessageID) -> [Action] {
+        guard let (conversation, index) = locate(clientID) else { return [] }
+        let entry = queues[conversation]!.remove(at: index)
+        if index == 0 { inFlight.remove(conversation) }
+        return [.complete(entry)] + pump(conversation)
+    }
+
+    private func locate(_ clientID: ClientMessageID) -> (ConversationID, Int)? {
+        for (conversation, queue) in queues {
+            if let index = queue.firstIndex(where: { $0.clientID == clientID }) { return (conversation, index) }
+        }
+        return nil
+    }
+
+    private mutating func pump(_ conversation: ConversationID) -> [Action] {
+        guard isConnected, !inFlight.contains(conversation), !waitingForRetry.contains(conversation),
+            let head = queues[conversation]?.first
+        else { return [] }
+        inFlight.insert(conversation)
+        return [.send(head)]
+    }
+}

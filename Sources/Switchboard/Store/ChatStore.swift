@@ -1,0 +1,72 @@
+/// Which account's data a store call is about: the backend kind plus an account key (a Webim
+/// account and visitor, a CXone brand and channel, a Voximplant user). Several sessions can
+/// share one store with different scopes.
+public struct StoreScope: Sendable, Hashable, Codable, CustomStringConvertible {
+    public var backend: BackendName
+    public var account: String
+
+    public init(backend: BackendName, account: String) {
+        self.backend = backend
+        self.account = account
+    }
+
+    public var description: String { "\(backend)/\(account)" }
+}
+
+/// Where a session keeps what it knows: conversations with their participants and read
+/// markers, messages (unique per scope, conversation and server id), sync cursors, the outbox
+/// and the backend's credentials.
+///
+/// Every method is one atomic step; implementations make them safe to call concurrently. A
+/// message is identified by its server id, or by its client id until the server has confirmed
+/// it: saving a message that now has a server id replaces the row stored under its client id.
+///
+/// `InMemoryChatStore` ships in the core; `SwitchboardSQLite` provides the durable store.
+public protocol ChatStore: Sendable {
+    func fetchConversations(scope: StoreScope) async throws -> [ConversationInfo]
+    func fetchConversation(_ id: ConversationID, scope: StoreScope) async throws -> ConversationInfo?
+    func saveConversation(_ conversation: ConversationInfo, scope: StoreScope) async throws
+    /// Removes the conversation with its messages, read markers and cursor.
+    func removeConversation(_ id: ConversationID, scope: StoreScope) async throws
+
+    func fetchMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws -> Message?
+    func fetchMessage(clientID: ClientMessageID, scope: StoreScope) async throws -> Message?
+    /// The `limit` newest messages older than `before` (all when `nil`), oldest first.
+    func fetchMessages(
+        in conversation: ConversationID,
+        before: MessageOrderKey?,
+        limit: Int,
+        scope: StoreScope
+    ) async throws -> [Message]
+    func countMessages(in conversation: ConversationID, scope: StoreScope) async throws -> Int
+    /// Inserts or replaces, in one transaction.
+    func saveMessages(_ messages: [Message], scope: StoreScope) async throws
+    func removeMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws
+    func removeAllMessages(in conversation: ConversationID, scope: StoreScope) async throws
+
+    func fetchReadMarkers(
+        in conversation: ConversationID,
+        scope: StoreScope
+    ) async throws -> [ParticipantID: ChatEvent.ReadMarker]
+    func saveReadMarker(
+        _ marker: ChatEvent.ReadMarker,
+        of participant: ParticipantID,
+        in conversation: ConversationID,
+        scope: StoreScope
+    ) async throws
+
+    /// The sequence delivered so far per conversation.
+    func fetchSequences(scope: StoreScope) async throws -> [ConversationID: Int64]
+    func saveSequence(_ sequence: Int64, for conversation: ConversationID, scope: StoreScope) async throws
+    /// The account-wide cursor.
+    func fetchCursor(scope: StoreScope) async throws -> SyncCursor?
+    func saveCursor(_ cursor: SyncCursor?, scope: StoreScope) async throws
+
+    /// Outbox entries, oldest first.
+    func fetchOutbox(scope: StoreScope) async throws -> [OutboxEntry]
+    func saveOutboxEntry(_ entry: OutboxEntry, scope: StoreScope) async throws
+    func removeOutboxEntry(_ clientID: ClientMessageID, scope: StoreScope) async throws
+
+    func fetchCredentials(scope: StoreScope) async throws -> Credentials
+    func saveCredentials(_ credentials: Credentials, scope: StoreScope) async throws
+}

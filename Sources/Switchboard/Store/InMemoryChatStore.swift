@@ -1,0 +1,172 @@
+/// A ``ChatStore`` in memory: the default for sessions that need no persistence, and the
+/// store tests use. Nothing survives the process.
+public actor InMemoryChatStore: ChatStore {
+    private struct Conversations {
+        var infos: [ConversationID: ConversationInfo] = [:]
+        var order: [ConversationID] = []
+        var messages: [ConversationID: MessageTable] = [:]
+        var readMarkers: [ConversationID: [ParticipantID: ChatEvent.ReadMarker]] = [:]
+        var sequences: [ConversationID: Int64] = [:]
+        var cursor: SyncCursor?
+        var outbox: [OutboxEntry] = []
+        var credentials = Credentials()
+    }
+
+    /// Messages of one conversation with indexes by server and client id.
+    private struct MessageTable {
+        var rows: [Int: Message] = [:]
+        var byServerID: [MessageID: Int] = [:]
+        var byClientID: [ClientMessageID: Int] = [:]
+        var nextRow = 0
+
+        mutating func save(_ message: Message) {
+            let row =
+                message.serverID.flatMap { byServerID[$0] } ?? message.clientID.flatMap { byClientID[$0] } ?? {
+                    defer { nextRow += 1 }
+                    return nextRow
+                }()
+            if let old = rows[row] {
+                if let id = old.serverID { byServerID[id] = nil }
+                if let id = old.clientID { byClientID[id] = nil }
+            }
+            rows[row] = message
+            if let id = message.serverID { byServerID[id] = row }
+            if let id = message.clientID { byClientID[id] = row }
+        }
+
+        mutating func remove(serverID: MessageID) {
+            guard let row = byServerID.removeValue(forKey: serverID), let old = rows.removeValue(forKey: row)
+            else { return }
+            if let id = old.clientID { byClientID[id] = nil }
+        }
+
+        func message(serverID: MessageID) -> Message? { byServerID[serverID].flatMap { rows[$0] } }
+        func message(clientID: ClientMessageID) -> Message? { byClientID[clientID].flatMap { rows[$0] } }
+    }
+
+    private var scopes: [StoreScope: Conversations] = [:]
+
+    public init() {}
+
+    public func fetchConversations(scope: StoreScope) -> [ConversationInfo] {
+        guard let data = scopes[scope] else { return [] }
+        return data.order.compactMap { data.infos[$0] }
+    }
+
+    public func fetchConversation(_ id: ConversationID, scope: StoreScope) -> ConversationInfo? {
+        scopes[scope]?.infos[id]
+    }
+
+    public func saveConversation(_ conversation: ConversationInfo, scope: StoreScope) {
+        if scopes[scope, default: Conversations()].infos.updateValue(conversation, forKey: conversation.id) == nil {
+            scopes[scope]!.order.append(conversation.id)
+        }
+    }
+
+    public func removeConversation(_ id: ConversationID, scope: StoreScope) {
+        guard scopes[scope] != nil else { return }
+        scopes[scope]!.infos[id] = nil
+        scopes[scope]!.order.removeAll { $0 == id }
+        scopes[scope]!.messages[id] = nil
+        scopes[scope]!.readMarkers[id] = nil
+        scopes[scope]!.sequences[id] = nil
+    }
+
+    public func fetchMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) -> Message? {
+        scopes[scope]?.messages[conversation]?.message(serverID: serverID)
+    }
+
+    public func fetchMessage(clientID: ClientMessageID, scope: StoreScope) -> Message? {
+        scopes[scope]?.messages.values.lazy.compactMap { $0.message(clientID: clientID) }.first
+    }
+
+    public func fetchMessages(
+        in conversation: ConversationID,
+        before: MessageOrderKey?,
+        limit: Int,
+        scope: StoreScope
+    ) -> [Message] {
+        guard let table = scopes[scope]?.messages[conversation] else { return [] }
+        var messages = Array(table.rows.values)
+        if let before { messages.removeAll { !($0.orderKey < before) } }
+        messages.sort { $0.orderKey < $1.orderKey }
+        return Array(messages.suffix(max(0, limit)))
+    }
+
+    public func countMessages(in conversation: ConversationID, scope: StoreScope) -> Int {
+        scopes[scope]?.messages[conversation]?.rows.count ?? 0
+    }
+
+    public func saveMessages(_ messages: [Message], scope: StoreScope) {
+        for message in messages {
+            scopes[scope, default: Conversations()].messages[message.conversationID, default: MessageTable()]
+                .save(message)
+        }
+    }
+
+    public func removeMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) {
+        scopes[scope]?.messages[conversation]?.remove(serverID: serverID)
+    }
+
+    public func removeAllMessages(in conversation: ConversationID, scope: StoreScope) {
+        scopes[scope]?.messages[conversation] = nil
+    }
+
+    public func fetchReadMarkers(
+        in conversation: ConversationID,
+        scope: StoreScope
+    ) -> [ParticipantID: ChatEvent.ReadMarker] {
+        scopes[scope]?.readMarkers[conversation] ?? [:]
+    }
+
+    public func saveReadMarker(
+        _ marker: ChatEvent.ReadMarker,
+        of participant: ParticipantID,
+        in conversation: ConversationID,
+        scope: StoreScope
+    ) {
+        scopes[scope, default: Conversations()].readMarkers[conversation, default: [:]][participant] = marker
+    }
+
+    public func fetchSequences(scope: StoreScope) -> [ConversationID: Int64] {
+        scopes[scope]?.sequences ?? [:]
+    }
+
+    public func saveSequence(_ sequence: Int64, for conversation: ConversationID, scope: StoreScope) {
+        scopes[scope, default: Conversations()].sequences[conversation] = sequence
+    }
+
+    public func fetchCursor(scope: StoreScope) -> SyncCursor? {
+        scopes[scope]?.cursor
+    }
+
+    public func saveCursor(_ cursor: SyncCursor?, scope: StoreScope) {
+        scopes[scope, default: Conversations()].cursor = cursor
+    }
+
+    public func fetchOutbox(scope: StoreScope) -> [OutboxEntry] {
+        scopes[scope]?.outbox ?? []
+    }
+
+    public func saveOutboxEntry(_ entry: OutboxEntry, scope: StoreScope) {
+        var outbox = scopes[scope, default: Conversations()].outbox
+        if let index = outbox.firstIndex(where: { $0.clientID == entry.clientID }) {
+            outbox[index] = entry
+        } else {
+            outbox.append(entry)
+        }
+        scopes[scope]!.outbox = outbox
+    }
+
+    public func removeOutboxEntry(_ clientID: ClientMessageID, scope: StoreScope) {
+        scopes[scope]?.outbox.removeAll { $0.clientID == clientID }
+    }
+
+    public func fetchCredentials(scope: StoreScope) -> Credentials {
+        scopes[scope]?.credentials ?? Credentials()
+    }
+
+    public func saveCredentials(_ credentials: Credentials, scope: StoreScope) {
+        scopes[scope, default: Conversations()].credentials = credentials
+    }
+}
