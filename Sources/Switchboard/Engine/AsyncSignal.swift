@@ -3,7 +3,7 @@ import Synchronization
 /// A broadcast wake-up: tasks wait for the generation to move past the one they saw; a
 /// signal moves it and wakes them all. Waiting ends early when the waiting task is cancelled.
 /// The lock guards the generation and the waiters.
-final class AsyncSignal: Sendable {
+@_spi(TestKit) public final class AsyncSignal: Sendable {
     private struct State {
         var generation = 0
         var nextWaiter = 0
@@ -12,11 +12,11 @@ final class AsyncSignal: Sendable {
 
     private let state = Mutex(State())
 
-    init() {}
+    public init() {}
 
-    var generation: Int { state.withLock { $0.generation } }
+    public var generation: Int { state.withLock { $0.generation } }
 
-    func signal() {
+    public func signal() {
         let waiters = state.withLock { state in
             state.generation += 1
             defer { state.waiters.removeAll() }
@@ -26,7 +26,7 @@ final class AsyncSignal: Sendable {
     }
 
     /// Returns once the generation is past `generation`, or the task is cancelled.
-    func wait(since generation: Int) async {
+    public func wait(since generation: Int) async {
         let id = state.withLock { state in
             defer { state.nextWaiter += 1 }
             return state.nextWaiter

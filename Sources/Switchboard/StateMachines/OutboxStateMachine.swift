@@ -70,8 +70,13 @@ public struct OutboxStateMachine: Sendable {
         return order.flatMap { pump($0) }
     }
 
+    /// The link is gone and every result from it has been reported. A send still marked in
+    /// flight never got a result (its job died with the link): it goes again, with the same
+    /// client id, on the next link.
     public mutating func disconnected() {
         isConnected = false
+        inFlight.removeAll()
+        waitingForRetry.removeAll()
     }
 
     /// The server accepted the send.

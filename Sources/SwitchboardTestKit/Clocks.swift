@@ -1,0 +1,122 @@
+import Synchronization
+
+/// A clock whose time moves only when a test calls ``advance(by:)``: sleepers wake exactly when
+/// their deadline is reached, so timeouts, backoff and throttles are tested without sleeping.
+///
+/// The lock guards the current instant and the sleepers.
+public final class TestClock: Clock, Sendable {
+    public struct Instant: InstantProtocol {
+        public var offset: Duration
+        public init(offset: Duration) { self.offset = offset }
+        public func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
+        public func duration(to other: Instant) -> Duration { other.offset - offset }
+        public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
+    }
+
+    private struct Sleeper {
+        var deadline: Instant
+        var continuation: CheckedContinuation<Void, any Error>
+    }
+
+    private struct State {
+        var now = Instant(offset: .zero)
+        var sleepers: [Int: Sleeper] = [:]
+        var nextID = 0
+    }
+
+    private let state = Mutex(State())
+
+    public init() {}
+
+    public var now: Instant { state.withLock { $0.now } }
+    public var minimumResolution: Duration { .zero }
+
+    public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
+        try Task.checkCancellation()
+        let id = state.withLock { state in
+            defer { state.nextID += 1 }
+            return state.nextID
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let outcome: Result<Void, any Error>? = state.withLock { state in
+                    if Task.isCancelled { return .failure(CancellationError()) }
+                    if deadline <= state.now { return .success(()) }
+                    state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
+                    return nil
+                }
+                if let outcome { continuation.resume(with: outcome) }
+            }
+        } onCancel: {
+            let sleeper = state.withLock { $0.sleepers.removeValue(forKey: id) }
+            sleeper?.continuation.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Moves time forward and wakes every sleeper whose deadline has come, earliest first.
+    public func advance(by duration: Duration) {
+        let due = state.withLock { state in
+            state.now = state.now.advanced(by: duration)
+            let now = state.now
+            let due = state.sleepers.filter { $0.value.deadline <= now }.sorted { $0.value.deadline < $1.value.deadline }
+            for (id, _) in due { state.sleepers[id] = nil }
+            return due.map(\.value.continuation)
+        }
+        for continuation in due { continuation.resume() }
+    }
+
+    /// How many tasks are asleep on this clock.
+    public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
+
+    /// The deadlines of the sleepers, as offsets from now, soonest first.
+    public var pendingDeadlines: [Duration] {
+        state.withLock { state in state.sleepers.values.map { state.now.duration(to: $0.deadline) }.sorted() }
+    }
+
+    /// Yields until at least `count` tasks sleep on the clock (no wall-clock sleeping).
+    public func waitForSleepers(_ count: Int = 1, maxYields: Int = 100_000) async -> Bool {
+        for _ in 0..<maxYields {
+            if sleeperCount >= count { return true }
+            await Task.yield()
+        }
+        return sleeperCount >= count
+    }
+}
+
+/// A clock on which every sleep returns at once and moves time forward by its duration: code
+/// that waits (backoff, hold timers) runs as fast as the machine allows, deterministically.
+public final class ImmediateClock: Clock, Sendable {
+    public typealias Instant = TestClock.Instant
+
+    private let current = Mutex(Instant(offset: .zero))
+
+    public init() {}
+
+    public var now: Instant { current.withLock { $0 } }
+    public var minimumResolution: Duration { .zero }
+
+    public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
+        try Task.checkCancellation()
+        current.withLock { now in if now < deadline { now = deadline } }
+        await Task.yield()
+        try Task.checkCancellation()
+    }
+}
+
+/// SplitMix64: a small, fast, seedable generator, so "random" faults and jitter repeat exactly
+/// for a seed.
+public struct SeededRandomNumberGenerator: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    public init(seed: UInt64) {
+        self.state = seed
+    }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

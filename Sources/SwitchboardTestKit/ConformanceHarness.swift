@@ -1,0 +1,140 @@
+public import Logging
+@_spi(TestKit) public import Switchboard
+
+extension SessionConfiguration {
+    /// Short delays for tests against local emulators: reconnect and resend within
+    /// milliseconds, re-request gaps after 100 ms.
+    public static var fastForTests: SessionConfiguration {
+        SessionConfiguration(
+            reconnectBackoff: BackoffPolicy(initial: .milliseconds(5), maximum: .milliseconds(50)),
+            outboxBackoff: BackoffPolicy(initial: .milliseconds(5), maximum: .milliseconds(50)),
+            holdTimeout: .milliseconds(100)
+        )
+    }
+}
+
+extension Logger {
+    /// A logger that discards everything.
+    public static var quiet: Logger { Logger(label: "switchboard.quiet", factory: { _ in SwiftLogNoOpLogHandler() }) }
+}
+
+/// What a conformance run needs: the emulator to drive and the session settings to use.
+public struct ConformanceContext: Sendable {
+    public var emulator: any EmulatorControl
+    public var configuration: SessionConfiguration
+    public var logger: Logger
+
+    public init(
+        emulator: any EmulatorControl,
+        configuration: SessionConfiguration = .fastForTests,
+        logger: Logger = .quiet
+    ) {
+        self.emulator = emulator
+        self.configuration = configuration
+        self.logger = logger
+    }
+}
+
+/// Opens sessions against the emulator on one shared bus for a conformance case.
+public struct ConformanceHarness: Sendable {
+    public let context: ConformanceContext
+    public let bus = EventBus()
+
+    public init(context: ConformanceContext) {
+        self.context = context
+    }
+
+    public var emulator: any EmulatorControl { context.emulator }
+
+    /// Runs a session (on a new customer backend unless one is given) for the duration of
+    /// `body`: resumed and connected first unless `resume` is `false`, closed afterwards.
+    public func withSession<T: Sendable>(
+        backend given: (any ChatBackend)? = nil,
+        store: any ChatStore = InMemoryChatStore(),
+        resume: Bool = true,
+        _ body: @Sendable (SessionProbe) async throws -> T
+    ) async throws -> T {
+        let backend: any ChatBackend
+        if let given { backend = given } else { backend = try await emulator.makeCustomerBackend() }
+        let session = ChatSession(
+            backend: backend,
+            store: store,
+            bus: bus,
+            configuration: context.configuration,
+            clock: .continuous,
+            random: SeededRandomNumberGenerator(seed: 0x5EED),
+            logger: context.logger
+        )
+        let recorder = EventRecorder(session.events(filter: .all, buffering: .unbounded))
+        let probe = SessionProbe(session: session, recorder: recorder, emulator: emulator)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await session.run() }
+            group.addTask { await recorder.run() }
+            do {
+                if resume {
+                    try await session.resume()
+                    try await probe.waitForConnection()
+                }
+                let result = try await body(probe)
+                await session.close()
+                recorder.finish()
+                try await group.waitForAll()
+                return result
+            } catch {
+                await session.close()
+                recorder.finish()
+                group.cancelAll()
+                throw error
+            }
+        }
+    }
+}
+
+/// A running session under test with everything it published.
+public struct SessionProbe: Sendable {
+    public let session: ChatSession
+    public let recorder: EventRecorder
+    public let emulator: any EmulatorControl
+
+    /// Has the emulator prepare a conversation and waits until the session knows it.
+    public func openConversation() async throws -> any Conversation {
+        let id = try await emulator.prepareConversation(using: session)
+        try await recorder.first("the session learns conversation \(id)") { event in
+            event.conversationID == id && event.kind.category == .conversation
+        }
+        return try await session.conversation(id)
+    }
+
+    /// Waits until the session reports a connected link (counting from now when `fresh`).
+    public func waitForConnection(after index: Int = 0) async throws {
+        try await recorder.waitUntil("connected") { events in
+            events.dropFirst(index).contains { $0.isConnected }
+        }
+    }
+
+    /// Waits until the session's store holds messages with each of `texts`.
+    public func waitForMessages(_ texts: [String], in conversation: any Conversation) async throws {
+        let wanted = Set(texts)
+        try await recorder.waitUntil("messages \(texts.prefix(3))… in \(conversation.id)") { events in
+            let seen = Set(events.compactMap { $0.conversationID == conversation.id ? $0.addedMessage?.text : nil })
+            return wanted.isSubset(of: seen)
+        }
+    }
+}
+
+extension ChatEvent {
+    public var addedMessage: Message? {
+        if case .messageAdded(let message, _) = kind { return message }
+        return nil
+    }
+
+    public var updatedMessage: Message? {
+        if case .messageUpdated(let message) = kind { return message }
+        return nil
+    }
+
+    public var isConnected: Bool {
+        if case .connection(.connected, _) = kind { return true }
+        return false
+    }
+}

@@ -1,0 +1,458 @@
+@_spi(TestKit) public import Switchboard
+
+/// One behaviour every adapter must show, checked against its emulator.
+///
+/// A case names the capabilities and emulator faults it needs; ``run(_:)`` skips it when the
+/// backend or the emulator lacks them (gated on data, never on a backend's name).
+public struct ConformanceCase: Sendable, CustomStringConvertible {
+    public enum Outcome: Sendable, Hashable {
+        case passed
+        case skipped(String)
+    }
+
+    public let name: String
+    public let capabilities: BackendCapabilities
+    public let faults: Set<EmulatorFault.Kind>
+    let body: @Sendable (ConformanceHarness) async throws -> Void
+
+    public init(
+        _ name: String,
+        capabilities: BackendCapabilities = [],
+        faults: Set<EmulatorFault.Kind> = [],
+        body: @escaping @Sendable (ConformanceHarness) async throws -> Void
+    ) {
+        self.name = name
+        self.capabilities = capabilities
+        self.faults = faults
+        self.body = body
+    }
+
+    public var description: String { name }
+
+    /// Runs the case, or skips it.
+    ///
+    /// - Throws: ``ConformanceFailure`` or the error that broke the case.
+    public func run(_ context: ConformanceContext) async throws -> Outcome {
+        let backend = try await context.emulator.makeCustomerBackend()
+        let missing = capabilities.subtracting(backend.descriptor.capabilities)
+        if !missing.isEmpty { return .skipped("\(backend.descriptor.name) lacks \(missing)") }
+        let missingFaults = faults.subtracting(context.emulator.supportedFaults)
+        if !missingFaults.isEmpty {
+            return .skipped("the emulator cannot inject \(missingFaults.map(\.rawValue).sorted())")
+        }
+        try await body(ConformanceHarness(context: context))
+        return .passed
+    }
+}
+
+/// The cases every adapter runs, with one parameterized test:
+///
+/// ```swift
+/// @Test(arguments: ConformanceSuite.cases)
+/// func conformance(_ conformanceCase: ConformanceCase) async throws {
+///     let outcome = try await conformanceCase.run(ConformanceContext(emulator: myEmulator))
+///     if case .skipped(let why) = outcome { print("skipped \(conformanceCase): \(why)") }
+/// }
+/// ```
+public enum ConformanceSuite {
+    public static let cases: [ConformanceCase] = [
+        connectAndClose, sendAndEcho, receiveAgentMessage, typingFromAgent, typingToAgent, readMarkers,
+        historyPaging, reconnectWithoutLoss, gapFill, duplicatesDropped, outOfOrderHeldBack,
+        outboxAcrossDisconnect, rejectedSendFails, unsupportedCapabilityThrows, malformedInboundSurvives,
+        fatalEndsSession, multipleSessionsOneBus, editAndDelete, loginRetried, conversationLifecycle,
+    ]
+
+    static let connectAndClose = ConformanceCase("connect and close") { harness in
+        try await harness.withSession { probe in
+            let isConnected = await probe.session.connectionState == .connected
+            try require(isConnected, "the session is connected")
+            await probe.session.close()
+            do {
+                _ = try await probe.session.conversations()
+                throw ConformanceFailure("a call after close succeeded")
+            } catch let error as SwitchboardError {
+                try require(error.code == .sessionClosed, "a call after close fails with sessionClosed, not \(error)")
+            }
+            do {
+                try await probe.session.resume()
+                throw ConformanceFailure("resume after close succeeded")
+            } catch let error as SwitchboardError {
+                try require(error.code == .sessionClosed, "resume after close fails with sessionClosed, not \(error)")
+            }
+        }
+    }
+
+    static let sendAndEcho = ConformanceCase("send and echo") { harness in
+        try await harness.withSession { probe in
+            let conversation = try await probe.openConversation()
+            let pending = try await conversation.send(text: "hello from the customer")
+            try require(pending.deliveryState == .pending && pending.serverID == nil, "a send is pending at once")
+            let confirmed = try await probe.recorder.first("the send is confirmed") { event in
+                event.updatedMessage.map { $0.clientID == pending.clientID && $0.serverID != nil } ?? false
+            }
+            try require(confirmed.updatedMessage?.deliveryState != .pending, "a confirmed message is not pending")
+            let onServer = try await probe.emulator.serverMessages(in: conversation.id)
+                .filter { $0.text == "hello from the customer" }
+            try require(onServer.count == 1, "the server has the message once, not \(onServer.count) times")
+            let stored = try await conversation.storedMessages(before: nil, limit: 100)
+                .filter { $0.clientID == pending.clientID }
+            try require(stored.count == 1, "the store has the message once, not \(stored.count) times")
+            try require(stored[0].serverID == onServer[0].serverID, "the stored message has the server's id")
+        }
+    }
+
+    static let receiveAgentMessage = ConformanceCase("receive an agent message") { harness in
+        try await harness.withSession { probe in
+            let conversation = try await probe.openConversation()
+            try await probe.emulator.agentSend("hello from the agent", in: conversation.id)
+            let event = try await probe.recorder.first("the agent's message") { $0.addedMessage?.text == "hello from the agent" }
+            let message = try event.addedMessage.unwrap("message")
+            try require(message.serverID != nil, "an agent message has a server id")
+            try require(message.senderRole != .customer, "an agent message is not from the customer")
+            try require(event.conversationID == conversation.id, "the event names its conversation")
+        }
+    }
+
+    static let typingFromAgent = ConformanceCase("typing from the agent", capabilities: .typing) { harness in
+        try await harness.withSession { probe in
+            let conversation = try await probe.openConversation()
+            try await probe.emulator.agentTyping(true, in: conversation.id)
+            try await probe.recorder.first("the agent is typing") { event in
+                if case .typing(_, true, _) = event.kind { return event.conversationID == conversation.id }
+                return false
+            }
+        }
+    }
+
+    static let typingToAgent = ConformanceCase("typing to the agent", capabilities: .typing) { harness in
+        try await harness.withSession { probe in
+            let conversation = try await probe.openConversation()
+            try await conversation.userTyping(draft: "hel")
+            _ = try await probe.emulator.waitForCustomerActivity(in: conversation.id, timeout: .seconds(15)) {
+                $0.typing.contains(true)
+            }
+        }
+    }
+
+    static let readMarkers = ConformanceCase("read markers both ways", capabilities: .readMarkers) { harness in
+        try await harness.withSession { probe in
+            let conversation = try await probe.openConversation()
+            try await conversation.send(text: "please read this")
+            try await probe.recorder.first("the send is confirmed") { $0.updatedMessage?.serverID != nil }
+            try await probe.emulator.agentMarkRead(in: conversation.id)
+            try await probe.recorder.first("the agent's read marker") { event in
+                if case .readMarker = event.kind { return event.conversationID == conversation.id }
+                return false
+            }
+            try await probe.emulator.agentSend("read mine", in: conversation.id)
+            try await probe.waitForMessages(["read mine"], in: conversation)
+            try await conversation.markRead()
+            _ = try await probe.emulator.waitForCustomerActivity(in: conversation.id, timeout: .seconds(15)) {
+                $0.readMarkers >= 1
+            }
+        }
+    }
+
+    static let historyPaging = ConformanceCase("history paging", capabilities: .historyPaging) { harness in
+        let conversationID = try await harness.withSession { probe in
+            let conversation = try await probe.openConversation()
+            try await probe.emulator.seedHistory(25, in: conversation.id)
+            return conversation.id
+        }
+        let truth = try await harness.emulator.serverMessages(in: conversationID)
+        try await harness.withSession { probe in
+            try await probe.recorder.first("the session learns the conversation") {
+                $0.conversationID == conversationID && $0.kind.category == .conversation
+            }
+            let conversation = try await probe.session.conversation(conversationID)
+            var collected: [Message] = []
+            var before: MessageOrderKey?
+            for _ in 0..<20 {
+                let page = try await conversation.history(before: before, limit: 10)
+                guard let oldest = page.first else { break }
+                collected = page + collected
+                before = oldest.orderKey
+            }
+            let ids = collected.compactMap(\.serverID)
+            try require(Set(ids).count == ids.count, "history pages hold no duplicates")
+            try require(
+                ids == truth.map(\.serverID),
+                "paging gives the server's \(truth.count) messages in order, got \(ids.count)"
+            )
+        }
+    }
+
+    static let reconnectWithoutLoss = ConformanceCase("reconnect without loss", faults: [.disconnect]) { harness in
+        try await harness.withSession { probe in
+            let conversation = try await probe.openConversation()
+            try await probe.session.pause()
+            try await probe.recorder.first("paused") {
+                if case .connection(.disconnected, _) = $0.kind { return true }
+                return false
+            }
+            let offline = (1...5).map { "while paused \($0)" }
+            for text in offline { try await probe.emulator.agentSend(text, in: conversation.id) }
+            let resumedAt = probe.recorder.events.count
+            try await probe.session.resume()
+            try await probe.waitForConnection(after: resumedAt)
+            try await probe.waitForMessages(offline, in: conversation)
+            try await probe.emulator.inject(.disconnect)
+            let dropped = (1...5).map { "around a dropped link \($0)" }
+            for text in dropped { try await probe.emulator.agentSend(text, in: conversation.id) }
+            try await probe.waitForMessages(dropped, in: conversation)
+            try await expectServerOrder(of: offline + dropped, probe: probe, conversation: conversation)
+        }
+    }
+
+    static let gapFill = ConformanceCase("gap fill after dropped events", capabilities: .sequences, faults: [.dropEvents]) {
+        harness in
+        try await harness.withSession { probe in
+            let conversation = try await probe.openConversation()
+            try await probe.emulator.inject(.dropNext(5))
+            let texts = (1...8).map { "gap \($0)" }
+            for text in texts { try await probe.emulator.agentSend(text, in: conversation.id) }
+            try await probe.waitForMessages(texts, in: conversation)
+            try await expectServerOrder(of: texts, probe: probe, conversation: conversation)
+            let retransmitted = await probe.session.statistics.retransmitRequests > 0
+            try require(retransmitted, "the gap was filled by retransmit")
+        }
+    }
+
+    static let duplicatesDropped = ConformanceCase("duplicates dropped", faults: [.duplicateEvents]) { harness in
+        try await harness.withSession { probe in
+            let conversation = try await probe.openConversation()
+            try await probe.emulator.inject(.duplicateNext(4))
+            let texts = (1...4).map { "twice \($0)" }
+            for text in texts { try await probe.emulator.agentSend(text, in: conversation.id) }
+            try await probe.emulator.agentSend("sentinel", in: conversation.id)
+            try await probe.waitForMessages(texts + ["sentinel"], in: conversation)
+            try await expectServerOrder(of: texts, probe: probe, conversation: conversation)
+        }
+    }
+
+    static let outOfOrderHeldBack = ConformanceCase(
+        "out-of-order events held back",
+        capabilities: .sequences,
+        faults: [.reorderEvents]
+    ) { harness in
+        try await harness.withSession { probe in
+            let conversation = try await probe.openConversation()
+            try await probe.emulator.inject(.reorderNext(4))
+            let texts = (1...4).map { "ordered \($0)" }
+            for text in texts { try await probe.emulator.agentSend(text, in: conversation.id) }
+            try await probe.waitForMessages(texts, in: conversation)
+            try await expectServerOrder(of: texts, probe: probe, conversation: conversation)
+        }
+    }
+
+    static let outboxAcrossDisconnect = ConformanceCase("outbox across a disconnect", faults: [.failRequest]) { harness in
+        try await harness.withSession { probe in
+            let conversation = try await probe.openConversation()
+            try await probe.session.pause()
+            var pending: [Message] = []
+            for index in 1...3 { pending.append(try await conversation.send(text: "queued \(index)")) }
+            let threeQueued = await probe.session.pendingSends.count == 3
+            try require(threeQueued, "three sends wait in the outbox")
+            try await probe.emulator.inject(.failNextRequest(SwitchboardError(.connectionLost, "link dropped"), named: "send"))
+            try await probe.session.resume()
+            let ids = Set(pending.compactMap(\.clientID))
+            try await probe.recorder.waitUntil("every queued send is confirmed") { events in
+                let confirmed = Set(events.compactMap { $0.updatedMessage }.filter { $0.serverID != nil }.compactMap(\.clientID))
+                return ids.isSubset(of: confirmed)
+            }
+            let onServer = try await probe.emulator.serverMessages(in: conversation.id).filter { $0.text.hasPrefix("queued ") }
+            try require(onServer.map(\.text) == ["queued 1", "queued 2", "queued 3"], "sent once each, in order: \(onServer.map(\.text))")
+            let outboxEmpty = await probe.session.pendingSends.isEmpty
+            try require(outboxEmpty, "the outbox is empty")
+        }
+    }
+
+    static let rejectedSendFails = ConformanceCase("a rejected send becomes failed", faults: [.failRequest]) { harness in
+        try await harness.withSession { probe in
+            let conversation = try await probe.openConversation()
+            try await probe.emulator.inject(.failNextRequest(SwitchboardError(.messageRejected, "not allowed"), named: "send"))
+            let doomed = try await conversation.send(text: "refused")
+            let failed = try await probe.recorder.first("the send fails") { event in
+                event.updatedMessage.map { $0.clientID == doomed.clientID && $0.deliveryState.isFailed } ?? false
+            }
+            try require(failed.updatedMessage?.serverID == nil, "a failed message has no server id")
+            let next = try await conversation.send(text: "accepted")
+            try await probe.recorder.first("the next send goes through") { event in
+                event.updatedMessage.map { $0.clientID == next.clientID && $0.serverID != nil } ?? false
+            }
+            let texts = try await probe.emulator.serverMessages(in: conversation.id).map(\.text)
+            try require(!texts.contains("refused") && texts.contains("accepted"), "the server has only the accepted send")
+        }
+    }
+
+    static let unsupportedCapabilityThrows = ConformanceCase("unsupported capability throws unsupported") { harness in
+        let masked: BackendCapabilities = [.typing, .readMarkers, .edit, .delete, .agentRating, .archive, .conversationUpdate]
+        let backend = CapabilityMaskedBackend(try await harness.emulator.makeCustomerBackend(), removing: masked)
+        try await harness.withSession(backend: backend) { probe in
+            let conversation = try await probe.openConversation()
+            let calls: [(String, @Sendable () async throws -> Void)] = [
+                ("typing", { try await conversation.userTyping(draft: "x") }),
+                ("markRead", { try await conversation.markRead(upTo: .sequence(1)) }),
+                ("edit", { try await conversation.edit("m", text: "x") }),
+                ("delete", { try await conversation.delete("m") }),
+                ("rateAgent", { try await conversation.rateAgent(nil, rating: 5, comment: nil) }),
+                ("archive", { try await conversation.archive() }),
+                ("update", { try await conversation.update(ConversationChanges(title: "x")) }),
+            ]
+            for (name, call) in calls {
+                do {
+                    try await call()
+                    throw ConformanceFailure("\(name) succeeded without its capability")
+                } catch let error as SwitchboardError {
+                    try require(error.code == .unsupported, "\(name) throws unsupported, not \(error)")
+                }
+            }
+        }
+    }
+
+    static let malformedInboundSurvives = ConformanceCase("malformed inbound data does not kill the session", faults: [.malformedFrame]) {
+        harness in
+        try await harness.withSession { probe in
+            let conversation = try await probe.openConversation()
+            try await probe.emulator.inject(.malformedFrame)
+            try await probe.recorder.first("a non-fatal error") {
+                if case .error = $0.kind { return true }
+                return false
+            }
+            try await probe.emulator.agentSend("still here", in: conversation.id)
+            try await probe.waitForMessages(["still here"], in: conversation)
+            let stillOpen = await !probe.session.isClosed
+            try require(stillOpen, "the session is still open")
+        }
+    }
+
+    static let fatalEndsSession = ConformanceCase("a fatal error ends the session", faults: [.fatal]) { harness in
+        try await harness.withSession { probe in
+            let conversation = try await probe.openConversation()
+            try await probe.emulator.inject(.fatal(SwitchboardError(.fatal, "account blocked")))
+            let event = try await probe.recorder.first("a fatal event") {
+                if case .fatal = $0.kind { return true }
+                return false
+            }
+            if case .fatal(let error) = event.kind {
+                try require(error.code == .fatal, "the fatal event carries a fatal error, not \(error)")
+            }
+            try await probe.recorder.waitUntil("the session closes") { events in
+                events.contains { if case .connection(.disconnected, .fatal?) = $0.kind { return true } else { return false } }
+            }
+            let check6 = await probe.session.isClosed
+            try require(check6, "the session is closed")
+            do {
+                try await conversation.send(text: "too late")
+                throw ConformanceFailure("a send after a fatal error succeeded")
+            } catch let error as SwitchboardError {
+                try require(error.code == .sessionClosed, "a send after the end throws sessionClosed, not \(error)")
+            }
+        }
+    }
+
+    static let multipleSessionsOneBus = ConformanceCase("several sessions on one bus") { harness in
+        let everything = EventRecorder(harness.bus.subscribe(filter: .all, buffering: .unbounded))
+        async let recording: Void = everything.run()
+        try await harness.withSession { first in
+            try await harness.withSession { second in
+                let one = try await first.openConversation()
+                let two = try await second.openConversation()
+                try await first.emulator.agentSend("to the first", in: one.id)
+                try await second.emulator.agentSend("to the second", in: two.id)
+                try await first.waitForMessages(["to the first"], in: one)
+                try await second.waitForMessages(["to the second"], in: two)
+                try await everything.waitUntil("both messages on the shared bus") { events in
+                    let origins = Dictionary(
+                        events.compactMap { event in event.addedMessage.map { ($0.text, event.origin.session) } },
+                        uniquingKeysWith: { first, _ in first }
+                    )
+                    return origins["to the first"] == first.session.id && origins["to the second"] == second.session.id
+                }
+            }
+        }
+        everything.finish()
+        await recording
+    }
+
+    static let editAndDelete = ConformanceCase("edit and delete", capabilities: [.edit, .delete]) { harness in
+        try await harness.withSession { probe in
+            let conversation = try await probe.openConversation()
+            let pending = try await conversation.send(text: "first draft")
+            let sent = try await probe.recorder.first("sent") { event in
+                event.updatedMessage.map { $0.clientID == pending.clientID && $0.serverID != nil } ?? false
+            }
+            let id = try (sent.updatedMessage?.serverID).unwrap("server id")
+            try await conversation.edit(id, text: "second draft")
+            try await probe.recorder.first("the edit") { event in
+                event.updatedMessage.map { $0.serverID == id && $0.text == "second draft" && $0.isEdited } ?? false
+            }
+            try await conversation.delete(id)
+            try await probe.recorder.first("the removal") { event in
+                if case .messageRemoved(id) = event.kind { return true }
+                return false
+            }
+            let stored = try await conversation.storedMessages(before: nil, limit: 100)
+            try require(!stored.contains { $0.serverID == id }, "a deleted message leaves the store")
+        }
+    }
+
+    static let loginRetried = ConformanceCase("failed logins are retried once credentials allow", faults: [.rejectLogin]) { harness in
+        try await harness.withSession(resume: false) { probe in
+            try await probe.emulator.inject(.rejectNextLogin(SwitchboardError(.connectionLost, "handshake failed")))
+            try await probe.emulator.inject(.rejectNextLogin(SwitchboardError(.authenticationFailed, "token expired")))
+            try await probe.session.resume()
+            try await probe.waitForConnection()
+            let failures = await probe.session.statistics.connectionFailures
+            try require(failures == 2, "two failed attempts before the link, not \(failures)")
+        }
+        try await harness.withSession(resume: false) { probe in
+            try await probe.emulator.inject(.rejectNextLogin(SwitchboardError(.authenticationFailed, "bad token")))
+            try await probe.emulator.inject(.rejectNextLogin(SwitchboardError(.authenticationFailed, "bad token")))
+            try await probe.session.resume()
+            try await probe.recorder.first("authentication failing twice is fatal") {
+                if case .fatal = $0.kind { return true }
+                return false
+            }
+        }
+    }
+
+    static let conversationLifecycle = ConformanceCase("start and close a conversation", capabilities: .conversationLifecycle) {
+        harness in
+        try await harness.withSession { probe in
+            let conversation = try await probe.session.startConversation(ConversationDraft(title: "New question"))
+            try await probe.recorder.first("the new conversation") {
+                if case .conversationAdded(let info) = $0.kind { return info.id == conversation.id }
+                return false
+            }
+            try await conversation.close()
+            try await probe.recorder.first("the conversation is closed") { event in
+                if case .conversationStateChanged(let state, _) = event.kind {
+                    return event.conversationID == conversation.id && state.isClosed
+                }
+                return false
+            }
+            let check7 = try await conversation.info().state.isClosed
+            try require(check7, "the stored state is closed")
+        }
+    }
+
+    /// The client's store holds each of `texts` once, in the server's order.
+    static func expectServerOrder(of texts: [String], probe: SessionProbe, conversation: any Conversation) async throws {
+        let wanted = Set(texts)
+        let truth = try await probe.emulator.serverMessages(in: conversation.id).filter { wanted.contains($0.text) }
+        let stored = try await conversation.storedMessages(before: nil, limit: .max).filter { wanted.contains($0.text) }
+        try require(stored.count == texts.count, "each message is stored once: \(stored.count) for \(texts.count)")
+        try require(stored.map(\.serverID) == truth.map(\.serverID), "the store keeps the server's order")
+        let added = probe.recorder.events.compactMap(\.addedMessage).filter { wanted.contains($0.text) }
+        try require(added.count == texts.count, "each message is announced once: \(added.count) for \(texts.count)")
+        try require(added.map(\.serverID) == truth.map(\.serverID), "messages are announced in the server's order")
+    }
+}
+
+extension Optional {
+    func unwrap(_ what: String) throws -> Wrapped {
+        guard let value = self else { throw ConformanceFailure("missing \(what)") }
+        return value
+    }
+}

@@ -1,0 +1,106 @@
+public import Switchboard
+
+/// A fault an emulator can inject, as the conformance suite asks for it.
+public enum EmulatorFault: Sendable, Hashable {
+    /// Drop every connection now.
+    case disconnect
+    /// Drop the next N sequenced events for the customer's clients (makes a gap).
+    case dropNext(Int)
+    case duplicateNext(Int)
+    /// Deliver the next N events out of order.
+    case reorderNext(Int)
+    /// Hold the next N events until ``releaseDelayed``.
+    case delayNext(Int)
+    case releaseDelayed
+    /// Fail the next request (of that name, or any) with the error.
+    case failNextRequest(SwitchboardError, named: String?)
+    case rejectNextLogin(SwitchboardError)
+    /// Send the customer a frame that does not decode.
+    case malformedFrame
+    /// End the customer's session with a fatal vendor error.
+    case fatal(SwitchboardError)
+
+    public enum Kind: String, Sendable, Hashable, CaseIterable {
+        case disconnect, dropEvents, duplicateEvents, reorderEvents, delayEvents, failRequest, rejectLogin
+        case malformedFrame, fatal
+    }
+
+    public var kind: Kind {
+        switch self {
+        case .disconnect: return .disconnect
+        case .dropNext: return .dropEvents
+        case .duplicateNext: return .duplicateEvents
+        case .reorderNext: return .reorderEvents
+        case .delayNext, .releaseDelayed: return .delayEvents
+        case .failNextRequest: return .failRequest
+        case .rejectNextLogin: return .rejectLogin
+        case .malformedFrame: return .malformedFrame
+        case .fatal: return .fatal
+        }
+    }
+}
+
+/// A message as the server recorded it: the truth a test compares the client's store with.
+public struct ServerMessage: Sendable, Hashable {
+    public var serverID: MessageID
+    public var clientID: ClientMessageID?
+    public var text: String
+    public var fromCustomer: Bool
+    public var sequence: Int64?
+
+    public init(serverID: MessageID, clientID: ClientMessageID?, text: String, fromCustomer: Bool, sequence: Int64?) {
+        self.serverID = serverID
+        self.clientID = clientID
+        self.text = text
+        self.fromCustomer = fromCustomer
+        self.sequence = sequence
+    }
+}
+
+/// What the server saw the customer do besides sending.
+public struct CustomerActivity: Sendable, Hashable {
+    /// Typing notifications, in order.
+    public var typing: [Bool]
+    /// Read markers received.
+    public var readMarkers: Int
+
+    public init(typing: [Bool], readMarkers: Int) {
+        self.typing = typing
+        self.readMarkers = readMarkers
+    }
+}
+
+/// What every emulator offers the conformance suite: an agent robot, fault injection and a log
+/// of what the server accepted. Each emulator implements it over its own server model.
+public protocol EmulatorControl: Sendable {
+    /// The faults this emulator can inject; cases needing others are skipped.
+    var supportedFaults: Set<EmulatorFault.Kind> { get }
+
+    /// A new backend acting as the test's customer (each call is another client of the same
+    /// customer).
+    func makeCustomerBackend() async throws -> any ChatBackend
+
+    /// Gets a conversation between the customer and an agent ready for messages both ways.
+    /// The session may be used (to start a chat); the harness then waits until the session
+    /// knows the conversation.
+    func prepareConversation(using session: ChatSession) async throws -> ConversationID
+
+    /// Adds `count` agent messages to the conversation's server history.
+    func seedHistory(_ count: Int, in conversation: ConversationID) async throws
+
+    func agentSend(_ text: String, in conversation: ConversationID) async throws
+    func agentTyping(_ isTyping: Bool, in conversation: ConversationID) async throws
+    func agentMarkRead(in conversation: ConversationID) async throws
+
+    func inject(_ fault: EmulatorFault) async throws
+
+    /// The conversation's messages as the server has them, in server order.
+    func serverMessages(in conversation: ConversationID) async throws -> [ServerMessage]
+
+    /// Waits until the server's view of the customer's activity satisfies `condition`.
+    func waitForCustomerActivity(
+        in conversation: ConversationID,
+        timeout: Duration,
+        until condition: @escaping @Sendable (CustomerActivity) -> Bool
+    ) async throws -> CustomerActivity
+}

@@ -1,0 +1,58 @@
+@_spi(TestKit) public import Switchboard
+import Synchronization
+
+/// Records every event of a bus subscription, so a test can wait for what it expects and then
+/// look at everything that happened. Run ``run()`` in the test's task group; it ends when the
+/// subscription finishes.
+///
+/// The lock guards the recorded events.
+public final class EventRecorder: Sendable {
+    private let stream: EventStream
+    private let recorded = Mutex<[ChatEvent]>([])
+    private let signal = AsyncSignal()
+
+    public init(_ stream: EventStream) {
+        self.stream = stream
+    }
+
+    /// Drains the subscription until it finishes.
+    public func run() async {
+        for await event in stream {
+            recorded.withLock { $0.append(event) }
+            signal.signal()
+        }
+    }
+
+    /// Ends the subscription (and so ``run()``).
+    public func finish() { stream.finish() }
+
+    /// Everything recorded so far, in order.
+    public var events: [ChatEvent] { recorded.withLock { $0 } }
+
+    /// The recorded events that match.
+    public func events(where predicate: (ChatEvent) -> Bool) -> [ChatEvent] {
+        recorded.withLock { $0.filter(predicate) }
+    }
+
+    /// Waits for the first event (recorded already or to come) that matches.
+    @discardableResult
+    public func first(
+        _ what: String,
+        timeout: Duration = .seconds(15),
+        where predicate: @escaping @Sendable (ChatEvent) -> Bool
+    ) async throws -> ChatEvent {
+        try await waitUntil(what, timeout: timeout) { events in events.contains(where: predicate) }
+        return recorded.withLock { $0.first(where: predicate)! }
+    }
+
+    /// Waits until the recorded events satisfy `condition`.
+    public func waitUntil(
+        _ what: String,
+        timeout: Duration = .seconds(15),
+        _ condition: @escaping @Sendable ([ChatEvent]) -> Bool
+    ) async throws {
+        try await SwitchboardTestKit.waitUntil(what, timeout: timeout, signal: signal) {
+            condition(self.events)
+        }
+    }
+}

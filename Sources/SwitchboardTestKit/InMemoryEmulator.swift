@@ -1,0 +1,124 @@
+@_spi(TestKit) public import Switchboard
+
+/// ``EmulatorControl`` over an ``InMemoryServer``: how the conformance suite drives the
+/// reference backend. It supports every fault.
+public struct InMemoryEmulator: EmulatorControl {
+    public let server: InMemoryServer
+    public let customer: ParticipantID
+    public let agent: InMemoryAgent
+    public let capabilities: BackendCapabilities
+
+    public init(
+        server: InMemoryServer = InMemoryServer(),
+        customer: ParticipantID = "customer",
+        agent: ParticipantID = "agent",
+        capabilities: BackendCapabilities = .all
+    ) {
+        self.server = server
+        self.customer = customer
+        self.agent = server.agent(agent, name: "Agent Smith")
+        self.capabilities = capabilities
+    }
+
+    public var supportedFaults: Set<EmulatorFault.Kind> { Set(EmulatorFault.Kind.allCases) }
+
+    public func makeCustomerBackend() async throws -> any ChatBackend {
+        InMemoryBackend(server: server, user: customer, capabilities: capabilities)
+    }
+
+    public func prepareConversation(using session: ChatSession) async throws -> ConversationID {
+        let info = server.createConversation(
+            title: "Support",
+            participants: [Participant(id: customer, role: .customer, displayName: "Customer")]
+        )
+        try agent.join(info.id)
+        return info.id
+    }
+
+    public func seedHistory(_ count: Int, in conversation: ConversationID) async throws {
+        for index in 1...max(1, count) {
+            try agent.send("history \(index)", in: conversation)
+        }
+    }
+
+    public func agentSend(_ text: String, in conversation: ConversationID) async throws {
+        try agent.send(text, in: conversation)
+    }
+
+    public func agentTyping(_ isTyping: Bool, in conversation: ConversationID) async throws {
+        try agent.typing(isTyping, in: conversation)
+    }
+
+    public func agentMarkRead(in conversation: ConversationID) async throws {
+        try agent.markRead(conversation)
+    }
+
+    public func inject(_ fault: EmulatorFault) async throws {
+        let target = InMemoryServer.FaultTarget.clientsOf(customer)
+        switch fault {
+        case .disconnect: server.disconnectAll()
+        case .dropNext(let count): server.dropNext(count, for: target)
+        case .duplicateNext(let count): server.duplicateNext(count, for: target)
+        case .reorderNext(let count): server.reorderNext(count, for: target)
+        case .delayNext(let count): server.delayNext(count, for: target)
+        case .releaseDelayed: server.releaseDelayed()
+        case .failNextRequest(let error, let name): server.failNextRequest(error, named: name)
+        case .rejectNextLogin(let error): server.rejectNextLogin(error)
+        case .malformedFrame: server.sendMalformedFrame()
+        case .fatal(let error): server.sendFatal(error)
+        }
+    }
+
+    public func serverMessages(in conversation: ConversationID) async throws -> [ServerMessage] {
+        server.messages(in: conversation).map {
+            ServerMessage(
+                serverID: $0.serverID!,
+                clientID: $0.clientID,
+                text: $0.text,
+                fromCustomer: $0.sender == customer,
+                sequence: $0.sequence
+            )
+        }
+    }
+
+    public func waitForCustomerActivity(
+        in conversation: ConversationID,
+        timeout: Duration,
+        until condition: @escaping @Sendable (CustomerActivity) -> Bool
+    ) async throws -> CustomerActivity {
+        let activity: @Sendable () -> CustomerActivity = {
+            var typing: [Bool] = []
+            var markers = 0
+            for record in server.records where record.conversation == conversation {
+                switch record.kind {
+                case .typing(let who, let isTyping) where who == customer: typing.append(isTyping)
+                case .readMarker(let who, _) where who == customer: markers += 1
+                default: break
+                }
+            }
+            return CustomerActivity(typing: typing, readMarkers: markers)
+        }
+        try await waitUntil("customer activity in \(conversation)", timeout: timeout, signal: server.changes) {
+            condition(activity())
+        }
+        return activity()
+    }
+}
+
+/// A backend with some capabilities taken away: how the suite checks that the engine refuses
+/// calls a backend cannot serve, before anything is sent.
+public struct CapabilityMaskedBackend: ChatBackend {
+    public let base: any ChatBackend
+    public let descriptor: BackendDescriptor
+
+    public init(_ base: any ChatBackend, removing removed: BackendCapabilities) {
+        self.base = base
+        var descriptor = base.descriptor
+        descriptor.capabilities.subtract(removed)
+        self.descriptor = descriptor
+    }
+
+    public func connect(_ context: ConnectionContext) async throws -> any BackendConnection {
+        try await base.connect(context)
+    }
+}
