@@ -31,6 +31,7 @@ let package = Package(
             dependencies: [
                 "Switchboard",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
         .executableTarget(
