@@ -1,0 +1,213 @@
+import Foundation
+import Logging
+import Switchboard
+import SwitchboardTestKit
+import Synchronization
+import Testing
+
+/// A backend whose every connect fails, counting the attempts.
+private final class FailingBackend: ChatBackend {
+    let attempts = Atomic<Int>(0)
+    let error: SwitchboardError
+    var descriptor: BackendDescriptor { BackendDescriptor(name: "failing", capabilities: []) }
+
+    init(error: SwitchboardError) {
+        self.error = error
+    }
+
+    func connect(_ context: ConnectionContext) async throws -> any BackendConnection {
+        attempts.add(1, ordering: .relaxed)
+        throw error
+    }
+}
+
+/// Runs `session` while `body` runs.
+private func running<T: Sendable>(_ session: ChatSession, _ body: @Sendable () async throws -> T) async throws -> T {
+    try await session.withRunning { _ in try await body() }
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct SessionEngineTests {
+    let time = Date(timeIntervalSince1970: 1_700_000_000)
+
+    @Test func reconnectFollowsTheBackoffScheduleOnTheInjectedClock() async throws {
+        let clock = TestClock()
+        let backend = FailingBackend(error: SwitchboardError(.connectionLost, "refused"))
+        let session = ChatSession(
+            backend: backend,
+            configuration: SessionConfiguration(reconnectBackoff: BackoffPolicy(initial: .seconds(1), maximum: .seconds(8))),
+            clock: SessionClock(clock, wallClock: { Date(timeIntervalSince1970: 0) }),
+            random: SeededRandomNumberGenerator(seed: 11),
+            logger: .quiet
+        )
+        let delays = try await running(session) {
+            try await session.resume()
+            var delays: [Duration] = []
+            for attempt in 1...6 {
+                #expect(await clock.waitForSleepers(1), "the engine waits on the clock before attempt \(attempt + 1)")
+                #expect(backend.attempts.load(ordering: .relaxed) == attempt, "no attempt before its delay has passed")
+                let delay = try #require(clock.pendingDeadlines.first)
+                delays.append(delay)
+                clock.advance(by: delay)
+            }
+            return delays
+        }
+        let ceilings: [Duration] = [.seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(8), .seconds(8)]
+        for (delay, ceiling) in zip(delays, ceilings) {
+            #expect(delay <= ceiling && delay >= ceiling / 2, "\(delay) is within [\(ceiling / 2), \(ceiling)]")
+        }
+        print("reconnect delays under the test clock: \(delays)")
+    }
+
+    @Test func aFatalConnectErrorEndsTheSession() async throws {
+        let session = ChatSession(
+            backend: FailingBackend(error: SwitchboardError(.fatal, "account blocked")),
+            clock: SessionClock(TestClock()),
+            logger: .quiet
+        )
+        let events = session.events(filter: .all, buffering: .unbounded)
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await session.run() }
+            try? await session.resume()
+        }
+        #expect(await session.isClosed)
+        var sawFatal = false
+        for await event in events {
+            if case .fatal(let error) = event.kind { sawFatal = error.code == .fatal }
+            if case .connection(.disconnected, .fatal?) = event.kind { break }
+        }
+        #expect(sawFatal)
+    }
+
+    @Test func typingIsThrottledLocallyToTheBackendsPolicy() async throws {
+        let clock = TestClock()
+        let emulator = InMemoryEmulator()
+        let conversation = emulator.server.createConversation(participants: [Participant(id: "customer", role: .customer)])
+        let backend = InMemoryBackend(server: emulator.server, user: "customer", typingPolicy: .minimumInterval(.seconds(10)))
+        let session = ChatSession(backend: backend, clock: SessionClock(clock), logger: .quiet)
+        let recorder = EventRecorder(session.events(filter: .all, buffering: .unbounded))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await session.run() }
+            group.addTask { await recorder.run() }
+            try await session.resume()
+            try await recorder.first("connected") { $0.isConnected }
+            let chat = try await session.conversation(conversation.id)
+            for _ in 0..<20 { try await chat.userTyping(draft: nil) }
+            _ = try await emulator.waitForCustomerActivity(in: conversation.id, timeout: .seconds(10)) { $0.typing.count == 1 }
+            clock.advance(by: .seconds(9))
+            for _ in 0..<20 { try await chat.userTyping(draft: nil) }
+            clock.advance(by: .seconds(1))
+            try await chat.userTyping(draft: nil)
+            let activity = try await emulator.waitForCustomerActivity(in: conversation.id, timeout: .seconds(10)) {
+                $0.typing.count >= 2
+            }
+            #expect(activity.typing == [true, true], "41 keystrokes over 10 s send two notifications")
+            await session.close()
+            recorder.finish()
+        }
+    }
+
+    @Test func theOutboxSurvivesARestartOfTheProcess() async throws {
+        let store = InMemoryChatStore()
+        let emulator = InMemoryEmulator()
+        let conversation = emulator.server.createConversation(participants: [Participant(id: "customer", role: .customer)])
+        let backend = InMemoryBackend(server: emulator.server, user: "customer")
+        // First process: learns the conversation, goes offline, queues two sends, then dies.
+        let first = ChatSession(backend: backend, store: store, logger: .quiet)
+        let firstEvents = EventRecorder(first.events(filter: .all, buffering: .unbounded))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await first.run() }
+            group.addTask { await firstEvents.run() }
+            try await first.resume()
+            try await firstEvents.first("the conversation") { $0.conversationID == conversation.id }
+            try await first.pause()
+            try await firstEvents.first("offline") { $0.kind == .connection(.disconnected, reason: .userInitiated) }
+            let chat = try await first.conversation(conversation.id)
+            try await chat.send(text: "one")
+            try await chat.send(text: "two")
+            group.cancelAll()
+        }
+        #expect(emulator.server.messages(in: conversation.id).isEmpty)
+        // Second process, same store: the outbox resumes.
+        let second = ChatSession(backend: backend, store: store, configuration: .fastForTests, logger: .quiet)
+        let recorder = EventRecorder(second.events(filter: .all, buffering: .unbounded))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await second.run() }
+            group.addTask { await recorder.run() }
+            try await second.resume()
+            try await recorder.waitUntil("both sends confirmed") { events in
+                events.compactMap(\.updatedMessage).filter { $0.serverID != nil }.count >= 2
+            }
+            await second.close()
+            recorder.finish()
+        }
+        #expect(emulator.server.messages(in: conversation.id).map(\.text) == ["one", "two"])
+        let stored = try await store.fetchMessages(in: conversation.id, before: nil, limit: 10, scope: second.scope)
+        #expect(stored.map(\.text) == ["one", "two"])
+        #expect(stored.allSatisfy { $0.deliveryState == .sent && $0.serverID != nil })
+        #expect(try await store.fetchOutbox(scope: second.scope).isEmpty)
+    }
+
+    @Test func aReInitAfterADroppedLinkDuplicatesNothing() async throws {
+        let emulator = InMemoryEmulator()
+        let harness = ConformanceHarness(context: ConformanceContext(emulator: emulator))
+        try await harness.withSession { probe in
+            let chat = try await probe.openConversation()
+            for index in 1...3 { try await emulator.agentSend("before \(index)", in: chat.id) }
+            try await probe.waitForMessages(["before 1", "before 2", "before 3"], in: chat)
+            let connectedBefore = probe.recorder.events.filter(\.isConnected).count
+            emulator.server.disconnectAll()
+            try await probe.recorder.waitUntil("reconnected") { $0.filter(\.isConnected).count > connectedBefore }
+            try await emulator.agentSend("after", in: chat.id)
+            try await probe.waitForMessages(["after"], in: chat)
+            let added = probe.recorder.events.compactMap(\.addedMessage).map(\.text)
+            #expect(added == ["before 1", "before 2", "before 3", "after"])
+            let conversationsAdded = probe.recorder.events.filter {
+                if case .conversationAdded = $0.kind { return true }
+                return false
+            }
+            #expect(conversationsAdded.count == 1, "the snapshot after the reconnect re-announces nothing")
+        }
+    }
+
+    @Test func theTimelineGivesOrderedDiffs() async throws {
+        let emulator = InMemoryEmulator()
+        let harness = ConformanceHarness(context: ConformanceContext(emulator: emulator))
+        try await harness.withSession { probe in
+            let chat = try await probe.openConversation()
+            for index in 1...5 { try await emulator.agentSend("agent \(index)", in: chat.id) }
+            try await probe.waitForMessages((1...5).map { "agent \($0)" }, in: chat)
+            let timeline = try await chat.timeline(limit: 3)
+            var updates = timeline.makeAsyncIterator()
+            let initial = try #require(await updates.next())
+            #expect(initial.items.map(\.text) == ["agent 3", "agent 4", "agent 5"])
+            let mine = try await chat.send(text: "mine")
+            let pending = try #require(await updates.next())
+            #expect(pending.diffs == [.insert(mine, at: 3)])
+            let confirmed = try #require(await updates.next())
+            guard case .update(let sent, 3) = confirmed.diffs.first else {
+                Issue.record("the confirmation updates the pending row in place, got \(confirmed.diffs)")
+                return
+            }
+            #expect(sent.serverID != nil)
+            let older = try #require(try await timeline.loadOlder(limit: 2))
+            #expect(older.items.map(\.text) == ["agent 1", "agent 2", "agent 3", "agent 4", "agent 5", "mine"])
+            #expect(older.diffs.count == 2)
+            #expect(try await timeline.loadOlder(limit: 2) == nil, "nothing is older than the first message")
+        }
+    }
+
+    @Test func textOverTheLimitIsRefusedBeforeAnythingIsStored() async throws {
+        let emulator = InMemoryEmulator(server: InMemoryServer(configuration: .init(maxTextLength: 10)))
+        let harness = ConformanceHarness(context: ConformanceContext(emulator: emulator))
+        try await harness.withSession { probe in
+            let chat = try await probe.openConversation()
+            await #expect(throws: SwitchboardError(.payloadTooLarge, "")) {
+                try await chat.send(text: String(repeating: "x", count: 11))
+            }
+            #expect(try await chat.storedMessages(before: nil, limit: 10).isEmpty)
+            #expect(await probe.session.pendingSends.isEmpty)
+        }
+    }
+}
+
