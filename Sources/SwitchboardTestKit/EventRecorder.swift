@@ -55,4 +55,13 @@ public final class EventRecorder: Sendable {
             condition(self.events)
         }
     }
+
+    /// Waits until `check` holds, re-evaluating it whenever an event arrives.
+    public func waitUntil(
+        _ what: String,
+        timeout: Duration = .seconds(15),
+        check: @escaping @Sendable () async throws -> Bool
+    ) async throws {
+        try await SwitchboardTestKit.waitUntil(what, timeout: timeout, signal: signal, check)
+    }
 }

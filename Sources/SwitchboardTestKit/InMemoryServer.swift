@@ -72,6 +72,7 @@ public final class InMemoryServer: Sendable {
         var deliveredFrames = 0
         var droppedEvents = 0
         var requestFaults: Deque<(name: String?, error: SwitchboardError)> = []
+        var lostReplies: Deque<String?> = []
         var loginFaults: Deque<SwitchboardError> = []
         var acceptedSends = 0
         var duplicateSends = 0
@@ -212,6 +213,7 @@ public final class InMemoryServer: Sendable {
         state.withLock { state in
             for id in state.clients.keys { state.clients[id]!.faults = ClientFaults() }
             state.requestFaults.removeAll()
+            state.lostReplies.removeAll()
             state.loginFaults.removeAll()
         }
     }
@@ -219,6 +221,12 @@ public final class InMemoryServer: Sendable {
     /// The next request (named `name`, or any) fails with `error`.
     public func failNextRequest(_ error: SwitchboardError, named name: String? = nil) {
         state.withLock { $0.requestFaults.append((name, error)) }
+    }
+
+    /// The next request (named `name`, or any) is applied, but its reply is lost: the client
+    /// sees a timeout and must resend without creating a duplicate.
+    public func loseNextReply(named name: String? = nil) {
+        state.withLock { $0.lostReplies.append(name) }
     }
 
     public func rejectNextLogin(_ error: SwitchboardError) {
@@ -286,7 +294,12 @@ public final class InMemoryServer: Sendable {
                 let fault = state.requestFaults.remove(at: index)
                 throw fault.error
             }
-            return try handle(request, from: user, client: client, state: &state)
+            let response = try handle(request, from: user, client: client, state: &state)
+            if let index = state.lostReplies.firstIndex(where: { $0 == nil || $0 == request.name }) {
+                state.lostReplies.remove(at: index)
+                throw SwitchboardError(.timedOut, "the reply was lost after the server applied \(request.name)")
+            }
+            return response
         }
     }
 
