@@ -565,6 +565,13 @@ public final class InMemoryServer: Sendable {
         let now = clock.date
         state.conversations[id]!.info.lastSequence = sequence
         state.conversations[id]!.info.updatedAt = now
+        // A conversation event carries the conversation as of itself.
+        var kind = kind
+        switch kind {
+        case .conversationAdded: kind = .conversationAdded(state.conversations[id]!.info)
+        case .conversationUpdated: kind = .conversationUpdated(state.conversations[id]!.info)
+        default: break
+        }
         let event = BackendEvent(kind, conversation: id, sequence: sequence, time: now)
         state.conversations[id]!.log.append(event)
         let frame = InMemoryFrame.event(kind: kind, conversation: id, sequence: sequence, time: now).encoded()

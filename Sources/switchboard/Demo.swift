@@ -1,0 +1,226 @@
+import Foundation
+import Logging
+import Switchboard
+import SwitchboardTestKit
+import Synchronization
+
+/// The main job: a scripted support conversation on embedded backends, every session publishing
+/// into one bus, printed as one timeline, then checked against the server's own log.
+///
+/// Today it runs on the in-memory reference backend; the Webim, Voximplant-style and CXone
+/// emulators join it as their adapters land.
+struct Demo: Sendable {
+    let seed: UInt64
+    let format: EventFormatter.Format
+
+    struct SessionSummary: Sendable {
+        var backend: BackendName
+        var session: SessionID
+        var statistics: SessionStatistics
+        var storedMessages: Int
+        var lost: Int
+        var duplicated: Int
+        var outOfOrder: Int
+    }
+
+    struct Summary: Sendable {
+        var sessions: [SessionSummary]
+        var serverMessages: Int
+        var isClean: Bool { sessions.allSatisfy { $0.lost == 0 && $0.duplicated == 0 && $0.outOfOrder == 0 } }
+    }
+
+    func run(_ write: @escaping @Sendable (String) -> Void) async throws -> Summary {
+        let bus = EventBus()
+        let server = InMemoryServer()
+        let alice = ParticipantID("alice")
+        let bob = server.agent("bob", name: "Bob (agent)")
+        let configuration = SessionConfiguration(
+            reconnectBackoff: BackoffPolicy(initial: .milliseconds(20), maximum: .milliseconds(200)),
+            outboxBackoff: BackoffPolicy(initial: .milliseconds(20), maximum: .milliseconds(200)),
+            holdTimeout: .milliseconds(200)
+        )
+        func session(_ id: SessionID, store: InMemoryChatStore) -> ChatSession {
+            ChatSession(
+                id: id,
+                backend: InMemoryBackend(server: server, user: alice),
+                store: store,
+                bus: bus,
+                configuration: configuration,
+                random: SeededRandomNumberGenerator(seed: seed),
+                logger: Logger.quiet
+            )
+        }
+        let phoneStore = InMemoryChatStore()
+        let tabletStore = InMemoryChatStore()
+        let phone = session("alice-phone", store: phoneStore)
+        let tablet = session("alice-tablet", store: tabletStore)
+        let events = EventRecorder(bus.subscribe(buffering: .unbounded))
+        let printer = TimelinePrinter(events: events, formatter: EventFormatter(format: format, start: Date()), write: write)
+        let narrate: @Sendable (String) -> Void = { text in
+            printer.flush()
+            if format == .timeline { write("\n── \(text)") }
+        }
+
+        let conversationID: ConversationID = try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await phone.run() }
+            group.addTask { await tablet.run() }
+            group.addTask { await events.run() }
+            defer { group.cancelAll() }
+
+            narrate("Alice opens the app on her phone and asks for help")
+            try await phone.resume()
+            try await events.first("the phone connects") { $0.isConnected && $0.origin.session == phone.id }
+            let chat = try await phone.startConversation(ConversationDraft(title: "Where is my parcel?"))
+            let id = chat.id
+
+            narrate("Bob, an agent, picks the chat up, types and answers")
+            try bob.join(id)
+            try await events.first("Bob is assigned") { if case .agentChanged = $0.kind { return true } else { return false } }
+            try bob.typing(true, in: id)
+            try bob.send("Hi Alice, I'm Bob. How can I help?", in: id)
+            try await events.first("Bob's greeting") { $0.addedMessage?.text.hasPrefix("Hi Alice") == true }
+
+            narrate("Alice types (throttled) and sends; the message is pending, then sent")
+            try await chat.userTyping(draft: "My parcel")
+            let question = try await chat.send(text: "My parcel #4711 has not arrived yet.")
+            try await confirmed(question, events)
+            try bob.markRead(id)
+            try await events.first("Bob read it") { if case .readMarker = $0.kind { return true } else { return false } }
+            let receipt = try await chat.send(
+                MessageDraft(
+                    text: "Here is the receipt.",
+                    kind: .file,
+                    attachments: [Message.Attachment(name: "receipt.pdf", mimeType: "application/pdf", size: 48_213)]
+                )
+            )
+            try await confirmed(receipt, events)
+
+            narrate("Alice's phone goes offline; Bob writes; she sends a reply from the outbox on reconnect")
+            try await phone.pause()
+            try await events.first("the phone is offline") {
+                $0.origin.session == phone.id && $0.kind == .connection(.disconnected, reason: .userInitiated)
+            }
+            try bob.send("Found it: it is at the depot.", in: id)
+            try bob.send("It will be delivered tomorrow before noon.", in: id)
+            let offlineReply = try await chat.send(text: "Thank you!")
+            try await phone.resume()
+            try await events.first("caught up") { $0.addedMessage?.text.hasPrefix("It will be delivered") == true }
+            try await confirmed(offlineReply, events)
+
+            narrate("The server loses two events on the way to the phone; the gap is detected and filled")
+            server.dropNext(2, for: .clientsOf(alice))
+            try bob.send("Tracking: DE-4711-X.", in: id)
+            try bob.send("You will get an SMS as well.", in: id)
+            try bob.send("Anything else?", in: id)
+            try await events.first("the gap is filled") { $0.addedMessage?.text == "Anything else?" && $0.origin.session == phone.id }
+            try await events.waitUntil("both lost messages are back") { events in
+                let texts = Set(events.filter { $0.origin.session == phone.id }.compactMap(\.addedMessage?.text))
+                return texts.isSuperset(of: ["Tracking: DE-4711-X.", "You will get an SMS as well."])
+            }
+
+            narrate("Alice opens her tablet: a fresh store pages the history from the server")
+            try await tablet.resume()
+            try await events.first("the tablet knows the chat") { $0.origin.session == tablet.id && $0.conversationID == id }
+            let onTablet = try await tablet.conversation(id)
+            var before: MessageOrderKey?
+            while let oldest = try await onTablet.history(before: before, limit: 4).first {
+                before = oldest.orderKey
+            }
+
+            narrate("Bob closes the chat")
+            try bob.close(id)
+            try await events.waitUntil("both devices see the chat closed") { events in
+                let closed = events.filter {
+                    if case .conversationStateChanged(.closedByAgent, _) = $0.kind { return true } else { return false }
+                }
+                return Set(closed.map(\.origin.session)) == [phone.id, tablet.id]
+            }
+            await phone.close()
+            await tablet.close()
+            try await events.first("the tablet disconnects") {
+                $0.origin.session == tablet.id && $0.kind == .connection(.disconnected, reason: .userInitiated)
+            }
+            return id
+        }
+        events.finish()
+        bus.finish()
+        printer.flush()
+
+        let truth = server.messages(in: conversationID).compactMap(\.serverID)
+        var sessions: [SessionSummary] = []
+        for (session, store) in [(phone, phoneStore), (tablet, tabletStore)] {
+            let stored = try await store.fetchMessages(in: conversationID, before: nil, limit: .max, scope: session.scope)
+            let ids = stored.compactMap(\.serverID)
+            sessions.append(
+                SessionSummary(
+                    backend: session.descriptor.name,
+                    session: session.id,
+                    statistics: await session.statistics,
+                    storedMessages: stored.count,
+                    lost: Set(truth).subtracting(ids).count,
+                    duplicated: ids.count - Set(ids).count,
+                    outOfOrder: zip(ids, truth).filter { $0 != $1 }.count
+                )
+            )
+        }
+        let summary = Summary(sessions: sessions, serverMessages: truth.count)
+        if format == .timeline { write(render(summary)) }
+        return summary
+    }
+
+    /// Prints what the recorder holds and has not printed, in bus order. Steps of the script
+    /// flush before they narrate, so each step's events follow its heading.
+    final class TimelinePrinter: Sendable {
+        let events: EventRecorder
+        let formatter: EventFormatter
+        let write: @Sendable (String) -> Void
+        private let printed = Mutex(0)
+
+        init(events: EventRecorder, formatter: EventFormatter, write: @escaping @Sendable (String) -> Void) {
+            self.events = events
+            self.formatter = formatter
+            self.write = write
+        }
+
+        func flush() {
+            printed.withLock { printed in
+                let recorded = events.events
+                for event in recorded.dropFirst(printed) { write(formatter.line(for: event)) }
+                printed = recorded.count
+            }
+        }
+    }
+
+    private func confirmed(_ message: Message, _ events: EventRecorder) async throws {
+        let clientID = message.clientID
+        try await events.first("\"\(message.text)\" is confirmed") { event in
+            event.updatedMessage.map { $0.clientID == clientID && $0.serverID != nil } ?? false
+        }
+    }
+
+    func render(_ summary: Summary) -> String {
+        var lines = ["", "── Summary " + String(repeating: "─", count: 70)]
+        let header = ["backend", "session", "events", "stored", "connects", "retransmits", "dups dropped", "lost", "duplicated", "out of order"]
+        var rows = [header]
+        for session in summary.sessions {
+            let statistics = session.statistics
+            rows.append([
+                session.backend.rawValue, session.session.rawValue, "\(statistics.eventsPublished)", "\(session.storedMessages)",
+                "\(statistics.connects)", "\(statistics.retransmitRequests)", "\(statistics.duplicatesDropped)",
+                "\(session.lost)", "\(session.duplicated)", "\(session.outOfOrder)",
+            ])
+        }
+        let widths = header.indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
+        for row in rows {
+            lines.append(zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  "))
+        }
+        lines.append("")
+        lines.append(
+            summary.isClean
+                ? "The server logged \(summary.serverMessages) messages; every session's store holds each once, in the server's order."
+                : "MISMATCH: a session's store differs from the server's log."
+        )
+        lines.append("Vendor adapters (Webim, Voximplant-style, CXone) are not implemented yet; see README.md.")
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,8 @@
+import Foundation
+
+/// Line output without touching C's global `stdout` (not concurrency-safe in Swift 6).
+struct StandardOutput: Sendable {
+    func write(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+}

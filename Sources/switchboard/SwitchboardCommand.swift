@@ -1,0 +1,35 @@
+import ArgumentParser
+
+@main
+struct SwitchboardCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "switchboard",
+        abstract: "One vendor-neutral chat API over several chat backends.",
+        discussion: """
+            Adapters for Webim, Voximplant-style and CXone backends arrive with their own \
+            emulators; until then `demo` runs on the in-memory reference backend.
+            """,
+        subcommands: [DemoCommand.self]
+    )
+}
+
+struct DemoCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "demo",
+        abstract: "Run a scripted conversation on embedded backends and print the unified timeline."
+    )
+
+    @Flag(name: .long, help: "Print events as JSON lines instead of the readable timeline.")
+    var jsonl = false
+
+    @Option(name: .long, help: "Seed for the session's randomness (client ids, backoff jitter).")
+    var seed: UInt64 = 2026
+
+    func run() async throws {
+        let output = StandardOutput()
+        let summary = try await Demo(seed: seed, format: jsonl ? .jsonLines : .timeline).run { output.write($0) }
+        if !summary.isClean {
+            throw ExitCode.failure
+        }
+    }
+}
