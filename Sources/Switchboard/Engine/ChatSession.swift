@@ -67,8 +67,10 @@ public actor ChatSession: Session {
     ///     share a store.
     ///   - store: where state persists; in memory by default.
     ///   - bus: where events go; a private bus by default.
+    ///   - configuration: backoff, hold timeout and typing overrides.
     ///   - clock: every delay and timestamp; inject a test clock in tests.
     ///   - random: backoff jitter and client ids; inject a seeded generator in tests.
+    ///   - logger: where the session logs; message bodies and tokens are never logged.
     public init(
         id: SessionID? = nil,
         backend: any ChatBackend,
