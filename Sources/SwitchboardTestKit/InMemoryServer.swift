@@ -321,18 +321,19 @@ public final class InMemoryServer: Sendable {
             guard !state.conversations[id]!.info.state.isClosed else {
                 throw SwitchboardError(.messageRejected, "the conversation is closed")
             }
-            guard outgoing.text.count <= configuration.maxTextLength else {
+            let content = outgoing.content
+            guard content.text.count <= configuration.maxTextLength else {
                 throw SwitchboardError(.payloadTooLarge, "text over \(configuration.maxTextLength) characters")
             }
             let message = newMessage(
                 in: id,
                 from: member,
                 clientID: outgoing.clientID,
-                kind: outgoing.kind,
-                text: outgoing.text,
-                attachments: outgoing.attachments,
-                payload: outgoing.payload,
-                quote: outgoing.quote,
+                kind: content.kind,
+                text: content.text,
+                attachments: content.attachments,
+                payload: content.payload,
+                quote: content.quote,
                 state: &state
             )
             state.acceptedSends += 1

@@ -8,7 +8,7 @@ import Testing
 
     func entry(_ id: String, in conversation: ConversationID = "c1", at seconds: Double = 0) -> OutboxEntry {
         OutboxEntry(
-            message: OutgoingMessage(clientID: ClientMessageID(id), conversationID: conversation, text: id),
+            message: OutgoingMessage(clientID: ClientMessageID(id), conversationID: conversation, content: MessageDraft(text: id)),
             createdAt: Date(timeIntervalSince1970: seconds)
         )
     }

@@ -28,7 +28,9 @@ public enum BackendRequest: Sendable, Hashable {
     /// The capability a backend must list for the engine to send this request.
     public var requiredCapability: BackendCapabilities? {
         switch self {
-        case .send(let message): return message.attachments.isEmpty ? (message.quote == nil ? nil : .quotes) : .files
+        case .send(let message):
+            if !message.content.attachments.isEmpty { return .files }
+            return message.content.quote == nil ? nil : .quotes
         case .edit: return .edit
         case .delete: return .delete
         case .typing: return .typing

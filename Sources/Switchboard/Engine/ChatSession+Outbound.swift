@@ -39,11 +39,7 @@ extension ChatSession {
         let outgoing = OutgoingMessage(
             clientID: ClientMessageID.random(using: &random),
             conversationID: conversation,
-            kind: draft.kind,
-            text: draft.text,
-            attachments: draft.attachments,
-            payload: draft.payload,
-            quote: draft.quote
+            content: draft
         )
         try requireCapability(BackendRequest.send(outgoing).requiredCapability)
         let limits = descriptor.limits
@@ -61,12 +57,12 @@ extension ChatSession {
         let message = Message(
             clientID: outgoing.clientID,
             conversationID: conversation,
-            kind: outgoing.kind,
-            text: outgoing.text,
-            attachments: outgoing.attachments,
-            payload: outgoing.payload,
+            kind: draft.kind,
+            text: draft.text,
+            attachments: draft.attachments,
+            payload: draft.payload,
             time: now,
-            quote: outgoing.quote,
+            quote: draft.quote,
             deliveryState: .pending
         )
         try await gated {

@@ -181,33 +181,17 @@ public struct MessageOrderKey: Sendable, Hashable, Comparable, Codable {
     }
 }
 
-/// What the app asks to send. The engine gives it a ``ClientMessageID`` and stores it in the
-/// outbox before anything goes on the wire.
+/// A send as it goes to the backend: the app's draft with the client id the engine gave it and
+/// the conversation. It is stored in the outbox before anything goes on the wire.
 public struct OutgoingMessage: Sendable, Hashable, Codable {
     public var clientID: ClientMessageID
     public var conversationID: ConversationID
-    public var kind: Message.Kind
-    public var text: String
-    public var attachments: [Message.Attachment]
-    public var payload: JSONValue?
-    public var quote: Message.Quote?
+    public var content: MessageDraft
 
-    public init(
-        clientID: ClientMessageID,
-        conversationID: ConversationID,
-        kind: Message.Kind = .text,
-        text: String,
-        attachments: [Message.Attachment] = [],
-        payload: JSONValue? = nil,
-        quote: Message.Quote? = nil
-    ) {
+    public init(clientID: ClientMessageID, conversationID: ConversationID, content: MessageDraft) {
         self.clientID = clientID
         self.conversationID = conversationID
-        self.kind = kind
-        self.text = text
-        self.attachments = attachments
-        self.payload = payload
-        self.quote = quote
+        self.content = content
     }
 }
 
