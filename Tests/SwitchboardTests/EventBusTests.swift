@@ -80,6 +80,7 @@ struct EventBusTests {
         for _ in 0..<4 { if let event = await iterator.next() { first.append(event) } }
         #expect(first.prefix(3).map(\.sequence) == [0, 1, 2])
         #expect(first.last?.kind == .gap(dropped: 7))
+        #expect(first.last?.time == event(3).time, "the gap takes the time of the first event it replaces")
         bus.publish(event(10))
         #expect(await iterator.next()?.sequence == 10, "after the gap the subscriber goes on with new events")
         #expect(await take(11, from: fast).count == 11, "an unbounded subscriber loses nothing")

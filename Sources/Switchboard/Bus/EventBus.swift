@@ -118,7 +118,9 @@ public struct EventStream: AsyncSequence, Sendable {
 final class EventSubscription: Sendable {
     private enum Item {
         case event(ChatEvent)
-        case gap(Int)
+        /// Stands for dropped events: how many, and the first one (whose origin and time the gap
+        /// event takes).
+        case gap(Int, first: ChatEvent)
     }
 
     private struct State {
@@ -150,10 +152,10 @@ final class EventSubscription: Sendable {
                 return waiter
             }
             if let capacity, state.bufferedEvents >= capacity {
-                if case .gap(let dropped) = state.buffer.last {
-                    state.buffer[state.buffer.count - 1] = .gap(dropped + 1)
+                if case .gap(let dropped, let first) = state.buffer.last {
+                    state.buffer[state.buffer.count - 1] = .gap(dropped + 1, first: first)
                 } else {
-                    state.buffer.append(.gap(1))
+                    state.buffer.append(.gap(1, first: event))
                 }
                 return nil
             }
@@ -173,8 +175,8 @@ final class EventSubscription: Sendable {
                         case .event(let event):
                             state.bufferedEvents -= 1
                             return .some(event)
-                        case .gap(let dropped):
-                            return .some(Self.gapEvent(dropped: dropped))
+                        case .gap(let dropped, let first):
+                            return .some(Self.gapEvent(dropped: dropped, first: first))
                         }
                     }
                     if state.isFinished || Task.isCancelled { return .some(nil) }
@@ -200,12 +202,9 @@ final class EventSubscription: Sendable {
         onFinish()
     }
 
-    private static func gapEvent(dropped: Int) -> ChatEvent {
-        ChatEvent(
-            origin: ChatEvent.Origin(session: "bus", backend: "bus"),
-            conversationID: nil,
-            time: Date(),
-            kind: .gap(dropped: dropped)
-        )
+    /// The gap event stands where the first dropped event stood, so it carries that event's
+    /// origin and time (no clock of its own).
+    private static func gapEvent(dropped: Int, first: ChatEvent) -> ChatEvent {
+        ChatEvent(origin: first.origin, conversationID: nil, time: first.time, kind: .gap(dropped: dropped))
     }
 }
