@@ -31,7 +31,10 @@ public struct InMemoryBackend: ChatBackend {
         )
     }
 
-    public func connect(_ context: ConnectionContext) async throws -> any BackendConnection {
+    public func withConnection<Result: Sendable>(
+        _ context: ConnectionContext,
+        _ body: @Sendable (any BackendConnection) async throws -> Result
+    ) async throws -> Result {
         let (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
         let sink = InMemoryClientSink(
             receive: { text in
@@ -45,9 +48,8 @@ public struct InMemoryBackend: ChatBackend {
             }
         )
         let client = try server.attach(user: user, sink: sink)
-        let connection = InMemoryConnection(server: server, user: user, client: client, updates: updates)
-        continuation.onTermination = { _ in server.detach(client) }
-        return connection
+        defer { server.detach(client) }
+        return try await body(InMemoryConnection(server: server, user: user, client: client, updates: updates))
     }
 
     enum Decoded {
@@ -91,10 +93,6 @@ struct InMemoryConnection: BackendConnection {
     func perform(_ request: BackendRequest) async throws -> BackendResponse {
         try Task.checkCancellation()
         return try server.handle(request, from: user, client: client)
-    }
-
-    func close() async {
-        server.detach(client)
     }
 }
 

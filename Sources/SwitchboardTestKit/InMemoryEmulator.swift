@@ -118,7 +118,10 @@ public struct CapabilityMaskedBackend: ChatBackend {
         self.descriptor = descriptor
     }
 
-    public func connect(_ context: ConnectionContext) async throws -> any BackendConnection {
-        try await base.connect(context)
+    public func withConnection<Result: Sendable>(
+        _ context: ConnectionContext,
+        _ body: @Sendable (any BackendConnection) async throws -> Result
+    ) async throws -> Result {
+        try await base.withConnection(context, body)
     }
 }

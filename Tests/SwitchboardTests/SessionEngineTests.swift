@@ -15,7 +15,10 @@ private final class FailingBackend: ChatBackend {
         self.error = error
     }
 
-    func connect(_ context: ConnectionContext) async throws -> any BackendConnection {
+    func withConnection<Result: Sendable>(
+        _ context: ConnectionContext,
+        _ body: @Sendable (any BackendConnection) async throws -> Result
+    ) async throws -> Result {
         attempts.add(1, ordering: .relaxed)
         throw error
     }

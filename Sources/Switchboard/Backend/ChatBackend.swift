@@ -7,10 +7,12 @@ public import Logging
 /// reconnect, retry, de-duplicate, order, store or throttle: the session engine owns all of that
 /// and gives every adapter the same guarantees. The contract:
 ///
-/// - ``connect(_:)`` opens one link, using the stored credentials and cursors in the context,
-///   and returns a ``BackendConnection``. It throws a ``SwitchboardError`` whose classification
-///   says what the engine does next (transient → backoff, authentication → retry once with
-///   cleared credentials, fatal → session ends).
+/// - ``withConnection(_:_:)`` opens one link, using the stored credentials and cursors in the
+///   context, runs `body` with it, and closes the link when `body` returns or throws. Work the
+///   link needs while it is up (a socket reader, a long-poll loop, a heartbeat) runs inside this
+///   scope, as child tasks. It throws a ``SwitchboardError`` whose classification says what the
+///   engine does next (transient → backoff, authentication → retry once with cleared
+///   credentials, fatal → session ends).
 /// - ``BackendConnection/updates`` yields inbound data **in wire order**, finishes or throws
 ///   when the link is gone, and never crashes on bad input: a malformed or unknown frame becomes
 ///   ``BackendUpdate/problem(_:)`` or a ``ChatEvent/Kind/custom(name:payload:)`` event.
@@ -23,13 +25,20 @@ public import Logging
 public protocol ChatBackend: Sendable {
     var descriptor: BackendDescriptor { get }
 
-    /// Opens a link to the service.
+    /// Opens a link to the service, runs `body` with it, and closes the link afterwards.
     ///
-    /// - Throws: ``SwitchboardError`` (classified), or `CancellationError`.
-    func connect(_ context: ConnectionContext) async throws -> any BackendConnection
+    /// `body` returns when the engine is done with the link (paused, closed, or the updates
+    /// ended); the adapter then closes it and returns what `body` returned.
+    ///
+    /// - Throws: ``SwitchboardError`` (classified) when the link cannot be opened or fails, what
+    ///   `body` throws, or `CancellationError`.
+    func withConnection<Result: Sendable>(
+        _ context: ConnectionContext,
+        _ body: @Sendable (any BackendConnection) async throws -> Result
+    ) async throws -> Result
 }
 
-/// One live link to a backend.
+/// One live link to a backend, valid inside ``ChatBackend/withConnection(_:_:)``.
 public protocol BackendConnection: Sendable {
     /// Inbound updates in wire order. Finishes (or throws a classified error) when the link is
     /// gone. Single consumer: the engine.
@@ -39,9 +48,6 @@ public protocol BackendConnection: Sendable {
     ///
     /// - Throws: ``SwitchboardError`` (classified), or `CancellationError`.
     func perform(_ request: BackendRequest) async throws -> BackendResponse
-
-    /// Closes the link; ``updates`` finishes. Idempotent.
-    func close() async
 }
 
 /// What the engine hands an adapter when it connects.

@@ -225,16 +225,18 @@ public actor ChatSession: Session {
             clock: clock,
             logger: logger
         )
-        let connection: any BackendConnection
         do {
-            connection = try await backend.connect(context)
+            return try await backend.withConnection(context) { connection in
+                await self.serve(connection)
+            }
         } catch {
             return SwitchboardError.classify(error)
         }
-        guard lifecycle.wantsConnection, !Task.isCancelled else {
-            await connection.close()
-            return nil
-        }
+    }
+
+    /// Serves one open link until it ends (`failure`) or the session stops using it (`nil`).
+    private func serve(_ connection: any BackendConnection) async -> SwitchboardError? {
+        guard lifecycle.wantsConnection, !Task.isCancelled else { return nil }
         statisticsValue.connects += 1
         let (jobStream, jobs) = AsyncStream.makeStream(of: Job.self)
         self.jobs = jobs
@@ -277,7 +279,6 @@ public actor ChatSession: Session {
         jobs.finish()
         self.jobs = nil
         self.connection = nil
-        await connection.close()
         await gated { self.linkDropped() }
         return failure
     }
