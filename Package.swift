@@ -7,12 +7,21 @@ let package = Package(
     products: [
         .library(name: "Switchboard", targets: ["Switchboard"]),
         .library(name: "SwitchboardTestKit", targets: ["SwitchboardTestKit"]),
+        .library(name: "SwitchboardTransport", targets: ["SwitchboardTransport"]),
+        .library(name: "SwitchboardEmulation", targets: ["SwitchboardEmulation"]),
+        .library(name: "SwitchboardVoximplant", targets: ["SwitchboardVoximplant"]),
+        .library(name: "VoximplantEmulator", targets: ["VoximplantEmulator"]),
         .executable(name: "switchboard", targets: ["switchboard"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/hummingbird-project/swift-websocket", from: "1.6.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
     ],
     targets: [
         // The core: value types, the backend seam, the session engine, the event bus, the pure
@@ -34,11 +43,63 @@ let package = Package(
                 .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
+        // Network clients shared by adapters (WebSocket today; HTTP with the Webim adapter).
+        .target(
+            name: "SwitchboardTransport",
+            dependencies: [
+                "Switchboard",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+        // Scaffolding for emulators: hosting on 127.0.0.1 port 0, fault scripts.
+        .target(
+            name: "SwitchboardEmulation",
+            dependencies: [
+                "Switchboard",
+                "SwitchboardTestKit",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+            ]
+        ),
+        .target(
+            name: "SwitchboardVoximplant",
+            dependencies: [
+                "Switchboard",
+                "SwitchboardTransport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Adapters/Voximplant/Sources/SwitchboardVoximplant"
+        ),
+        .target(
+            name: "VoximplantEmulator",
+            dependencies: [
+                "Switchboard",
+                "SwitchboardTestKit",
+                "SwitchboardEmulation",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            path: "Adapters/Voximplant/Emulator/VoximplantEmulator"
+        ),
+        .testTarget(
+            name: "SwitchboardVoximplantTests",
+            dependencies: ["Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator"],
+            path: "Adapters/Voximplant/Tests/SwitchboardVoximplantTests"
+        ),
         .executableTarget(
             name: "switchboard",
             dependencies: [
                 "Switchboard",
                 "SwitchboardTestKit",
+                "SwitchboardVoximplant",
+                "VoximplantEmulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -417,7 +417,7 @@ public enum ConformanceSuite {
         }
     }
 
-    static let conversationLifecycle = ConformanceCase("start and close a conversation", capabilities: .conversationLifecycle) {
+    static let conversationLifecycle = ConformanceCase("start and close (or leave) a conversation", capabilities: .conversationLifecycle) {
         harness in
         try await harness.withSession { probe in
             let conversation = try await probe.session.startConversation(ConversationDraft(title: "New question"))
@@ -426,14 +426,22 @@ public enum ConformanceSuite {
                 return false
             }
             try await conversation.close()
-            try await probe.recorder.first("the conversation is closed") { event in
-                if case .conversationStateChanged(let state, _) = event.kind {
-                    return event.conversationID == conversation.id && state.isClosed
+            // A support chat closes; a messenger conversation is left, and so removed.
+            let ended = try await probe.recorder.first("the conversation is closed or left") { event in
+                guard event.conversationID == conversation.id else { return false }
+                switch event.kind {
+                case .conversationStateChanged(let state, _): return state.isClosed
+                case .conversationRemoved: return true
+                default: return false
                 }
-                return false
             }
-            let check7 = try await conversation.info().state.isClosed
-            try require(check7, "the stored state is closed")
+            if case .conversationRemoved = ended.kind {
+                let remaining = try await probe.session.conversations().map(\.id)
+                try require(!remaining.contains(conversation.id), "a left conversation leaves the store")
+            } else {
+                let closed = try await conversation.info().state.isClosed
+                try require(closed, "the stored state is closed")
+            }
         }
     }
 

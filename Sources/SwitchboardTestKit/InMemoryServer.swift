@@ -25,20 +25,10 @@ public final class InMemoryServer: Sendable {
         }
     }
 
-    /// Faults armed on one client; each counter is the number of sequenced events it affects.
-    struct ClientFaults {
-        var drop = 0
-        var duplicate = 0
-        var reorder = 0
-        var delay = 0
-        var reorderHeld: String?
-        var delayed: [String] = []
-    }
-
     struct Client {
         var user: ParticipantID
         var sink: InMemoryClientSink
-        var faults = ClientFaults()
+        var faults = DeliveryFaults<String>()
     }
 
     struct StoredConversation {
@@ -193,15 +183,10 @@ public final class InMemoryServer: Sendable {
     /// Delivers every delayed and reorder-held event now.
     public func releaseDelayed() {
         state.withLock { state in
-            for (id, var client) in state.clients {
-                let frames = client.faults.delayed + (client.faults.reorderHeld.map { [$0] } ?? [])
-                client.faults.delayed = []
-                client.faults.reorderHeld = nil
-                client.faults.delay = 0
-                client.faults.reorder = 0
-                state.clients[id] = client
+            for id in state.clients.keys {
+                let frames = state.clients[id]!.faults.release()
                 for frame in frames {
-                    client.sink.receive(frame)
+                    state.clients[id]!.sink.receive(frame)
                     state.deliveredFrames += 1
                 }
             }
@@ -211,7 +196,7 @@ public final class InMemoryServer: Sendable {
     /// Disarms every fault without delivering what they hold.
     public func clearFaults() {
         state.withLock { state in
-            for id in state.clients.keys { state.clients[id]!.faults = ClientFaults() }
+            for id in state.clients.keys { state.clients[id]!.faults = DeliveryFaults() }
             state.requestFaults.removeAll()
             state.lostReplies.removeAll()
             state.loginFaults.removeAll()
@@ -251,7 +236,7 @@ public final class InMemoryServer: Sendable {
         for sink in sinks { sink.receive(frame) }
     }
 
-    private func arm(_ target: FaultTarget, _ change: (inout ClientFaults) -> Void) {
+    private func arm(_ target: FaultTarget, _ change: (inout DeliveryFaults<String>) -> Void) {
         state.withLock { state in
             for (id, client) in state.clients {
                 if case .clientsOf(let user) = target, client.user != user { continue }
@@ -594,35 +579,10 @@ public final class InMemoryServer: Sendable {
     }
 
     private func deliverSequenced(_ frame: String, to client: inout Client, state: inout State) {
-        if client.faults.drop > 0 {
-            client.faults.drop -= 1
-            state.droppedEvents += 1
-            return
-        }
-        if client.faults.delay > 0 {
-            client.faults.delay -= 1
-            client.faults.delayed.append(frame)
-            return
-        }
-        if client.faults.reorder > 0 {
-            client.faults.reorder -= 1
-            if let held = client.faults.reorderHeld {
-                client.faults.reorderHeld = nil
-                client.sink.receive(frame)
-                client.sink.receive(held)
-                state.deliveredFrames += 2
-            } else {
-                client.faults.reorderHeld = frame
-            }
-            return
-        }
-        client.sink.receive(frame)
-        state.deliveredFrames += 1
-        if client.faults.duplicate > 0 {
-            client.faults.duplicate -= 1
-            client.sink.receive(frame)
-            state.deliveredFrames += 1
-        }
+        let (frames, dropped) = client.faults.pass(frame)
+        if dropped { state.droppedEvents += 1 }
+        for frame in frames { client.sink.receive(frame) }
+        state.deliveredFrames += frames.count
     }
 }
 

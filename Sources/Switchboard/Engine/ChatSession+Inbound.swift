@@ -293,6 +293,11 @@ extension ChatSession {
         let byClientID = try await message.clientID.asyncFlatMap {
             try await store.fetchMessage(clientID: $0, scope: scope)
         }
+        // A history page is older information than whatever the store holds: it only fills in.
+        if position == .history, byServerID != nil {
+            statisticsValue.duplicatesDropped += 1
+            return
+        }
         switch MessageReconciler.reconcile(message, byServerID: byServerID, byClientID: byClientID) {
         case .insert(let message):
             try await store.saveMessages([message], scope: scope)

@@ -1,0 +1,123 @@
+@_spi(TestKit) public import Switchboard
+@_spi(TestKit) public import SwitchboardTestKit
+
+/// ``EmulatorControl`` for the Voximplant-style emulator, as the conformance suite drives it.
+/// The client backend is injected, so the emulator never depends on the adapter.
+public struct VoximplantEmulatorControl: EmulatorControl {
+    public let server: VoximplantServer
+    public let url: String
+    public let customer: String
+    public let customerToken: String
+    public let agent: VoximplantRobot
+    let makeBackend: @Sendable (_ url: String, _ user: String, _ token: String) -> any ChatBackend
+
+    /// Adds a customer and an agent to `server`.
+    public init(
+        server: VoximplantServer,
+        url: String,
+        makeBackend: @escaping @Sendable (_ url: String, _ user: String, _ token: String) -> any ChatBackend
+    ) {
+        self.server = server
+        self.url = url
+        self.customerToken = "customer-token"
+        self.customer = server.addUser("alice", token: customerToken, displayName: "Alice")
+        self.agent = server.robot(server.addUser("bob", token: "agent-token", displayName: "Bob"))
+        self.makeBackend = makeBackend
+    }
+
+    public var supportedFaults: Set<EmulatorFault.Kind> { Set(EmulatorFault.Kind.allCases) }
+
+    public func makeCustomerBackend() async throws -> any ChatBackend {
+        makeBackend(url, customer, customerToken)
+    }
+
+    public func prepareConversation(using session: ChatSession) async throws -> ConversationID {
+        ConversationID(try agent.createConversation(title: "Support", with: [customer]))
+    }
+
+    public func seedHistory(_ count: Int, in conversation: ConversationID) async throws {
+        for index in 1...max(1, count) { try agent.send("history \(index)", in: conversation.rawValue) }
+    }
+
+    public func agentSend(_ text: String, in conversation: ConversationID) async throws {
+        try agent.send(text, in: conversation.rawValue)
+    }
+
+    public func agentTyping(_ isTyping: Bool, in conversation: ConversationID) async throws {
+        // The protocol has no "stopped typing": the far side lets it expire.
+        if isTyping { try agent.typing(in: conversation.rawValue) }
+    }
+
+    public func agentMarkRead(in conversation: ConversationID) async throws {
+        try agent.markRead(in: conversation.rawValue)
+    }
+
+    public func inject(_ fault: EmulatorFault) async throws {
+        switch fault {
+        case .disconnect: server.disconnect(user: customer)
+        case .dropNext(let count): server.dropNext(count, for: customer)
+        case .duplicateNext(let count): server.duplicateNext(count, for: customer)
+        case .reorderNext(let count): server.reorderNext(count, for: customer)
+        case .delayNext(let count): server.delayNext(count, for: customer)
+        case .releaseDelayed: server.releaseDelayed()
+        case .failNextRequest(let error, let name):
+            server.failNextRequest(code: Self.code(for: error), named: name.map(Self.requestName))
+        case .rejectNextLogin(let error):
+            server.rejectNextLogin(code: error.code == .authenticationFailed ? 3 : 30)
+        case .malformedFrame: server.sendMalformedFrame(to: customer)
+        case .fatal: server.revoke(customer)
+        }
+    }
+
+    public func serverMessages(in conversation: ConversationID) async throws -> [ServerMessage] {
+        server.messages(in: conversation.rawValue).map {
+            ServerMessage(
+                serverID: MessageID($0.uuid),
+                clientID: $0.clientMessageId.map(ClientMessageID.init),
+                text: $0.text,
+                fromCustomer: $0.sender == customer,
+                sequence: $0.sequence
+            )
+        }
+    }
+
+    public func waitForCustomerActivity(
+        in conversation: ConversationID,
+        timeout: Duration,
+        until condition: @escaping @Sendable (CustomerActivity) -> Bool
+    ) async throws -> CustomerActivity {
+        let activity: @Sendable () -> CustomerActivity = {
+            CustomerActivity(
+                typing: server.typingLog.filter { $0.user == customer && $0.conversation == conversation.rawValue }.map { _ in true },
+                readMarkers: server.readLog.filter { $0.user == customer && $0.conversation == conversation.rawValue }.count
+            )
+        }
+        try await waitUntil("customer activity in \(conversation)", timeout: timeout, signal: server.changes) {
+            condition(activity())
+        }
+        return activity()
+    }
+
+    /// The protocol code that makes the adapter see `error`'s kind of failure.
+    static func code(for error: SwitchboardError) -> Int {
+        switch error.code {
+        case .messageRejected, .permissionDenied: return 12
+        case .rateLimited: return 32
+        case .payloadTooLarge: return 23
+        case .connectionLost, .serverError, .timedOut: return 30
+        default: return 0
+        }
+    }
+
+    /// The protocol request behind a ``BackendRequest`` name.
+    static func requestName(_ name: String) -> String {
+        switch name {
+        case "send": return "sendMessage"
+        case "edit": return "editMessage"
+        case "delete": return "removeMessage"
+        case "markRead": return "read"
+        case "retransmit", "history": return "retransmitEvents"
+        default: return name
+        }
+    }
+}

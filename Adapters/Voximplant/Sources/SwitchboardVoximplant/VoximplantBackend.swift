@@ -1,0 +1,123 @@
+public import Logging
+public import Switchboard
+import SwitchboardTransport
+
+/// How to reach a Voximplant-style service and as whom.
+public struct VoximplantConfiguration: Sendable {
+    /// The WebSocket URL, such as `ws://127.0.0.1:8080/ws`.
+    public var url: String
+    /// The full user id, `username@application.account`.
+    public var user: String
+    public var token: String
+    /// How long a request may go unanswered (the SDK's 10 s, error 10002).
+    public var requestTimeout: Duration
+    /// Silence after which the client pings, and how long it waits for the pong.
+    public var heartbeatInterval: Duration
+    public var pongTimeout: Duration
+
+    public init(
+        url: String,
+        user: String,
+        token: String,
+        requestTimeout: Duration = .seconds(10),
+        heartbeatInterval: Duration = .seconds(30),
+        pongTimeout: Duration = .seconds(10)
+    ) {
+        self.url = url
+        self.user = user
+        self.token = token
+        self.requestTimeout = requestTimeout
+        self.heartbeatInterval = heartbeatInterval
+        self.pongTimeout = pongTimeout
+    }
+}
+
+/// The adapter for Voximplant-style messaging (Docs/Protocols/voximplant-style.md): many
+/// conversations per user, per-conversation sequences with retransmit, read markers,
+/// participants and permissions, direct/uber/public conversations.
+///
+/// It translates; the engine tracks sequences, fills gaps, throttles typing (10 s) and keeps
+/// the outbox. User-level calls (users, presence, subscriptions, public conversations, join)
+/// go through ``VoximplantRequests``.
+public struct VoximplantBackend: ChatBackend {
+    public let configuration: VoximplantConfiguration
+    public let descriptor: BackendDescriptor
+    let logger: Logger
+
+    public init(configuration: VoximplantConfiguration, logger: Logger = Logger(label: "switchboard.voximplant")) {
+        self.configuration = configuration
+        self.logger = logger
+        self.descriptor = BackendDescriptor(
+            name: "voximplant",
+            capabilities: [
+                .typing, .readMarkers, .sequences, .historyPaging, .participantsManagement, .conversationUpdate,
+                .conversationLifecycle, .edit, .delete, .vendorRequests,
+            ],
+            limits: BackendLimits(
+                maxTextLength: 5000,
+                maxRetransmitBatch: 100,
+                maxPayloadBytes: 5 * 1024,
+                typingPolicy: .minimumInterval(.seconds(10)),
+                historyPageSize: 100
+            )
+        )
+    }
+
+    public func withConnection<Result: Sendable>(
+        _ context: ConnectionContext,
+        _ body: @Sendable (any BackendConnection) async throws -> Result
+    ) async throws -> Result {
+        try await WebSocketTransport.withTextWebSocket(
+            url: configuration.url,
+            configuration: .init(maxMessageSize: 1 << 20),
+            logger: context.logger
+        ) { socket in
+            let link = VoximplantLink(socket: socket, configuration: configuration, clock: context.clock, logger: context.logger)
+            return try await link.run(body)
+        }
+    }
+}
+
+/// Typed Voximplant calls the normalized API does not cover, built on vendor requests. Each
+/// returns the protocol's `result` object (Docs/Protocols/voximplant-style.md §5).
+public struct VoximplantRequests: Sendable {
+    public let session: any Session
+
+    public init(session: any Session) {
+        self.session = session
+    }
+
+    public func getUser(_ user: String) async throws -> JSONValue { try await call("getUser", ["user": .string(user)]) }
+    public func getUsers(_ users: [String]) async throws -> JSONValue {
+        try await call("getUsers", ["users": .array(users.map(JSONValue.string))])
+    }
+    public func editUser(customData: JSONValue?, privateCustomData: JSONValue?) async throws -> JSONValue {
+        try await call("editUser", ["customData": customData ?? .null, "privateCustomData": privateCustomData ?? .null])
+    }
+    public func setStatus(online: Bool) async throws -> JSONValue { try await call("setStatus", ["online": .bool(online)]) }
+    public func subscribe(_ users: [String]) async throws -> JSONValue {
+        try await call("subscribe", ["users": .array(users.map(JSONValue.string))])
+    }
+    public func unsubscribe(_ users: [String]) async throws -> JSONValue {
+        try await call("unsubscribe", ["users": .array(users.map(JSONValue.string))])
+    }
+    public func getSubscriptions() async throws -> JSONValue { try await call("getSubscriptions", [:]) }
+    public func getConversation(_ conversation: ConversationID) async throws -> JSONValue {
+        try await call("getConversation", ["conversation": .string(conversation.rawValue)])
+    }
+    public func getConversations(_ conversations: [ConversationID]) async throws -> JSONValue {
+        try await call("getConversations", ["conversations": .array(conversations.map { .string($0.rawValue) })])
+    }
+    public func getPublicConversations() async throws -> JSONValue { try await call("getPublicConversations", [:]) }
+    public func joinConversation(_ conversation: ConversationID) async throws -> JSONValue {
+        try await call("joinConversation", ["conversation": .string(conversation.rawValue)])
+    }
+
+    private func call(_ name: String, _ params: [String: JSONValue]) async throws -> JSONValue {
+        let response = try await session.performVendorRequest(name, payload: .object(params))
+        guard case .vendor(let result) = response else {
+            throw SwitchboardError(.protocolViolation, "\(name) answered with \(response)")
+        }
+        return result
+    }
+}

@@ -1,0 +1,330 @@
+import Foundation
+import Logging
+import Switchboard
+import SwitchboardTransport
+import Synchronization
+
+/// One logged-in WebSocket: correlates requests with responses, turns events into updates,
+/// keeps the link alive, and maps ``BackendRequest``s onto protocol requests.
+///
+/// The lock guards the pending requests, the id counter and the time of the last inbound frame.
+final class VoximplantLink: BackendConnection {
+    let updates: AsyncThrowingStream<BackendUpdate, any Error>
+    private let continuation: AsyncThrowingStream<BackendUpdate, any Error>.Continuation
+    private let socket: TextWebSocket
+    private let configuration: VoximplantConfiguration
+    private let clock: SessionClock
+    private let logger: Logger
+
+    private struct State {
+        var nextID = 1
+        var pending: [String: (name: String, continuation: CheckedContinuation<JSONValue, any Error>)] = [:]
+        var lastInbound: Duration = .zero
+        var closed: SwitchboardError?
+    }
+
+    private let state = Mutex(State())
+
+    init(socket: TextWebSocket, configuration: VoximplantConfiguration, clock: SessionClock, logger: Logger) {
+        (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
+        self.socket = socket
+        self.configuration = configuration
+        self.clock = clock
+        self.logger = logger
+    }
+
+    /// Logs in, announces the user's conversations, runs `body`, and keeps reading and
+    /// heart-beating while it runs.
+    func run<Result: Sendable>(_ body: @Sendable (any BackendConnection) async throws -> Result) async throws -> Result {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await self.readLoop() }
+            group.addTask { await self.heartbeat() }
+            defer { group.cancelAll() }
+            try await login()
+            return try await body(self)
+        }
+    }
+
+    // MARK: Inbound
+
+    private func readLoop() async {
+        do {
+            for try await text in socket.messages {
+                state.withLock { $0.lastInbound = clock.now }
+                route(text)
+            }
+            end(SwitchboardError(.connectionLost, "the server closed the WebSocket"))
+        } catch {
+            end(SwitchboardError.classify(error))
+        }
+    }
+
+    private func route(_ text: String) {
+        let frame: VoximplantWire.Incoming
+        do {
+            frame = try VoximplantWire.decode(VoximplantWire.Incoming.self, from: text)
+        } catch {
+            continuation.yield(.problem(error as? SwitchboardError ?? SwitchboardError(.protocolViolation, "bad frame")))
+            return
+        }
+        switch frame.type {
+        case "response":
+            guard let id = frame.id, let waiter = take(id) else { return }
+            let result = frame.result ?? [:]
+            // A request that logs an event gets that event as its result instead of an event
+            // frame: it goes into the stream here, in wire order, like any other event.
+            if result["eventType"] != nil, result["seq"] != nil, let event = try? VoximplantWire.decode(VoximplantWire.Event.self, from: result) {
+                continuation.yield(.event(VoximplantMapping.event(event, me: configuration.user)))
+            }
+            waiter.continuation.resume(returning: result)
+        case "error":
+            let code = frame.code ?? 0
+            let description = frame.description ?? "error \(code)"
+            if let id = frame.id, let waiter = take(id) {
+                waiter.continuation.resume(throwing: VoximplantMapping.error(code: code, description: description, request: waiter.name))
+            } else if code == 3 {
+                end(SwitchboardError(.fatal, "the server revoked the session: \(description)", vendorCode: "3"))
+            } else {
+                continuation.yield(.problem(VoximplantMapping.error(code: code, description: description, request: "server")))
+            }
+        case "event":
+            do {
+                let event = try VoximplantWire.decode(VoximplantWire.Event.self, from: text)
+                continuation.yield(.event(VoximplantMapping.event(event, me: configuration.user)))
+            } catch {
+                continuation.yield(.problem(error as? SwitchboardError ?? SwitchboardError(.protocolViolation, "bad event")))
+            }
+        case "pong":
+            break
+        default:
+            continuation.yield(.problem(SwitchboardError(.protocolViolation, "unknown frame type \(frame.type)")))
+        }
+    }
+
+    private func take(_ id: String) -> (name: String, continuation: CheckedContinuation<JSONValue, any Error>)? {
+        state.withLock { $0.pending.removeValue(forKey: id) }
+    }
+
+    /// The link is gone: fail every waiting request and end the update stream.
+    private func end(_ error: SwitchboardError) {
+        let waiters = state.withLock { state in
+            if state.closed == nil { state.closed = error }
+            defer { state.pending.removeAll() }
+            return Array(state.pending.values)
+        }
+        for waiter in waiters { waiter.continuation.resume(throwing: error) }
+        continuation.finish(throwing: error)
+    }
+
+    /// Pings after `heartbeatInterval` of silence; no answer within `pongTimeout` ends the link.
+    private func heartbeat() async {
+        do {
+            while true {
+                try await clock.sleep(for: configuration.heartbeatInterval)
+                let silence = clock.now - state.withLock { $0.lastInbound }
+                guard silence >= configuration.heartbeatInterval else { continue }
+                let id = state.withLock { state in
+                    defer { state.nextID += 1 }
+                    return "ping-\(state.nextID)"
+                }
+                try await socket.send(VoximplantWire.encode(VoximplantWire.Ping(id: id)))
+                try await clock.sleep(for: configuration.pongTimeout)
+                if clock.now - state.withLock({ $0.lastInbound }) >= configuration.heartbeatInterval + configuration.pongTimeout {
+                    end(SwitchboardError(.timedOut, "no pong within \(configuration.pongTimeout)"))
+                    return
+                }
+            }
+        } catch {
+            return
+        }
+    }
+
+    // MARK: Requests
+
+    /// Sends one request and waits for its response, at most `requestTimeout`.
+    func request(_ name: String, _ params: JSONValue) async throws -> JSONValue {
+        let id: String = try state.withLock { state in
+            if let closed = state.closed { throw closed }
+            defer { state.nextID += 1 }
+            return String(state.nextID)
+        }
+        let text = VoximplantWire.encode(VoximplantWire.Request(id: id, name: name, params: params))
+        return try await withThrowingTaskGroup(of: JSONValue.self) { group in
+            group.addTask {
+                try await withTaskCancellationHandler {
+                    try await withCheckedThrowingContinuation { waiter in
+                        let closed: SwitchboardError? = self.state.withLock { state in
+                            if let closed = state.closed { return closed }
+                            state.pending[id] = (name, waiter)
+                            return nil
+                        }
+                        if let closed { waiter.resume(throwing: closed) }
+                    }
+                } onCancel: {
+                    self.take(id)?.continuation.resume(throwing: CancellationError())
+                }
+            }
+            group.addTask {
+                try await self.clock.sleep(for: self.configuration.requestTimeout)
+                throw SwitchboardError(.timedOut, "\(name) got no answer within \(self.configuration.requestTimeout)", vendorCode: "10002")
+            }
+            try await socket.send(text)
+            defer { group.cancelAll() }
+            return try await group.next()!
+        }
+    }
+
+    private func login() async throws {
+        let result = try await request("login", ["user": .string(configuration.user), "token": .string(configuration.token)])
+        let ids = result["user"]?["conversationList"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        var conversations: [ConversationSnapshot] = []
+        var start = 0
+        while start < ids.count {
+            let chunk = Array(ids[start..<min(ids.count, start + 30)])
+            let fetched = try await request("getConversations", ["conversations": .array(chunk.map(JSONValue.string))])
+            for item in fetched["conversations"]?.arrayValue ?? [] {
+                let wire = try VoximplantWire.decode(VoximplantWire.Conversation.self, from: item)
+                conversations.append(ConversationSnapshot(conversation: VoximplantMapping.conversation(wire)))
+            }
+            start += 30
+        }
+        continuation.yield(.snapshot(BackendSnapshot(conversations: conversations, isComplete: true)))
+    }
+
+    func perform(_ request: BackendRequest) async throws -> BackendResponse {
+        switch request {
+        case .send(let outgoing):
+            let payload: JSONValue
+            switch outgoing.content.payload {
+            case nil: payload = []
+            case .array(let items)?: payload = .array(items)
+            case let other?: payload = [other]
+            }
+            return try await messageResponse(
+                "sendMessage",
+                ["conversation": .string(outgoing.conversationID.rawValue), "text": .string(outgoing.content.text),
+                 "payload": payload, "clientMessageId": .string(outgoing.clientID.rawValue)],
+                keepSequence: true
+            )
+        case .edit(let conversation, let message, let text, let payload):
+            var params: [String: JSONValue] = ["conversation": .string(conversation.rawValue), "message": .string(message.rawValue), "text": .string(text)]
+            if let payload { params["payload"] = payload }
+            return try await messageResponse("editMessage", .object(params), keepSequence: false)
+        case .delete(let conversation, let message):
+            _ = try await self.request("removeMessage", ["conversation": .string(conversation.rawValue), "message": .string(message.rawValue)])
+            return .done
+        case .typing(let conversation, let isTyping, _):
+            // The protocol has no "stopped typing"; the far side lets it expire.
+            guard isTyping else { return .done }
+            _ = try await self.request("typing", ["conversation": .string(conversation.rawValue)])
+            return .done
+        case .markRead(let conversation, .sequence(let sequence)):
+            _ = try await self.request("read", ["conversation": .string(conversation.rawValue), "seq": .int(sequence)])
+            return .done
+        case .markRead:
+            throw SwitchboardError(.invalidArgument, "Voximplant marks read by sequence only")
+        case .startConversation(let draft):
+            var params: [String: JSONValue] = [
+                "participants": .array(draft.participants.map(VoximplantMapping.wireParticipant)),
+                "direct": .bool(draft.flags.contains(.direct)), "uber": .bool(draft.flags.contains(.uber)),
+                "publicJoin": .bool(draft.flags.contains(.publicJoin)),
+            ]
+            if let title = draft.title { params["title"] = .string(title) }
+            if let customData = draft.customData { params["customData"] = customData }
+            return try await conversationResponse("createConversation", .object(params))
+        case .closeConversation(let conversation):
+            _ = try await self.request("leaveConversation", ["conversation": .string(conversation.rawValue)])
+            return .done
+        case .updateConversation(let conversation, let changes):
+            var params: [String: JSONValue] = ["conversation": .string(conversation.rawValue)]
+            if let title = changes.title { params["title"] = .string(title) }
+            if let isPublic = changes.isPublicJoin { params["publicJoin"] = .bool(isPublic) }
+            if let customData = changes.customData { params["customData"] = customData }
+            return try await conversationResponse("editConversation", .object(params))
+        case .addParticipants(let conversation, let participants):
+            return try await conversationResponse("addParticipants", ["conversation": .string(conversation.rawValue), "participants": .array(participants.map(VoximplantMapping.wireParticipant))])
+        case .updateParticipants(let conversation, let participants):
+            return try await conversationResponse("editParticipants", ["conversation": .string(conversation.rawValue), "participants": .array(participants.map(VoximplantMapping.wireParticipant))])
+        case .removeParticipants(let conversation, let ids):
+            return try await conversationResponse("removeParticipants", ["conversation": .string(conversation.rawValue), "participants": .array(ids.map { .string($0.rawValue) })])
+        case .retransmit(let conversation, let range):
+            let events = try await retransmit(conversation, ["eventsFrom": .int(range.lowerBound), "eventsTo": .int(range.upperBound)])
+            return .events(events.events)
+        case .history(let query):
+            return .history(try await history(query))
+        case .vendor(let name, let payload):
+            return .vendor(try await self.request(name, payload))
+        case .archiveConversation, .rateAgent, .setCustomFields:
+            throw SwitchboardError(.unsupported, "Voximplant has no \(request.name)")
+        }
+    }
+
+    private func messageResponse(_ name: String, _ params: JSONValue, keepSequence: Bool) async throws -> BackendResponse {
+        let result = try await self.request(name, params)
+        let event = try VoximplantWire.decode(VoximplantWire.Event.self, from: result)
+        guard let message = event.message else { throw SwitchboardError(.protocolViolation, "\(name) result without a message") }
+        return .message(VoximplantMapping.message(message, keepSequence: keepSequence, edited: name == "editMessage"))
+    }
+
+    private func conversationResponse(_ name: String, _ params: JSONValue) async throws -> BackendResponse {
+        let result = try await self.request(name, params)
+        let event = try VoximplantWire.decode(VoximplantWire.Event.self, from: result)
+        guard let snapshot = event.conversationSnapshot else { throw SwitchboardError(.protocolViolation, "\(name) result without a conversation") }
+        return .conversation(VoximplantMapping.conversation(snapshot))
+    }
+
+    private func retransmit(_ conversation: ConversationID, _ bounds: [String: JSONValue]) async throws -> (events: [BackendEvent], from: Int64, to: Int64) {
+        var params = bounds
+        params["conversation"] = .string(conversation.rawValue)
+        let result = try await self.request("retransmitEvents", .object(params))
+        let events = try (result["events"]?.arrayValue ?? []).map {
+            VoximplantMapping.event(try VoximplantWire.decode(VoximplantWire.Event.self, from: $0), me: configuration.user)
+        }
+        return (events, result["from"]?.intValue ?? 0, result["to"]?.intValue ?? 0)
+    }
+
+    /// History is the log read backwards: the messages sent in up to 100 events before the
+    /// anchor, with edits and removals in the same range applied.
+    private func history(_ query: HistoryQuery) async throws -> HistoryPage {
+        let before: Int64
+        switch query.before {
+        case .sequence(let sequence)?: before = sequence
+        case .token(let token)?:
+            guard let sequence = Int64(token) else { throw SwitchboardError(.invalidArgument, "bad history token \(token)") }
+            before = sequence
+        case nil:
+            let conversation = try await self.request("getConversation", ["conversation": .string(query.conversationID.rawValue)])
+            before = (conversation["conversation"]?["lastSequence"]?.intValue ?? 0) + 1
+        case .time?:
+            throw SwitchboardError(.invalidArgument, "Voximplant pages history by sequence, not by time")
+        }
+        guard before > 1 else { return HistoryPage(messages: [], hasMore: false) }
+        let count = Int64(max(1, min(query.limit, 100)))
+        let page = try await retransmit(query.conversationID, ["eventsTo": .int(before - 1), "count": .int(count)])
+        var messages: [MessageID: Message] = [:]
+        var order: [MessageID] = []
+        for event in page.events {
+            switch event.kind {
+            case .messageAdded(let message, _):
+                if let id = message.serverID, messages[id] == nil { order.append(id) }
+                if let id = message.serverID { messages[id] = message }
+            case .messageUpdated(let message):
+                if let id = message.serverID, var known = messages[id] {
+                    known.text = message.text
+                    known.payload = message.payload
+                    known.isEdited = true
+                    messages[id] = known
+                }
+            case .messageRemoved(let id):
+                messages[id] = nil
+            default:
+                break
+            }
+        }
+        return HistoryPage(
+            messages: order.compactMap { messages[$0] },
+            hasMore: page.from > 1,
+            nextAnchor: .sequence(page.from)
+        )
+    }
+}

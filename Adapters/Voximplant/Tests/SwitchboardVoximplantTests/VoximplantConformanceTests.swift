@@ -1,0 +1,31 @@
+import Logging
+import Switchboard
+import SwitchboardTestKit
+import SwitchboardVoximplant
+import Testing
+import VoximplantEmulator
+
+/// Runs `body` with a fresh emulator on 127.0.0.1 port 0 and a control for it.
+func withVoximplantEmulator<T: Sendable>(
+    configuration: VoximplantServer.Configuration = .init(),
+    _ body: @Sendable (VoximplantEmulatorControl) async throws -> T
+) async throws -> T {
+    let server = VoximplantServer(configuration: configuration)
+    return try await VoximplantEmulator(server: server, logger: .quiet).withRunning { url in
+        let control = VoximplantEmulatorControl(server: server, url: url) { url, user, token in
+            VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: user, token: token), logger: .quiet)
+        }
+        return try await body(control)
+    }
+}
+
+@Suite(.timeLimit(.minutes(3)))
+struct VoximplantConformanceTests {
+    @Test(arguments: ConformanceSuite.cases)
+    func conformance(_ conformanceCase: ConformanceCase) async throws {
+        let outcome = try await withVoximplantEmulator { control in
+            try await conformanceCase.run(ConformanceContext(emulator: control))
+        }
+        if case .skipped(let why) = outcome { print("voximplant: skipped \(conformanceCase): \(why)") }
+    }
+}

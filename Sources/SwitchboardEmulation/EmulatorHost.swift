@@ -1,0 +1,57 @@
+public import Hummingbird
+public import HummingbirdWebSocket
+public import Logging
+
+/// Hosts an emulator's routes on a real socket: 127.0.0.1 and a port the OS picks by default, so
+/// tests never collide. In-process (tests, the demo) it runs for the duration of a closure;
+/// standalone (`switchboard emulate`) until the task is cancelled or the process is signalled.
+public enum EmulatorHost {
+    /// Runs the emulator around `body`, which gets the bound port; stops it when `body` returns.
+    public static func withRunning<Result: Sendable>(
+        router: Router<BasicWebSocketRequestContext>,
+        webSocketRouter: Router<BasicWebSocketRequestContext>,
+        host: String = "127.0.0.1",
+        port: Int = 0,
+        logger: Logger,
+        _ body: @Sendable (Int) async throws -> Result
+    ) async throws -> Result {
+        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
+        let application = Application(
+            router: router,
+            server: .http1WebSocketUpgrade(webSocketRouter: webSocketRouter),
+            configuration: ApplicationConfiguration(address: .hostname(host, port: port)),
+            onServerRunning: { channel in
+                portContinuation.yield(channel.localAddress?.port ?? port)
+                portContinuation.finish()
+            },
+            logger: logger
+        )
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await application.runService(gracefulShutdownSignals: []) }
+            defer { group.cancelAll() }
+            for await bound in ports {
+                return try await body(bound)
+            }
+            throw CancellationError()
+        }
+    }
+
+    /// Runs the emulator until cancelled or signalled (SIGINT, SIGTERM); `onBound` gets the port.
+    public static func run(
+        router: Router<BasicWebSocketRequestContext>,
+        webSocketRouter: Router<BasicWebSocketRequestContext>,
+        host: String = "127.0.0.1",
+        port: Int = 0,
+        logger: Logger,
+        onBound: @escaping @Sendable (Int) async -> Void
+    ) async throws {
+        let application = Application(
+            router: router,
+            server: .http1WebSocketUpgrade(webSocketRouter: webSocketRouter),
+            configuration: ApplicationConfiguration(address: .hostname(host, port: port)),
+            onServerRunning: { channel in await onBound(channel.localAddress?.port ?? port) },
+            logger: logger
+        )
+        try await application.runService()
+    }
+}

@@ -1,0 +1,129 @@
+public import Logging
+public import Switchboard
+import Foundation
+import HTTPTypes
+import NIOWebSocket
+import Synchronization
+import WSClient
+
+/// A text WebSocket, valid inside ``WebSocketTransport/withTextWebSocket(url:configuration:logger:_:)``.
+public struct TextWebSocket: Sendable {
+    /// Text messages from the peer, in order. Finishes when the peer closes the socket; throws a
+    /// ``SwitchboardError`` when the link fails or the peer sends what the transport refuses
+    /// (a binary message, a message over the size limit). Single consumer.
+    public let messages: AsyncThrowingStream<String, any Error>
+    private let outbound: WebSocketOutboundWriter
+
+    init(messages: AsyncThrowingStream<String, any Error>, outbound: WebSocketOutboundWriter) {
+        self.messages = messages
+        self.outbound = outbound
+    }
+
+    /// Sends one text message.
+    ///
+    /// - Throws: ``SwitchboardError`` with ``SwitchboardError/Code/connectionLost`` when the
+    ///   socket is gone.
+    public func send(_ text: String) async throws {
+        do {
+            try await outbound.writeTextMessage(text)
+        } catch {
+            throw SwitchboardError(.connectionLost, "the WebSocket is closed", underlying: error)
+        }
+    }
+
+    /// Starts a normal close; ``messages`` finishes once the peer answers.
+    public func close() async {
+        try? await outbound.close(.normalClosure, reason: nil)
+    }
+}
+
+/// WebSocket client links for adapters, built on swift-websocket's `WSClient` (URLSession's
+/// WebSocket does not work on Linux).
+public enum WebSocketTransport {
+    public struct Configuration: Sendable {
+        /// The largest message accepted from the peer; larger ones fail the link with
+        /// ``SwitchboardError/Code/payloadTooLarge``.
+        public var maxMessageSize: Int
+        public var headers: [String: String]
+
+        public init(maxMessageSize: Int = 1 << 20, headers: [String: String] = [:]) {
+            self.maxMessageSize = maxMessageSize
+            self.headers = headers
+        }
+    }
+
+    /// Connects to `url`, runs `body` with the socket, and closes it when `body` returns.
+    ///
+    /// The socket's reader runs inside this scope; nothing outlives it.
+    ///
+    /// - Throws: ``SwitchboardError`` with ``SwitchboardError/Code/connectionLost`` when the
+    ///   socket cannot be opened or closes before `body` finishes, what `body` throws, or
+    ///   `CancellationError`.
+    public static func withTextWebSocket<Result: Sendable>(
+        url: String,
+        configuration: Configuration = Configuration(),
+        logger: Logger,
+        _ body: @Sendable (TextWebSocket) async throws -> Result
+    ) async throws -> Result {
+        let outcome = Mutex<Swift.Result<Result, any Error>?>(nil)
+        var clientConfiguration = WebSocketClientConfiguration()
+        clientConfiguration.maxFrameSize = configuration.maxMessageSize
+        for (name, value) in configuration.headers {
+            if let field = HTTPField.Name(name) { clientConfiguration.additionalHeaders[field] = value }
+        }
+        do {
+            try await withoutActuallyEscaping(body) { body in
+                _ = try await WebSocketClient.connect(url: url, configuration: clientConfiguration, logger: logger) {
+                    inbound, outbound, _ in
+                    let (messages, continuation) = AsyncThrowingStream.makeStream(of: String.self)
+                    let socket = TextWebSocket(messages: messages, outbound: outbound)
+                    await withTaskGroup(of: Void.self) { group in
+                        group.addTask {
+                            do {
+                                for try await message in inbound.messages(maxSize: configuration.maxMessageSize) {
+                                    switch message {
+                                    case .text(let text):
+                                        continuation.yield(text)
+                                    case .binary:
+                                        continuation.finish(
+                                            throwing: SwitchboardError(.protocolViolation, "the peer sent a binary message")
+                                        )
+                                        return
+                                    }
+                                }
+                                continuation.finish()
+                            } catch {
+                                continuation.finish(throwing: Self.classify(error, limit: configuration.maxMessageSize))
+                            }
+                        }
+                        let result: Swift.Result<Result, any Error>
+                        do {
+                            result = .success(try await body(socket))
+                        } catch {
+                            result = .failure(error)
+                        }
+                        outcome.withLock { $0 = result }
+                        group.cancelAll()
+                        await socket.close()
+                    }
+                }
+            }
+        } catch {
+            if let result = outcome.withLock({ $0 }) { return try result.get() }
+            throw Self.classify(error, limit: configuration.maxMessageSize)
+        }
+        guard let result = outcome.withLock({ $0 }) else {
+            throw SwitchboardError(.connectionLost, "the WebSocket to \(url) closed during the handshake")
+        }
+        return try result.get()
+    }
+
+    static func classify(_ error: any Error, limit: Int) -> SwitchboardError {
+        if let error = error as? SwitchboardError { return error }
+        if error is CancellationError { return SwitchboardError(.cancelled, "cancelled", underlying: error) }
+        if "\(error)".localizedCaseInsensitiveContains("too large") || "\(error)".contains("messageTooLarge") {
+            return SwitchboardError(.payloadTooLarge, "a message was over \(limit) bytes", underlying: error)
+        }
+        return SwitchboardError(.connectionLost, "WebSocket failure: \(type(of: error))", underlying: error)
+    }
+}
