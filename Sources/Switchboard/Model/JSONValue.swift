@@ -139,6 +139,13 @@ extension JSONValue {
     }
 
     public var isNull: Bool { self == .null }
+
+    /// `nil` for JSON `null`, the value otherwise. (`JSONValue` is `ExpressibleByNilLiteral`, so a
+    /// bare `nil` where a `JSONValue?` is expected can silently mean `.null`; this says it plainly.)
+    public var nonNull: JSONValue? {
+        if case .null = self { return Optional.none }
+        return self
+    }
 }
 
 extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, ExpressibleByIntegerLiteral,

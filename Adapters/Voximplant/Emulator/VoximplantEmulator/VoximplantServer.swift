@@ -435,7 +435,7 @@ public final class VoximplantServer: Sendable {
             direct: direct,
             uber: uber,
             publicJoin: publicJoin,
-            customData: params["customData"].flatMap { $0.isNull ? nil : $0 } ?? [:],
+            customData: params["customData"]?.nonNull ?? [:],
             createdTime: now,
             lastUpdateTime: now,
             members: members
@@ -466,7 +466,7 @@ public final class VoximplantServer: Sendable {
             sequence: conversation.lastSequence + 1,
             sender: user,
             text: text,
-            payload: params["payload"].flatMap { $0.isNull ? nil : $0 } ?? [],
+            payload: params["payload"]?.nonNull ?? [],
             clientMessageId: clientMessageId,
             timestamp: now
         )

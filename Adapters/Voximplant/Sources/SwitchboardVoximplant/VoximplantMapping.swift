@@ -61,7 +61,7 @@ enum VoximplantMapping {
             senderRole: .user,
             kind: .text,
             text: wire.text ?? "",
-            payload: wire.payload.flatMap { $0 == .array([]) ? nil : $0 },
+            payload: wire.payload?.nonNull.flatMap { $0 == .array([]) ? Optional.none : $0 },
             time: date(wire.timestamp ?? 0),
             isEdited: edited,
             deliveryState: .sent

@@ -1,0 +1,123 @@
+import Foundation
+import Switchboard
+import Testing
+
+@testable import SwitchboardVoximplant
+
+/// The adapter's side of the wire against the spec's golden frames.
+@Suite struct VoximplantCodecTests {
+    let me = "alice@app.acc"
+
+    @Test func theSpecHasTenGoldenFrames() {
+        #expect(GoldenFrames.all.count == 10)
+    }
+
+    @Test func requestsEncodeAsTheSpecShowsThem() throws {
+        let login = VoximplantWire.Request(id: "1", name: "login", params: ["user": "alice@app.acc", "token": "secret-a"])
+        #expect(try JSONValue(parsing: VoximplantWire.encode(login)) == GoldenFrames.json(GoldenFrames.loginRequest))
+        let send = VoximplantWire.Request(
+            id: "7",
+            name: "sendMessage",
+            params: ["conversation": "conv-1", "text": "Hi", "payload": [], "clientMessageId": "c-42"]
+        )
+        #expect(try JSONValue(parsing: VoximplantWire.encode(send)) == GoldenFrames.json(GoldenFrames.sendRequest))
+        let retransmit = VoximplantWire.Request(id: "9", name: "retransmitEvents", params: ["conversation": "conv-1", "eventsFrom": 5, "eventsTo": 5])
+        #expect(try JSONValue(parsing: VoximplantWire.encode(retransmit)) == GoldenFrames.json(GoldenFrames.retransmitRequest))
+    }
+
+    @Test func aMessageEventBecomesASequencedMessageAdded() throws {
+        let event = try VoximplantWire.decode(VoximplantWire.Event.self, from: GoldenFrames.messageEvent)
+        let mapped = VoximplantMapping.event(event, me: me)
+        #expect(mapped.sequence == 5)
+        #expect(mapped.conversationID == "conv-1")
+        #expect(mapped.time == Date(timeIntervalSince1970: 1_700_000_000))
+        guard case .messageAdded(let message, .newest) = mapped.kind else {
+            Issue.record("expected messageAdded, got \(mapped.kind)")
+            return
+        }
+        #expect(message.serverID == "msg-5")
+        #expect(message.sequence == 5)
+        #expect(message.sender == "bob@app.acc")
+        #expect(message.text == "Hello, Alice")
+        #expect(message.payload == nil, "an empty payload list is no payload")
+    }
+
+    @Test func aParticipantEventCarriesTheConversationAsOfIt() throws {
+        let event = try VoximplantWire.decode(VoximplantWire.Event.self, from: GoldenFrames.participantEvent)
+        let mapped = VoximplantMapping.event(event, me: me)
+        #expect(mapped.sequence == 2)
+        guard case .conversationUpdated(let info) = mapped.kind else {
+            Issue.record("expected conversationUpdated, got \(mapped.kind)")
+            return
+        }
+        #expect(info.lastSequence == 2)
+        #expect(info.participants.map(\.id) == ["bob@app.acc", "carol@app.acc"])
+        #expect(info.participants[0].permissions == .owner)
+        #expect(info.participants[1].permissions == Participant.Permissions())
+        #expect(info.kind == .group)
+    }
+
+    @Test func readAndTypingAreNotLogged() throws {
+        let read = VoximplantMapping.event(try VoximplantWire.decode(VoximplantWire.Event.self, from: GoldenFrames.readEvent), me: me)
+        #expect(read.kind == .readMarker("bob@app.acc", .sequence(4)))
+        #expect(read.sequence == nil, "a read's seq is the marked sequence, not a log position")
+        let typing = VoximplantMapping.event(try VoximplantWire.decode(VoximplantWire.Event.self, from: GoldenFrames.typingEvent), me: me)
+        #expect(typing.kind == .typing("bob@app.acc", isTyping: true, draft: nil))
+        #expect(typing.sequence == nil)
+    }
+
+    @Test func anErrorFrameIsATypedErrorWithTheVendorCode() throws {
+        let frame = try VoximplantWire.decode(VoximplantWire.Incoming.self, from: GoldenFrames.aclError)
+        let error = VoximplantMapping.error(code: frame.code ?? 0, description: frame.description ?? "", request: "sendMessage")
+        #expect(error.code == .permissionDenied)
+        #expect(error.vendorCode == "12")
+        #expect(error.message.contains("ACL error"))
+    }
+
+    @Test func aRetransmitResponseHoldsIdenticalEvents() throws {
+        let frame = try VoximplantWire.decode(VoximplantWire.Incoming.self, from: GoldenFrames.retransmitResponse)
+        let events = try #require(frame.result?["events"]?.arrayValue)
+        #expect(events.count == 1)
+        var live = try GoldenFrames.json(GoldenFrames.messageEvent).objectValue!
+        live["type"] = nil
+        #expect(events[0] == .object(live), "a retransmitted event is the live event, minus the frame type")
+    }
+
+    @Test func errorCodesClassify() {
+        let cases: [(Int, SwitchboardError.Code)] = [
+            (3, .authenticationFailed), (8, .conversationNotFound), (10, .messageNotFound), (11, .messageNotFound),
+            (12, .permissionDenied), (13, .permissionDenied), (19, .permissionDenied), (21, .invalidArgument),
+            (22, .invalidArgument), (23, .payloadTooLarge), (24, .invalidArgument), (28, .invalidArgument),
+            (30, .serverError), (32, .rateLimited), (33, .rateLimited), (34, .permissionDenied), (35, .permissionDenied),
+            (36, .invalidArgument), (37, .permissionDenied), (38, .permissionDenied), (39, .permissionDenied),
+            (40, .permissionDenied), (41, .invalidArgument), (500, .serverError), (1, .protocolViolation),
+        ]
+        for (code, expected) in cases {
+            let error = VoximplantMapping.error(code: code, description: "x", request: "r")
+            #expect(error.code == expected, "code \(code)")
+            #expect(error.vendorCode == String(code))
+        }
+        #expect(VoximplantMapping.error(code: 32, description: "", request: "").retryAfter == .seconds(1))
+        #expect(VoximplantMapping.error(code: 33, description: "", request: "").retryAfter == .seconds(60))
+    }
+
+    @Test func unknownEventTypesAreKeptAsVendorEvents() throws {
+        let text = #"{"type":"event","eventType":"conferenceStarted","action":"conferenceStarted","initiator":"bob@app.acc","conversation":"conv-1","timestamp":1700000000}"#
+        let mapped = VoximplantMapping.event(try VoximplantWire.decode(VoximplantWire.Event.self, from: text), me: me)
+        guard case .custom(let name, let payload) = mapped.kind else {
+            Issue.record("expected a vendor event, got \(mapped.kind)")
+            return
+        }
+        #expect(name == "voximplant.conferenceStarted")
+        #expect(payload["initiator"] == "bob@app.acc")
+    }
+
+    @Test func malformedFramesAreProtocolViolations() {
+        #expect(throws: SwitchboardError(.protocolViolation, "")) {
+            try VoximplantWire.decode(VoximplantWire.Incoming.self, from: "{\"type\":")
+        }
+        #expect(throws: SwitchboardError(.protocolViolation, "")) {
+            try VoximplantWire.decode(VoximplantWire.Event.self, from: #"{"type":"event"}"#)
+        }
+    }
+}
