@@ -7,7 +7,8 @@
 /// conversation's newest sequence, which the engine calls on every (re)connect.
 ///
 /// Waiting is bounded: the owner runs a hold timer whenever ``Outcome/startHoldTimer`` says
-/// so, and ``holdTimerFired()`` re-requests whatever is still missing. A completed retransmit
+/// so, and ``holdTimerFired()`` re-requests whatever is still missing and not in flight (a
+/// failed retransmit leaves its range to the timer). A completed retransmit
 /// that did not contain some sequence in its range proves the server has no event there (for
 /// example an "uber" conversation hid it), so the tracker steps over it instead of waiting for
 /// ever.
@@ -101,11 +102,13 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
         return outcome
     }
 
-    /// The bounded wait ran out: ask again for everything still missing.
+    /// The bounded wait ran out: ask again for everything still missing that is not asked for
+    /// already. A request in flight always ends — answered, failed, or timed out by the adapter —
+    /// and a lost link forgets them all (``connectionLost()``), so asking twice would only
+    /// duplicate work.
     public mutating func holdTimerFired() -> Outcome {
         var outcome = Outcome()
         isHoldTimerRunning = false
-        requested.removeAll()
         plan(into: &outcome)
         return outcome
     }

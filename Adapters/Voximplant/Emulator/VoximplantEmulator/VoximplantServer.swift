@@ -299,8 +299,8 @@ public final class VoximplantServer: Sendable {
         case "addParticipants", "editParticipants":
             var conversation = try find(conversationID, state: state)
             let caller = try member(user, of: conversation)
-            guard caller.canManageParticipants else { throw VoximplantProtocolError(12) }
             guard !conversation.direct else { throw VoximplantProtocolError(name == "addParticipants" ? 37 : 39) }
+            guard caller.canManageParticipants else { throw VoximplantProtocolError(12) }
             let participants = (params["participants"]?.arrayValue ?? []).compactMap(VoxMember.init(json:))
             guard !participants.isEmpty else { throw VoximplantProtocolError(21) }
             for participant in participants {
@@ -325,8 +325,9 @@ public final class VoximplantServer: Sendable {
             return log(["eventType": "editConversation", "action": .string(name), "participants": .array(participants.map(\.json))], in: conversation.uuid, by: user, except: client, state: &state)
         case "removeParticipants":
             var conversation = try find(conversationID, state: state)
-            guard try member(user, of: conversation).canManageParticipants else { throw VoximplantProtocolError(12) }
+            let caller = try member(user, of: conversation)
             guard !conversation.direct else { throw VoximplantProtocolError(38) }
+            guard caller.canManageParticipants else { throw VoximplantProtocolError(12) }
             let ids = (params["participants"]?.arrayValue ?? []).compactMap { $0.stringValue ?? $0["userId"]?.stringValue }
             for id in ids where conversation.member(id) == nil { throw VoximplantProtocolError(19) }
             let event = log(["eventType": "editConversation", "action": "removeParticipants", "participants": .array(ids.map(JSONValue.string))], in: conversation.uuid, by: user, except: client, state: &state, alsoTo: Set(ids))

@@ -1,0 +1,220 @@
+import Foundation
+import Logging
+import Switchboard
+import SwitchboardTestKit
+import SwitchboardVoximplant
+import Testing
+import VoximplantEmulator
+
+/// The issue's scenarios, adapter against emulator over a real WebSocket.
+@Suite(.timeLimit(.minutes(3)))
+struct VoximplantScenarioTests {
+    func backend(_ control: VoximplantEmulatorControl, user: String? = nil, token: String? = nil) -> VoximplantBackend {
+        VoximplantBackend(
+            configuration: VoximplantConfiguration(url: control.url, user: user ?? control.customer, token: token ?? control.customerToken),
+            logger: .quiet
+        )
+    }
+
+    func harness(_ control: VoximplantEmulatorControl) -> ConformanceHarness {
+        ConformanceHarness(context: ConformanceContext(emulator: control))
+    }
+
+    @Test func twoHundredFiftyDroppedEventsAreFilledInBatchesOfAtMostAHundred() async throws {
+        try await withVoximplantEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                control.server.dropNext(250, for: control.customer)
+                let texts = (1...251).map { "burst \($0)" }
+                for text in texts { try control.agent.send(text, in: chat.id.rawValue) }
+                try await probe.waitForMessages(texts, in: chat)
+                let stored = try await chat.storedMessages(before: nil, limit: .max).filter { $0.text.hasPrefix("burst ") }
+                let truth = control.server.messages(in: chat.id.rawValue).map(\.uuid)
+                let statistics = await probe.session.statistics
+                let announced = probe.recorder.events.compactMap(\.addedMessage).filter { $0.text.hasPrefix("burst ") }
+                print(
+                    "voximplant gap: 251 sent, \(control.server.counts.dropped) dropped by the server, "
+                        + "\(statistics.retransmitRequests) retransmits of ≤100 (\(statistics.retransmittedEvents) events), "
+                        + "\(stored.count) stored, \(announced.count) announced"
+                )
+                #expect(stored.map { $0.serverID!.rawValue } == truth, "every message once, in the server's order")
+                #expect(announced.map(\.text) == texts, "announced once each, in order")
+                #expect(statistics.retransmitRequests >= 3, "250 events need at least three retransmits of ≤100")
+                #expect(control.server.counts.dropped == 250)
+            }
+        }
+    }
+
+    @Test func aThousandEventsWhileOfflineAreCaughtUpFromTheStoredCursor() async throws {
+        try await withVoximplantEmulator { control in
+            let store = InMemoryChatStore()
+            try await harness(control).withSession(store: store) { probe in
+                let chat = try await probe.openConversation()
+                try await control.agent.send("before", in: chat.id.rawValue)
+                try await probe.waitForMessages(["before"], in: chat)
+                try await probe.session.pause()
+                let texts = (1...1000).map { "offline \($0)" }
+                for text in texts { try control.agent.send(text, in: chat.id.rawValue) }
+                let before = await probe.session.statistics
+                try await probe.session.resume()
+                try await probe.waitForMessages(texts, in: chat)
+                let after = await probe.session.statistics
+                let stored = try await chat.storedMessages(before: nil, limit: .max).compactMap(\.serverID).map(\.rawValue)
+                let truth = control.server.messages(in: chat.id.rawValue).map(\.uuid)
+                print(
+                    "voximplant catch-up: 1000 events while offline, \(after.retransmitRequests - before.retransmitRequests) "
+                        + "retransmits, \(after.retransmittedEvents - before.retransmittedEvents) events, \(stored.count) stored, "
+                        + "lost \(Set(truth).subtracting(stored).count), duplicated \(stored.count - Set(stored).count)"
+                )
+                #expect(stored == truth)
+                #expect(after.retransmitRequests - before.retransmitRequests == 10, "1,000 events in ten batches of 100")
+            }
+        }
+    }
+
+    @Test func readMarkersAreSeenByOtherClientsAndParticipants() async throws {
+        try await withVoximplantEmulator { control in
+            let carol = control.server.addUser("carol", token: "carol-token", displayName: "Carol")
+            let conversation = try control.agent.createConversation(title: "Three", with: [control.customer, carol])
+            let harness = harness(control)
+            try await harness.withSession { alice in
+                try await harness.withSession(backend: backend(control, user: carol, token: "carol-token")) { carolSession in
+                    try await harness.withSession { aliceTablet in
+                        for probe in [alice, carolSession, aliceTablet] {
+                            try await probe.recorder.first("knows the conversation") { $0.conversationID == ConversationID(conversation) }
+                        }
+                        try control.agent.send("read me", in: conversation)
+                        try await alice.waitForMessages(["read me"], in: try await alice.session.conversation(ConversationID(conversation)))
+                        try await alice.session.conversation(ConversationID(conversation)).markRead()
+                        let last = control.server.lastSequence(of: conversation)
+                        for (name, probe) in [("Carol", carolSession), ("Alice's tablet", aliceTablet)] {
+                            let event = try await probe.recorder.first("\(name) sees Alice's read marker") {
+                                if case .readMarker(let who, .sequence(let sequence)) = $0.kind {
+                                    return who == ParticipantID(control.customer) && sequence == last
+                                }
+                                return false
+                            }
+                            #expect(event.conversationID == ConversationID(conversation))
+                        }
+                        let stored = try await carolSession.session.conversation(ConversationID(conversation)).info()
+                        #expect(stored.participant(ParticipantID(control.customer))?.lastReadSequence == last)
+                    }
+                }
+            }
+        }
+    }
+
+    @Test func typingFasterThanTenSecondsIsThrottledLocally() async throws {
+        try await withVoximplantEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                for _ in 0..<25 { try await chat.userTyping(draft: nil) }
+                try await chat.send(text: "sentinel")
+                try await probe.recorder.first("the sentinel is confirmed") { $0.updatedMessage?.text == "sentinel" && $0.updatedMessage?.serverID != nil }
+                let sent = control.server.typingLog.filter { $0.user == control.customer }.count
+                print("voximplant typing: 25 keystrokes within 10 s, \(sent) typing request sent")
+                #expect(sent == 1)
+            }
+        }
+    }
+
+    @Test func anUberConversationHidesWhatWasPostedWhileAway() async throws {
+        try await withVoximplantEmulator { control in
+            let conversation = try control.agent.createConversation(title: "Uber", with: [control.customer], uber: true)
+            try control.agent.send("while here", in: conversation)
+            try await harness(control).withSession { probe in
+                let chat = try await probe.session.conversation(ConversationID(conversation))
+                try control.agent.removeParticipants([control.customer], from: conversation)
+                try await probe.recorder.first("removed") { $0.kind == .conversationRemoved }
+                try control.agent.send("while away 1", in: conversation)
+                try control.agent.send("while away 2", in: conversation)
+                try control.agent.addParticipants([control.customer], to: conversation)
+                try control.agent.send("back again", in: conversation)
+                try await probe.waitForMessages(["back again"], in: chat)
+                let texts = try await chat.storedMessages(before: nil, limit: .max).map(\.text)
+                #expect(!texts.contains { $0.hasPrefix("while away") }, "hidden events are neither delivered nor retransmitted")
+                #expect(texts.contains("back again"))
+                let tracked = await probe.session.statistics
+                print("voximplant uber: \(texts.count) visible messages, \(tracked.retransmitRequests) retransmits to step over hidden sequences")
+            }
+        }
+    }
+
+    @Test func rateLimitsSurfaceAsRateLimitedErrors() async throws {
+        try await withVoximplantEmulator(configuration: .init(messagesPerMinute: 2)) { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                for index in 1...2 {
+                    let pending = try await chat.send(text: "allowed \(index)")
+                    try await probe.recorder.first("allowed \(index) confirmed") {
+                        $0.updatedMessage?.clientID == pending.clientID && $0.updatedMessage?.serverID != nil
+                    }
+                }
+                let error = try await vendorError(probe.session, "sendMessage", ["conversation": .string(chat.id.rawValue), "text": "third", "clientMessageId": "x-3"])
+                #expect(error.code == .rateLimited)
+                #expect(error.vendorCode == "33")
+                #expect(error.retryAfter == .seconds(60))
+            }
+        }
+    }
+
+    /// Every protocol error the issue names surfaces as a typed error carrying its code.
+    @Test func everyErrorCodeSurfacesTyped() async throws {
+        try await withVoximplantEmulator(configuration: .init(messagesPerSecond: 1_000_000)) { control in
+            let carol = control.server.addUser("carol", token: "carol-token", displayName: "Carol")
+            let dave = control.server.addUser("dave", token: "dave-token", displayName: "Dave")
+            let agentOwned = try control.agent.createConversation(title: "Agent's", with: [control.customer])
+            let closedToAlice = try control.agent.createConversation(title: "Not Alice's", with: [carol])
+            let direct = try control.agent.createConversation(title: nil, with: [control.customer], direct: true)
+            let (agentMessage, _) = try control.agent.send("agent's words", in: agentOwned)
+            let (gone, _) = try control.agent.send("soon gone", in: agentOwned)
+            try control.agent.remove(gone, in: agentOwned)
+            try await harness(control).withSession { probe in
+                let session = probe.session
+                let started = try await session.startConversation(ConversationDraft(title: "Alice's", participants: [Participant(id: ParticipantID(carol), role: .user)]))
+                let mine = started.id.rawValue
+                let cases: [(Int, String, JSONValue)] = [
+                    (8, "getConversation", ["conversation": "no-such-conversation"]),
+                    (10, "editMessage", ["conversation": .string(agentOwned), "message": "no-such-message", "text": "x"]),
+                    (11, "editMessage", ["conversation": .string(agentOwned), "message": .string(gone), "text": "x"]),
+                    (12, "editMessage", ["conversation": .string(agentOwned), "message": .string(agentMessage), "text": "x"]),
+                    (13, "addParticipants", ["conversation": .string(mine), "participants": [["userId": .string(carol)]]]),
+                    (15, "joinConversation", ["conversation": .string(closedToAlice)]),
+                    (19, "sendMessage", ["conversation": .string(closedToAlice), "text": "x", "clientMessageId": "c-19"]),
+                    (21, "retransmitEvents", ["conversation": .string(mine), "eventsFrom": 1, "count": 0]),
+                    (22, "retransmitEvents", ["conversation": .string(mine), "eventsFrom": 1, "eventsTo": 101]),
+                    (23, "sendMessage", ["conversation": .string(mine), "text": .string(String(repeating: "x", count: 5001)), "clientMessageId": "c-23"]),
+                    (24, "retransmitEvents", ["conversation": .string(mine), "eventsFrom": 999, "count": 1]),
+                    (24, "read", ["conversation": .string(mine), "seq": 999]),
+                    (25, "getUser", ["user": "nobody@app.acc"]),
+                    (28, "retransmitEvents", ["conversation": .string(mine), "eventsFrom": 2, "eventsTo": 1]),
+                    (34, "createConversation", ["direct": true, "uber": true, "participants": [["userId": .string(carol)]]]),
+                    (35, "createConversation", ["direct": true, "participants": [["userId": .string(carol)], ["userId": .string(dave)]]]),
+                    (36, "retransmitEvents", ["conversation": .string(mine), "eventsFrom": 1, "eventsTo": 1, "count": 1]),
+                    (37, "addParticipants", ["conversation": .string(direct), "participants": [["userId": .string(dave)]]]),
+                    (38, "removeParticipants", ["conversation": .string(direct), "participants": [.string(control.customer)]]),
+                    (39, "editParticipants", ["conversation": .string(direct), "participants": [["userId": .string(control.customer)]]]),
+                    (40, "leaveConversation", ["conversation": .string(direct)]),
+                    (41, "retransmitEvents", ["conversation": .string(mine), "eventsFrom": 1]),
+                    (2, "noSuchRequest", [:]),
+                ]
+                var seen: [String] = []
+                for (code, name, params) in cases {
+                    let error = try await vendorError(session, name, params)
+                    #expect(error.vendorCode == String(code), "\(name) fails with \(code), got \(error.vendorCode ?? "none"): \(error)")
+                    seen.append("\(code)→\(error.code)")
+                }
+                print("voximplant error codes: \(seen.joined(separator: ", "))")
+            }
+        }
+    }
+
+    private func vendorError(_ session: ChatSession, _ name: String, _ params: JSONValue) async throws -> SwitchboardError {
+        do {
+            _ = try await session.performVendorRequest(name, payload: params)
+        } catch let error as SwitchboardError {
+            return error
+        }
+        throw ConformanceFailure("\(name) succeeded")
+    }
+}
