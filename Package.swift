@@ -113,7 +113,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchboardCLITests",
-            dependencies: ["switchboard"]
+            dependencies: ["switchboard", "Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator"]
         ),
     ]
 )

@@ -2,7 +2,9 @@ import Foundation
 import Logging
 import Switchboard
 import SwitchboardTestKit
+import SwitchboardVoximplant
 import Synchronization
+import VoximplantEmulator
 
 /// The main job: a scripted support conversation on embedded backends, every session publishing
 /// into one bus, printed as one timeline, then checked against the server's own log.
@@ -55,16 +57,42 @@ struct Demo: Sendable {
         let phone = session("alice-phone", store: phoneStore)
         let tablet = session("alice-tablet", store: tabletStore)
         let events = EventRecorder(bus.subscribe(buffering: .unbounded))
-        let printer = TimelinePrinter(events: events, formatter: EventFormatter(format: format, start: Date()), write: write)
+        // Offsets count from the whole second the demo started in: some services stamp events in
+        // whole seconds, and an event must never seem to come before the start.
+        let start = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
+        let printer = TimelinePrinter(events: events, formatter: EventFormatter(format: format, start: start), write: write)
         let narrate: @Sendable (String) -> Void = { text in
             printer.flush()
             if format == .timeline { write("\n── \(text)") }
         }
 
+        // The recorder runs for the whole script; each part scopes its own sessions.
+        return try await withThrowingTaskGroup(of: Void.self) { recording in
+            recording.addTask { await events.run() }
+            defer { recording.cancelAll() }
+            return try await script(
+                bus: bus, server: server, alice: alice, bob: bob, configuration: configuration,
+                sessions: (phone, phoneStore, tablet, tabletStore), events: events, printer: printer, narrate: narrate, write: write
+            )
+        }
+    }
+
+    private func script(
+        bus: EventBus,
+        server: InMemoryServer,
+        alice: ParticipantID,
+        bob: InMemoryAgent,
+        configuration: SessionConfiguration,
+        sessions devices: (ChatSession, InMemoryChatStore, ChatSession, InMemoryChatStore),
+        events: EventRecorder,
+        printer: TimelinePrinter,
+        narrate: @escaping @Sendable (String) -> Void,
+        write: @escaping @Sendable (String) -> Void
+    ) async throws -> Summary {
+        let (phone, phoneStore, tablet, tabletStore) = devices
         let conversationID: ConversationID = try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await phone.run() }
             group.addTask { await tablet.run() }
-            group.addTask { await events.run() }
             defer { group.cancelAll() }
 
             narrate("Alice opens the app on her phone and asks for help")
@@ -142,30 +170,113 @@ struct Demo: Sendable {
             }
             return id
         }
-        events.finish()
-        bus.finish()
-        printer.flush()
-
         let truth = server.messages(in: conversationID).compactMap(\.serverID)
         var sessions: [SessionSummary] = []
         for (session, store) in [(phone, phoneStore), (tablet, tabletStore)] {
-            let stored = try await store.fetchMessages(in: conversationID, before: nil, limit: .max, scope: session.scope)
-            let ids = stored.compactMap(\.serverID)
-            sessions.append(
-                SessionSummary(
-                    backend: session.descriptor.name,
-                    session: session.id,
-                    statistics: await session.statistics,
-                    storedMessages: stored.count,
-                    lost: Set(truth).subtracting(ids).count,
-                    duplicated: ids.count - Set(ids).count,
-                    outOfOrder: zip(ids, truth).filter { $0 != $1 }.count
-                )
-            )
+            sessions.append(try await Self.summarize(session, store: store, conversation: conversationID, truth: truth))
         }
-        let summary = Summary(sessions: sessions, serverMessages: truth.count)
+        let messenger = try await runVoximplant(bus: bus, events: events, configuration: configuration, narrate: narrate)
+        sessions.append(messenger.summary)
+        events.finish()
+        bus.finish()
+        printer.flush()
+        let summary = Summary(sessions: sessions, serverMessages: truth.count + messenger.serverMessages)
         if format == .timeline { write(render(summary)) }
         return summary
+    }
+
+    /// The same app on the Voximplant-style emulator: a real WebSocket on 127.0.0.1, sequences,
+    /// a dropped-event gap filled by retransmit, and a catch-up after going offline.
+    private func runVoximplant(
+        bus: EventBus,
+        events: EventRecorder,
+        configuration: SessionConfiguration,
+        narrate: @escaping @Sendable (String) -> Void
+    ) async throws -> (summary: SessionSummary, serverMessages: Int) {
+        narrate("The same app on a Voximplant-style service: a WebSocket to the embedded emulator")
+        let server = VoximplantServer()
+        let alice = server.addUser("alice", token: "alice-token", displayName: "Alice")
+        let bob = server.robot(server.addUser("bob", token: "bob-token", displayName: "Bob"))
+        let store = InMemoryChatStore()
+        let seed = self.seed
+        return try await VoximplantEmulator(server: server, logger: Logger.quiet).withRunning { url in
+            let session = ChatSession(
+                id: "alice-messenger",
+                backend: VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: alice, token: "alice-token"), logger: Logger.quiet),
+                store: store,
+                bus: bus,
+                configuration: configuration,
+                random: SeededRandomNumberGenerator(seed: seed),
+                logger: Logger.quiet
+            )
+            let id: String = try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await session.run() }
+                defer { group.cancelAll() }
+                try await session.resume()
+                try await events.first("the messenger connects") { $0.isConnected && $0.origin.session == session.id }
+                let id = try bob.createConversation(title: "Order #4711", with: [alice])
+                try await events.first("the conversation appears") {
+                    $0.origin.session == session.id && $0.conversationID == ConversationID(id) && $0.kind.category == .conversation
+                }
+                try bob.typing(in: id)
+                try bob.send("Hello Alice, Bob from the shop here.", in: id)
+                try await events.first("Bob's hello") { $0.addedMessage?.text.hasPrefix("Hello Alice") == true }
+                let chat = try await session.conversation(ConversationID(id))
+                try await chat.userTyping(draft: nil)
+                try await confirmed(try await chat.send(text: "Hi Bob! Where is order #4711?"), events)
+                try bob.markRead(in: id)
+                try await events.first("Bob read it") {
+                    if case .readMarker = $0.kind { return $0.origin.session == session.id } else { return false }
+                }
+
+                narrate("The emulator drops three events on their way to Alice; the gap is filled by retransmit")
+                server.dropNext(3, for: alice)
+                let burst = ["It left the warehouse on Monday.", "It is with the courier now.", "Tracking: VX-4711.", "Delivery is due tomorrow."]
+                for text in burst { try bob.send(text, in: id) }
+                try await events.waitUntil("the whole burst arrives") { recorded in
+                    Set(recorded.filter { $0.origin.session == session.id }.compactMap(\.addedMessage?.text)).isSuperset(of: burst)
+                }
+
+                narrate("Alice goes offline; Bob writes twice; on reconnect she catches up from her stored cursor")
+                try await session.pause()
+                try await events.first("offline") {
+                    $0.origin.session == session.id && $0.kind == .connection(.disconnected, reason: .userInitiated)
+                }
+                try bob.send("One more thing: the courier calls ahead.", in: id)
+                try bob.send("Have a good day!", in: id)
+                try await session.resume()
+                try await events.first("caught up") { $0.addedMessage?.text == "Have a good day!" && $0.origin.session == session.id }
+                await session.close()
+                try await events.waitUntil("the messenger disconnects") { recorded in
+                    recorded.filter {
+                        $0.origin.session == session.id && $0.kind == .connection(.disconnected, reason: .userInitiated)
+                    }.count >= 2
+                }
+                return id
+            }
+            let truth = server.messages(in: id).map { MessageID($0.uuid) }
+            return (try await Self.summarize(session, store: store, conversation: ConversationID(id), truth: truth), truth.count)
+        }
+    }
+
+    /// One session's row of the summary: its store against the server's log.
+    private static func summarize(
+        _ session: ChatSession,
+        store: InMemoryChatStore,
+        conversation: ConversationID,
+        truth: [MessageID]
+    ) async throws -> SessionSummary {
+        let stored = try await store.fetchMessages(in: conversation, before: nil, limit: .max, scope: session.scope)
+        let ids = stored.compactMap(\.serverID)
+        return SessionSummary(
+            backend: session.descriptor.name,
+            session: session.id,
+            statistics: await session.statistics,
+            storedMessages: stored.count,
+            lost: Set(truth).subtracting(ids).count,
+            duplicated: ids.count - Set(ids).count,
+            outOfOrder: zip(ids, truth).filter { $0 != $1 }.count
+        )
     }
 
     /// Prints what the recorder holds and has not printed, in bus order. Steps of the script
@@ -217,10 +328,10 @@ struct Demo: Sendable {
         lines.append("")
         lines.append(
             summary.isClean
-                ? "The server logged \(summary.serverMessages) messages; every session's store holds each once, in the server's order."
+                ? "The servers logged \(summary.serverMessages) messages; every session's store holds each once, in the server's order."
                 : "MISMATCH: a session's store differs from the server's log."
         )
-        lines.append("Vendor adapters (Webim, Voximplant-style, CXone) are not implemented yet; see README.md.")
+        lines.append("Adapters in this build: in-memory (reference), Voximplant-style. Webim and CXone are not implemented yet.")
         return lines.joined(separator: "\n")
     }
 }

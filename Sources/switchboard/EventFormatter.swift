@@ -20,8 +20,8 @@ struct EventFormatter: Sendable {
             return (try? encoder.encode(event)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
         case .timeline:
             let offset = String(format: "+%7.3fs", event.time.timeIntervalSince(start))
-            let origin = "\(event.origin.backend)/\(event.origin.session)".padding(toLength: 24, withPad: " ", startingAt: 0)
-            let conversation = (event.conversationID.map { "[\($0)]" } ?? "").padding(toLength: 6, withPad: " ", startingAt: 0)
+            let origin = "\(event.origin.backend)/\(event.origin.session)".padding(toLength: 27, withPad: " ", startingAt: 0)
+            let conversation = (event.conversationID.map { "[\($0)]" } ?? "").padding(toLength: 9, withPad: " ", startingAt: 0)
             let sequence = event.sequence.map { " #\($0)" } ?? ""
             return "\(offset)  \(origin) \(conversation) \(describe(event.kind))\(sequence)"
         }

@@ -6,10 +6,11 @@ struct SwitchboardCommand: AsyncParsableCommand {
         commandName: "switchboard",
         abstract: "One vendor-neutral chat API over several chat backends.",
         discussion: """
-            Adapters for Webim, Voximplant-style and CXone backends arrive with their own \
-            emulators; until then `demo` runs on the in-memory reference backend.
+            `demo` runs a scripted conversation on the in-memory backend and the Voximplant-style \
+            emulator. `emulate` runs an emulator standalone; `connect` is a client for a real or \
+            emulated service. Webim and CXone adapters are not implemented yet.
             """,
-        subcommands: [DemoCommand.self]
+        subcommands: [DemoCommand.self, ConnectCommand.self, EmulateCommand.self]
     )
 }
 

@@ -47,6 +47,7 @@ public final class VoximplantServer: Sendable {
         var delivered = 0
         var dropped = 0
         var duplicateSends = 0
+        var autoReplies: [String: @Sendable (_ from: String, _ text: String) -> String?] = [:]
     }
 
     public let configuration: Configuration
@@ -72,6 +73,12 @@ public final class VoximplantServer: Sendable {
             state.users[id] = VoxUser(id: id, imId: 100 + state.users.count + 1, token: token, displayName: displayName ?? name)
         }
         return id
+    }
+
+    /// Makes `robot` answer every message another participant sends in a conversation the robot
+    /// is in, with what `reply` returns (nothing for `nil`). For `switchboard emulate`.
+    public func autoReply(as robot: String, _ reply: @escaping @Sendable (_ from: String, _ text: String) -> String?) {
+        state.withLock { $0.autoReplies[robot] = reply }
     }
 
     /// A robot acting as `user` without a socket (the agent of tests and the demo).
@@ -475,7 +482,13 @@ public final class VoximplantServer: Sendable {
         conversation.messageOrder.append(message.uuid)
         if let clientMessageId { conversation.clientMessageIDs["\(user)/\(clientMessageId)"] = message.uuid }
         state.conversations[conversation.uuid] = conversation
-        return log(["eventType": "sendMessage", "action": "sendMessage", "message": message.json], in: conversation.uuid, by: user, except: client, state: &state)
+        let event = log(["eventType": "sendMessage", "action": "sendMessage", "message": message.json], in: conversation.uuid, by: user, except: client, state: &state)
+        for (robot, reply) in state.autoReplies where robot != user && conversation.member(robot) != nil {
+            if let answer = reply(user, text) {
+                _ = try? sendMessage(["conversation": .string(conversation.uuid), "text": .string(answer)], by: robot, except: nil, state: &state)
+            }
+        }
+        return event
     }
 
     private func checkRate(_ user: String, state: inout State) throws {

@@ -1,0 +1,63 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Switchboard
+import SwitchboardTestKit
+import SwitchboardVoximplant
+
+struct ConnectCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "connect",
+        abstract: "Connect to a real or emulated service: commands on stdin, normalized events on stdout.",
+        subcommands: [ConnectVoximplant.self]
+    )
+}
+
+struct ConnectVoximplant: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "voximplant",
+        abstract: "Connect to a Voximplant-style service (Docs/Protocols/voximplant-style.md)."
+    )
+
+    @Option(help: "The WebSocket URL, such as ws://127.0.0.1:8080/ws.") var url: String
+    @Option(help: "The user id, user@application.account.") var user: String
+    @Option(help: "The user's token.") var token: String
+    @Flag(help: "Print events as JSON lines.") var jsonl = false
+
+    func run() async throws {
+        let backend = VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: user, token: token), logger: .quiet)
+        try await ConsoleRunner(backend: backend, jsonl: jsonl).run()
+    }
+}
+
+/// Runs a session with a console on stdin and the event timeline on stdout.
+struct ConsoleRunner: Sendable {
+    let backend: any ChatBackend
+    let jsonl: Bool
+
+    func run() async throws {
+        let output = StandardOutput()
+        let session = ChatSession(backend: backend, logger: .quiet)
+        let formatter = EventFormatter(format: jsonl ? .jsonLines : .timeline, start: Date())
+        let console = Console(session: session)
+        let events = session.events(filter: .all, buffering: .unbounded)
+        try await session.withRunning { session in
+            try await session.resume()
+            if !jsonl { output.write(Console.help) }
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for await event in events {
+                        output.write(formatter.line(for: event))
+                        if case .fatal = event.kind { return }
+                    }
+                }
+                for await line in StandardInput.lines() {
+                    guard let reply = await console.handle(line) else { break }
+                    for text in reply { FileHandle.standardError.write(Data((text + "\n").utf8)) }
+                    if await session.isClosed { break }
+                }
+                events.finish()
+            }
+        }
+    }
+}

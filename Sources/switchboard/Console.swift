@@ -1,0 +1,128 @@
+import Foundation
+import Switchboard
+
+/// The interactive client of `switchboard connect`: one command line in, lines of output back.
+/// Commands work the same for every backend; what a backend lacks answers with its typed
+/// `unsupported` error.
+actor Console {
+    let session: ChatSession
+    private(set) var current: ConversationID?
+    private var oldestLoaded: MessageOrderKey?
+
+    init(session: ChatSession) {
+        self.session = session
+    }
+
+    static let help = """
+        commands: TEXT or /send TEXT · /typing [DRAFT] · /read · /history N · /conversations · /open ID
+                  /create TITLE [USER…] · /add USER · /remove USER · /close · /rate N · /file PATH · /quit
+        """
+
+    /// Runs one command line; returns what to print, or `nil` to quit.
+    func handle(_ line: String) async -> [String]? {
+        let trimmed = line.trimmingCharacters(in: .whitespaces)
+        guard !trimmed.isEmpty else { return [] }
+        let words = trimmed.split(separator: " ", maxSplits: 1).map(String.init)
+        let command = trimmed.hasPrefix("/") ? words[0] : "/send"
+        let argument = trimmed.hasPrefix("/") ? (words.count > 1 ? words[1] : "") : trimmed
+        do {
+            switch command {
+            case "/quit", "/exit":
+                return nil
+            case "/help":
+                return [Self.help]
+            case "/conversations":
+                let list = try await session.conversations()
+                if list.isEmpty { return ["no conversations"] }
+                return list.map { "\($0.id == current ? "*" : " ") \($0.id)  \($0.title ?? "(untitled)")  \($0.participants.count) participants, last #\($0.lastSequence ?? 0)" }
+            case "/open":
+                let chat = try await session.conversation(ConversationID(argument))
+                current = chat.id
+                oldestLoaded = nil
+                return ["opened \(chat.id)"]
+            case "/create":
+                var parts = argument.split(separator: " ").map(String.init)
+                let title = parts.isEmpty ? nil : parts.removeFirst()
+                let chat = try await session.startConversation(
+                    ConversationDraft(kind: .group, title: title, participants: parts.map { Participant(id: ParticipantID($0), role: .user) })
+                )
+                current = chat.id
+                return ["created and opened \(chat.id)"]
+            default:
+                return try await inConversation(command, argument)
+            }
+        } catch let error as SwitchboardError {
+            return ["error: \(error)"]
+        } catch {
+            return ["error: \(error)"]
+        }
+    }
+
+    private func inConversation(_ command: String, _ argument: String) async throws -> [String] {
+        guard let id = try await currentConversation() else { return ["no conversation: /conversations, /open ID or /create TITLE"] }
+        let chat = try await session.conversation(id)
+        switch command {
+        case "/send":
+            let message = try await chat.send(text: argument)
+            return ["queued \(message.clientID?.rawValue ?? "")"]
+        case "/typing":
+            try await chat.userTyping(draft: argument.isEmpty ? nil : argument)
+            return []
+        case "/read":
+            try await chat.markRead()
+            return ["marked read"]
+        case "/history":
+            let page = try await chat.history(before: oldestLoaded, limit: Int(argument) ?? 20)
+            oldestLoaded = page.first?.orderKey ?? oldestLoaded
+            if page.isEmpty { return ["no older messages"] }
+            return page.map { "  #\($0.sequence.map(String.init) ?? "-") \($0.sender?.rawValue ?? "me"): \($0.text)" }
+        case "/add":
+            try await chat.addParticipants([Participant(id: ParticipantID(argument), role: .user)])
+            return ["added \(argument)"]
+        case "/remove":
+            try await chat.removeParticipants([ParticipantID(argument)])
+            return ["removed \(argument)"]
+        case "/close":
+            try await chat.close()
+            return ["closed \(id)"]
+        case "/rate":
+            try await chat.rateAgent(nil, rating: Int(argument) ?? 0, comment: nil)
+            return ["rated"]
+        case "/file":
+            let url = URL(fileURLWithPath: argument)
+            let size = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int).flatMap { $0 }
+            try await chat.send(
+                MessageDraft(
+                    text: url.lastPathComponent,
+                    kind: .file,
+                    attachments: [Message.Attachment(name: url.lastPathComponent, size: size.map(Int64.init))]
+                )
+            )
+            return ["queued \(url.lastPathComponent)"]
+        default:
+            return ["unknown command \(command)", Self.help]
+        }
+    }
+
+    /// The open conversation, or the only one there is.
+    private func currentConversation() async throws -> ConversationID? {
+        if let current { return current }
+        let all = try await session.conversations()
+        if all.count == 1 { current = all[0].id }
+        return current
+    }
+}
+
+/// Standard input as an async sequence of lines, read on a thread of its own so a blocking
+/// read never holds a thread of the concurrency pool.
+enum StandardInput {
+    static func lines() -> AsyncStream<String> {
+        let (lines, continuation) = AsyncStream.makeStream(of: String.self)
+        let reader = Thread {
+            while let line = readLine() { continuation.yield(line) }
+            continuation.finish()
+        }
+        reader.start()
+        return lines
+    }
+}

@@ -1,0 +1,42 @@
+import ArgumentParser
+import Foundation
+import Logging
+import VoximplantEmulator
+
+struct EmulateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "emulate",
+        abstract: "Run a service emulator standalone on 127.0.0.1.",
+        subcommands: [EmulateVoximplant.self]
+    )
+}
+
+struct EmulateVoximplant: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "voximplant",
+        abstract: "Run the Voximplant-style emulator with users alice and bob; bob is a robot that answers."
+    )
+
+    @Option(help: "The port to listen on (0 picks a free one).") var port: Int = 0
+
+    func run() async throws {
+        let server = VoximplantServer()
+        let alice = server.addUser("alice", token: "alice-token", displayName: "Alice")
+        let bob = server.addUser("bob", token: "bob-token", displayName: "Bob (agent robot)")
+        let carol = server.addUser("carol", token: "carol-token", displayName: "Carol")
+        let conversation = try server.robot(bob).createConversation(title: "Support", with: [alice])
+        try server.robot(bob).send("Hi Alice, Bob here. What can I do for you?", in: conversation)
+        server.autoReply(as: bob) { from, text in "Bob: got \"\(text)\" from \(from)" }
+        let output = StandardOutput()
+        try await VoximplantEmulator(server: server, logger: Logger(label: "voximplant-emulator")).run(port: port) { url in
+            output.write(
+                """
+                Voximplant-style emulator at \(url)
+                users: \(alice) / alice-token, \(bob) / bob-token (robot), \(carol) / carol-token
+                conversation \(conversation) between alice and bob
+                connect with: swift run switchboard connect voximplant --url \(url) --user \(alice) --token alice-token
+                """
+            )
+        }
+    }
+}
