@@ -43,6 +43,8 @@ public final class VoximplantServer: Sendable {
         var loginFaults: Deque<Int> = []
         var requestFaults: Deque<(name: String?, code: Int)> = []
         var typingLog: [(user: String, conversation: String)] = []
+        var lastTyping: [String: Int64] = [:]
+        var deliveries: [(user: String, conversation: String, sequence: Int64)] = []
         var readLog: [(user: String, conversation: String, sequence: Int64)] = []
         var delivered = 0
         var dropped = 0
@@ -96,7 +98,12 @@ public final class VoximplantServer: Sendable {
         state.withLock { $0.conversations[conversation]?.lastSequence ?? 0 }
     }
 
+    /// Typing requests received (before the server's 10 s limit).
     public var typingLog: [(user: String, conversation: String)] { state.withLock { $0.typingLog } }
+    /// Logged events handed to a client as event frames (not as a requester's result): who got
+    /// which sequence of which conversation. Faults show here: a dropped event is missing, a
+    /// duplicated one is listed once.
+    public var deliveries: [(user: String, conversation: String, sequence: Int64)] { state.withLock { $0.deliveries } }
     public var readLog: [(user: String, conversation: String, sequence: Int64)] { state.withLock { $0.readLog } }
     public var counts: (delivered: Int, dropped: Int, duplicateSends: Int) {
         state.withLock { ($0.delivered, $0.dropped, $0.duplicateSends) }
@@ -392,6 +399,10 @@ public final class VoximplantServer: Sendable {
             let conversation = try find(conversationID, state: state)
             _ = try member(user, of: conversation)
             state.typingLog.append((user, conversation.uuid))
+            // The typing limit: one notification per user and conversation per 10 s reaches the others.
+            let key = "\(user)/\(conversation.uuid)"
+            if let last = state.lastTyping[key], now - last < 10 { return ["conversation": .string(conversation.uuid)] }
+            state.lastTyping[key] = now
             let event: JSONValue = ["type": "event", "eventType": "typing", "action": "typing", "initiator": .string(user), "conversation": .string(conversation.uuid), "timestamp": .int(now)]
             for (_, target) in state.clients where target.user != user && conversation.member(target.user ?? "") != nil {
                 target.send(event.jsonString)
@@ -575,6 +586,7 @@ public final class VoximplantServer: Sendable {
             if dropped { state.dropped += 1 }
             for frame in frames { state.clients[id]!.send(frame) }
             state.delivered += frames.count
+            if !frames.isEmpty { state.deliveries.append((target, uuid, sequence)) }
         }
         return .object(event)
     }

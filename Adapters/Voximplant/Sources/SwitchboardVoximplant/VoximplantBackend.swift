@@ -88,6 +88,7 @@ public struct VoximplantRequests: Sendable {
     }
 
     public func getUser(_ user: String) async throws -> JSONValue { try await call("getUser", ["user": .string(user)]) }
+    public func getUser(imId: Int64) async throws -> JSONValue { try await call("getUser", ["imId": .int(imId)]) }
     public func getUsers(_ users: [String]) async throws -> JSONValue {
         try await call("getUsers", ["users": .array(users.map(JSONValue.string))])
     }
@@ -111,6 +112,22 @@ public struct VoximplantRequests: Sendable {
     public func getPublicConversations() async throws -> JSONValue { try await call("getPublicConversations", [:]) }
     public func joinConversation(_ conversation: ConversationID) async throws -> JSONValue {
         try await call("joinConversation", ["conversation": .string(conversation.rawValue)])
+    }
+
+    /// `retransmitEventsFrom:to:`, `from:count:` and `to:count:` in one call: pass exactly two
+    /// of the bounds (the server answers 36 or 41 otherwise), at most 100 events. The session's
+    /// own gap fill does not need this; it is for apps that read the log themselves.
+    public func retransmitEvents(
+        in conversation: ConversationID,
+        from: Int64? = nil,
+        to: Int64? = nil,
+        count: Int? = nil
+    ) async throws -> JSONValue {
+        var params: [String: JSONValue] = ["conversation": .string(conversation.rawValue)]
+        if let from { params["eventsFrom"] = .int(from) }
+        if let to { params["eventsTo"] = .int(to) }
+        if let count { params["count"] = .int(Int64(count)) }
+        return try await call("retransmitEvents", params)
     }
 
     private func call(_ name: String, _ params: [String: JSONValue]) async throws -> JSONValue {

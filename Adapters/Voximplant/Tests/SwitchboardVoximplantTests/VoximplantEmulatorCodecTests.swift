@@ -80,4 +80,14 @@ import Testing
         #expect(events[0]["message"]?["text"] == "Hello, Alice")
         #expect(events[0]["type"] == nil)
     }
+
+    @Test func typingReachesOthersOncePerTenSeconds() throws {
+        let (server, conversation) = server()
+        let (client, frames) = attach(server)
+        server.receive(#"{"type":"request","id":"1","name":"login","params":{"user":"bob@app.acc","token":"secret-b"}}"#, from: client)
+        for _ in 0..<5 { try server.robot("alice@app.acc").typing(in: conversation) }
+        let typing = frames.all.filter { $0["eventType"] == "typing" }
+        #expect(server.typingLog.count == 5, "every request is answered")
+        #expect(typing.count == 1, "one notification per 10 s reaches the others")
+    }
 }

@@ -218,3 +218,21 @@ struct VoximplantScenarioTests {
         throw ConformanceFailure("\(name) succeeded")
     }
 }
+
+/// The emulator's own rules, without a client.
+@Suite struct VoximplantServerRuleTests {
+    @Test func deliveriesShowWhatFaultsDid() async throws {
+        try await withVoximplantEmulator { control in
+            try await ConformanceHarness(context: ConformanceContext(emulator: control)).withSession { probe in
+                let chat = try await probe.openConversation()
+                control.server.dropNext(1, for: control.customer)
+                try control.agent.send("lost on the way", in: chat.id.rawValue)
+                try control.agent.send("arrives", in: chat.id.rawValue)
+                try await probe.waitForMessages(["lost on the way", "arrives"], in: chat)
+                let delivered = control.server.deliveries.filter { $0.user == control.customer && $0.conversation == chat.id.rawValue }
+                    .map(\.sequence)
+                #expect(delivered == [1, 3], "sequence 2 was dropped for the customer and came by retransmit instead")
+            }
+        }
+    }
+}
