@@ -86,7 +86,7 @@ public struct InMemoryEmulator: EmulatorControl {
         timeout: Duration,
         until condition: @escaping @Sendable (CustomerActivity) -> Bool
     ) async throws -> CustomerActivity {
-        let activity: @Sendable () -> CustomerActivity = {
+        try await waitForActivity(in: conversation, timeout: timeout, signal: server.changes, read: {
             var typing: [Bool] = []
             var markers = 0
             for record in server.records where record.conversation == conversation {
@@ -97,11 +97,7 @@ public struct InMemoryEmulator: EmulatorControl {
                 }
             }
             return CustomerActivity(typing: typing, readMarkers: markers)
-        }
-        try await waitUntil("customer activity in \(conversation)", timeout: timeout, signal: server.changes) {
-            condition(activity())
-        }
-        return activity()
+        }, until: condition)
     }
 }
 

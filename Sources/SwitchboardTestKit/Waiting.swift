@@ -41,3 +41,17 @@ public func waitUntil(
         try Task.checkCancellation()
     }
 }
+
+/// How an emulator implements ``EmulatorControl/waitForCustomerActivity(in:timeout:until:)``:
+/// re-reads its records with `read` whenever its change `signal` fires.
+@_spi(TestKit)
+public func waitForActivity(
+    in conversation: ConversationID,
+    timeout: Duration,
+    signal: AsyncSignal,
+    read: @escaping @Sendable () -> CustomerActivity,
+    until condition: @escaping @Sendable (CustomerActivity) -> Bool
+) async throws -> CustomerActivity {
+    try await waitUntil("customer activity in \(conversation)", timeout: timeout, signal: signal) { condition(read()) }
+    return read()
+}

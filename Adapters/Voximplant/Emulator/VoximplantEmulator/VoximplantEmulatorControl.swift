@@ -86,16 +86,12 @@ public struct VoximplantEmulatorControl: EmulatorControl {
         timeout: Duration,
         until condition: @escaping @Sendable (CustomerActivity) -> Bool
     ) async throws -> CustomerActivity {
-        let activity: @Sendable () -> CustomerActivity = {
+        try await waitForActivity(in: conversation, timeout: timeout, signal: server.changes, read: {
             CustomerActivity(
                 typing: server.typingLog.filter { $0.user == customer && $0.conversation == conversation.rawValue }.map { _ in true },
                 readMarkers: server.readLog.filter { $0.user == customer && $0.conversation == conversation.rawValue }.count
             )
-        }
-        try await waitUntil("customer activity in \(conversation)", timeout: timeout, signal: server.changes) {
-            condition(activity())
-        }
-        return activity()
+        }, until: condition)
     }
 
     /// The protocol code that makes the adapter see `error`'s kind of failure.
