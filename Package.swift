@@ -11,6 +11,8 @@ let package = Package(
         .library(name: "SwitchboardEmulation", targets: ["SwitchboardEmulation"]),
         .library(name: "SwitchboardVoximplant", targets: ["SwitchboardVoximplant"]),
         .library(name: "VoximplantEmulator", targets: ["VoximplantEmulator"]),
+        .library(name: "SwitchboardWebim", targets: ["SwitchboardWebim"]),
+        .library(name: "WebimEmulator", targets: ["WebimEmulator"]),
         .executable(name: "switchboard", targets: ["switchboard"]),
     ],
     dependencies: [
@@ -20,6 +22,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/hummingbird-project/swift-websocket", from: "1.6.2"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
     ],
@@ -52,6 +56,10 @@ let package = Package(
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
             ]
         ),
         // Scaffolding for emulators: hosting on 127.0.0.1 port 0, fault scripts.
@@ -87,6 +95,35 @@ let package = Package(
                 .product(name: "DequeModule", package: "swift-collections"),
             ],
             path: "Adapters/Voximplant/Emulator/VoximplantEmulator"
+        ),
+        .target(
+            name: "SwitchboardWebim",
+            dependencies: [
+                "Switchboard",
+                "SwitchboardTransport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Adapters/Webim/Sources/SwitchboardWebim"
+        ),
+        .target(
+            name: "WebimEmulator",
+            dependencies: [
+                "Switchboard",
+                "SwitchboardTestKit",
+                "SwitchboardEmulation",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+            ],
+            path: "Adapters/Webim/Emulator/WebimEmulator"
+        ),
+        .testTarget(
+            name: "SwitchboardWebimTests",
+            dependencies: ["Switchboard", "SwitchboardTestKit", "SwitchboardWebim", "WebimEmulator"],
+            path: "Adapters/Webim/Tests/SwitchboardWebimTests"
         ),
         .testTarget(
             name: "SwitchboardVoximplantTests",

@@ -1,4 +1,3 @@
-public import DequeModule
 public import Foundation
 public import Logging
 
@@ -57,8 +56,7 @@ public actor ChatSession: Session {
     private var didLoadState = false
     let lifecycleSignal = AsyncSignal()
 
-    private var gateBusy = false
-    private var gateWaiters: Deque<CheckedContinuation<Void, Never>> = []
+    private let gate = AsyncGate()
 
     /// - Parameters:
     ///   - id: names the session on the bus; random when omitted.
@@ -319,19 +317,7 @@ public actor ChatSession: Session {
     /// arrival order. Bodies never perform network requests (those run as jobs or in the
     /// caller's task) and never nest.
     func gated<T>(_ body: () async throws -> T) async rethrows -> T {
-        if gateBusy {
-            await withCheckedContinuation { gateWaiters.append($0) }
-        } else {
-            gateBusy = true
-        }
-        defer {
-            if let next = gateWaiters.popFirst() {
-                next.resume()
-            } else {
-                gateBusy = false
-            }
-        }
-        return try await body()
+        try await gate.withGate(body)
     }
 
     // MARK: Publishing

@@ -1,0 +1,125 @@
+@_spi(TestKit) public import Switchboard
+@_spi(TestKit) public import SwitchboardTestKit
+
+/// ``EmulatorControl`` for the Webim emulator. The customer is a provided (identified) visitor, so
+/// every backend made here is the same visitor; the client backend is injected, so the emulator
+/// never depends on the adapter.
+public struct WebimEmulatorControl: EmulatorControl {
+    public let server: WebimServer
+    public let baseURL: String
+    /// The `visitor-ext` JSON of the customer.
+    public let visitorFields: String
+    /// The emulator's id of the customer.
+    public let visitorID: String
+    public let agent: WebimOperatorRobot
+    let makeBackend: @Sendable (_ baseURL: String, _ visitorFields: String) -> any ChatBackend
+
+    public init(
+        server: WebimServer,
+        baseURL: String,
+        customerID: String = "customer-1",
+        makeBackend: @escaping @Sendable (_ baseURL: String, _ visitorFields: String) -> any ChatBackend
+    ) {
+        self.server = server
+        self.baseURL = baseURL
+        self.visitorFields = #"{"fields":{"id":"\#(customerID)","display_name":"Alice"}}"#
+        self.visitorID = "provided-\(customerID)"
+        self.agent = server.robot(id: 7, name: "Bob")
+        self.makeBackend = makeBackend
+    }
+
+    /// Webim has no sequences: dropped, reordered or delayed deltas are not something a revision
+    /// log can show, so those faults are not offered.
+    public var supportedFaults: Set<EmulatorFault.Kind> {
+        [.disconnect, .duplicateEvents, .failRequest, .rejectLogin, .malformedFrame, .fatal]
+    }
+
+    public func makeCustomerBackend() async throws -> any ChatBackend {
+        makeBackend(baseURL, visitorFields)
+    }
+
+    /// The visitor starts the chat; the robot operator takes it.
+    public func prepareConversation(using session: ChatSession) async throws -> ConversationID {
+        let chat = try await session.startConversation(ConversationDraft())
+        try agent.join(visitor: visitorID)
+        return chat.id
+    }
+
+    public func seedHistory(_ count: Int, in conversation: ConversationID) async throws {
+        for index in 1...max(1, count) { try agent.send("history \(index)", to: visitorID) }
+    }
+
+    public func agentSend(_ text: String, in conversation: ConversationID) async throws {
+        try agent.send(text, to: visitorID)
+    }
+
+    public func agentTyping(_ isTyping: Bool, in conversation: ConversationID) async throws {
+        try agent.typing(isTyping, visitor: visitorID)
+    }
+
+    public func agentMarkRead(in conversation: ConversationID) async throws {
+        try agent.markRead(visitor: visitorID)
+    }
+
+    public func inject(_ fault: EmulatorFault) async throws {
+        switch fault {
+        case .disconnect:
+            server.inject(.status(503), on: .delta)
+        case .duplicateNext(let count):
+            server.duplicateNextMessages(count)
+        case .failNextRequest(let error, let name):
+            let action = name.map(Self.actionName)
+            switch error.code {
+            case .messageRejected, .permissionDenied: server.inject(.error("not_allowed"), on: .action, action: action)
+            case .connectionLost, .serverError, .timedOut: server.inject(.status(503), on: .action, action: action)
+            default: server.inject(.error("wrong-argument-value"), on: .action, action: action)
+            }
+        case .rejectNextLogin(let error):
+            server.inject(error.code == .authenticationFailed ? .error("provided-auth-token-not-found") : .status(502), on: .initialize)
+        case .malformedFrame:
+            server.inject(.malformed, on: .delta)
+        case .fatal:
+            server.inject(.error("account-blocked"), on: .delta)
+        case .dropNext, .reorderNext, .delayNext, .releaseDelayed:
+            throw SwitchboardError(.unsupported, "the Webim emulator has no \(fault.kind) fault")
+        }
+    }
+
+    public func serverMessages(in conversation: ConversationID) async throws -> [ServerMessage] {
+        server.messages(ofVisitor: visitorID).map {
+            ServerMessage(
+                serverID: MessageID($0.id),
+                clientID: ClientMessageID($0.clientSideId),
+                text: $0.text,
+                fromCustomer: $0.kind == "visitor" || $0.kind == "file_visitor",
+                sequence: nil
+            )
+        }
+    }
+
+    public func waitForCustomerActivity(
+        in conversation: ConversationID,
+        timeout: Duration,
+        until condition: @escaping @Sendable (CustomerActivity) -> Bool
+    ) async throws -> CustomerActivity {
+        try await waitForActivity(in: conversation, timeout: timeout, signal: server.changes, read: {
+            CustomerActivity(
+                typing: server.typingLog.filter { $0.visitor == visitorID }.map(\.typing),
+                readMarkers: server.readLog.filter { $0.visitor == visitorID }.count
+            )
+        }, until: condition)
+    }
+
+    static func actionName(_ request: String) -> String {
+        switch request {
+        case "send", "edit": return "chat.message"
+        case "delete": return "chat.delete_message"
+        case "typing": return "chat.visitor_typing"
+        case "markRead": return "chat.read_by_visitor"
+        case "rateAgent": return "chat.operator_rate_select"
+        case "startConversation": return "chat.start"
+        case "closeConversation": return "chat.close"
+        default: return request
+        }
+    }
+}

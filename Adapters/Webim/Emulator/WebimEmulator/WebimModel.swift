@@ -1,0 +1,115 @@
+import Foundation
+import Switchboard
+
+/// The emulator's server-side model of the Webim mobile API (protocols/webim.md), rendered to the
+/// SDK's JSON by the `json` properties.
+struct WebimOperator {
+    var id: Int
+    var fullname: String
+    var avatar: String?
+
+    var json: JSONValue {
+        var object: [String: JSONValue] = ["id": .int(Int64(id)), "fullname": .string(fullname)]
+        if let avatar { object["avatar"] = .string(avatar) }
+        return .object(object)
+    }
+}
+
+struct WebimMessage {
+    var id: String
+    var clientSideId: String
+    var kind: String
+    var text: String
+    var name: String
+    var authorId: Int?
+    var avatar: String?
+    /// Microseconds; unique per server, as the SDK's storage requires.
+    var tsMicros: Int64
+    var read = false
+    var edited = false
+    var canBeEdited = false
+    var canBeReplied = true
+    var data: JSONValue?
+    var quote: JSONValue?
+
+    var json: JSONValue {
+        var object: [String: JSONValue] = [
+            "id": .string(id), "clientSideId": .string(clientSideId), "kind": .string(kind), "text": .string(text),
+            "name": .string(name), "ts": .double(Double(tsMicros) / 1_000_000), "ts_m": .int(tsMicros),
+            "read": .bool(read), "edited": .bool(edited), "canBeEdited": .bool(canBeEdited),
+            "canBeReplied": .bool(canBeReplied), "chatId": .null,
+        ]
+        if let authorId { object["authorId"] = .int(Int64(authorId)) }
+        if let avatar { object["avatar"] = .string(avatar) }
+        if let data { object["data"] = data }
+        if let quote { object["quote"] = quote }
+        return .object(object)
+    }
+}
+
+struct WebimChat {
+    var id: Int
+    var clientSideId: String
+    var state: String
+    var creationTs: Double
+    var messages: [WebimMessage] = []
+    var operatorInChat: WebimOperator?
+    var operatorTyping = false
+    var readByVisitor = true
+    var unreadByVisitor = 0
+    var rates: [Int: Int] = [:]
+
+    var isClosed: Bool { ["closed", "closed_by_visitor", "closed_by_operator"].contains(state) }
+
+    var json: JSONValue {
+        [
+            "id": .int(Int64(id)), "clientSideId": .string(clientSideId), "state": .string(state),
+            "creationTs": .double(creationTs), "messages": .array(messages.map(\.json)),
+            "operator": operatorInChat?.json ?? .null, "operatorTyping": .bool(operatorTyping),
+            "visitorTyping": .null, "readByVisitor": .bool(readByVisitor),
+            "unreadByVisitorMsgCnt": .int(Int64(unreadByVisitor)),
+            "operatorIdToRate": .object(Dictionary(uniqueKeysWithValues: rates.map {
+                (String($0.key), ["operatorId": .int(Int64($0.key)), "rating": .int(Int64($0.value))] as JSONValue)
+            })),
+        ]
+    }
+}
+
+struct WebimUpload {
+    var guid: String
+    var filename: String
+    var contentType: String
+    var data: Data
+    var visitorID: String
+
+    var params: JSONValue {
+        ["guid": .string(guid), "filename": .string(filename), "content_type": .string(contentType),
+         "client_content_type": .string(contentType), "size": .int(Int64(data.count)), "visitor_id": .string(visitorID)]
+    }
+}
+
+/// One visitor: the chat, the delta log and the history every page of the visitor shares.
+struct WebimVisitor {
+    var id: String
+    var fields: [String: String]
+    var visitSessionID: String
+    var revision = 1
+    /// Delta items after each revision: (revision, item).
+    var deltas: [(revision: Int, item: JSONValue)] = []
+    var chat: WebimChat?
+    /// Messages of closed chats, oldest first.
+    var history: [WebimMessage] = []
+    var historyRevision = 1
+    var pushToken: String?
+    var onlineStatus = "online"
+
+    var visitorJSON: JSONValue { ["id": .string(id), "fields": .object(fields.mapValues(JSONValue.string))] }
+
+    var allMessages: [WebimMessage] { history + (chat?.messages ?? []) }
+}
+
+struct WebimPage {
+    var pageID: String
+    var authToken: String
+    var visitorID: String
+}

@@ -1,0 +1,428 @@
+import Crypto
+import Foundation
+@_spi(TestKit) public import Switchboard
+import SwitchboardTestKit
+import Synchronization
+
+/// The server side of the Webim mobile API as protocols/webim.md describes it: init, the
+/// server-held delta long-poll with a revision counter, form-encoded actions, history since and
+/// before, multipart upload and signed downloads, one current chat per visitor with the chat state
+/// machine (none → queue → chatting → closed by operator / visitor), unique µs timestamps and
+/// echoed client-side ids — plus an operator robot, fault injection and logs of what it accepted.
+///
+/// The lock guards all state; long-polls wait on ``changes`` outside it.
+public final class WebimServer: Sendable {
+    public struct Configuration: Sendable {
+        public var location: String
+        /// How long a delta long-poll is held before `{}` (the SDK's own timeout is 60 s).
+        public var deltaHold: Duration
+        public var maxUploadMegabytes: Int
+        public var allowedFileTypes: [String]
+        public var uploadAllowed: Bool
+        public var messageEditing: Bool
+        public var maxMessageLength: Int
+        /// Messages a `history?before-ts=` page holds.
+        public var historyPageSize: Int
+
+        public init(
+            location: String = "mobile",
+            deltaHold: Duration = .seconds(10),
+            maxUploadMegabytes: Int = 10,
+            allowedFileTypes: [String] = ["png", "jpg", "jpeg", "gif", "pdf", "txt"],
+            uploadAllowed: Bool = true,
+            messageEditing: Bool = true,
+            maxMessageLength: Int = 20_000,
+            historyPageSize: Int = 25
+        ) {
+            self.location = location
+            self.deltaHold = deltaHold
+            self.maxUploadMegabytes = maxUploadMegabytes
+            self.allowedFileTypes = allowedFileTypes
+            self.uploadAllowed = uploadAllowed
+            self.messageEditing = messageEditing
+            self.maxMessageLength = maxMessageLength
+            self.historyPageSize = historyPageSize
+        }
+    }
+
+    /// What the next requests of a kind meet instead of a normal answer.
+    public enum Fault: Sendable, Hashable {
+        /// `{"error":"reinit-required"}`.
+        case reinitRequired
+        /// `{"error":"<string>"}`, such as `account-blocked` or `visitor_banned`.
+        case error(String)
+        /// An HTTP status without a body, such as 502 or 503.
+        case status(Int)
+        /// A body cut off mid-JSON.
+        case malformed
+    }
+
+    public enum Endpoint: String, Sendable, Hashable {
+        case initialize = "init"
+        case delta, action, history, upload
+    }
+
+    /// One answer: a status and a body.
+    struct Answer {
+        var status: Int
+        var body: String
+        var contentType = "application/json"
+
+        static func json(_ value: JSONValue) -> Answer { Answer(status: 200, body: value.jsonString) }
+        static func error(_ code: String) -> Answer { .json(["error": .string(code)]) }
+    }
+
+    struct State {
+        var visitors: [String: WebimVisitor] = [:]
+        var pages: [String: WebimPage] = [:]
+        var uploads: [String: WebimUpload] = [:]
+        var faults: [Endpoint: [(action: String?, fault: Fault)]] = [:]
+        var duplicateNextMessages = 0
+        var nextID = 0
+        var lastMicros: Int64 = 0
+        var nextChatID = 1
+        var typingLog: [(visitor: String, typing: Bool, draft: String?)] = []
+        var readLog: [(visitor: String, messageID: String?)] = []
+        var ratings: [(visitor: String, operatorID: Int, rate: Int)] = []
+        var actions: [(visitor: String, action: String)] = []
+    }
+
+    public let configuration: Configuration
+    let clock: SessionClock
+    let state = Mutex(State())
+    /// Fires after every change; long-polls and tests wait on it.
+    @_spi(TestKit) public let changes = AsyncSignal()
+
+    public init(configuration: Configuration = Configuration(), clock: SessionClock = .continuous) {
+        self.configuration = configuration
+        self.clock = clock
+    }
+
+    // MARK: The server's truth and faults
+
+    public var typingLog: [(visitor: String, typing: Bool, draft: String?)] { state.withLock { $0.typingLog } }
+    public var readLog: [(visitor: String, messageID: String?)] { state.withLock { $0.readLog } }
+    public var ratings: [(visitor: String, operatorID: Int, rate: Int)] { state.withLock { $0.ratings } }
+    public var actions: [(visitor: String, action: String)] { state.withLock { $0.actions } }
+
+    /// Every message of the visitor, oldest first: closed chats, then the current chat.
+    public func messages(ofVisitor visitor: String) -> [(id: String, clientSideId: String, kind: String, text: String)] {
+        state.withLock { state in
+            (state.visitors[visitor]?.allMessages ?? []).map { ($0.id, $0.clientSideId, $0.kind, $0.text) }
+        }
+    }
+
+    public func chatState(ofVisitor visitor: String) -> String? {
+        state.withLock { $0.visitors[visitor]?.chat?.state }
+    }
+
+    /// The next request to `endpoint` (of `action`, for actions) meets `fault`.
+    public func inject(_ fault: Fault, on endpoint: Endpoint, action: String? = nil) {
+        state.withLock { $0.faults[endpoint, default: []].append((action, fault)) }
+        changes.signal()
+    }
+
+    /// The next `count` message deltas are delivered twice.
+    public func duplicateNextMessages(_ count: Int) {
+        state.withLock { $0.duplicateNextMessages += count }
+    }
+
+    /// An operator robot.
+    public func robot(id: Int = 1, name: String = "Operator") -> WebimOperatorRobot {
+        WebimOperatorRobot(server: self, operatorItem: WebimOperator(id: id, fullname: name, avatar: "/webim/images/avatar/\(id).png"))
+    }
+
+    // MARK: Endpoints
+
+    func initialize(_ params: [String: String]) -> Answer {
+        defer { changes.signal() }
+        return state.withLock { state in
+            if let fault = takeFault(.initialize, action: nil, state: &state) { return answer(for: fault) }
+            guard params["event"] == "init" || params["event"] == nil, params["device-id"] != nil else {
+                return .error("argument-missing")
+            }
+            var visitorID: String?
+            var fields: [String: String] = [:]
+            if let ext = params["visitor-ext"], let provided = try? JSONValue(parsing: ext) {
+                let providedFields = provided["fields"]?.objectValue ?? provided.objectValue ?? [:]
+                guard let id = providedFields["id"]?.stringValue ?? provided["id"]?.stringValue else {
+                    return .error("wrong-argument-value")
+                }
+                if let expires = provided["expires"]?.intValue, expires < Int64(clock.date.timeIntervalSince1970) {
+                    return .error("provided-visitor-expired")
+                }
+                visitorID = "provided-\(id)"
+                fields = providedFields.compactMapValues(\.stringValue)
+            } else if let stored = params["visitor"], let visitor = try? JSONValue(parsing: stored), let id = visitor["id"]?.stringValue,
+                state.visitors[id] != nil
+            {
+                visitorID = id
+            }
+            let id = visitorID ?? newID("visitor", &state)
+            if state.visitors[id] == nil {
+                state.visitors[id] = WebimVisitor(id: id, fields: fields, visitSessionID: newID("session", &state))
+            }
+            if let token = params["push-token"] { state.visitors[id]!.pushToken = token }
+            let page = WebimPage(pageID: newID("page", &state), authToken: newID("token", &state), visitorID: id)
+            state.pages[page.pageID] = page
+            return .json(["revision": .int(Int64(state.visitors[id]!.revision)), "fullUpdate": fullUpdate(state.visitors[id]!, page: page)])
+        }
+    }
+
+    /// The long-poll: answers at once when something happened after `since`, else waits for a
+    /// change up to ``Configuration/deltaHold`` and answers `{}`.
+    func delta(_ params: [String: String]) async -> Answer {
+        let deadline = clock.now + configuration.deltaHold
+        while true {
+            let generation = changes.generation
+            if let answer = pollOnce(params) { return answer }
+            let remaining = deadline - clock.now
+            if remaining <= .zero { return .json([:]) }
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await self.changes.wait(since: generation) }
+                group.addTask { try? await self.clock.sleep(for: remaining) }
+                await group.next()
+                group.cancelAll()
+            }
+            if Task.isCancelled { return .json([:]) }
+        }
+    }
+
+    private func pollOnce(_ params: [String: String]) -> Answer? {
+        state.withLock { state in
+            guard let page = authorized(params, state: state) else { return .error("reinit-required") }
+            if let fault = takeFault(.delta, action: nil, state: &state) { return answer(for: fault) }
+            guard let since = Int(params["since"] ?? ""), let visitor = state.visitors[page.visitorID] else {
+                return .error("reinit-required")
+            }
+            if since >= visitor.revision { return nil }
+            let items = visitor.deltas.filter { $0.revision > since }.map(\.item)
+            if let oldest = visitor.deltas.first?.revision, since < oldest - 1 {
+                return .json(["revision": .int(Int64(visitor.revision)), "fullUpdate": fullUpdate(visitor, page: page)])
+            }
+            return .json(["revision": .int(Int64(visitor.revision)), "deltaList": .array(items)])
+        }
+    }
+
+    func action(_ params: [String: String]) -> Answer {
+        defer { changes.signal() }
+        return state.withLock { state in
+            guard let page = authorized(params, state: state) else { return .error("reinit-required") }
+            let name = params["action"] ?? ""
+            if let fault = takeFault(.action, action: name, state: &state) { return answer(for: fault) }
+            let visitorID = page.visitorID
+            state.actions.append((visitorID, name))
+            switch name {
+            case "chat.start":
+                startChat(visitorID, state: &state)
+            case "chat.close":
+                guard var chat = state.visitors[visitorID]?.chat, !chat.isClosed else { return .error("no-chat") }
+                chat.state = "closed_by_visitor"
+                state.visitors[visitorID]!.chat = chat
+                record(["objectType": "CHAT_STATE", "event": "upd", "id": .string(String(chat.id)), "data": "closed_by_visitor"], for: visitorID, state: &state)
+            case "chat.message":
+                return sendMessage(params, visitorID: visitorID, state: &state)
+            case "chat.delete_message":
+                guard let clientSideId = params["client-side-id"], var chat = state.visitors[visitorID]?.chat,
+                    let index = chat.messages.firstIndex(where: { $0.clientSideId == clientSideId })
+                else { return .error("message_not_found") }
+                guard chat.messages[index].kind == "visitor" || chat.messages[index].kind == "file_visitor" else {
+                    return .error("message_not_owned")
+                }
+                let removed = chat.messages.remove(at: index)
+                state.visitors[visitorID]!.chat = chat
+                record(["objectType": "CHAT_MESSAGE", "event": "del", "id": .string(removed.id), "data": .null], for: visitorID, state: &state)
+            case "chat.visitor_typing":
+                let typing = params["typing"] == "1"
+                state.typingLog.append((visitorID, typing, params["message-draft"]))
+            case "chat.read_by_visitor":
+                state.readLog.append((visitorID, params["message_id"]))
+                if state.visitors[visitorID]?.chat != nil {
+                    state.visitors[visitorID]!.chat!.readByVisitor = true
+                    state.visitors[visitorID]!.chat!.unreadByVisitor = 0
+                    record(["objectType": "CHAT_READ_BY_VISITOR", "event": "upd", "id": "chat", "data": true], for: visitorID, state: &state)
+                    record(["objectType": "UNREAD_BY_VISITOR", "event": "upd", "id": "chat", "data": ["msgCnt": 0, "sinceTs": .null]], for: visitorID, state: &state)
+                }
+            case "chat.operator_rate_select":
+                guard let chat = state.visitors[visitorID]?.chat else { return .error("no-chat") }
+                guard let rate = Int(params["rate"] ?? ""), (-2...2).contains(rate) else { return .error("rate-value-incorrect") }
+                let operatorID = params["operator_id"].flatMap(Int.init) ?? chat.operatorInChat?.id
+                guard let operatorID, chat.operatorInChat?.id == operatorID || chat.rates[operatorID] != nil else {
+                    return .error("wrong-operator-id")
+                }
+                state.visitors[visitorID]!.chat!.rates[operatorID] = rate
+                state.ratings.append((visitorID, operatorID, rate))
+                record(["objectType": "OPERATOR_RATE", "event": "upd", "id": .string(String(operatorID)), "data": ["operatorId": .int(Int64(operatorID)), "rating": .int(Int64(rate))]], for: visitorID, state: &state)
+            case "set_push_token":
+                state.visitors[visitorID]!.pushToken = params["push-token"] == "none" ? nil : params["push-token"]
+            case "chat.keyboard_response", "survey.answer", "chat.send_chat_history", "chat.set_prechat_fields", "widget.update", "geo_response", "chat.react_message":
+                break
+            default:
+                return .error("unknown-method")
+            }
+            return .json(["result": "ok"])
+        }
+    }
+
+    func history(_ params: [String: String]) -> Answer {
+        state.withLock { state in
+            guard let page = authorized(params, state: state) else { return .error("reinit-required") }
+            if let fault = takeFault(.history, action: nil, state: &state) { return answer(for: fault) }
+            let visitor = state.visitors[page.visitorID]!
+            let all = visitor.allMessages
+            if let before = params["before-ts"].flatMap(Int64.init) {
+                let older = all.filter { $0.tsMicros < before }
+                let pageItems = Array(older.suffix(configuration.historyPageSize))
+                return .json(["result": "ok", "data": ["hasMore": .bool(older.count > pageItems.count), "messages": .array(pageItems.map(\.json))]])
+            }
+            return .json([
+                "result": "ok",
+                "data": ["hasMore": false, "revision": .string(String(visitor.historyRevision)), "messages": .array(all.map(\.json))],
+            ])
+        }
+    }
+
+    func upload(fields: [String: String], filename: String, contentType: String, data: Data) -> Answer {
+        defer { changes.signal() }
+        return state.withLock { state in
+            guard let page = authorized(fields, state: state) else { return .error("reinit-required") }
+            if let fault = takeFault(.upload, action: nil, state: &state) { return answer(for: fault) }
+            guard configuration.uploadAllowed else { return .error("not_allowed_file_type") }
+            guard data.count <= configuration.maxUploadMegabytes * 1024 * 1024 else { return .error("max_file_size_exceeded") }
+            guard !data.isEmpty else { return .error("file_size_too_small") }
+            let ext = (filename as NSString).pathExtension.lowercased()
+            guard configuration.allowedFileTypes.contains(ext) else { return .error("not_allowed_file_type") }
+            guard state.visitors[page.visitorID]?.chat.map({ !$0.isClosed }) ?? false else { return .error("chat-required") }
+            let upload = WebimUpload(guid: newID("file", &state), filename: filename, contentType: contentType, data: data, visitorID: page.visitorID)
+            state.uploads[upload.guid] = upload
+            let message = WebimMessage(
+                id: newID("msg", &state), clientSideId: fields["client-side-id"] ?? newID("csid", &state), kind: "file_visitor",
+                text: upload.params.jsonString, name: "Visitor", tsMicros: nextMicros(&state), canBeEdited: false
+            )
+            appendMessage(message, visitorID: page.visitorID, state: &state)
+            return .json(["result": "ok", "data": upload.params])
+        }
+    }
+
+    /// The bytes of an upload, if the signature (HMAC-SHA256 of guid + expires, keyed by the
+    /// page's auth token) and expiry check out.
+    func download(guid: String, pageID: String?, expires: String?, hash: String?) -> (status: Int, data: Data, contentType: String) {
+        state.withLock { state in
+            guard let upload = state.uploads[guid] else { return (404, Data(), "text/plain") }
+            guard let pageID, let page = state.pages[pageID], let expires, let hash, let seconds = Int64(expires),
+                seconds >= Int64(clock.date.timeIntervalSince1970)
+            else { return (403, Data(), "text/plain") }
+            let key = SymmetricKey(data: Data(page.authToken.utf8))
+            let expected = HMAC<SHA256>.authenticationCode(for: Data((guid + expires).utf8), using: key)
+                .map { String(format: "%02x", $0) }.joined()
+            guard expected == hash.lowercased() else { return (403, Data(), "text/plain") }
+            return (200, upload.data, upload.contentType)
+        }
+    }
+
+    // MARK: Chat (lock held)
+
+    func startChat(_ visitorID: String, state: inout State) {
+        guard state.visitors[visitorID]?.chat.map({ $0.isClosed }) ?? true else { return }
+        if let old = state.visitors[visitorID]?.chat {
+            state.visitors[visitorID]!.history += old.messages
+        }
+        let chat = WebimChat(
+            id: state.nextChatID, clientSideId: newID("chat", &state), state: "queue",
+            creationTs: clock.date.timeIntervalSince1970
+        )
+        state.nextChatID += 1
+        state.visitors[visitorID]!.chat = chat
+        record(["objectType": "CHAT", "event": "upd", "id": .string(String(chat.id)), "data": chat.json], for: visitorID, state: &state)
+    }
+
+    private func sendMessage(_ params: [String: String], visitorID: String, state: inout State) -> Answer {
+        guard let clientSideId = params["client-side-id"], !clientSideId.isEmpty else { return .error("argument-missing") }
+        guard var chat = state.visitors[visitorID]?.chat, !chat.isClosed else { return .error("chat-required") }
+        let text = params["message"] ?? ""
+        if let index = chat.messages.firstIndex(where: { $0.clientSideId == clientSideId }) {
+            // The same client-side id again: an edit (or a resend of what the server has).
+            guard chat.messages[index].kind == "visitor" else { return .error("wrong_message_kind") }
+            guard chat.messages[index].text != text else { return .json(["result": "ok"]) }
+            guard configuration.messageEditing else { return .error("not_allowed") }
+            chat.messages[index].text = text
+            chat.messages[index].edited = true
+            state.visitors[visitorID]!.chat = chat
+            record(["objectType": "CHAT_MESSAGE", "event": "upd", "id": .string(chat.messages[index].id), "data": chat.messages[index].json], for: visitorID, state: &state)
+            return .json(["result": "ok"])
+        }
+        guard !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else { return .error("message_empty") }
+        guard text.count <= configuration.maxMessageLength else { return .error("max-message-length-exceeded") }
+        var quote: JSONValue?
+        if let raw = params["quote"], let ref = (try? JSONValue(parsing: raw))?["ref"]?["msgId"]?.stringValue {
+            guard let quoted = state.visitors[visitorID]!.allMessages.first(where: { $0.id == ref }) else {
+                return .json(["result": "ok", "data": ["error": "quoted-message-not-found"]])
+            }
+            quote = ["state": "filled", "message": ["id": .string(quoted.id), "kind": .string(quoted.kind), "name": .string(quoted.name), "text": .string(quoted.text), "ts": .double(Double(quoted.tsMicros) / 1_000_000)]]
+        }
+        let name = state.visitors[visitorID]!.fields["name"] ?? "Visitor"
+        let message = WebimMessage(
+            id: newID("msg", &state), clientSideId: clientSideId, kind: params["kind"] == "file_visitor" ? "file_visitor" : "visitor",
+            text: text, name: name, tsMicros: nextMicros(&state), canBeEdited: configuration.messageEditing,
+            data: params["data"].flatMap { try? JSONValue(parsing: $0) }, quote: quote
+        )
+        appendMessage(message, visitorID: visitorID, state: &state)
+        return .json(["result": "ok"])
+    }
+
+    func appendMessage(_ message: WebimMessage, visitorID: String, state: inout State) {
+        state.visitors[visitorID]!.chat!.messages.append(message)
+        state.visitors[visitorID]!.historyRevision += 1
+        let item: JSONValue = ["objectType": "CHAT_MESSAGE", "event": "add", "id": .string(message.id), "data": message.json]
+        record(item, for: visitorID, state: &state)
+        if state.duplicateNextMessages > 0 {
+            state.duplicateNextMessages -= 1
+            state.visitors[visitorID]!.deltas.append((state.visitors[visitorID]!.revision, item))
+        }
+    }
+
+    /// Appends a delta item at a new revision.
+    func record(_ item: JSONValue, for visitorID: String, state: inout State) {
+        state.visitors[visitorID]!.revision += 1
+        state.visitors[visitorID]!.deltas.append((state.visitors[visitorID]!.revision, item))
+    }
+
+    func nextMicros(_ state: inout State) -> Int64 {
+        let now = Int64(clock.date.timeIntervalSince1970 * 1_000_000)
+        state.lastMicros = max(now, state.lastMicros + 1)
+        return state.lastMicros
+    }
+
+    func newID(_ prefix: String, _ state: inout State) -> String {
+        state.nextID += 1
+        return "\(prefix)-\(state.nextID)"
+    }
+
+    private func fullUpdate(_ visitor: WebimVisitor, page: WebimPage) -> JSONValue {
+        [
+            "pageId": .string(page.pageID), "authToken": .string(page.authToken), "visitSessionId": .string(visitor.visitSessionID),
+            "visitor": visitor.visitorJSON, "state": .string(visitor.chat.map { $0.isClosed ? "idle-after-chat" : "chat" } ?? "idle"),
+            "onlineStatus": .string(visitor.onlineStatus), "chat": visitor.chat?.json ?? .null, "hintsEnabled": false,
+            "historyRevision": .int(Int64(visitor.historyRevision)), "departments": [],
+        ]
+    }
+
+    private func authorized(_ params: [String: String], state: State) -> WebimPage? {
+        guard let pageID = params["page-id"], let page = state.pages[pageID], page.authToken == params["auth-token"] else { return nil }
+        return page
+    }
+
+    private func takeFault(_ endpoint: Endpoint, action: String?, state: inout State) -> Fault? {
+        guard let index = state.faults[endpoint]?.firstIndex(where: { $0.action == nil || $0.action == action }) else { return nil }
+        return state.faults[endpoint]!.remove(at: index).fault
+    }
+
+    private func answer(for fault: Fault) -> Answer {
+        switch fault {
+        case .reinitRequired: return .error("reinit-required")
+        case .error(let code): return .error(code)
+        case .status(let status): return Answer(status: status, body: "", contentType: "text/plain")
+        case .malformed: return Answer(status: 200, body: "{\"revision\":9,\"deltaList\":[{\"objectType\":")
+        }
+    }
+}

@@ -1,0 +1,87 @@
+public import Switchboard
+
+/// Webim's SessionBuilder as a value: which account and location, who the visitor is, and how the
+/// client presents itself.
+public struct WebimConfiguration: Sendable {
+    public enum PushSystem: String, Sendable {
+        case apns
+        case fcm
+    }
+
+    /// `demo` (for `https://demo.webim.ru`) or a full base URL such as `http://127.0.0.1:8080`.
+    public var accountName: String
+    public var location: String
+    public var appVersion: String?
+    /// Identified visitor: the JSON of identification v1/v2 (`{"fields":{…},"expires":…,"hash":…}`),
+    /// sent as `visitor-ext`. Anonymous when `nil`.
+    public var visitorFieldsJSON: String?
+    /// A token the app registered server-to-server instead of visitor fields.
+    public var providedAuthorizationToken: String?
+    public var pageTitle: String
+    public var deviceToken: String?
+    public var pushSystem: PushSystem?
+    /// Extra HTTP headers on every request.
+    public var requestHeaders: [String: String]
+    /// Forget the stored visitor, session and tokens on the first connect.
+    public var clearVisitorData: Bool
+    /// The HTTP deadline of one long-poll (the server holds it for less).
+    public var pollTimeout: Duration
+    /// The HTTP deadline of every other request.
+    public var requestTimeout: Duration
+
+    public init(
+        accountName: String,
+        location: String = "mobile",
+        appVersion: String? = nil,
+        visitorFieldsJSON: String? = nil,
+        providedAuthorizationToken: String? = nil,
+        pageTitle: String = "iOS Client",
+        deviceToken: String? = nil,
+        pushSystem: PushSystem? = nil,
+        requestHeaders: [String: String] = [:],
+        clearVisitorData: Bool = false,
+        pollTimeout: Duration = .seconds(60),
+        requestTimeout: Duration = .seconds(30)
+    ) {
+        self.accountName = accountName
+        self.location = location
+        self.appVersion = appVersion
+        self.visitorFieldsJSON = visitorFieldsJSON
+        self.providedAuthorizationToken = providedAuthorizationToken
+        self.pageTitle = pageTitle
+        self.deviceToken = deviceToken
+        self.pushSystem = pushSystem
+        self.requestHeaders = requestHeaders
+        self.clearVisitorData = clearVisitorData
+        self.pollTimeout = pollTimeout
+        self.requestTimeout = requestTimeout
+    }
+
+    /// The server: `accountName` verbatim when it has a scheme, else `https://<account>.webim.ru`.
+    public var baseURL: String {
+        if accountName.contains("://") {
+            return accountName.hasSuffix("/") ? String(accountName.dropLast()) : accountName
+        }
+        return "https://\(accountName).webim.ru"
+    }
+
+    /// Checks what SessionBuilder checks.
+    ///
+    /// - Throws: ``SwitchboardError/Code/invalidArgument``.
+    public func validate() throws {
+        if accountName.isEmpty { throw SwitchboardError(.invalidArgument, "nilAccountName: the account name is empty") }
+        if location.isEmpty { throw SwitchboardError(.invalidArgument, "nilLocation: the location is empty") }
+        if deviceToken != nil, pushSystem == nil {
+            throw SwitchboardError(.invalidArgument, "invalidRemoteNotificationConfiguration: a device token needs a push system")
+        }
+        if visitorFieldsJSON != nil, providedAuthorizationToken != nil {
+            throw SwitchboardError(.invalidArgument, "invalidAuthentificatorParameters: visitor fields and a provided token exclude each other")
+        }
+        if let fields = visitorFieldsJSON {
+            let value = try JSONValue(parsing: fields)
+            guard (value["fields"]?["id"] ?? value["id"])?.stringValue != nil else {
+                throw SwitchboardError(.invalidArgument, "visitor fields need an id")
+            }
+        }
+    }
+}

@@ -1,0 +1,487 @@
+import Foundation
+import Logging
+import Switchboard
+import SwitchboardTransport
+import Synchronization
+
+/// One Webim page: init, then the delta long-poll in the link's scope, and actions one at a time.
+///
+/// The lock guards the page's credentials, the revision, what is known of the current chat and the
+/// account config.
+final class WebimLink: BackendConnection {
+    let updates: AsyncThrowingStream<BackendUpdate, any Error>
+    private let continuation: AsyncThrowingStream<BackendUpdate, any Error>.Continuation
+    private let configuration: WebimConfiguration
+    private let transport: HTTPTransport
+    private let context: ConnectionContext
+    private let actions = AsyncGate()
+
+    private struct State {
+        var credentials: Credentials
+        var revision = "0"
+        var chatState: String?
+        var operatorID: Int?
+        var clientSideIDs: [String: String] = [:]
+        var maxUploadBytes = 10 * 1024 * 1024
+        var allowedFileTypes: Set<String> = []
+        var uploadAllowed = true
+        var ended: SwitchboardError?
+    }
+
+    private let state: Mutex<State>
+
+    init(configuration: WebimConfiguration, transport: HTTPTransport, context: ConnectionContext) {
+        (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
+        self.configuration = configuration
+        self.transport = transport
+        self.context = context
+        var credentials = configuration.clearVisitorData ? Credentials() : context.credentials
+        if credentials["device-id"] == nil { credentials["device-id"] = UUID().uuidString }
+        self.state = Mutex(State(credentials: credentials))
+    }
+
+    private var base: String { configuration.baseURL }
+
+    private var headers: [(String, String)] {
+        [("User-Agent", "Switchboard Webim adapter")] + configuration.requestHeaders.map { ($0.key, $0.value) }
+    }
+
+    func run<Result: Sendable>(_ body: @Sendable (any BackendConnection) async throws -> Result) async throws -> Result {
+        try await loadConfig()
+        try await initialize()
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await self.pollLoop() }
+            defer { group.cancelAll() }
+            return try await body(self)
+        }
+    }
+
+    // MARK: Init and the long-poll
+
+    /// `GET /api/visitor/v1/configs/<location>`: upload limits. Its failure is ignored, as the SDK
+    /// does, unless the network itself is down.
+    private func loadConfig() async throws {
+        guard let response = try? await transport.get(
+            "\(base)/api/visitor/v1/configs/\(HTTPTransport.percentEncode(configuration.location))",
+            query: [("jsonp", "false")],
+            headers: headers + [("x-webim-sdk-version", "4.0.0")],
+            timeout: configuration.requestTimeout
+        ), response.status == 200, let json = try? JSONValue(parsing: response.body)
+        else { return }
+        let account = json["accountConfig"]
+        state.withLock { state in
+            if let megabytes = account?["max_visitor_upload_file_size"]?.intValue { state.maxUploadBytes = Int(megabytes) * 1024 * 1024 }
+            if let types = account?["allowed_upload_file_types"]?.stringValue {
+                state.allowedFileTypes = Set(types.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
+            }
+            if let allowed = account?["visitor_upload_file"]?.boolValue { state.uploadAllowed = allowed }
+        }
+    }
+
+    /// `GET /l/v/m/init`; a `reinit-required` answer is retried at once.
+    private func initialize() async throws {
+        for _ in 0..<3 {
+            let stored = state.withLock { $0.credentials }
+            var query: [(String, String)] = [
+                ("device-id", stored["device-id"] ?? ""), ("event", "init"), ("location", configuration.location),
+                ("platform", "ios"), ("respond-immediately", "1"), ("since", "0"), ("title", configuration.pageTitle),
+            ]
+            if let version = configuration.appVersion { query.append(("app-version", version)) }
+            if let token = configuration.deviceToken, let system = configuration.pushSystem {
+                query += [("push-token", token), ("push-service", system.rawValue)]
+            }
+            if let session = stored["visit-session-id"] { query.append(("visit-session-id", session)) }
+            if configuration.visitorFieldsJSON == nil, let visitor = stored["visitor"] { query.append(("visitor", visitor)) }
+            if let fields = configuration.visitorFieldsJSON { query.append(("visitor-ext", fields)) }
+            if let token = configuration.providedAuthorizationToken { query.append(("provided_auth_token", token)) }
+            let response = try await transport.get(
+                "\(base)/l/v/m/init", query: query, headers: headers + [("x-webim-sdk-version", "4.0.0")],
+                timeout: configuration.requestTimeout
+            )
+            try Self.checkStatus(response.status, during: "init")
+            guard let json = try? JSONValue(parsing: response.body) else {
+                throw SwitchboardError(.fatal, "init: the answer is not JSON", vendorCode: "wrong-init")
+            }
+            if let error = json["error"]?.stringValue {
+                if error == "reinit-required" { continue }
+                throw WebimMapping.error(error, during: "init")
+            }
+            guard let fullUpdate = json["fullUpdate"]?.nonNull, let revision = Self.revision(json["revision"]) else {
+                throw SwitchboardError(.protocolViolation, "init: no revision or fullUpdate")
+            }
+            state.withLock { $0.revision = revision }
+            apply(fullUpdate: fullUpdate)
+            continuation.yield(.cursor(.revision(revision)))
+            return
+        }
+        throw SwitchboardError(.connectionLost, "init: reinit-required three times", vendorCode: "reinit-required")
+    }
+
+    /// The long-poll, in the link's scope: `{}` or no revision polls again; an error ends the link
+    /// (`reinit-required` → the engine reconnects and re-inits; a fatal string → the session ends).
+    private func pollLoop() async {
+        while !Task.isCancelled {
+            let (since, page, token) = state.withLock { ($0.revision, $0.credentials["page-id"] ?? "", $0.credentials["auth-token"] ?? "") }
+            let response: HTTPTransport.Response
+            do {
+                response = try await transport.get(
+                    "\(base)/l/v/m/delta",
+                    query: [("since", since), ("ts", String(Int64(context.clock.date.timeIntervalSince1970 * 1000))), ("page-id", page), ("auth-token", token)],
+                    headers: headers,
+                    timeout: configuration.pollTimeout
+                )
+                try Self.checkStatus(response.status, during: "delta")
+            } catch let error as SwitchboardError where error.code == .timedOut {
+                continue
+            } catch {
+                end(SwitchboardError.classify(error))
+                return
+            }
+            guard let json = try? JSONValue(parsing: response.body) else {
+                continuation.yield(.problem(SwitchboardError(.protocolViolation, "delta: a malformed answer of \(response.body.count) bytes")))
+                continue
+            }
+            if let error = json["error"]?.stringValue {
+                end(WebimMapping.error(error, during: "delta").fatalUnlessReinit)
+                return
+            }
+            guard let revision = Self.revision(json["revision"]) else { continue }
+            if let fullUpdate = json["fullUpdate"]?.nonNull {
+                apply(fullUpdate: fullUpdate)
+            } else {
+                for item in json["deltaList"]?.arrayValue ?? [] { apply(delta: item) }
+            }
+            state.withLock { $0.revision = revision }
+            continuation.yield(.cursor(.revision(revision)))
+        }
+    }
+
+    private func end(_ error: SwitchboardError) {
+        state.withLock { if $0.ended == nil { $0.ended = error } }
+        continuation.finish(throwing: error)
+    }
+
+    private var mappingContext: WebimMapping.Context {
+        state.withLock { state in
+            WebimMapping.Context(
+                baseURL: base,
+                pageID: state.credentials["page-id"],
+                authToken: state.credentials["auth-token"],
+                visitorID: state.credentials["visitor-id"].map(ParticipantID.init),
+                now: context.clock.date
+            )
+        }
+    }
+
+    private func apply(fullUpdate: JSONValue) {
+        let new = state.withLock { state -> Credentials in
+            var credentials = Credentials()
+            if let page = fullUpdate["pageId"]?.stringValue { credentials["page-id"] = page }
+            if let token = fullUpdate["authToken"]?.stringValue { credentials["auth-token"] = token }
+            if let session = fullUpdate["visitSessionId"]?.stringValue { credentials["visit-session-id"] = session }
+            if let visitor = fullUpdate["visitor"]?.nonNull {
+                credentials["visitor"] = visitor.jsonString
+                if let id = visitor["id"]?.stringValue { credentials["visitor-id"] = id }
+            }
+            credentials["device-id"] = state.credentials["device-id"]
+            state.credentials.values.merge(credentials.values) { _, new in new }
+            return credentials
+        }
+        continuation.yield(.credentials(new))
+        let chat = fullUpdate["chat"]?.nonNull
+        rememberChat(chat)
+        let context = mappingContext
+        let messages = (chat?["messages"]?.arrayValue ?? []).compactMap { WebimMapping.message($0, context: context) }
+        continuation.yield(
+            .snapshot(
+                BackendSnapshot(
+                    conversations: [ConversationSnapshot(conversation: WebimMapping.conversationInfo(chat, context: context), messages: messages)],
+                    isComplete: true
+                )
+            )
+        )
+        continuation.yield(.event(BackendEvent(.availability(WebimMapping.availability(fullUpdate["onlineStatus"]?.stringValue)))))
+        if let departments = fullUpdate["departments"]?.nonNull, departments != [] {
+            continuation.yield(.event(BackendEvent(.settingsChanged(["departments": departments]))))
+        }
+    }
+
+    private func rememberChat(_ chat: JSONValue?) {
+        state.withLock { state in
+            state.chatState = chat?["state"]?.stringValue
+            state.operatorID = chat?["operator"]?["id"]?.intValue.map(Int.init)
+            for message in chat?["messages"]?.arrayValue ?? [] {
+                if let id = message["id"]?.stringValue, let client = message["clientSideId"]?.stringValue { state.clientSideIDs[id] = client }
+            }
+        }
+    }
+
+    /// One `deltaList` item (protocols/webim.md §2.3), in array order.
+    private func apply(delta item: JSONValue) {
+        guard let id = item["id"]?.stringValue, let type = item["objectType"]?.stringValue else {
+            continuation.yield(.problem(SwitchboardError(.protocolViolation, "a delta item without a string id or type")))
+            return
+        }
+        let event = item["event"]?.stringValue
+        let data = item["data"]?.nonNull
+        let context = mappingContext
+        let chat = WebimMapping.conversation
+        func emit(_ kind: ChatEvent.Kind) { continuation.yield(.event(BackendEvent(kind, conversation: chat))) }
+        switch (type, event) {
+        case ("CHAT", "upd") where data != nil:
+            rememberChat(data)
+            let messages = (data?["messages"]?.arrayValue ?? []).compactMap { WebimMapping.message($0, context: context) }
+            continuation.yield(
+                .snapshot(
+                    BackendSnapshot(
+                        conversations: [ConversationSnapshot(conversation: WebimMapping.conversationInfo(data, context: context), messages: messages)],
+                        isComplete: false
+                    )
+                )
+            )
+        case ("CHAT", _):
+            rememberChat(nil)
+            emit(.conversationStateChanged(.closed, previous: nil))
+        case ("CHAT_MESSAGE", "add"), ("CHAT_MESSAGE", "upd"):
+            guard let json = data, let message = WebimMapping.message(json, context: context) else {
+                continuation.yield(.problem(SwitchboardError(.protocolViolation, "CHAT_MESSAGE \(id) is not a message")))
+                return
+            }
+            if let client = json["clientSideId"]?.stringValue { state.withLock { $0.clientSideIDs[id] = client } }
+            emit(event == "add" ? .messageAdded(message, position: .newest) : .messageUpdated(message))
+        case ("CHAT_MESSAGE", "del"):
+            emit(.messageRemoved(MessageID(id)))
+        case ("CHAT_STATE", _):
+            let raw = data?.stringValue
+            state.withLock { $0.chatState = raw }
+            emit(.conversationStateChanged(WebimMapping.state(raw), previous: nil))
+        case ("CHAT_OPERATOR", _):
+            let agent = data.flatMap { WebimMapping.agent($0, context: context) }
+            state.withLock { $0.operatorID = data?["id"]?.intValue.map(Int.init) }
+            emit(.agentChanged(agent))
+        case ("CHAT_OPERATOR_TYPING", _):
+            let operatorID = state.withLock { $0.operatorID }
+            emit(.typing(ParticipantID(operatorID.map { "operator-\($0)" } ?? "operator"), isTyping: data?.boolValue ?? false, draft: nil))
+        case ("MESSAGE_READ", _) where data?.boolValue == true:
+            let operatorID = state.withLock { $0.operatorID }
+            emit(.readMarker(ParticipantID(operatorID.map { "operator-\($0)" } ?? "operator"), .message(MessageID(id))))
+        case ("DEPARTMENT_LIST", _):
+            emit(.settingsChanged(["departments": data ?? []]))
+        default:
+            emit(.custom(name: "webim.\(type)", payload: item))
+        }
+    }
+
+    // MARK: Actions
+
+    func perform(_ request: BackendRequest) async throws -> BackendResponse {
+        switch request {
+        case .send(let outgoing):
+            try await ensureChat()
+            let content = outgoing.content
+            if !content.attachments.isEmpty {
+                for attachment in content.attachments { try await upload(attachment, clientSideID: outgoing.clientID.rawValue) }
+                return .done
+            }
+            var fields = [("message", content.text), ("client-side-id", outgoing.clientID.rawValue)]
+            if let quoted = content.quote?.messageID {
+                fields.append(("quote", #"{"ref":{"msgId":"\#(quoted.rawValue)","msgChannelSideId":null,"chatId":null}}"#))
+            }
+            if let payload = content.payload { fields.append(("data", payload.jsonString)) }
+            try await action("chat.message", fields)
+            return .done
+        case .edit(_, let message, let text, _):
+            try await action("chat.message", [("message", text), ("client-side-id", try clientSideID(of: message))])
+            return .done
+        case .delete(_, let message):
+            try await action("chat.delete_message", [("client-side-id", try clientSideID(of: message))])
+            return .done
+        case .typing(_, let isTyping, let draft):
+            var fields = [("typing", isTyping ? "1" : "0"), ("del-message-draft", isTyping && draft != nil ? "0" : "1")]
+            if isTyping, let draft { fields.append(("message-draft", draft)) }
+            try await action("chat.visitor_typing", fields)
+            return .done
+        case .markRead(_, let marker):
+            if case .message(let id) = marker { try await action("chat.read_by_visitor", [("message_id", id.rawValue)]) } else {
+                try await action("chat.read_by_visitor", [])
+            }
+            return .done
+        case .startConversation(let draft):
+            try await startChat(draft)
+            return .conversation(currentConversation(defaultState: "queue"))
+        case .closeConversation:
+            try await action("chat.close", [])
+            return .done
+        case .rateAgent(_, let agent, let rating, let comment):
+            guard (1...5).contains(rating) else { throw SwitchboardError(.invalidArgument, "a rating is 1…5, not \(rating)") }
+            var fields = [("rate", String(rating - 3))]
+            let operatorID = agent.map { $0.rawValue.replacingOccurrences(of: "operator-", with: "") } ?? state.withLock { $0.operatorID.map(String.init) }
+            if let operatorID { fields.append(("operator_id", operatorID)) }
+            if let comment { fields.append(("visitor_note", comment)) }
+            try await action("chat.operator_rate_select", fields)
+            return .done
+        case .setCustomFields(_, let fields):
+            let json = JSONValue.object(fields.mapValues(JSONValue.string)).jsonString
+            try await action("chat.set_prechat_fields", [("prechat-key-independent-fields", json)])
+            return .done
+        case .history(let query):
+            return .history(try await history(query))
+        case .vendor(let name, let payload):
+            let fields = (payload.objectValue ?? [:]).map { ($0.key, $0.value.stringValue ?? $0.value.jsonString) }.sorted { $0.0 < $1.0 }
+            return .vendor(try await action(name, fields))
+        case .archiveConversation, .updateConversation, .addParticipants, .updateParticipants, .removeParticipants, .retransmit:
+            throw SwitchboardError(.unsupported, "Webim has no \(request.name)")
+        }
+    }
+
+    /// `POST /l/v/m/action`, one at a time in order.
+    @discardableResult
+    private func action(_ name: String, _ fields: [(String, String)]) async throws -> JSONValue {
+        try await actions.withGate {
+            if let ended = state.withLock({ $0.ended }) { throw ended }
+            let (page, token) = state.withLock { ($0.credentials["page-id"] ?? "", $0.credentials["auth-token"] ?? "") }
+            let response = try await transport.postForm(
+                "\(base)/l/v/m/action",
+                fields: [("action", name)] + fields + [("page-id", page), ("auth-token", token)],
+                headers: headers,
+                timeout: configuration.requestTimeout
+            )
+            try Self.checkStatus(response.status, during: name)
+            guard let json = try? JSONValue(parsing: response.body) else {
+                throw SwitchboardError(.protocolViolation, "\(name): the answer is not JSON")
+            }
+            if let error = json["error"]?.stringValue {
+                let mapped = WebimMapping.error(error, during: name)
+                if error == "reinit-required" || mapped.isFatal { end(mapped.fatalUnlessReinit) }
+                throw mapped
+            }
+            if let error = json["data"]?["error"]?.stringValue { throw WebimMapping.error(error, during: name) }
+            return json
+        }
+    }
+
+    private func ensureChat() async throws {
+        let current = state.withLock { $0.chatState }
+        if current == nil || ["closed", "closed_by_visitor", "closed_by_operator"].contains(current) || WebimMapping.state(current).isUnknown {
+            try await startChat(ConversationDraft())
+        }
+    }
+
+    private func startChat(_ draft: ConversationDraft) async throws {
+        var fields = [("client-side-id", UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()), ("force-online", "0")]
+        if let department = draft.customFields["department-key"] { fields.append(("department-key", department)) }
+        if let question = draft.customFields["first-question"] { fields.append(("first-question", question)) }
+        let visitorFields = draft.customFields.filter { $0.key != "department-key" && $0.key != "first-question" }
+        if !visitorFields.isEmpty { fields.append(("visitor-fields", JSONValue.object(visitorFields.mapValues(JSONValue.string)).jsonString)) }
+        try await action("chat.start", fields)
+        state.withLock { if $0.chatState == nil || WebimMapping.state($0.chatState).isClosed { $0.chatState = "queue" } }
+    }
+
+    private func currentConversation(defaultState: String) -> ConversationInfo {
+        var info = WebimMapping.conversationInfo(nil, context: mappingContext)
+        info.state = WebimMapping.state(state.withLock { $0.chatState } ?? defaultState)
+        return info
+    }
+
+    private func clientSideID(of message: MessageID) throws -> String {
+        guard let id = state.withLock({ $0.clientSideIDs[message.rawValue] }) else {
+            throw SwitchboardError(.messageNotFound, "no client-side id known for \(message)")
+        }
+        return id
+    }
+
+    /// `POST /l/v/m/upload` after the account's limits are checked locally.
+    private func upload(_ attachment: Message.Attachment, clientSideID: String) async throws {
+        guard let url = attachment.url, url.isFileURL else {
+            throw SwitchboardError(.invalidArgument, "an attachment to upload needs a local file URL")
+        }
+        let (maxBytes, allowed, uploadAllowed) = state.withLock { ($0.maxUploadBytes, $0.allowedFileTypes, $0.uploadAllowed) }
+        guard uploadAllowed else { throw SwitchboardError(.messageRejected, "uploads are not allowed", vendorCode: "uploadNotAllowed") }
+        let data: Data
+        do { data = try Data(contentsOf: url) } catch {
+            throw SwitchboardError(.invalidArgument, "cannot read \(url.lastPathComponent)", underlying: error)
+        }
+        guard data.count <= maxBytes else {
+            throw SwitchboardError(.payloadTooLarge, "\(attachment.name) is over \(maxBytes) bytes", vendorCode: "max_file_size_exceeded")
+        }
+        let ext = url.pathExtension.lowercased()
+        guard allowed.isEmpty || allowed.contains(ext) else {
+            throw SwitchboardError(.messageRejected, "files of type \(ext) are not allowed", vendorCode: "not_allowed_file_type")
+        }
+        try await actions.withGate {
+            let (page, token) = state.withLock { ($0.credentials["page-id"] ?? "", $0.credentials["auth-token"] ?? "") }
+            let response = try await transport.postMultipart(
+                "\(base)/l/v/m/upload",
+                fields: [("chat-mode", "online"), ("client-side-id", clientSideID), ("page-id", page), ("auth-token", token)],
+                file: HTTPTransport.FilePart(field: "webim_upload_file", filename: attachment.name, contentType: attachment.mimeType ?? "application/octet-stream", data: data),
+                headers: headers,
+                timeout: configuration.requestTimeout
+            )
+            try Self.checkStatus(response.status, during: "upload")
+            if let error = (try? JSONValue(parsing: response.body))?["error"]?.stringValue {
+                throw WebimMapping.error(error, during: "upload")
+            }
+        }
+    }
+
+    /// `GET /l/v/m/history?before-ts=<µs>`, oldest first.
+    private func history(_ query: HistoryQuery) async throws -> HistoryPage {
+        let before: Int64
+        switch query.before {
+        case .time(let date)?: before = Int64(date.timeIntervalSince1970 * 1_000_000)
+        case .token(let token)?: before = Int64(token) ?? Int64.max
+        case nil: before = Int64(context.clock.date.timeIntervalSince1970 * 1_000_000) + 1
+        case .sequence?: throw SwitchboardError(.invalidArgument, "Webim pages history by time")
+        }
+        let (page, token) = state.withLock { ($0.credentials["page-id"] ?? "", $0.credentials["auth-token"] ?? "") }
+        let response = try await transport.get(
+            "\(base)/l/v/m/history",
+            query: [("before-ts", String(before)), ("page-id", page), ("auth-token", token)],
+            headers: headers,
+            timeout: configuration.requestTimeout
+        )
+        try Self.checkStatus(response.status, during: "history")
+        guard let json = try? JSONValue(parsing: response.body) else { throw SwitchboardError(.protocolViolation, "history: not JSON") }
+        if let error = json["error"]?.stringValue { throw WebimMapping.error(error, during: "history") }
+        let context = mappingContext
+        let messages = (json["data"]?["messages"]?.arrayValue ?? []).compactMap { WebimMapping.message($0, context: context) }
+            .sorted { $0.time < $1.time }
+        return HistoryPage(
+            messages: messages,
+            hasMore: json["data"]?["hasMore"]?.boolValue ?? false,
+            nextAnchor: messages.first.map { .token(String(Int64(($0.time.timeIntervalSince1970 * 1_000_000).rounded()))) }
+        )
+    }
+
+    /// Statuses the SDK parses a body for; anything else is the server failing.
+    static func checkStatus(_ status: Int, during request: String) throws {
+        guard [200, 400, 402, 403, 404, 405, 413, 415, 500].contains(status) else {
+            throw SwitchboardError(.serverError, "\(request): HTTP \(status)", vendorCode: String(status))
+        }
+    }
+
+    static func revision(_ value: JSONValue?) -> String? {
+        switch value {
+        case .int(let number)?: return String(number)
+        case .string(let text)?: return text
+        case .double(let number)?: return String(Int64(number))
+        default: return nil
+        }
+    }
+}
+
+extension SwitchboardError {
+    /// On the delta loop every error but `reinit-required` ends the session, as the SDK does.
+    var fatalUnlessReinit: SwitchboardError {
+        if vendorCode == "reinit-required" || code == .connectionLost || code == .authenticationFailed { return self }
+        if code == .fatal { return self }
+        return SwitchboardError(.fatal, message, underlying: self, vendorCode: vendorCode)
+    }
+}
+
+extension ConversationInfo.State {
+    var isUnknown: Bool {
+        if case .unknown = self { return true }
+        return false
+    }
+}

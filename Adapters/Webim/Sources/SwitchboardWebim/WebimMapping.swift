@@ -1,0 +1,227 @@
+import Crypto
+import Foundation
+import Switchboard
+
+/// Webim JSON (protocols/webim.md §2, §7) to the normalized model, and Webim error strings to
+/// ``SwitchboardError``. Pure functions over `JSONValue`.
+enum WebimMapping {
+    /// Everything a mapping needs to know about the link.
+    struct Context: Sendable {
+        var baseURL: String
+        var pageID: String?
+        var authToken: String?
+        var visitorID: ParticipantID?
+        var now: Date
+    }
+
+    static let conversation = ConversationID("chat")
+
+    static func state(_ raw: String?) -> ConversationInfo.State {
+        switch raw {
+        case nil: return .none
+        case "queue": return .queued
+        case "chatting", "chatting_with_robot": return .active
+        case "closed": return .closed
+        case "closed_by_operator": return .closedByAgent
+        case "closed_by_visitor": return .closedByCustomer
+        case "invitation": return .invitation
+        case let other?: return .unknown(other)
+        }
+    }
+
+    static func agent(_ json: JSONValue, context: Context) -> Participant? {
+        guard let id = json["id"]?.intValue, let name = json["fullname"]?.stringValue else { return nil }
+        return Participant(
+            id: ParticipantID("operator-\(id)"),
+            role: .agent,
+            displayName: name,
+            avatarURL: json["avatar"]?.stringValue.flatMap { URL(string: $0.hasPrefix("http") ? $0 : context.baseURL + $0) },
+            permissions: Participant.Permissions(canEditOwn: false, canRemoveOwn: false),
+            payload: json
+        )
+    }
+
+    /// The one conversation of a visitor: its current chat (`nil` before the first chat).
+    static func conversationInfo(_ chat: JSONValue?, context: Context) -> ConversationInfo {
+        var participants: [Participant] = []
+        if let visitor = context.visitorID { participants.append(Participant(id: visitor, role: .customer)) }
+        let chat = chat?.nonNull
+        let agent = chat?["operator"].flatMap { Self.agent($0, context: context) }
+        if let agent { participants.append(agent) }
+        var customData: [String: JSONValue] = [:]
+        if let id = chat?["id"] { customData["chatId"] = id }
+        if let rates = chat?["operatorIdToRate"]?.nonNull { customData["operatorIdToRate"] = rates }
+        return ConversationInfo(
+            id: conversation,
+            kind: .supportChat,
+            state: state(chat?["state"]?.stringValue),
+            participants: participants,
+            assignedAgent: agent,
+            unreadCount: Int(chat?["unreadByVisitorMsgCnt"]?.intValue ?? 0),
+            customData: customData.isEmpty ? nil : .object(customData),
+            createdAt: chat?["creationTs"]?.doubleValue.map { Date(timeIntervalSince1970: $0) }
+        )
+    }
+
+    /// A message item, or `nil` for what the SDK drops (no id, text, name or time; hidden kinds).
+    static func message(_ json: JSONValue, context: Context) -> Message? {
+        guard let id = json["id"]?.stringValue, let rawKind = json["kind"]?.stringValue, rawKind != "for_operator",
+            let text = json["text"]?.stringValue, json["name"]?.stringValue != nil
+        else { return nil }
+        let time: Date
+        if let micros = json["ts_m"]?.intValue {
+            time = Date(timeIntervalSince1970: Double(micros) / 1_000_000)
+        } else if let seconds = json["ts"]?.doubleValue {
+            time = Date(timeIntervalSince1970: seconds)
+        } else {
+            return nil
+        }
+        let (kind, role) = kindAndRole(rawKind)
+        var sender: ParticipantID?
+        switch role {
+        case .customer: sender = context.visitorID
+        case .agent: sender = json["authorId"]?.intValue.map { ParticipantID("operator-\($0)") }
+        default: sender = nil
+        }
+        var attachments: [Message.Attachment] = []
+        var shownText = text
+        if kind == .file {
+            attachments = self.attachments(fromFileText: text, data: json["data"], context: context)
+            shownText = attachments.map(\.name).joined(separator: ", ")
+        }
+        var quote: Message.Quote?
+        if let quoted = json["quote"]?["message"]?.nonNull {
+            quote = Message.Quote(
+                messageID: quoted["id"]?.stringValue.map(MessageID.init),
+                senderName: quoted["name"]?.stringValue,
+                text: quoted["text"]?.stringValue
+            )
+        }
+        var payload: [String: JSONValue] = [:]
+        if let data = json["data"]?.nonNull { payload["data"] = data }
+        if kind == .file { payload["rawText"] = .string(text) }
+        if case .rich = kind { payload["rawText"] = .string(text) }
+        let isVisitors = role == .customer
+        return Message(
+            serverID: MessageID(id),
+            clientID: (json["clientSideId"]?.stringValue).map(ClientMessageID.init),
+            conversationID: conversation,
+            sender: sender,
+            senderRole: role,
+            senderName: json["name"]?.stringValue,
+            kind: kind,
+            text: shownText,
+            attachments: attachments,
+            payload: payload.isEmpty ? nil : .object(payload),
+            time: time,
+            isEdited: json["edited"]?.boolValue ?? false,
+            isDeleted: json["deleted"]?.boolValue ?? false,
+            quote: quote,
+            deliveryState: isVisitors && (json["read"]?.boolValue ?? false) ? .read : .sent
+        )
+    }
+
+    static func kindAndRole(_ raw: String) -> (Message.Kind, Participant.Role) {
+        switch raw {
+        case "visitor": return (.text, .customer)
+        case "operator": return (.text, .agent)
+        case "info": return (.system, .system)
+        case "file_visitor": return (.file, .customer)
+        case "file_operator": return (.file, .agent)
+        case "action_request": return (.actionRequest, .system)
+        case "operator_busy": return (.agentBusy, .system)
+        case "keyboard", "cont_req": return (.rich(raw), .bot)
+        case "keyboard_response", "contacts", "sticker_visitor": return (.rich(raw), .customer)
+        default: return (.custom(raw), .system)
+        }
+    }
+
+    /// File params (one object or an array) from a file message's text, or `data.file.desc`.
+    static func attachments(fromFileText text: String, data: JSONValue?, context: Context) -> [Message.Attachment] {
+        let parsed = try? JSONValue(parsing: text)
+        let items: [JSONValue]
+        if let array = parsed?.arrayValue {
+            items = array
+        } else if let object = parsed, object.objectValue != nil {
+            items = [object]
+        } else if let desc = data?["file"]?["desc"], desc.objectValue != nil {
+            items = [desc]
+        } else {
+            return []
+        }
+        return items.compactMap { item in
+            guard let name = item["filename"]?.stringValue, let guid = item["guid"]?.stringValue else { return nil }
+            let size = item["image"]?["size"]
+            return Message.Attachment(
+                name: name,
+                mimeType: item["content_type"]?.stringValue,
+                size: item["size"]?.intValue,
+                url: downloadURL(guid: guid, filename: name, context: context, thumbnail: false),
+                imageSize: size.flatMap { size in
+                    guard let width = size["width"]?.intValue, let height = size["height"]?.intValue else { return nil }
+                    return Message.Attachment.ImageSize(width: Int(width), height: Int(height))
+                },
+                thumbnailURL: size == nil ? nil : downloadURL(guid: guid, filename: name, context: context, thumbnail: true)
+            )
+        }
+    }
+
+    /// `/l/v/m/download/<guid>/<name>?page-id&expires&hash`: `hash` is the hex HMAC-SHA256 of
+    /// `guid + expires` keyed by the auth token; links live 300 s.
+    static func downloadURL(guid: String, filename: String, context: Context, thumbnail: Bool) -> URL? {
+        guard let pageID = context.pageID, let token = context.authToken else { return nil }
+        let expires = String(Int64(context.now.timeIntervalSince1970) + 300)
+        let key = SymmetricKey(data: Data(token.utf8))
+        let hash = HMAC<SHA256>.authenticationCode(for: Data((guid + expires).utf8), using: key)
+            .map { String(format: "%02x", $0) }.joined()
+        let name = filename.addingPercentEncoding(withAllowedCharacters: .urlHostAllowed) ?? filename
+        var url = "\(context.baseURL)/l/v/m/download/\(guid)/\(name)?page-id=\(pageID)&expires=\(expires)&hash=\(hash)"
+        if thumbnail { url += "&thumb=ios" }
+        return URL(string: url)
+    }
+
+    static func availability(_ raw: String?) -> ChatEvent.Availability {
+        switch raw {
+        case "online": return .online
+        case "busy_online": return .busyOnline
+        case "offline": return .offline
+        case "busy_offline": return .busyOffline
+        default: return .unknown
+        }
+    }
+
+    /// Error strings that end the session (protocols/webim.md §4.2).
+    static let fatalErrors: Set<String> = [
+        "account-blocked", "visitor_banned", "provided-visitor-expired", "wrong-provided-visitor-hash-value",
+        "wrong-provided-visitor-expires-value", "wrong-init", "domain-not-from-whitelist",
+    ]
+
+    /// A Webim error string as a classified error; the string is kept as the vendor code.
+    static func error(_ code: String, during request: String) -> SwitchboardError {
+        let message = "\(request): \(code)"
+        switch code {
+        case "reinit-required", "server-not-ready", "session_not_found":
+            return SwitchboardError(.connectionLost, message, vendorCode: code)
+        case "provided-auth-token-not-found", "unauthorized":
+            return SwitchboardError(.authenticationFailed, message, vendorCode: code)
+        case _ where fatalErrors.contains(code):
+            return SwitchboardError(.fatal, message, vendorCode: code)
+        case "max_file_size_exceeded", "max-message-length-exceeded":
+            return SwitchboardError(.payloadTooLarge, message, vendorCode: code)
+        case "no-chat", "chat-required", "no_previous_chats":
+            return SwitchboardError(.conversationNotFound, message, vendorCode: code)
+        case "message_not_found", "uploaded-file-not-found", "file-not-found", "quoted-message-not-found":
+            return SwitchboardError(.messageNotFound, message, vendorCode: code)
+        case "internal_error":
+            return SwitchboardError(.serverError, message, vendorCode: code)
+        case "unknown-method", "setting_disabled", "no-tariff-option", "rate-disabled", "survey_disabled":
+            return SwitchboardError(.unsupported, message, vendorCode: code)
+        case "argument-missing", "wrong-argument-value", "rate-value-incorrect", "wrong-operator-id", "note-is-too-long",
+            "incorrect-survey-id", "button-id-not-set", "request-message-id-not-set", "invalid-coordinates-received":
+            return SwitchboardError(.invalidArgument, message, vendorCode: code)
+        default:
+            // message_empty, not_allowed, message_not_owned, wrong_message_kind, file and quote errors…
+            return SwitchboardError(.messageRejected, message, vendorCode: code)
+        }
+    }
+}

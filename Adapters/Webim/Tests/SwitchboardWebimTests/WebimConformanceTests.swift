@@ -1,0 +1,33 @@
+import Logging
+import Switchboard
+import SwitchboardTestKit
+import SwitchboardWebim
+import Testing
+import WebimEmulator
+
+/// Runs `body` with a fresh emulator on 127.0.0.1 port 0 and a control for it. Long-polls are held
+/// for 2 s so that closing a test's sessions never waits long.
+func withWebimEmulator<T: Sendable>(
+    configuration: WebimServer.Configuration = .init(deltaHold: .seconds(2)),
+    _ body: @Sendable (WebimEmulatorControl) async throws -> T
+) async throws -> T {
+    let server = WebimServer(configuration: configuration)
+    return try await WebimEmulator(server: server, logger: .quiet).withRunning { baseURL in
+        let control = WebimEmulatorControl(server: server, baseURL: baseURL) { baseURL, visitorFields in
+            // The configuration is valid by construction; a failure here is a test bug.
+            try! WebimBackend(configuration: WebimConfiguration(accountName: baseURL, visitorFieldsJSON: visitorFields))
+        }
+        return try await body(control)
+    }
+}
+
+@Suite(.timeLimit(.minutes(3)))
+struct WebimConformanceTests {
+    @Test(arguments: ConformanceSuite.cases)
+    func conformance(_ conformanceCase: ConformanceCase) async throws {
+        let outcome = try await withWebimEmulator { control in
+            try await conformanceCase.run(ConformanceContext(emulator: control))
+        }
+        if case .skipped(let why) = outcome { print("webim: skipped \(conformanceCase): \(why)") }
+    }
+}

@@ -1,0 +1,150 @@
+public import AsyncHTTPClient
+public import Foundation
+import NIOCore
+import NIOFoundationCompat
+import NIOHTTP1
+public import Switchboard
+
+/// HTTP requests for adapters, on AsyncHTTPClient (real deadlines and cancellation; URLSession
+/// on Linux rounds timeouts to whole seconds). Failures become classified ``SwitchboardError``s;
+/// HTTP statuses are returned for the adapter to interpret.
+public struct HTTPTransport: Sendable {
+    public struct Response: Sendable {
+        public var status: Int
+        public var body: Data
+        public var headers: [(String, String)]
+
+        public init(status: Int, body: Data, headers: [(String, String)] = []) {
+            self.status = status
+            self.body = body
+            self.headers = headers
+        }
+    }
+
+    /// A file part of a multipart body.
+    public struct FilePart: Sendable {
+        public var field: String
+        public var filename: String
+        public var contentType: String
+        public var data: Data
+
+        public init(field: String, filename: String, contentType: String, data: Data) {
+            self.field = field
+            self.filename = filename
+            self.contentType = contentType
+            self.data = data
+        }
+    }
+
+    let client: HTTPClient
+    /// The largest response body accepted; larger fails with ``SwitchboardError/Code/payloadTooLarge``.
+    public var maxBodySize: Int
+
+    public init(client: HTTPClient = .shared, maxBodySize: Int = 16 << 20) {
+        self.client = client
+        self.maxBodySize = maxBodySize
+    }
+
+    public func get(
+        _ url: String,
+        query: [(String, String)] = [],
+        headers: [(String, String)] = [],
+        timeout: Duration
+    ) async throws -> Response {
+        let full = query.isEmpty ? url : url + (url.contains("?") ? "&" : "?") + Self.formEncode(query)
+        var request = HTTPClientRequest(url: full)
+        request.method = .GET
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        return try await execute(request, timeout: timeout)
+    }
+
+    /// `application/x-www-form-urlencoded` POST.
+    public func postForm(
+        _ url: String,
+        fields: [(String, String)],
+        headers: [(String, String)] = [],
+        timeout: Duration
+    ) async throws -> Response {
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        request.headers.replaceOrAdd(name: "Content-Type", value: "application/x-www-form-urlencoded")
+        request.body = .bytes(ByteBuffer(string: Self.formEncode(fields)))
+        return try await execute(request, timeout: timeout)
+    }
+
+    /// `multipart/form-data` POST with text fields and one file.
+    public func postMultipart(
+        _ url: String,
+        fields: [(String, String)],
+        file: FilePart,
+        headers: [(String, String)] = [],
+        timeout: Duration
+    ) async throws -> Response {
+        let boundary = "switchboard-\(UUID().uuidString)"
+        var body = Data()
+        func line(_ text: String) { body.append(Data((text + "\r\n").utf8)) }
+        for (name, value) in fields {
+            line("--\(boundary)")
+            line("Content-Disposition: form-data; name=\"\(name)\"")
+            line("")
+            line(value)
+        }
+        line("--\(boundary)")
+        line("Content-Disposition: form-data; name=\"\(file.field)\"; filename=\"\(file.filename)\"")
+        line("Content-Type: \(file.contentType)")
+        line("")
+        body.append(file.data)
+        line("")
+        line("--\(boundary)--")
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        request.headers.replaceOrAdd(name: "Content-Type", value: "multipart/form-data; boundary=\(boundary)")
+        request.body = .bytes(ByteBuffer(data: body))
+        return try await execute(request, timeout: timeout)
+    }
+
+    private func execute(_ request: HTTPClientRequest, timeout: Duration) async throws -> Response {
+        let response: HTTPClientResponse
+        do {
+            response = try await client.execute(request, timeout: .nanoseconds(Int64(timeout.seconds * 1e9)))
+        } catch {
+            throw Self.classify(error)
+        }
+        let buffer: ByteBuffer
+        do {
+            buffer = try await response.body.collect(upTo: maxBodySize)
+        } catch let error as NIOTooManyBytesError {
+            throw SwitchboardError(.payloadTooLarge, "a response body was over \(maxBodySize) bytes", underlying: error)
+        } catch {
+            throw Self.classify(error)
+        }
+        return Response(
+            status: Int(response.status.code),
+            body: Data(buffer: buffer),
+            headers: response.headers.map { ($0.name, $0.value) }
+        )
+    }
+
+    static func classify(_ error: any Error) -> SwitchboardError {
+        if let error = error as? SwitchboardError { return error }
+        if error is CancellationError { return SwitchboardError(.cancelled, "cancelled", underlying: error) }
+        if let error = error as? HTTPClientError, error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
+            return SwitchboardError(.timedOut, "the HTTP request timed out", underlying: error)
+        }
+        return SwitchboardError(.connectionLost, "HTTP failure: \(type(of: error))", underlying: error)
+    }
+
+    /// `k=v&k=v` with strict RFC 3986 percent-encoding (space as `%20`, never `+`), as the Webim
+    /// SDK encodes.
+    public static func formEncode(_ fields: [(String, String)]) -> String {
+        fields.map { "\(percentEncode($0.0))=\(percentEncode($0.1))" }.joined(separator: "&")
+    }
+
+    public static func percentEncode(_ text: String) -> String {
+        var allowed = CharacterSet.urlQueryAllowed
+        allowed.remove(charactersIn: ":#[]@!$&'()*+,;=")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+    }
+}
