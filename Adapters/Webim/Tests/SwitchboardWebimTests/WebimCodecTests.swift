@@ -1,0 +1,146 @@
+import Foundation
+import Switchboard
+import Testing
+
+@testable import SwitchboardWebim
+
+/// The adapter's reading of the Webim SDK's own test payloads (`../shared/fixtures/webim`).
+@Suite struct WebimCodecTests {
+    static let fixtures = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("shared/fixtures/webim")
+
+    static func fixture(_ name: String) throws -> JSONValue {
+        try JSONValue(parsing: Data(contentsOf: fixtures.appendingPathComponent(name)))
+    }
+
+    let context = WebimMapping.Context(
+        baseURL: "https://demo.webim.ru", pageID: "page-1", authToken: "token-1", visitorID: "visitor-1",
+        now: Date(timeIntervalSince1970: 1_700_000_000)
+    )
+
+    @Test func anOperatorMessage() throws {
+        let message = try #require(WebimMapping.message(try Self.fixture("MessageItemTests__MESSAGE_ITEM_JSON_STRING__L37.json"), context: context))
+        #expect(message.serverID == "26871")
+        #expect(message.clientID == "84e51d5638524ee7833a1fe19a1f2448")
+        #expect(message.kind == .text)
+        #expect(message.senderRole == .agent)
+        #expect(message.sender == "operator-33202")
+        #expect(message.senderName == "Евгения Техподдержка")
+        #expect(message.text == "42")
+        #expect(message.time == Date(timeIntervalSince1970: 1_518_609_964.579372))
+        #expect(message.sequence == nil, "Webim orders by time, not sequence")
+    }
+
+    /// Every message fixture maps, or is dropped for the reasons the SDK drops it; none crashes.
+    @Test func everyMessageFixture() throws {
+        let names = try FileManager.default.contentsOfDirectory(atPath: Self.fixtures.path).filter {
+            $0.contains("MESSAGE_ITEM_JSON_STRING") || $0.contains("MESSAGE_JSON_STRING")
+        }.sorted()
+        try #require(names.count >= 10)
+        var mapped: [String] = []
+        for name in names {
+            let json = try Self.fixture(name)
+            if let message = WebimMapping.message(json, context: context) {
+                mapped.append("\(message.kind)")
+                #expect(message.serverID?.rawValue == json["id"]?.stringValue, "\(name)")
+            } else {
+                let missing = json["id"]?.stringValue == nil || json["text"]?.stringValue == nil || json["name"]?.stringValue == nil
+                    || json["kind"]?.stringValue == nil || json["kind"]?.stringValue == "for_operator"
+                    || (json["ts"]?.nonNull == nil && json["ts_m"]?.nonNull == nil)
+                #expect(missing, "\(name) was dropped without a reason")
+            }
+        }
+        print("webim message fixtures: \(names.count), mapped \(mapped.count): \(mapped)")
+    }
+
+    @Test func aFileMessageHasAnAttachmentWithASignedURL() throws {
+        let params = try Self.fixture("MessageImplTests__fileParametersJson__L212.json")
+        let json: JSONValue = ["id": "9", "kind": "file_operator", "text": .string(params.jsonString), "name": "Bob", "ts_m": 1_700_000_000_000_000, "authorId": 7]
+        let message = try #require(WebimMapping.message(json, context: context))
+        #expect(message.kind == .file)
+        let attachment = try #require(message.attachments.first)
+        #expect(attachment.name == "asset.JPG")
+        #expect(attachment.mimeType == "image/png")
+        #expect(attachment.size == 758_611)
+        #expect(attachment.imageSize == Message.Attachment.ImageSize(width: 700, height: 501))
+        let url = try #require(attachment.url?.absoluteString)
+        #expect(url.hasPrefix("https://demo.webim.ru/l/v/m/download/010a56da72ee41e2a78d0509155de755/asset.JPG?page-id=page-1&expires=1700000300&hash="))
+        #expect(attachment.thumbnailURL?.absoluteString.hasSuffix("&thumb=ios") == true)
+        #expect(message.text == "asset.JPG")
+    }
+
+    @Test func severalFilesInOneMessage() throws {
+        let params = try Self.fixture("MessageImplTests__fewFileParametersJson__L229.json")
+        let json: JSONValue = ["id": "9", "kind": "file_visitor", "text": .string(params.jsonString), "name": "Me", "ts": 1_700_000_000.5]
+        let message = try #require(WebimMapping.message(json, context: context))
+        #expect(message.attachments.count == params.arrayValue?.count)
+    }
+
+    @Test func aChatBecomesTheSupportConversation() throws {
+        let chat = try Self.fixture("ChatItemTests__CHAT_ITEM_JSON_STRING__L34.json")
+        let info = WebimMapping.conversationInfo(chat, context: context)
+        #expect(info.id == "chat")
+        #expect(info.kind == .supportChat)
+        #expect(info.state == WebimMapping.state(chat["state"]?.stringValue))
+        if let operatorID = chat["operator"]?["id"]?.intValue {
+            #expect(info.assignedAgent?.id == ParticipantID("operator-\(operatorID)"))
+        }
+        #expect(info.participants.contains { $0.role == .customer })
+        let empty = WebimMapping.conversationInfo(nil, context: context)
+        #expect(empty.state == ConversationInfo.State.none)
+    }
+
+    @Test func chatStatesMap() {
+        #expect(WebimMapping.state("queue") == .queued)
+        #expect(WebimMapping.state("chatting") == .active)
+        #expect(WebimMapping.state("chatting_with_robot") == .active)
+        #expect(WebimMapping.state("closed_by_operator") == .closedByAgent)
+        #expect(WebimMapping.state("closed_by_visitor") == .closedByCustomer)
+        #expect(WebimMapping.state("invitation") == .invitation)
+        #expect(WebimMapping.state("routing") == .unknown("routing"))
+    }
+
+    @Test func errorStringsClassify() {
+        #expect(WebimMapping.error("reinit-required", during: "delta").code == .connectionLost)
+        for fatal in ["account-blocked", "visitor_banned", "provided-visitor-expired", "wrong-provided-visitor-hash-value"] {
+            let error = WebimMapping.error(fatal, during: "init")
+            #expect(error.code == .fatal && error.vendorCode == fatal, "\(fatal)")
+        }
+        #expect(WebimMapping.error("max_file_size_exceeded", during: "upload").code == .payloadTooLarge)
+        #expect(WebimMapping.error("not_allowed", during: "chat.message").code == .messageRejected)
+        #expect(WebimMapping.error("provided-auth-token-not-found", during: "init").code == .authenticationFailed)
+        #expect(WebimMapping.error("rate-value-incorrect", during: "rate").code == .invalidArgument)
+    }
+
+    @Test func pushNotifications() throws {
+        let webim = try Self.fixture("WebimTests__WEBIM_REMOTE_NOTIFICATION_JSON_STRING__L34.json")
+        #expect(WebimPushNotifications.isWebim(webim))
+        let parsed = try #require(WebimPushNotifications.parse(webim))
+        #expect(parsed.kind == .operatorMessage)
+        #expect(parsed.parameters == ["Имя Оператора", "Сообщение"])
+        #expect(!WebimPushNotifications.isWebim(try Self.fixture("WebimTests__NOT_WEBIM_REMOTE_NOTIFICATION_JSON_STRING__L46.json")))
+        #expect(WebimPushNotifications.parse(try Self.fixture("WebimTests__INCORRECT_REMOTE_NOTIFICATION_JSON_STRING__L57.json")) == nil)
+        let special = try #require(WebimPushNotifications.parse(try Self.fixture("WebimTests__REMOTE_NOTIFICATION_WITH_SPECIAL_FIELDS__L66.json")))
+        #expect(special.location == "mobile")
+        #expect(special.unreadByVisitorMessageCount == 1)
+        let userInfo: [AnyHashable: Any] = ["webim": 1, "aps": ["alert": ["loc-key": "P.OA", "loc-args": ["Bob"]]]]
+        #expect(WebimPushNotifications.isWebim(userInfo))
+        #expect(WebimPushNotifications.parse(userInfo)?.kind == .operatorAccepted)
+        let forAnotherVisitor: [AnyHashable: Any] = ["webim": 1, "aps": ["alert": ["loc-key": "P.OA", "loc-args": ["Bob", "visitor-2"]]]]
+        #expect(WebimPushNotifications.parse(forAnotherVisitor) == nil, "the SDK drops a payload with an extra visitor id")
+    }
+
+    @Test func configurationIsValidatedLikeSessionBuilder() {
+        #expect(throws: SwitchboardError(.invalidArgument, "")) { try WebimConfiguration(accountName: "").validate() }
+        #expect(throws: SwitchboardError(.invalidArgument, "")) {
+            try WebimConfiguration(accountName: "demo", deviceToken: "abc").validate()
+        }
+        #expect(throws: SwitchboardError(.invalidArgument, "")) {
+            try WebimConfiguration(accountName: "demo", visitorFieldsJSON: #"{"fields":{"name":"x"}}"#).validate()
+        }
+        #expect(WebimConfiguration(accountName: "demo").baseURL == "https://demo.webim.ru")
+        #expect(WebimConfiguration(accountName: "http://127.0.0.1:8080/").baseURL == "http://127.0.0.1:8080")
+    }
+}
