@@ -1,0 +1,213 @@
+import Foundation
+import Logging
+import Switchboard
+import SwitchboardTestKit
+import SwitchboardTransport
+import SwitchboardWebim
+import Testing
+import WebimEmulator
+
+@Suite(.timeLimit(.minutes(3)))
+struct WebimScenarioTests {
+    func harness(_ control: WebimEmulatorControl) -> ConformanceHarness {
+        ConformanceHarness(context: ConformanceContext(emulator: control))
+    }
+
+    @Test func reinitRequiredIsTransparent() async throws {
+        try await withWebimEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                for index in 1...3 { try control.agent.send("before \(index)", to: control.visitorID) }
+                try await probe.waitForMessages((1...3).map { "before \($0)" }, in: chat)
+                let connects = await probe.session.statistics.connects
+                control.server.inject(.reinitRequired, on: .delta)
+                try await probe.recorder.waitUntil("re-initialised") { $0.filter(\.isConnected).count >= 2 }
+                for index in 1...3 { try control.agent.send("after \(index)", to: control.visitorID) }
+                try await chat.send(text: "mine after")
+                try await probe.waitForMessages((1...3).map { "after \($0)" }, in: chat)
+                try await probe.recorder.first("mine confirmed") { $0.updatedMessage?.text == "mine after" && $0.updatedMessage?.serverID != nil }
+                let added = probe.recorder.events.compactMap(\.addedMessage).filter { $0.serverID != nil }.compactMap(\.serverID)
+                let stored = try await chat.storedMessages(before: nil, limit: .max).compactMap(\.serverID)
+                let truth = try await control.serverMessages(in: chat.id).map(\.serverID)
+                let reconnects = await probe.session.statistics.connects - connects
+                print("webim re-init: \(reconnects) re-init, \(truth.count) messages on the server, \(stored.count) stored, duplicates announced \(added.count - Set(added).count)")
+                #expect(stored == truth, "nothing lost, nothing doubled, in the server's order")
+                #expect(Set(added).count == added.count, "no message announced twice across the re-init")
+            }
+        }
+    }
+
+    @Test(arguments: ["account-blocked", "visitor_banned", "provided-visitor-expired", "wrong-provided-visitor-hash-value"])
+    func fatalStringsEndTheSession(_ code: String) async throws {
+        try await withWebimEmulator { control in
+            control.server.inject(.error(code), on: .initialize)
+            try await harness(control).withSession(resume: false) { probe in
+                try await probe.session.resume()
+                let event = try await probe.recorder.first("the fatal event") {
+                    if case .fatal = $0.kind { return true }
+                    return false
+                }
+                guard case .fatal(let error) = event.kind else { return }
+                #expect(error.code == .fatal)
+                #expect(error.vendorCode == code)
+                try await probe.recorder.waitUntil("closed") { _ in true }
+                #expect(await probe.session.isClosed)
+            }
+        }
+    }
+
+    @Test func aNonJSONInitIsAFatalWrongInit() async throws {
+        try await withWebimEmulator { control in
+            control.server.inject(.malformed, on: .initialize)
+            try await harness(control).withSession(resume: false) { probe in
+                try await probe.session.resume()
+                let event = try await probe.recorder.first("fatal") {
+                    if case .fatal = $0.kind { return true }
+                    return false
+                }
+                if case .fatal(let error) = event.kind { #expect(error.vendorCode == "wrong-init") }
+            }
+        }
+    }
+
+    @Test func aFileIsUploadedAndItsSignedLinkDownloadsIt() async throws {
+        try await withWebimEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                let file = FileManager.default.temporaryDirectory.appendingPathComponent("receipt-\(UUID().uuidString).pdf")
+                let bytes = Data((0..<4096).map { UInt8($0 % 251) })
+                try bytes.write(to: file)
+                defer { try? FileManager.default.removeItem(at: file) }
+                try await chat.send(
+                    MessageDraft(text: "receipt", kind: .file, attachments: [Message.Attachment(name: file.lastPathComponent, mimeType: "application/pdf", url: file)])
+                )
+                let event = try await probe.recorder.first("the server's file message") {
+                    $0.updatedMessage.map { $0.kind == .file && $0.serverID != nil } ?? false
+                }
+                let message = try #require(event.updatedMessage)
+                let attachment = try #require(message.attachments.first)
+                #expect(attachment.name == file.lastPathComponent)
+                #expect(attachment.size == 4096)
+                let url = try #require(attachment.url)
+                let downloaded = try await HTTPTransport().get(url.absoluteString, timeout: .seconds(10))
+                #expect(downloaded.status == 200)
+                #expect(downloaded.body == bytes, "the signed link serves the uploaded bytes")
+                let forged = url.absoluteString.replacingOccurrences(of: "hash=", with: "hash=0")
+                #expect(try await HTTPTransport().get(forged, timeout: .seconds(10)).status == 403)
+            }
+        }
+    }
+
+    @Test func uploadLimitsAreCheckedBeforeSending() async throws {
+        try await withWebimEmulator(configuration: .init(deltaHold: .seconds(2), maxUploadMegabytes: 1, allowedFileTypes: ["png"])) { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                let big = FileManager.default.temporaryDirectory.appendingPathComponent("big-\(UUID().uuidString).png")
+                try Data(count: 2 * 1024 * 1024).write(to: big)
+                let wrongType = FileManager.default.temporaryDirectory.appendingPathComponent("notes-\(UUID().uuidString).exe")
+                try Data("x".utf8).write(to: wrongType)
+                defer {
+                    try? FileManager.default.removeItem(at: big)
+                    try? FileManager.default.removeItem(at: wrongType)
+                }
+                let tooBig = try await chat.send(MessageDraft(text: "big", kind: .file, attachments: [Message.Attachment(name: big.lastPathComponent, url: big)]))
+                let banned = try await chat.send(MessageDraft(text: "exe", kind: .file, attachments: [Message.Attachment(name: wrongType.lastPathComponent, url: wrongType)]))
+                for (pending, reason) in [(tooBig, "is over 1048576 bytes"), (banned, "files of type exe are not allowed")] {
+                    let failed = try await probe.recorder.first(reason) {
+                        $0.updatedMessage.map { $0.clientID == pending.clientID && $0.deliveryState.isFailed } ?? false
+                    }
+                    guard case .failed(let why)? = failed.updatedMessage?.deliveryState else { continue }
+                    #expect(why.contains(reason), "\(why)")
+                }
+                #expect(control.server.actions.allSatisfy { $0.action != "upload" })
+                #expect(try await control.serverMessages(in: chat.id).allSatisfy { !$0.fromCustomer }, "nothing was uploaded")
+            }
+        }
+    }
+
+    @Test func ratingsGoOnTheWireAsMinusTwoToTwo() async throws {
+        try await withWebimEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                try await probe.recorder.first("the operator") { if case .agentChanged(.some) = $0.kind { return true } else { return false } }
+                try await chat.rateAgent(nil, rating: 5, comment: "great")
+                try await chat.rateAgent(ParticipantID("operator-\(control.agent.id)"), rating: 1, comment: nil)
+                #expect(control.server.ratings.map(\.rate) == [2, -2])
+                await #expect(throws: SwitchboardError(.invalidArgument, "")) { try await chat.rateAgent(nil, rating: 6, comment: nil) }
+            }
+        }
+    }
+
+    @Test func historyPagesAcrossClosedChats() async throws {
+        try await withWebimEmulator(configuration: .init(deltaHold: .seconds(2), historyPageSize: 4)) { control in
+            let conversation = try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                for index in 1...5 { try control.agent.send("first chat \(index)", to: control.visitorID) }
+                try control.agent.close(visitor: control.visitorID)
+                try await probe.recorder.first("closed") {
+                    if case .conversationStateChanged(.closedByAgent, _) = $0.kind { return true } else { return false }
+                }
+                try await chat.send(text: "a new question")
+                try await probe.recorder.first("sent") { $0.updatedMessage?.text == "a new question" && $0.updatedMessage?.serverID != nil }
+                return chat.id
+            }
+            let truth = try await control.serverMessages(in: conversation)
+            try await harness(control).withSession { probe in
+                try await probe.recorder.first("the chat") { $0.conversationID == conversation && $0.kind.category == .conversation }
+                let chat = try await probe.session.conversation(conversation)
+                var all: [Message] = []
+                var before: MessageOrderKey?
+                for _ in 0..<10 {
+                    let page = try await chat.history(before: before, limit: 4)
+                    guard let oldest = page.first else { break }
+                    all = page + all
+                    before = oldest.orderKey
+                }
+                print("webim history: \(truth.count) messages over two chats, \(all.count) paged")
+                #expect(all.compactMap(\.serverID) == truth.map(\.serverID))
+            }
+        }
+    }
+
+    @Test func typingIsCoalescedToOnePerSecondAndStopsAfterFive() async throws {
+        try await withWebimEmulator { control in
+            let clock = TestClock()
+            let backend = try await control.makeCustomerBackend()
+            let session = ChatSession(backend: backend, configuration: .fastForTests, clock: SessionClock(clock), logger: .quiet)
+            let recorder = EventRecorder(session.events(filter: .all, buffering: .unbounded))
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await session.run() }
+                group.addTask { await recorder.run() }
+                try await session.resume()
+                try await recorder.first("connected") { $0.isConnected }
+                let chat = try await session.conversation(WebimBackend.conversationID)
+                try await chat.userTyping(draft: "H")
+                try await chat.userTyping(draft: "He")
+                try await chat.userTyping(draft: "Hel")
+                _ = try await control.waitForCustomerActivity(in: chat.id, timeout: .seconds(10)) { $0.typing.count == 1 }
+                clock.advance(by: .seconds(1))
+                _ = try await control.waitForCustomerActivity(in: chat.id, timeout: .seconds(10)) { $0.typing.count == 2 }
+                clock.advance(by: .seconds(5))
+                let activity = try await control.waitForCustomerActivity(in: chat.id, timeout: .seconds(10)) { $0.typing.count == 3 }
+                #expect(activity.typing == [true, true, false])
+                #expect(control.server.typingLog.map(\.draft) == ["H", "Hel", nil], "the latest draft after 1 s, then a stop")
+                await session.close()
+                recorder.finish()
+            }
+        }
+    }
+
+    @Test func aReplyCarriesItsQuote() async throws {
+        try await withWebimEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                let quoted = try control.agent.send("Which order?", to: control.visitorID)
+                try await probe.waitForMessages(["Which order?"], in: chat)
+                try await chat.send(MessageDraft(text: "#4711", quote: Message.Quote(messageID: MessageID(quoted))))
+                let reply = try await probe.recorder.first("the reply") { $0.updatedMessage?.text == "#4711" && $0.updatedMessage?.serverID != nil }
+                #expect(reply.updatedMessage?.quote?.messageID == MessageID(quoted))
+                #expect(reply.updatedMessage?.quote?.text == "Which order?")
+            }
+        }
+    }
+}
