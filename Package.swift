@@ -137,6 +137,8 @@ let package = Package(
                 "SwitchboardTestKit",
                 "SwitchboardVoximplant",
                 "VoximplantEmulator",
+                "SwitchboardWebim",
+                "WebimEmulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -4,12 +4,13 @@ import Logging
 import Switchboard
 import SwitchboardTestKit
 import SwitchboardVoximplant
+import SwitchboardWebim
 
 struct ConnectCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "connect",
         abstract: "Connect to a real or emulated service: commands on stdin, normalized events on stdout.",
-        subcommands: [ConnectVoximplant.self]
+        subcommands: [ConnectVoximplant.self, ConnectWebim.self]
     )
 }
 
@@ -26,6 +27,24 @@ struct ConnectVoximplant: AsyncParsableCommand {
 
     func run() async throws {
         let backend = VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: user, token: token), logger: .quiet)
+        try await ConsoleRunner(backend: backend, jsonl: jsonl).run()
+    }
+}
+
+struct ConnectWebim: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "webim",
+        abstract: "Connect to a Webim account (or the emulator) as a visitor."
+    )
+
+    @Option(help: "The account name (demo → https://demo.webim.ru) or a full URL such as http://127.0.0.1:8080.") var url: String
+    @Option(help: "The location.") var location: String = "mobile"
+    @Option(name: .customLong("visitor-fields"), help: "Identified visitor JSON, {\"fields\":{\"id\":…}}; anonymous without it.")
+    var visitorFields: String?
+    @Flag(help: "Print events as JSON lines.") var jsonl = false
+
+    func run() async throws {
+        let backend = try WebimBackend(configuration: WebimConfiguration(accountName: url, location: location, visitorFieldsJSON: visitorFields))
         try await ConsoleRunner(backend: backend, jsonl: jsonl).run()
     }
 }

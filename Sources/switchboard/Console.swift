@@ -95,12 +95,25 @@ actor Console {
                 MessageDraft(
                     text: url.lastPathComponent,
                     kind: .file,
-                    attachments: [Message.Attachment(name: url.lastPathComponent, size: size.map(Int64.init))]
+                    attachments: [
+                        Message.Attachment(name: url.lastPathComponent, mimeType: Self.mimeType(of: url), size: size.map(Int64.init), url: url)
+                    ]
                 )
             )
             return ["queued \(url.lastPathComponent)"]
         default:
             return ["unknown command \(command)", Self.help]
+        }
+    }
+
+    static func mimeType(of url: URL) -> String {
+        switch url.pathExtension.lowercased() {
+        case "png": return "image/png"
+        case "jpg", "jpeg": return "image/jpeg"
+        case "gif": return "image/gif"
+        case "pdf": return "application/pdf"
+        case "txt": return "text/plain"
+        default: return "application/octet-stream"
         }
     }
 

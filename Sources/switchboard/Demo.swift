@@ -3,8 +3,10 @@ import Logging
 import Switchboard
 import SwitchboardTestKit
 import SwitchboardVoximplant
+import SwitchboardWebim
 import Synchronization
 import VoximplantEmulator
+import WebimEmulator
 
 /// The main job: a scripted support conversation on embedded backends, every session publishing
 /// into one bus, printed as one timeline, then checked against the server's own log.
@@ -48,7 +50,7 @@ struct Demo: Sendable {
                 store: store,
                 bus: bus,
                 configuration: configuration,
-                random: SeededRandomNumberGenerator(seed: seed),
+                random: Self.randomness(seed, for: id),
                 logger: Logger.quiet
             )
         }
@@ -111,7 +113,7 @@ struct Demo: Sendable {
             narrate("Alice types (throttled) and sends; the message is pending, then sent")
             try await chat.userTyping(draft: "My parcel")
             let question = try await chat.send(text: "My parcel #4711 has not arrived yet.")
-            try await confirmed(question, events)
+            try await confirmed(question, events, in: phone.id)
             try bob.markRead(id)
             try await events.first("Bob read it") { if case .readMarker = $0.kind { return true } else { return false } }
             let receipt = try await chat.send(
@@ -121,7 +123,7 @@ struct Demo: Sendable {
                     attachments: [Message.Attachment(name: "receipt.pdf", mimeType: "application/pdf", size: 48_213)]
                 )
             )
-            try await confirmed(receipt, events)
+            try await confirmed(receipt, events, in: phone.id)
 
             narrate("Alice's phone goes offline; Bob writes; she sends a reply from the outbox on reconnect")
             try await phone.pause()
@@ -133,7 +135,7 @@ struct Demo: Sendable {
             let offlineReply = try await chat.send(text: "Thank you!")
             try await phone.resume()
             try await events.first("caught up") { $0.addedMessage?.text.hasPrefix("It will be delivered") == true }
-            try await confirmed(offlineReply, events)
+            try await confirmed(offlineReply, events, in: phone.id)
 
             narrate("The server loses two events on the way to the phone; the gap is detected and filled")
             server.dropNext(2, for: .clientsOf(alice))
@@ -177,10 +179,12 @@ struct Demo: Sendable {
         }
         let messenger = try await runVoximplant(bus: bus, events: events, configuration: configuration, narrate: narrate)
         sessions.append(messenger.summary)
+        let webim = try await runWebim(bus: bus, events: events, configuration: configuration, narrate: narrate)
+        sessions.append(webim.summary)
         events.finish()
         bus.finish()
         printer.flush()
-        let summary = Summary(sessions: sessions, serverMessages: truth.count + messenger.serverMessages)
+        let summary = Summary(sessions: sessions, serverMessages: truth.count + messenger.serverMessages + webim.serverMessages)
         if format == .timeline { write(render(summary)) }
         return summary
     }
@@ -206,7 +210,7 @@ struct Demo: Sendable {
                 store: store,
                 bus: bus,
                 configuration: configuration,
-                random: SeededRandomNumberGenerator(seed: seed),
+                random: Self.randomness(seed, for: "alice-messenger"),
                 logger: Logger.quiet
             )
             let id: String = try await withThrowingTaskGroup(of: Void.self) { group in
@@ -223,7 +227,7 @@ struct Demo: Sendable {
                 try await events.first("Bob's hello") { $0.addedMessage?.text.hasPrefix("Hello Alice") == true }
                 let chat = try await session.conversation(ConversationID(id))
                 try await chat.userTyping(draft: nil)
-                try await confirmed(try await chat.send(text: "Hi Bob! Where is order #4711?"), events)
+                try await confirmed(try await chat.send(text: "Hi Bob! Where is order #4711?"), events, in: session.id)
                 try bob.markRead(in: id)
                 try await events.first("Bob read it") {
                     if case .readMarker = $0.kind { return $0.origin.session == session.id } else { return false }
@@ -256,6 +260,82 @@ struct Demo: Sendable {
             }
             let truth = server.messages(in: id).map { MessageID($0.uuid) }
             return (try await Self.summarize(session, store: store, conversation: ConversationID(id), truth: truth), truth.count)
+        }
+    }
+
+    /// The same app on the Webim emulator: HTTP long-poll, the chat state machine, a file upload,
+    /// a rating, and a `reinit-required` the client handles without duplicates.
+    private func runWebim(
+        bus: EventBus,
+        events: EventRecorder,
+        configuration: SessionConfiguration,
+        narrate: @escaping @Sendable (String) -> Void
+    ) async throws -> (summary: SessionSummary, serverMessages: Int) {
+        narrate("The same app on Webim: the real mobile API (long-poll) against the embedded Webim emulator")
+        let server = WebimServer(configuration: WebimServer.Configuration(deltaHold: .seconds(2)))
+        let bob = server.robot(id: 7, name: "Bob")
+        let visitor = "provided-alice"
+        let store = InMemoryChatStore()
+        let seed = self.seed
+        let receipt = FileManager.default.temporaryDirectory.appendingPathComponent("receipt-\(UUID().uuidString.prefix(8)).pdf")
+        try Data("%PDF-1.4 receipt #4711".utf8).write(to: receipt)
+        defer { try? FileManager.default.removeItem(at: receipt) }
+        return try await WebimEmulator(server: server, logger: Logger.quiet).withRunning { url in
+            let session = ChatSession(
+                id: "alice-webim",
+                backend: try WebimBackend(
+                    configuration: WebimConfiguration(accountName: url, visitorFieldsJSON: #"{"fields":{"id":"alice","display_name":"Alice"}}"#)
+                ),
+                store: store,
+                bus: bus,
+                configuration: configuration,
+                random: Self.randomness(seed, for: "alice-webim"),
+                logger: Logger.quiet
+            )
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await session.run() }
+                defer { group.cancelAll() }
+                try await session.resume()
+                try await events.first("webim knows the chat") {
+                    $0.origin.session == session.id && $0.conversationID == WebimBackend.conversationID && $0.kind.category == .conversation
+                }
+                let chat = try await session.conversation(WebimBackend.conversationID)
+                try await confirmed(try await chat.send(text: "Hello, I need help with order #4711."), events, in: session.id)
+
+                narrate("Bob takes the chat (queue → chatting), types, answers; Alice sends a file")
+                try bob.join(visitor: visitor)
+                try bob.typing(true, visitor: visitor)
+                try bob.send("Hi Alice, Bob here. Do you have the receipt?", to: visitor)
+                try await events.first("Bob's answer") { $0.addedMessage?.text.hasPrefix("Hi Alice, Bob here") == true }
+                try await confirmed(
+                    try await chat.send(MessageDraft(text: "receipt", kind: .file, attachments: [Message.Attachment(name: receipt.lastPathComponent, mimeType: "application/pdf", url: receipt)])),
+                    events,
+                    in: session.id
+                )
+                try bob.markRead(visitor: visitor)
+                try await events.first("Bob read it") {
+                    if case .readMarker = $0.kind { return $0.origin.session == session.id } else { return false }
+                }
+
+                narrate("The server demands a re-init; the client re-initialises and diffs the full update: no duplicates")
+                server.inject(.reinitRequired, on: .delta)
+                try await events.waitUntil("re-initialised") { recorded in
+                    recorded.filter { $0.origin.session == session.id && $0.isConnected }.count >= 2
+                }
+                try bob.send("Thanks, the refund is on its way.", to: visitor)
+                try await events.first("the refund") { $0.addedMessage?.text.hasPrefix("Thanks, the refund") == true }
+                try await chat.rateAgent(nil, rating: 5, comment: "Quick and kind")
+                try bob.close(visitor: visitor)
+                try await events.first("closed") {
+                    if case .conversationStateChanged(.closedByAgent, _) = $0.kind { return $0.origin.session == session.id } else { return false }
+                }
+                await session.close()
+                try await events.waitUntil("webim disconnects") { recorded in
+                    recorded.filter { $0.origin.session == session.id && $0.kind == .connection(.disconnected, reason: .userInitiated) }.count >= 1
+                }
+            }
+            let truth = server.messages(ofVisitor: visitor).map { MessageID($0.id) }
+            return (try await Self.summarize(session, store: store, conversation: WebimBackend.conversationID, truth: truth), truth.count)
         }
     }
 
@@ -302,11 +382,21 @@ struct Demo: Sendable {
         }
     }
 
-    private func confirmed(_ message: Message, _ events: EventRecorder) async throws {
+    /// Waits until the server has confirmed `message` (its client id is unique per session, not
+    /// across sessions, so the session is part of the match).
+    private func confirmed(_ message: Message, _ events: EventRecorder, in session: SessionID) async throws {
         let clientID = message.clientID
         try await events.first("\"\(message.text)\" is confirmed") { event in
-            event.updatedMessage.map { $0.clientID == clientID && $0.serverID != nil } ?? false
+            event.origin.session == session && (event.updatedMessage.map { $0.clientID == clientID && $0.serverID != nil } ?? false)
         }
+    }
+
+    /// Each session draws from its own seeded generator: the same seed for two sessions would
+    /// give them the same client ids.
+    static func randomness(_ seed: UInt64, for session: SessionID) -> SeededRandomNumberGenerator {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in session.rawValue.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return SeededRandomNumberGenerator(seed: seed ^ hash)
     }
 
     func render(_ summary: Summary) -> String {
@@ -331,7 +421,7 @@ struct Demo: Sendable {
                 ? "The servers logged \(summary.serverMessages) messages; every session's store holds each once, in the server's order."
                 : "MISMATCH: a session's store differs from the server's log."
         )
-        lines.append("Adapters in this build: in-memory (reference), Voximplant-style. Webim and CXone are not implemented yet.")
+        lines.append("Adapters in this build: in-memory (reference), Voximplant-style, Webim. CXone is not implemented yet.")
         return lines.joined(separator: "\n")
     }
 }

@@ -2,12 +2,13 @@ import ArgumentParser
 import Foundation
 import Logging
 import VoximplantEmulator
+import WebimEmulator
 
 struct EmulateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "emulate",
         abstract: "Run a service emulator standalone on 127.0.0.1.",
-        subcommands: [EmulateVoximplant.self]
+        subcommands: [EmulateVoximplant.self, EmulateWebim.self]
     )
 }
 
@@ -35,6 +36,31 @@ struct EmulateVoximplant: AsyncParsableCommand {
                 users: \(alice) / alice-token, \(bob) / bob-token (robot), \(carol) / carol-token
                 conversation \(conversation) between alice and bob
                 connect with: swift run switchboard connect voximplant --url \(url) --user \(alice) --token alice-token
+                """
+            )
+        }
+    }
+}
+
+struct EmulateWebim: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "webim",
+        abstract: "Run the Webim emulator; an operator robot takes every chat and answers."
+    )
+
+    @Option(help: "The port to listen on (0 picks a free one).") var port: Int = 0
+    @Option(help: "How long a delta long-poll is held, in seconds.") var hold: Int = 20
+
+    func run() async throws {
+        let server = WebimServer(configuration: WebimServer.Configuration(deltaHold: .seconds(hold)))
+        server.autoReply(as: server.robot(id: 7, name: "Bob (robot)")) { text in "You wrote: \(text)" }
+        let output = StandardOutput()
+        try await WebimEmulator(server: server, logger: Logger(label: "webim-emulator")).run(port: port) { url in
+            output.write(
+                """
+                Webim emulator at \(url) (location mobile)
+                an operator robot takes every chat and answers
+                connect with: swift run switchboard connect webim --url \(url) --visitor-fields '{"fields":{"id":"alice","display_name":"Alice"}}'
                 """
             )
         }

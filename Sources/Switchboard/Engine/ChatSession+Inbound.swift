@@ -240,6 +240,8 @@ extension ChatSession {
                 guard let conversation else { throw missingConversation(event) }
                 var info = try await knownConversation(conversation, time: time)
                 info.assignedAgent = agent
+                // An assigned agent takes part in the conversation.
+                if let agent, !info.participants.contains(where: { $0.id == agent.id }) { info.participants.append(agent) }
                 try await store.saveConversation(info, scope: scope)
                 publish(event.kind, conversation: conversation, sequence: event.sequence, time: time)
             case .participantsAdded(let participants), .participantsUpdated(let participants):

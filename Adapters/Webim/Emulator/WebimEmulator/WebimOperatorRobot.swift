@@ -18,12 +18,14 @@ public struct WebimOperatorRobot: Sendable {
 
     /// Takes the visitor's chat: the operator is assigned and the chat is `chatting`.
     public func join(visitor: String) throws {
-        try change(visitor) { server, chat, state in
-            chat.operatorInChat = operatorItem
-            chat.state = "chatting"
-            server.record(["objectType": "CHAT_OPERATOR", "event": "upd", "id": .string(String(chat.id)), "data": operatorItem.json], for: visitor, state: &state)
-            server.record(["objectType": "CHAT_STATE", "event": "upd", "id": .string(String(chat.id)), "data": "chatting"], for: visitor, state: &state)
-        }
+        try change(visitor) { server, chat, state in join(&chat, visitor: visitor, server: server, state: &state) }
+    }
+
+    func join(_ chat: inout WebimChat, visitor: String, server: WebimServer, state: inout WebimServer.State) {
+        chat.operatorInChat = operatorItem
+        chat.state = "chatting"
+        server.record(["objectType": "CHAT_OPERATOR", "event": "upd", "id": .string(String(chat.id)), "data": operatorItem.json], for: visitor, state: &state)
+        server.record(["objectType": "CHAT_STATE", "event": "upd", "id": .string(String(chat.id)), "data": "chatting"], for: visitor, state: &state)
     }
 
     public func typing(_ isTyping: Bool, visitor: String) throws {
@@ -88,15 +90,20 @@ public struct WebimOperatorRobot: Sendable {
             guard let chat = state.visitors[visitor]?.chat, !chat.isClosed else {
                 throw WebimEmulatorError(description: "visitor \(visitor) has no open chat")
             }
-            let message = WebimMessage(
-                id: server.newID("msg", &state), clientSideId: server.newID("csid", &state), kind: kind, text: text,
-                name: operatorItem.fullname, authorId: operatorItem.id, avatar: operatorItem.avatar, tsMicros: server.nextMicros(&state)
-            )
-            server.appendMessage(message, visitorID: visitor, state: &state)
-            state.visitors[visitor]!.chat!.readByVisitor = false
-            state.visitors[visitor]!.chat!.unreadByVisitor += 1
-            return message.id
+            return post(visitor, kind: kind, text: text, state: &state)
         }
+    }
+
+    /// Posts into the visitor's open chat (lock held).
+    func post(_ visitor: String, kind: String, text: String, state: inout WebimServer.State) -> String {
+        let message = WebimMessage(
+            id: server.newID("msg", &state), clientSideId: server.newID("csid", &state), kind: kind, text: text,
+            name: operatorItem.fullname, authorId: operatorItem.id, avatar: operatorItem.avatar, tsMicros: server.nextMicros(&state)
+        )
+        server.appendMessage(message, visitorID: visitor, state: &state)
+        state.visitors[visitor]!.chat!.readByVisitor = false
+        state.visitors[visitor]!.chat!.unreadByVisitor += 1
+        return message.id
     }
 
     private func change(_ visitor: String, _ body: (WebimServer, inout WebimChat, inout WebimServer.State) -> Void) throws {

@@ -85,6 +85,7 @@ public final class WebimServer: Sendable {
         var readLog: [(visitor: String, messageID: String?)] = []
         var ratings: [(visitor: String, operatorID: Int, rate: Int)] = []
         var actions: [(visitor: String, action: String)] = []
+        var autoReply: (robot: WebimOperatorRobot, reply: @Sendable (String) -> String?)?
     }
 
     public let configuration: Configuration
@@ -125,6 +126,12 @@ public final class WebimServer: Sendable {
     /// The next `count` message deltas are delivered twice.
     public func duplicateNextMessages(_ count: Int) {
         state.withLock { $0.duplicateNextMessages += count }
+    }
+
+    /// Makes `robot` take every chat a visitor writes in and answer each visitor message with what
+    /// `reply` returns (nothing for `nil`). For `switchboard emulate webim`.
+    public func autoReply(as robot: WebimOperatorRobot, _ reply: @escaping @Sendable (String) -> String?) {
+        state.withLock { $0.autoReply = (robot, reply) }
     }
 
     /// An operator robot.
@@ -297,7 +304,7 @@ public final class WebimServer: Sendable {
             state.uploads[upload.guid] = upload
             let message = WebimMessage(
                 id: newID("msg", &state), clientSideId: fields["client-side-id"] ?? newID("csid", &state), kind: "file_visitor",
-                text: upload.params.jsonString, name: "Visitor", tsMicros: nextMicros(&state), canBeEdited: false
+                text: upload.params.jsonString, name: visitorName(page.visitorID, state: state), tsMicros: nextMicros(&state), canBeEdited: false
             )
             appendMessage(message, visitorID: page.visitorID, state: &state)
             return .json(["result": "ok", "data": upload.params])
@@ -360,14 +367,27 @@ public final class WebimServer: Sendable {
             }
             quote = ["state": "filled", "message": ["id": .string(quoted.id), "kind": .string(quoted.kind), "name": .string(quoted.name), "text": .string(quoted.text), "ts": .double(Double(quoted.tsMicros) / 1_000_000)]]
         }
-        let name = state.visitors[visitorID]!.fields["name"] ?? "Visitor"
+        let name = visitorName(visitorID, state: state)
         let message = WebimMessage(
             id: newID("msg", &state), clientSideId: clientSideId, kind: params["kind"] == "file_visitor" ? "file_visitor" : "visitor",
             text: text, name: name, tsMicros: nextMicros(&state), canBeEdited: configuration.messageEditing,
             data: params["data"].flatMap { try? JSONValue(parsing: $0) }, quote: quote
         )
         appendMessage(message, visitorID: visitorID, state: &state)
+        if let (robot, reply) = state.autoReply, let answer = reply(text) {
+            if state.visitors[visitorID]!.chat!.operatorInChat == nil {
+                var chat = state.visitors[visitorID]!.chat!
+                robot.join(&chat, visitor: visitorID, server: self, state: &state)
+                state.visitors[visitorID]!.chat = chat
+            }
+            _ = robot.post(visitorID, kind: "operator", text: answer, state: &state)
+        }
         return .json(["result": "ok"])
+    }
+
+    func visitorName(_ visitorID: String, state: State) -> String {
+        let fields = state.visitors[visitorID]?.fields ?? [:]
+        return fields["display_name"] ?? fields["name"] ?? "Visitor"
     }
 
     func appendMessage(_ message: WebimMessage, visitorID: String, state: inout State) {
