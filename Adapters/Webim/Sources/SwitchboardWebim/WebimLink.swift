@@ -174,36 +174,16 @@ final class WebimLink: BackendConnection {
     }
 
     private func apply(fullUpdate: JSONValue) {
-        let new = state.withLock { state -> Credentials in
-            var credentials = Credentials()
-            if let page = fullUpdate["pageId"]?.stringValue { credentials["page-id"] = page }
-            if let token = fullUpdate["authToken"]?.stringValue { credentials["auth-token"] = token }
-            if let session = fullUpdate["visitSessionId"]?.stringValue { credentials["visit-session-id"] = session }
-            if let visitor = fullUpdate["visitor"]?.nonNull {
-                credentials["visitor"] = visitor.jsonString
-                if let id = visitor["id"]?.stringValue { credentials["visitor-id"] = id }
-            }
-            credentials["device-id"] = state.credentials["device-id"]
-            state.credentials.values.merge(credentials.values) { _, new in new }
-            return credentials
+        let new = WebimMapping.credentials(fromFullUpdate: fullUpdate)
+        let merged = state.withLock { state -> Credentials in
+            var new = new
+            new["device-id"] = state.credentials["device-id"]
+            state.credentials.values.merge(new.values) { _, fresh in fresh }
+            return new
         }
-        continuation.yield(.credentials(new))
-        let chat = fullUpdate["chat"]?.nonNull
-        rememberChat(chat)
-        let context = mappingContext
-        let messages = (chat?["messages"]?.arrayValue ?? []).compactMap { WebimMapping.message($0, context: context) }
-        continuation.yield(
-            .snapshot(
-                BackendSnapshot(
-                    conversations: [ConversationSnapshot(conversation: WebimMapping.conversationInfo(chat, context: context), messages: messages)],
-                    isComplete: true
-                )
-            )
-        )
-        continuation.yield(.event(BackendEvent(.availability(WebimMapping.availability(fullUpdate["onlineStatus"]?.stringValue)))))
-        if let departments = fullUpdate["departments"]?.nonNull, departments != [] {
-            continuation.yield(.event(BackendEvent(.settingsChanged(["departments": departments]))))
-        }
+        continuation.yield(.credentials(merged))
+        rememberChat(fullUpdate["chat"]?.nonNull)
+        for update in WebimMapping.updates(forFullUpdate: fullUpdate, context: mappingContext) { continuation.yield(update) }
     }
 
     private func rememberChat(_ chat: JSONValue?) {
@@ -216,59 +196,23 @@ final class WebimLink: BackendConnection {
         }
     }
 
-    /// One `deltaList` item (protocols/webim.md §2.3), in array order.
+    /// One `deltaList` item, in array order: what the link must remember, then the updates.
     private func apply(delta item: JSONValue) {
-        guard let id = item["id"]?.stringValue, let type = item["objectType"]?.stringValue else {
-            continuation.yield(.problem(SwitchboardError(.protocolViolation, "a delta item without a string id or type")))
-            return
-        }
-        let event = item["event"]?.stringValue
         let data = item["data"]?.nonNull
-        let context = mappingContext
-        let chat = WebimMapping.conversation
-        func emit(_ kind: ChatEvent.Kind) { continuation.yield(.event(BackendEvent(kind, conversation: chat))) }
-        switch (type, event) {
-        case ("CHAT", "upd") where data != nil:
-            rememberChat(data)
-            let messages = (data?["messages"]?.arrayValue ?? []).compactMap { WebimMapping.message($0, context: context) }
-            continuation.yield(
-                .snapshot(
-                    BackendSnapshot(
-                        conversations: [ConversationSnapshot(conversation: WebimMapping.conversationInfo(data, context: context), messages: messages)],
-                        isComplete: false
-                    )
-                )
-            )
-        case ("CHAT", _):
-            rememberChat(nil)
-            emit(.conversationStateChanged(.closed, previous: nil))
-        case ("CHAT_MESSAGE", "add"), ("CHAT_MESSAGE", "upd"):
-            guard let json = data, let message = WebimMapping.message(json, context: context) else {
-                continuation.yield(.problem(SwitchboardError(.protocolViolation, "CHAT_MESSAGE \(id) is not a message")))
-                return
+        switch (item["objectType"]?.stringValue, item["event"]?.stringValue) {
+        case ("CHAT", "upd") where data != nil: rememberChat(data)
+        case ("CHAT", _): rememberChat(nil)
+        case ("CHAT_MESSAGE", _):
+            if let id = item["id"]?.stringValue, let client = data?["clientSideId"]?.stringValue {
+                state.withLock { $0.clientSideIDs[id] = client }
             }
-            if let client = json["clientSideId"]?.stringValue { state.withLock { $0.clientSideIDs[id] = client } }
-            emit(event == "add" ? .messageAdded(message, position: .newest) : .messageUpdated(message))
-        case ("CHAT_MESSAGE", "del"):
-            emit(.messageRemoved(MessageID(id)))
-        case ("CHAT_STATE", _):
-            let raw = data?.stringValue
-            state.withLock { $0.chatState = raw }
-            emit(.conversationStateChanged(WebimMapping.state(raw), previous: nil))
-        case ("CHAT_OPERATOR", _):
-            let agent = data.flatMap { WebimMapping.agent($0, context: context) }
-            state.withLock { $0.operatorID = data?["id"]?.intValue.map(Int.init) }
-            emit(.agentChanged(agent))
-        case ("CHAT_OPERATOR_TYPING", _):
-            let operatorID = state.withLock { $0.operatorID }
-            emit(.typing(ParticipantID(operatorID.map { "operator-\($0)" } ?? "operator"), isTyping: data?.boolValue ?? false, draft: nil))
-        case ("MESSAGE_READ", _) where data?.boolValue == true:
-            let operatorID = state.withLock { $0.operatorID }
-            emit(.readMarker(ParticipantID(operatorID.map { "operator-\($0)" } ?? "operator"), .message(MessageID(id))))
-        case ("DEPARTMENT_LIST", _):
-            emit(.settingsChanged(["departments": data ?? []]))
-        default:
-            emit(.custom(name: "webim.\(type)", payload: item))
+        case ("CHAT_STATE", _): state.withLock { $0.chatState = data?.stringValue }
+        case ("CHAT_OPERATOR", _): state.withLock { $0.operatorID = data?["id"]?.intValue.map(Int.init) }
+        default: break
+        }
+        let operatorID = state.withLock { $0.operatorID }
+        for update in WebimMapping.updates(forDelta: item, operatorID: operatorID, context: mappingContext) {
+            continuation.yield(update)
         }
     }
 

@@ -180,6 +180,87 @@ enum WebimMapping {
         return URL(string: url)
     }
 
+    /// The page's credentials in a full update.
+    static func credentials(fromFullUpdate fullUpdate: JSONValue) -> Credentials {
+        var credentials = Credentials()
+        if let page = fullUpdate["pageId"]?.stringValue { credentials["page-id"] = page }
+        if let token = fullUpdate["authToken"]?.stringValue { credentials["auth-token"] = token }
+        if let session = fullUpdate["visitSessionId"]?.stringValue { credentials["visit-session-id"] = session }
+        if let visitor = fullUpdate["visitor"]?.nonNull {
+            credentials["visitor"] = visitor.jsonString
+            if let id = visitor["id"]?.stringValue { credentials["visitor-id"] = id }
+        }
+        return credentials
+    }
+
+    /// A full update (protocols/webim.md §2.4): the visitor's conversation as a complete snapshot,
+    /// the online status, the departments.
+    static func updates(forFullUpdate fullUpdate: JSONValue, context: Context) -> [BackendUpdate] {
+        var context = context
+        if let visitor = fullUpdate["visitor"]?["id"]?.stringValue { context.visitorID = ParticipantID(visitor) }
+        if let page = fullUpdate["pageId"]?.stringValue { context.pageID = page }
+        if let token = fullUpdate["authToken"]?.stringValue { context.authToken = token }
+        let chat = fullUpdate["chat"]?.nonNull
+        let messages = (chat?["messages"]?.arrayValue ?? []).compactMap { message($0, context: context) }
+        var updates: [BackendUpdate] = [
+            .snapshot(
+                BackendSnapshot(
+                    conversations: [ConversationSnapshot(conversation: conversationInfo(chat, context: context), messages: messages)],
+                    isComplete: true
+                )
+            ),
+            .event(BackendEvent(.availability(availability(fullUpdate["onlineStatus"]?.stringValue)))),
+        ]
+        if let departments = fullUpdate["departments"]?.nonNull, departments != [] {
+            updates.append(.event(BackendEvent(.settingsChanged(["departments": departments]))))
+        }
+        return updates
+    }
+
+    /// One `deltaList` item (§2.3) as updates; `operatorID` is the chat's operator after the item.
+    static func updates(forDelta item: JSONValue, operatorID: Int?, context: Context) -> [BackendUpdate] {
+        guard let id = item["id"]?.stringValue, let type = item["objectType"]?.stringValue else {
+            return [.problem(SwitchboardError(.protocolViolation, "a delta item without a string id or type"))]
+        }
+        let event = item["event"]?.stringValue
+        let data = item["data"]?.nonNull
+        let operatorParticipant = ParticipantID(operatorID.map { "operator-\($0)" } ?? "operator")
+        func emit(_ kind: ChatEvent.Kind) -> [BackendUpdate] { [.event(BackendEvent(kind, conversation: conversation))] }
+        switch (type, event) {
+        case ("CHAT", "upd") where data != nil:
+            let messages = (data?["messages"]?.arrayValue ?? []).compactMap { message($0, context: context) }
+            return [
+                .snapshot(
+                    BackendSnapshot(
+                        conversations: [ConversationSnapshot(conversation: conversationInfo(data, context: context), messages: messages)],
+                        isComplete: false
+                    )
+                )
+            ]
+        case ("CHAT", _):
+            return emit(.conversationStateChanged(.closed, previous: nil))
+        case ("CHAT_MESSAGE", "add"), ("CHAT_MESSAGE", "upd"):
+            guard let json = data, let mapped = message(json, context: context) else {
+                return [.problem(SwitchboardError(.protocolViolation, "CHAT_MESSAGE \(id) is not a message"))]
+            }
+            return emit(event == "add" ? .messageAdded(mapped, position: .newest) : .messageUpdated(mapped))
+        case ("CHAT_MESSAGE", "del"):
+            return emit(.messageRemoved(MessageID(id)))
+        case ("CHAT_STATE", _):
+            return emit(.conversationStateChanged(state(data?.stringValue), previous: nil))
+        case ("CHAT_OPERATOR", _):
+            return emit(.agentChanged(data.flatMap { agent($0, context: context) }))
+        case ("CHAT_OPERATOR_TYPING", _):
+            return emit(.typing(operatorParticipant, isTyping: data?.boolValue ?? false, draft: nil))
+        case ("MESSAGE_READ", _) where data?.boolValue == true:
+            return emit(.readMarker(operatorParticipant, .message(MessageID(id))))
+        case ("DEPARTMENT_LIST", _):
+            return emit(.settingsChanged(["departments": data ?? []]))
+        default:
+            return emit(.custom(name: "webim.\(type)", payload: item))
+        }
+    }
+
     static func availability(_ raw: String?) -> ChatEvent.Availability {
         switch raw {
         case "online": return .online

@@ -144,3 +144,77 @@ import Testing
         #expect(WebimConfiguration(accountName: "http://127.0.0.1:8080/").baseURL == "http://127.0.0.1:8080")
     }
 }
+
+/// Delta, full update and history payloads from the SDK's tests, through the pure mappings.
+@Suite struct WebimUpdateFixtureTests {
+    let context = WebimMapping.Context(baseURL: "https://demo.webim.ru", pageID: "p", authToken: "t", visitorID: "v", now: Date(timeIntervalSince1970: 1_700_000_000))
+
+    @Test func theDeltaResponseMapsItemByItemInOrder() throws {
+        let response = try WebimCodecTests.fixture("DeltaResponseTests__DELTA_RESPONSE_JSON_STRING__L34.json")
+        #expect(response["revision"]?.stringValue == "12")
+        let items = try #require(response["deltaList"]?.arrayValue)
+        let kinds = items.flatMap { WebimMapping.updates(forDelta: $0, operatorID: nil, context: context) }.compactMap { update -> String? in
+            guard case .event(let event) = update else { return nil }
+            return "\(event.kind.category)"
+        }
+        print("webim delta fixture: \(items.map { $0["objectType"]?.stringValue ?? "?" }) → \(kinds)")
+        #expect(kinds.count == items.count, "one normalized event per item")
+        let state = items.first { $0["objectType"] == "CHAT_STATE" }.map { WebimMapping.updates(forDelta: $0, operatorID: nil, context: context) }
+        guard case .event(let event)?? = state?.first else {
+            Issue.record("no CHAT_STATE event")
+            return
+        }
+        #expect(event.kind == .conversationStateChanged(.queued, previous: nil))
+    }
+
+    @Test func deltaItemsWithoutAStringIDAreProblemsNotCrashes() throws {
+        let nullID = try WebimCodecTests.fixture("DeltaItemTests__deltaItemNullIDJSONString__L107.json")
+        guard case .problem(let error) = WebimMapping.updates(forDelta: nullID, operatorID: nil, context: context).first else {
+            Issue.record("a null id is a problem report")
+            return
+        }
+        #expect(error.code == .protocolViolation)
+        let unknown: JSONValue = ["id": "1", "objectType": "SOMETHING_NEW", "event": "upd", "data": 5]
+        guard case .event(let event) = WebimMapping.updates(forDelta: unknown, operatorID: nil, context: context).first,
+            case .custom(let name, _) = event.kind
+        else {
+            Issue.record("an unknown type is kept as a vendor event")
+            return
+        }
+        #expect(name == "webim.SOMETHING_NEW")
+    }
+
+    @Test func theFullUpdateIsACompleteSnapshotWithCredentials() throws {
+        let fullUpdate = try WebimCodecTests.fixture("FullUpdateTests__defaultFullUpdateJson__L36.json")
+        let credentials = WebimMapping.credentials(fromFullUpdate: fullUpdate)
+        #expect(credentials["auth-token"] == "17778d49ecf342b5aef702479a99bb65")
+        #expect(credentials["visitor-id"] == "877a920ede7082412656ac1cdec7ecde")
+        #expect(credentials["page-id"] != nil && credentials["visit-session-id"] != nil)
+        let updates = WebimMapping.updates(forFullUpdate: fullUpdate, context: context)
+        guard case .snapshot(let snapshot) = updates.first else {
+            Issue.record("a full update starts with a snapshot")
+            return
+        }
+        #expect(snapshot.isComplete)
+        #expect(snapshot.conversations.count == 1)
+        let chatMessages = fullUpdate["chat"]?["messages"]?.arrayValue?.count ?? 0
+        #expect(snapshot.conversations[0].messages.count <= chatMessages)
+        #expect(snapshot.conversations[0].conversation.participants.contains { $0.id == "877a920ede7082412656ac1cdec7ecde" && $0.role == .customer })
+        #expect(updates.contains { update in
+            if case .event(let event) = update, case .availability = event.kind { return true }
+            return false
+        })
+    }
+
+    @Test func historyResponsesMapToMessagesInTimeOrder() throws {
+        for name in ["HistoryBeforeResponseTests__defaultHistoryBeforeResponseJson__L36.json", "HistorySinceResponseTests__defaultHistorySinceResponseJson__L37.json"] {
+            let response = try WebimCodecTests.fixture(name)
+            let items = response["data"]?["messages"]?.arrayValue ?? []
+            let messages = items.compactMap { WebimMapping.message($0, context: context) }
+            #expect(messages.count == items.count, "\(name): every history message maps")
+            #expect(messages.allSatisfy { $0.serverID != nil })
+        }
+        let empty = try WebimCodecTests.fixture("HistoryBeforeResponseTests__nullHistoryBeforeResponseDataJson__L71.json")
+        #expect((empty["data"]?.arrayValue ?? empty["data"]?["messages"]?.arrayValue ?? []).isEmpty)
+    }
+}
