@@ -85,6 +85,7 @@ public final class WebimServer: Sendable {
         var readLog: [(visitor: String, messageID: String?)] = []
         var ratings: [(visitor: String, operatorID: Int, rate: Int)] = []
         var actions: [(visitor: String, action: String)] = []
+        var initLocations: [String] = []
         var autoReply: (robot: WebimOperatorRobot, reply: @Sendable (String) -> String?)?
     }
 
@@ -105,6 +106,8 @@ public final class WebimServer: Sendable {
     public var readLog: [(visitor: String, messageID: String?)] { state.withLock { $0.readLog } }
     public var ratings: [(visitor: String, operatorID: Int, rate: Int)] { state.withLock { $0.ratings } }
     public var actions: [(visitor: String, action: String)] { state.withLock { $0.actions } }
+    /// The `location` of every init, in order.
+    public var initLocations: [String] { state.withLock { $0.initLocations } }
 
     /// Every message of the visitor, oldest first: closed chats, then the current chat.
     public func messages(ofVisitor visitor: String) -> [(id: String, clientSideId: String, kind: String, text: String)] {
@@ -145,9 +148,10 @@ public final class WebimServer: Sendable {
         defer { changes.signal() }
         return state.withLock { state in
             if let fault = takeFault(.initialize, action: nil, state: &state) { return answer(for: fault) }
-            guard params["event"] == "init" || params["event"] == nil, params["device-id"] != nil else {
+            guard params["event"] == "init" || params["event"] == nil, params["device-id"] != nil, let location = params["location"] else {
                 return .error("argument-missing")
             }
+            state.initLocations.append(location)
             var visitorID: String?
             var fields: [String: String] = [:]
             if let ext = params["visitor-ext"], let provided = try? JSONValue(parsing: ext) {

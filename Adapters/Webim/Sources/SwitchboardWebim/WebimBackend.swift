@@ -46,3 +46,56 @@ public struct WebimBackend: ChatBackend {
         return try await link.run(body)
     }
 }
+
+/// Webim calls the normalized API does not cover, as typed vendor requests. Each returns the
+/// action's JSON answer.
+public struct WebimRequests: Sendable {
+    public let session: any Session
+
+    public init(session: any Session) {
+        self.session = session
+    }
+
+    /// `set_push_token`; `nil` unsubscribes (`none`).
+    @discardableResult
+    public func setPushToken(_ token: String?) async throws -> JSONValue {
+        try await call("set_push_token", ["push-token": .string(token ?? "none")])
+    }
+
+    /// `chat.keyboard_response`: the visitor pressed a keyboard button.
+    @discardableResult
+    public func sendKeyboardResponse(buttonID: String, requestMessageID: MessageID) async throws -> JSONValue {
+        try await call("chat.keyboard_response", ["button-id": .string(buttonID), "request-message-id": .string(requestMessageID.rawValue)])
+    }
+
+    /// `survey.answer`.
+    @discardableResult
+    public func answerSurvey(surveyID: String, formID: Int, questionID: Int, answer: String) async throws -> JSONValue {
+        try await call("survey.answer", ["survey-id": .string(surveyID), "form-id": .string(String(formID)), "question-id": .string(String(questionID)), "answer": .string(answer)])
+    }
+
+    /// `chat.resolution_survey_select`: whether the operator solved the question.
+    @discardableResult
+    public func answerResolutionSurvey(resolved: Bool, operatorID: Int) async throws -> JSONValue {
+        try await call("chat.resolution_survey_select", ["answer": .string(resolved ? "1" : "0"), "operator_id": .string(String(operatorID))])
+    }
+
+    /// `chat.send_chat_history`: mail the transcript.
+    @discardableResult
+    public func sendChatHistory(to email: String) async throws -> JSONValue {
+        try await call("chat.send_chat_history", ["email": .string(email)])
+    }
+
+    /// Moves the session to another location without a new session: the adapter re-initialises
+    /// there; the conversation and the store stay.
+    @discardableResult
+    public func changeLocation(_ location: String) async throws -> JSONValue {
+        try await call("change-location", ["location": .string(location)])
+    }
+
+    private func call(_ name: String, _ params: [String: JSONValue]) async throws -> JSONValue {
+        let response = try await session.performVendorRequest(name, payload: .object(params))
+        guard case .vendor(let result) = response else { throw SwitchboardError(.protocolViolation, "\(name) answered with \(response)") }
+        return result
+    }
+}

@@ -42,11 +42,18 @@ final class WebimLink: BackendConnection {
 
     private var base: String { configuration.baseURL }
 
+    /// The location in use: a change (``WebimRequests/changeLocation(_:)``) is kept with the
+    /// credentials, so it survives the re-init it causes.
+    private var location: String { state.withLock { $0.credentials["location"] } ?? configuration.location }
+
     private var headers: [(String, String)] {
         [("User-Agent", "Switchboard Webim adapter")] + configuration.requestHeaders.map { ($0.key, $0.value) }
     }
 
     func run<Result: Sendable>(_ body: @Sendable (any BackendConnection) async throws -> Result) async throws -> Result {
+        // `/api/visitor/meta` precedes everything in SDK 4.0; its answer only overrides paths the
+        // adapter does not use, and its failure is ignored.
+        _ = try? await transport.get("\(base)/api/visitor/meta", headers: headers + [("x-webim-sdk-version", "4.0.0")], timeout: configuration.requestTimeout)
         try await loadConfig()
         try await initialize()
         return try await withThrowingTaskGroup(of: Void.self) { group in
@@ -62,7 +69,7 @@ final class WebimLink: BackendConnection {
     /// does, unless the network itself is down.
     private func loadConfig() async throws {
         guard let response = try? await transport.get(
-            "\(base)/api/visitor/v1/configs/\(HTTPTransport.percentEncode(configuration.location))",
+            "\(base)/api/visitor/v1/configs/\(HTTPTransport.percentEncode(location))",
             query: [("jsonp", "false")],
             headers: headers + [("x-webim-sdk-version", "4.0.0")],
             timeout: configuration.requestTimeout
@@ -83,7 +90,7 @@ final class WebimLink: BackendConnection {
         for _ in 0..<3 {
             let stored = state.withLock { $0.credentials }
             var query: [(String, String)] = [
-                ("device-id", stored["device-id"] ?? ""), ("event", "init"), ("location", configuration.location),
+                ("device-id", stored["device-id"] ?? ""), ("event", "init"), ("location", location),
                 ("platform", "ios"), ("respond-immediately", "1"), ("since", "0"), ("title", configuration.pageTitle),
             ]
             if let version = configuration.appVersion { query.append(("app-version", version)) }
@@ -270,6 +277,17 @@ final class WebimLink: BackendConnection {
             return .done
         case .history(let query):
             return .history(try await history(query))
+        case .vendor("change-location", let payload):
+            guard let newLocation = payload["location"]?.stringValue, !newLocation.isEmpty else {
+                throw SwitchboardError(.invalidArgument, "change-location needs a location")
+            }
+            // As the SDK does: forget the page and init again at the new location.
+            var changed = Credentials()
+            changed["location"] = newLocation
+            state.withLock { $0.credentials["location"] = newLocation }
+            continuation.yield(.credentials(changed))
+            end(SwitchboardError(.connectionLost, "location changed to \(newLocation); re-initialising", vendorCode: "reinit-required"))
+            return .vendor(["location": .string(newLocation)])
         case .vendor(let name, let payload):
             let fields = (payload.objectValue ?? [:]).map { ($0.key, $0.value.stringValue ?? $0.value.jsonString) }.sorted { $0.0 < $1.0 }
             return .vendor(try await action(name, fields))

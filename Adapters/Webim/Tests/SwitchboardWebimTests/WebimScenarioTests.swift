@@ -211,3 +211,26 @@ struct WebimScenarioTests {
         }
     }
 }
+
+@Suite(.timeLimit(.minutes(2)))
+struct WebimVendorRequestTests {
+    @Test func typedRequestsReachTheServerAndLocationChangesWithoutANewSession() async throws {
+        try await withWebimEmulator { control in
+            try await ConformanceHarness(context: ConformanceContext(emulator: control)).withSession { probe in
+                let chat = try await probe.openConversation()
+                let webim = WebimRequests(session: probe.session)
+                try await webim.setPushToken("apns-token")
+                try await webim.sendChatHistory(to: "alice@example.com")
+                try await webim.answerSurvey(surveyID: "s1", formID: 1, questionID: 2, answer: "5")
+                let actions = control.server.actions.map(\.action)
+                #expect(actions.contains("set_push_token") && actions.contains("chat.send_chat_history") && actions.contains("survey.answer"))
+                try await webim.changeLocation("support-desk")
+                try await probe.recorder.waitUntil("re-initialised at the new location") { $0.filter(\.isConnected).count >= 2 }
+                #expect(control.server.initLocations.last == "support-desk")
+                try await chat.send(text: "still the same conversation")
+                try await probe.recorder.first("sent there") { $0.updatedMessage?.text == "still the same conversation" && $0.updatedMessage?.serverID != nil }
+                #expect(await probe.session.isClosed == false)
+            }
+        }
+    }
+}
