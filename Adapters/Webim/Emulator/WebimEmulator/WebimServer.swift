@@ -55,6 +55,8 @@ public final class WebimServer: Sendable {
         case status(Int)
         /// A body cut off mid-JSON.
         case malformed
+        /// Answers normally, but only after this long (on the server's clock).
+        case delay(Duration)
     }
 
     public enum Endpoint: String, Sendable, Hashable {
@@ -183,6 +185,13 @@ public final class WebimServer: Sendable {
     /// The long-poll: answers at once when something happened after `since`, else waits for a
     /// change up to ``Configuration/deltaHold`` and answers `{}`.
     func delta(_ params: [String: String]) async -> Answer {
+        let delay: Duration? = state.withLock { state in
+            guard let index = state.faults[.delta]?.firstIndex(where: { if case .delay = $0.fault { return true } else { return false } }),
+                case .delay(let duration) = state.faults[.delta]!.remove(at: index).fault
+            else { return nil }
+            return duration
+        }
+        if let delay { try? await clock.sleep(for: delay) }
         let deadline = clock.now + configuration.deltaHold
         while true {
             let generation = changes.generation
@@ -337,6 +346,8 @@ public final class WebimServer: Sendable {
         guard state.visitors[visitorID]?.chat.map({ $0.isClosed }) ?? true else { return }
         if let old = state.visitors[visitorID]?.chat {
             state.visitors[visitorID]!.history += old.messages
+            state.visitors[visitorID]!.historyRevision += 1
+            record(["objectType": "HISTORY_REVISION", "event": "upd", "id": "history", "data": ["revision": .string(String(state.visitors[visitorID]!.historyRevision))]], for: visitorID, state: &state)
         }
         let chat = WebimChat(
             id: state.nextChatID, clientSideId: newID("chat", &state), state: "queue",
@@ -447,6 +458,7 @@ public final class WebimServer: Sendable {
         case .error(let code): return .error(code)
         case .status(let status): return Answer(status: status, body: "", contentType: "text/plain")
         case .malformed: return Answer(status: 200, body: "{\"revision\":9,\"deltaList\":[{\"objectType\":")
+        case .delay: return .json([:])
         }
     }
 }

@@ -26,6 +26,8 @@ final class WebimLink: BackendConnection {
         var allowedFileTypes: Set<String> = []
         var uploadAllowed = true
         var ended: SwitchboardError?
+        /// A history revision the server announced that has not been fetched yet.
+        var announcedHistoryRevision: String?
     }
 
     private let state: Mutex<State>
@@ -128,6 +130,7 @@ final class WebimLink: BackendConnection {
     /// (`reinit-required` → the engine reconnects and re-inits; a fatal string → the session ends).
     private func pollLoop() async {
         while !Task.isCancelled {
+            await syncHistoryIfAnnounced()
             let (since, page, token) = state.withLock { ($0.revision, $0.credentials["page-id"] ?? "", $0.credentials["auth-token"] ?? "") }
             let response: HTTPTransport.Response
             do {
@@ -163,6 +166,40 @@ final class WebimLink: BackendConnection {
         }
     }
 
+    /// The history-since poller (protocols/webim.md §6.1), driven by the revisions the server
+    /// announces: fetch what changed since the stored history revision, upsert it (messages marked
+    /// `deleted` are removed), keep the new revision with the credentials. Errors mean "no data".
+    private func syncHistoryIfAnnounced() async {
+        let (announced, stored, page, token) = state.withLock {
+            ($0.announcedHistoryRevision, $0.credentials["history-revision"], $0.credentials["page-id"] ?? "", $0.credentials["auth-token"] ?? "")
+        }
+        guard let announced, announced != stored else { return }
+        var query = [("page-id", page), ("auth-token", token)]
+        if let stored { query.insert(("since", stored), at: 0) }
+        guard let response = try? await transport.get("\(base)/l/v/m/history", query: query, headers: headers, timeout: configuration.requestTimeout),
+            response.status == 200, let json = try? JSONValue(parsing: response.body), json["error"] == nil,
+            let data = json["data"]?.nonNull
+        else {
+            state.withLock { $0.announcedHistoryRevision = nil }
+            return
+        }
+        let context = mappingContext
+        for item in data["messages"]?.arrayValue ?? [] {
+            if item["deleted"]?.boolValue == true, let id = item["id"]?.stringValue {
+                continuation.yield(.event(BackendEvent(.messageRemoved(MessageID(id)), conversation: WebimMapping.conversation)))
+            } else if let message = WebimMapping.message(item, context: context) {
+                continuation.yield(.event(BackendEvent(.messageAdded(message, position: .history), conversation: WebimMapping.conversation, time: message.time)))
+            }
+        }
+        var kept = Credentials()
+        kept["history-revision"] = data["revision"]?.stringValue ?? announced
+        state.withLock { state in
+            state.credentials["history-revision"] = kept["history-revision"]
+            state.announcedHistoryRevision = nil
+        }
+        continuation.yield(.credentials(kept))
+    }
+
     private func end(_ error: SwitchboardError) {
         state.withLock { if $0.ended == nil { $0.ended = error } }
         continuation.finish(throwing: error)
@@ -189,6 +226,7 @@ final class WebimLink: BackendConnection {
             return new
         }
         continuation.yield(.credentials(merged))
+        if let revision = Self.revision(fullUpdate["historyRevision"]) { state.withLock { $0.announcedHistoryRevision = revision } }
         rememberChat(fullUpdate["chat"]?.nonNull)
         for update in WebimMapping.updates(forFullUpdate: fullUpdate, context: mappingContext) { continuation.yield(update) }
     }
@@ -215,6 +253,8 @@ final class WebimLink: BackendConnection {
             }
         case ("CHAT_STATE", _): state.withLock { $0.chatState = data?.stringValue }
         case ("CHAT_OPERATOR", _): state.withLock { $0.operatorID = data?["id"]?.intValue.map(Int.init) }
+        case ("HISTORY_REVISION", _):
+            if let revision = Self.revision(data?["revision"]) { state.withLock { $0.announcedHistoryRevision = revision } }
         default: break
         }
         let operatorID = state.withLock { $0.operatorID }
@@ -239,7 +279,13 @@ final class WebimLink: BackendConnection {
                 fields.append(("quote", #"{"ref":{"msgId":"\#(quoted.rawValue)","msgChannelSideId":null,"chatId":null}}"#))
             }
             if let payload = content.payload { fields.append(("data", payload.jsonString)) }
-            try await action("chat.message", fields)
+            do {
+                try await action("chat.message", fields)
+            } catch let error as SwitchboardError where error.vendorCode == "chat-required" {
+                // The chat closed before its state reached us: start one and send once more.
+                try await startChat(ConversationDraft())
+                try await action("chat.message", fields)
+            }
             return .done
         case .edit(_, let message, let text, _):
             try await action("chat.message", [("message", text), ("client-side-id", try clientSideID(of: message))])

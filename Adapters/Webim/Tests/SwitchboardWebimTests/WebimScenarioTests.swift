@@ -234,3 +234,32 @@ struct WebimVendorRequestTests {
         }
     }
 }
+
+@Suite(.timeLimit(.minutes(2)))
+struct WebimHistorySinceTests {
+    @Test func aFreshInstallGetsEarlierChatsFromHistorySince() async throws {
+        try await withWebimEmulator { control in
+            let harness = ConformanceHarness(context: ConformanceContext(emulator: control))
+            try await harness.withSession { probe in
+                let chat = try await probe.openConversation()
+                try control.agent.send("from the first chat", to: control.visitorID)
+                try await probe.waitForMessages(["from the first chat"], in: chat)
+                try control.agent.close(visitor: control.visitorID)
+                try await chat.send(text: "second chat starts")
+                try await probe.recorder.first("sent") { $0.updatedMessage?.text == "second chat starts" && $0.updatedMessage?.serverID != nil }
+            }
+            // A new device: a fresh store; the full update holds only the current chat.
+            control.server.inject(.delay(.milliseconds(200)), on: .delta)
+            try await harness.withSession { probe in
+                try await probe.recorder.first("history since brings the first chat") {
+                    $0.addedMessage?.text == "from the first chat" && $0.origin.session == probe.session.id
+                }
+                let event = try await probe.recorder.first("as history") { $0.addedMessage?.text == "from the first chat" }
+                if case .messageAdded(_, let position) = event.kind { #expect(position == .history) }
+                let stored = try await probe.session.conversation(WebimBackend.conversationID).storedMessages(before: nil, limit: .max)
+                let truth = try await control.serverMessages(in: WebimBackend.conversationID)
+                #expect(stored.compactMap(\.serverID) == truth.map(\.serverID), "both chats, once each, in order")
+            }
+        }
+    }
+}
