@@ -3,7 +3,7 @@ public import Foundation
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
-public import Switchboard
+import Switchboard
 
 /// HTTP requests for adapters, on AsyncHTTPClient (real deadlines and cancellation; URLSession
 /// on Linux rounds timeouts to whole seconds). Failures become classified ``SwitchboardError``s;

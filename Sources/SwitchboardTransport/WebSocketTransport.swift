@@ -1,5 +1,5 @@
 public import Logging
-public import Switchboard
+import Switchboard
 import Foundation
 import HTTPTypes
 import NIOWebSocket

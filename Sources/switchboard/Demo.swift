@@ -346,7 +346,7 @@ struct Demo: Sendable {
         conversation: ConversationID,
         truth: [MessageID]
     ) async throws -> SessionSummary {
-        let stored = try await store.fetchMessages(in: conversation, before: nil, limit: .max, scope: session.scope)
+        let stored = await store.fetchMessages(in: conversation, before: nil, limit: .max, scope: session.scope)
         let ids = stored.compactMap(\.serverID)
         return SessionSummary(
             backend: session.descriptor.name,

@@ -102,7 +102,7 @@ struct ChaosTests {
         for id in conversations {
             let truth = server.messages(in: id)
             serverCount += truth.count
-            let stored = try await store.fetchMessages(in: id, before: nil, limit: .max, scope: session.scope)
+            let stored = await store.fetchMessages(in: id, before: nil, limit: .max, scope: session.scope)
             let storedIDs = stored.compactMap(\.serverID)
             lost += Set(truth.compactMap(\.serverID)).subtracting(storedIDs).count
             duplicated += storedIDs.count - Set(storedIDs).count

@@ -145,7 +145,7 @@ struct SessionEngineTests {
             recorder.finish()
         }
         #expect(emulator.server.messages(in: conversation.id).map(\.text) == ["one", "two"])
-        let stored = try await store.fetchMessages(in: conversation.id, before: nil, limit: 10, scope: second.scope)
+        let stored = await store.fetchMessages(in: conversation.id, before: nil, limit: 10, scope: second.scope)
         #expect(stored.map(\.text) == ["one", "two"])
         #expect(stored.allSatisfy { $0.deliveryState == .sent && $0.serverID != nil })
         #expect(try await store.fetchOutbox(scope: second.scope).isEmpty)

@@ -1,5 +1,5 @@
-public import DequeModule
-public import Foundation
+import DequeModule
+import Foundation
 import Synchronization
 
 /// One bus for the events of every session, whatever its backend.

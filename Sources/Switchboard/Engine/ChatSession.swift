@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import Logging
 
 /// The session engine: drives one ``ChatBackend`` and gives it every guarantee of the core —

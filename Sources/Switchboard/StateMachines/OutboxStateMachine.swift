@@ -1,4 +1,4 @@
-public import DequeModule
+import DequeModule
 public import Foundation
 
 /// One send waiting in the outbox. Stored before anything goes on the wire, so it survives a

@@ -1,7 +1,7 @@
-public import Hummingbird
-public import HummingbirdWebSocket
+import Hummingbird
+import HummingbirdWebSocket
 public import Logging
-public import SwitchboardEmulation
+import SwitchboardEmulation
 import NIOWebSocket
 import Switchboard
 

@@ -1,4 +1,4 @@
-public import Switchboard
+import Switchboard
 
 /// Acts as one user on a ``VoximplantServer`` without a socket: the agent or other participant
 /// of tests, the demo and `switchboard emulate`.

@@ -1,7 +1,7 @@
 import DequeModule
 import Foundation
 @_spi(TestKit) public import Switchboard
-public import SwitchboardTestKit
+import SwitchboardTestKit
 import Synchronization
 
 /// The server side of the Voximplant-style protocol (Docs/Protocols/voximplant-style.md):

@@ -50,7 +50,7 @@ struct VoximplantScenarioTests {
             let store = InMemoryChatStore()
             try await harness(control).withSession(store: store) { probe in
                 let chat = try await probe.openConversation()
-                try await control.agent.send("before", in: chat.id.rawValue)
+                try control.agent.send("before", in: chat.id.rawValue)
                 try await probe.waitForMessages(["before"], in: chat)
                 try await probe.session.pause()
                 let texts = (1...1000).map { "offline \($0)" }

@@ -1,10 +1,10 @@
-public import Foundation
-public import Hummingbird
+import Foundation
+import Hummingbird
 import HummingbirdWebSocket
 public import Logging
 import NIOCore
 import NIOFoundationCompat
-public import SwitchboardEmulation
+import SwitchboardEmulation
 import Switchboard
 
 /// The Webim mobile API on a real socket at `http://127.0.0.1:PORT`, backed by a ``WebimServer``:

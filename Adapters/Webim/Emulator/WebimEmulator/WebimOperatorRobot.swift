@@ -1,5 +1,5 @@
 public import Foundation
-@_spi(TestKit) public import Switchboard
+@_spi(TestKit) import Switchboard
 import Synchronization
 
 /// An error of the emulator's robot API (not of the protocol).
@@ -81,7 +81,7 @@ public struct WebimOperatorRobot: Sendable {
             let chat = state.visitors[visitor]!.chat!
             server.record(["objectType": "CHAT", "event": "upd", "id": .string(String(chat.id)), "data": chat.json], for: visitor, state: &state)
         }
-        try post(visitor, kind: "operator", text: text)
+        _ = try post(visitor, kind: "operator", text: text)
     }
 
     private func post(_ visitor: String, kind: String, text: String) throws -> String {

@@ -1,4 +1,3 @@
-public import Logging
 public import Switchboard
 public import SwitchboardTransport
 

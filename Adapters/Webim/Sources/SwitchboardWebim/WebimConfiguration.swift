@@ -1,4 +1,4 @@
-public import Switchboard
+import Switchboard
 
 /// Webim's SessionBuilder as a value: which account and location, who the visitor is, and how the
 /// client presents itself.

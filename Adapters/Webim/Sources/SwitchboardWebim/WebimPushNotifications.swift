@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import Switchboard
 
 /// Webim remote notifications (protocols/webim.md §9), normalized.
