@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "VoximplantEmulator", targets: ["VoximplantEmulator"]),
         .library(name: "SwitchboardWebim", targets: ["SwitchboardWebim"]),
         .library(name: "WebimEmulator", targets: ["WebimEmulator"]),
+        .library(name: "SwitchboardCXone", targets: ["SwitchboardCXone"]),
         .executable(name: "switchboard", targets: ["switchboard"]),
     ],
     dependencies: [
@@ -119,6 +120,20 @@ let package = Package(
                 .product(name: "NIOFoundationCompat", package: "swift-nio"),
             ],
             path: "Adapters/Webim/Emulator/WebimEmulator"
+        ),
+        .target(
+            name: "SwitchboardCXone",
+            dependencies: [
+                "Switchboard",
+                "SwitchboardTransport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Adapters/CXone/Sources/SwitchboardCXone"
+        ),
+        .testTarget(
+            name: "SwitchboardCXoneTests",
+            dependencies: ["Switchboard", "SwitchboardCXone"],
+            path: "Adapters/CXone/Tests/SwitchboardCXoneTests"
         ),
         .testTarget(
             name: "SwitchboardWebimTests",

@@ -1,0 +1,289 @@
+import Foundation
+import Switchboard
+import Testing
+
+@testable import SwitchboardCXone
+
+/// Every payload from the CXone SDK's own tests (`../shared/fixtures/cxone`), named, with what it
+/// must decode to — or, where the SDK rejects it, the clear error it must fail with.
+@Suite struct CXoneFixtureTests {
+    static let directory = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("shared/fixtures/cxone")
+
+    static func text(_ name: String) throws -> String {
+        try String(contentsOf: directory.appendingPathComponent(name), encoding: .utf8)
+    }
+
+    static func json(_ name: String) throws -> JSONValue { try JSONValue(parsing: try text(name)) }
+
+    /// Classifies a frame and maps it, as the adapter does.
+    static func outcome(_ name: String, thread: ConversationID? = nil) throws -> CXoneMapping.Outcome {
+        guard case .event(_, let type, let frame) = CXoneWire.classify(try text(name)) else {
+            throw SwitchboardError(.protocolViolation, "\(name) is not an event frame")
+        }
+        return try CXoneMapping.outcome(of: frame, type: type, thread: thread)
+    }
+
+    static func kinds(_ outcome: CXoneMapping.Outcome) -> [ChatEvent.Kind] {
+        guard case .updates(let updates) = outcome else { return [] }
+        return updates.compactMap { if case .event(let event) = $0 { return event.kind } else { return nil } }
+    }
+
+    typealias Check = @Sendable () throws -> Void
+
+    /// Every fixture file and what it must do.
+    static let expectations: [String: Check] = [
+        "AgentTypingStarted.json": {
+            guard case .typing(let who, true, _)? = kinds(try outcome("AgentTypingStarted.json")).first else { throw failure("typing started") }
+            #expect(who == "agent-62713628")
+        },
+        "AgentTypingEnded.json": {
+            guard case .typing(_, false, _)? = kinds(try outcome("AgentTypingEnded.json")).first else { throw failure("typing ended") }
+        },
+        "CaseInboxAssigneeChanged.json": {
+            guard case .agentChanged(let agent?)? = kinds(try outcome("CaseInboxAssigneeChanged.json")).first else { throw failure("an agent") }
+            #expect(agent.role == .agent && agent.displayName != nil)
+        },
+        "CaseInboxAssigneeChanged+NoAgent.json": {
+            let mapped = kinds(try outcome("CaseInboxAssigneeChanged+NoAgent.json"))
+            #expect(mapped.first == .agentChanged(nil))
+        },
+        "CaseStatusChanged.json": {
+            guard case .conversationStateChanged(.closed, _)? = kinds(try outcome("CaseStatusChanged.json")).first else { throw failure("closed") }
+        },
+        "ConsumerAuthorizedWithAccessToken.json": {
+            guard case .updates(let updates) = try outcome("ConsumerAuthorizedWithAccessToken.json"), case .credentials(let credentials)? = updates.first
+            else { throw failure("credentials") }
+            #expect(credentials["access-token"] != nil && credentials["customer-id"] != nil)
+        },
+        "CustomerAuthorizedEvent.json": {
+            guard case .updates(let updates) = try outcome("CustomerAuthorizedEvent.json"), case .credentials(let credentials)? = updates.first
+            else { throw failure("credentials") }
+            #expect(credentials["customer-id"] == "E0C4BD81-0864-4A8C-9B65-4F4D67DA0AF0")
+            #expect(credentials["access-token"] == nil, "no token without authorization")
+        },
+        "CustomerReconnectedEvent.json": {
+            // iOS does not know "CustomerReconnected": kept as a vendor event, never a crash.
+            guard case .custom(let name, _)? = kinds(try outcome("CustomerReconnectedEvent.json")).first else { throw failure("vendor event") }
+            #expect(name == "cxone.CustomerReconnected")
+        },
+        "MessageCreatedEvent.json": {
+            guard case .messageAdded(let message, _)? = kinds(try outcome("MessageCreatedEvent.json")).first else { throw failure("message") }
+            #expect(message.kind == .text && message.senderRole == .customer && !message.text.isEmpty)
+            #expect(message.conversationID.rawValue == message.conversationID.rawValue.lowercased())
+        },
+        "CustomMessageCreatedEvent.json": {
+            guard case .messageAdded(let message, _)? = kinds(try outcome("CustomMessageCreatedEvent.json")).first else { throw failure("message") }
+            #expect(message.payload != nil)
+        },
+        "MessageAddedIntoCaseEvent.json": {
+            guard case .custom(let name, _)? = kinds(try outcome("MessageAddedIntoCaseEvent.json")).first else { throw failure("vendor event") }
+            #expect(name == "cxone.MessageAddedIntoCase")
+        },
+        "MessageReadEventByAgent.json": {
+            guard case .messageUpdated(let message)? = kinds(try outcome("MessageReadEventByAgent.json")).first else { throw failure("update") }
+            #expect(message.serverID != nil)
+        },
+        "SetPositionInQueue.json": {
+            let mapped = kinds(try outcome("SetPositionInQueue.json"))
+            #expect(mapped == [.queuePosition(10)])
+        },
+        "ThreadListFetchedEvent.json": {
+            guard case .updates(let updates) = try outcome("ThreadListFetchedEvent.json"), case .snapshot(let snapshot)? = updates.first
+            else { throw failure("snapshot") }
+            #expect(snapshot.isComplete && !snapshot.conversations.isEmpty)
+            #expect(snapshot.conversations.allSatisfy { $0.conversation.kind == .thread })
+        },
+        "ThreadMetadataLoadedEvent.json": {
+            let mapped = kinds(try outcome("ThreadMetadataLoadedEvent.json"))
+            guard case .messageAdded? = mapped.first else { throw failure("the last message") }
+        },
+        "ThreadRecoveredEvent.json": { try recovered("ThreadRecoveredEvent.json") },
+        "ThreadRecoveredEvent_fallback.json": { try recovered("ThreadRecoveredEvent_fallback.json") },
+        "LivechatRecoveredEvent.json": { try recovered("LivechatRecoveredEvent.json") },
+        "MoreMessagesLoaded.json": {
+            guard case .moreMessages(let messages, let token) = try outcome("MoreMessagesLoaded.json") else { throw failure("a page") }
+            #expect(messages.isEmpty && token.isEmpty, "an empty scroll token: no more messages")
+        },
+        "ThreadArchived.json": {
+            let mapped = kinds(try outcome("ThreadArchived.json", thread: "t1"))
+            #expect(mapped == [.conversationStateChanged(.archived, previous: nil)])
+        },
+        "TokenRefreshed.json": {
+            guard case .updates(let updates) = try outcome("TokenRefreshed.json"), case .credentials(let credentials)? = updates.first
+            else { throw failure("credentials") }
+            #expect(credentials["access-token"]?.hasPrefix("Atza|") == true)
+        },
+        "EventInS3+ThreadRecovered.json": {
+            guard case .download(let url, let origin) = try outcome("EventInS3+ThreadRecovered.json") else { throw failure("a download") }
+            #expect(url.absoluteString.hasPrefix("https://") && origin == "ThreadRecovered")
+        },
+        "FireProactiveAction+WelcomeMessage.json": { try proactive("FireProactiveAction+WelcomeMessage.json") },
+        "WelcomeMessage.json": { try proactive("WelcomeMessage.json") },
+        "CustomPopup.json": { try proactive("CustomPopup.json") },
+        "ProActiveActionCustomPopupWithEmtyVariables.json": { try proactive("ProActiveActionCustomPopupWithEmtyVariables.json") },
+        "OperationError.json": { try operationError("OperationError.json") },
+        "InternalServerError.json": { try operationError("InternalServerError.json") },
+        "ServerError.json": {
+            let frame = try text("ServerError.json")
+            #expect(CXoneWire.classify(frame) == .serverError("Message error"))
+        },
+        "ChannelConfiguration.json": {
+            let configuration = try CXoneChannelConfiguration(json: try json("ChannelConfiguration.json"))
+            #expect(configuration.fileRestrictions.allowedFileSizeMegabytes > 0)
+            #expect(!configuration.features.isEmpty)
+        },
+        "ChannelConfiguration+SSKVersionNotSupported.json": {
+            #expect(throws: SwitchboardError(.fatal, "")) { try CXoneChannelConfiguration(json: try json("ChannelConfiguration+SSKVersionNotSupported.json")) }
+        },
+        "MessageTypeText.json": {
+            let message = try #require(try CXoneMapping.message(try json("MessageTypeText.json")))
+            #expect(message.kind == .text && message.text == "Hello world")
+            #expect(message.payload?["postback"] == "/hello_world")
+        },
+        "MessageTypeQuickReplies.json": { try rich("MessageTypeQuickReplies.json", "QUICK_REPLIES") },
+        "MessageTypeListPicker.json": { try rich("MessageTypeListPicker.json", "LIST_PICKER") },
+        "MessageTypeRichLink.json": { try rich("MessageTypeRichLink.json", "RICH_LINK") },
+        "MessageTypePluginCustom.json": { try rich("MessageTypePluginCustom.json", "PLUGIN") },
+        "MessageTypePluginDeeplink.json": { try rich("MessageTypePluginDeeplink.json", "PLUGIN") },
+        "MessageTypePluginGallery.json": { try rich("MessageTypePluginGallery.json", "PLUGIN") },
+        "MessageTypePluginMenu.json": { try rich("MessageTypePluginMenu.json", "PLUGIN") },
+        "MessageTypePluginQuickReplies.json": { try rich("MessageTypePluginQuickReplies.json", "PLUGIN") },
+        "MessageTypePluginSatisfactionSurvey.json": { try rich("MessageTypePluginSatisfactionSurvey.json", "PLUGIN") },
+        "MessageTypePluginTextAndButtons.json": { try rich("MessageTypePluginTextAndButtons.json", "PLUGIN") },
+        "AccessToken.json": {
+            let token = try json("AccessToken.json")
+            #expect(token["token"]?.stringValue != nil && token["expiresIn"]?.intValue != nil)
+        },
+        "AttachmentUpload.json": {
+            let body = try json("AttachmentUpload.json")
+            #expect(body["fileUrl"]?.stringValue != nil)
+        },
+        "AttachmentUploadSuccessResponse.json": {
+            let body = try json("AttachmentUploadSuccessResponse.json")
+            #expect(body["fileUrl"]?.stringValue != nil)
+        },
+        "AttachmentUploadFailResponse.json": {
+            // Not strict JSON (a no-break space): refused with a clear error, as the notes say.
+            #expect(throws: SwitchboardError(.protocolViolation, "")) { try json("AttachmentUploadFailResponse.json") }
+        },
+        "AuthorizeCustomer.json": {
+            let fixture = try json("AuthorizeCustomer.json")
+            #expect(fixture["authorization"]?["codeVerifier"] != nil)
+            let event = CXoneWire.event("AuthorizeCustomer", eventID: "ABC", identity: .init(brandID: 1, channelID: "chat_1", customerID: "c1"), data: ["authorization": fixture["authorization"]!])
+            #expect(event["action"] == "register" && event["eventId"] == "abc")
+            #expect(event["payload"]?["customerIdentity"]?["idOnExternalPlatform"] == "c1")
+        },
+        "EndContact.json": {
+            let fixture = try json("EndContact.json")
+            let event = CXoneWire.event("EndContact", eventID: "e1", identity: .init(brandID: 1234, channelID: "chat_111", customerID: "a91082b7-46f8-4d0d-af43-079994de98c6"), data: fixture["data"])
+            #expect(event["payload"]?["consumerIdentity"] != nil, "EndContact uses consumerIdentity")
+            #expect(event["payload"]?["data"] == fixture["data"])
+            #expect(event["payload"]?["brand"] == fixture["brand"] && event["payload"]?["channel"] == fixture["channel"])
+        },
+        "MessagePostSuccess.json": {
+            // Placeholder-typed ("String" values): a message it is not.
+            let fixture = try json("MessagePostSuccess.json")
+            #expect(throws: SwitchboardError(.protocolViolation, "")) { _ = try CXoneMapping.message(fixture) }
+        },
+        "StoreVisitorEventsPayloadDTO.json": {
+            let payload = try json("StoreVisitorEventsPayloadDTO.json")
+            #expect(payload["data"]?["browserFingerprint"]?["applicationType"] == "native")
+        },
+    ]
+
+    @Test func everyFixtureHasAnExpectation() throws {
+        let files = try FileManager.default.contentsOfDirectory(atPath: Self.directory.path).filter { $0.hasSuffix(".json") }.sorted()
+        #expect(files.count == 50)
+        #expect(Set(files) == Set(Self.expectations.keys), "fixtures without an expectation: \(Set(files).subtracting(Self.expectations.keys).sorted())")
+    }
+
+    @Test(arguments: Array(expectations.keys).sorted())
+    func fixture(_ name: String) throws {
+        try Self.expectations[name]!()
+    }
+
+    static func failure(_ what: String) -> SwitchboardError { SwitchboardError(.protocolViolation, "expected \(what)") }
+
+    static func recovered(_ name: String) throws {
+        guard case .updates(let updates) = try outcome(name), case .snapshot(let snapshot)? = updates.first,
+            let thread = snapshot.conversations.first
+        else { throw failure("a thread snapshot") }
+        #expect(!snapshot.isComplete)
+        #expect(thread.conversation.kind == .thread)
+        #expect(thread.conversation.customData?["scrollToken"] != nil)
+        #expect(thread.messages.allSatisfy { $0.conversationID == thread.conversation.id })
+    }
+
+    static func proactive(_ name: String) throws {
+        guard case .custom(let event, let payload)? = kinds(try outcome(name)).first else { throw failure("a proactive action") }
+        #expect(event == "cxone.FireProactiveAction" && payload["proactiveAction"] != nil)
+    }
+
+    static func operationError(_ name: String) throws {
+        guard case .operationError(let eventID, let error) = CXoneWire.classify(try text(name)) else { throw failure("an OperationError") }
+        #expect(eventID == eventID.lowercased())
+        #expect(error.vendorCode == "InconsistentData" && error.code == .serverError)
+    }
+
+    static func rich(_ name: String, _ type: String) throws {
+        let message = try #require(try CXoneMapping.message(try json(name)))
+        #expect(message.kind == .rich(type))
+        #expect(message.payload?["type"]?.stringValue == type, "the rich content is kept whole")
+        #expect(!message.text.isEmpty)
+    }
+}
+
+@Suite struct CXoneWireTests {
+    @Test func environmentsAndCustomURLs() throws {
+        #expect(CXoneEnvironment.eu1.chatURL == "https://channels-de-eu1.niceincontact.com/chat")
+        let custom = CXoneEnvironment(chatURL: "https://channels-de-xx.example.com/chat", socketURL: "wss://gw.example.com")
+        #expect(custom.loggerURL == "https://app-de-xx.example.com/logger-public")
+        #expect(custom.tokenURL == "https://digital-oauth-de-xx.example.com/")
+        let local = CXoneEnvironment(chatURL: "http://127.0.0.1:8080/chat", socketURL: "ws://127.0.0.1:8080/ws?drop=me")
+        #expect(local.loggerURL == "" && local.tokenURL == "", "derivations fail for an emulator URL")
+        let url = try local.webSocketURL(brandID: 1386, channelID: "chat_1", visitorID: "v1")
+        #expect(url == "ws://127.0.0.1:8080/ws?brandId=1386&channelId=chat_1&visitorId=v1&sdkPlatform=ios&sdkVersion=3.3.1")
+    }
+
+    @Test func identityKeysFollowTheEvent() {
+        let identity = CXoneWire.Identity(brandID: 1, channelID: "c", customerID: "me", visitorID: "v")
+        #expect(CXoneWire.event("SendMessage", eventID: "X", identity: identity)["payload"]?["customerIdentity"] != nil)
+        #expect(CXoneWire.event("SendTranscript", eventID: "X", identity: identity)["payload"]?["consumerIdentity"] != nil)
+        #expect(CXoneWire.event("FetchThreadList", eventID: "X", identity: identity)["payload"]?["data"] == nil)
+        #expect(CXoneWire.event("FetchThreadList", eventID: "X", identity: identity)["payload"]?["visitor"] == ["id": "v"])
+    }
+
+    @Test func pongsAndStrayFrames() {
+        #expect(CXoneWire.classify("\"pong\"") == .pong)
+        if case .unrecognized = CXoneWire.classify("{\"hello\":1}") {} else { Issue.record("a frame without an eventId is dropped") }
+        if case .unrecognized = CXoneWire.classify("not json") {} else { Issue.record("garbage is dropped") }
+        guard case .event(_, nil, _) = CXoneWire.classify(#"{"eventId":"A"}"#) else {
+            Issue.record("a bare acknowledgment is an event without a type")
+            return
+        }
+    }
+
+    @Test func datesInEveryFixtureForm() {
+        for text in ["2022-08-04T18:27:34+00:00", "2022-12-12T15:41:18+0100", "2022-03-15T17:54:50+0000", "2024-04-16T07:44:51.462Z", "2024-01-01T12:00:00Z"] {
+            #expect(CXoneMapping.date(.string(text)) != nil, "\(text)")
+        }
+        #expect(CXoneMapping.date(.string("yesterday")) == nil)
+    }
+
+    @Test func preChatSurveyValidation() throws {
+        let configuration = try CXoneChannelConfiguration(json: try CXoneFixtureTests.json("ChannelConfiguration.json"))
+        let required = configuration.preChatFields.filter(\.isRequired)
+        if let first = required.first {
+            #expect(throws: SwitchboardError(.invalidArgument, "")) { try configuration.validatePreChat([:]) }
+            do {
+                try configuration.validatePreChat([:])
+            } catch let error as SwitchboardError {
+                #expect(error.vendorCode == "missingPreChatCustomFields" && error.message.contains(first.ident))
+            }
+        }
+        print("cxone pre-chat: \(configuration.preChatFields.map(\.ident)), required \(required.map(\.ident)), mode \(configuration.mode), auth \(configuration.authenticationType)")
+    }
+}
