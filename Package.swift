@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "SwitchboardWebim", targets: ["SwitchboardWebim"]),
         .library(name: "WebimEmulator", targets: ["WebimEmulator"]),
         .library(name: "SwitchboardCXone", targets: ["SwitchboardCXone"]),
+        .library(name: "CXoneEmulator", targets: ["CXoneEmulator"]),
         .executable(name: "switchboard", targets: ["switchboard"]),
     ],
     dependencies: [
@@ -130,9 +131,24 @@ let package = Package(
             ],
             path: "Adapters/CXone/Sources/SwitchboardCXone"
         ),
+        .target(
+            name: "CXoneEmulator",
+            dependencies: [
+                "Switchboard",
+                "SwitchboardTestKit",
+                "SwitchboardEmulation",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+            ],
+            path: "Adapters/CXone/Emulator/CXoneEmulator"
+        ),
         .testTarget(
             name: "SwitchboardCXoneTests",
-            dependencies: ["Switchboard", "SwitchboardCXone"],
+            dependencies: ["Switchboard", "SwitchboardTestKit", "SwitchboardCXone", "CXoneEmulator"],
             path: "Adapters/CXone/Tests/SwitchboardCXoneTests"
         ),
         .testTarget(

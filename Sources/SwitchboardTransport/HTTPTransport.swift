@@ -3,7 +3,7 @@ public import Foundation
 import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
-import Switchboard
+public import Switchboard
 
 /// HTTP requests for adapters, on AsyncHTTPClient (real deadlines and cancellation; URLSession
 /// on Linux rounds timeouts to whole seconds). Failures become classified ``SwitchboardError``s;
@@ -70,6 +70,22 @@ public struct HTTPTransport: Sendable {
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         request.headers.replaceOrAdd(name: "Content-Type", value: "application/x-www-form-urlencoded")
         request.body = .bytes(ByteBuffer(string: Self.formEncode(fields)))
+        return try await execute(request, timeout: timeout)
+    }
+
+    /// A JSON POST (or PUT).
+    public func postJSON(
+        _ url: String,
+        body: JSONValue,
+        method: String = "POST",
+        headers: [(String, String)] = [],
+        timeout: Duration
+    ) async throws -> Response {
+        var request = HTTPClientRequest(url: url)
+        request.method = method == "PUT" ? .PUT : .POST
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        request.headers.replaceOrAdd(name: "Content-Type", value: "application/json")
+        request.body = .bytes(ByteBuffer(data: body.jsonData()))
         return try await execute(request, timeout: timeout)
     }
 

@@ -114,8 +114,10 @@ public enum CXoneMapping {
         let customer = json["authorEndUserIdentity"]?.nonNull
         let readByAgent = date(json["userStatistics"]?["readAt"]) != nil
         let seenByAgent = date(json["userStatistics"]?["seenAt"]) != nil
+        // A customer's message id is made by the client (it is its client id too); an agent's by the server.
         return Message(
             serverID: MessageID(id.lowercased()),
+            clientID: fromAgent ? nil : ClientMessageID(id.lowercased()),
             conversationID: ConversationID(thread.lowercased()),
             sender: author?.id ?? customer?["idOnExternalPlatform"]?.stringValue.map(ParticipantID.init),
             senderRole: fromAgent ? (author?.role ?? .agent) : .customer,
@@ -161,8 +163,9 @@ public enum CXoneMapping {
         case "MessageReadChanged", "MessageSeenChanged":
             guard let message = try message(try required(data?["message"], "data.message")) else { return .updates([]) }
             var updates = [event(.messageUpdated(message), message.conversationID)]
-            if message.deliveryState == .read, let reader = agent(data?["message"]?["authorUser"]) ?? nil {
-                updates.append(event(.readMarker(reader.id, .message(message.serverID!)), message.conversationID))
+            if message.deliveryState == .read, let id = message.serverID {
+                // The event does not say which agent read it.
+                updates.append(event(.readMarker(ParticipantID("agent"), .message(id)), message.conversationID))
             }
             return .updates(updates)
         case "SenderTypingStarted", "SenderTypingEnded":

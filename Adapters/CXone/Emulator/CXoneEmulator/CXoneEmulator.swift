@@ -1,0 +1,113 @@
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+public import Logging
+import NIOCore
+import NIOFoundationCompat
+import NIOWebSocket
+import Switchboard
+import SwitchboardEmulation
+
+/// CXone on a real socket: HTTP at `http://127.0.0.1:PORT/chat/…` (channel configuration,
+/// availability, attachments, web analytics, OAuth token, large-event downloads) and the
+/// WebSocket at `ws://127.0.0.1:PORT/ws`.
+public struct CXoneEmulator: Sendable {
+    public let server: CXoneServer
+    public let logger: Logger
+
+    public init(server: CXoneServer = CXoneServer(), logger: Logger = Logger(label: "cxone-emulator")) {
+        self.server = server
+        var logger = logger
+        if logger.logLevel < .warning { logger.logLevel = .warning }
+        self.logger = logger
+    }
+
+    /// The URLs a client needs.
+    public struct Endpoints: Sendable {
+        public var chatURL: String
+        public var socketURL: String
+        public var tokenURL: String
+    }
+
+    public func withRunning<Result: Sendable>(port: Int = 0, _ body: @Sendable (Endpoints) async throws -> Result) async throws -> Result {
+        let (router, webSocketRouter) = routers()
+        return try await EmulatorHost.withRunning(router: router, webSocketRouter: webSocketRouter, port: port, logger: logger) { bound in
+            try await body(Endpoints(chatURL: "http://127.0.0.1:\(bound)/chat", socketURL: "ws://127.0.0.1:\(bound)/ws", tokenURL: "http://127.0.0.1:\(bound)/"))
+        }
+    }
+
+    public func run(host: String = "127.0.0.1", port: Int = 0, onBound: @escaping @Sendable (Endpoints) async -> Void) async throws {
+        let (router, webSocketRouter) = routers()
+        try await EmulatorHost.run(router: router, webSocketRouter: webSocketRouter, host: host, port: port, logger: logger) { bound in
+            await onBound(Endpoints(chatURL: "http://\(host):\(bound)/chat", socketURL: "ws://\(host):\(bound)/ws", tokenURL: "http://\(host):\(bound)/"))
+        }
+    }
+
+    func routers() -> (Router<BasicWebSocketRequestContext>, Router<BasicWebSocketRequestContext>) {
+        let server = self.server
+        let router = Router(context: BasicWebSocketRequestContext.self)
+        router.get("/chat/1.0/brand/:brand/channel/:channel") { _, _ in Self.json(server.channelConfiguration) }
+        router.get("/chat/1.0/brand/:brand/channel/:channel/availability") { _, _ in Self.json(["status": "online"]) }
+        router.post("/chat/1.0/brand/:brand/channel/:channel/attachment") { request, _ in
+            let body = try await request.body.collect(upTo: 64 << 20)
+            let result = server.upload((try? JSONValue(parsing: Data(buffer: body))) ?? .null)
+            return Self.json(result.body, status: result.status)
+        }
+        router.put("/web-analytics/1.0/tenants/:brand/visitors/:visitor") { _, _ in Self.json([:]) }
+        router.post("/web-analytics/1.0/tenants/:brand/visitors/:visitor/events") { request, _ in
+            let body = try await request.body.collect(upTo: 1 << 20)
+            server.recordAnalytics((try? JSONValue(parsing: Data(buffer: body))) ?? .null)
+            return Self.json([:])
+        }
+        router.post("/oauth/token") { _, _ in Self.json(["accessToken": .string(server.issueToken()), "expiresIn": 600]) }
+        router.get("/s3/:id") { _, context in
+            guard let body = server.s3Object(context.parameters.get("id") ?? "") else { return Response(status: .notFound) }
+            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: body)))
+        }
+        let webSocketRouter = Router(context: BasicWebSocketRequestContext.self)
+        webSocketRouter.ws("/ws", shouldUpgrade: { request, _ in
+            server.takeHandshakeFault() ? .dontUpgrade : .upgrade([:])
+        }) { inbound, outbound, context in
+            let visitor = Self.query(context.request.uri.query ?? "")["visitorId"] ?? ""
+            let (frames, continuation) = AsyncStream.makeStream(of: String.self)
+            let connection = server.attach(visitorID: visitor, send: { continuation.yield($0) }, close: { continuation.finish() })
+            defer {
+                server.detach(connection)
+                continuation.finish()
+            }
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for await frame in frames {
+                        do { try await outbound.writeTextMessage(frame) } catch { return }
+                    }
+                    try? await outbound.close(.goingAway, reason: "closed by the server")
+                }
+                group.addTask {
+                    do {
+                        for try await message in inbound.messages(maxSize: 1 << 20) {
+                            if case .text(let text) = message { server.receive(text, from: connection) }
+                        }
+                    } catch {
+                        continuation.finish()
+                    }
+                }
+                await group.next()
+                group.cancelAll()
+            }
+        }
+        return (router, webSocketRouter)
+    }
+
+    static func json(_ value: JSONValue, status: Int = 200) -> Response {
+        Response(status: .init(code: status), headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: value.jsonString)))
+    }
+
+    static func query(_ text: String) -> [String: String] {
+        var fields: [String: String] = [:]
+        for pair in text.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? String($0) }
+            fields[parts[0]] = parts.count > 1 ? parts[1] : ""
+        }
+        return fields
+    }
+}

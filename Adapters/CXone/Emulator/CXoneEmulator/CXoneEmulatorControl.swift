@@ -1,0 +1,112 @@
+@_spi(TestKit) public import Switchboard
+@_spi(TestKit) public import SwitchboardTestKit
+
+/// ``EmulatorControl`` for the CXone emulator; the client backend is injected.
+public struct CXoneEmulatorControl: EmulatorControl {
+    public let server: CXoneServer
+    public let endpoints: CXoneEmulator.Endpoints
+    public let customerID: String
+    public let agent: CXoneAgentRobot
+    let makeBackend: @Sendable (_ endpoints: CXoneEmulator.Endpoints, _ customerID: String) -> any ChatBackend
+
+    public init(
+        server: CXoneServer,
+        endpoints: CXoneEmulator.Endpoints,
+        customerID: String = "customer-1",
+        makeBackend: @escaping @Sendable (_ endpoints: CXoneEmulator.Endpoints, _ customerID: String) -> any ChatBackend
+    ) {
+        self.server = server
+        self.endpoints = endpoints
+        self.customerID = customerID
+        self.agent = server.agent()
+        self.makeBackend = makeBackend
+    }
+
+    /// Threads have no sequences, so drops, reorders and delays are not offered.
+    public var supportedFaults: Set<EmulatorFault.Kind> {
+        [.disconnect, .duplicateEvents, .failRequest, .rejectLogin, .malformedFrame, .fatal]
+    }
+
+    public func makeCustomerBackend() async throws -> any ChatBackend {
+        makeBackend(endpoints, customerID)
+    }
+
+    /// The customer's thread (started when the channel has threads to start); its first message
+    /// creates it on the server; the agent takes it.
+    public func prepareConversation(using session: ChatSession) async throws -> ConversationID {
+        let id: ConversationID
+        if server.configuration.mode == .multi {
+            id = try await session.startConversation(ConversationDraft(kind: .thread)).id
+        } else {
+            try await waitUntil("the session has its thread", timeout: .seconds(15), signal: server.changes) {
+                try await session.conversations().contains { !$0.state.isClosed }
+            }
+            id = try await session.conversations().first { !$0.state.isClosed }!.id
+        }
+        if server.messages(inThread: id.rawValue).isEmpty {
+            let events = session.events(filter: EventFilter(conversations: [id]), buffering: .unbounded)
+            let first = try await session.conversation(id).send(text: "Hello")
+            for await event in events {
+                if case .messageUpdated(let message) = event.kind, message.clientID == first.clientID, message.serverID != nil { break }
+            }
+        }
+        agent.assign(id.rawValue)
+        return id
+    }
+
+    public func seedHistory(_ count: Int, in conversation: ConversationID) async throws {
+        for index in 1...max(1, count) { agent.send("history \(index)", in: conversation.rawValue) }
+    }
+
+    public func agentSend(_ text: String, in conversation: ConversationID) async throws {
+        agent.send(text, in: conversation.rawValue)
+    }
+
+    public func agentTyping(_ isTyping: Bool, in conversation: ConversationID) async throws {
+        agent.typing(isTyping, in: conversation.rawValue)
+    }
+
+    public func agentMarkRead(in conversation: ConversationID) async throws {
+        agent.markRead(conversation.rawValue)
+    }
+
+    public func inject(_ fault: EmulatorFault) async throws {
+        switch fault {
+        case .disconnect: server.inject(.closeSocket)
+        case .duplicateNext(let count): server.inject(.duplicateMessages(count))
+        case .failNextRequest(let error, let name):
+            let eventType = name.map { $0 == "send" ? "SendMessage" : $0 }
+            server.inject(.operationError(code: error.code == .messageRejected ? "SendingTranscriptFailed" : "InconsistentData", eventType: eventType))
+        case .rejectNextLogin(let error):
+            if error.code == .authenticationFailed {
+                server.inject(.operationError(code: "CustomerAuthorizationFailed", eventType: "AuthorizeCustomer"))
+            } else {
+                server.inject(.failHandshake)
+            }
+        case .malformedFrame: server.inject(.malformedFrame)
+        case .fatal: server.inject(.sdkVersionNotSupported)
+        case .dropNext, .reorderNext, .delayNext, .releaseDelayed:
+            throw SwitchboardError(.unsupported, "the CXone emulator has no \(fault.kind) fault")
+        }
+    }
+
+    public func serverMessages(in conversation: ConversationID) async throws -> [ServerMessage] {
+        server.messages(inThread: conversation.rawValue).map {
+            ServerMessage(serverID: MessageID($0.id), clientID: $0.fromCustomer ? ClientMessageID($0.id) : nil, text: $0.text, fromCustomer: $0.fromCustomer, sequence: nil)
+        }
+    }
+
+    public func waitForCustomerActivity(
+        in conversation: ConversationID,
+        timeout: Duration,
+        until condition: @escaping @Sendable (CustomerActivity) -> Bool
+    ) async throws -> CustomerActivity {
+        try await waitForActivity(in: conversation, timeout: timeout, signal: server.changes, read: {
+            let received = server.received.filter { $0.data["thread"]?["idOnExternalPlatform"]?.stringValue?.lowercased() == conversation.rawValue }
+            return CustomerActivity(
+                typing: received.compactMap { $0.eventType == "SenderTypingStarted" ? true : ($0.eventType == "SenderTypingEnded" ? false : nil) },
+                readMarkers: received.filter { $0.eventType == "MessageSeenByCustomer" }.count
+            )
+        }, until: condition)
+    }
+}

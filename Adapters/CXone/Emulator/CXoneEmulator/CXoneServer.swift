@@ -1,0 +1,554 @@
+import Foundation
+@_spi(TestKit) public import Switchboard
+public import SwitchboardTestKit
+import Synchronization
+
+/// The server side of CXone Digital First chat as protocols/cxone.md describes it: channel
+/// configurations for each mode, customers and tokens, threads with cases (contacts) and their
+/// statuses, messages with ISO dates and UUID ids, scroll-token paging, queue positions, replies
+/// matched by `eventId`, `"pong"`, `EventInS3` for large events — plus an agent robot, faults and a
+/// log of what it accepted. It shares no code with the adapter.
+///
+/// The lock guards all state; frames are queued to connections under it.
+public final class CXoneServer: Sendable {
+    public enum Mode: String, Sendable, CaseIterable {
+        case single, multi, live
+    }
+
+    public struct Configuration: Sendable {
+        public var brandID: Int
+        public var channelID: String
+        public var mode: Mode
+        /// `features.securedSessions`: anonymous transaction tokens instead of AuthorizeCustomer.
+        public var securedSessions: Bool
+        public var allowedFileSizeMegabytes: Int
+        public var allowedMIMETypes: [String]
+        /// Frames larger than this go out as `EventInS3` with a download URL.
+        public var s3Threshold: Int
+        public var pageSize: Int
+        public var requiredPreChatField: String?
+
+        public init(
+            brandID: Int = 1386,
+            channelID: String = "chat_emulator",
+            mode: Mode = .multi,
+            securedSessions: Bool = false,
+            allowedFileSizeMegabytes: Int = 10,
+            allowedMIMETypes: [String] = ["image/*", "application/pdf", "text/plain"],
+            s3Threshold: Int = 512 * 1024,
+            pageSize: Int = 20,
+            requiredPreChatField: String? = nil
+        ) {
+            self.brandID = brandID
+            self.channelID = channelID
+            self.mode = mode
+            self.securedSessions = securedSessions
+            self.allowedFileSizeMegabytes = allowedFileSizeMegabytes
+            self.allowedMIMETypes = allowedMIMETypes
+            self.s3Threshold = s3Threshold
+            self.pageSize = pageSize
+            self.requiredPreChatField = requiredPreChatField
+        }
+    }
+
+    public enum Fault: Sendable, Hashable {
+        /// Heartbeats get no `"pong"` until the socket closes.
+        case noPong
+        /// Close every socket of the customer now.
+        case closeSocket
+        /// The next request of this event type (or any) gets an `OperationError`.
+        case operationError(code: String, eventType: String?)
+        /// The next WebSocket upgrade is refused.
+        case failHandshake
+        /// The next `count` pushed `MessageCreated` events go out twice.
+        case duplicateMessages(Int)
+        /// A frame that is not JSON.
+        case malformedFrame
+        /// From now on the channel configuration answers `SdkVersionNotSupported`, and every socket
+        /// closes: the server no longer serves this SDK (a fatal end for the client).
+        case sdkVersionNotSupported
+    }
+
+    struct StoredMessage {
+        var id: String
+        var thread: String
+        var direction: String
+        var text: String
+        var createdAt: Date
+        var agent: JSONValue?
+        var customerID: String?
+        var attachments: [JSONValue] = []
+        var readAt: Date?
+        var content: JSONValue?
+    }
+
+    struct StoredThread {
+        var id: String
+        var customerID: String
+        var name = ""
+        var contactID: String
+        var status = "new"
+        var archived = false
+        var assignee: JSONValue?
+        var messages: [StoredMessage] = []
+        var positionInQueue: Int?
+    }
+
+    struct Connection {
+        var customerID: String?
+        var visitorID: String
+        var send: @Sendable (String) -> Void
+        var close: @Sendable () -> Void
+        var noPong = false
+    }
+
+    struct State {
+        var threads: [String: StoredThread] = [:]
+        var order: [String] = []
+        var connections: [Int: Connection] = [:]
+        var nextConnection = 0
+        var nextID = 0
+        var tokens: [String: String] = [:]
+        var faults: [Fault] = []
+        var duplicateMessages = 0
+        var s3Objects: [String: String] = [:]
+        var uploads: [String: Data] = [:]
+        var received: [(customer: String, eventType: String, data: JSONValue)] = []
+        var analytics: [JSONValue] = []
+        var sdkRefused = false
+        var lastMessageTime: Date?
+    }
+
+    public let configuration: Configuration
+    let clock: SessionClock
+    let state = Mutex(State())
+    @_spi(TestKit) public let changes = AsyncSignal()
+
+    public init(configuration: Configuration = Configuration(), clock: SessionClock = .continuous) {
+        self.configuration = configuration
+        self.clock = clock
+    }
+
+    // MARK: Truth and faults
+
+    /// Every request the server accepted: who, which event type, its data.
+    public var received: [(customer: String, eventType: String, data: JSONValue)] { state.withLock { $0.received } }
+    public var analytics: [JSONValue] { state.withLock { $0.analytics } }
+
+    /// A thread's messages, oldest first: id, text, whether the customer sent it.
+    public func messages(inThread thread: String) -> [(id: String, text: String, fromCustomer: Bool)] {
+        state.withLock { ($0.threads[thread.lowercased()]?.messages ?? []).map { ($0.id, $0.text, $0.direction == "inbound") } }
+    }
+
+    public func threads(of customer: String) -> [String] {
+        state.withLock { state in state.order.filter { state.threads[$0]?.customerID == customer } }
+    }
+
+    public func status(ofThread thread: String) -> String? { state.withLock { $0.threads[thread.lowercased()]?.status } }
+
+    public func inject(_ fault: Fault) {
+        let closers: [@Sendable () -> Void] = state.withLock { state in
+            switch fault {
+            case .closeSocket: return state.connections.values.map(\.close)
+            case .sdkVersionNotSupported:
+                state.sdkRefused = true
+                return state.connections.values.map(\.close)
+            case .noPong:
+                for id in state.connections.keys { state.connections[id]!.noPong = true }
+            case .duplicateMessages(let count): state.duplicateMessages += count
+            case .malformedFrame:
+                for connection in state.connections.values { connection.send("{\"eventId\":\"x\",\"eventType\":") }
+            default: state.faults.append(fault)
+            }
+            return []
+        }
+        for close in closers { close() }
+        changes.signal()
+    }
+
+    func takeHandshakeFault() -> Bool {
+        state.withLock { state in
+            guard let index = state.faults.firstIndex(of: .failHandshake) else { return false }
+            state.faults.remove(at: index)
+            return true
+        }
+    }
+
+    /// An agent robot.
+    public func agent(id: Int = 62_713_628, firstName: String = "David", surname: String = "Berry") -> CXoneAgentRobot {
+        CXoneAgentRobot(
+            server: self,
+            user: ["id": .int(Int64(id)), "firstName": .string(firstName), "surname": .string(surname), "nickname": "", "isBotUser": false, "isSurveyUser": false, "publicImageUrl": "https://example.com/agent.png"]
+        )
+    }
+
+    // MARK: HTTP
+
+    /// H1: the channel configuration for the configured mode.
+    public var channelConfiguration: JSONValue {
+        if state.withLock({ $0.sdkRefused }) {
+            return ["error": ["errorCode": "SdkVersionNotSupported", "errorMessage": "Your version of SDK is not supported anymore, please do upgrade."]]
+        }
+        var configuration: [String: JSONValue] = [
+            "isAuthorizationEnabled": false, "isLiveChat": .bool(self.configuration.mode == .live),
+            "settings": [
+                "hasMultipleThreadsPerEndUser": .bool(self.configuration.mode == .multi), "isProactiveChatEnabled": true,
+                "liveChatAllowTranscript": true,
+                "fileRestrictions": [
+                    "allowedFileSize": .string(String(self.configuration.allowedFileSizeMegabytes)),
+                    "allowedFileTypes": .array(self.configuration.allowedMIMETypes.map { ["mimeType": .string($0), "description": .string($0)] }),
+                    "isAttachmentsEnabled": true,
+                ],
+                "features": ["securedSessions": .bool(self.configuration.securedSessions), "isRecoverLivechatDoesNotFailEnabled": true],
+            ],
+        ]
+        if let field = self.configuration.requiredPreChatField {
+            configuration["preContactForm"] = ["name": "Pre-chat", "customFields": [["isRequired": true, "definition": ["ident": .string(field), "label": .string(field), "type": "text"]]]]
+        }
+        return .object(configuration)
+    }
+
+    func issueToken() -> String {
+        state.withLock { state in
+            state.nextID += 1
+            let token = "token-\(state.nextID)"
+            state.tokens[token] = "valid"
+            return token
+        }
+    }
+
+    func upload(_ body: JSONValue) -> (status: Int, body: JSONValue) {
+        guard let base64 = body["content"]?.stringValue, let data = Data(base64Encoded: base64), let name = body["fileName"]?.stringValue else {
+            return (400, ["error": "bad upload"])
+        }
+        if data.count > configuration.allowedFileSizeMegabytes * 1024 * 1024 {
+            return (200, ["allowedFileSize": .string(String(configuration.allowedFileSizeMegabytes)), "allowedFileTypes": [], "isAttachmentsEnabled": true])
+        }
+        let id = state.withLock { state -> String in
+            state.nextID += 1
+            state.uploads["file-\(state.nextID)"] = data
+            return "file-\(state.nextID)"
+        }
+        return (200, ["fileUrl": .string("https://files.emulator/\(id)/\(name)")])
+    }
+
+    func s3Object(_ id: String) -> String? { state.withLock { $0.s3Objects[id] } }
+
+    func recordAnalytics(_ event: JSONValue) {
+        state.withLock { $0.analytics.append(event) }
+        changes.signal()
+    }
+
+    // MARK: WebSocket
+
+    func attach(visitorID: String, send: @escaping @Sendable (String) -> Void, close: @escaping @Sendable () -> Void) -> Int {
+        state.withLock { state in
+            defer { state.nextConnection += 1 }
+            state.connections[state.nextConnection] = Connection(visitorID: visitorID, send: send, close: close)
+            return state.nextConnection
+        }
+    }
+
+    func detach(_ connection: Int) {
+        _ = state.withLock { $0.connections.removeValue(forKey: connection) }
+    }
+
+    /// One text frame from a connection.
+    func receive(_ text: String, from connection: Int) {
+        defer { changes.signal() }
+        state.withLock { state in
+            guard let sender = state.connections[connection] else { return }
+            guard let frame = try? JSONValue(parsing: text) else { return }
+            if frame["action"] == "heartbeat" {
+                if !sender.noPong { sender.send("\"pong\"") }
+                return
+            }
+            guard let eventID = frame["eventId"]?.stringValue, let payload = frame["payload"], let type = payload["eventType"]?.stringValue else { return }
+            let identity = payload["customerIdentity"] ?? payload["consumerIdentity"]
+            guard let customer = identity?["idOnExternalPlatform"]?.stringValue else {
+                sender.send(operationError(eventID, "CustomerAuthorizationFailed", "no customer identity"))
+                return
+            }
+            state.connections[connection]!.customerID = customer
+            if let index = state.faults.firstIndex(where: { if case .operationError(_, let name) = $0 { return name == nil || name == type } else { return false } }),
+                case .operationError(let code, _) = state.faults.remove(at: index)
+            {
+                sender.send(operationError(eventID, code, "injected"))
+                return
+            }
+            let data = payload["data"] ?? .null
+            state.received.append((customer, type, data))
+            handle(type, eventID: eventID, data: data, customer: customer, connection: connection, state: &state)
+        }
+    }
+
+    private func reply(_ eventID: String, _ type: String, data: JSONValue?, to connection: Int, state: inout State) {
+        var postback: [String: JSONValue] = ["eventType": .string(type)]
+        if let data { postback["data"] = data }
+        send(["eventId": .string(eventID), "eventType": .string(type), "postback": .object(postback)], to: connection, state: &state)
+    }
+
+    private func operationError(_ eventID: String, _ code: String, _ message: String) -> String {
+        JSONValue.object(["eventId": .string(eventID), "error": ["errorCode": .string(code), "errorMessage": .string(message), "transactionId": "tx"]]).jsonString
+    }
+
+    /// Sends a frame, or an `EventInS3` pointing at it when it is too large.
+    func send(_ frame: JSONValue, to connection: Int, state: inout State) {
+        guard let target = state.connections[connection] else { return }
+        let text = frame.jsonString
+        if text.utf8.count > configuration.s3Threshold {
+            state.nextID += 1
+            let id = "s3-\(state.nextID)"
+            state.s3Objects[id] = text
+            target.send(JSONValue.object([
+                "eventId": .string(UUID().uuidString.lowercased()), "eventType": "EventInS3", "eventObject": "S3Object",
+                "createdAt": .string(Self.date(clock.date)),
+                "data": ["s3Object": ["url": .string("/s3/\(id)")], "originEvent": ["eventType": frame["eventType"] ?? frame["postback"]?["eventType"] ?? .null]],
+            ]).jsonString)
+        } else {
+            target.send(text)
+        }
+    }
+
+    /// Pushes an event to every connection of the thread's customer.
+    func push(_ frame: JSONValue, toCustomer customer: String, state: inout State) {
+        for (id, connection) in state.connections where connection.customerID == customer {
+            send(frame, to: id, state: &state)
+        }
+    }
+
+    private func handle(_ type: String, eventID: String, data: JSONValue, customer: String, connection: Int, state: inout State) {
+        let threadID = data["thread"]?["idOnExternalPlatform"]?.stringValue?.lowercased()
+        switch type {
+        case "AuthorizeCustomer":
+            let token = "legacy-\(UUID().uuidString.lowercased())"
+            state.tokens[token] = customer
+            reply(eventID, "ConsumerAuthorized", data: ["consumerIdentity": ["idOnExternalPlatform": .string(customer), "firstName": "", "lastName": ""], "accessToken": ["token": .string(token), "expiresIn": 3600]], to: connection, state: &state)
+        case "ReconnectCustomer":
+            guard let token = data["accessToken"]?["token"]?.stringValue, state.tokens[token] == customer else {
+                state.connections[connection]?.send(operationError(eventID, "CustomerReconnectionFailed", "unknown token"))
+                return
+            }
+            reply(eventID, "ConsumerReconnected", data: nil, to: connection, state: &state)
+        case "RefreshToken":
+            let token = "legacy-\(UUID().uuidString.lowercased())"
+            state.tokens[token] = customer
+            reply(eventID, "TokenRefreshed", data: ["accessToken": ["token": .string(token), "expiresIn": 3600]], to: connection, state: &state)
+        case "FetchThreadList":
+            let threads = state.order.compactMap { state.threads[$0] }.filter { $0.customerID == customer }
+            reply(eventID, "ThreadListFetched", data: ["threads": .array(threads.map(threadJSON))], to: connection, state: &state)
+        case "LoadThreadMetadata":
+            guard let threadID, let thread = state.threads[threadID] else { return }
+            var data: [String: JSONValue] = [:]
+            if let last = thread.messages.last { data["lastMessage"] = messageJSON(last) }
+            data["ownerAssignee"] = thread.assignee ?? .null
+            reply(eventID, "ThreadMetadataLoaded", data: .object(data), to: connection, state: &state)
+        case "RecoverThread", "RecoverLivechat":
+            let live = type == "RecoverLivechat"
+            let candidate = threadID.flatMap { state.threads[$0] }
+                ?? state.order.reversed().compactMap { state.threads[$0] }.first { $0.customerID == customer }
+            guard let thread = candidate, thread.customerID == customer, !(live && thread.status == "closed") else {
+                if live { reply(eventID, "LivechatRecovered", data: nil, to: connection, state: &state) } else {
+                    state.connections[connection]?.send(operationError(eventID, "RecoveringThreadFailed", "no thread"))
+                }
+                return
+            }
+            let page = Array(thread.messages.suffix(configuration.pageSize))
+            let older = thread.messages.count > page.count
+            reply(eventID, live ? "LivechatRecovered" : "ThreadRecovered", data: [
+                "contact": contactJSON(thread), "inboxAssignee": thread.assignee ?? .null, "messages": .array(page.map(messageJSON)),
+                "messagesScrollToken": .string(older ? "before:\(thread.messages.count - page.count)" : ""),
+                "thread": threadJSON(thread), "customer": ["customFields": []],
+            ], to: connection, state: &state)
+        case "LoadMoreMessages":
+            guard let threadID, let thread = state.threads[threadID], let token = data["scrollToken"]?.stringValue,
+                token.hasPrefix("before:"), let end = Int(token.dropFirst("before:".count))
+            else {
+                reply(eventID, "MoreMessagesLoaded", data: ["messages": [], "scrollToken": ""], to: connection, state: &state)
+                return
+            }
+            let start = max(0, end - configuration.pageSize)
+            let page = Array(thread.messages[start..<min(end, thread.messages.count)])
+            reply(eventID, "MoreMessagesLoaded", data: ["messages": .array(page.map(messageJSON)), "scrollToken": .string(start > 0 ? "before:\(start)" : "")], to: connection, state: &state)
+        case "SendMessage":
+            guard let threadID else { return }
+            if state.threads[threadID] == nil {
+                state.nextID += 1
+                state.threads[threadID] = StoredThread(id: threadID, customerID: customer, name: data["thread"]?["threadName"]?.stringValue ?? "", contactID: "contact-\(state.nextID)", positionInQueue: 1)
+                state.order.append(threadID)
+            }
+            guard !(state.threads[threadID]!.archived) else {
+                state.connections[connection]?.send(operationError(eventID, "InconsistentData", "the thread is archived"))
+                return
+            }
+            let messageID = data["idOnExternalPlatform"]?.stringValue?.lowercased() ?? UUID().uuidString.lowercased()
+            send(["eventId": .string(eventID)], to: connection, state: &state)
+            if state.threads[threadID]!.messages.contains(where: { $0.id == messageID }) { return }
+            if state.threads[threadID]!.status == "closed" { state.threads[threadID]!.status = "new" }
+            let message = StoredMessage(
+                id: messageID, thread: threadID, direction: "inbound",
+                text: data["messageContent"]?["payload"]?["text"]?.stringValue ?? "", createdAt: messageTime(&state), customerID: customer,
+                attachments: data["attachments"]?.arrayValue ?? [], content: data["messageContent"]
+            )
+            appendAndPush(message, state: &state)
+            if let position = state.threads[threadID]!.positionInQueue, state.threads[threadID]!.assignee == nil {
+                push(["eventId": .string(UUID().uuidString.lowercased()), "eventType": "SetPositionInQueue", "data": ["consumerContact": ["id": .string(state.threads[threadID]!.contactID)], "positionInQueue": .int(Int64(position))]], toCustomer: customer, state: &state)
+            }
+        case "ArchiveThread":
+            guard let threadID else { return }
+            state.threads[threadID]?.archived = true
+            reply(eventID, "ThreadArchived", data: nil, to: connection, state: &state)
+        case "UpdateThread":
+            if let threadID, let name = data["thread"]?["threadName"]?.stringValue { state.threads[threadID]?.name = name }
+        case "EndContact":
+            guard let threadID, state.threads[threadID] != nil else { return }
+            setStatus("closed", of: threadID, state: &state)
+        case "SendTranscript":
+            reply(eventID, "TranscriptSent", data: nil, to: connection, state: &state)
+        case "MessageSeenByCustomer", "SenderTypingStarted", "SenderTypingEnded", "SetContactCustomFields", "SetCustomerCustomFields", "ExecuteTrigger", "SendOutbound":
+            break
+        default:
+            state.connections[connection]?.send(operationError(eventID, "InconsistentData", "unknown event \(type)"))
+        }
+    }
+
+    // MARK: Rendering (lock held)
+
+    func appendAndPush(_ message: StoredMessage, state: inout State) {
+        state.threads[message.thread]!.messages.append(message)
+        let thread = state.threads[message.thread]!
+        let frame: JSONValue = [
+            "eventId": .string(UUID().uuidString.lowercased()), "eventObject": "Message", "eventType": "MessageCreated",
+            "createdAt": .string(Self.date(message.createdAt)),
+            "data": ["brand": ["id": .int(Int64(configuration.brandID))], "channel": ["id": .string(configuration.channelID)], "case": contactJSON(thread),
+                     "thread": ["idOnExternalPlatform": .string(thread.id), "threadName": .string(thread.name)], "message": messageJSON(message)],
+        ]
+        push(frame, toCustomer: thread.customerID, state: &state)
+        if state.duplicateMessages > 0 {
+            state.duplicateMessages -= 1
+            push(frame, toCustomer: thread.customerID, state: &state)
+        }
+    }
+
+    /// CXone message times have whole seconds; the emulator gives each message a second of its
+    /// own, so that their order survives the resolution.
+    func messageTime(_ state: inout State) -> Date {
+        let now = Date(timeIntervalSince1970: clock.date.timeIntervalSince1970.rounded(.down))
+        let next = state.lastMessageTime.map { max(now, $0.addingTimeInterval(1)) } ?? now
+        state.lastMessageTime = next
+        return next
+    }
+
+    func setStatus(_ status: String, of threadID: String, state: inout State) {
+        state.threads[threadID]!.status = status
+        let thread = state.threads[threadID]!
+        push([
+            "eventId": .string(UUID().uuidString.lowercased()), "eventObject": "Case", "eventType": "CaseStatusChanged", "createdAt": .string(Self.date(clock.date)),
+            "data": ["brand": ["id": .int(Int64(configuration.brandID))], "channel": ["id": .string(configuration.channelID)], "case": contactJSON(thread)],
+        ], toCustomer: thread.customerID, state: &state)
+    }
+
+    func threadJSON(_ thread: StoredThread) -> JSONValue {
+        ["idOnExternalPlatform": .string(thread.id), "channelId": .string(configuration.channelID), "threadName": .string(thread.name), "canAddMoreMessages": .bool(!thread.archived)]
+    }
+
+    func contactJSON(_ thread: StoredThread) -> JSONValue {
+        ["id": .string(thread.contactID), "threadIdOnExternalPlatform": .string(thread.id), "status": .string(thread.status), "createdAt": .string(Self.date(clock.date)), "customFields": []]
+    }
+
+    func messageJSON(_ message: StoredMessage) -> JSONValue {
+        var object: [String: JSONValue] = [
+            "idOnExternalPlatform": .string(message.id), "threadIdOnExternalPlatform": .string(message.thread),
+            "messageContent": message.content ?? ["type": "TEXT", "payload": ["text": .string(message.text)]],
+            "createdAt": .string(Self.date(message.createdAt)), "direction": .string(message.direction),
+            "attachments": .array(message.attachments),
+            "userStatistics": ["seenAt": .null, "readAt": message.readAt.map { .string(Self.date($0)) } ?? .null],
+            "customerStatistics": ["seenAt": .null],
+            "authorUser": message.agent ?? .null,
+        ]
+        if let customer = message.customerID { object["authorEndUserIdentity"] = ["idOnExternalPlatform": .string(customer)] }
+        return .object(object)
+    }
+
+    /// ISO 8601 without fractional seconds, as the SDK requires.
+    static func date(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.string(from: date)
+    }
+}
+
+/// An agent acting on a ``CXoneServer``: assigns itself, types, writes, reads, closes, transfers.
+public struct CXoneAgentRobot: Sendable {
+    public let server: CXoneServer
+    let user: JSONValue
+
+    public var id: Int64 { user["id"]?.intValue ?? 0 }
+
+    /// Assigns the agent to the thread's case (`CaseInboxAssigneeChanged`) and opens it.
+    public func assign(_ thread: String) {
+        change(thread) { server, id, state in
+            state.threads[id]!.assignee = user
+            state.threads[id]!.positionInQueue = nil
+            state.threads[id]!.status = "open"
+            let stored = state.threads[id]!
+            server.push([
+                "eventId": .string(UUID().uuidString.lowercased()), "eventObject": "Case", "eventType": "CaseInboxAssigneeChanged", "createdAt": .string(CXoneServer.date(server.clock.date)),
+                "data": ["case": server.contactJSON(stored), "inboxAssignee": user, "previousInboxAssignee": .null],
+            ], toCustomer: stored.customerID, state: &state)
+        }
+    }
+
+    public func typing(_ isTyping: Bool, in thread: String) {
+        change(thread) { server, id, state in
+            let stored = state.threads[id]!
+            server.push([
+                "eventId": .string(UUID().uuidString.lowercased()), "eventObject": "SenderAction", "eventType": .string(isTyping ? "SenderTypingStarted" : "SenderTypingEnded"),
+                "createdAt": .string(CXoneServer.date(server.clock.date)),
+                "data": ["brand": ["id": .int(Int64(server.configuration.brandID))], "channel": ["id": .string(server.configuration.channelID)], "thread": ["idOnExternalPlatform": .string(id), "threadName": .string(stored.name)], "user": user],
+            ], toCustomer: stored.customerID, state: &state)
+        }
+    }
+
+    /// Writes a message; `content` replaces plain text with rich content.
+    @discardableResult
+    public func send(_ text: String, in thread: String, content: JSONValue? = nil) -> String {
+        var messageID = ""
+        change(thread) { server, id, state in
+            messageID = UUID().uuidString.lowercased()
+            server.appendAndPush(
+                CXoneServer.StoredMessage(id: messageID, thread: id, direction: "outbound", text: text, createdAt: server.messageTime(&state), agent: user, content: content),
+                state: &state
+            )
+        }
+        return messageID
+    }
+
+    /// Reads every customer message (`MessageReadChanged`).
+    public func markRead(_ thread: String) {
+        change(thread) { server, id, state in
+            for index in state.threads[id]!.messages.indices where state.threads[id]!.messages[index].direction == "inbound" && state.threads[id]!.messages[index].readAt == nil {
+                state.threads[id]!.messages[index].readAt = server.clock.date
+                let message = state.threads[id]!.messages[index]
+                server.push([
+                    "eventId": .string(UUID().uuidString.lowercased()), "eventObject": "Message", "eventType": "MessageReadChanged", "createdAt": .string(CXoneServer.date(server.clock.date)),
+                    "data": ["brand": ["id": .int(Int64(server.configuration.brandID))], "message": server.messageJSON(message)],
+                ], toCustomer: state.threads[id]!.customerID, state: &state)
+            }
+        }
+    }
+
+    /// Closes the case (`CaseStatusChanged` closed).
+    public func close(_ thread: String) {
+        change(thread) { server, id, state in server.setStatus("closed", of: id, state: &state) }
+    }
+
+    private func change(_ thread: String, _ body: (CXoneServer, String, inout CXoneServer.State) -> Void) {
+        defer { server.changes.signal() }
+        server.state.withLock { state in
+            let id = thread.lowercased()
+            guard state.threads[id] != nil else { return }
+            body(server, id, &state)
+        }
+    }
+}

@@ -1,0 +1,106 @@
+public import Switchboard
+public import SwitchboardTransport
+
+/// Who the customer is and which brand and channel they talk to.
+public struct CXoneConfiguration: Sendable {
+    public var environment: CXoneEnvironment
+    public var brandID: Int
+    public var channelID: String
+    /// The customer's id; a new one is made (and kept in the store) when `nil`.
+    public var customerID: String?
+    public var firstName: String?
+    public var lastName: String?
+    /// Third-party OAuth (secured sessions): the authorization code and PKCE code verifier.
+    public var authorizationCode: String?
+    public var codeVerifier: String?
+    public var heartbeatInterval: Duration
+    public var pongTimeout: Duration
+    public var replyTimeout: Duration
+
+    public init(
+        environment: CXoneEnvironment,
+        brandID: Int,
+        channelID: String,
+        customerID: String? = nil,
+        firstName: String? = nil,
+        lastName: String? = nil,
+        authorizationCode: String? = nil,
+        codeVerifier: String? = nil,
+        heartbeatInterval: Duration = .seconds(10),
+        pongTimeout: Duration = .seconds(5),
+        replyTimeout: Duration = .seconds(10)
+    ) {
+        self.environment = environment
+        self.brandID = brandID
+        self.channelID = channelID
+        self.customerID = customerID
+        self.firstName = firstName
+        self.lastName = lastName
+        self.authorizationCode = authorizationCode
+        self.codeVerifier = codeVerifier
+        self.heartbeatInterval = heartbeatInterval
+        self.pongTimeout = pongTimeout
+        self.replyTimeout = replyTimeout
+    }
+}
+
+/// The adapter for CXone Digital First chat (protocols/cxone.md): HTTP channel configuration plus
+/// the WebSocket event protocol, in single-thread, multi-thread and live-chat modes.
+///
+/// Make it with ``make(configuration:transport:)``, which reads the channel configuration first:
+/// the mode decides the capabilities (threads, archive and rename in multi-thread; ending the
+/// contact in live chat).
+public struct CXoneBackend: ChatBackend {
+    public let configuration: CXoneConfiguration
+    public let channel: CXoneChannelConfiguration
+    public let descriptor: BackendDescriptor
+    let transport: HTTPTransport
+
+    public init(configuration: CXoneConfiguration, channel: CXoneChannelConfiguration, transport: HTTPTransport = HTTPTransport()) {
+        self.configuration = configuration
+        self.channel = channel
+        self.transport = transport
+        var capabilities: BackendCapabilities = [.typing, .readMarkers, .historyPaging, .customFields, .vendorRequests, .analytics]
+        if channel.fileRestrictions.isAttachmentsEnabled { capabilities.insert(.files) }
+        switch channel.mode {
+        case .multiThread: capabilities.formUnion([.threads, .conversationLifecycle, .archive, .conversationUpdate])
+        case .liveChat: capabilities.insert(.conversationLifecycle)
+        case .singleThread: break
+        }
+        self.descriptor = BackendDescriptor(
+            name: "cxone",
+            capabilities: capabilities,
+            limits: BackendLimits(
+                maxTextLength: 10_000,
+                maxRetransmitBatch: 1,
+                maxPayloadBytes: 64 * 1024,
+                typingPolicy: .startEnd(autoStop: .seconds(5)),
+                historyPageSize: 20
+            )
+        )
+    }
+
+    /// Reads the channel configuration (H1) and makes the backend for its mode.
+    ///
+    /// - Throws: ``SwitchboardError`` (`fatal` with vendor code `SdkVersionNotSupported`, or what
+    ///   the HTTP request or the decoding failed with).
+    public static func make(configuration: CXoneConfiguration, transport: HTTPTransport = HTTPTransport()) async throws -> CXoneBackend {
+        let channel = try await CXoneChannelConfiguration.fetch(
+            environment: configuration.environment, brandID: configuration.brandID, channelID: configuration.channelID, transport: transport
+        )
+        return CXoneBackend(configuration: configuration, channel: channel, transport: transport)
+    }
+
+    public func withConnection<Result: Sendable>(
+        _ context: ConnectionContext,
+        _ body: @Sendable (any BackendConnection) async throws -> Result
+    ) async throws -> Result {
+        // The configuration is read again on every connect: the server may have refused this SDK
+        // version since (a fatal answer), or changed the channel.
+        let current = try await CXoneChannelConfiguration.fetch(
+            environment: configuration.environment, brandID: configuration.brandID, channelID: configuration.channelID, transport: transport
+        )
+        let link = try await CXoneLink.open(configuration: configuration, channel: current, transport: transport, context: context)
+        return try await link.run(body)
+    }
+}

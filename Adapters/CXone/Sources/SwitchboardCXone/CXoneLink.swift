@@ -1,0 +1,518 @@
+import Foundation
+import Logging
+import Switchboard
+import SwitchboardTransport
+import Synchronization
+
+/// One CXone WebSocket: authorization, thread recovery or listing, requests matched to replies
+/// by `eventId`, push events as updates, the heartbeat, and large events fetched from S3.
+///
+/// The lock guards the pending requests, the known threads and the credentials.
+final class CXoneLink: BackendConnection {
+    struct Thread {
+        var name: String?
+        var contactID: String?
+        var scrollToken: String?
+        var closed = false
+    }
+
+    private struct State {
+        var pending: [String: CheckedContinuation<(type: String?, frame: JSONValue), any Error>] = [:]
+        var threads: [String: Thread] = [:]
+        var credentials: Credentials
+        var lastPong: Duration = .zero
+        var ended: SwitchboardError?
+        var contactFields: [String: [String: String]] = [:]
+    }
+
+    let updates: AsyncThrowingStream<BackendUpdate, any Error>
+    private let continuation: AsyncThrowingStream<BackendUpdate, any Error>.Continuation
+    private let configuration: CXoneConfiguration
+    private let channel: CXoneChannelConfiguration
+    private let transport: HTTPTransport
+    private let context: ConnectionContext
+    private let state: Mutex<State>
+    private let url: String
+
+    private init(configuration: CXoneConfiguration, channel: CXoneChannelConfiguration, transport: HTTPTransport, context: ConnectionContext, credentials: Credentials, url: String) {
+        (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
+        self.configuration = configuration
+        self.channel = channel
+        self.transport = transport
+        self.context = context
+        self.state = Mutex(State(credentials: credentials))
+        self.url = url
+    }
+
+    /// Prepares a link: ids, the transaction token for secured sessions, the socket URL.
+    static func open(configuration: CXoneConfiguration, channel: CXoneChannelConfiguration, transport: HTTPTransport, context: ConnectionContext) async throws -> CXoneLink {
+        var credentials = context.credentials
+        if credentials["visitor-id"] == nil { credentials["visitor-id"] = UUID().uuidString.lowercased() }
+        if credentials["customer-id"] == nil { credentials["customer-id"] = configuration.customerID ?? UUID().uuidString.lowercased() }
+        var token: String?
+        if channel.isEnabled("securedSessions") {
+            token = try await transactionToken(configuration: configuration, channel: channel, transport: transport, credentials: &credentials)
+        }
+        let url = try configuration.environment.webSocketURL(
+            brandID: configuration.brandID, channelID: configuration.channelID, visitorID: credentials["visitor-id"]!, transactionToken: token
+        )
+        let link = CXoneLink(configuration: configuration, channel: channel, transport: transport, context: context, credentials: credentials, url: url)
+        link.continuation.yield(.credentials(credentials))
+        return link
+    }
+
+    /// H6: `POST {tokenURL}oauth/token?channelId&brandId&visitorId`.
+    private static func transactionToken(configuration: CXoneConfiguration, channel: CXoneChannelConfiguration, transport: HTTPTransport, credentials: inout Credentials) async throws -> String {
+        let tokenURL = configuration.environment.tokenURL
+        guard !tokenURL.isEmpty else { throw SwitchboardError(.invalidArgument, "secured sessions need a token URL", vendorCode: "tokenServerUrl") }
+        let body: JSONValue
+        switch channel.authenticationType {
+        case .anonymous: body = ["type": "anonymous", "customerIdentity": ["idOnExternalPlatform": .string(credentials["customer-id"]!)]]
+        case .securedCookie: body = [:]
+        case .thirdPartyOAuth:
+            guard let code = configuration.authorizationCode, let verifier = configuration.codeVerifier else {
+                throw SwitchboardError(.authenticationFailed, "third-party OAuth needs an authorization code and a code verifier", vendorCode: "authorizationCode")
+            }
+            body = ["thirdParty": ["grant_type": "authorization_code", "authorization_code": .string(code), "code_verifier": .string(verifier)]]
+        }
+        let query = "?channelId=\(configuration.channelID)&brandId=\(configuration.brandID)&visitorId=\(credentials["visitor-id"]!)"
+        let response = try await transport.postJSON(tokenURL + "oauth/token" + query, body: body, headers: CXoneWire.httpHeaders, timeout: configuration.replyTimeout)
+        guard (200..<300).contains(response.status), let json = try? JSONValue(parsing: response.body), let token = json["accessToken"]?.stringValue else {
+            throw SwitchboardError(.authenticationFailed, "transaction token: HTTP \(response.status)", vendorCode: "transactionTokenRequestFailed")
+        }
+        if let customer = json["customerIdentity"]?["idOnExternalPlatform"]?.stringValue { credentials["customer-id"] = customer }
+        return token
+    }
+
+    private var identity: CXoneWire.Identity {
+        state.withLock { state in
+            CXoneWire.Identity(
+                brandID: configuration.brandID, channelID: configuration.channelID, customerID: state.credentials["customer-id"] ?? "",
+                firstName: configuration.firstName, lastName: configuration.lastName, visitorID: state.credentials["visitor-id"]
+            )
+        }
+    }
+
+    func run<Result: Sendable>(_ body: @Sendable (any BackendConnection) async throws -> Result) async throws -> Result {
+        try await WebSocketTransport.withTextWebSocket(url: url, logger: context.logger) { socket in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await self.read(socket) }
+                group.addTask { await self.heartbeat(socket) }
+                defer { group.cancelAll() }
+                if !channel.isEnabled("securedSessions") { try await authorize(socket) }
+                try await loadThreads(socket)
+                return try await body(Sender(link: self, socket: socket))
+            }
+        }
+    }
+
+    /// A `BackendConnection` bound to the open socket.
+    private struct Sender: BackendConnection {
+        let link: CXoneLink
+        let socket: TextWebSocket
+        var updates: AsyncThrowingStream<BackendUpdate, any Error> { link.updates }
+        func perform(_ request: BackendRequest) async throws -> BackendResponse { try await link.perform(request, socket: socket) }
+    }
+
+    func perform(_ request: BackendRequest) async throws -> BackendResponse {
+        throw SwitchboardError(.notConnected, "the CXone link is not open")
+    }
+
+    // MARK: Inbound
+
+    private func read(_ socket: TextWebSocket) async {
+        do {
+            for try await text in socket.messages { await route(text) }
+            end(SwitchboardError(.connectionLost, "the server closed the WebSocket"))
+        } catch {
+            end(SwitchboardError.classify(error))
+        }
+    }
+
+    private func route(_ text: String) async {
+        switch CXoneWire.classify(text) {
+        case .pong:
+            state.withLock { $0.lastPong = context.clock.now }
+        case .serverError(let message):
+            continuation.yield(.problem(SwitchboardError(.serverError, "server error: \(message)")))
+        case .operationError(let eventID, let error):
+            if let waiter = state.withLock({ $0.pending.removeValue(forKey: eventID) }) {
+                waiter.resume(throwing: error)
+            } else {
+                continuation.yield(.problem(error))
+            }
+        case .event(let eventID, let type, let frame):
+            if let waiter = state.withLock({ $0.pending.removeValue(forKey: eventID) }) {
+                waiter.resume(returning: (type, frame))
+            } else {
+                await apply(frame, type: type)
+            }
+        case .unrecognized(let reason):
+            continuation.yield(.problem(SwitchboardError(.protocolViolation, "dropped a frame: \(reason)")))
+        }
+    }
+
+    /// A push event (or a reply the link handles itself).
+    private func apply(_ frame: JSONValue, type: String?, thread: ConversationID? = nil) async {
+        var thread = thread
+        if type == "SetPositionInQueue", let contact = frame["data"]?["consumerContact"]?["id"]?.stringValue {
+            thread = state.withLock { $0.threads.first { $0.value.contactID == contact }.map { ConversationID($0.key) } }
+        }
+        do {
+            switch try CXoneMapping.outcome(of: frame, type: type, thread: thread) {
+            case .updates(let updates):
+                for update in updates {
+                    remember(update, frame: frame)
+                    continuation.yield(update)
+                }
+            case .download(let url, _):
+                let target = url.scheme == nil ? URL(string: url.absoluteString, relativeTo: URL(string: configuration.environment.chatURL))!.absoluteURL : url
+                let response = try await transport.get(target.absoluteString, timeout: configuration.replyTimeout)
+                guard (200..<300).contains(response.status) else { throw SwitchboardError(.serverError, "EventInS3: HTTP \(response.status)") }
+                await route(String(decoding: response.body, as: UTF8.self))
+            case .moreMessages:
+                break
+            }
+        } catch {
+            continuation.yield(.problem(error as? SwitchboardError ?? SwitchboardError(.protocolViolation, "undecodable \(type ?? "event")")))
+        }
+    }
+
+    /// Keeps what later requests need: contact ids, scroll tokens, names, closed threads.
+    private func remember(_ update: BackendUpdate, frame: JSONValue) {
+        state.withLock { state in
+            switch update {
+            case .snapshot(let snapshot):
+                for item in snapshot.conversations {
+                    var thread = state.threads[item.conversation.id.rawValue] ?? Thread()
+                    thread.name = item.conversation.title
+                    thread.closed = item.conversation.state.isClosed
+                    if let contact = item.conversation.customData?["contactId"]?.stringValue { thread.contactID = contact }
+                    if let token = item.conversation.customData?["scrollToken"]?.stringValue { thread.scrollToken = token }
+                    state.threads[item.conversation.id.rawValue] = thread
+                }
+            case .credentials(let credentials):
+                state.credentials.values.merge(credentials.values) { _, new in new }
+            case .event(let event):
+                guard let id = event.conversationID?.rawValue else { return }
+                if let contact = frame["data"]?["case"]?["id"]?.stringValue { state.threads[id, default: Thread()].contactID = contact }
+                if case .conversationStateChanged(let new, _) = event.kind { state.threads[id, default: Thread()].closed = new.isClosed }
+            default:
+                break
+            }
+        }
+    }
+
+    private func end(_ error: SwitchboardError) {
+        let waiters = state.withLock { state in
+            if state.ended == nil { state.ended = error }
+            defer { state.pending.removeAll() }
+            return Array(state.pending.values)
+        }
+        for waiter in waiters { waiter.resume(throwing: error) }
+        continuation.finish(throwing: error)
+    }
+
+    /// `{"action":"heartbeat"}` every interval; `"pong"` must come within the pong timeout.
+    private func heartbeat(_ socket: TextWebSocket) async {
+        do {
+            while true {
+                try await context.clock.sleep(for: configuration.heartbeatInterval)
+                let sent = context.clock.now
+                try await socket.send(CXoneWire.heartbeat.jsonString)
+                try await context.clock.sleep(for: configuration.pongTimeout)
+                if state.withLock({ $0.lastPong }) < sent {
+                    end(SwitchboardError(.timedOut, "no pong within \(configuration.pongTimeout)"))
+                    return
+                }
+            }
+        } catch {
+            return
+        }
+    }
+
+    // MARK: Requests
+
+    /// Sends one event; waits for the reply with the same `eventId` when `awaitReply`.
+    @discardableResult
+    private func send(_ eventType: String, data: JSONValue? = nil, awaitReply: Bool, socket: TextWebSocket) async throws -> (type: String?, frame: JSONValue)? {
+        if let ended = state.withLock({ $0.ended }) { throw ended }
+        let eventID = UUID().uuidString.lowercased()
+        let text = CXoneWire.event(eventType, eventID: eventID, identity: identity, data: data).jsonString
+        guard awaitReply else {
+            try await socket.send(text)
+            return nil
+        }
+        return try await withThrowingTaskGroup(of: (type: String?, frame: JSONValue).self) { group in
+            group.addTask {
+                try await withTaskCancellationHandler {
+                    try await withCheckedThrowingContinuation { waiter in self.state.withLock { $0.pending[eventID] = waiter } }
+                } onCancel: {
+                    self.state.withLock { $0.pending.removeValue(forKey: eventID) }?.resume(throwing: CancellationError())
+                }
+            }
+            group.addTask {
+                try await self.context.clock.sleep(for: self.configuration.replyTimeout)
+                throw SwitchboardError(.timedOut, "\(eventType): no reply within \(self.configuration.replyTimeout)", vendorCode: "eventTimeout")
+            }
+            try await socket.send(text)
+            defer { group.cancelAll() }
+            return try await group.next()!
+        }
+    }
+
+    /// The legacy flow: ReconnectCustomer with a stored token, else AuthorizeCustomer.
+    private func authorize(_ socket: TextWebSocket) async throws {
+        if let token = state.withLock({ $0.credentials["access-token"] }) {
+            do {
+                try await send("ReconnectCustomer", data: ["accessToken": ["token": .string(token)]], awaitReply: true, socket: socket)
+                return
+            } catch let error as SwitchboardError where error.code == .authenticationFailed {
+                state.withLock { $0.credentials["access-token"] = nil }
+            }
+        }
+        var data: JSONValue = ["disableChannelInfo": true, "sdkPlatform": "ios", "sdkVersion": .string(CXoneWire.sdkVersion)]
+        if configuration.authorizationCode != nil || configuration.codeVerifier != nil, case .object(var object) = data {
+            object["authorization"] = ["authorizationCode": .string(configuration.authorizationCode ?? ""), "codeVerifier": .string(configuration.codeVerifier ?? "")]
+            data = .object(object)
+        }
+        guard let reply = try await send("AuthorizeCustomer", data: data, awaitReply: true, socket: socket) else { return }
+        await apply(reply.frame, type: reply.type)
+    }
+
+    /// Multi-thread: the thread list, then each thread's metadata; otherwise: recover the thread.
+    private func loadThreads(_ socket: TextWebSocket) async throws {
+        switch channel.mode {
+        case .multiThread:
+            guard let list = try await send("FetchThreadList", awaitReply: true, socket: socket) else { return }
+            await apply(list.frame, type: list.type)
+            // Recover the open threads (the SDK's load(with:)): their recent messages catch the
+            // session up on what it missed while away, and give each thread its scroll token.
+            let open = state.withLock { state in state.threads.filter { !$0.value.closed }.map(\.key).sorted() }
+            for id in open.prefix(20) { try await recover(id, socket: socket) }
+        case .singleThread, .liveChat:
+            let cached = state.withLock { $0.credentials["thread-id"] }
+            let data: JSONValue? = cached.map { ["thread": ["idOnExternalPlatform": .string($0)]] }
+            do {
+                if let reply = try await send(channel.mode == .liveChat ? "RecoverLivechat" : "RecoverThread", data: data, awaitReply: true, socket: socket) {
+                    await apply(reply.frame, type: reply.type)
+                }
+            } catch let error as SwitchboardError where error.code == .conversationNotFound {
+                // RecoveringThreadFailed: nothing to recover.
+            }
+            // As the SDK's create(): with no open thread, a local one waits for its first message.
+            let hasOpen = state.withLock { $0.threads.values.contains { !$0.closed } }
+            if !hasOpen {
+                let id = UUID().uuidString.lowercased()
+                state.withLock { state in
+                    state.threads[id] = Thread()
+                    state.credentials["thread-id"] = id
+                }
+                var kept = Credentials()
+                kept["thread-id"] = id
+                continuation.yield(.credentials(kept))
+                continuation.yield(.snapshot(BackendSnapshot(conversations: [ConversationSnapshot(conversation: ConversationInfo(id: ConversationID(id), kind: .thread, state: .queued))], isComplete: false)))
+            }
+        }
+    }
+
+    /// `RecoverThread` for one thread; a thread the server does not know is skipped.
+    private func recover(_ id: String, socket: TextWebSocket) async throws {
+        do {
+            if let reply = try await send("RecoverThread", data: ["thread": ["idOnExternalPlatform": .string(id)]], awaitReply: true, socket: socket) {
+                await apply(reply.frame, type: reply.type)
+            }
+        } catch let error as SwitchboardError where error.code == .conversationNotFound {
+            return
+        }
+    }
+
+    private func perform(_ request: BackendRequest, socket: TextWebSocket) async throws -> BackendResponse {
+        switch request {
+        case .send(let outgoing):
+            let id = outgoing.conversationID.rawValue
+            let (thread, token, fields) = state.withLock { ($0.threads[id] ?? Thread(), $0.credentials["access-token"], $0.contactFields.removeValue(forKey: id)) }
+            if thread.closed, channel.mode != .liveChat {
+                throw SwitchboardError(.messageRejected, "the thread is closed", vendorCode: "illegalChatState")
+            }
+            let attachments = try await upload(outgoing.content.attachments)
+            var threadJSON: [String: JSONValue] = ["idOnExternalPlatform": .string(id)]
+            if let name = thread.name { threadJSON["threadName"] = .string(name) }
+            var data: [String: JSONValue] = [
+                "thread": .object(threadJSON),
+                "messageContent": ["type": "TEXT", "payload": ["text": .string(outgoing.content.text)], "parameters": [:], "postback": outgoing.content.payload?["postback"] ?? .null],
+                "idOnExternalPlatform": .string(outgoing.clientID.rawValue.lowercased()),
+                "customer": ["customFields": []],
+                "contact": ["customFields": .array((fields ?? [:]).sorted { $0.key < $1.key }.map { ["ident": .string($0.key), "value": .string($0.value), "updatedAt": .string(CXoneServerDate.now(context.clock))] })],
+                "attachments": .array(attachments),
+                "deviceFingerprint": ["applicationType": "native", "os": "Linux", "deviceType": "mobile"],
+            ]
+            if let token { data["accessToken"] = ["token": .string(token)] }
+            try await send("SendMessage", data: .object(data), awaitReply: true, socket: socket)
+            if channel.mode != .multiThread { state.withLock { $0.credentials["thread-id"] = id } }
+            return .done
+        case .typing(let conversation, let isTyping, _):
+            try await send(isTyping ? "SenderTypingStarted" : "SenderTypingEnded", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)]], awaitReply: false, socket: socket)
+            return .done
+        case .markRead(let conversation, _):
+            try await send("MessageSeenByCustomer", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)]], awaitReply: false, socket: socket)
+            return .done
+        case .startConversation(let draft):
+            try channel.validatePreChat(draft.customFields)
+            if channel.mode == .singleThread, state.withLock({ !$0.threads.isEmpty }) {
+                throw SwitchboardError(.unsupported, "a single-thread channel has its thread already", vendorCode: "unsupportedChannelConfig")
+            }
+            let id = UUID().uuidString.lowercased()
+            state.withLock { state in
+                state.threads[id] = Thread(name: draft.title)
+                state.contactFields[id] = draft.customFields
+            }
+            return .conversation(ConversationInfo(id: ConversationID(id), kind: .thread, title: draft.title, state: .queued))
+        case .closeConversation(let conversation):
+            if channel.mode == .liveChat {
+                let contact = state.withLock { $0.threads[conversation.rawValue]?.contactID }
+                state.withLock { $0.threads[conversation.rawValue, default: Thread()].closed = true }
+                guard let contact else {
+                    // The server never saw this thread: it ends here.
+                    continuation.yield(.event(BackendEvent(.conversationStateChanged(.closedByCustomer, previous: nil), conversation: conversation)))
+                    return .done
+                }
+                try await send("EndContact", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)], "contact": ["id": .string(contact)]], awaitReply: false, socket: socket)
+                return .done
+            }
+            return try await archive(conversation, socket: socket)
+        case .archiveConversation(let conversation):
+            return try await archive(conversation, socket: socket)
+        case .updateConversation(let conversation, let changes):
+            guard let title = changes.title else { return .done }
+            try await send("UpdateThread", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue), "threadName": .string(title)]], awaitReply: false, socket: socket)
+            state.withLock { $0.threads[conversation.rawValue, default: Thread()].name = title }
+            return .conversation(ConversationInfo(id: conversation, kind: .thread, title: title, state: .active))
+        case .setCustomFields(let conversation?, let fields):
+            let contact = state.withLock { $0.threads[conversation.rawValue]?.contactID }
+            guard let contact else {
+                state.withLock { $0.contactFields[conversation.rawValue, default: [:]].merge(fields) { _, new in new } }
+                return .done
+            }
+            try await send("SetContactCustomFields", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)], "contact": ["id": .string(contact)], "customFields": Self.fields(fields, clock: context.clock)], awaitReply: false, socket: socket)
+            return .done
+        case .setCustomFields(nil, let fields):
+            try await send("SetCustomerCustomFields", data: ["customFields": Self.fields(fields.filter { !$0.value.isEmpty }, clock: context.clock)], awaitReply: false, socket: socket)
+            return .done
+        case .history(let query):
+            return .history(try await history(query, socket: socket))
+        case .vendor("SendTranscript", let payload):
+            guard channel.isSendTranscriptEnabled, let email = payload["email"]?.stringValue, email.contains("@") else {
+                throw SwitchboardError(.messageRejected, "the transcript cannot be sent", vendorCode: "sendTranscriptFailed")
+            }
+            let contact = payload["conversation"]?.stringValue.flatMap { id in state.withLock { $0.threads[id]?.contactID } }
+            guard let contact else { throw SwitchboardError(.invalidArgument, "no contact", vendorCode: "consumerContact") }
+            try await send("SendTranscript", data: ["consumerContact": ["id": .string(contact)], "consumerRecipients": [["idOnExternalPlatform": .string(email)]]], awaitReply: true, socket: socket)
+            return .vendor(["sent": true])
+        case .vendor("ExecuteTrigger", let payload):
+            try await send("ExecuteTrigger", data: ["trigger": ["id": payload["trigger"] ?? .null]], awaitReply: false, socket: socket)
+            return .vendor([:])
+        case .vendor(let name, let payload) where name.hasPrefix("analytics."):
+            return .vendor(try await analytics(String(name.dropFirst("analytics.".count)), data: payload))
+        case .vendor(let name, _):
+            throw SwitchboardError(.unsupported, "CXone has no vendor request \(name)")
+        case .edit, .delete, .rateAgent, .addParticipants, .updateParticipants, .removeParticipants, .retransmit:
+            throw SwitchboardError(.unsupported, "CXone has no \(request.name)")
+        }
+    }
+
+    private func archive(_ conversation: ConversationID, socket: TextWebSocket) async throws -> BackendResponse {
+        guard channel.mode == .multiThread else {
+            throw SwitchboardError(.unsupported, "archiving needs a multi-thread channel", vendorCode: "unsupportedChannelConfig")
+        }
+        try await send("ArchiveThread", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)]], awaitReply: true, socket: socket)
+        state.withLock { $0.threads[conversation.rawValue, default: Thread()].closed = true }
+        continuation.yield(.event(BackendEvent(.conversationStateChanged(.archived, previous: nil), conversation: conversation)))
+        return .done
+    }
+
+    /// `LoadMoreMessages` with the thread's scroll token; an empty token means there is no more.
+    private func history(_ query: HistoryQuery, socket: TextWebSocket) async throws -> HistoryPage {
+        let id = query.conversationID.rawValue
+        var token = state.withLock { $0.threads[id]?.scrollToken }
+        if token == nil {
+            // Never recovered on this link: recover it; its messages arrive as a snapshot.
+            try await recover(id, socket: socket)
+            token = state.withLock { $0.threads[id]?.scrollToken }
+        }
+        if case .token(let given)? = query.before { token = given }
+        guard let scrollToken = token, !scrollToken.isEmpty else { return HistoryPage(messages: [], hasMore: false) }
+        let oldest: Date
+        if case .time(let date)? = query.before { oldest = date } else { oldest = context.clock.date }
+        let formatter = ISO8601DateFormatter()
+        guard let reply = try await send(
+            "LoadMoreMessages",
+            data: ["scrollToken": .string(scrollToken), "thread": ["idOnExternalPlatform": .string(id)], "oldestMessageDatetime": .string(formatter.string(from: oldest))],
+            awaitReply: true, socket: socket
+        ) else { return HistoryPage(messages: [], hasMore: false) }
+        guard case .moreMessages(let messages, let next) = try CXoneMapping.outcome(of: reply.frame, type: reply.type) else {
+            throw SwitchboardError(.protocolViolation, "LoadMoreMessages answered with \(reply.type ?? "nothing")")
+        }
+        state.withLock { $0.threads[id, default: Thread()].scrollToken = next }
+        return HistoryPage(messages: messages.sorted { $0.time < $1.time }, hasMore: !next.isEmpty, nextAnchor: next.isEmpty ? nil : .token(next))
+    }
+
+    /// H5: one base64 JSON upload per file, after the channel's limits.
+    private func upload(_ attachments: [Message.Attachment]) async throws -> [JSONValue] {
+        guard !attachments.isEmpty else { return [] }
+        let restrictions = channel.fileRestrictions
+        guard restrictions.isAttachmentsEnabled else { throw SwitchboardError(.unsupported, "attachments are disabled", vendorCode: "attachmentError") }
+        var uploaded: [JSONValue] = []
+        for attachment in attachments {
+            guard let url = attachment.url, url.isFileURL else { throw SwitchboardError(.invalidArgument, "an attachment needs a local file URL") }
+            let data = try Data(contentsOf: url)
+            guard data.count <= Int(restrictions.allowedFileSizeMegabytes) * 1024 * 1024 else {
+                throw SwitchboardError(.payloadTooLarge, "\(attachment.name) is over \(restrictions.allowedFileSizeMegabytes) MB", vendorCode: "invalidFileSize")
+            }
+            let mime = attachment.mimeType ?? "application/octet-stream"
+            let allowed = restrictions.allowedMIMETypes.isEmpty || restrictions.allowedMIMETypes.contains { pattern in
+                pattern == mime || (pattern.hasSuffix("/*") && mime.hasPrefix(String(pattern.dropLast())))
+            }
+            guard allowed else { throw SwitchboardError(.messageRejected, "files of type \(mime) are not allowed", vendorCode: "invalidFileType") }
+            let response = try await transport.postJSON(
+                "\(configuration.environment.chatURL)/1.0/brand/\(configuration.brandID)/channel/\(configuration.channelID)/attachment",
+                body: ["content": .string(data.base64EncodedString()), "fileName": .string(attachment.name), "mimeType": .string(mime)],
+                headers: CXoneWire.httpHeaders,
+                timeout: configuration.replyTimeout
+            )
+            guard (200..<300).contains(response.status), let json = try? JSONValue(parsing: response.body) else {
+                throw SwitchboardError(.serverError, "attachment upload: HTTP \(response.status)")
+            }
+            guard let fileURL = json["fileUrl"]?.stringValue else {
+                throw SwitchboardError(.messageRejected, "the server refused \(attachment.name)", vendorCode: "invalidFileSize")
+            }
+            uploaded.append(["url": .string(fileURL), "friendlyName": .string(attachment.name), "mimeType": .string(mime), "fileName": .string(attachment.name)])
+        }
+        return uploaded
+    }
+
+    /// H4: a web-analytics event.
+    private func analytics(_ type: String, data: JSONValue) async throws -> JSONValue {
+        let visitor = state.withLock { $0.credentials["visitor-id"] ?? "" }
+        let host = URL(string: "/web-analytics/1.0/tenants/\(configuration.brandID)/visitors/\(visitor)/events", relativeTo: URL(string: configuration.environment.chatURL))!.absoluteString
+        let event: JSONValue = [
+            "id": .string(UUID().uuidString.lowercased()), "type": .string(type), "visitId": .string(visitor),
+            "destination": ["id": .string(UUID().uuidString.lowercased())], "createdAtWithMilliseconds": .string(CXoneServerDate.now(context.clock)), "data": data,
+        ]
+        let response = try await transport.postJSON(host, body: event, headers: CXoneWire.httpHeaders, timeout: configuration.replyTimeout)
+        guard (200..<300).contains(response.status) else { throw SwitchboardError(.serverError, "analytics: HTTP \(response.status)") }
+        return event
+    }
+
+    static func fields(_ fields: [String: String], clock: SessionClock) -> JSONValue {
+        .array(fields.sorted { $0.key < $1.key }.map { ["ident": .string($0.key), "value": .string($0.value), "updatedAt": .string(CXoneServerDate.now(clock))] })
+    }
+}
+
+enum CXoneServerDate {
+    static func now(_ clock: SessionClock) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.string(from: clock.date)
+    }
+}
