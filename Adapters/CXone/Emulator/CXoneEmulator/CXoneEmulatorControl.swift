@@ -76,7 +76,11 @@ public struct CXoneEmulatorControl: EmulatorControl {
         case .duplicateNext(let count): server.inject(.duplicateMessages(count))
         case .failNextRequest(let error, let name):
             let eventType = name.map { $0 == "send" ? "SendMessage" : $0 }
-            server.inject(.operationError(code: error.code == .messageRejected ? "SendingTranscriptFailed" : "InconsistentData", eventType: eventType))
+            if error.isTransient {
+                server.inject(.dropOnNext(eventType: eventType))
+            } else {
+                server.inject(.operationError(code: "InconsistentData", eventType: eventType))
+            }
         case .rejectNextLogin(let error):
             if error.code == .authenticationFailed {
                 server.inject(.operationError(code: "CustomerAuthorizationFailed", eventType: "AuthorizeCustomer"))

@@ -54,6 +54,8 @@ public final class CXoneServer: Sendable {
     public enum Fault: Sendable, Hashable {
         /// Heartbeats get no `"pong"` until the socket closes.
         case noPong
+        /// The socket of the next request of this event type (or any) closes before it is handled.
+        case dropOnNext(eventType: String?)
         /// Close every socket of the customer now.
         case closeSocket
         /// The next request of this event type (or any) gets an `OperationError`.
@@ -270,6 +272,11 @@ public final class CXoneServer: Sendable {
                 return
             }
             state.connections[connection]!.customerID = customer
+            if let index = state.faults.firstIndex(where: { if case .dropOnNext(let name) = $0 { return name == nil || name == type } else { return false } }) {
+                state.faults.remove(at: index)
+                sender.close()
+                return
+            }
             if let index = state.faults.firstIndex(where: { if case .operationError(_, let name) = $0 { return name == nil || name == type } else { return false } }),
                 case .operationError(let code, _) = state.faults.remove(at: index)
             {

@@ -165,6 +165,7 @@ final class CXoneLink: BackendConnection {
                     remember(update, frame: frame)
                     continuation.yield(update)
                 }
+                if channel.mode == .liveChat { openNewThreadIfAllClosed() }
             case .download(let url, _):
                 let target = url.scheme == nil ? URL(string: url.absoluteString, relativeTo: URL(string: configuration.environment.chatURL))!.absoluteURL : url
                 let response = try await transport.get(target.absoluteString, timeout: configuration.replyTimeout)
@@ -300,20 +301,25 @@ final class CXoneLink: BackendConnection {
             } catch let error as SwitchboardError where error.code == .conversationNotFound {
                 // RecoveringThreadFailed: nothing to recover.
             }
-            // As the SDK's create(): with no open thread, a local one waits for its first message.
-            let hasOpen = state.withLock { $0.threads.values.contains { !$0.closed } }
-            if !hasOpen {
-                let id = UUID().uuidString.lowercased()
-                state.withLock { state in
-                    state.threads[id] = Thread()
-                    state.credentials["thread-id"] = id
-                }
-                var kept = Credentials()
-                kept["thread-id"] = id
-                continuation.yield(.credentials(kept))
-                continuation.yield(.snapshot(BackendSnapshot(conversations: [ConversationSnapshot(conversation: ConversationInfo(id: ConversationID(id), kind: .thread, state: .queued))], isComplete: false)))
-            }
+            openNewThreadIfAllClosed()
         }
+    }
+
+    /// As the SDK's create(): with no open thread (none yet, or the live chat just closed), a
+    /// local one waits for the customer's next message, which creates it on the server.
+    private func openNewThreadIfAllClosed() {
+        let id = UUID().uuidString.lowercased()
+        let created = state.withLock { state -> Bool in
+            guard !state.threads.values.contains(where: { !$0.closed }) else { return false }
+            state.threads[id] = Thread()
+            state.credentials["thread-id"] = id
+            return true
+        }
+        guard created else { return }
+        var kept = Credentials()
+        kept["thread-id"] = id
+        continuation.yield(.credentials(kept))
+        continuation.yield(.snapshot(BackendSnapshot(conversations: [ConversationSnapshot(conversation: ConversationInfo(id: ConversationID(id), kind: .thread, state: .queued))], isComplete: false)))
     }
 
     /// `RecoverThread` for one thread; a thread the server does not know is skipped.

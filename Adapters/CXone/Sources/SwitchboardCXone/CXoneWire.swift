@@ -86,10 +86,9 @@ public enum CXoneWire {
             return SwitchboardError(.authenticationFailed, message, vendorCode: code)
         case "RecoveringThreadFailed", "RecoveringLivechatFailed":
             return SwitchboardError(.conversationNotFound, message, vendorCode: code)
-        case "SendingTranscriptFailed":
+        case "SendingTranscriptFailed", "InconsistentData":
+            // The request itself is at fault: sending it again would fail again.
             return SwitchboardError(.messageRejected, message, vendorCode: code)
-        case "InconsistentData":
-            return SwitchboardError(.serverError, message, vendorCode: code)
         default:
             return SwitchboardError(.protocolViolation, message, vendorCode: code)
         }

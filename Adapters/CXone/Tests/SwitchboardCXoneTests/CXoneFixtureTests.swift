@@ -225,7 +225,7 @@ import Testing
     static func operationError(_ name: String) throws {
         guard case .operationError(let eventID, let error) = CXoneWire.classify(try text(name)) else { throw failure("an OperationError") }
         #expect(eventID == eventID.lowercased())
-        #expect(error.vendorCode == "InconsistentData" && error.code == .serverError)
+        #expect(error.vendorCode == "InconsistentData" && error.code == .messageRejected)
     }
 
     static func rich(_ name: String, _ type: String) throws {

@@ -1,0 +1,151 @@
+import Foundation
+import Logging
+import Switchboard
+import SwitchboardCXone
+import SwitchboardTestKit
+import Testing
+import CXoneEmulator
+
+@Suite(.timeLimit(.minutes(3)))
+struct CXoneScenarioTests {
+    func harness(_ control: CXoneEmulatorControl) -> ConformanceHarness {
+        ConformanceHarness(context: ConformanceContext(emulator: control))
+    }
+
+    /// A backend whose heartbeat runs every 100 ms with a 100 ms pong deadline.
+    func impatientBackend(_ control: CXoneEmulatorControl) throws -> CXoneBackend {
+        CXoneBackend(
+            configuration: CXoneConfiguration(
+                environment: CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL),
+                brandID: control.server.configuration.brandID, channelID: control.server.configuration.channelID, customerID: control.customerID,
+                heartbeatInterval: .milliseconds(100), pongTimeout: .milliseconds(100)
+            ),
+            channel: try CXoneChannelConfiguration(json: control.server.channelConfiguration)
+        )
+    }
+
+    @Test func aMissingPongReconnectsAndRecoversWithoutDuplicates() async throws {
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            try await harness(control).withSession(backend: try impatientBackend(control)) { probe in
+                let chat = try await probe.openConversation()
+                for index in 1...3 { control.agent.send("before \(index)", in: chat.id.rawValue) }
+                try await probe.waitForMessages((1...3).map { "before \($0)" }, in: chat)
+                control.server.inject(.noPong)
+                try await probe.recorder.waitUntil("reconnected after the missing pong") { $0.filter(\.isConnected).count >= 2 }
+                control.agent.send("after", in: chat.id.rawValue)
+                try await probe.waitForMessages(["after"], in: chat)
+                let stored = try await chat.storedMessages(before: nil, limit: .max).compactMap(\.serverID)
+                let truth = try await control.serverMessages(in: chat.id).map(\.serverID)
+                let added = probe.recorder.events.compactMap(\.addedMessage).compactMap(\.serverID)
+                print("cxone pong: \(await probe.session.statistics.connects) connects, \(stored.count) stored of \(truth.count), announced twice \(added.count - Set(added).count)")
+                #expect(stored == truth)
+                #expect(Set(added).count == added.count)
+            }
+        }
+    }
+
+    @Test func anOperationErrorOnSendFailsTheMessageWithTheCode() async throws {
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                control.server.inject(.operationError(code: "InconsistentData", eventType: "SendMessage"))
+                let doomed = try await chat.send(text: "refused")
+                let failed = try await probe.recorder.first("failed") { $0.updatedMessage.map { $0.clientID == doomed.clientID && $0.deliveryState.isFailed } ?? false }
+                guard case .failed(let reason)? = failed.updatedMessage?.deliveryState else { return }
+                #expect(reason == "injected")
+                #expect(control.server.messages(inThread: chat.id.rawValue).allSatisfy { $0.text != "refused" })
+            }
+        }
+    }
+
+    @Test func loadMoreUntilTheScrollTokenIsEmpty() async throws {
+        try await withCXoneEmulator(.init(mode: .single, pageSize: 7)) { control in
+            let id = try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                for index in 1...30 { control.agent.send("old \(index)", in: chat.id.rawValue) }
+                try await probe.waitForMessages(["old 30"], in: chat)
+                return chat.id
+            }
+            try await harness(control).withSession { probe in
+                try await probe.recorder.first("the recovered thread") { $0.conversationID == id }
+                let chat = try await probe.session.conversation(id)
+                var all: [Message] = []
+                var before: MessageOrderKey?
+                var pages = 0
+                for _ in 0..<20 {
+                    let page = try await chat.history(before: before, limit: 7)
+                    guard let oldest = page.first else { break }
+                    all = page + all
+                    before = oldest.orderKey
+                    pages += 1
+                }
+                let truth = try await control.serverMessages(in: id).map(\.serverID)
+                print("cxone paging: \(truth.count) messages in \(pages) pages of ≤7")
+                #expect(all.compactMap(\.serverID) == truth)
+            }
+        }
+    }
+
+    @Test func aLiveChatClosedByTheAgentOpensANewThreadForTheNextMessage() async throws {
+        try await withCXoneEmulator(.init(mode: .live)) { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                control.agent.close(chat.id.rawValue)
+                try await probe.recorder.first("closed") {
+                    if case .conversationStateChanged(.closed, _) = $0.kind { return $0.conversationID == chat.id } else { return false }
+                }
+                let next = try await probe.recorder.first("a new thread") {
+                    if case .conversationAdded(let info) = $0.kind { return info.id != chat.id } else { return false }
+                }
+                let newThread = try #require(next.conversationID)
+                try await probe.session.conversation(newThread).send(text: "one more question")
+                try await probe.recorder.first("sent in the new thread") { $0.updatedMessage?.text == "one more question" && $0.updatedMessage?.serverID != nil }
+                #expect(control.server.messages(inThread: newThread.rawValue).map(\.text) == ["one more question"])
+                #expect(control.server.status(ofThread: chat.id.rawValue) == "closed")
+            }
+        }
+    }
+
+    @Test func aMissingRequiredPreChatFieldIsATypedError() async throws {
+        try await withCXoneEmulator(.init(mode: .multi, requiredPreChatField: "email")) { control in
+            try await harness(control).withSession { probe in
+                do {
+                    _ = try await probe.session.startConversation(ConversationDraft(kind: .thread))
+                    Issue.record("a thread without the required field was started")
+                } catch let error as SwitchboardError {
+                    #expect(error.code == .invalidArgument && error.vendorCode == "missingPreChatCustomFields")
+                    #expect(error.message.contains("email"))
+                }
+                let chat = try await probe.session.startConversation(ConversationDraft(kind: .thread, customFields: ["email": "alice@example.com"]))
+                try await chat.send(text: "with the survey answered")
+                try await probe.recorder.first("sent") { $0.updatedMessage?.serverID != nil }
+                let sent = control.server.received.first { $0.eventType == "SendMessage" }
+                #expect(sent?.data["contact"]?["customFields"]?[0]?["ident"] == "email", "the answers travel with the first message")
+            }
+        }
+    }
+
+    @Test func aLargeEventArrivesThroughS3() async throws {
+        try await withCXoneEmulator(.init(mode: .multi, s3Threshold: 2_000)) { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                let long = String(repeating: "A very long answer. ", count: 200)
+                control.agent.send(long, in: chat.id.rawValue)
+                try await probe.waitForMessages([long], in: chat)
+                #expect(try await chat.storedMessages(before: nil, limit: .max).contains { $0.text == long })
+            }
+        }
+    }
+
+    @Test func theChannelConfigurationIsReadWithoutConnecting() async throws {
+        try await withCXoneEmulator(.init(mode: .live, requiredPreChatField: "email")) { control in
+            let environment = CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL)
+            let channel = try await CXoneChannelConfiguration.fetch(environment: environment, brandID: 1386, channelID: "chat_emulator")
+            #expect(channel.mode == .liveChat)
+            #expect(channel.preChatFields.map(\.ident) == ["email"])
+            let backend = try await CXoneBackend.make(configuration: CXoneConfiguration(environment: environment, brandID: 1386, channelID: "chat_emulator"))
+            #expect(backend.descriptor.capabilities.contains(.conversationLifecycle))
+            #expect(!backend.descriptor.capabilities.contains(.archive))
+        }
+    }
+}
