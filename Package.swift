@@ -170,6 +170,8 @@ let package = Package(
                 "VoximplantEmulator",
                 "SwitchboardWebim",
                 "WebimEmulator",
+                "SwitchboardCXone",
+                "CXoneEmulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import Switchboard
+import SwitchboardCXone
 import SwitchboardTestKit
 import SwitchboardVoximplant
 import SwitchboardWebim
@@ -10,7 +11,7 @@ struct ConnectCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "connect",
         abstract: "Connect to a real or emulated service: commands on stdin, normalized events on stdout.",
-        subcommands: [ConnectVoximplant.self, ConnectWebim.self]
+        subcommands: [ConnectVoximplant.self, ConnectWebim.self, ConnectCXone.self]
     )
 }
 
@@ -45,6 +46,37 @@ struct ConnectWebim: AsyncParsableCommand {
 
     func run() async throws {
         let backend = try WebimBackend(configuration: WebimConfiguration(accountName: url, location: location, visitorFieldsJSON: visitorFields))
+        try await ConsoleRunner(backend: backend, jsonl: jsonl).run()
+    }
+}
+
+struct ConnectCXone: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cxone",
+        abstract: "Connect to a CXone Digital First channel (or the emulator) as a customer."
+    )
+
+    @Option(help: "A region (na1, eu1, au1, ca1, uk1, jp1) or the chat URL, such as http://127.0.0.1:8080/chat.") var environment: String
+    @Option(name: .customLong("socket-url"), help: "The WebSocket URL when --environment is a URL, such as ws://127.0.0.1:8080/socket.")
+    var socketURL: String?
+    @Option(help: "The brand id.") var brand: Int
+    @Option(help: "The channel id.") var channel: String
+    @Option(help: "The customer id; a new customer without it.") var customer: String?
+    @Flag(help: "Print events as JSON lines.") var jsonl = false
+
+    func run() async throws {
+        let regions: [String: CXoneEnvironment] = ["na1": .na1, "eu1": .eu1, "au1": .au1, "ca1": .ca1, "uk1": .uk1, "jp1": .jp1]
+        let resolved: CXoneEnvironment
+        if let region = regions[environment.lowercased()] {
+            resolved = region
+        } else if let socketURL {
+            resolved = CXoneEnvironment(chatURL: environment, socketURL: socketURL)
+        } else {
+            throw ValidationError("--environment is neither a region (\(regions.keys.sorted().joined(separator: ", "))) nor a URL with --socket-url")
+        }
+        let backend = try await CXoneBackend.make(
+            configuration: CXoneConfiguration(environment: resolved, brandID: brand, channelID: channel, customerID: customer)
+        )
         try await ConsoleRunner(backend: backend, jsonl: jsonl).run()
     }
 }

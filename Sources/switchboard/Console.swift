@@ -15,7 +15,8 @@ actor Console {
 
     static let help = """
         commands: TEXT or /send TEXT · /typing [DRAFT] · /read · /history N · /conversations · /open ID
-                  /create TITLE [USER…] · /add USER · /remove USER · /close · /rate N · /file PATH · /quit
+                  /create TITLE [USER…] · /add USER · /remove USER · /rename TITLE · /archive · /close
+                  /rate N · /file PATH · /quit
         """
 
     /// Runs one command line; returns what to print, or `nil` to quit.
@@ -85,6 +86,12 @@ actor Console {
         case "/close":
             try await chat.close()
             return ["closed \(id)"]
+        case "/archive":
+            try await chat.archive()
+            return ["archived \(id)"]
+        case "/rename":
+            try await chat.update(ConversationChanges(title: argument))
+            return ["renamed \(id)"]
         case "/rate":
             try await chat.rateAgent(nil, rating: Int(argument) ?? 0, comment: nil)
             return ["rated"]

@@ -1,6 +1,8 @@
+import CXoneEmulator
 import Foundation
 import Logging
 import Switchboard
+import SwitchboardCXone
 import SwitchboardTestKit
 import SwitchboardVoximplant
 import SwitchboardWebim
@@ -11,8 +13,8 @@ import WebimEmulator
 /// The main job: a scripted support conversation on embedded backends, every session publishing
 /// into one bus, printed as one timeline, then checked against the server's own log.
 ///
-/// Today it runs on the in-memory reference backend; the Webim, Voximplant-style and CXone
-/// emulators join it as their adapters land.
+/// It runs on the in-memory reference backend, then on the embedded Voximplant-style, Webim and
+/// CXone emulators: the same app code on every backend.
 struct Demo: Sendable {
     let seed: UInt64
     let format: EventFormatter.Format
@@ -181,10 +183,12 @@ struct Demo: Sendable {
         sessions.append(messenger.summary)
         let webim = try await runWebim(bus: bus, events: events, configuration: configuration, narrate: narrate)
         sessions.append(webim.summary)
+        let cxone = try await runCXone(bus: bus, events: events, configuration: configuration, narrate: narrate)
+        sessions.append(cxone.summary)
         events.finish()
         bus.finish()
         printer.flush()
-        let summary = Summary(sessions: sessions, serverMessages: truth.count + messenger.serverMessages + webim.serverMessages)
+        let summary = Summary(sessions: sessions, serverMessages: truth.count + messenger.serverMessages + webim.serverMessages + cxone.serverMessages)
         if format == .timeline { write(render(summary)) }
         return summary
     }
@@ -339,6 +343,89 @@ struct Demo: Sendable {
         }
     }
 
+    /// The same app on the CXone emulator (multi-thread channel): a new thread, the agent assigned
+    /// from the queue, rich content, a dropped socket the client recovers without duplicates, and
+    /// the agent closing the case.
+    private func runCXone(
+        bus: EventBus,
+        events: EventRecorder,
+        configuration: SessionConfiguration,
+        narrate: @escaping @Sendable (String) -> Void
+    ) async throws -> (summary: SessionSummary, serverMessages: Int) {
+        narrate("The same app on CXone: channel configuration over HTTP, then the event WebSocket of the embedded CXone emulator")
+        let server = CXoneServer(configuration: CXoneServer.Configuration(mode: .multi))
+        let agent = server.agent(firstName: "Bob", surname: "Agent")
+        let store = InMemoryChatStore()
+        let seed = self.seed
+        return try await CXoneEmulator(server: server, logger: Logger.quiet).withRunning { endpoints in
+            let backend = try await CXoneBackend.make(
+                configuration: CXoneConfiguration(
+                    environment: CXoneEnvironment(chatURL: endpoints.chatURL, socketURL: endpoints.socketURL, tokenURL: endpoints.tokenURL),
+                    brandID: server.configuration.brandID,
+                    channelID: server.configuration.channelID,
+                    customerID: "alice-cxone",
+                    firstName: "Alice"
+                )
+            )
+            let session = ChatSession(
+                id: "alice-cxone",
+                backend: backend,
+                store: store,
+                bus: bus,
+                configuration: configuration,
+                random: Self.randomness(seed, for: "alice-cxone"),
+                logger: Logger.quiet
+            )
+            return try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await session.run() }
+                defer { group.cancelAll() }
+                try await session.resume()
+                try await events.first("cxone connected") { $0.origin.session == session.id && $0.isConnected }
+                let chat = try await session.startConversation(ConversationDraft(kind: .thread, title: "Order #4711"))
+                try await confirmed(try await chat.send(text: "Hello, where is my order #4711?"), events, in: session.id)
+
+                narrate("Bob is assigned from the queue, types and answers with quick replies")
+                agent.assign(chat.id.rawValue)
+                agent.typing(true, in: chat.id.rawValue)
+                agent.send(
+                    "Which day suits you?",
+                    in: chat.id.rawValue,
+                    content: [
+                        "type": "QUICK_REPLIES",
+                        "payload": [
+                            "text": ["content": "It arrives between 12:00 and 16:00. Which day suits you?"],
+                            "actions": [["type": "REPLY_BUTTON", "text": "Today", "postback": "1"], ["type": "REPLY_BUTTON", "text": "Tomorrow", "postback": "2"]],
+                        ],
+                    ]
+                )
+                try await events.first("Bob's quick replies") { $0.origin.session == session.id && $0.addedMessage?.text.contains("Which day") == true }
+                try await confirmed(try await chat.send(text: "Tomorrow"), events, in: session.id)
+                agent.markRead(chat.id.rawValue)
+                try await events.first("Bob read it") {
+                    if case .readMarker = $0.kind { return $0.origin.session == session.id } else { return false }
+                }
+
+                narrate("The socket drops; the client reconnects, recovers the thread and adds nothing twice")
+                server.inject(.closeSocket)
+                try await events.waitUntil("reconnected") { recorded in
+                    recorded.filter { $0.origin.session == session.id && $0.isConnected }.count >= 2
+                }
+                agent.send("Booked for tomorrow. Anything else?", in: chat.id.rawValue)
+                try await events.first("the booking") { $0.addedMessage?.text.hasPrefix("Booked for tomorrow") == true }
+                agent.close(chat.id.rawValue)
+                try await events.first("closed") {
+                    if case .conversationStateChanged(let state, _) = $0.kind { return $0.origin.session == session.id && state.isClosed } else { return false }
+                }
+                await session.close()
+                try await events.waitUntil("cxone disconnects") { recorded in
+                    recorded.filter { $0.origin.session == session.id && $0.kind == .connection(.disconnected, reason: .userInitiated) }.count >= 1
+                }
+                let truth = server.messages(inThread: chat.id.rawValue).map { MessageID($0.id) }
+                return (try await Self.summarize(session, store: store, conversation: chat.id, truth: truth), truth.count)
+            }
+        }
+    }
+
     /// One session's row of the summary: its store against the server's log.
     private static func summarize(
         _ session: ChatSession,
@@ -421,7 +508,7 @@ struct Demo: Sendable {
                 ? "The servers logged \(summary.serverMessages) messages; every session's store holds each once, in the server's order."
                 : "MISMATCH: a session's store differs from the server's log."
         )
-        lines.append("Adapters in this build: in-memory (reference), Voximplant-style, Webim. CXone is not implemented yet.")
+        lines.append("Adapters in this build: in-memory (reference), Voximplant-style, Webim, CXone.")
         return lines.joined(separator: "\n")
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import CXoneEmulator
 import Logging
 import VoximplantEmulator
 import WebimEmulator
@@ -8,7 +9,7 @@ struct EmulateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "emulate",
         abstract: "Run a service emulator standalone on 127.0.0.1.",
-        subcommands: [EmulateVoximplant.self, EmulateWebim.self]
+        subcommands: [EmulateVoximplant.self, EmulateWebim.self, EmulateCXone.self]
     )
 }
 
@@ -61,6 +62,34 @@ struct EmulateWebim: AsyncParsableCommand {
                 Webim emulator at \(url) (location mobile)
                 an operator robot takes every chat and answers
                 connect with: swift run switchboard connect webim --url \(url) --visitor-fields '{"fields":{"id":"alice","display_name":"Alice"}}'
+                """
+            )
+        }
+    }
+}
+
+struct EmulateCXone: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cxone",
+        abstract: "Run the CXone emulator; an agent robot takes every thread and answers."
+    )
+
+    @Option(help: "The port to listen on (0 picks a free one).") var port: Int = 0
+    @Option(help: "The channel mode: single, multi or live.") var mode: String = "multi"
+
+    func run() async throws {
+        guard let mode = CXoneServer.Mode(rawValue: mode) else {
+            throw ValidationError("--mode is one of \(CXoneServer.Mode.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        let server = CXoneServer(configuration: CXoneServer.Configuration(mode: mode))
+        server.autoReply(as: server.agent()) { text in "You wrote: \(text)" }
+        let output = StandardOutput()
+        try await CXoneEmulator(server: server, logger: Logger(label: "cxone-emulator")).run(port: port) { endpoints in
+            output.write(
+                """
+                CXone emulator at \(endpoints.chatURL) (brand \(server.configuration.brandID), channel \(server.configuration.channelID), mode \(mode.rawValue))
+                an agent robot takes every thread and answers
+                connect with: swift run switchboard connect cxone --environment \(endpoints.chatURL) --socket-url \(endpoints.socketURL) --brand \(server.configuration.brandID) --channel \(server.configuration.channelID)
                 """
             )
         }

@@ -21,7 +21,9 @@ struct EventFormatter: Sendable {
         case .timeline:
             let offset = String(format: "+%7.3fs", event.time.timeIntervalSince(start))
             let origin = "\(event.origin.backend)/\(event.origin.session)".padding(toLength: 27, withPad: " ", startingAt: 0)
-            let conversation = (event.conversationID.map { "[\($0)]" } ?? "").padding(toLength: 9, withPad: " ", startingAt: 0)
+            let conversation = (event.conversationID.map { id in
+                "[\(id.rawValue.count > 8 ? String(id.rawValue.prefix(7)) + "…" : id.rawValue)]"
+            } ?? "").padding(toLength: 10, withPad: " ", startingAt: 0)
             let sequence = event.sequence.map { " #\($0)" } ?? ""
             return "\(offset)  \(origin) \(conversation) \(describe(event.kind))\(sequence)"
         }

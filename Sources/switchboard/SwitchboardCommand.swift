@@ -6,9 +6,9 @@ struct SwitchboardCommand: AsyncParsableCommand {
         commandName: "switchboard",
         abstract: "One vendor-neutral chat API over several chat backends.",
         discussion: """
-            `demo` runs a scripted conversation on the in-memory backend and the Voximplant-style \
-            emulator. `emulate` runs an emulator standalone; `connect` is a client for a real or \
-            emulated service. Webim and CXone adapters are not implemented yet.
+            `demo` runs a scripted conversation on the in-memory backend and on the embedded \
+            Voximplant-style, Webim and CXone emulators. `emulate` runs an emulator standalone; \
+            `connect` is a client for a real or emulated service.
             """,
         subcommands: [DemoCommand.self, ConnectCommand.self, EmulateCommand.self]
     )

@@ -19,7 +19,7 @@ struct DemoTests {
         let text = output.all.joined(separator: "\n")
         print("demo printed \(output.all.count) lines; server messages \(summary.serverMessages)")
         #expect(summary.isClean)
-        #expect(summary.sessions.map(\.backend) == ["in-memory", "in-memory", "voximplant", "webim"])
+        #expect(summary.sessions.map(\.backend) == ["in-memory", "in-memory", "voximplant", "webim", "cxone"])
         #expect(summary.sessions.allSatisfy { $0.storedMessages > 0 && $0.lost == 0 })
         #expect(summary.sessions[0].statistics.retransmitRequests > 0, "the scripted gap was filled by retransmit")
         #expect(text.contains("── Summary"))
@@ -35,6 +35,6 @@ struct DemoTests {
         decoder.dateDecodingStrategy = .iso8601
         let events = try output.all.map { try decoder.decode(ChatEvent.self, from: Data($0.utf8)) }
         #expect(events.count > 30)
-        #expect(Set(events.map(\.origin.session)) == ["alice-phone", "alice-tablet", "alice-messenger", "alice-webim"])
+        #expect(Set(events.map(\.origin.session)) == ["alice-phone", "alice-tablet", "alice-messenger", "alice-webim", "alice-cxone"])
     }
 }

@@ -76,6 +76,9 @@ public enum BackendResponse: Sendable, Hashable {
     case done
     /// The message as the server accepted it (send, edit).
     case message(Message)
+    /// The whole conversation as the server now has it (start, update). A backend whose server
+    /// does not answer an update with the conversation answers ``done``: the session then applies
+    /// the ``ConversationChanges`` to the conversation it stores.
     case conversation(ConversationInfo)
     case history(HistoryPage)
     /// Retransmitted events, in sequence order.

@@ -298,7 +298,15 @@ struct SessionConversation: Conversation {
 
     func close() async throws { try await apply(.closeConversation(id)) }
     func archive() async throws { try await apply(.archiveConversation(id)) }
-    func update(_ changes: ConversationChanges) async throws { try await apply(.updateConversation(id, changes)) }
+    func update(_ changes: ConversationChanges) async throws {
+        let response = try await session.performNow(.updateConversation(id, changes))
+        if case .done = response {
+            // The server did not answer with the conversation: apply the changes to the stored one.
+            await session.applyChanges(changes, to: id)
+        } else {
+            await session.applyResponse(response, in: id)
+        }
+    }
 
     func rateAgent(_ agent: ParticipantID?, rating: Int, comment: String?) async throws {
         try await apply(.rateAgent(id, agent: agent, rating: rating, comment: comment))
@@ -325,6 +333,18 @@ struct SessionConversation: Conversation {
 }
 
 extension ChatSession {
+    func applyChanges(_ changes: ConversationChanges, to conversation: ConversationID) async {
+        await gated {
+            guard var info = try? await store.fetchConversation(conversation, scope: scope) else { return }
+            if let title = changes.title { info.title = title }
+            if let isPublicJoin = changes.isPublicJoin {
+                if isPublicJoin { info.flags.insert(.publicJoin) } else { info.flags.remove(.publicJoin) }
+            }
+            if let customData = changes.customData { info.customData = customData }
+            await deliver(BackendEvent(.conversationUpdated(info), conversation: conversation))
+        }
+    }
+
     func applyResponse(_ response: BackendResponse, in conversation: ConversationID) async {
         await gated {
             switch response {

@@ -1,6 +1,6 @@
 import Foundation
 @_spi(TestKit) public import Switchboard
-public import SwitchboardTestKit
+import SwitchboardTestKit
 import Synchronization
 
 /// The server side of CXone Digital First chat as protocols/cxone.md describes it: channel
@@ -119,6 +119,7 @@ public final class CXoneServer: Sendable {
         var analytics: [JSONValue] = []
         var sdkRefused = false
         var lastMessageTime: Date?
+        var autoReply: (robot: CXoneAgentRobot, reply: @Sendable (String) -> String?)?
     }
 
     public let configuration: Configuration
@@ -177,6 +178,12 @@ public final class CXoneServer: Sendable {
     }
 
     /// An agent robot.
+    /// Makes `robot` take every thread that has no agent and answer each customer message with
+    /// `reply(text)` (no answer when it returns `nil`).
+    public func autoReply(as robot: CXoneAgentRobot, _ reply: @escaping @Sendable (String) -> String?) {
+        state.withLock { $0.autoReply = (robot, reply) }
+    }
+
     public func agent(id: Int = 62_713_628, firstName: String = "David", surname: String = "Berry") -> CXoneAgentRobot {
         CXoneAgentRobot(
             server: self,
@@ -401,6 +408,10 @@ public final class CXoneServer: Sendable {
             if let position = state.threads[threadID]!.positionInQueue, state.threads[threadID]!.assignee == nil {
                 push(["eventId": .string(UUID().uuidString.lowercased()), "eventType": "SetPositionInQueue", "data": ["consumerContact": ["id": .string(state.threads[threadID]!.contactID)], "positionInQueue": .int(Int64(position))]], toCustomer: customer, state: &state)
             }
+            if let (robot, answer) = state.autoReply, let text = answer(message.text) {
+                if state.threads[threadID]!.assignee == nil { robot.assign(threadID, server: self, state: &state) }
+                robot.post(text, in: threadID, content: nil, server: self, state: &state)
+            }
         case "ArchiveThread":
             guard let threadID else { return }
             state.threads[threadID]?.archived = true
@@ -494,16 +505,18 @@ public struct CXoneAgentRobot: Sendable {
 
     /// Assigns the agent to the thread's case (`CaseInboxAssigneeChanged`) and opens it.
     public func assign(_ thread: String) {
-        change(thread) { server, id, state in
-            state.threads[id]!.assignee = user
-            state.threads[id]!.positionInQueue = nil
-            state.threads[id]!.status = "open"
-            let stored = state.threads[id]!
-            server.push([
-                "eventId": .string(UUID().uuidString.lowercased()), "eventObject": "Case", "eventType": "CaseInboxAssigneeChanged", "createdAt": .string(CXoneServer.date(server.clock.date)),
-                "data": ["case": server.contactJSON(stored), "inboxAssignee": user, "previousInboxAssignee": .null],
-            ], toCustomer: stored.customerID, state: &state)
-        }
+        change(thread) { server, id, state in assign(id, server: server, state: &state) }
+    }
+
+    func assign(_ id: String, server: CXoneServer, state: inout CXoneServer.State) {
+        state.threads[id]!.assignee = user
+        state.threads[id]!.positionInQueue = nil
+        state.threads[id]!.status = "open"
+        let stored = state.threads[id]!
+        server.push([
+            "eventId": .string(UUID().uuidString.lowercased()), "eventObject": "Case", "eventType": "CaseInboxAssigneeChanged", "createdAt": .string(CXoneServer.date(server.clock.date)),
+            "data": ["case": server.contactJSON(stored), "inboxAssignee": user, "previousInboxAssignee": .null],
+        ], toCustomer: stored.customerID, state: &state)
     }
 
     public func typing(_ isTyping: Bool, in thread: String) {
@@ -521,13 +534,17 @@ public struct CXoneAgentRobot: Sendable {
     @discardableResult
     public func send(_ text: String, in thread: String, content: JSONValue? = nil) -> String {
         var messageID = ""
-        change(thread) { server, id, state in
-            messageID = UUID().uuidString.lowercased()
-            server.appendAndPush(
-                CXoneServer.StoredMessage(id: messageID, thread: id, direction: "outbound", text: text, createdAt: server.messageTime(&state), agent: user, content: content),
-                state: &state
-            )
-        }
+        change(thread) { server, id, state in messageID = post(text, in: id, content: content, server: server, state: &state) }
+        return messageID
+    }
+
+    @discardableResult
+    func post(_ text: String, in id: String, content: JSONValue?, server: CXoneServer, state: inout CXoneServer.State) -> String {
+        let messageID = UUID().uuidString.lowercased()
+        server.appendAndPush(
+            CXoneServer.StoredMessage(id: messageID, thread: id, direction: "outbound", text: text, createdAt: server.messageTime(&state), agent: user, content: content),
+            state: &state
+        )
         return messageID
     }
 

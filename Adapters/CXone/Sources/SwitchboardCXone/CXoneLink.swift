@@ -286,11 +286,35 @@ final class CXoneLink: BackendConnection {
         switch channel.mode {
         case .multiThread:
             guard let list = try await send("FetchThreadList", awaitReply: true, socket: socket) else { return }
-            await apply(list.frame, type: list.type)
+            guard var listing = Self.snapshot(in: list.frame, type: list.type) else {
+                await apply(list.frame, type: list.type)
+                return
+            }
+            remember(.snapshot(listing), frame: list.frame)
             // Recover the open threads (the SDK's load(with:)): their recent messages catch the
-            // session up on what it missed while away, and give each thread its scroll token.
-            let open = state.withLock { state in state.threads.filter { !$0.value.closed }.map(\.key).sorted() }
-            for id in open.prefix(20) { try await recover(id, socket: socket) }
+            // session up on what it missed while away, and give each thread its scroll token and
+            // agent. The list and the recoveries go out as one snapshot, so the session never
+            // sees a thread without its agent in between.
+            let open = listing.conversations.filter { !$0.conversation.state.isClosed }.map(\.conversation.id.rawValue).sorted()
+            for id in open.prefix(20) {
+                let reply: (type: String?, frame: JSONValue)?
+                do {
+                    reply = try await send("RecoverThread", data: ["thread": ["idOnExternalPlatform": .string(id)]], awaitReply: true, socket: socket)
+                } catch let error as SwitchboardError where error.code == .conversationNotFound {
+                    continue
+                }
+                guard let reply, let recovered = Self.snapshot(in: reply.frame, type: reply.type) else {
+                    if let reply { await apply(reply.frame, type: reply.type) }
+                    continue
+                }
+                remember(.snapshot(recovered), frame: reply.frame)
+                for item in recovered.conversations {
+                    if let index = listing.conversations.firstIndex(where: { $0.conversation.id == item.conversation.id }) {
+                        listing.conversations[index] = item
+                    }
+                }
+            }
+            continuation.yield(.snapshot(listing))
         case .singleThread, .liveChat:
             let cached = state.withLock { $0.credentials["thread-id"] }
             let data: JSONValue? = cached.map { ["thread": ["idOnExternalPlatform": .string($0)]] }
@@ -320,6 +344,15 @@ final class CXoneLink: BackendConnection {
         kept["thread-id"] = id
         continuation.yield(.credentials(kept))
         continuation.yield(.snapshot(BackendSnapshot(conversations: [ConversationSnapshot(conversation: ConversationInfo(id: ConversationID(id), kind: .thread, state: .queued))], isComplete: false)))
+    }
+
+    /// The snapshot a `ThreadListFetched` or `ThreadRecovered` reply decodes to; `nil` for any
+    /// other reply (an `EventInS3`, say), which then goes through ``apply(_:type:thread:)``.
+    private static func snapshot(in frame: JSONValue, type: String?) -> BackendSnapshot? {
+        guard case .updates(let updates)? = try? CXoneMapping.outcome(of: frame, type: type, thread: nil), updates.count == 1,
+            case .snapshot(let snapshot) = updates[0]
+        else { return nil }
+        return snapshot
     }
 
     /// `RecoverThread` for one thread; a thread the server does not know is skipped.
@@ -393,7 +426,8 @@ final class CXoneLink: BackendConnection {
             guard let title = changes.title else { return .done }
             try await send("UpdateThread", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue), "threadName": .string(title)]], awaitReply: false, socket: socket)
             state.withLock { $0.threads[conversation.rawValue, default: Thread()].name = title }
-            return .conversation(ConversationInfo(id: conversation, kind: .thread, title: title, state: .active))
+            // The server does not answer UpdateThread: the session applies the title itself.
+            return .done
         case .setCustomFields(let conversation?, let fields):
             let contact = state.withLock { $0.threads[conversation.rawValue]?.contactID }
             guard let contact else {

@@ -2,9 +2,9 @@ import Foundation
 import Logging
 import Switchboard
 import SwitchboardCXone
-import SwitchboardTestKit
+@_spi(TestKit) import SwitchboardTestKit
 import Testing
-import CXoneEmulator
+@_spi(TestKit) import CXoneEmulator
 
 @Suite(.timeLimit(.minutes(3)))
 struct CXoneScenarioTests {
@@ -133,6 +133,46 @@ struct CXoneScenarioTests {
                 control.agent.send(long, in: chat.id.rawValue)
                 try await probe.waitForMessages([long], in: chat)
                 #expect(try await chat.storedMessages(before: nil, limit: .max).contains { $0.text == long })
+            }
+        }
+    }
+
+    @Test func theAutoReplyRobotTakesTheThreadAndAnswers() async throws {
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            control.server.autoReply(as: control.agent) { text in text == "quiet" ? nil : "echo: \(text)" }
+            try await harness(control).withSession { probe in
+                try await probe.recorder.first("connected") { $0.isConnected }
+                let chat = try await probe.session.startConversation(ConversationDraft(kind: .thread))
+                _ = try await chat.send(text: "quiet")
+                _ = try await chat.send(text: "hello")
+                try await probe.waitForMessages(["quiet", "hello", "echo: hello"], in: chat)
+                let agent = try await probe.recorder.first("assigned") {
+                    if case .agentChanged(let agent?) = $0.kind { return agent.displayName == "David Berry" } else { return false }
+                }
+                #expect(agent.conversationID == chat.id)
+                #expect(control.server.messages(inThread: chat.id.rawValue).map(\.text) == ["quiet", "hello", "echo: hello"])
+            }
+        }
+    }
+
+    @Test func renamingAThreadKeepsItsAgentAndState() async throws {
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                try await probe.recorder.first("assigned") { if case .agentChanged(_?) = $0.kind { return $0.conversationID == chat.id } else { return false } }
+                let before = try #require(try await probe.session.conversations().first { $0.id == chat.id })
+                try await chat.update(ConversationChanges(title: "Invoices"))
+                let after = try #require(try await probe.session.conversations().first { $0.id == chat.id })
+                #expect(after.title == "Invoices")
+                #expect(after.assignedAgent == before.assignedAgent && after.assignedAgent != nil)
+                #expect(after.state == before.state)
+                #expect(after.participants == before.participants)
+                let server = control.server
+                try await waitUntil("the server has the new name", timeout: .seconds(15), signal: server.changes) {
+                    server.received.contains { $0.eventType == "UpdateThread" }
+                }
+                let sent = server.received.filter { $0.eventType == "UpdateThread" }
+                #expect(sent.map { $0.data["thread"]?["threadName"]?.stringValue } == ["Invoices"])
             }
         }
     }
