@@ -56,9 +56,9 @@ struct ConnectCXone: AsyncParsableCommand {
         abstract: "Connect to a CXone Digital First channel (or the emulator) as a customer."
     )
 
-    @Option(help: "A region (na1, eu1, au1, ca1, uk1, jp1) or the chat URL, such as http://127.0.0.1:8080/chat.") var environment: String
-    @Option(name: .customLong("socket-url"), help: "The WebSocket URL when --environment is a URL, such as ws://127.0.0.1:8080/socket.")
-    var socketURL: String?
+    @Option(name: .customLong("chat-url"), help: "The chat URL, such as http://127.0.0.1:8080/chat.") var chatURL: String?
+    @Option(name: .customLong("socket-url"), help: "The WebSocket URL, such as ws://127.0.0.1:8080/ws.") var socketURL: String?
+    @Option(help: "A region instead of the URLs: na1, eu1, au1, ca1, uk1 or jp1.") var region: String?
     @Option(help: "The brand id.") var brand: Int
     @Option(help: "The channel id.") var channel: String
     @Option(help: "The customer id; a new customer without it.") var customer: String?
@@ -67,12 +67,16 @@ struct ConnectCXone: AsyncParsableCommand {
     func run() async throws {
         let regions: [String: CXoneEnvironment] = ["na1": .na1, "eu1": .eu1, "au1": .au1, "ca1": .ca1, "uk1": .uk1, "jp1": .jp1]
         let resolved: CXoneEnvironment
-        if let region = regions[environment.lowercased()] {
-            resolved = region
-        } else if let socketURL {
-            resolved = CXoneEnvironment(chatURL: environment, socketURL: socketURL)
-        } else {
-            throw ValidationError("--environment is neither a region (\(regions.keys.sorted().joined(separator: ", "))) nor a URL with --socket-url")
+        switch (region.map { $0.lowercased() }, chatURL, socketURL) {
+        case (let region?, nil, nil):
+            guard let environment = regions[region] else {
+                throw ValidationError("--region is one of \(regions.keys.sorted().joined(separator: ", "))")
+            }
+            resolved = environment
+        case (nil, let chatURL?, let socketURL?):
+            resolved = CXoneEnvironment(chatURL: chatURL, socketURL: socketURL)
+        default:
+            throw ValidationError("give either --region, or both --chat-url and --socket-url")
         }
         let backend = try await CXoneBackend.make(
             configuration: CXoneConfiguration(environment: resolved, brandID: brand, channelID: channel, customerID: customer)

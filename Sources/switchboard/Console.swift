@@ -14,9 +14,9 @@ actor Console {
     }
 
     static let help = """
-        commands: TEXT or /send TEXT · /typing [DRAFT] · /read · /history N · /conversations · /open ID
-                  /create TITLE [USER…] · /add USER · /remove USER · /rename TITLE · /archive · /close
-                  /rate N · /file PATH · /quit
+        commands: TEXT or /send TEXT · /typing [DRAFT] · /read · /history N · /conversations (/threads)
+                  /open ID · /create TITLE [USER…] · /new [FIELD=VALUE…] · /add USER · /remove USER
+                  /rename TITLE · /archive · /close · /end · /rate N · /file PATH · /quit
         """
 
     /// Runs one command line; returns what to print, or `nil` to quit.
@@ -32,7 +32,7 @@ actor Console {
                 return nil
             case "/help":
                 return [Self.help]
-            case "/conversations":
+            case "/conversations", "/threads":
                 let list = try await session.conversations()
                 if list.isEmpty { return ["no conversations"] }
                 return list.map { "\($0.id == current ? "*" : " ") \($0.id)  \($0.title ?? "(untitled)")  \($0.participants.count) participants, last #\($0.lastSequence ?? 0)" }
@@ -48,6 +48,18 @@ actor Console {
                     ConversationDraft(kind: .group, title: title, participants: parts.map { Participant(id: ParticipantID($0), role: .user) })
                 )
                 current = chat.id
+                return ["created and opened \(chat.id)"]
+            case "/new":
+                // A thread with pre-chat custom fields: /new email=a@example.com topic=billing
+                var fields: [String: String] = [:]
+                for pair in argument.split(separator: " ") {
+                    let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
+                    guard parts.count == 2 else { return ["not FIELD=VALUE: \(pair)"] }
+                    fields[parts[0]] = parts[1]
+                }
+                let chat = try await session.startConversation(ConversationDraft(kind: .thread, customFields: fields))
+                current = chat.id
+                oldestLoaded = nil
                 return ["created and opened \(chat.id)"]
             default:
                 return try await inConversation(command, argument)
@@ -83,7 +95,7 @@ actor Console {
         case "/remove":
             try await chat.removeParticipants([ParticipantID(argument)])
             return ["removed \(argument)"]
-        case "/close":
+        case "/close", "/end":
             try await chat.close()
             return ["closed \(id)"]
         case "/archive":

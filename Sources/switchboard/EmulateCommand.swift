@@ -89,7 +89,7 @@ struct EmulateCXone: AsyncParsableCommand {
                 """
                 CXone emulator at \(endpoints.chatURL) (brand \(server.configuration.brandID), channel \(server.configuration.channelID), mode \(mode.rawValue))
                 an agent robot takes every thread and answers
-                connect with: swift run switchboard connect cxone --environment \(endpoints.chatURL) --socket-url \(endpoints.socketURL) --brand \(server.configuration.brandID) --channel \(server.configuration.channelID)
+                connect with: swift run switchboard connect cxone --chat-url \(endpoints.chatURL) --socket-url \(endpoints.socketURL) --brand \(server.configuration.brandID) --channel \(server.configuration.channelID)
                 """
             )
         }

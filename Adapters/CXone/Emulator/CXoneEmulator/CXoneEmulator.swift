@@ -47,13 +47,19 @@ public struct CXoneEmulator: Sendable {
         let server = self.server
         let router = Router(context: BasicWebSocketRequestContext.self)
         router.get("/chat/1.0/brand/:brand/channel/:channel") { _, _ in Self.json(server.channelConfiguration) }
-        router.get("/chat/1.0/brand/:brand/channel/:channel/availability") { _, _ in Self.json(["status": "online"]) }
+        router.get("/chat/1.0/brand/:brand/channel/:channel/availability") { _, _ in
+            Self.json(["status": server.isLiveChatOnline ? "online" : "offline"])
+        }
         router.post("/chat/1.0/brand/:brand/channel/:channel/attachment") { request, _ in
             let body = try await request.body.collect(upTo: 64 << 20)
             let result = server.upload((try? JSONValue(parsing: Data(buffer: body))) ?? .null)
             return Self.json(result.body, status: result.status)
         }
-        router.put("/web-analytics/1.0/tenants/:brand/visitors/:visitor") { _, _ in Self.json([:]) }
+        router.put("/web-analytics/1.0/tenants/:brand/visitors/:visitor") { request, context in
+            let body = try await request.body.collect(upTo: 1 << 20)
+            server.recordVisitor(context.parameters.get("visitor") ?? "", (try? JSONValue(parsing: Data(buffer: body))) ?? .null)
+            return Self.json([:])
+        }
         router.post("/web-analytics/1.0/tenants/:brand/visitors/:visitor/events") { request, _ in
             let body = try await request.body.collect(upTo: 1 << 20)
             server.recordAnalytics((try? JSONValue(parsing: Data(buffer: body))) ?? .null)

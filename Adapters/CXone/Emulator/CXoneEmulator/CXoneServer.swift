@@ -120,6 +120,8 @@ public final class CXoneServer: Sendable {
         var sdkRefused = false
         var lastMessageTime: Date?
         var autoReply: (robot: CXoneAgentRobot, reply: @Sendable (String) -> String?)?
+        var liveChatOnline = true
+        var visitors: [String: JSONValue] = [:]
     }
 
     public let configuration: Configuration
@@ -137,6 +139,22 @@ public final class CXoneServer: Sendable {
     /// Every request the server accepted: who, which event type, its data.
     public var received: [(customer: String, eventType: String, data: JSONValue)] { state.withLock { $0.received } }
     public var analytics: [JSONValue] { state.withLock { $0.analytics } }
+    /// The last visitor record (H3 PUT) of each visitor id.
+    public var visitors: [String: JSONValue] { state.withLock { $0.visitors } }
+    /// How many WebSockets the server has accepted.
+    public var socketsAccepted: Int { state.withLock { $0.nextConnection } }
+    /// What the live-chat availability endpoint (H2) answers: `online` or `offline`.
+    public var isLiveChatOnline: Bool { state.withLock { $0.liveChatOnline } }
+
+    public func setLiveChatOnline(_ online: Bool) {
+        state.withLock { $0.liveChatOnline = online }
+        changes.signal()
+    }
+
+    func recordVisitor(_ visitorID: String, _ body: JSONValue) {
+        state.withLock { $0.visitors[visitorID] = body }
+        changes.signal()
+    }
 
     /// A thread's messages, oldest first: id, text, whether the customer sent it.
     public func messages(inThread thread: String) -> [(id: String, text: String, fromCustomer: Bool)] {
@@ -508,15 +526,21 @@ public struct CXoneAgentRobot: Sendable {
         change(thread) { server, id, state in assign(id, server: server, state: &state) }
     }
 
-    func assign(_ id: String, server: CXoneServer, state: inout CXoneServer.State) {
+    func assign(_ id: String, server: CXoneServer, state: inout CXoneServer.State, previous: JSONValue = .null) {
         state.threads[id]!.assignee = user
         state.threads[id]!.positionInQueue = nil
         state.threads[id]!.status = "open"
         let stored = state.threads[id]!
         server.push([
             "eventId": .string(UUID().uuidString.lowercased()), "eventObject": "Case", "eventType": "CaseInboxAssigneeChanged", "createdAt": .string(CXoneServer.date(server.clock.date)),
-            "data": ["case": server.contactJSON(stored), "inboxAssignee": user, "previousInboxAssignee": .null],
+            "data": ["case": server.contactJSON(stored), "inboxAssignee": user, "previousInboxAssignee": previous],
         ], toCustomer: stored.customerID, state: &state)
+    }
+
+    /// Hands the thread's case to `other` (`CaseInboxAssigneeChanged` with this agent as the
+    /// previous assignee).
+    public func transfer(_ thread: String, to other: CXoneAgentRobot) {
+        change(thread) { server, id, state in other.assign(id, server: server, state: &state, previous: user) }
     }
 
     public func typing(_ isTyping: Bool, in thread: String) {

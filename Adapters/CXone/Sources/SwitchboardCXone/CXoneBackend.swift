@@ -91,6 +91,25 @@ public struct CXoneBackend: ChatBackend {
         return CXoneBackend(configuration: configuration, channel: channel, transport: transport)
     }
 
+    /// Live-chat availability (H2): `true` only when the channel answers `"online"`.
+    public static func isLiveChatAvailable(
+        environment: CXoneEnvironment,
+        brandID: Int,
+        channelID: String,
+        transport: HTTPTransport = HTTPTransport(),
+        timeout: Duration = .seconds(10)
+    ) async throws -> Bool {
+        let response = try await transport.get(
+            environment.channelConfigurationURL(brandID: brandID, channelID: channelID) + "/availability",
+            headers: CXoneWire.httpHeaders,
+            timeout: timeout
+        )
+        guard (200..<300).contains(response.status), let json = try? JSONValue(parsing: response.body) else {
+            throw SwitchboardError(.serverError, "live-chat availability: HTTP \(response.status)")
+        }
+        return json["status"]?.stringValue == "online"
+    }
+
     public func withConnection<Result: Sendable>(
         _ context: ConnectionContext,
         _ body: @Sendable (any BackendConnection) async throws -> Result
@@ -100,6 +119,13 @@ public struct CXoneBackend: ChatBackend {
         let current = try await CXoneChannelConfiguration.fetch(
             environment: configuration.environment, brandID: configuration.brandID, channelID: configuration.channelID, transport: transport
         )
+        if current.mode == .liveChat {
+            let online = try await Self.isLiveChatAvailable(
+                environment: configuration.environment, brandID: configuration.brandID, channelID: configuration.channelID, transport: transport
+            )
+            // As the SDK: an offline live chat opens no socket. The engine tries again after its backoff.
+            guard online else { throw SwitchboardError(.notConnected, "the live chat is offline", vendorCode: "offline") }
+        }
         let link = try await CXoneLink.open(configuration: configuration, channel: current, transport: transport, context: context)
         return try await link.run(body)
     }

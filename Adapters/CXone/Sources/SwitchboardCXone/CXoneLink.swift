@@ -49,6 +49,7 @@ final class CXoneLink: BackendConnection {
         var credentials = context.credentials
         if credentials["visitor-id"] == nil { credentials["visitor-id"] = UUID().uuidString.lowercased() }
         if credentials["customer-id"] == nil { credentials["customer-id"] = configuration.customerID ?? UUID().uuidString.lowercased() }
+        await putVisitor(configuration: configuration, transport: transport, credentials: credentials)
         var token: String?
         if channel.isEnabled("securedSessions") {
             token = try await transactionToken(configuration: configuration, channel: channel, transport: transport, credentials: &credentials)
@@ -60,6 +61,21 @@ final class CXoneLink: BackendConnection {
         link.continuation.yield(.credentials(credentials))
         return link
     }
+
+    /// H3: `PUT {chatHost}/web-analytics/1.0/tenants/{brand}/visitors/{visitor}` with the customer
+    /// and the device fingerprint. The SDK ignores the answer; so does the link.
+    private static func putVisitor(configuration: CXoneConfiguration, transport: HTTPTransport, credentials: Credentials) async {
+        guard let visitor = credentials["visitor-id"], let customer = credentials["customer-id"],
+            let url = URL(string: "/web-analytics/1.0/tenants/\(configuration.brandID)/visitors/\(visitor)", relativeTo: URL(string: configuration.environment.chatURL))
+        else { return }
+        let body: JSONValue = [
+            "customerIdentity": ["idOnExternalPlatform": .string(customer)],
+            "browserFingerprint": fingerprint,
+        ]
+        _ = try? await transport.postJSON(url.absoluteString, body: body, method: "PUT", headers: CXoneWire.httpHeaders, timeout: configuration.replyTimeout)
+    }
+
+    static let fingerprint: JSONValue = ["applicationType": "native", "os": "Linux", "deviceType": "mobile"]
 
     /// H6: `POST {tokenURL}oauth/token?channelId&brandId&visitorId`.
     private static func transactionToken(configuration: CXoneConfiguration, channel: CXoneChannelConfiguration, transport: HTTPTransport, credentials: inout Credentials) async throws -> String {
@@ -384,7 +400,7 @@ final class CXoneLink: BackendConnection {
                 "customer": ["customFields": []],
                 "contact": ["customFields": .array((fields ?? [:]).sorted { $0.key < $1.key }.map { ["ident": .string($0.key), "value": .string($0.value), "updatedAt": .string(CXoneServerDate.now(context.clock))] })],
                 "attachments": .array(attachments),
-                "deviceFingerprint": ["applicationType": "native", "os": "Linux", "deviceType": "mobile"],
+                "deviceFingerprint": Self.fingerprint,
             ]
             if let token { data["accessToken"] = ["token": .string(token)] }
             try await send("SendMessage", data: .object(data), awaitReply: true, socket: socket)

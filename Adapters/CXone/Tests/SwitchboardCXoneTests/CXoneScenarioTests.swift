@@ -177,6 +177,42 @@ struct CXoneScenarioTests {
         }
     }
 
+    @Test func anOfflineLiveChatOpensNoSocketUntilItIsOnline() async throws {
+        try await withCXoneEmulator(.init(mode: .live)) { control in
+            control.server.setLiveChatOnline(false)
+            try await harness(control).withSession(resume: false) { probe in
+                try await probe.session.resume()
+                let offline = try await probe.recorder.first("offline") {
+                    if case .connection(.waitingToReconnect, .connectionLost(let error)?) = $0.kind { return error.vendorCode == "offline" } else { return false }
+                }
+                #expect(offline.origin.session == probe.session.id)
+                #expect(control.server.socketsAccepted == 0)
+                control.server.setLiveChatOnline(true)
+                try await probe.recorder.first("connected once online") { $0.isConnected }
+                #expect(control.server.socketsAccepted == 1)
+            }
+        }
+    }
+
+    @Test func theVisitorIsRecordedAndATransferChangesTheAgent() async throws {
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                let visitors = control.server.visitors
+                #expect(visitors.count == 1)
+                #expect(visitors.values.first?["customerIdentity"]?["idOnExternalPlatform"]?.stringValue == control.customerID)
+                #expect(visitors.values.first?["browserFingerprint"]?["applicationType"]?.stringValue == "native")
+                let other = control.server.agent(id: 7, firstName: "Erin", surname: "Lane")
+                control.agent.transfer(chat.id.rawValue, to: other)
+                try await probe.recorder.first("transferred") {
+                    if case .agentChanged(let agent?) = $0.kind { return agent.displayName == "Erin Lane" } else { return false }
+                }
+                let info = try #require(try await probe.session.conversations().first { $0.id == chat.id })
+                #expect(info.assignedAgent?.displayName == "Erin Lane")
+            }
+        }
+    }
+
     @Test func theChannelConfigurationIsReadWithoutConnecting() async throws {
         try await withCXoneEmulator(.init(mode: .live, requiredPreChatField: "email")) { control in
             let environment = CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL)
