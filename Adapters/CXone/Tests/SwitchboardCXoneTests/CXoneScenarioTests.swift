@@ -213,6 +213,32 @@ struct CXoneScenarioTests {
         }
     }
 
+    @Test func analyticsFollowTheVisitAndPageRules() async throws {
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            try await harness(control).withSession { probe in
+                let analytics = CXoneRequests(session: probe.session)
+                await #expect(throws: SwitchboardError.self) { try await analytics.chatWindowOpen() }
+                func types(_ events: [JSONValue]) -> [String] { events.compactMap { $0["type"]?.stringValue } }
+                try await #expect(types(analytics.viewPage(title: "Home", url: "/")) == ["VisitorVisit", "PageView"])
+                try await #expect(types(analytics.viewPage(title: "Home", url: "/")) == ["PageView"])
+                try await #expect(types(analytics.viewPage(title: "Cart", url: "/cart")) == ["TimeSpentOnPage", "PageView"])
+                try await #expect(types(analytics.viewPageEnded(title: "Home", url: "/")) == [])
+                try await #expect(types(analytics.viewPageEnded(title: "Cart", url: "/cart")) == ["TimeSpentOnPage"])
+                try await #expect(types(analytics.chatWindowOpen()) == ["ChatWindowOpened"])
+                try await #expect(types(analytics.conversion(type: "purchase", value: 42.5, at: Date(timeIntervalSince1970: 1_800_000_000))) == ["Conversion"])
+                try await #expect(types(analytics.proactiveAction(.clicked, actionID: "a1", name: "Welcome", type: "WelcomeMessage")) == ["ProactiveActionClicked"])
+                let received = control.server.analytics
+                #expect(received.compactMap { $0["type"]?.stringValue } == [
+                    "VisitorVisit", "PageView", "PageView", "TimeSpentOnPage", "PageView", "TimeSpentOnPage", "ChatWindowOpened", "Conversion", "ProactiveActionClicked",
+                ])
+                #expect(Set(received.compactMap { $0["visitId"]?.stringValue }).count == 1)
+                #expect(received[3]["data"]?["url"]?.stringValue == "/")
+                #expect(received[7]["data"]?["conversionTimeWithMilliseconds"]?.stringValue == "2027-01-15T08:00:00.000Z")
+                #expect(received.allSatisfy { $0["createdAtWithMilliseconds"]?.stringValue?.contains(".") == true })
+            }
+        }
+    }
+
     @Test func theChannelConfigurationIsReadWithoutConnecting() async throws {
         try await withCXoneEmulator(.init(mode: .live, requiredPreChatField: "email")) { control in
             let environment = CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL)

@@ -1,0 +1,75 @@
+public import Foundation
+public import Switchboard
+
+/// CXone's requests that have no vendor-neutral form: analytics (§3.15), transcripts and
+/// triggers. Each goes through ``Switchboard/Session/performVendorRequest(_:payload:)``, so it
+/// needs a connected session.
+public struct CXoneRequests: Sendable {
+    public let session: any Session
+
+    public init(session: any Session) {
+        self.session = session
+    }
+
+    /// What became of a proactive action.
+    public enum ProactiveOutcome: String, Sendable {
+        case displayed = "ProactiveActionDisplayed"
+        case clicked = "ProactiveActionClicked"
+        case succeeded = "ProactiveActionSuccess"
+        case failed = "ProactiveActionFailed"
+    }
+
+    /// `PageView`; starts a visit (`VisitorVisit`) when none is running, and ends the previous
+    /// page (`TimeSpentOnPage`) when both its title and url differ.
+    ///
+    /// - Returns: the analytics events sent, in order.
+    @discardableResult
+    public func viewPage(title: String, url: String) async throws -> [JSONValue] {
+        try await analytics("PageView", ["title": .string(title), "url": .string(url)])
+    }
+
+    /// `TimeSpentOnPage`, sent only when `title` and `url` are the page last viewed.
+    @discardableResult
+    public func viewPageEnded(title: String, url: String) async throws -> [JSONValue] {
+        try await analytics("TimeSpentOnPage", ["title": .string(title), "url": .string(url)])
+    }
+
+    /// `ChatWindowOpened`. Needs a visit: ``viewPage(title:url:)`` first.
+    @discardableResult
+    public func chatWindowOpen() async throws -> [JSONValue] {
+        try await analytics("ChatWindowOpened", [:])
+    }
+
+    /// `Conversion` of `type` worth `value`, converted at `time`.
+    @discardableResult
+    public func conversion(type: String, value: Double, at time: Date) async throws -> [JSONValue] {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return try await analytics(
+            "Conversion",
+            ["conversionType": .string(type), "conversionValue": .double(value), "conversionTimeWithMilliseconds": .string(formatter.string(from: time))]
+        )
+    }
+
+    /// A proactive action's display, click, success or failure (`actionType` is `WelcomeMessage`
+    /// or `CustomPopupBox`).
+    @discardableResult
+    public func proactiveAction(_ outcome: ProactiveOutcome, actionID: String, name: String, type: String) async throws -> [JSONValue] {
+        try await analytics(outcome.rawValue, ["actionId": .string(actionID), "actionName": .string(name), "actionType": .string(type)])
+    }
+
+    /// `SendTranscript` of a thread to an e-mail address (when the channel allows transcripts).
+    public func sendTranscript(of conversation: ConversationID, to email: String) async throws {
+        _ = try await session.performVendorRequest("SendTranscript", payload: ["conversation": .string(conversation.rawValue), "email": .string(email)])
+    }
+
+    /// `ExecuteTrigger` with the trigger's id.
+    public func executeTrigger(_ id: String) async throws {
+        _ = try await session.performVendorRequest("ExecuteTrigger", payload: ["trigger": .string(id)])
+    }
+
+    private func analytics(_ type: String, _ data: JSONValue) async throws -> [JSONValue] {
+        guard case .vendor(let sent) = try await session.performVendorRequest("analytics." + type, payload: data) else { return [] }
+        return sent.arrayValue ?? []
+    }
+}
