@@ -27,6 +27,8 @@ public final class CXoneServer: Sendable {
         public var s3Threshold: Int
         public var pageSize: Int
         public var requiredPreChatField: String?
+        /// `expiresIn` of the access tokens issued, in seconds.
+        public var tokenLifetime: Int
 
         public init(
             brandID: Int = 1386,
@@ -37,8 +39,10 @@ public final class CXoneServer: Sendable {
             allowedMIMETypes: [String] = ["image/*", "application/pdf", "text/plain"],
             s3Threshold: Int = 512 * 1024,
             pageSize: Int = 20,
-            requiredPreChatField: String? = nil
+            requiredPreChatField: String? = nil,
+            tokenLifetime: Int = 3600
         ) {
+            self.tokenLifetime = tokenLifetime
             self.brandID = brandID
             self.channelID = channelID
             self.mode = mode
@@ -355,7 +359,7 @@ public final class CXoneServer: Sendable {
         case "AuthorizeCustomer":
             let token = "legacy-\(UUID().uuidString.lowercased())"
             state.tokens[token] = customer
-            reply(eventID, "ConsumerAuthorized", data: ["consumerIdentity": ["idOnExternalPlatform": .string(customer), "firstName": "", "lastName": ""], "accessToken": ["token": .string(token), "expiresIn": 3600]], to: connection, state: &state)
+            reply(eventID, "ConsumerAuthorized", data: ["consumerIdentity": ["idOnExternalPlatform": .string(customer), "firstName": "", "lastName": ""], "accessToken": ["token": .string(token), "expiresIn": .int(Int64(configuration.tokenLifetime))]], to: connection, state: &state)
         case "ReconnectCustomer":
             guard let token = data["accessToken"]?["token"]?.stringValue, state.tokens[token] == customer else {
                 state.connections[connection]?.send(operationError(eventID, "CustomerReconnectionFailed", "unknown token"))
@@ -365,7 +369,7 @@ public final class CXoneServer: Sendable {
         case "RefreshToken":
             let token = "legacy-\(UUID().uuidString.lowercased())"
             state.tokens[token] = customer
-            reply(eventID, "TokenRefreshed", data: ["accessToken": ["token": .string(token), "expiresIn": 3600]], to: connection, state: &state)
+            reply(eventID, "TokenRefreshed", data: ["accessToken": ["token": .string(token), "expiresIn": .int(Int64(configuration.tokenLifetime))]], to: connection, state: &state)
         case "FetchThreadList":
             let threads = state.order.compactMap { state.threads[$0] }.filter { $0.customerID == customer }
             reply(eventID, "ThreadListFetched", data: ["threads": .array(threads.map(threadJSON))], to: connection, state: &state)

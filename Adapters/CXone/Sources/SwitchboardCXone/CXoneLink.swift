@@ -23,6 +23,7 @@ final class CXoneLink: BackendConnection {
         var lastPong: Duration = .zero
         var ended: SwitchboardError?
         var contactFields: [String: [String: String]] = [:]
+        var refreshingToken = false
     }
 
     let updates: AsyncThrowingStream<BackendUpdate, any Error>
@@ -179,7 +180,12 @@ final class CXoneLink: BackendConnection {
         do {
             switch try CXoneMapping.outcome(of: frame, type: type, thread: thread) {
             case .updates(let updates):
-                for update in updates {
+                for var update in updates {
+                    if case .credentials(var credentials) = update, let lifetime = credentials["access-token-expires-in"].flatMap(Double.init) {
+                        // Kept as a date, so the expiry survives reconnects (ReconnectCustomer brings none).
+                        credentials["access-token-expires-at"] = String(context.clock.date.timeIntervalSince1970 + lifetime)
+                        update = .credentials(credentials)
+                    }
                     remember(update, frame: frame)
                     continuation.yield(update)
                 }
@@ -256,6 +262,7 @@ final class CXoneLink: BackendConnection {
     @discardableResult
     private func send(_ eventType: String, data: JSONValue? = nil, awaitReply: Bool, socket: TextWebSocket) async throws -> (type: String?, frame: JSONValue)? {
         if let ended = state.withLock({ $0.ended }) { throw ended }
+        if !Self.authorizationEvents.contains(eventType) { try await refreshTokenIfDue(socket) }
         let eventID = UUID().uuidString.lowercased()
         let text = CXoneWire.event(eventType, eventID: eventID, identity: identity, data: data).jsonString
         guard awaitReply else {
@@ -278,6 +285,26 @@ final class CXoneLink: BackendConnection {
             defer { group.cancelAll() }
             return try await group.next()!
         }
+    }
+
+    private static let authorizationEvents: Set<String> = ["AuthorizeCustomer", "ReconnectCustomer", "RefreshToken"]
+
+    /// The legacy flow's rule (§4.4): before a send, a token within 30 s of its expiry is
+    /// refreshed with `RefreshToken`; `TokenRefreshed` brings the new one. One refresh at a time.
+    private func refreshTokenIfDue(_ socket: TextWebSocket) async throws {
+        guard !channel.isEnabled("securedSessions") else { return }
+        let now = context.clock.date.timeIntervalSince1970
+        let token = state.withLock { state -> String? in
+            guard !state.refreshingToken, let token = state.credentials["access-token"], !token.isEmpty,
+                let expiresAt = state.credentials["access-token-expires-at"].flatMap(Double.init), now + 30 >= expiresAt
+            else { return nil }
+            state.refreshingToken = true
+            return token
+        }
+        guard let token else { return }
+        defer { state.withLock { $0.refreshingToken = false } }
+        guard let reply = try await send("RefreshToken", data: ["accessToken": ["token": .string(token)]], awaitReply: true, socket: socket) else { return }
+        await apply(reply.frame, type: reply.type)
     }
 
     /// The legacy flow: ReconnectCustomer with a stored token, else AuthorizeCustomer.

@@ -239,6 +239,32 @@ struct CXoneScenarioTests {
         }
     }
 
+    @Test func aTokenNearItsExpiryIsRefreshedBeforeTheNextSend() async throws {
+        // Tokens live 20 s: within the 30 s margin at once, so every send refreshes first.
+        try await withCXoneEmulator(.init(mode: .multi, tokenLifetime: 20)) { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                let sent = try await chat.send(text: "with a fresh token")
+                try await probe.recorder.first("sent") { $0.updatedMessage.map { $0.clientID == sent.clientID && $0.serverID != nil } ?? false }
+                let received = control.server.received.map(\.eventType)
+                let send = try #require(received.lastIndex(of: "SendMessage"))
+                #expect(received[..<send].contains("RefreshToken"))
+                let refreshed = control.server.received.filter { $0.eventType == "RefreshToken" }.count
+                let message = try #require(control.server.received.last { $0.eventType == "SendMessage" })
+                print("cxone token: \(refreshed) refreshes for \(received.filter { $0 == "SendMessage" }.count) sends")
+                #expect(message.data["accessToken"]?["token"]?.stringValue?.hasPrefix("legacy-") == true)
+            }
+        }
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                _ = try await chat.send(text: "with a token that lasts an hour")
+                try await probe.waitForMessages(["with a token that lasts an hour"], in: chat)
+                #expect(!control.server.received.contains { $0.eventType == "RefreshToken" })
+            }
+        }
+    }
+
     @Test func theChannelConfigurationIsReadWithoutConnecting() async throws {
         try await withCXoneEmulator(.init(mode: .live, requiredPreChatField: "email")) { control in
             let environment = CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL)
