@@ -50,6 +50,8 @@ final class CXoneLink: BackendConnection {
     /// Prepares a link: ids, the transaction token for secured sessions, the socket URL.
     static func open(configuration: CXoneConfiguration, channel: CXoneChannelConfiguration, transport: HTTPTransport, context: ConnectionContext) async throws -> CXoneLink {
         var credentials = context.credentials
+        // The session merges credentials, so a cleared one (sign-out) is stored as "".
+        credentials.values = credentials.values.filter { !$0.value.isEmpty }
         if credentials["visitor-id"] == nil { credentials["visitor-id"] = UUID().uuidString.lowercased() }
         if credentials["customer-id"] == nil { credentials["customer-id"] = configuration.customerID ?? UUID().uuidString.lowercased() }
         await putVisitor(configuration: configuration, transport: transport, credentials: credentials)
@@ -287,6 +289,12 @@ final class CXoneLink: BackendConnection {
         }
     }
 
+    /// What sign-out forgets.
+    static let customerCredentials = [
+        "customer-id", "visitor-id", "access-token", "access-token-expires-in", "access-token-expires-at", "thread-id",
+        "visit-id", "visit-expires", "page-title", "page-url", "page-since",
+    ]
+
     private static let authorizationEvents: Set<String> = ["AuthorizeCustomer", "ReconnectCustomer", "RefreshToken"]
 
     /// The legacy flow's rule (§4.4): before a send, a token within 30 s of its expiry is
@@ -496,6 +504,15 @@ final class CXoneLink: BackendConnection {
             return .vendor(["sent": true])
         case .vendor("ExecuteTrigger", let payload):
             try await send("ExecuteTrigger", data: ["trigger": ["id": payload["trigger"] ?? .null]], awaitReply: false, socket: socket)
+            return .vendor([:])
+        case .vendor("signOut", _):
+            // As the SDK's signOut: forget the customer, the visitor, the tokens and the visit,
+            // then drop the link. The next connection is a new customer; close the session to stop.
+            var cleared = Credentials()
+            for key in Self.customerCredentials { cleared[key] = "" }
+            state.withLock { $0.credentials.values.merge(cleared.values) { _, new in new } }
+            continuation.yield(.credentials(cleared))
+            end(SwitchboardError(.connectionLost, "signed out", vendorCode: "signOut"))
             return .vendor([:])
         case .vendor(let name, let payload) where name.hasPrefix("analytics."):
             return .vendor(try await analytics(String(name.dropFirst("analytics.".count)), data: payload))

@@ -68,6 +68,13 @@ public struct CXoneRequests: Sendable {
         _ = try await session.performVendorRequest("ExecuteTrigger", payload: ["trigger": .string(id)])
     }
 
+    /// Signs the customer out: the stored customer, visitor, tokens and visit are forgotten and
+    /// the link drops. If the session goes on, it reconnects as a new customer (or as the
+    /// configured ``CXoneConfiguration/customerID``); close the session to stop instead.
+    public func signOut() async throws {
+        _ = try await session.performVendorRequest("signOut", payload: [:])
+    }
+
     private func analytics(_ type: String, _ data: JSONValue) async throws -> [JSONValue] {
         guard case .vendor(let sent) = try await session.performVendorRequest("analytics." + type, payload: data) else { return [] }
         return sent.arrayValue ?? []

@@ -265,6 +265,29 @@ struct CXoneScenarioTests {
         }
     }
 
+    @Test func signingOutForgetsTheCustomerAndReconnectsAsANewOne() async throws {
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            let backend = CXoneBackend(
+                configuration: CXoneConfiguration(
+                    environment: CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL),
+                    brandID: control.server.configuration.brandID, channelID: control.server.configuration.channelID
+                ),
+                channel: try CXoneChannelConfiguration(json: control.server.channelConfiguration)
+            )
+            let store = InMemoryChatStore()
+            try await harness(control).withSession(backend: backend, store: store) { probe in
+                let before = control.server.visitors.keys.sorted()
+                try await CXoneRequests(session: probe.session).signOut()
+                try await probe.recorder.waitUntil("reconnected") { $0.filter(\.isConnected).count >= 2 }
+                let after = Set(control.server.visitors.keys)
+                #expect(before.count == 1)
+                #expect(after.count == 2, "a new visitor after sign-out")
+                let customers = Set(control.server.visitors.values.compactMap { $0["customerIdentity"]?["idOnExternalPlatform"]?.stringValue })
+                #expect(customers.count == 2, "a new customer after sign-out")
+            }
+        }
+    }
+
     @Test func theChannelConfigurationIsReadWithoutConnecting() async throws {
         try await withCXoneEmulator(.init(mode: .live, requiredPreChatField: "email")) { control in
             let environment = CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL)
