@@ -75,16 +75,28 @@ public struct CXoneEmulator: Sendable {
             server.takeHandshakeFault() ? .dontUpgrade : .upgrade([:])
         }) { inbound, outbound, context in
             let visitor = Self.query(context.request.uri.query ?? "")["visitorId"] ?? ""
-            let (frames, continuation) = AsyncStream.makeStream(of: String.self)
-            let connection = server.attach(visitorID: visitor, send: { continuation.yield($0) }, close: { continuation.finish() })
+            let (frames, continuation) = AsyncStream.makeStream(of: Outbound.self)
+            let connection = server.attach(
+                visitorID: visitor,
+                send: { continuation.yield(.text($0)) },
+                pause: { continuation.yield(.pause($0)) },
+                close: { continuation.finish() }
+            )
             defer {
                 server.detach(connection)
                 continuation.finish()
             }
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
-                    for await frame in frames {
-                        do { try await outbound.writeTextMessage(frame) } catch { return }
+                    for await item in frames {
+                        do {
+                            switch item {
+                            case .text(let frame): try await outbound.writeTextMessage(frame)
+                            case .pause(let delay): try await server.clock.sleep(for: delay)
+                            }
+                        } catch {
+                            return
+                        }
                     }
                     try? await outbound.close(.goingAway, reason: "closed by the server")
                 }
@@ -102,6 +114,12 @@ public struct CXoneEmulator: Sendable {
             }
         }
         return (router, webSocketRouter)
+    }
+
+    /// What the socket writer does next: write a frame, or hold back (a slow-replies fault).
+    enum Outbound: Sendable {
+        case text(String)
+        case pause(Duration)
     }
 
     static func json(_ value: JSONValue, status: Int = 200) -> Response {

@@ -64,6 +64,9 @@ public final class CXoneServer: Sendable {
         case closeSocket
         /// The next request of this event type (or any) gets an `OperationError`.
         case operationError(code: String, eventType: String?)
+        /// What the server sends after the next request of this event type (or any), its reply
+        /// first, is held back for the delay.
+        case slowReplies(Duration, eventType: String?)
         /// The next WebSocket upgrade is refused.
         case failHandshake
         /// The next `count` pushed `MessageCreated` events go out twice.
@@ -105,6 +108,8 @@ public final class CXoneServer: Sendable {
         var visitorID: String
         var send: @Sendable (String) -> Void
         var close: @Sendable () -> Void
+        /// Holds back everything sent after it for the duration.
+        var pause: @Sendable (Duration) -> Void
         var noPong = false
     }
 
@@ -272,10 +277,15 @@ public final class CXoneServer: Sendable {
 
     // MARK: WebSocket
 
-    func attach(visitorID: String, send: @escaping @Sendable (String) -> Void, close: @escaping @Sendable () -> Void) -> Int {
+    func attach(
+        visitorID: String,
+        send: @escaping @Sendable (String) -> Void,
+        pause: @escaping @Sendable (Duration) -> Void,
+        close: @escaping @Sendable () -> Void
+    ) -> Int {
         state.withLock { state in
             defer { state.nextConnection += 1 }
-            state.connections[state.nextConnection] = Connection(visitorID: visitorID, send: send, close: close)
+            state.connections[state.nextConnection] = Connection(visitorID: visitorID, send: send, close: close, pause: pause)
             return state.nextConnection
         }
     }
@@ -311,6 +321,11 @@ public final class CXoneServer: Sendable {
             {
                 sender.send(operationError(eventID, code, "injected"))
                 return
+            }
+            if let index = state.faults.firstIndex(where: { if case .slowReplies(_, let name) = $0 { return name == nil || name == type } else { return false } }),
+                case .slowReplies(let delay, _) = state.faults.remove(at: index)
+            {
+                sender.pause(delay)
             }
             let data = payload["data"] ?? .null
             state.received.append((customer, type, data))

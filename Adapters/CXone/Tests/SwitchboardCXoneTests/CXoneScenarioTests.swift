@@ -288,6 +288,34 @@ struct CXoneScenarioTests {
         }
     }
 
+    @Test func aSlowReplyTimesOutAndTheResendIsNotDuplicated() async throws {
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            let backend = CXoneBackend(
+                configuration: CXoneConfiguration(
+                    environment: CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL),
+                    brandID: control.server.configuration.brandID, channelID: control.server.configuration.channelID, customerID: control.customerID,
+                    replyTimeout: .milliseconds(100)
+                ),
+                channel: try CXoneChannelConfiguration(json: control.server.channelConfiguration)
+            )
+            try await harness(control).withSession(backend: backend) { probe in
+                let chat = try await probe.openConversation()
+                control.server.inject(.slowReplies(.milliseconds(400), eventType: "SendMessage"))
+                let message = try await chat.send(text: "patience")
+                try await probe.waitForMessages(["patience"], in: chat)
+                try await probe.recorder.first("confirmed") { $0.updatedMessage.map { $0.clientID == message.clientID && $0.serverID != nil } ?? false }
+                let sends = control.server.received.filter { $0.eventType == "SendMessage" && $0.data["messageContent"]?["payload"]?["text"]?.stringValue == "patience" }.count
+                let stored = control.server.messages(inThread: chat.id.rawValue).filter { $0.text == "patience" }.count
+                let retries = await probe.session.statistics.sendRetries
+                print("cxone slow reply: \(sends) SendMessage requests, \(retries) retries, \(stored) stored on the server")
+                #expect(stored == 1)
+                #expect(sends >= 2, "the timed-out send was sent again")
+                let local = try await chat.storedMessages(before: nil, limit: .max).filter { $0.text == "patience" }
+                #expect(local.count == 1)
+            }
+        }
+    }
+
     @Test func theChannelConfigurationIsReadWithoutConnecting() async throws {
         try await withCXoneEmulator(.init(mode: .live, requiredPreChatField: "email")) { control in
             let environment = CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL)
