@@ -91,6 +91,18 @@ public struct CXoneBackend: ChatBackend {
         return CXoneBackend(configuration: configuration, channel: channel, transport: transport)
     }
 
+    /// The vendor SDK's reconnect schedule (§4.5) for apps that want it:
+    /// `min(1.3^min(n, 10) + jitter, 30)` seconds, 20 attempts. Pass it as
+    /// `SessionConfiguration.reconnectBackoff`. Unlike the SDK, the engine starts counting again
+    /// after a successful connection, and a failed handshake is an attempt like any other (the
+    /// SDK can stay stuck in `connecting` after one).
+    public static let vendorReconnectBackoff = BackoffPolicy(
+        initial: .seconds(1),
+        multiplier: 1.3,
+        maximum: .milliseconds(13_785),
+        maxAttempts: 20
+    )
+
     /// Live-chat availability (H2): `true` only when the channel answers `"online"`.
     public static func isLiveChatAvailable(
         environment: CXoneEnvironment,

@@ -316,6 +316,15 @@ struct CXoneScenarioTests {
         }
     }
 
+    @Test func theVendorReconnectScheduleIsAvailable() {
+        let policy = CXoneBackend.vendorReconnectBackoff
+        #expect(policy.ceiling(forAttempt: 0) == .seconds(1))
+        #expect(policy.ceiling(forAttempt: 1) == .milliseconds(1300))
+        #expect(policy.ceiling(forAttempt: 10) == .milliseconds(13_785))
+        #expect(policy.ceiling(forAttempt: 15) == policy.ceiling(forAttempt: 10), "1.3^min(n, 10): flat after ten attempts")
+        #expect(policy.maxAttempts == 20)
+    }
+
     @Test func theChannelConfigurationIsReadWithoutConnecting() async throws {
         try await withCXoneEmulator(.init(mode: .live, requiredPreChatField: "email")) { control in
             let environment = CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL)
