@@ -65,7 +65,11 @@ public struct CXoneEmulator: Sendable {
             server.recordAnalytics((try? JSONValue(parsing: Data(buffer: body))) ?? .null)
             return Self.json([:])
         }
-        router.post("/oauth/token") { _, _ in Self.json(["accessToken": .string(server.issueToken()), "expiresIn": 600]) }
+        router.post("/oauth/token") { request, _ in
+            let body = try await request.body.collect(upTo: 1 << 20)
+            let result = server.token((try? JSONValue(parsing: Data(buffer: body))) ?? .null)
+            return Self.json(result.body, status: result.status)
+        }
         router.get("/s3/:id") { _, context in
             guard let body = server.s3Object(context.parameters.get("id") ?? "") else { return Response(status: .notFound) }
             return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: body)))

@@ -21,6 +21,9 @@ public final class CXoneServer: Sendable {
         public var mode: Mode
         /// `features.securedSessions`: anonymous transaction tokens instead of AuthorizeCustomer.
         public var securedSessions: Bool
+        /// With secured sessions: third-party OAuth (`isAuthorizationEnabled`), an authorization
+        /// code exchanged once for a transaction token and a refreshable access token.
+        public var thirdPartyOAuth: Bool
         public var allowedFileSizeMegabytes: Int
         public var allowedMIMETypes: [String]
         /// Frames larger than this go out as `EventInS3` with a download URL.
@@ -35,6 +38,7 @@ public final class CXoneServer: Sendable {
             channelID: String = "chat_emulator",
             mode: Mode = .multi,
             securedSessions: Bool = false,
+            thirdPartyOAuth: Bool = false,
             allowedFileSizeMegabytes: Int = 10,
             allowedMIMETypes: [String] = ["image/*", "application/pdf", "text/plain"],
             s3Threshold: Int = 512 * 1024,
@@ -47,6 +51,7 @@ public final class CXoneServer: Sendable {
             self.channelID = channelID
             self.mode = mode
             self.securedSessions = securedSessions
+            self.thirdPartyOAuth = thirdPartyOAuth
             self.allowedFileSizeMegabytes = allowedFileSizeMegabytes
             self.allowedMIMETypes = allowedMIMETypes
             self.s3Threshold = s3Threshold
@@ -130,6 +135,9 @@ public final class CXoneServer: Sendable {
         var lastMessageTime: Date?
         var autoReply: (robot: CXoneAgentRobot, reply: @Sendable (String) -> String?)?
         var liveChatOnline = true
+        var usedCodes: Set<String> = []
+        var refreshTokens: Set<String> = []
+        var tokenRequests: [JSONValue] = []
         var visitors: [String: JSONValue] = [:]
     }
 
@@ -226,7 +234,7 @@ public final class CXoneServer: Sendable {
             return ["error": ["errorCode": "SdkVersionNotSupported", "errorMessage": "Your version of SDK is not supported anymore, please do upgrade."]]
         }
         var configuration: [String: JSONValue] = [
-            "isAuthorizationEnabled": false, "isLiveChat": .bool(self.configuration.mode == .live),
+            "isAuthorizationEnabled": .bool(self.configuration.thirdPartyOAuth), "isLiveChat": .bool(self.configuration.mode == .live),
             "settings": [
                 "hasMultipleThreadsPerEndUser": .bool(self.configuration.mode == .multi), "isProactiveChatEnabled": true,
                 "liveChatAllowTranscript": true,
@@ -244,12 +252,41 @@ public final class CXoneServer: Sendable {
         return .object(configuration)
     }
 
-    func issueToken() -> String {
-        state.withLock { state in
-            state.nextID += 1
-            let token = "token-\(state.nextID)"
-            state.tokens[token] = "valid"
-            return token
+    /// Every body posted to `oauth/token` (H6, H7), in order.
+    public var tokenRequests: [JSONValue] { state.withLock { $0.tokenRequests } }
+
+    /// H6 and H7: a transaction token (anonymous, secured cookie, or an authorization code that
+    /// works once), or a refreshed third-party access token.
+    func token(_ body: JSONValue) -> (status: Int, body: JSONValue) {
+        defer { changes.signal() }
+        return state.withLock { state in
+            state.tokenRequests.append(body)
+            func issue(_ prefix: String) -> String {
+                state.nextID += 1
+                let token = "\(prefix)-\(state.nextID)"
+                state.tokens[token] = "valid"
+                return token
+            }
+            let lifetime = JSONValue.int(Int64(configuration.tokenLifetime))
+            switch body["thirdParty"]?["grant_type"]?.stringValue {
+            case "authorization_code":
+                guard let code = body["thirdParty"]?["authorization_code"]?.stringValue, !code.isEmpty, body["thirdParty"]?["code_verifier"]?.stringValue?.isEmpty == false,
+                    state.usedCodes.insert(code).inserted
+                else { return (400, ["error": "invalid_grant"]) }
+                let refresh = issue("refresh")
+                state.refreshTokens.insert(refresh)
+                return (200, ["accessToken": .string(issue("transaction")), "expiresIn": 600,
+                              "thirdParty": ["access_token": .string(issue("oauth")), "refresh_token": .string(refresh), "expires_in": lifetime]])
+            case "refresh_token":
+                guard let old = body["thirdParty"]?["refresh_token"]?.stringValue, state.refreshTokens.remove(old) != nil else { return (400, ["error": "invalid_grant"]) }
+                let refresh = issue("refresh")
+                state.refreshTokens.insert(refresh)
+                return (200, ["access_token": .string(issue("oauth")), "refresh_token": .string(refresh), "expires_in": lifetime])
+            default:
+                var answer: [String: JSONValue] = ["accessToken": .string(issue("transaction")), "expiresIn": 600]
+                if let customer = body["customerIdentity"] { answer["customerIdentity"] = customer }
+                return (200, .object(answer))
+            }
         }
     }
 

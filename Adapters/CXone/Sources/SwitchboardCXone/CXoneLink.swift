@@ -57,7 +57,7 @@ final class CXoneLink: BackendConnection {
         await putVisitor(configuration: configuration, transport: transport, credentials: credentials)
         var token: String?
         if channel.isEnabled("securedSessions") {
-            token = try await transactionToken(configuration: configuration, channel: channel, transport: transport, credentials: &credentials)
+            token = try await transactionToken(configuration: configuration, channel: channel, transport: transport, credentials: &credentials, now: context.clock.date)
         }
         let url = try configuration.environment.webSocketURL(
             brandID: configuration.brandID, channelID: configuration.channelID, visitorID: credentials["visitor-id"]!, transactionToken: token
@@ -82,10 +82,22 @@ final class CXoneLink: BackendConnection {
 
     static let fingerprint: JSONValue = ["applicationType": "native", "os": "Linux", "deviceType": "mobile"]
 
-    /// H6: `POST {tokenURL}oauth/token?channelId&brandId&visitorId`.
-    private static func transactionToken(configuration: CXoneConfiguration, channel: CXoneChannelConfiguration, transport: HTTPTransport, credentials: inout Credentials) async throws -> String {
-        let tokenURL = configuration.environment.tokenURL
-        guard !tokenURL.isEmpty else { throw SwitchboardError(.invalidArgument, "secured sessions need a token URL", vendorCode: "tokenServerUrl") }
+    /// H6: `POST {tokenURL}oauth/token?channelId&brandId&visitorId`, unless the stored transaction
+    /// token has more than 30 s left (§4.4). A third-party OAuth token that has expired needs a
+    /// new authorization code: `authenticationFailed`, vendor code `transactionTokenExpired`.
+    private static func transactionToken(
+        configuration: CXoneConfiguration,
+        channel: CXoneChannelConfiguration,
+        transport: HTTPTransport,
+        credentials: inout Credentials,
+        now: Date
+    ) async throws -> String {
+        if let stored = credentials["transaction-token"], let expiresAt = credentials["transaction-token-expires-at"].flatMap(Double.init) {
+            if now.timeIntervalSince1970 + 30 < expiresAt { return stored }
+            if channel.authenticationType == .thirdPartyOAuth {
+                throw SwitchboardError(.authenticationFailed, "the transaction token has expired: authorize again", vendorCode: "transactionTokenExpired")
+            }
+        }
         let body: JSONValue
         switch channel.authenticationType {
         case .anonymous: body = ["type": "anonymous", "customerIdentity": ["idOnExternalPlatform": .string(credentials["customer-id"]!)]]
@@ -96,13 +108,34 @@ final class CXoneLink: BackendConnection {
             }
             body = ["thirdParty": ["grant_type": "authorization_code", "authorization_code": .string(code), "code_verifier": .string(verifier)]]
         }
-        let query = "?channelId=\(configuration.channelID)&brandId=\(configuration.brandID)&visitorId=\(credentials["visitor-id"]!)"
-        let response = try await transport.postJSON(tokenURL + "oauth/token" + query, body: body, headers: CXoneWire.httpHeaders, timeout: configuration.replyTimeout)
-        guard (200..<300).contains(response.status), let json = try? JSONValue(parsing: response.body), let token = json["accessToken"]?.stringValue else {
-            throw SwitchboardError(.authenticationFailed, "transaction token: HTTP \(response.status)", vendorCode: "transactionTokenRequestFailed")
+        let json = try await postToken(body, configuration: configuration, transport: transport, visitorID: credentials["visitor-id"]!, failure: "transactionTokenRequestFailed")
+        guard let token = json["accessToken"]?.stringValue else {
+            throw SwitchboardError(.authenticationFailed, "transaction token: no accessToken", vendorCode: "transactionTokenRequestFailed")
         }
+        credentials["transaction-token"] = token
+        credentials["transaction-token-expires-at"] = String(now.timeIntervalSince1970 + Double(json["expiresIn"]?.intValue ?? 0))
         if let customer = json["customerIdentity"]?["idOnExternalPlatform"]?.stringValue { credentials["customer-id"] = customer }
+        if let thirdParty = json["thirdParty"]?.nonNull { keepThirdParty(thirdParty, in: &credentials, now: now) }
         return token
+    }
+
+    /// The third-party access token goes out as `accessToken.token`; its refresh token and expiry
+    /// are kept for H7.
+    private static func keepThirdParty(_ json: JSONValue, in credentials: inout Credentials, now: Date) {
+        if let access = json["access_token"]?.stringValue { credentials["access-token"] = access }
+        if let refresh = json["refresh_token"]?.stringValue { credentials["oauth-refresh-token"] = refresh }
+        if let lifetime = json["expires_in"]?.intValue { credentials["access-token-expires-at"] = String(now.timeIntervalSince1970 + Double(lifetime)) }
+    }
+
+    private static func postToken(_ body: JSONValue, configuration: CXoneConfiguration, transport: HTTPTransport, visitorID: String, failure: String) async throws -> JSONValue {
+        let tokenURL = configuration.environment.tokenURL
+        guard !tokenURL.isEmpty else { throw SwitchboardError(.invalidArgument, "secured sessions need a token URL", vendorCode: "tokenServerUrl") }
+        let query = "?channelId=\(configuration.channelID)&brandId=\(configuration.brandID)&visitorId=\(visitorID)"
+        let response = try await transport.postJSON(tokenURL + "oauth/token" + query, body: body, headers: CXoneWire.httpHeaders, timeout: configuration.replyTimeout)
+        guard (200..<300).contains(response.status), let json = try? JSONValue(parsing: response.body) else {
+            throw SwitchboardError(.authenticationFailed, "oauth/token: HTTP \(response.status)", vendorCode: failure)
+        }
+        return json
     }
 
     private var identity: CXoneWire.Identity {
@@ -293,25 +326,43 @@ final class CXoneLink: BackendConnection {
     static let customerCredentials = [
         "customer-id", "visitor-id", "access-token", "access-token-expires-in", "access-token-expires-at", "thread-id",
         "visit-id", "visit-expires", "page-title", "page-url", "page-since",
+        "transaction-token", "transaction-token-expires-at", "oauth-refresh-token",
     ]
 
     private static let authorizationEvents: Set<String> = ["AuthorizeCustomer", "ReconnectCustomer", "RefreshToken"]
 
-    /// The legacy flow's rule (§4.4): before a send, a token within 30 s of its expiry is
-    /// refreshed with `RefreshToken`; `TokenRefreshed` brings the new one. One refresh at a time.
+    /// §4.4: before a send, a token within 30 s of its expiry is refreshed: legacy tokens with
+    /// `RefreshToken` (`TokenRefreshed` brings the new one), third-party OAuth tokens with H7.
+    /// One refresh at a time.
     private func refreshTokenIfDue(_ socket: TextWebSocket) async throws {
-        guard !channel.isEnabled("securedSessions") else { return }
-        let now = context.clock.date.timeIntervalSince1970
-        let token = state.withLock { state -> String? in
+        let secured = channel.isEnabled("securedSessions")
+        guard !secured || channel.authenticationType == .thirdPartyOAuth else { return }
+        let now = context.clock.date
+        let due = state.withLock { state -> (token: String, refresh: String?)? in
             guard !state.refreshingToken, let token = state.credentials["access-token"], !token.isEmpty,
-                let expiresAt = state.credentials["access-token-expires-at"].flatMap(Double.init), now + 30 >= expiresAt
+                let expiresAt = state.credentials["access-token-expires-at"].flatMap(Double.init), now.timeIntervalSince1970 + 30 >= expiresAt
             else { return nil }
             state.refreshingToken = true
-            return token
+            return (token, state.credentials["oauth-refresh-token"])
         }
-        guard let token else { return }
+        guard let due else { return }
         defer { state.withLock { $0.refreshingToken = false } }
-        guard let reply = try await send("RefreshToken", data: ["accessToken": ["token": .string(token)]], awaitReply: true, socket: socket) else { return }
+        if secured {
+            // H7: the third-party access token, refreshed over HTTP.
+            guard let refresh = due.refresh, let visitor = state.withLock({ $0.credentials["visitor-id"] }) else {
+                throw SwitchboardError(.authenticationFailed, "no refresh token", vendorCode: "refreshToken")
+            }
+            let json = try await Self.postToken(
+                ["thirdParty": ["grant_type": "refresh_token", "refresh_token": .string(refresh)]],
+                configuration: configuration, transport: transport, visitorID: visitor, failure: "tokenRefreshingFailed"
+            )
+            var kept = Credentials()
+            Self.keepThirdParty(json, in: &kept, now: now)
+            state.withLock { $0.credentials.values.merge(kept.values) { _, new in new } }
+            continuation.yield(.credentials(kept))
+            return
+        }
+        guard let reply = try await send("RefreshToken", data: ["accessToken": ["token": .string(due.token)]], awaitReply: true, socket: socket) else { return }
         await apply(reply.frame, type: reply.type)
     }
 

@@ -325,6 +325,65 @@ struct CXoneScenarioTests {
         #expect(policy.maxAttempts == 20)
     }
 
+    func securedBackend(_ control: CXoneEmulatorControl, code: String? = nil) throws -> CXoneBackend {
+        CXoneBackend(
+            configuration: CXoneConfiguration(
+                environment: CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL),
+                brandID: control.server.configuration.brandID, channelID: control.server.configuration.channelID, customerID: control.customerID,
+                authorizationCode: code, codeVerifier: code.map { _ in "verifier" }
+            ),
+            channel: try CXoneChannelConfiguration(json: control.server.channelConfiguration)
+        )
+    }
+
+    @Test func aThirdPartyOAuthSessionExchangesItsCodeOnceAndRefreshesWithH7() async throws {
+        // Access tokens live 20 s: within the 30 s margin at once, so a send refreshes first.
+        try await withCXoneEmulator(.init(mode: .multi, securedSessions: true, thirdPartyOAuth: true, tokenLifetime: 20)) { control in
+            try await harness(control).withSession(backend: try securedBackend(control, code: "code-1")) { probe in
+                let chat = try await probe.openConversation()
+                let sent = try await chat.send(text: "signed in")
+                try await probe.recorder.first("sent") { $0.updatedMessage.map { $0.clientID == sent.clientID && $0.serverID != nil } ?? false }
+                control.server.inject(.closeSocket)
+                try await probe.recorder.waitUntil("reconnected") { $0.filter(\.isConnected).count >= 2 }
+                let grants = control.server.tokenRequests.map { $0["thirdParty"]?["grant_type"]?.stringValue ?? "none" }
+                print("cxone oauth: token requests \(grants)")
+                #expect(grants.filter { $0 == "authorization_code" }.count == 1, "the code is exchanged once; the reconnect reuses the transaction token")
+                #expect(grants.contains("refresh_token"))
+                let message = try #require(control.server.received.last { $0.eventType == "SendMessage" })
+                #expect(message.data["accessToken"]?["token"]?.stringValue?.hasPrefix("oauth-") == true)
+                #expect(!control.server.received.contains { $0.eventType == "AuthorizeCustomer" || $0.eventType == "RefreshToken" })
+            }
+        }
+    }
+
+    @Test func aThirdPartyOAuthSessionWithoutACodeIsRefused() async throws {
+        try await withCXoneEmulator(.init(mode: .multi, securedSessions: true, thirdPartyOAuth: true)) { control in
+            try await harness(control).withSession(backend: try securedBackend(control), resume: false) { probe in
+                try await probe.session.resume()
+                let fatal = try await probe.recorder.first("refused") {
+                    // Refused twice in a row (the engine retries once with cleared credentials): fatal.
+                    if case .fatal(let error) = $0.kind { return (error.underlying as? SwitchboardError)?.vendorCode == "authorizationCode" } else { return false }
+                }
+                #expect(fatal.origin.session == probe.session.id)
+            }
+        }
+    }
+
+    @Test func anAnonymousSecuredSessionUsesATransactionToken() async throws {
+        try await withCXoneEmulator(.init(mode: .multi, securedSessions: true)) { control in
+            try await harness(control).withSession(backend: try securedBackend(control)) { probe in
+                let chat = try await probe.openConversation()
+                _ = try await chat.send(text: "anonymous but secured")
+                try await probe.waitForMessages(["anonymous but secured"], in: chat)
+                let requests = control.server.tokenRequests
+                #expect(requests.count == 1)
+                #expect(requests.first?["type"]?.stringValue == "anonymous")
+                #expect(requests.first?["customerIdentity"]?["idOnExternalPlatform"]?.stringValue == control.customerID)
+                #expect(!control.server.received.contains { $0.eventType == "AuthorizeCustomer" })
+            }
+        }
+    }
+
     @Test func theChannelConfigurationIsReadWithoutConnecting() async throws {
         try await withCXoneEmulator(.init(mode: .live, requiredPreChatField: "email")) { control in
             let environment = CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL)
