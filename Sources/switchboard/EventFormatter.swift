@@ -14,10 +14,7 @@ struct EventFormatter: Sendable {
     func line(for event: ChatEvent) -> String {
         switch format {
         case .jsonLines:
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            encoder.dateEncodingStrategy = .iso8601
-            return (try? encoder.encode(event)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+            return Self.jsonLine(for: event)
         case .timeline:
             let offset = String(format: "+%7.3fs", event.time.timeIntervalSince(start))
             let origin = "\(event.origin.backend)/\(event.origin.session)".padding(toLength: 27, withPad: " ", startingAt: 0)
@@ -26,6 +23,81 @@ struct EventFormatter: Sendable {
             } ?? "").padding(toLength: 10, withPad: " ", startingAt: 0)
             let sequence = event.sequence.map { " #\($0)" } ?? ""
             return "\(offset)  \(origin) \(conversation) \(describe(event.kind))\(sequence)"
+        }
+    }
+
+    /// One JSON object per event (Docs/CLI.md): flat fields for scripts (`kind`, `backend`,
+    /// `session`, `conversation`, `time`, `sequence`, and `message` for message events), plus the
+    /// whole event as `event`, which decodes as a ``ChatEvent``.
+    static func jsonLine(for event: ChatEvent) -> String {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        guard let data = try? encoder.encode(event), let whole = try? JSONValue(parsing: data) else {
+            return JSONValue.object(["kind": "unencodable", "backend": .string(event.origin.backend.rawValue)]).jsonString
+        }
+        var line: [String: JSONValue] = [
+            "kind": .string(whole["kind"]?.objectValue?.keys.first ?? "unknown"),
+            "backend": .string(event.origin.backend.rawValue),
+            "session": .string(event.origin.session.rawValue),
+            "time": whole["time"] ?? .null,
+            "event": whole,
+        ]
+        if let conversation = event.conversationID { line["conversation"] = .string(conversation.rawValue) }
+        if let sequence = event.sequence { line["sequence"] = .int(sequence) }
+        switch event.kind {
+        case .messageAdded(let message, _), .messageUpdated(let message):
+            line["message"] = Self.json(message)
+        case .messageRemoved(let id):
+            line["message"] = ["id": .string(id.rawValue)]
+        default:
+            break
+        }
+        return JSONValue.object(line).jsonString
+    }
+
+    static func json(_ message: Message) -> JSONValue {
+        var object: [String: JSONValue] = [
+            "text": .string(message.text),
+            "kind": .string(kindName(message.kind)),
+            "deliveryState": .string(stateName(message.deliveryState)),
+            "sender": [
+                "id": message.sender.map { .string($0.rawValue) } ?? .null,
+                "name": message.senderName.map { .string($0) } ?? .null,
+                "role": message.senderRole.map { .string($0.rawValue) } ?? .null,
+            ],
+        ]
+        object["id"] = message.serverID.map { .string($0.rawValue) } ?? .null
+        object["clientId"] = message.clientID.map { .string($0.rawValue) } ?? .null
+        if case .rich(let type) = message.kind { object["richType"] = .string(type) }
+        if case .custom(let type) = message.kind { object["customType"] = .string(type) }
+        if case .failed(let reason) = message.deliveryState { object["failureReason"] = .string(reason) }
+        if !message.attachments.isEmpty {
+            object["attachments"] = .array(message.attachments.map { attachment in
+                ["name": .string(attachment.name), "mimeType": attachment.mimeType.map { .string($0) } ?? .null, "url": attachment.url.map { .string($0.absoluteString) } ?? .null]
+            })
+        }
+        return .object(object)
+    }
+
+    static func kindName(_ kind: Message.Kind) -> String {
+        switch kind {
+        case .text: "text"
+        case .file: "file"
+        case .system: "system"
+        case .actionRequest: "actionRequest"
+        case .agentBusy: "agentBusy"
+        case .rich: "rich"
+        case .custom: "custom"
+        }
+    }
+
+    static func stateName(_ state: Message.DeliveryState) -> String {
+        switch state {
+        case .pending: "pending"
+        case .sent: "sent"
+        case .delivered: "delivered"
+        case .read: "read"
+        case .failed: "failed"
         }
     }
 

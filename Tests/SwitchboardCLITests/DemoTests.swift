@@ -33,8 +33,21 @@ struct DemoTests {
         #expect(summary.isClean)
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
-        let events = try output.all.map { try decoder.decode(ChatEvent.self, from: Data($0.utf8)) }
+        let lines = try output.all.map { try JSONValue(parsing: Data($0.utf8)) }
+        let events = try lines.map { try decoder.decode(ChatEvent.self, from: try #require($0["event"]).jsonData()) }
         #expect(events.count > 30)
+        // The flat fields Docs/CLI.md promises.
+        #expect(lines.allSatisfy { $0["kind"]?.stringValue != nil && $0["backend"]?.stringValue != nil && $0["session"]?.stringValue != nil })
+        let added = lines.filter { $0["kind"]?.stringValue == "messageAdded" }
+        #expect(!added.isEmpty)
+        for line in added {
+            let message = try #require(line["message"])
+            #expect(line["conversation"]?.stringValue != nil)
+            #expect(message["text"]?.stringValue != nil && message["kind"]?.stringValue != nil && message["deliveryState"]?.stringValue != nil)
+            #expect(message["id"] != nil && message["clientId"] != nil && message["sender"]?["role"] != nil)
+        }
+        #expect(added.contains { $0["message"]?["sender"]?["role"]?.stringValue == "agent" })
+        #expect(added.contains { $0["message"]?["kind"]?.stringValue == "rich" && $0["message"]?["richType"]?.stringValue == "QUICK_REPLIES" })
         #expect(Set(events.map(\.origin.session)) == ["alice-phone", "alice-tablet", "alice-messenger", "alice-webim", "alice-cxone"])
     }
 }
