@@ -7,7 +7,7 @@ import Synchronization
 /// One CXone WebSocket: authorization, thread recovery or listing, requests matched to replies
 /// by `eventId`, push events as updates, the heartbeat, and large events fetched from S3.
 ///
-/// The lock guards the pending requests, the known threads and the credentials.
+/// The lock guards the known threads and the credentials; `replies` holds the requests waiting.
 final class CXoneLink: BackendConnection {
     struct Thread {
         var name: String?
@@ -17,7 +17,6 @@ final class CXoneLink: BackendConnection {
     }
 
     private struct State {
-        var pending: [String: CheckedContinuation<(type: String?, frame: JSONValue), any Error>] = [:]
         var threads: [String: Thread] = [:]
         var credentials: Credentials
         var lastPong: Duration = .zero
@@ -33,6 +32,13 @@ final class CXoneLink: BackendConnection {
     private let transport: HTTPTransport
     private let context: ConnectionContext
     private let state: Mutex<State>
+    /// A reply: the event type (`nil` for a bare acknowledgment) and the frame.
+    struct Reply: Sendable {
+        var type: String?
+        var frame: JSONValue
+    }
+
+    private let replies = PendingReplies<Reply>()
     private let url: String
     /// The SDK makes a new destination id on every prepare; here, on every link.
     private let destinationID = UUID().uuidString.lowercased()
@@ -132,6 +138,10 @@ final class CXoneLink: BackendConnection {
         guard !tokenURL.isEmpty else { throw SwitchboardError(.invalidArgument, "secured sessions need a token URL", vendorCode: "tokenServerUrl") }
         let query = "?channelId=\(configuration.channelID)&brandId=\(configuration.brandID)&visitorId=\(visitorID)"
         let response = try await transport.postJSON(tokenURL + "oauth/token" + query, body: body, headers: CXoneWire.httpHeaders, timeout: configuration.replyTimeout)
+        if response.status >= 500 {
+            // The token server failed, not the credentials: the engine's backoff retries.
+            throw SwitchboardError(.serverError, "oauth/token: HTTP \(response.status)", vendorCode: failure)
+        }
         guard (200..<300).contains(response.status), let json = try? JSONValue(parsing: response.body) else {
             throw SwitchboardError(.authenticationFailed, "oauth/token: HTTP \(response.status)", vendorCode: failure)
         }
@@ -190,15 +200,11 @@ final class CXoneLink: BackendConnection {
         case .serverError(let message):
             continuation.yield(.problem(SwitchboardError(.serverError, "server error: \(message)")))
         case .operationError(let eventID, let error):
-            if let waiter = state.withLock({ $0.pending.removeValue(forKey: eventID) }) {
-                waiter.resume(throwing: error)
-            } else {
+            if !replies.fail(eventID, { _ in error }) {
                 continuation.yield(.problem(error))
             }
         case .event(let eventID, let type, let frame):
-            if let waiter = state.withLock({ $0.pending.removeValue(forKey: eventID) }) {
-                waiter.resume(returning: (type, frame))
-            } else {
+            if !replies.resolve(eventID, with: Reply(type: type, frame: frame)) {
                 await apply(frame, type: type)
             }
         case .unrecognized(let reason):
@@ -264,12 +270,10 @@ final class CXoneLink: BackendConnection {
     }
 
     private func end(_ error: SwitchboardError) {
-        let waiters = state.withLock { state in
+        state.withLock { state in
             if state.ended == nil { state.ended = error }
-            defer { state.pending.removeAll() }
-            return Array(state.pending.values)
         }
-        for waiter in waiters { waiter.resume(throwing: error) }
+        replies.close(error)
         continuation.finish(throwing: error)
     }
 
@@ -295,7 +299,7 @@ final class CXoneLink: BackendConnection {
 
     /// Sends one event; waits for the reply with the same `eventId` when `awaitReply`.
     @discardableResult
-    private func send(_ eventType: String, data: JSONValue? = nil, awaitReply: Bool, socket: TextWebSocket) async throws -> (type: String?, frame: JSONValue)? {
+    private func send(_ eventType: String, data: JSONValue? = nil, awaitReply: Bool, socket: TextWebSocket) async throws -> Reply? {
         if let ended = state.withLock({ $0.ended }) { throw ended }
         if !Self.authorizationEvents.contains(eventType) { try await refreshTokenIfDue(socket) }
         let eventID = UUID().uuidString.lowercased()
@@ -304,22 +308,15 @@ final class CXoneLink: BackendConnection {
             try await socket.send(text)
             return nil
         }
-        return try await withThrowingTaskGroup(of: (type: String?, frame: JSONValue).self) { group in
-            group.addTask {
-                try await withTaskCancellationHandler {
-                    try await withCheckedThrowingContinuation { waiter in self.state.withLock { $0.pending[eventID] = waiter } }
-                } onCancel: {
-                    self.state.withLock { $0.pending.removeValue(forKey: eventID) }?.resume(throwing: CancellationError())
-                }
-            }
-            group.addTask {
-                try await self.context.clock.sleep(for: self.configuration.replyTimeout)
-                throw SwitchboardError(.timedOut, "\(eventType): no reply within \(self.configuration.replyTimeout)", vendorCode: "eventTimeout")
-            }
-            try await socket.send(text)
-            defer { group.cancelAll() }
-            return try await group.next()!
-        }
+        let timeout = configuration.replyTimeout
+        return try await replies.request(
+            eventID,
+            label: eventType,
+            timeout: timeout,
+            clock: context.clock,
+            timedOut: { SwitchboardError(.timedOut, "\(eventType): no reply within \(timeout)", vendorCode: "eventTimeout") },
+            send: { try await socket.send(text) }
+        )
     }
 
     /// What sign-out forgets.
@@ -401,7 +398,7 @@ final class CXoneLink: BackendConnection {
             // sees a thread without its agent in between.
             let open = listing.conversations.filter { !$0.conversation.state.isClosed }.map(\.conversation.id.rawValue).sorted()
             for id in open.prefix(20) {
-                let reply: (type: String?, frame: JSONValue)?
+                let reply: Reply?
                 do {
                     reply = try await send("RecoverThread", data: ["thread": ["idOnExternalPlatform": .string(id)]], awaitReply: true, socket: socket)
                 } catch let error as SwitchboardError where error.code == .conversationNotFound {

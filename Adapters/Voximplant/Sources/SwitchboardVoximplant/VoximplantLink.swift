@@ -7,7 +7,8 @@ import Synchronization
 /// One logged-in WebSocket: correlates requests with responses, turns events into updates,
 /// keeps the link alive, and maps ``BackendRequest``s onto protocol requests.
 ///
-/// The lock guards the pending requests, the id counter and the time of the last inbound frame.
+/// The lock guards the id counter and the time of the last inbound frame; `replies` holds the
+/// requests waiting for their responses.
 final class VoximplantLink: BackendConnection {
     let updates: AsyncThrowingStream<BackendUpdate, any Error>
     private let continuation: AsyncThrowingStream<BackendUpdate, any Error>.Continuation
@@ -18,12 +19,12 @@ final class VoximplantLink: BackendConnection {
 
     private struct State {
         var nextID = 1
-        var pending: [String: (name: String, continuation: CheckedContinuation<JSONValue, any Error>)] = [:]
         var lastInbound: Duration = .zero
         var closed: SwitchboardError?
     }
 
     private let state = Mutex(State())
+    private let replies = PendingReplies<JSONValue>()
 
     init(socket: TextWebSocket, configuration: VoximplantConfiguration, clock: SessionClock, logger: Logger) {
         (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
@@ -69,19 +70,20 @@ final class VoximplantLink: BackendConnection {
         }
         switch frame.type {
         case "response":
-            guard let id = frame.id, let waiter = take(id) else { return }
+            guard let id = frame.id else { return }
             let result = frame.result ?? [:]
             // A request that logs an event gets that event as its result instead of an event
-            // frame: it goes into the stream here, in wire order, like any other event.
+            // frame: it goes into the stream here, in wire order, like any other event (also
+            // when the request has timed out: the event happened).
             if result["eventType"] != nil, result["seq"] != nil, let event = try? VoximplantWire.decode(VoximplantWire.Event.self, from: result) {
                 continuation.yield(.event(VoximplantMapping.event(event, me: configuration.user)))
             }
-            waiter.continuation.resume(returning: result)
+            replies.resolve(id, with: result)
         case "error":
             let code = frame.code ?? 0
             let description = frame.description ?? "error \(code)"
-            if let id = frame.id, let waiter = take(id) {
-                waiter.continuation.resume(throwing: VoximplantMapping.error(code: code, description: description, request: waiter.name))
+            if let id = frame.id, replies.fail(id, { name in VoximplantMapping.error(code: code, description: description, request: name) }) {
+                return
             } else if code == 3 {
                 end(SwitchboardError(.fatal, "the server revoked the session: \(description)", vendorCode: "3"))
             } else {
@@ -101,18 +103,12 @@ final class VoximplantLink: BackendConnection {
         }
     }
 
-    private func take(_ id: String) -> (name: String, continuation: CheckedContinuation<JSONValue, any Error>)? {
-        state.withLock { $0.pending.removeValue(forKey: id) }
-    }
-
     /// The link is gone: fail every waiting request and end the update stream.
     private func end(_ error: SwitchboardError) {
-        let waiters = state.withLock { state in
+        state.withLock { state in
             if state.closed == nil { state.closed = error }
-            defer { state.pending.removeAll() }
-            return Array(state.pending.values)
         }
-        for waiter in waiters { waiter.continuation.resume(throwing: error) }
+        replies.close(error)
         continuation.finish(throwing: error)
     }
 
@@ -149,29 +145,15 @@ final class VoximplantLink: BackendConnection {
             return String(state.nextID)
         }
         let text = VoximplantWire.encode(VoximplantWire.Request(id: id, name: name, params: params))
-        return try await withThrowingTaskGroup(of: JSONValue.self) { group in
-            group.addTask {
-                try await withTaskCancellationHandler {
-                    try await withCheckedThrowingContinuation { waiter in
-                        let closed: SwitchboardError? = self.state.withLock { state in
-                            if let closed = state.closed { return closed }
-                            state.pending[id] = (name, waiter)
-                            return nil
-                        }
-                        if let closed { waiter.resume(throwing: closed) }
-                    }
-                } onCancel: {
-                    self.take(id)?.continuation.resume(throwing: CancellationError())
-                }
-            }
-            group.addTask {
-                try await self.clock.sleep(for: self.configuration.requestTimeout)
-                throw SwitchboardError(.timedOut, "\(name) got no answer within \(self.configuration.requestTimeout)", vendorCode: "10002")
-            }
-            try await socket.send(text)
-            defer { group.cancelAll() }
-            return try await group.next()!
-        }
+        let timeout = configuration.requestTimeout
+        return try await replies.request(
+            id,
+            label: name,
+            timeout: timeout,
+            clock: clock,
+            timedOut: { SwitchboardError(.timedOut, "\(name) got no answer within \(timeout)", vendorCode: "10002") },
+            send: { try await socket.send(text) }
+        )
     }
 
     private func login() async throws {
