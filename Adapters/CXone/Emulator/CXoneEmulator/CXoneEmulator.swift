@@ -79,51 +79,21 @@ public struct CXoneEmulator: Sendable {
             server.takeHandshakeFault() ? .dontUpgrade : .upgrade([:])
         }) { inbound, outbound, context in
             let visitor = Self.query(context.request.uri.query ?? "")["visitorId"] ?? ""
-            let (frames, continuation) = AsyncStream.makeStream(of: Outbound.self)
-            let connection = server.attach(
-                visitorID: visitor,
-                send: { continuation.yield(.text($0)) },
-                pause: { continuation.yield(.pause($0)) },
-                close: { continuation.finish() }
-            )
-            defer {
-                server.detach(connection)
-                continuation.finish()
-            }
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    for await item in frames {
-                        do {
-                            switch item {
-                            case .text(let frame): try await outbound.writeTextMessage(frame)
-                            case .pause(let delay): try await server.clock.sleep(for: delay)
-                            }
-                        } catch {
-                            return
+            await EmulatedSocket.serve(inbound: inbound, outbound: outbound, maxFrameSize: 1 << 20, clock: server.clock) { socket in
+                let connection = server.attach(visitorID: visitor, send: socket.send, pause: socket.pause(for:), close: socket.close)
+                return EmulatedSocket.Handlers(
+                    receive: { frame in
+                        switch frame {
+                        case .text(let text): server.receive(text, from: connection)
+                        case .binary: break
+                        case .failed: socket.close()
                         }
-                    }
-                    try? await outbound.close(.goingAway, reason: "closed by the server")
-                }
-                group.addTask {
-                    do {
-                        for try await message in inbound.messages(maxSize: 1 << 20) {
-                            if case .text(let text) = message { server.receive(text, from: connection) }
-                        }
-                    } catch {
-                        continuation.finish()
-                    }
-                }
-                await group.next()
-                group.cancelAll()
+                    },
+                    closed: { server.detach(connection) }
+                )
             }
         }
         return (router, webSocketRouter)
-    }
-
-    /// What the socket writer does next: write a frame, or hold back (a slow-replies fault).
-    enum Outbound: Sendable {
-        case text(String)
-        case pause(Duration)
     }
 
     static func json(_ value: JSONValue, status: Int = 200) -> Response {

@@ -43,35 +43,21 @@ public struct VoximplantEmulator: Sendable {
         let webSocketRouter = Router(context: BasicWebSocketRequestContext.self)
         let server = self.server
         webSocketRouter.ws("/ws") { inbound, outbound, _ in
-            let (frames, continuation) = AsyncStream.makeStream(of: String.self)
-            let client = server.attach(send: { continuation.yield($0) }, close: { continuation.finish() })
-            defer {
-                server.detach(client)
-                continuation.finish()
-            }
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    for await frame in frames {
-                        do { try await outbound.writeTextMessage(frame) } catch { return }
-                    }
-                    try? await outbound.close(.goingAway, reason: "closed by the server")
-                }
-                group.addTask {
-                    do {
-                        for try await message in inbound.messages(maxSize: 64 * 1024) {
-                            switch message {
-                            case .text(let text): server.receive(text, from: client)
-                            case .binary: continuation.yield(VoximplantProtocolError(1).frame(id: nil).jsonString)
-                            }
+            await EmulatedSocket.serve(inbound: inbound, outbound: outbound, maxFrameSize: 64 * 1024) { socket in
+                let client = server.attach(send: socket.send, close: socket.close)
+                return EmulatedSocket.Handlers(
+                    receive: { frame in
+                        switch frame {
+                        case .text(let text): server.receive(text, from: client)
+                        case .binary: socket.send(VoximplantProtocolError(1).frame(id: nil).jsonString)
+                        case .failed:
+                            // Over the frame limit or a broken socket: say so if possible, then close.
+                            socket.send(VoximplantProtocolError(1).frame(id: nil).jsonString)
+                            socket.close()
                         }
-                    } catch {
-                        // Over the frame limit or a broken socket: say so if possible, then close.
-                        continuation.yield(VoximplantProtocolError(1).frame(id: nil).jsonString)
-                        continuation.finish()
-                    }
-                }
-                await group.next()
-                group.cancelAll()
+                    },
+                    closed: { server.detach(client) }
+                )
             }
         }
         return (router, webSocketRouter)

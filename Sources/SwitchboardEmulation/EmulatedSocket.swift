@@ -1,0 +1,85 @@
+public import HummingbirdWebSocket
+public import Switchboard
+import NIOWebSocket
+
+/// The server side of one emulated WebSocket: what an emulator's model sends goes out in order
+/// (a pause holds back everything after it, for slow-reply faults); what the client sends comes
+/// back through the handlers that ``serve(inbound:outbound:maxFrameSize:clock:open:)`` is given.
+public struct EmulatedSocket: Sendable {
+    enum Item: Sendable {
+        case text(String)
+        case pause(Duration)
+    }
+
+    /// A frame from the client, or the end of reading (a frame over the limit or a broken socket).
+    public enum Inbound: Sendable {
+        case text(String)
+        case binary
+        case failed
+    }
+
+    /// What the emulator does with the client's frames, and when the socket is gone.
+    public struct Handlers: Sendable {
+        public var receive: @Sendable (Inbound) -> Void
+        public var closed: @Sendable () -> Void
+
+        public init(receive: @escaping @Sendable (Inbound) -> Void, closed: @escaping @Sendable () -> Void) {
+            self.receive = receive
+            self.closed = closed
+        }
+    }
+
+    let continuation: AsyncStream<Item>.Continuation
+
+    public func send(_ text: String) { continuation.yield(.text(text)) }
+    public func pause(for delay: Duration) { continuation.yield(.pause(delay)) }
+    /// Writes what is queued, then closes the socket (going away).
+    public func close() { continuation.finish() }
+
+    /// Serves one upgraded socket until either side ends it. `open` registers the socket with the
+    /// emulator's model and returns its handlers.
+    public static func serve(
+        inbound: WebSocketInboundStream,
+        outbound: WebSocketOutboundWriter,
+        maxFrameSize: Int,
+        clock: SessionClock = .continuous,
+        open: (EmulatedSocket) -> Handlers
+    ) async {
+        let (items, continuation) = AsyncStream.makeStream(of: Item.self)
+        let socket = EmulatedSocket(continuation: continuation)
+        let handlers = open(socket)
+        defer {
+            handlers.closed()
+            continuation.finish()
+        }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await item in items {
+                    do {
+                        switch item {
+                        case .text(let frame): try await outbound.writeTextMessage(frame)
+                        case .pause(let delay): try await clock.sleep(for: delay)
+                        }
+                    } catch {
+                        return
+                    }
+                }
+                try? await outbound.close(.goingAway, reason: "closed by the server")
+            }
+            group.addTask {
+                do {
+                    for try await message in inbound.messages(maxSize: maxFrameSize) {
+                        switch message {
+                        case .text(let text): handlers.receive(.text(text))
+                        case .binary: handlers.receive(.binary)
+                        }
+                    }
+                } catch {
+                    handlers.receive(.failed)
+                }
+            }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+}
