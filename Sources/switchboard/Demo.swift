@@ -2,6 +2,7 @@ import CXoneEmulator
 import Foundation
 import Logging
 import Switchboard
+import SwitchboardEmulation
 import SwitchboardCXone
 import SwitchboardTestKit
 import SwitchboardVoximplant

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import CXoneEmulator
 import Logging
+import SwitchboardEmulation
 import VoximplantEmulator
 import WebimEmulator
 

@@ -1,6 +1,7 @@
 import Switchboard
 import SwitchboardTestKit
 import SwitchboardVoximplant
+import SwitchboardEmulation
 import Testing
 import VoximplantEmulator
 

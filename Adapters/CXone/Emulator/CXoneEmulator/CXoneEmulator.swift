@@ -1,25 +1,23 @@
 import Foundation
-import Hummingbird
-import HummingbirdWebSocket
+public import Hummingbird
+public import HummingbirdWebSocket
 public import Logging
 import NIOCore
 import NIOFoundationCompat
 import NIOWebSocket
 import Switchboard
-import SwitchboardEmulation
+public import SwitchboardEmulation
 
 /// CXone on a real socket: HTTP at `http://127.0.0.1:PORT/chat/…` (channel configuration,
 /// availability, attachments, web analytics, OAuth token, large-event downloads) and the
 /// WebSocket at `ws://127.0.0.1:PORT/ws`.
-public struct CXoneEmulator: Sendable {
+public struct CXoneEmulator: HostedEmulator {
     public let server: CXoneServer
     public let logger: Logger
 
     public init(server: CXoneServer = CXoneServer(), logger: Logger = Logger(label: "cxone-emulator")) {
         self.server = server
-        var logger = logger
-        if logger.logLevel < .warning { logger.logLevel = .warning }
-        self.logger = logger
+        self.logger = logger.quietedForEmulation()
     }
 
     /// The URLs a client needs.
@@ -29,21 +27,11 @@ public struct CXoneEmulator: Sendable {
         public var tokenURL: String
     }
 
-    public func withRunning<Result: Sendable>(port: Int = 0, _ body: @Sendable (Endpoints) async throws -> Result) async throws -> Result {
-        let (router, webSocketRouter) = routers()
-        return try await EmulatorHost.withRunning(router: router, webSocketRouter: webSocketRouter, port: port, logger: logger) { bound in
-            try await body(Endpoints(chatURL: "http://127.0.0.1:\(bound)/chat", socketURL: "ws://127.0.0.1:\(bound)/ws", tokenURL: "http://127.0.0.1:\(bound)/"))
-        }
+    public func endpoints(host: String, port: Int) -> Endpoints {
+        Endpoints(chatURL: "http://\(host):\(port)/chat", socketURL: "ws://\(host):\(port)/ws", tokenURL: "http://\(host):\(port)/")
     }
 
-    public func run(host: String = "127.0.0.1", port: Int = 0, onBound: @escaping @Sendable (Endpoints) async -> Void) async throws {
-        let (router, webSocketRouter) = routers()
-        try await EmulatorHost.run(router: router, webSocketRouter: webSocketRouter, host: host, port: port, logger: logger) { bound in
-            await onBound(Endpoints(chatURL: "http://\(host):\(bound)/chat", socketURL: "ws://\(host):\(bound)/ws", tokenURL: "http://\(host):\(bound)/"))
-        }
-    }
-
-    func routers() -> (Router<BasicWebSocketRequestContext>, Router<BasicWebSocketRequestContext>) {
+    public func routers() -> (http: Router<BasicWebSocketRequestContext>, webSocket: Router<BasicWebSocketRequestContext>) {
         let server = self.server
         let router = Router(context: BasicWebSocketRequestContext.self)
         router.get("/chat/1.0/brand/:brand/channel/:channel") { _, _ in Self.json(server.channelConfiguration) }

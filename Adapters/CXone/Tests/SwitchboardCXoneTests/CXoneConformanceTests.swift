@@ -2,6 +2,7 @@ import Logging
 import Switchboard
 import SwitchboardCXone
 import SwitchboardTestKit
+import SwitchboardEmulation
 import Testing
 import CXoneEmulator
 

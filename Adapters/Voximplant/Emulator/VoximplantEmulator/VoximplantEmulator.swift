@@ -1,43 +1,25 @@
-import Hummingbird
-import HummingbirdWebSocket
+public import Hummingbird
+public import HummingbirdWebSocket
 public import Logging
-import SwitchboardEmulation
+public import SwitchboardEmulation
 import NIOWebSocket
 import Switchboard
 
 /// The Voximplant-style service on a real socket: `ws://127.0.0.1:PORT/ws` speaking
 /// Docs/Protocols/voximplant-style.md, backed by a ``VoximplantServer``, plus `GET /health`.
-public struct VoximplantEmulator: Sendable {
+public struct VoximplantEmulator: HostedEmulator {
     public let server: VoximplantServer
     public let logger: Logger
 
     public init(server: VoximplantServer = VoximplantServer(), logger: Logger = Logger(label: "voximplant-emulator")) {
         self.server = server
-        var logger = logger
-        if logger.logLevel < .warning { logger.logLevel = .warning }
-        self.logger = logger
+        self.logger = logger.quietedForEmulation()
     }
 
-    /// Runs the emulator around `body`, which gets the WebSocket URL; stops it afterwards.
-    public func withRunning<Result: Sendable>(
-        port: Int = 0,
-        _ body: @Sendable (_ url: String) async throws -> Result
-    ) async throws -> Result {
-        let (router, webSocketRouter) = routers()
-        return try await EmulatorHost.withRunning(router: router, webSocketRouter: webSocketRouter, port: port, logger: logger) {
-            bound in try await body("ws://127.0.0.1:\(bound)/ws")
-        }
-    }
+    /// The WebSocket URL.
+    public func endpoints(host: String, port: Int) -> String { "ws://\(host):\(port)/ws" }
 
-    /// Runs standalone until the process is signalled; `onBound` gets the WebSocket URL.
-    public func run(host: String = "127.0.0.1", port: Int = 0, onBound: @escaping @Sendable (String) async -> Void) async throws {
-        let (router, webSocketRouter) = routers()
-        try await EmulatorHost.run(router: router, webSocketRouter: webSocketRouter, host: host, port: port, logger: logger) {
-            bound in await onBound("ws://\(host):\(bound)/ws")
-        }
-    }
-
-    func routers() -> (Router<BasicWebSocketRequestContext>, Router<BasicWebSocketRequestContext>) {
+    public func routers() -> (http: Router<BasicWebSocketRequestContext>, webSocket: Router<BasicWebSocketRequestContext>) {
         let router = Router(context: BasicWebSocketRequestContext.self)
         router.get("/health") { _, _ in "ok" }
         let webSocketRouter = Router(context: BasicWebSocketRequestContext.self)

@@ -2,6 +2,7 @@ import Logging
 import Switchboard
 import SwitchboardTestKit
 import SwitchboardVoximplant
+import SwitchboardEmulation
 import Testing
 import VoximplantEmulator
 

@@ -1,38 +1,30 @@
 import Foundation
-import Hummingbird
-import HummingbirdWebSocket
+public import Hummingbird
+public import HummingbirdWebSocket
 public import Logging
 import NIOCore
 import NIOFoundationCompat
-import SwitchboardEmulation
+public import SwitchboardEmulation
 import Switchboard
 
 /// The Webim mobile API on a real socket at `http://127.0.0.1:PORT`, backed by a ``WebimServer``:
 /// `/api/visitor/meta`, `/api/visitor/v1/configs/<location>`, `/l/v/m/init`, `/l/v/m/delta`,
 /// `/l/v/m/action`, `/l/v/m/history`, `/l/v/m/upload`, `/l/v/m/download/<guid>/<name>`.
-public struct WebimEmulator: Sendable {
+public struct WebimEmulator: HostedEmulator {
     public let server: WebimServer
     public let logger: Logger
 
     public init(server: WebimServer = WebimServer(), logger: Logger = Logger(label: "webim-emulator")) {
         self.server = server
-        var logger = logger
-        if logger.logLevel < .warning { logger.logLevel = .warning }
-        self.logger = logger
+        self.logger = logger.quietedForEmulation()
     }
 
-    /// Runs the emulator around `body`, which gets the base URL (the SDK's account name).
-    public func withRunning<Result: Sendable>(port: Int = 0, _ body: @Sendable (_ baseURL: String) async throws -> Result) async throws -> Result {
-        try await EmulatorHost.withRunning(router: router(), webSocketRouter: Router(context: BasicWebSocketRequestContext.self), port: port, logger: logger) {
-            bound in try await body("http://127.0.0.1:\(bound)")
-        }
-    }
+    /// The base URL (the SDK's account name).
+    public func endpoints(host: String, port: Int) -> String { "http://\(host):\(port)" }
 
-    /// Runs standalone until the process is signalled.
-    public func run(host: String = "127.0.0.1", port: Int = 0, onBound: @escaping @Sendable (String) async -> Void) async throws {
-        try await EmulatorHost.run(router: router(), webSocketRouter: Router(context: BasicWebSocketRequestContext.self), host: host, port: port, logger: logger) {
-            bound in await onBound("http://\(host):\(bound)")
-        }
+    /// HTTP only: no WebSocket routes.
+    public func routers() -> (http: Router<BasicWebSocketRequestContext>, webSocket: Router<BasicWebSocketRequestContext>) {
+        (router(), Router(context: BasicWebSocketRequestContext.self))
     }
 
     func router() -> Router<BasicWebSocketRequestContext> {

@@ -2,6 +2,7 @@ import Logging
 import Switchboard
 import SwitchboardTestKit
 import SwitchboardWebim
+import SwitchboardEmulation
 import Testing
 import WebimEmulator
 
