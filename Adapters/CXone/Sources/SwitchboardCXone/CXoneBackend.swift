@@ -1,5 +1,6 @@
 public import Switchboard
 public import SwitchboardTransport
+import Synchronization
 
 /// Who the customer is and which brand and channel they talk to.
 public struct CXoneConfiguration: Sendable {
@@ -55,6 +56,20 @@ public struct CXoneBackend: ChatBackend {
     public let channel: CXoneChannelConfiguration
     public let descriptor: BackendDescriptor
     let transport: HTTPTransport
+    /// The configuration ``make(configuration:transport:)`` just read, for the first connection
+    /// to use instead of reading it again.
+    private let unusedChannel = UnusedChannel()
+
+    private final class UnusedChannel: Sendable {
+        private let value = Mutex<CXoneChannelConfiguration?>(nil)
+        func put(_ channel: CXoneChannelConfiguration) { value.withLock { $0 = channel } }
+        func take() -> CXoneChannelConfiguration? {
+            value.withLock { channel in
+                defer { channel = nil }
+                return channel
+            }
+        }
+    }
 
     public init(configuration: CXoneConfiguration, channel: CXoneChannelConfiguration, transport: HTTPTransport = HTTPTransport()) {
         self.configuration = configuration
@@ -88,7 +103,9 @@ public struct CXoneBackend: ChatBackend {
         let channel = try await CXoneChannelConfiguration.fetch(
             environment: configuration.environment, brandID: configuration.brandID, channelID: configuration.channelID, transport: transport
         )
-        return CXoneBackend(configuration: configuration, channel: channel, transport: transport)
+        let backend = CXoneBackend(configuration: configuration, channel: channel, transport: transport)
+        backend.unusedChannel.put(channel)
+        return backend
     }
 
     /// The vendor SDK's reconnect schedule (§4.5) for apps that want it:
@@ -126,11 +143,17 @@ public struct CXoneBackend: ChatBackend {
         _ context: ConnectionContext,
         _ body: @Sendable (any BackendConnection) async throws -> Result
     ) async throws -> Result {
-        // The configuration is read again on every connect: the server may have refused this SDK
-        // version since (a fatal answer), or changed the channel.
-        let current = try await CXoneChannelConfiguration.fetch(
-            environment: configuration.environment, brandID: configuration.brandID, channelID: configuration.channelID, transport: transport
-        )
+        // The configuration is read again on every reconnect: the server may have refused this SDK
+        // version since (a fatal answer), or changed the channel. The first connection after
+        // make() uses what make() read.
+        let current: CXoneChannelConfiguration
+        if let fresh = unusedChannel.take() {
+            current = fresh
+        } else {
+            current = try await CXoneChannelConfiguration.fetch(
+                environment: configuration.environment, brandID: configuration.brandID, channelID: configuration.channelID, transport: transport
+            )
+        }
         if current.mode == .liveChat {
             let online = try await Self.isLiveChatAvailable(
                 environment: configuration.environment, brandID: configuration.brandID, channelID: configuration.channelID, transport: transport
