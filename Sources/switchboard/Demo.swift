@@ -130,9 +130,7 @@ struct Demo: Sendable {
 
             narrate("Alice's phone goes offline; Bob writes; she sends a reply from the outbox on reconnect")
             try await phone.pause()
-            try await events.first("the phone is offline") {
-                $0.origin.session == phone.id && $0.kind == .connection(.disconnected, reason: .userInitiated)
-            }
+            try await disconnectedByTheApp(phone.id, events, "the phone is offline")
             try bob.send("Found it: it is at the depot.", in: id)
             try bob.send("It will be delivered tomorrow before noon.", in: id)
             let offlineReply = try await chat.send(text: "Thank you!")
@@ -170,9 +168,7 @@ struct Demo: Sendable {
             }
             await phone.close()
             await tablet.close()
-            try await events.first("the tablet disconnects") {
-                $0.origin.session == tablet.id && $0.kind == .connection(.disconnected, reason: .userInitiated)
-            }
+            try await disconnectedByTheApp(tablet.id, events, "the tablet disconnects")
             return id
         }
         let truth = server.messages(in: conversationID).compactMap(\.serverID)
@@ -218,9 +214,7 @@ struct Demo: Sendable {
                 random: Self.randomness(seed, for: "alice-messenger"),
                 logger: Logger.quiet
             )
-            let id: String = try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await session.run() }
-                defer { group.cancelAll() }
+            let id: String = try await session.withRunning { session in
                 try await session.resume()
                 try await events.first("the messenger connects") { $0.isConnected && $0.origin.session == session.id }
                 let id = try bob.createConversation(title: "Order #4711", with: [alice])
@@ -248,9 +242,7 @@ struct Demo: Sendable {
 
                 narrate("Alice goes offline; Bob writes twice; on reconnect she catches up from her stored cursor")
                 try await session.pause()
-                try await events.first("offline") {
-                    $0.origin.session == session.id && $0.kind == .connection(.disconnected, reason: .userInitiated)
-                }
+                try await disconnectedByTheApp(session.id, events, "offline")
                 try bob.send("One more thing: the courier calls ahead.", in: id)
                 try bob.send("Have a good day!", in: id)
                 try await session.resume()
@@ -297,9 +289,7 @@ struct Demo: Sendable {
                 random: Self.randomness(seed, for: "alice-webim"),
                 logger: Logger.quiet
             )
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await session.run() }
-                defer { group.cancelAll() }
+            try await session.withRunning { session in
                 try await session.resume()
                 try await events.first("webim knows the chat") {
                     $0.origin.session == session.id && $0.conversationID == WebimBackend.conversationID && $0.kind.category == .conversation
@@ -335,9 +325,7 @@ struct Demo: Sendable {
                     if case .conversationStateChanged(.closedByAgent, _) = $0.kind { return $0.origin.session == session.id } else { return false }
                 }
                 await session.close()
-                try await events.waitUntil("webim disconnects") { recorded in
-                    recorded.filter { $0.origin.session == session.id && $0.kind == .connection(.disconnected, reason: .userInitiated) }.count >= 1
-                }
+                try await disconnectedByTheApp(session.id, events, "webim disconnects")
             }
             let truth = server.messages(ofVisitor: visitor).map { MessageID($0.id) }
             return (try await Self.summarize(session, store: store, conversation: WebimBackend.conversationID, truth: truth), truth.count)
@@ -377,9 +365,7 @@ struct Demo: Sendable {
                 random: Self.randomness(seed, for: "alice-cxone"),
                 logger: Logger.quiet
             )
-            return try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await session.run() }
-                defer { group.cancelAll() }
+            return try await session.withRunning { session in
                 try await session.resume()
                 try await events.first("cxone connected") { $0.origin.session == session.id && $0.isConnected }
                 let chat = try await session.startConversation(ConversationDraft(kind: .thread, title: "Order #4711"))
@@ -418,9 +404,7 @@ struct Demo: Sendable {
                     if case .conversationStateChanged(let state, _) = $0.kind { return $0.origin.session == session.id && state.isClosed } else { return false }
                 }
                 await session.close()
-                try await events.waitUntil("cxone disconnects") { recorded in
-                    recorded.filter { $0.origin.session == session.id && $0.kind == .connection(.disconnected, reason: .userInitiated) }.count >= 1
-                }
+                try await disconnectedByTheApp(session.id, events, "cxone disconnects")
                 let truth = server.messages(inThread: chat.id.rawValue).map { MessageID($0.id) }
                 return (try await Self.summarize(session, store: store, conversation: chat.id, truth: truth), truth.count)
             }
@@ -472,6 +456,11 @@ struct Demo: Sendable {
 
     /// Waits until the server has confirmed `message` (its client id is unique per session, not
     /// across sessions, so the session is part of the match).
+    /// Waits until `session`'s link is down because the app paused or closed it.
+    private func disconnectedByTheApp(_ session: SessionID, _ events: EventRecorder, _ what: String) async throws {
+        try await events.first(what) { $0.origin.session == session && $0.kind == .connection(.disconnected, reason: .userInitiated) }
+    }
+
     private func confirmed(_ message: Message, _ events: EventRecorder, in session: SessionID) async throws {
         let clientID = message.clientID
         try await events.first("\"\(message.text)\" is confirmed") { event in
