@@ -563,11 +563,9 @@ public final class CXoneServer: Sendable {
     }
 
     /// ISO 8601 without fractional seconds, as the SDK requires.
-    static func date(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.string(from: date)
-    }
+    static func date(_ date: Date) -> String { date.formatted(wireDate) }
+
+    private static let wireDate = Date.ISO8601FormatStyle()
 }
 
 /// An agent acting on a ``CXoneServer``: assigns itself, types, writes, reads, closes, transfers.

@@ -594,10 +594,9 @@ final class CXoneLink: BackendConnection {
         guard let scrollToken = token, !scrollToken.isEmpty else { return HistoryPage(messages: [], hasMore: false) }
         let oldest: Date
         if case .time(let date)? = query.before { oldest = date } else { oldest = context.clock.date }
-        let formatter = ISO8601DateFormatter()
         guard let reply = try await send(
             "LoadMoreMessages",
-            data: ["scrollToken": .string(scrollToken), "thread": ["idOnExternalPlatform": .string(id)], "oldestMessageDatetime": .string(formatter.string(from: oldest))],
+            data: ["scrollToken": .string(scrollToken), "thread": ["idOnExternalPlatform": .string(id)], "oldestMessageDatetime": .string(oldest.formatted(CXoneServerDate.seconds))],
             awaitReply: true, socket: socket
         ) else { return HistoryPage(messages: [], hasMore: false) }
         guard case .moreMessages(let messages, let next) = try CXoneMapping.outcome(of: reply.frame, type: reply.type) else {
@@ -739,17 +738,13 @@ final class CXoneLink: BackendConnection {
     }
 }
 
+/// The date forms CXone writes, made once (a formatter per call was on every send and message).
 enum CXoneServerDate {
-    static func now(_ clock: SessionClock) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.string(from: clock.date)
-    }
-
+    /// `2024-01-01T12:00:00Z`.
+    static let seconds = Date.ISO8601FormatStyle()
     /// `2024-01-01T12:00:00.123Z`, as analytics times are written.
-    static func withMilliseconds(_ clock: SessionClock) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: clock.date)
-    }
+    static let milliseconds = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+
+    static func now(_ clock: SessionClock) -> String { clock.date.formatted(seconds) }
+    static func withMilliseconds(_ clock: SessionClock) -> String { clock.date.formatted(milliseconds) }
 }

@@ -8,11 +8,8 @@ public enum CXoneMapping {
     /// (the SDK drops such events; a client that keeps them loses nothing).
     public static func date(_ value: JSONValue?) -> Date? {
         guard let text = value?.stringValue else { return nil }
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        if let date = formatter.date(from: text) { return date }
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let date = formatter.date(from: text) { return date }
+        if let date = try? Date(text, strategy: CXoneServerDate.seconds) { return date }
+        if let date = try? Date(text, strategy: CXoneServerDate.milliseconds) { return date }
         // `+0100`: insert the colon the formatter wants.
         if let match = text.range(of: #"[+-]\d{4}$"#, options: .regularExpression) {
             var fixed = text

@@ -43,11 +43,9 @@ public struct CXoneRequests: Sendable {
     /// `Conversion` of `type` worth `value`, converted at `time`.
     @discardableResult
     public func conversion(type: String, value: Double, at time: Date) async throws -> [JSONValue] {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return try await analytics(
+        try await analytics(
             "Conversion",
-            ["conversionType": .string(type), "conversionValue": .double(value), "conversionTimeWithMilliseconds": .string(formatter.string(from: time))]
+            ["conversionType": .string(type), "conversionValue": .double(value), "conversionTimeWithMilliseconds": .string(time.formatted(CXoneServerDate.milliseconds))]
         )
     }
 
