@@ -62,7 +62,19 @@ public struct WebimEmulator: HostedEmulator {
     }
 
     static func respond(_ answer: WebimServer.Answer) -> Response {
-        Response(
+        if answer.dropsConnection {
+            // The promised length is never reached: the client sees the connection close mid-body.
+            let body = ByteBuffer(string: answer.body)
+            return Response(
+                status: .init(code: answer.status),
+                headers: [.contentType: answer.contentType],
+                body: ResponseBody(contentLength: body.readableBytes) { writer in
+                    try await writer.write(body.getSlice(at: body.readerIndex, length: body.readableBytes / 2)!)
+                    throw ConnectionDropped()
+                }
+            )
+        }
+        return Response(
             status: .init(code: answer.status),
             headers: [.contentType: answer.contentType],
             body: .init(byteBuffer: ByteBuffer(string: answer.body))
@@ -136,6 +148,9 @@ public struct WebimEmulator: HostedEmulator {
         return nil
     }
 }
+
+/// Thrown by a response body to close the connection mid-answer (the `dropConnection` fault).
+struct ConnectionDropped: Error {}
 
 extension WebimServer {
     /// `GET /api/visitor/v1/configs/<location>`: the account config the SDK reads.

@@ -64,14 +64,15 @@ public struct WebimEmulatorControl: EmulatorControl {
     public func inject(_ fault: EmulatorFault) async throws {
         switch fault {
         case .disconnect:
-            server.inject(.status(503), on: .delta)
+            server.inject(.dropConnection, on: .delta)
         case .duplicateNext(let count):
             server.duplicateNextMessages(count)
         case .failNextRequest(let error, let name):
             let action = name.map(Self.actionName)
             switch error.code {
             case .messageRejected, .permissionDenied: server.inject(.error("not_allowed"), on: .action, action: action)
-            case .connectionLost, .serverError, .timedOut: server.inject(.status(503), on: .action, action: action)
+            case .connectionLost: server.inject(.dropConnection, on: .action, action: action)
+            case .serverError, .timedOut: server.inject(.status(503), on: .action, action: action)
             default: server.inject(.error("wrong-argument-value"), on: .action, action: action)
             }
         case .rejectNextLogin(let error):

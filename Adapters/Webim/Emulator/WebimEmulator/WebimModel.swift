@@ -102,6 +102,7 @@ struct WebimVisitor {
     var historyRevision = 1
     var pushToken: String?
     var onlineStatus = "online"
+    var survey: WebimSurvey?
 
     var visitorJSON: JSONValue { ["id": .string(id), "fields": .object(fields.mapValues(JSONValue.string))] }
 
@@ -112,4 +113,42 @@ struct WebimPage {
     var pageID: String
     var authToken: String
     var visitorID: String
+}
+
+/// A survey shown to the visitor (protocols/webim.md §2.5 `SurveyItem`): one config of forms, and
+/// the question the visitor is on. `question_id` is the question's index within its form.
+struct WebimSurvey {
+    struct Question {
+        var type: String
+        var text: String
+        var options: [String] = []
+    }
+
+    var id: String
+    var configID: Int
+    var formID: Int
+    var questions: [Question]
+    var current = 0
+    /// The operator whose rating a `stars` answer sets (the rate form), if any.
+    var ratedOperatorID: Int?
+
+    var json: JSONValue {
+        [
+            "id": .string(id),
+            "config": [
+                "id": .int(Int64(configID)), "version": "1",
+                "descriptor": [
+                    "forms": [
+                        [
+                            "id": .int(Int64(formID)),
+                            "questions": .array(questions.map {
+                                ["type": .string($0.type), "text": .string($0.text), "options": .array($0.options.map(JSONValue.string))]
+                            }),
+                        ]
+                    ]
+                ],
+            ],
+            "current_question": ["form_id": .int(Int64(formID)), "question_id": .int(Int64(current))],
+        ]
+    }
 }

@@ -71,6 +71,24 @@ public struct WebimOperatorRobot: Sendable {
         }
     }
 
+    /// Asks the visitor to rate this operator: a `SURVEY` (the account's rate form) whose first
+    /// question is `stars` (1–5), then, when `comment` is set, a `comment` question. A `stars`
+    /// answer sets the operator's rating as `chat.operator_rate_select` would; after the last
+    /// answer the survey ends (`SURVEY` with `data: null`). Returns the survey id.
+    @discardableResult
+    public func requestRating(visitor: String, question: String = "How would you rate the operator?", comment: String? = nil) throws -> String {
+        var surveyID = ""
+        try change(visitor) { server, chat, state in
+            var questions = [WebimSurvey.Question(type: "stars", text: question)]
+            if let comment { questions.append(WebimSurvey.Question(type: "comment", text: comment)) }
+            let survey = WebimSurvey(id: server.newID("survey", &state), configID: 1, formID: 1, questions: questions, ratedOperatorID: operatorItem.id)
+            surveyID = survey.id
+            state.visitors[visitor]!.survey = survey
+            server.record(["objectType": "SURVEY", "event": "upd", "id": .string(survey.id), "data": survey.json], for: visitor, state: &state)
+        }
+        return surveyID
+    }
+
     /// Invites a visitor without a chat: a new chat in state `invitation` with this operator.
     public func invite(visitor: String, text: String) throws {
         try server.state.withLock { state throws(WebimEmulatorError) in

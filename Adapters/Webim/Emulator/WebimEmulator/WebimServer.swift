@@ -57,6 +57,8 @@ public final class WebimServer: Sendable {
         case malformed
         /// Answers normally, but only after this long (on the server's clock).
         case delay(Duration)
+        /// Sends the headers and part of a normal-looking body, then closes the connection.
+        case dropConnection
     }
 
     public enum Endpoint: String, Sendable, Hashable {
@@ -69,6 +71,8 @@ public final class WebimServer: Sendable {
         var status: Int
         var body: String
         var contentType = "application/json"
+        /// The connection closes after part of the body.
+        var dropsConnection = false
 
         static func json(_ value: JSONValue) -> Answer { Answer(status: 200, body: value.jsonString) }
         static func error(_ code: String) -> Answer { .json(["error": .string(code)]) }
@@ -86,6 +90,7 @@ public final class WebimServer: Sendable {
         var typingLog: [(visitor: String, typing: Bool, draft: String?)] = []
         var readLog: [(visitor: String, messageID: String?)] = []
         var ratings: [(visitor: String, operatorID: Int, rate: Int)] = []
+        var surveyAnswers: [(visitor: String, surveyID: String, question: Int, answer: String)] = []
         var actions: [(visitor: String, action: String)] = []
         var initLocations: [String] = []
         var autoReply: (robot: WebimOperatorRobot, reply: @Sendable (String) -> String?)?
@@ -108,6 +113,8 @@ public final class WebimServer: Sendable {
     public var readLog: [(visitor: String, messageID: String?)] { state.withLock { $0.readLog } }
     public var ratings: [(visitor: String, operatorID: Int, rate: Int)] { state.withLock { $0.ratings } }
     public var actions: [(visitor: String, action: String)] { state.withLock { $0.actions } }
+    /// Every accepted `survey.answer`, in order (`question` is the index within the form).
+    public var surveyAnswers: [(visitor: String, surveyID: String, question: Int, answer: String)] { state.withLock { $0.surveyAnswers } }
     /// The `location` of every init, in order.
     public var initLocations: [String] { state.withLock { $0.initLocations } }
 
@@ -275,7 +282,9 @@ public final class WebimServer: Sendable {
                 record(["objectType": "OPERATOR_RATE", "event": "upd", "id": .string(String(operatorID)), "data": ["operatorId": .int(Int64(operatorID)), "rating": .int(Int64(rate))]], for: visitorID, state: &state)
             case "set_push_token":
                 state.visitors[visitorID]!.pushToken = params["push-token"] == "none" ? nil : params["push-token"]
-            case "chat.keyboard_response", "survey.answer", "chat.send_chat_history", "chat.set_prechat_fields", "widget.update", "geo_response", "chat.react_message":
+            case "survey.answer":
+                return answerSurvey(params, visitorID: visitorID, state: &state)
+            case "chat.keyboard_response", "chat.send_chat_history", "chat.set_prechat_fields", "widget.update", "geo_response", "chat.react_message":
                 break
             default:
                 return .error("unknown-method")
@@ -400,6 +409,49 @@ public final class WebimServer: Sendable {
         return .json(["result": "ok"])
     }
 
+    /// `survey.answer` (protocols/webim.md §3): answers the current question and moves on; the
+    /// SDK's `closeSurvey` sends only `survey-id`, which ends the survey unanswered.
+    private func answerSurvey(_ params: [String: String], visitorID: String, state: inout State) -> Answer {
+        guard var survey = state.visitors[visitorID]?.survey else { return .error("no-current-survey") }
+        guard params["survey-id"] == survey.id else { return .error("incorrect-survey-id") }
+        guard params["form-id"] != nil || params["question-id"] != nil || params["answer"] != nil else {
+            endSurvey(visitorID, state: &state)
+            return .json(["result": "ok"])
+        }
+        guard params["form-id"] == String(survey.formID), params["question-id"] == String(survey.current),
+            survey.questions.indices.contains(survey.current)
+        else { return .error("question-not-found") }
+        let answer = params["answer"] ?? ""
+        let question = survey.questions[survey.current]
+        switch question.type {
+        case "stars":
+            guard let stars = Int(answer), (1...5).contains(stars) else { return .error("incorrect-stars-value") }
+            if let operatorID = survey.ratedOperatorID, state.visitors[visitorID]?.chat != nil {
+                state.visitors[visitorID]!.chat!.rates[operatorID] = stars - 3
+                state.ratings.append((visitorID, operatorID, stars - 3))
+                record(["objectType": "OPERATOR_RATE", "event": "upd", "id": .string(String(operatorID)), "data": ["operatorId": .int(Int64(operatorID)), "rating": .int(Int64(stars - 3))]], for: visitorID, state: &state)
+            }
+        case "radio":
+            guard let index = Int(answer), question.options.indices.contains(index) else { return .error("incorrect-radio-value") }
+        default:
+            guard answer.count <= 1_000 else { return .error("max-comment-length-exceeded") }
+        }
+        state.surveyAnswers.append((visitorID, survey.id, survey.current, answer))
+        survey.current += 1
+        if survey.current < survey.questions.count {
+            state.visitors[visitorID]!.survey = survey
+        } else {
+            endSurvey(visitorID, state: &state)
+        }
+        return .json(["result": "ok"])
+    }
+
+    private func endSurvey(_ visitorID: String, state: inout State) {
+        guard let survey = state.visitors[visitorID]?.survey else { return }
+        state.visitors[visitorID]!.survey = nil
+        record(["objectType": "SURVEY", "event": "upd", "id": .string(survey.id), "data": .null], for: visitorID, state: &state)
+    }
+
     func visitorName(_ visitorID: String, state: State) -> String {
         let fields = state.visitors[visitorID]?.fields ?? [:]
         return fields["display_name"] ?? fields["name"] ?? "Visitor"
@@ -439,6 +491,7 @@ public final class WebimServer: Sendable {
             "visitor": visitor.visitorJSON, "state": .string(visitor.chat.map { $0.isClosed ? "idle-after-chat" : "chat" } ?? "idle"),
             "onlineStatus": .string(visitor.onlineStatus), "chat": visitor.chat?.json ?? .null, "hintsEnabled": false,
             "historyRevision": .int(Int64(visitor.historyRevision)), "departments": [],
+            "survey": visitor.survey?.json ?? .null,
         ]
     }
 
@@ -459,6 +512,7 @@ public final class WebimServer: Sendable {
         case .status(let status): return Answer(status: status, body: "", contentType: "text/plain")
         case .malformed: return Answer(status: 200, body: "{\"revision\":9,\"deltaList\":[{\"objectType\":")
         case .delay: return .json([:])
+        case .dropConnection: return Answer(status: 200, body: #"{"revision":9,"deltaList":[]}"#, dropsConnection: true)
         }
     }
 }

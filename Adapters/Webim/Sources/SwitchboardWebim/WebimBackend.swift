@@ -73,6 +73,19 @@ public struct WebimRequests: Sendable {
         try await call("survey.answer", ["survey-id": .string(surveyID), "form-id": .string(String(formID)), "question-id": .string(String(questionID)), "answer": .string(answer)])
     }
 
+    /// Answers the survey's current question (`stars`: "1"…"5"; `radio`: the option's index;
+    /// `comment`: the text). The survey moves on, or ends with a `webim.SURVEY` event without data.
+    @discardableResult
+    public func answer(_ survey: WebimSurvey, with answer: String) async throws -> JSONValue {
+        try await answerSurvey(surveyID: survey.id, formID: survey.currentFormID, questionID: survey.currentQuestionIndex, answer: answer)
+    }
+
+    /// Ends a survey unanswered: `survey.answer` with only `survey-id`, as the SDK's `closeSurvey`.
+    @discardableResult
+    public func closeSurvey(_ surveyID: String) async throws -> JSONValue {
+        try await call("survey.answer", ["survey-id": .string(surveyID)])
+    }
+
     /// `chat.resolution_survey_select`: whether the operator solved the question.
     @discardableResult
     public func answerResolutionSurvey(resolved: Bool, operatorID: Int) async throws -> JSONValue {

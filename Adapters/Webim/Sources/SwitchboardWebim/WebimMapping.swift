@@ -214,6 +214,11 @@ enum WebimMapping {
         if let departments = fullUpdate["departments"]?.nonNull, departments != [] {
             updates.append(.event(BackendEvent(.settingsChanged(["departments": departments]))))
         }
+        if let survey = fullUpdate["survey"]?.nonNull, let id = survey["id"]?.stringValue {
+            // The survey in progress, as the SURVEY delta that would have shown it.
+            let item: JSONValue = ["objectType": "SURVEY", "event": "upd", "id": .string(id), "data": survey]
+            updates.append(.event(BackendEvent(.custom(name: "webim.SURVEY", payload: item), conversation: conversation)))
+        }
         return updates
     }
 

@@ -184,6 +184,29 @@ import Testing
         #expect(name == "webim.SOMETHING_NEW")
     }
 
+    @Test(arguments: ["DeltaCallbackTests__surveyJson__L502.json", "MessageStreamImplTests__surveyJson__L994.json"])
+    func surveyFixturesDecode(_ name: String) throws {
+        let json = try WebimCodecTests.fixture(name)
+        let survey = try WebimSurvey(json: json)
+        #expect(survey.id == "123" && survey.configID == 12 && survey.version == "91", "\(name)")
+        #expect(survey.forms.map(\.id) == [15123])
+        #expect(survey.forms.first?.questions == [WebimSurvey.Question(type: "stars", text: "someText", options: ["some"])])
+        #expect(survey.currentFormID == 124 && survey.currentQuestionIndex == 89891)
+        #expect(survey.currentQuestion == nil, "\(name): the current pointer names a form the survey does not hold")
+        let item: JSONValue = ["id": "123", "objectType": "SURVEY", "event": "upd", "data": json]
+        guard case .event(let event) = WebimMapping.updates(forDelta: item, operatorID: nil, context: context).first,
+            case .custom("webim.SURVEY", let payload) = event.kind
+        else {
+            Issue.record("\(name): a SURVEY delta is a webim.SURVEY event")
+            return
+        }
+        #expect(try WebimSurvey.fromEvent(payload: payload) == survey)
+        var broken = json.objectValue ?? [:]
+        broken["config"] = .null
+        #expect(throws: SwitchboardError.self, "\(name) without config") { try WebimSurvey(json: .object(broken)) }
+        #expect(try WebimSurvey.fromEvent(payload: ["objectType": "SURVEY", "data": .null]) == nil, "a null survey ends it")
+    }
+
     @Test func theFullUpdateIsACompleteSnapshotWithCredentials() throws {
         let fullUpdate = try WebimCodecTests.fixture("FullUpdateTests__defaultFullUpdateJson__L36.json")
         let credentials = WebimMapping.credentials(fromFullUpdate: fullUpdate)
@@ -215,6 +238,7 @@ import Testing
             #expect(messages.allSatisfy { $0.serverID != nil })
         }
         let empty = try WebimCodecTests.fixture("HistoryBeforeResponseTests__nullHistoryBeforeResponseDataJson__L71.json")
-        #expect((empty["data"]?.arrayValue ?? empty["data"]?["messages"]?.arrayValue ?? []).isEmpty)
+        let emptyMessages: [JSONValue] = empty["data"]?["messages"]?.arrayValue ?? []
+        #expect(emptyMessages.isEmpty, "a null messages list is an empty page")
     }
 }

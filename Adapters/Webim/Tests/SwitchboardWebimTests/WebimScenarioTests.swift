@@ -138,6 +138,75 @@ struct WebimScenarioTests {
         }
     }
 
+    @Test func theOperatorAsksForARatingWithTheRateForm() async throws {
+        try await withWebimEmulator { control in
+            try await harness(control).withSession { probe in
+                _ = try await probe.openConversation()
+                try await probe.recorder.first("the operator") { if case .agentChanged(.some) = $0.kind { return true } else { return false } }
+                let surveyID = try control.agent.requestRating(visitor: control.visitorID, comment: "Anything to add?")
+                let shown = try await probe.recorder.first("the rate form") { event in
+                    if case .custom("webim.SURVEY", let payload) = event.kind { return payload["data"]?.nonNull != nil }
+                    return false
+                }
+                guard case .custom(_, let payload) = shown.kind, let survey = try WebimSurvey.fromEvent(payload: payload) else {
+                    Issue.record("no survey in \(shown)")
+                    return
+                }
+                #expect(survey.id == surveyID)
+                #expect(survey.currentQuestion?.type == "stars")
+                let webim = WebimRequests(session: probe.session)
+                let wrong = await #expect(throws: SwitchboardError.self) { try await webim.answer(survey, with: "6") }
+                #expect(wrong?.vendorCode == "incorrect-stars-value")
+                try await webim.answer(survey, with: "4")
+                let comment = try #require(survey.nextQuestion())
+                #expect(comment.currentQuestion?.type == "comment")
+                try await webim.answer(comment, with: "quick and kind")
+                #expect(comment.nextQuestion() == nil)
+                try await probe.recorder.first("the survey ended") { event in
+                    if case .custom("webim.SURVEY", let payload) = event.kind { return payload["data"]?.nonNull == nil }
+                    return false
+                }
+                try await probe.recorder.first("the rating") { event in
+                    if case .custom("webim.OPERATOR_RATE", let payload) = event.kind { return payload["data"]?["rating"]?.intValue == 1 }
+                    return false
+                }
+                #expect(control.server.ratings.map(\.rate) == [1], "4 stars is +1 on the wire scale")
+                #expect(control.server.surveyAnswers.map(\.answer) == ["4", "quick and kind"])
+                let closedID = try control.agent.requestRating(visitor: control.visitorID)
+                try await webim.closeSurvey(closedID)
+                #expect(control.server.surveyAnswers.count == 2, "a closed survey records no answer")
+            }
+        }
+    }
+
+    @Test func aConnectionDroppedMidPollReconnectsAndLosesNothing() async throws {
+        try await withWebimEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                try control.agent.send("before", to: control.visitorID)
+                try await probe.waitForMessages(["before"], in: chat)
+                let drops = 3
+                for round in 1...drops {
+                    control.server.inject(.dropConnection, on: .delta)
+                    try await probe.recorder.waitUntil("reconnected after drop \(round)") { $0.filter(\.isConnected).count >= round + 1 }
+                    try control.agent.send("after drop \(round)", to: control.visitorID)
+                }
+                try await probe.waitForMessages((1...drops).map { "after drop \($0)" }, in: chat)
+                let reasons = probe.recorder.events.compactMap { event -> SwitchboardError? in
+                    if case .connection(_, reason: .connectionLost(let error)?) = event.kind { return error }
+                    return nil
+                }
+                let stored = try await chat.storedMessages(before: nil, limit: .max).compactMap(\.serverID)
+                let truth = try await control.serverMessages(in: chat.id).map(\.serverID)
+                let added = probe.recorder.events.compactMap(\.addedMessage).compactMap(\.serverID)
+                print("webim mid-poll drops (\(reasons.first.map { String(describing: $0) } ?? "-")): \(drops) faults, \(reasons.count) connection-lost events, \(truth.count) messages on the server, lost \(Set(truth).subtracting(stored).count), duplicated \(added.count - Set(added).count)")
+                #expect(reasons.count >= drops && reasons.allSatisfy { $0.code == .connectionLost })
+                #expect(stored == truth)
+                #expect(Set(added).count == added.count)
+            }
+        }
+    }
+
     @Test func historyPagesAcrossClosedChats() async throws {
         try await withWebimEmulator(configuration: .init(deltaHold: .seconds(2), historyPageSize: 4)) { control in
             let conversation = try await harness(control).withSession { probe in
@@ -221,7 +290,9 @@ struct WebimVendorRequestTests {
                 let webim = WebimRequests(session: probe.session)
                 try await webim.setPushToken("apns-token")
                 try await webim.sendChatHistory(to: "alice@example.com")
-                try await webim.answerSurvey(surveyID: "s1", formID: 1, questionID: 2, answer: "5")
+                await #expect(throws: SwitchboardError.self, "no survey is open") {
+                    try await webim.answerSurvey(surveyID: "s1", formID: 1, questionID: 2, answer: "5")
+                }
                 let actions = control.server.actions.map(\.action)
                 #expect(actions.contains("set_push_token") && actions.contains("chat.send_chat_history") && actions.contains("survey.answer"))
                 try await webim.changeLocation("support-desk")
