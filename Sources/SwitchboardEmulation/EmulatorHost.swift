@@ -27,12 +27,18 @@ public enum EmulatorHost {
             logger: logger
         )
         return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await application.runService(gracefulShutdownSignals: []) }
+            group.addTask {
+                // However the server ends — failing to bind, say — the wait for its port ends too.
+                defer { portContinuation.finish() }
+                try await application.runService(gracefulShutdownSignals: [])
+            }
             defer { group.cancelAll() }
             for await bound in ports {
                 return try await body(bound)
             }
-            throw CancellationError()
+            // The server stopped before it was bound: its error, or a clear one.
+            try await group.next()
+            throw EmulatorHostError(description: "the emulator's server on \(host):\(port) stopped before it was bound")
         }
     }
 
@@ -54,4 +60,9 @@ public enum EmulatorHost {
         )
         try await application.runService()
     }
+}
+
+/// The emulator's server could not start.
+public struct EmulatorHostError: Error, Sendable, CustomStringConvertible {
+    public var description: String
 }

@@ -24,6 +24,36 @@ private final class FailingBackend: ChatBackend {
     }
 }
 
+/// A backend whose one link yields what the test pushes and starts conversations locally.
+private final class ScriptedBackend: ChatBackend {
+    struct Connection: BackendConnection {
+        let updates: AsyncThrowingStream<BackendUpdate, any Error>
+        func perform(_ request: BackendRequest) async throws -> BackendResponse {
+            guard case .startConversation(let draft) = request else { throw SwitchboardError(.unsupported, "scripted: \(request.name)") }
+            return .conversation(ConversationInfo(id: ConversationID(draft.title ?? "local"), kind: .thread, state: .queued))
+        }
+    }
+
+    let updates: AsyncThrowingStream<BackendUpdate, any Error>
+    let push: AsyncThrowingStream<BackendUpdate, any Error>.Continuation
+    var descriptor: BackendDescriptor { BackendDescriptor(name: "scripted", capabilities: [.conversationLifecycle]) }
+
+    init() {
+        (updates, push) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
+    }
+
+    func withConnection<Result: Sendable>(
+        _ context: ConnectionContext,
+        _ body: @Sendable (any BackendConnection) async throws -> Result
+    ) async throws -> Result {
+        try await body(Connection(updates: updates))
+    }
+
+    static func list(_ ids: [String]) -> BackendUpdate {
+        .snapshot(BackendSnapshot(conversations: ids.map { ConversationSnapshot(conversation: ConversationInfo(id: ConversationID($0), kind: .thread, state: .active)) }, isComplete: true))
+    }
+}
+
 /// Runs `session` while `body` runs.
 private func running<T: Sendable>(_ session: ChatSession, _ body: @Sendable () async throws -> T) async throws -> T {
     try await session.withRunning { _ in try await body() }
@@ -170,6 +200,37 @@ struct SessionEngineTests {
                 return false
             }
             #expect(conversationsAdded.count == 1, "the snapshot after the reconnect re-announces nothing")
+        }
+    }
+
+    @Test func aCompleteListReadBeforeAConversationWasStartedDoesNotRemoveIt() async throws {
+        let backend = ScriptedBackend()
+        let session = ChatSession(backend: backend, logger: .quiet)
+        let recorder = EventRecorder(session.events(filter: .all, buffering: .unbounded))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await session.run() }
+            group.addTask { await recorder.run() }
+            defer { group.cancelAll() }
+            do {
+                try await session.resume()
+                backend.push.yield(ScriptedBackend.list(["server-1"]))
+                try await recorder.first("the list") { $0.conversationID == ConversationID("server-1") }
+                _ = try await session.startConversation(ConversationDraft(title: "local-1"))
+                // The list the backend read before the start arrives after it (CXone's thread list
+                // against a thread that exists only locally until its first message).
+                backend.push.yield(ScriptedBackend.list(["server-1"]))
+                backend.push.yield(ScriptedBackend.list(["server-1", "server-2"]))
+                try await recorder.first("the later list") { $0.conversationID == ConversationID("server-2") }
+                let ids = try await session.conversations().map(\.id.rawValue).sorted()
+                #expect(ids == ["local-1", "server-1", "server-2"], "a stale list removes nothing started here")
+                // Once a list has shown it, a list without it means it is gone.
+                backend.push.yield(ScriptedBackend.list(["local-1", "server-1", "server-2"]))
+                backend.push.yield(ScriptedBackend.list(["server-1", "server-2"]))
+                try await recorder.first("removed") { $0.kind == .conversationRemoved && $0.conversationID == ConversationID("local-1") }
+                let removed = recorder.events.filter { $0.kind == .conversationRemoved }.compactMap(\.conversationID?.rawValue)
+                print("stale complete list after a local start: removed \(removed) (only after a list had shown it)")
+                #expect(removed == ["local-1"])
+            }
         }
     }
 

@@ -123,6 +123,12 @@ extension ChatSession {
             report(SwitchboardError(.storageFailure, "could not read the store for a snapshot", underlying: error))
             return
         }
+        if snapshot.isComplete {
+            // Listed: the backend knows it. Not listed: started here after the backend read its
+            // list, or not yet on the server (a CXone thread before its first message): not gone.
+            for item in snapshot.conversations { startedLocally.remove(item.conversation.id) }
+            for id in startedLocally { stored.conversations[id] = nil }
+        }
         for event in SnapshotDiff.events(from: snapshot, against: stored) {
             await deliver(event)
         }

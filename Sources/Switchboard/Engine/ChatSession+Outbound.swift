@@ -21,7 +21,10 @@ extension ChatSession {
         guard case .conversation(let info) = response else {
             throw SwitchboardError(.protocolViolation, "startConversation answered with \(response)")
         }
-        await gated { await deliver(BackendEvent(.conversationAdded(info), conversation: info.id)) }
+        await gated {
+            startedLocally.insert(info.id)
+            await deliver(BackendEvent(.conversationAdded(info), conversation: info.id))
+        }
         return SessionConversation(session: self, id: info.id)
     }
 

@@ -44,6 +44,9 @@ public actor ChatSession: Session {
     var pendingReadMarkers: [ConversationID: ChatEvent.ReadMarker] = [:]
     var historyAnchors: [ConversationID: HistoryQuery.Anchor] = [:]
     var historyExhausted: Set<ConversationID> = []
+    /// Conversations the app started that no snapshot has listed yet: a complete snapshot may
+    /// predate them (it was read while they were being made), so it does not remove them.
+    var startedLocally: Set<ConversationID> = []
     var credentials = Credentials()
     var cursor: SyncCursor?
 

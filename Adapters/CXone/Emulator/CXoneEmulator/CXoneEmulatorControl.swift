@@ -46,8 +46,19 @@ public struct CXoneEmulatorControl: EmulatorControl {
         if server.messages(inThread: id.rawValue).isEmpty {
             let events = session.events(filter: EventFilter(conversations: [id]), buffering: .unbounded)
             let first = try await session.conversation(id).send(text: "Hello")
-            for await event in events {
-                if case .messageUpdated(let message) = event.kind, message.clientID == first.clientID, message.serverID != nil { break }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for await event in events {
+                        if case .messageUpdated(let message) = event.kind, message.clientID == first.clientID, message.serverID != nil { return }
+                    }
+                }
+                group.addTask {
+                    // A watchdog: a link that cannot settle fails the case instead of hanging it.
+                    try await ContinuousClock().sleep(for: .seconds(15))
+                    throw ConformanceFailure("timed out after 15 s waiting for the server to confirm the thread's first message")
+                }
+                try await group.next()
+                group.cancelAll()
             }
         }
         agent.assign(id.rawValue)
