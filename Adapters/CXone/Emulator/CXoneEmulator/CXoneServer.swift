@@ -139,6 +139,7 @@ public final class CXoneServer: Sendable {
         var refreshTokens: Set<String> = []
         var tokenRequests: [JSONValue] = []
         var visitors: [String: JSONValue] = [:]
+        var popupAnswers: [(thread: String, postback: String)] = []
     }
 
     public let configuration: Configuration
@@ -156,6 +157,9 @@ public final class CXoneServer: Sendable {
     /// Every request the server accepted: who, which event type, its data.
     public var received: [(customer: String, eventType: String, data: JSONValue)] { state.withLock { $0.received } }
     public var analytics: [JSONValue] { state.withLock { $0.analytics } }
+    /// Every inactivity pop-up answer (`SendMessage` with `isInactivityPopupAnswer`): the thread and
+    /// the button's postback.
+    public var popupAnswers: [(thread: String, postback: String)] { state.withLock { $0.popupAnswers } }
     /// The last visitor record (H3 PUT) of each visitor id.
     public var visitors: [String: JSONValue] { state.withLock { $0.visitors } }
     /// How many WebSockets the server has accepted.
@@ -444,7 +448,9 @@ public final class CXoneServer: Sendable {
             let page = Array(thread.messages.suffix(configuration.pageSize))
             let older = thread.messages.count > page.count
             reply(eventID, live ? "LivechatRecovered" : "ThreadRecovered", data: [
-                "contact": contactJSON(thread), "inboxAssignee": thread.assignee ?? .null, "messages": .array(page.map(messageJSON)),
+                "contact": contactJSON(thread), "inboxAssignee": thread.assignee ?? .null,
+                // A live chat's messages come newest first (protocols/cxone.md §4.6).
+                "messages": .array((live ? page.reversed() : page).map(messageJSON)),
                 "messagesScrollToken": .string(older ? "before:\(thread.messages.count - page.count)" : ""),
                 "thread": threadJSON(thread), "customer": ["customFields": []],
             ], to: connection, state: &state)
@@ -460,17 +466,20 @@ public final class CXoneServer: Sendable {
             reply(eventID, "MoreMessagesLoaded", data: ["messages": .array(page.map(messageJSON)), "scrollToken": .string(start > 0 ? "before:\(start)" : "")], to: connection, state: &state)
         case "SendMessage":
             guard let threadID else { return }
-            if state.threads[threadID] == nil {
-                state.nextID += 1
-                state.threads[threadID] = StoredThread(id: threadID, customerID: customer, name: data["thread"]?["threadName"]?.stringValue ?? "", contactID: "contact-\(state.nextID)", positionInQueue: 1)
-                state.order.append(threadID)
-            }
+            openThread(threadID, customer: customer, data: data, state: &state)
             guard !(state.threads[threadID]!.archived) else {
                 state.connections[connection]?.send(operationError(eventID, "InconsistentData", "the thread is archived"))
                 return
             }
             let messageID = data["idOnExternalPlatform"]?.stringValue?.lowercased() ?? UUID().uuidString.lowercased()
             send(["eventId": .string(eventID)], to: connection, state: &state)
+            if data["messageContent"]?["parameters"]?["isInactivityPopupAnswer"]?.boolValue == true {
+                // The answer to an inactivity pop-up: the countdown is reset, or the case closes.
+                let postback = data["messageContent"]?["postback"]?.stringValue ?? ""
+                state.popupAnswers.append((threadID, postback))
+                if postback.range(of: #""isExpired"\s*:\s*true"#, options: .regularExpression) != nil { setStatus("closed", of: threadID, state: &state) }
+                return
+            }
             if state.threads[threadID]!.messages.contains(where: { $0.id == messageID }) { return }
             if state.threads[threadID]!.status == "closed" { state.threads[threadID]!.status = "new" }
             let message = StoredMessage(
@@ -497,11 +506,55 @@ public final class CXoneServer: Sendable {
             setStatus("closed", of: threadID, state: &state)
         case "SendTranscript":
             reply(eventID, "TranscriptSent", data: nil, to: connection, state: &state)
-        case "MessageSeenByCustomer", "SenderTypingStarted", "SenderTypingEnded", "SetContactCustomFields", "SetCustomerCustomFields", "ExecuteTrigger", "SendOutbound":
+        case "SendOutbound":
+            // The welcome message the customer saw, as the thread's first (agent-side) message.
+            guard let threadID, let text = data["messageContent"]?["payload"]?["text"]?.stringValue else { return }
+            openThread(threadID, customer: customer, data: data, state: &state)
+            let messageID = data["idOnExternalPlatform"]?.stringValue?.lowercased() ?? UUID().uuidString.lowercased()
+            guard !state.threads[threadID]!.messages.contains(where: { $0.id == messageID }) else { return }
+            appendAndPush(StoredMessage(id: messageID, thread: threadID, direction: "outbound", text: text, createdAt: messageTime(&state)), state: &state)
+        case "MessageSeenByCustomer", "SenderTypingStarted", "SenderTypingEnded", "SetContactCustomFields", "SetCustomerCustomFields", "ExecuteTrigger":
             break
         default:
             state.connections[connection]?.send(operationError(eventID, "InconsistentData", "unknown event \(type)"))
         }
+    }
+
+    /// The thread a customer's first message (or welcome message) creates.
+    private func openThread(_ threadID: String, customer: String, data: JSONValue, state: inout State) {
+        guard state.threads[threadID] == nil else { return }
+        state.nextID += 1
+        state.threads[threadID] = StoredThread(id: threadID, customerID: customer, name: data["thread"]?["threadName"]?.stringValue ?? "", contactID: "contact-\(state.nextID)", positionInQueue: 1)
+        state.order.append(threadID)
+    }
+
+    /// A proactive `WelcomeMessage` action (`FireProactiveAction`) to every socket of the customer,
+    /// as a workflow fires it; returns the action id.
+    @discardableResult
+    public func fireWelcomeMessage(toCustomer customer: String, bodyText: String, handoverFields: [String: String] = [:]) -> String {
+        defer { changes.signal() }
+        let actionID = UUID().uuidString.lowercased()
+        state.withLock { state in
+            push([
+                "eventId": .string(UUID().uuidString.lowercased()), "eventObject": "ChatWindow", "eventType": "FireProactiveAction",
+                "createdAt": .string(Self.date(clock.date)),
+                "data": [
+                    "destination": ["id": .string(UUID().uuidString)],
+                    "proactiveAction": [
+                        "action": [
+                            "actionId": .string(actionID), "actionName": "Welcome", "actionType": "WelcomeMessage",
+                            "data": [
+                                "content": ["bodyText": .string(bodyText)],
+                                "handover": ["customFields": .array(handoverFields.sorted { $0.key < $1.key }.map {
+                                    ["ident": .string($0.key), "value": .string($0.value), "updatedAt": .string(Self.date(clock.date))]
+                                })],
+                            ],
+                        ]
+                    ],
+                ],
+            ], toCustomer: customer, state: &state)
+        }
+        return actionID
     }
 
     // MARK: Rendering (lock held)
@@ -638,6 +691,33 @@ public struct CXoneAgentRobot: Sendable {
                 ], toCustomer: state.threads[id]!.customerID, state: &state)
             }
         }
+    }
+
+    /// The workflow's inactivity pop-up (a `PLUGIN` message with an `INACTIVITY_POPUP` element):
+    /// a countdown of `seconds`, a button that keeps the chat (`"isExpired": false`) and one that
+    /// ends it. Returns the message id.
+    @discardableResult
+    public func sendInactivityPopup(in thread: String, seconds: Int = 60) -> String {
+        var messageID = ""
+        change(thread) { server, id, state in
+            func element(_ type: String, _ fields: [String: JSONValue]) -> JSONValue {
+                .object(fields.merging(["id": .string(UUID().uuidString.lowercased()), "type": .string(type)]) { old, _ in old })
+            }
+            let content: JSONValue = [
+                "type": "PLUGIN",
+                "payload": ["elements": [element("INACTIVITY_POPUP", ["elements": [
+                    element("TITLE", ["text": "Are you still there?"]),
+                    element("TEXT", ["text": "This chat will end soon because nobody wrote for a while."]),
+                    element("TEXT", ["text": "Do you want to keep chatting?"]),
+                    element("COUNTDOWN", ["variables": ["startedAt": .string(CXoneServer.date(server.clock.date)), "numberOfSeconds": .int(Int64(seconds))]]),
+                    element("BUTTON", ["text": "Yes, keep chatting", "postback": #"{"isExpired":false}"#]),
+                    element("BUTTON", ["text": "No, end the chat", "postback": #"{"isExpired":true}"#]),
+                ]])]],
+                "fallbackText": "Are you still there?",
+            ]
+            messageID = post("", in: id, content: content, server: server, state: &state)
+        }
+        return messageID
     }
 
     /// Closes the case (`CaseStatusChanged` closed).

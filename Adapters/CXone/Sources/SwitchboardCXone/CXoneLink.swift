@@ -14,6 +14,8 @@ final class CXoneLink: BackendConnection {
         var contactID: String?
         var scrollToken: String?
         var closed = false
+        /// The customer has sent into it: the server knows it.
+        var sent = false
     }
 
     private struct State {
@@ -22,6 +24,9 @@ final class CXoneLink: BackendConnection {
         var lastPong: Duration = .zero
         var ended: SwitchboardError?
         var contactFields: [String: [String: String]] = [:]
+        /// The customer's custom fields as this link knows them: set by the app, handed over by a
+        /// welcome message. Welcome-message variables are filled from them.
+        var customerFields: [String: String] = [:]
         var refreshingToken = false
     }
 
@@ -218,6 +223,7 @@ final class CXoneLink: BackendConnection {
         if type == "SetPositionInQueue", let contact = frame["data"]?["consumerContact"]?["id"]?.stringValue {
             thread = state.withLock { $0.threads.first { $0.value.contactID == contact }.map { ConversationID($0.key) } }
         }
+        if type == "FireProactiveAction" { receiveProactiveAction(frame["data"] ?? .null) }
         do {
             switch try CXoneMapping.outcome(of: frame, type: type, thread: thread) {
             case .updates(let updates):
@@ -324,7 +330,8 @@ final class CXoneLink: BackendConnection {
         "customer-id", "visitor-id", "access-token", "access-token-expires-in", "access-token-expires-at", "thread-id",
         "visit-id", "visit-expires", "page-title", "page-url", "page-since",
         "transaction-token", "transaction-token-expires-at", "oauth-refresh-token",
-    ]
+        "local-thread",
+    ] + welcomeCredentials
 
     private static let authorizationEvents: Set<String> = ["AuthorizeCustomer", "ReconnectCustomer", "RefreshToken"]
 
@@ -426,26 +433,120 @@ final class CXoneLink: BackendConnection {
             } catch let error as SwitchboardError where error.code == .conversationNotFound {
                 // RecoveringThreadFailed: nothing to recover.
             }
-            openNewThreadIfAllClosed()
+            openNewThreadIfAllClosed(reuseLocal: true)
         }
     }
 
     /// As the SDK's create(): with no open thread (none yet, or the live chat just closed), a
-    /// local one waits for the customer's next message, which creates it on the server.
-    private func openNewThreadIfAllClosed() {
-        let id = UUID().uuidString.lowercased()
-        let created = state.withLock { state -> Bool in
-            guard !state.threads.values.contains(where: { !$0.closed }) else { return false }
+    /// local one waits for the customer's next message, which creates it on the server. After a
+    /// reconnect, the local thread the customer never wrote in is the same one again
+    /// (`reuseLocal`), so the session does not collect empty threads.
+    private func openNewThreadIfAllClosed(reuseLocal: Bool = false) {
+        let id = state.withLock { state -> String? in
+            guard !state.threads.values.contains(where: { !$0.closed }) else { return nil }
+            var id = UUID().uuidString.lowercased()
+            if reuseLocal, let local = state.credentials["local-thread"], !local.isEmpty, state.threads[local] == nil { id = local }
             state.threads[id] = Thread()
             state.credentials["thread-id"] = id
-            return true
+            state.credentials["local-thread"] = id
+            return id
         }
-        guard created else { return }
+        guard let id else { return }
         var kept = Credentials()
         kept["thread-id"] = id
+        kept["local-thread"] = id
         continuation.yield(.credentials(kept))
-        continuation.yield(.snapshot(BackendSnapshot(conversations: [ConversationSnapshot(conversation: ConversationInfo(id: ConversationID(id), kind: .thread, state: .queued))], isComplete: false)))
+        announceLocalThread(ConversationInfo(id: ConversationID(id), kind: .thread, state: .queued))
     }
+
+    /// A thread only this client knows yet, with the stored welcome message in it, if any.
+    private func announceLocalThread(_ info: ConversationInfo) {
+        let welcome = welcomeMessage(for: info.id.rawValue)
+        continuation.yield(.snapshot(BackendSnapshot(conversations: [ConversationSnapshot(conversation: info, messages: welcome.map { [$0] } ?? [])], isComplete: false)))
+    }
+
+    // MARK: Welcome messages
+
+    /// `FireProactiveAction`: a welcome message is kept for the threads to come (as the SDK keeps
+    /// it) and put into the current local thread if the customer has not written there yet; its
+    /// handover fields join the customer's fields. Other actions stay events for the app.
+    private func receiveProactiveAction(_ data: JSONValue) {
+        do {
+            guard let welcome = try CXoneWelcomeMessage(proactiveActionData: data) else { return }
+            let pending = state.withLock { state -> String? in
+                state.customerFields.merge(welcome.handoverFields) { _, new in new }
+                state.credentials["welcome-message"] = welcome.bodyText
+                guard let current = state.credentials["thread-id"], let thread = state.threads[current],
+                    !thread.sent, !thread.closed, thread.contactID == nil
+                else { return nil }
+                return current
+            }
+            var kept = Credentials()
+            kept["welcome-message"] = welcome.bodyText
+            continuation.yield(.credentials(kept))
+            if let pending, let message = welcomeMessage(for: pending) {
+                continuation.yield(.event(BackendEvent(.messageAdded(message, position: .newest), conversation: message.conversationID)))
+            }
+        } catch {
+            continuation.yield(.problem(error as? SwitchboardError ?? SwitchboardError(.protocolViolation, "FireProactiveAction: \(error)")))
+        }
+    }
+
+    /// The stored welcome message, its variables filled, as the agent's first message of
+    /// `thread`; remembered so the first send of that thread brings it to the server.
+    private func welcomeMessage(for thread: String) -> Message? {
+        let made = state.withLock { state -> (id: String, text: String)? in
+            guard let body = state.credentials["welcome-message"], !body.isEmpty else { return nil }
+            if state.credentials["welcome-thread"] == thread, let id = state.credentials["welcome-id"], !id.isEmpty, let text = state.credentials["welcome-text"] {
+                // The same thread again (after a reconnect): the same message.
+                return (id, text)
+            }
+            let text = CXoneWelcomeMessage.fill(body, firstName: configuration.firstName, lastName: configuration.lastName, customerFields: state.customerFields)
+            let id = UUID().uuidString.lowercased()
+            state.credentials["welcome-thread"] = thread
+            state.credentials["welcome-id"] = id
+            state.credentials["welcome-text"] = text
+            return (id, text)
+        }
+        guard let made else { return nil }
+        var kept = Credentials()
+        kept["welcome-thread"] = thread
+        kept["welcome-id"] = made.id
+        kept["welcome-text"] = made.text
+        continuation.yield(.credentials(kept))
+        return Message(
+            serverID: MessageID(made.id), conversationID: ConversationID(thread), senderRole: .agent, kind: .text, text: made.text,
+            payload: ["welcomeMessage": true], time: context.clock.date
+        )
+    }
+
+    /// §3.9: before the first message of the thread holding the welcome message, `SendOutbound`
+    /// gives the server the welcome message; the stored one is then spent.
+    private func sendWelcomeIfPending(in thread: String, threadJSON: JSONValue, contactFields: JSONValue, token: String?, socket: TextWebSocket) async throws {
+        let welcome = state.withLock { state -> (id: String, text: String)? in
+            guard state.credentials["welcome-thread"] == thread, let id = state.credentials["welcome-id"], !id.isEmpty,
+                let text = state.credentials["welcome-text"]
+            else { return nil }
+            return (id, text)
+        }
+        guard let welcome else { return }
+        var data: [String: JSONValue] = [
+            "thread": threadJSON,
+            "messageContent": ["type": "TEXT", "payload": ["text": .string(welcome.text)]],
+            "idOnExternalPlatform": .string(welcome.id),
+            "consumerContact": ["customFields": contactFields],
+            "attachments": [],
+            "browserFingerprint": Self.fingerprint,
+        ]
+        if let token { data["accessToken"] = ["token": .string(token)] }
+        try await send("SendOutbound", data: .object(data), awaitReply: false, socket: socket)
+        var spent = Credentials()
+        for key in Self.welcomeCredentials { spent[key] = "" }
+        state.withLock { $0.credentials.values.merge(spent.values) { _, new in new } }
+        continuation.yield(.credentials(spent))
+    }
+
+    static let welcomeCredentials = ["welcome-message", "welcome-thread", "welcome-id", "welcome-text"]
 
     /// The snapshot a `ThreadListFetched` or `ThreadRecovered` reply decodes to; `nil` for any
     /// other reply (an `EventInS3`, say), which then goes through ``apply(_:type:thread:)``.
@@ -475,21 +576,27 @@ final class CXoneLink: BackendConnection {
             if thread.closed, channel.mode != .liveChat {
                 throw SwitchboardError(.messageRejected, "the thread is closed", vendorCode: "illegalChatState")
             }
-            let attachments = try await upload(outgoing.content.attachments)
             var threadJSON: [String: JSONValue] = ["idOnExternalPlatform": .string(id)]
             if let name = thread.name { threadJSON["threadName"] = .string(name) }
-            var data: [String: JSONValue] = [
-                "thread": .object(threadJSON),
-                "messageContent": ["type": "TEXT", "payload": ["text": .string(outgoing.content.text)], "parameters": [:], "postback": outgoing.content.payload?["postback"] ?? .null],
-                "idOnExternalPlatform": .string(outgoing.clientID.rawValue.lowercased()),
-                "customer": ["customFields": []],
-                "contact": ["customFields": .array((fields ?? [:]).sorted { $0.key < $1.key }.map { ["ident": .string($0.key), "value": .string($0.value), "updatedAt": .string(CXoneServerDate.now(context.clock))] })],
-                "attachments": .array(attachments),
-                "deviceFingerprint": Self.fingerprint,
-            ]
-            if let token { data["accessToken"] = ["token": .string(token)] }
-            try await send("SendMessage", data: .object(data), awaitReply: true, socket: socket)
-            if channel.mode != .multiThread { state.withLock { $0.credentials["thread-id"] = id } }
+            let contactFields = Self.fields(fields ?? [:], clock: context.clock)
+            try await sendWelcomeIfPending(in: id, threadJSON: .object(threadJSON), contactFields: contactFields, token: token, socket: socket)
+            let attachments = try await upload(outgoing.content.attachments)
+            state.withLock { $0.threads[id, default: Thread()].sent = true }
+            try await sendMessage(
+                in: .object(threadJSON), messageID: outgoing.clientID.rawValue.lowercased(), text: outgoing.content.text,
+                postback: outgoing.content.payload?["postback"] ?? .null, contactFields: contactFields, attachments: attachments, token: token, socket: socket
+            )
+            let wasLocal = state.withLock { state -> Bool in
+                if channel.mode != .multiThread { state.credentials["thread-id"] = id }
+                guard state.credentials["local-thread"] == id else { return false }
+                state.credentials["local-thread"] = ""
+                return true
+            }
+            if wasLocal {
+                var known = Credentials()
+                known["local-thread"] = ""
+                continuation.yield(.credentials(known))
+            }
             return .done
         case .typing(let conversation, let isTyping, _):
             try await send(isTyping ? "SenderTypingStarted" : "SenderTypingEnded", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)]], awaitReply: false, socket: socket)
@@ -506,8 +613,20 @@ final class CXoneLink: BackendConnection {
             state.withLock { state in
                 state.threads[id] = Thread(name: draft.title)
                 state.contactFields[id] = draft.customFields
+                if channel.mode != .multiThread {
+                    state.credentials["thread-id"] = id
+                    state.credentials["local-thread"] = id
+                }
             }
-            return .conversation(ConversationInfo(id: ConversationID(id), kind: .thread, title: draft.title, state: .queued))
+            if channel.mode != .multiThread {
+                var kept = Credentials()
+                kept["thread-id"] = id
+                kept["local-thread"] = id
+                continuation.yield(.credentials(kept))
+            }
+            let info = ConversationInfo(id: ConversationID(id), kind: .thread, title: draft.title, state: .queued)
+            announceLocalThread(info)
+            return .conversation(info)
         case .closeConversation(let conversation):
             if channel.mode == .liveChat {
                 let contact = state.withLock { $0.threads[conversation.rawValue]?.contactID }
@@ -538,6 +657,7 @@ final class CXoneLink: BackendConnection {
             try await send("SetContactCustomFields", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)], "contact": ["id": .string(contact)], "customFields": Self.fields(fields, clock: context.clock)], awaitReply: false, socket: socket)
             return .done
         case .setCustomFields(nil, let fields):
+            state.withLock { $0.customerFields.merge(fields) { _, new in new } }
             try await send("SetCustomerCustomFields", data: ["customFields": Self.fields(fields.filter { !$0.value.isEmpty }, clock: context.clock)], awaitReply: false, socket: socket)
             return .done
         case .history(let query):
@@ -550,6 +670,19 @@ final class CXoneLink: BackendConnection {
             guard let contact else { throw SwitchboardError(.invalidArgument, "no contact", vendorCode: "consumerContact") }
             try await send("SendTranscript", data: ["consumerContact": ["id": .string(contact)], "consumerRecipients": [["idOnExternalPlatform": .string(email)]]], awaitReply: true, socket: socket)
             return .vendor(["sent": true])
+        case .vendor("InactivityPopupAnswer", let payload):
+            // §3.21: the button's text and postback, marked as the answer; not a message of the thread.
+            guard let thread = payload["conversation"]?.stringValue, let text = payload["text"]?.stringValue, let postback = payload["postback"] else {
+                throw SwitchboardError(.invalidArgument, "an inactivity pop-up answer needs the thread, the button's text and postback")
+            }
+            let (name, token) = state.withLock { ($0.threads[thread]?.name, $0.credentials["access-token"]) }
+            var threadJSON: [String: JSONValue] = ["idOnExternalPlatform": .string(thread)]
+            if let name { threadJSON["threadName"] = .string(name) }
+            try await sendMessage(
+                in: .object(threadJSON), messageID: UUID().uuidString.lowercased(), text: text, postback: postback,
+                parameters: ["isInactivityPopupAnswer": true], contactFields: [], attachments: [], token: token, socket: socket
+            )
+            return .vendor(["answered": true])
         case .vendor("ExecuteTrigger", let payload):
             try await send("ExecuteTrigger", data: ["trigger": ["id": payload["trigger"] ?? .null]], awaitReply: false, socket: socket)
             return .vendor([:])
@@ -569,6 +702,24 @@ final class CXoneLink: BackendConnection {
         case .edit, .delete, .rateAgent, .addParticipants, .updateParticipants, .removeParticipants, .retransmit:
             throw SwitchboardError(.unsupported, "CXone has no \(request.name)")
         }
+    }
+
+    /// `SendMessage` (§3.8), awaiting its acknowledgment.
+    private func sendMessage(
+        in thread: JSONValue, messageID: String, text: String, postback: JSONValue, parameters: JSONValue = [:],
+        contactFields: JSONValue, attachments: [JSONValue], token: String?, socket: TextWebSocket
+    ) async throws {
+        var data: [String: JSONValue] = [
+            "thread": thread,
+            "messageContent": ["type": "TEXT", "payload": ["text": .string(text)], "parameters": parameters, "postback": postback],
+            "idOnExternalPlatform": .string(messageID),
+            "customer": ["customFields": []],
+            "contact": ["customFields": contactFields],
+            "attachments": .array(attachments),
+            "deviceFingerprint": Self.fingerprint,
+        ]
+        if let token { data["accessToken"] = ["token": .string(token)] }
+        try await send("SendMessage", data: .object(data), awaitReply: true, socket: socket)
     }
 
     private func archive(_ conversation: ConversationID, socket: TextWebSocket) async throws -> BackendResponse {

@@ -66,7 +66,8 @@ public enum CXoneMapping {
         )
     }
 
-    /// A message (`MessageDTO`); `nil` for `POSTBACK` content, which the SDK keeps out of history.
+    /// A message (`MessageDTO`); `nil` for `POSTBACK` content and inactivity pop-ups, which the
+    /// SDK keeps out of history.
     public static func message(_ json: JSONValue) throws -> Message? {
         let id = try required(json["idOnExternalPlatform"]?.stringValue, "message.idOnExternalPlatform")
         let thread = try required(json["threadIdOnExternalPlatform"]?.stringValue, "message.threadIdOnExternalPlatform")
@@ -82,6 +83,8 @@ public enum CXoneMapping {
             kind = .text
             text = try required(content["payload"]?["text"]?.stringValue, "messageContent.payload.text")
         case "POSTBACK":
+            return nil
+        case "PLUGIN" where CXoneInactivityPopup.isPopup(json):
             return nil
         case "RICH_LINK":
             kind = .rich(type)
@@ -151,7 +154,12 @@ public enum CXoneMapping {
         }
         switch type {
         case "MessageCreated":
-            guard let message = try message(try required(data?["message"], "data.message")) else { return .updates([]) }
+            let json = try required(data?["message"], "data.message")
+            if CXoneInactivityPopup.isPopup(json) {
+                let popup = try CXoneInactivityPopup(message: json)
+                return .updates([event(.custom(name: CXoneInactivityPopup.eventName, payload: json), popup.threadID)])
+            }
+            guard let message = try message(json) else { return .updates([]) }
             var updates = [event(.messageAdded(message, position: .newest), message.conversationID)]
             if let status = data?["case"]?["status"]?.stringValue {
                 updates.append(event(.conversationStateChanged(state(ofCaseStatus: status), previous: nil), message.conversationID))
@@ -191,8 +199,18 @@ public enum CXoneMapping {
             if let contactID = contact?["id"] { custom["contactId"] = contactID }
             if let token = data["messagesScrollToken"] { custom["scrollToken"] = token }
             info.customData = .object(custom)
-            let messages = try (data["messages"]?.arrayValue ?? []).compactMap(message)
-            return .updates([.snapshot(BackendSnapshot(conversations: [ConversationSnapshot(conversation: info, messages: messages)], isComplete: false))])
+            let raw = data["messages"]?.arrayValue ?? []
+            // Oldest first, as the SDK keeps a thread: a live chat's come newest first, and equal
+            // times (the wire has whole seconds) keep the order the server meant.
+            let messages = try (type == "LivechatRecovered" ? raw.reversed() : raw).compactMap(message)
+                .enumerated().sorted { ($0.element.time, $0.offset) < ($1.element.time, $1.offset) }.map(\.element)
+            var updates: [BackendUpdate] = [.snapshot(BackendSnapshot(conversations: [ConversationSnapshot(conversation: info, messages: messages)], isComplete: false))]
+            // A live chat's messages come newest first: a pop-up on top is still waiting for an answer.
+            if type == "LivechatRecovered", let newest = raw.first, CXoneInactivityPopup.isPopup(newest) {
+                let popup = try CXoneInactivityPopup(message: newest)
+                updates.append(event(.custom(name: CXoneInactivityPopup.eventName, payload: newest), popup.threadID))
+            }
+            return .updates(updates)
         case "ThreadListFetched":
             let threads = try (data?["threads"]?.arrayValue ?? []).map(CXoneMapping.thread)
             return .updates([.snapshot(BackendSnapshot(conversations: threads.map { ConversationSnapshot(conversation: $0) }, isComplete: true))])

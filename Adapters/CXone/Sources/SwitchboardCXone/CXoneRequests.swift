@@ -61,6 +61,17 @@ public struct CXoneRequests: Sendable {
         _ = try await session.performVendorRequest("SendTranscript", payload: ["conversation": .string(conversation.rawValue), "email": .string(email)])
     }
 
+    /// Answers an inactivity pop-up (§3.21): `refresh` keeps the chat going, otherwise it may
+    /// end. Sent as `SendMessage` with the button's text and postback and
+    /// `{"isInactivityPopupAnswer": true}`; the answer is not a message of the thread.
+    public func answer(_ popup: CXoneInactivityPopup, refresh: Bool) async throws {
+        let button = refresh ? popup.refreshButton : popup.expireButton
+        _ = try await session.performVendorRequest(
+            "InactivityPopupAnswer",
+            payload: ["conversation": .string(popup.threadID.rawValue), "text": .string(button.text), "postback": .string(button.postback)]
+        )
+    }
+
     /// `ExecuteTrigger` with the trigger's id.
     public func executeTrigger(_ id: String) async throws {
         _ = try await session.performVendorRequest("ExecuteTrigger", payload: ["trigger": .string(id)])

@@ -220,6 +220,23 @@ import Testing
     static func proactive(_ name: String) throws {
         guard case .custom(let event, let payload)? = kinds(try outcome(name)).first else { throw failure("a proactive action") }
         #expect(event == "cxone.FireProactiveAction" && payload["proactiveAction"] != nil)
+        let welcome = try CXoneWelcomeMessage(proactiveActionData: payload)
+        switch name {
+        case "FireProactiveAction+WelcomeMessage.json":
+            let message = try #require(welcome, "\(name) is a welcome message")
+            #expect(message.actionName == "Offer" && message.handoverFields.isEmpty)
+            #expect(message.text(firstName: nil, lastName: nil, customerFields: [:]) == "Dear customer, we would like to offer you a discount of 5%.", "\(name): the fallbacks")
+            #expect(
+                message.text(firstName: "Anna", lastName: nil, customerFields: ["discountValue": "15%"]) == "Dear Anna, we would like to offer you a discount of 15%.",
+                "\(name): the values"
+            )
+        case "WelcomeMessage.json":
+            let message = try #require(welcome, "\(name) is a welcome message")
+            #expect(message.bodyText == "This is my message")
+            #expect(message.handoverFields == ["myFieldIdent": "This is new value"], "\(name): the handover fields")
+        default:
+            #expect(welcome == nil, "\(name): a custom pop-up box is not a welcome message")
+        }
     }
 
     static func operationError(_ name: String) throws {
@@ -233,6 +250,72 @@ import Testing
         #expect(message.kind == .rich(type))
         #expect(message.payload?["type"]?.stringValue == type, "the rich content is kept whole")
         #expect(!message.text.isEmpty)
+    }
+}
+
+/// Welcome messages and inactivity pop-ups, whose wire forms the notes give but no fixture holds.
+@Suite struct CXoneProactiveTests {
+    @Test func aWelcomeMessageWithoutBodyTextIsInvalidData() throws {
+        let data: JSONValue = ["proactiveAction": ["action": ["actionId": "a", "actionName": "n", "actionType": "WelcomeMessage", "data": ["content": [:]]]]]
+        let error = #expect(throws: SwitchboardError.self) { try CXoneWelcomeMessage(proactiveActionData: data) }
+        #expect(error?.vendorCode == "invalidData")
+    }
+
+    @Test func welcomeVariables() {
+        let fill = { (text: String) in
+            CXoneWelcomeMessage.fill(text, firstName: "Anna", lastName: "Lee", customerFields: ["customer.customFields.tier": "gold"])
+        }
+        #expect(fill("{{customer.fullName}} / {{customer.lastName|x}} / {{customer.customFields.tier|silver}}") == "Anna Lee / Lee / gold")
+        #expect(fill("{{customer.customFields.unknown}}|{{contact.anything|fallback}}") == "|fallback", "no value and no fallback is nothing")
+        #expect(fill("no variables {{ unclosed") == "no variables {{ unclosed")
+    }
+
+    static func popupMessage(buttons: [(String, String)] = [("Keep", #"{"isExpired":false}"#), ("End", #"{"isExpired": true}"#)]) -> JSONValue {
+        var elements: [JSONValue] = [
+            ["id": "t", "type": "TITLE", "text": "Still there?"],
+            ["id": "b", "type": "TEXT", "text": "The chat will end."],
+            ["id": "c", "type": "TEXT", "text": "Keep it?"],
+            ["id": "d", "type": "COUNTDOWN", "variables": ["startedAt": "2024-03-12T10:35:21Z", "numberOfSeconds": 90]],
+        ]
+        for (index, button) in buttons.enumerated() {
+            elements.append(["id": .string("button-\(index)"), "type": "BUTTON", "text": .string(button.0), "postback": .string(button.1)])
+        }
+        return [
+            "idOnExternalPlatform": "6C2D2F5E-0000-4000-8000-000000000001", "threadIdOnExternalPlatform": "THREAD-1",
+            "messageContent": ["type": "PLUGIN", "payload": ["elements": [["id": "p", "type": "INACTIVITY_POPUP", "elements": .array(elements)]]]],
+            "createdAt": "2024-03-12T10:35:21Z", "direction": "outbound", "attachments": [],
+        ]
+    }
+
+    @Test func anInactivityPopupIsAnEventNotAMessage() throws {
+        let message = Self.popupMessage(buttons: [("End", #"{"isExpired":true}"#), ("Keep", #"{"isExpired" : false}"#)])
+        let popup = try CXoneInactivityPopup(message: message)
+        #expect(popup.title == "Still there?" && popup.message == "The chat will end. Keep it?")
+        #expect(popup.numberOfSeconds == 90 && popup.expiresAt == popup.startedAt.addingTimeInterval(90))
+        #expect(popup.refreshButton.text == "Keep" && popup.expireButton.text == "End", "the refresh button is found by its postback, wherever it is")
+        #expect(popup.threadID == ConversationID("thread-1"))
+        #expect(try CXoneMapping.message(message) == nil, "not a message of the history")
+        let created: JSONValue = ["eventId": "e", "eventType": "MessageCreated", "createdAt": "2024-03-12T10:35:21Z", "data": ["message": message]]
+        guard case .updates(let updates) = try CXoneMapping.outcome(of: created, type: "MessageCreated"),
+            case .event(let event)? = updates.first, case .custom(CXoneInactivityPopup.eventName, let payload) = event.kind
+        else {
+            Issue.record("MessageCreated with a pop-up is a cxone.InactivityPopup event")
+            return
+        }
+        #expect(event.conversationID == popup.threadID && payload == message)
+        let recovered: JSONValue = [
+            "eventId": "r", "eventType": "LivechatRecovered",
+            "postback": ["eventType": "LivechatRecovered", "data": ["thread": ["idOnExternalPlatform": "thread-1"], "messages": [message], "messagesScrollToken": ""]],
+        ]
+        guard case .updates(let fromRecovery) = try CXoneMapping.outcome(of: recovered, type: "LivechatRecovered") else { return }
+        #expect(fromRecovery.count == 2, "the snapshot, then the pop-up still waiting on top")
+    }
+
+    @Test func aBrokenPopupIsATypedError() {
+        #expect(throws: SwitchboardError.self, "one button only") { try CXoneInactivityPopup(message: Self.popupMessage(buttons: [("Keep", #"{"isExpired":false}"#)])) }
+        #expect(throws: SwitchboardError.self, "no refresh button") {
+            try CXoneInactivityPopup(message: Self.popupMessage(buttons: [("A", "{}"), ("B", "{}")]))
+        }
     }
 }
 

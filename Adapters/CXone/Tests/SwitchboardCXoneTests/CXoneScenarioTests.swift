@@ -12,13 +12,14 @@ struct CXoneScenarioTests {
         ConformanceHarness(context: ConformanceContext(emulator: control))
     }
 
-    /// A backend whose heartbeat runs every 100 ms with a 100 ms pong deadline.
+    /// A backend whose heartbeat runs every 200 ms with a 1 s pong deadline: a missing pong shows
+    /// within 1.2 s, while a late pong on a loaded machine is not taken for a dead server.
     func impatientBackend(_ control: CXoneEmulatorControl) throws -> CXoneBackend {
         CXoneBackend(
             configuration: CXoneConfiguration(
                 environment: CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL),
                 brandID: control.server.configuration.brandID, channelID: control.server.configuration.channelID, customerID: control.customerID,
-                heartbeatInterval: .milliseconds(100), pongTimeout: .milliseconds(100)
+                heartbeatInterval: .milliseconds(200), pongTimeout: .seconds(1)
             ),
             channel: try CXoneChannelConfiguration(json: control.server.channelConfiguration)
         )
@@ -102,6 +103,92 @@ struct CXoneScenarioTests {
                 try await probe.recorder.first("sent in the new thread") { $0.updatedMessage?.text == "one more question" && $0.updatedMessage?.serverID != nil }
                 #expect(control.server.messages(inThread: newThread.rawValue).map(\.text) == ["one more question"])
                 #expect(control.server.status(ofThread: chat.id.rawValue) == "closed")
+            }
+        }
+    }
+
+    @Test func aWelcomeMessageOpensTheThreadAndReachesTheServerBeforeTheFirstMessage() async throws {
+        try await withCXoneEmulator(.init(mode: .single)) { control in
+            try await harness(control).withSession { probe in
+                let added = try await probe.recorder.first("the local thread") { if case .conversationAdded = $0.kind { return true } else { return false } }
+                let thread = try #require(added.conversationID)
+                control.server.fireWelcomeMessage(
+                    toCustomer: control.customerID, bodyText: "Hello {{customer.firstName|there}}! {{customer.customFields.discount|5%}} off today.",
+                    handoverFields: ["discount": "10%"]
+                )
+                let expected = "Hello there! 10% off today."
+                let shown = try await probe.recorder.first("the welcome message") { $0.addedMessage?.conversationID == thread && $0.addedMessage?.senderRole == .agent }
+                #expect(shown.addedMessage?.text == expected)
+                let chat = try await probe.session.conversation(thread)
+                try await chat.send(text: "Yes please")
+                try await probe.recorder.first("sent") { $0.updatedMessage?.text == "Yes please" && $0.updatedMessage?.serverID != nil }
+                try await chat.send(text: "And another thing")
+                try await probe.recorder.first("sent again") { $0.updatedMessage?.text == "And another thing" && $0.updatedMessage?.serverID != nil }
+                let onServer = control.server.messages(inThread: thread.rawValue)
+                let requests = control.server.received.map(\.eventType).filter { $0 == "SendOutbound" || $0 == "SendMessage" }
+                let stored = try await chat.storedMessages(before: nil, limit: .max)
+                let welcomes = stored.filter { $0.text == expected }
+                print("cxone welcome: server thread \(onServer.map { $0.fromCustomer ? "customer" : "agent" }), requests \(requests), stored welcome \(welcomes.count)×")
+                #expect(onServer.map(\.text) == [expected, "Yes please", "And another thing"], "the agent sees what the customer saw, in order")
+                #expect(onServer.map(\.fromCustomer) == [false, true, true])
+                #expect(requests == ["SendOutbound", "SendMessage", "SendMessage"], "one SendOutbound, before the first message only")
+                #expect(welcomes.count == 1 && welcomes.first?.serverID?.rawValue == onServer.first?.id, "the server's echo is the same message")
+            }
+        }
+    }
+
+    @Test func theLocalThreadAndItsWelcomeSurviveAReconnectBeforeTheFirstMessage() async throws {
+        try await withCXoneEmulator(.init(mode: .single)) { control in
+            try await harness(control).withSession { probe in
+                let added = try await probe.recorder.first("the local thread") { if case .conversationAdded = $0.kind { return true } else { return false } }
+                let thread = try #require(added.conversationID)
+                control.server.fireWelcomeMessage(toCustomer: control.customerID, bodyText: "Welcome back")
+                try await probe.recorder.first("the welcome message") { $0.addedMessage?.text == "Welcome back" }
+                control.server.inject(.closeSocket)
+                try await probe.recorder.waitUntil("reconnected") { $0.filter(\.isConnected).count >= 2 }
+                let threads = try await probe.session.conversations()
+                let chat = try await probe.session.conversation(thread)
+                try await chat.send(text: "Hi")
+                try await probe.recorder.first("sent") { $0.updatedMessage?.text == "Hi" && $0.updatedMessage?.serverID != nil }
+                let welcomes = try await chat.storedMessages(before: nil, limit: .max).filter { $0.text == "Welcome back" }
+                print("cxone local thread across a reconnect: \(threads.count) thread(s) known, welcome stored \(welcomes.count)×, server \(control.server.messages(inThread: thread.rawValue).map(\.text))")
+                #expect(threads.map(\.id) == [thread], "the same local thread, not a second one")
+                #expect(welcomes.count == 1)
+                #expect(control.server.messages(inThread: thread.rawValue).map(\.text) == ["Welcome back", "Hi"])
+            }
+        }
+    }
+
+    @Test func anInactivityPopupIsRaisedAgainAfterAReconnectAndItsAnswersReachTheServer() async throws {
+        try await withCXoneEmulator(.init(mode: .live)) { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                let popupID = control.agent.sendInactivityPopup(in: chat.id.rawValue, seconds: 60)
+                @Sendable func popups(_ events: [ChatEvent]) -> [ChatEvent] {
+                    events.filter { if case .custom(CXoneInactivityPopup.eventName, _) = $0.kind { return true } else { return false } }
+                }
+                try await probe.recorder.waitUntil("the pop-up") { !popups($0).isEmpty }
+                let first = popups(probe.recorder.events)[0]
+                guard case .custom(_, let payload) = first.kind else { return }
+                let popup = try CXoneInactivityPopup(message: payload)
+                #expect(popup.messageID == popupID && popup.threadID == chat.id && first.conversationID == chat.id)
+                #expect(popup.numberOfSeconds == 60 && popup.refreshButton.text == "Yes, keep chatting")
+                let connects = probe.recorder.events.filter(\.isConnected).count
+                control.server.inject(.closeSocket)
+                try await probe.recorder.waitUntil("raised again by LivechatRecovered") { events in
+                    events.filter(\.isConnected).count > connects && popups(events).count >= 2
+                }
+                let requests = CXoneRequests(session: probe.session)
+                try await requests.answer(popup, refresh: true)
+                #expect(control.server.status(ofThread: chat.id.rawValue) != "closed")
+                try await requests.answer(popup, refresh: false)
+                try await probe.recorder.first("the chat ends") {
+                    if case .conversationStateChanged(.closed, _) = $0.kind { return $0.conversationID == chat.id } else { return false }
+                }
+                let stored = try await chat.storedMessages(before: nil, limit: .max)
+                print("cxone inactivity pop-up: raised \(popups(probe.recorder.events).count)× (once live, once on recovery), answers \(control.server.popupAnswers.map(\.postback)), stored plugin messages \(stored.filter { $0.kind == .rich("PLUGIN") }.count)")
+                #expect(control.server.popupAnswers.map(\.postback) == [#"{"isExpired":false}"#, #"{"isExpired":true}"#])
+                #expect(stored.allSatisfy { $0.kind != .rich("PLUGIN") && !$0.text.contains("keep chatting") }, "neither the pop-up nor its answers are messages")
             }
         }
     }
