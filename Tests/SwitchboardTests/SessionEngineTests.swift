@@ -178,7 +178,7 @@ struct SessionEngineTests {
         let stored = await store.fetchMessages(in: conversation.id, before: nil, limit: 10, scope: second.scope)
         #expect(stored.map(\.text) == ["one", "two"])
         #expect(stored.allSatisfy { $0.deliveryState == .sent && $0.serverID != nil })
-        #expect(try await store.fetchOutbox(scope: second.scope).isEmpty)
+        #expect(await store.fetchOutbox(scope: second.scope).isEmpty)
     }
 
     @Test func aReInitAfterADroppedLinkDuplicatesNothing() async throws {

@@ -311,6 +311,10 @@ struct SessionConversation: Conversation {
         }
     }
 
+    func setCustomFields(_ fields: [String: String]) async throws {
+        try await apply(.setCustomFields(id, fields))
+    }
+
     func rateAgent(_ agent: ParticipantID?, rating: Int, comment: String?) async throws {
         try await apply(.rateAgent(id, agent: agent, rating: rating, comment: comment))
     }

@@ -75,6 +75,9 @@ public protocol Conversation: Sendable {
     func close() async throws
     func archive() async throws
     func update(_ changes: ConversationChanges) async throws
+    /// Sets custom fields of this conversation (a CXone contact's fields, say); the session's
+    /// ``Session/setCustomFields(_:)`` sets the customer's.
+    func setCustomFields(_ fields: [String: String]) async throws
     func rateAgent(_ agent: ParticipantID?, rating: Int, comment: String?) async throws
     func addParticipants(_ participants: [Participant]) async throws
     func updateParticipants(_ participants: [Participant]) async throws

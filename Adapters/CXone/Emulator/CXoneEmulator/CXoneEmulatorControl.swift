@@ -38,31 +38,41 @@ public struct CXoneEmulatorControl: EmulatorControl {
         if server.configuration.mode == .multi {
             id = try await session.startConversation(ConversationDraft(kind: .thread)).id
         } else {
-            try await waitUntil("the session has its thread", timeout: .seconds(15), signal: server.changes) {
-                try await session.conversations().contains { !$0.state.isClosed }
+            // The link makes the local thread itself, on connect.
+            let events = session.events(filter: .all, buffering: .unbounded)
+            id = try await Self.watched("the session has its thread") {
+                if let open = try await session.conversations().first(where: { !$0.state.isClosed }) { return open.id }
+                for await event in events {
+                    if case .conversationAdded(let info) = event.kind, !info.state.isClosed { return info.id }
+                }
+                throw CancellationError()
             }
-            id = try await session.conversations().first { !$0.state.isClosed }!.id
         }
         if server.messages(inThread: id.rawValue).isEmpty {
             let events = session.events(filter: EventFilter(conversations: [id]), buffering: .unbounded)
             let first = try await session.conversation(id).send(text: "Hello")
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    for await event in events {
-                        if case .messageUpdated(let message) = event.kind, message.clientID == first.clientID, message.serverID != nil { return }
-                    }
+            try await Self.watched("the server to confirm the thread's first message") {
+                for await event in events {
+                    if case .messageUpdated(let message) = event.kind, message.clientID == first.clientID, message.serverID != nil { return }
                 }
-                group.addTask {
-                    // A watchdog: a link that cannot settle fails the case instead of hanging it.
-                    try await ContinuousClock().sleep(for: .seconds(15))
-                    throw ConformanceFailure("timed out after 15 s waiting for the server to confirm the thread's first message")
-                }
-                try await group.next()
-                group.cancelAll()
             }
         }
         agent.assign(id.rawValue)
         return id
+    }
+
+    /// Runs `body` with a 15 s real-time watchdog: a link that cannot settle fails the case with
+    /// what it waited for, instead of hanging it.
+    private static func watched<T: Sendable>(_ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: T.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await ContinuousClock().sleep(for: .seconds(15))
+                throw ConformanceFailure("timed out after 15 s waiting for \(what)")
+            }
+            defer { group.cancelAll() }
+            return try await group.next()!
+        }
     }
 
     public func seedHistory(_ count: Int, in conversation: ConversationID) async throws {

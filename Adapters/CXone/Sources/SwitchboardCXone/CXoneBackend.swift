@@ -14,6 +14,9 @@ public struct CXoneConfiguration: Sendable {
     /// Third-party OAuth (secured sessions): the authorization code and PKCE code verifier.
     public var authorizationCode: String?
     public var codeVerifier: String?
+    /// The push device token (hex), sent in the device fingerprint as the SDK's
+    /// `customer.setDeviceToken` does.
+    public var deviceToken: String?
     public var heartbeatInterval: Duration
     public var pongTimeout: Duration
     public var replyTimeout: Duration
@@ -27,6 +30,7 @@ public struct CXoneConfiguration: Sendable {
         lastName: String? = nil,
         authorizationCode: String? = nil,
         codeVerifier: String? = nil,
+        deviceToken: String? = nil,
         heartbeatInterval: Duration = .seconds(10),
         pongTimeout: Duration = .seconds(5),
         replyTimeout: Duration = .seconds(10)
@@ -39,6 +43,7 @@ public struct CXoneConfiguration: Sendable {
         self.lastName = lastName
         self.authorizationCode = authorizationCode
         self.codeVerifier = codeVerifier
+        self.deviceToken = deviceToken
         self.heartbeatInterval = heartbeatInterval
         self.pongTimeout = pongTimeout
         self.replyTimeout = replyTimeout

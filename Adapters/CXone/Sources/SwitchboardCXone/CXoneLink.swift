@@ -86,12 +86,17 @@ final class CXoneLink: BackendConnection {
         else { return }
         let body: JSONValue = [
             "customerIdentity": ["idOnExternalPlatform": .string(customer)],
-            "browserFingerprint": fingerprint,
+            "browserFingerprint": fingerprint(configuration),
         ]
         _ = try? await transport.postJSON(url.absoluteString, body: body, method: "PUT", headers: CXoneWire.httpHeaders, timeout: configuration.replyTimeout)
     }
 
-    static let fingerprint: JSONValue = ["applicationType": "native", "os": "Linux", "deviceType": "mobile"]
+    /// The device fingerprint of visitor records and messages, with the push token when there is one.
+    static func fingerprint(_ configuration: CXoneConfiguration) -> JSONValue {
+        var fingerprint: [String: JSONValue] = ["applicationType": "native", "os": "Linux", "deviceType": "mobile"]
+        if let token = configuration.deviceToken { fingerprint["deviceToken"] = .string(token) }
+        return .object(fingerprint)
+    }
 
     /// H6: `POST {tokenURL}oauth/token?channelId&brandId&visitorId`, unless the stored transaction
     /// token has more than 30 s left (§4.4). A third-party OAuth token that has expired needs a
@@ -536,7 +541,7 @@ final class CXoneLink: BackendConnection {
             "idOnExternalPlatform": .string(welcome.id),
             "consumerContact": ["customFields": contactFields],
             "attachments": [],
-            "browserFingerprint": Self.fingerprint,
+            "browserFingerprint": Self.fingerprint(configuration),
         ]
         if let token { data["accessToken"] = ["token": .string(token)] }
         try await send("SendOutbound", data: .object(data), awaitReply: false, socket: socket)
@@ -716,7 +721,7 @@ final class CXoneLink: BackendConnection {
             "customer": ["customFields": []],
             "contact": ["customFields": contactFields],
             "attachments": .array(attachments),
-            "deviceFingerprint": Self.fingerprint,
+            "deviceFingerprint": Self.fingerprint(configuration),
         ]
         if let token { data["accessToken"] = ["token": .string(token)] }
         try await send("SendMessage", data: .object(data), awaitReply: true, socket: socket)

@@ -12,6 +12,45 @@ struct CXoneScenarioTests {
         ConformanceHarness(context: ConformanceContext(emulator: control))
     }
 
+    @Test func threadCustomFieldsRideOnTheFirstMessageThenGoToTheContact() async throws {
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            try await harness(control).withSession { probe in
+                let thread = try await probe.session.startConversation(ConversationDraft(kind: .thread))
+                try await thread.setCustomFields(["order": "42"])
+                try await thread.send(text: "About my order")
+                try await probe.recorder.first("sent") { $0.updatedMessage?.text == "About my order" && $0.updatedMessage?.serverID != nil }
+                let first = control.server.received.first { $0.eventType == "SendMessage" }
+                #expect(first?.data["contact"]?["customFields"]?[0]?["ident"] == "order", "a local thread's fields ride on its first message")
+                try await thread.setCustomFields(["priority": "high"])
+                try await waitUntil("SetContactCustomFields", timeout: .seconds(15), signal: control.server.changes) {
+                    control.server.received.contains { $0.eventType == "SetContactCustomFields" }
+                }
+                let set = try #require(control.server.received.first { $0.eventType == "SetContactCustomFields" })
+                #expect(set.data["contact"]?["id"]?.stringValue?.isEmpty == false && set.data["customFields"]?[0]?["value"] == "high")
+            }
+        }
+    }
+
+    @Test func theDeviceTokenRidesInTheFingerprintOfVisitorAndMessages() async throws {
+        try await withCXoneEmulator(.init(mode: .single)) { control in
+            let backend = CXoneBackend(
+                configuration: CXoneConfiguration(
+                    environment: CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL),
+                    brandID: control.server.configuration.brandID, channelID: control.server.configuration.channelID, customerID: control.customerID,
+                    deviceToken: "a1b2c3"
+                ),
+                channel: try CXoneChannelConfiguration(json: control.server.channelConfiguration)
+            )
+            try await harness(control).withSession(backend: backend) { probe in
+                let chat = try await probe.openConversation()
+                _ = chat
+                let sent = control.server.received.first { $0.eventType == "SendMessage" }
+                #expect(sent?.data["deviceFingerprint"]?["deviceToken"] == "a1b2c3")
+                #expect(control.server.visitors.values.contains { $0["browserFingerprint"]?["deviceToken"] == "a1b2c3" })
+            }
+        }
+    }
+
     /// A backend whose heartbeat runs every 200 ms with a 1 s pong deadline: a missing pong shows
     /// within 1.2 s, while a late pong on a loaded machine is not taken for a dead server.
     func impatientBackend(_ control: CXoneEmulatorControl) throws -> CXoneBackend {
