@@ -332,9 +332,9 @@ struct Demo: Sendable {
         }
     }
 
-    /// The same app on the CXone emulator (multi-thread channel): a new thread, the agent assigned
-    /// from the queue, rich content, a dropped socket the client recovers without duplicates, and
-    /// the agent closing the case.
+    /// The same app on the CXone emulator (multi-thread channel): a proactive welcome message, a
+    /// new thread, the agent assigned from the queue, rich content, an inactivity pop-up answered,
+    /// a dropped socket the client recovers without duplicates, and the agent closing the case.
     private func runCXone(
         bus: EventBus,
         events: EventRecorder,
@@ -368,7 +368,14 @@ struct Demo: Sendable {
             return try await session.withRunning { session in
                 try await session.resume()
                 try await events.first("cxone connected") { $0.origin.session == session.id && $0.isConnected }
+
+                narrate("A proactive welcome message fires; the new thread opens with it, filled in for Alice, and the server gets it (SendOutbound) before her first message")
+                server.fireWelcomeMessage(toCustomer: "alice-cxone", bodyText: "Hi {{customer.firstName|there}}! Delivery is free this week.")
+                try await events.first("the welcome message kept") {
+                    if case .custom("cxone.FireProactiveAction", _) = $0.kind { return $0.origin.session == session.id } else { return false }
+                }
                 let chat = try await session.startConversation(ConversationDraft(kind: .thread, title: "Order #4711"))
+                try await events.first("the welcome in the new thread") { $0.conversationID == chat.id && $0.addedMessage?.text.hasPrefix("Hi Alice!") == true }
                 try await confirmed(try await chat.send(text: "Hello, where is my order #4711?"), events, in: session.id)
 
                 narrate("Bob is assigned from the queue, types and answers with quick replies")
@@ -392,6 +399,14 @@ struct Demo: Sendable {
                     if case .readMarker = $0.kind { return $0.origin.session == session.id } else { return false }
                 }
 
+                narrate("Bob's workflow asks whether Alice is still there; the app answers the pop-up and the chat goes on")
+                let popupID = agent.sendInactivityPopup(in: chat.id.rawValue, seconds: 60)
+                let shown = try await events.first("the inactivity pop-up") {
+                    if case .custom(CXoneInactivityPopup.eventName, _) = $0.kind { return $0.origin.session == session.id } else { return false }
+                }
+                guard case .custom(_, let payload) = shown.kind else { throw SwitchboardError(.protocolViolation, "no pop-up") }
+                try await CXoneRequests(session: session).answer(try CXoneInactivityPopup(message: payload), refresh: true)
+
                 narrate("The socket drops; the client reconnects, recovers the thread and adds nothing twice")
                 server.inject(.closeSocket)
                 try await events.waitUntil("reconnected") { recorded in
@@ -405,7 +420,8 @@ struct Demo: Sendable {
                 }
                 await session.close()
                 try await disconnectedByTheApp(session.id, events, "cxone disconnects")
-                let truth = server.messages(inThread: chat.id.rawValue).map { MessageID($0.id) }
+                // The pop-up is a workflow's prompt, not a message of the thread.
+                let truth = server.messages(inThread: chat.id.rawValue).filter { $0.id != popupID }.map { MessageID($0.id) }
                 return (try await Self.summarize(session, store: store, conversation: chat.id, truth: truth), truth.count)
             }
         }

@@ -152,7 +152,7 @@ struct EventFormatter: Sendable {
     }
 
     private func describe(_ message: Message) -> String {
-        let from = message.senderName ?? message.sender?.rawValue ?? "me"
+        let from = message.senderName ?? message.sender?.rawValue ?? (message.senderRole.map { $0 == .customer || $0 == .user ? "me" : $0.rawValue } ?? "me")
         var text = "\(from): \(quoted(message.text))"
         if !message.attachments.isEmpty {
             text += " [\(message.attachments.map { "\($0.name), \($0.size.map { "\($0) B" } ?? "?")" }.joined(separator: "; "))]"
