@@ -33,14 +33,7 @@ struct CXoneScenarioTests {
 
     @Test func theDeviceTokenRidesInTheFingerprintOfVisitorAndMessages() async throws {
         try await withCXoneEmulator(.init(mode: .single)) { control in
-            let backend = CXoneBackend(
-                configuration: CXoneConfiguration(
-                    environment: CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL),
-                    brandID: control.server.configuration.brandID, channelID: control.server.configuration.channelID, customerID: control.customerID,
-                    deviceToken: "a1b2c3"
-                ),
-                channel: try CXoneChannelConfiguration(json: control.server.channelConfiguration)
-            )
+            let backend = try backend(control) { $0.deviceToken = "a1b2c3" }
             try await harness(control).withSession(backend: backend) { probe in
                 let chat = try await probe.openConversation()
                 _ = chat
@@ -51,17 +44,24 @@ struct CXoneScenarioTests {
         }
     }
 
+    /// A backend on the emulator, as `adjust` configures it: the customer is the control's unless
+    /// `adjust` clears it.
+    func backend(_ control: CXoneEmulatorControl, _ adjust: (inout CXoneConfiguration) -> Void = { _ in }) throws -> CXoneBackend {
+        var configuration = CXoneConfiguration(
+            environment: CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL),
+            brandID: control.server.configuration.brandID, channelID: control.server.configuration.channelID, customerID: control.customerID
+        )
+        adjust(&configuration)
+        return CXoneBackend(configuration: configuration, channel: try CXoneChannelConfiguration(json: control.server.channelConfiguration))
+    }
+
     /// A backend whose heartbeat runs every 200 ms with a 1 s pong deadline: a missing pong shows
     /// within 1.2 s, while a late pong on a loaded machine is not taken for a dead server.
     func impatientBackend(_ control: CXoneEmulatorControl) throws -> CXoneBackend {
-        CXoneBackend(
-            configuration: CXoneConfiguration(
-                environment: CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL),
-                brandID: control.server.configuration.brandID, channelID: control.server.configuration.channelID, customerID: control.customerID,
-                heartbeatInterval: .milliseconds(200), pongTimeout: .seconds(1)
-            ),
-            channel: try CXoneChannelConfiguration(json: control.server.channelConfiguration)
-        )
+        try backend(control) {
+            $0.heartbeatInterval = .milliseconds(200)
+            $0.pongTimeout = .seconds(1)
+        }
     }
 
     @Test func aMissingPongReconnectsAndRecoversWithoutDuplicates() async throws {
@@ -393,13 +393,7 @@ struct CXoneScenarioTests {
 
     @Test func signingOutForgetsTheCustomerAndReconnectsAsANewOne() async throws {
         try await withCXoneEmulator(.init(mode: .multi)) { control in
-            let backend = CXoneBackend(
-                configuration: CXoneConfiguration(
-                    environment: CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL),
-                    brandID: control.server.configuration.brandID, channelID: control.server.configuration.channelID
-                ),
-                channel: try CXoneChannelConfiguration(json: control.server.channelConfiguration)
-            )
+            let backend = try backend(control) { $0.customerID = nil }
             let store = InMemoryChatStore()
             try await harness(control).withSession(backend: backend, store: store) { probe in
                 let before = control.server.visitors.keys.sorted()
@@ -416,14 +410,7 @@ struct CXoneScenarioTests {
 
     @Test func aSlowReplyTimesOutAndTheResendIsNotDuplicated() async throws {
         try await withCXoneEmulator(.init(mode: .multi)) { control in
-            let backend = CXoneBackend(
-                configuration: CXoneConfiguration(
-                    environment: CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL),
-                    brandID: control.server.configuration.brandID, channelID: control.server.configuration.channelID, customerID: control.customerID,
-                    replyTimeout: .milliseconds(100)
-                ),
-                channel: try CXoneChannelConfiguration(json: control.server.channelConfiguration)
-            )
+            let backend = try backend(control) { $0.replyTimeout = .milliseconds(100) }
             try await harness(control).withSession(backend: backend) { probe in
                 let chat = try await probe.openConversation()
                 control.server.inject(.slowReplies(.milliseconds(400), eventType: "SendMessage"))
@@ -452,14 +439,10 @@ struct CXoneScenarioTests {
     }
 
     func securedBackend(_ control: CXoneEmulatorControl, code: String? = nil) throws -> CXoneBackend {
-        CXoneBackend(
-            configuration: CXoneConfiguration(
-                environment: CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL),
-                brandID: control.server.configuration.brandID, channelID: control.server.configuration.channelID, customerID: control.customerID,
-                authorizationCode: code, codeVerifier: code.map { _ in "verifier" }
-            ),
-            channel: try CXoneChannelConfiguration(json: control.server.channelConfiguration)
-        )
+        try backend(control) {
+            $0.authorizationCode = code
+            $0.codeVerifier = code.map { _ in "verifier" }
+        }
     }
 
     @Test func aThirdPartyOAuthSessionExchangesItsCodeOnceAndRefreshesWithH7() async throws {
