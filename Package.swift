@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "Switchboard", targets: ["Switchboard"]),
         .library(name: "SwitchboardTestKit", targets: ["SwitchboardTestKit"]),
+        .library(name: "SwitchboardSQLite", targets: ["SwitchboardSQLite"]),
         .library(name: "SwitchboardTransport", targets: ["SwitchboardTransport"]),
         .library(name: "SwitchboardEmulation", targets: ["SwitchboardEmulation"]),
         .library(name: "SwitchboardVoximplant", targets: ["SwitchboardVoximplant"]),
@@ -28,6 +29,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // The core: value types, the backend seam, the session engine, the event bus, the pure
@@ -47,6 +49,14 @@ let package = Package(
                 "Switchboard",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
+            ]
+        ),
+        // The durable store: SQLite through GRDB (WAL, migrations, one transaction per call).
+        .target(
+            name: "SwitchboardSQLite",
+            dependencies: [
+                "Switchboard",
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         // Network clients shared by adapters (WebSocket today; HTTP with the Webim adapter).
@@ -181,8 +191,12 @@ let package = Package(
             dependencies: ["Switchboard", "SwitchboardTestKit"]
         ),
         .testTarget(
+            name: "SwitchboardSQLiteTests",
+            dependencies: ["Switchboard", "SwitchboardTestKit", "SwitchboardSQLite"]
+        ),
+        .testTarget(
             name: "SwitchboardTestKitTests",
-            dependencies: ["Switchboard", "SwitchboardTestKit"]
+            dependencies: ["Switchboard", "SwitchboardTestKit", "SwitchboardSQLite"]
         ),
         .testTarget(
             name: "SwitchboardCLITests",

@@ -23,15 +23,20 @@ public struct ConformanceContext: Sendable {
     public var emulator: any EmulatorControl
     public var configuration: SessionConfiguration
     public var logger: Logger
+    /// Makes the store of each session a case opens (unless the case brings its own): in memory
+    /// by default; a durable store runs the suite on its own storage.
+    public var makeStore: @Sendable () throws -> any ChatStore
 
     public init(
         emulator: any EmulatorControl,
         configuration: SessionConfiguration = .fastForTests,
-        logger: Logger = .quiet
+        logger: Logger = .quiet,
+        makeStore: @escaping @Sendable () throws -> any ChatStore = { InMemoryChatStore() }
     ) {
         self.emulator = emulator
         self.configuration = configuration
         self.logger = logger
+        self.makeStore = makeStore
     }
 }
 
@@ -50,12 +55,13 @@ public struct ConformanceHarness: Sendable {
     /// `body`: resumed and connected first unless `resume` is `false`, closed afterwards.
     public func withSession<T: Sendable>(
         backend given: (any ChatBackend)? = nil,
-        store: any ChatStore = InMemoryChatStore(),
+        store givenStore: (any ChatStore)? = nil,
         resume: Bool = true,
         _ body: @Sendable (SessionProbe) async throws -> T
     ) async throws -> T {
         let backend: any ChatBackend
         if let given { backend = given } else { backend = try await emulator.makeCustomerBackend() }
+        let store = try givenStore ?? context.makeStore()
         let session = ChatSession(
             backend: backend,
             store: store,

@@ -1,4 +1,5 @@
 import Switchboard
+import SwitchboardSQLite
 import SwitchboardTestKit
 import Testing
 
@@ -11,14 +12,20 @@ struct ChaosTests {
     static let customer = Participant(id: "customer", role: .customer, displayName: "Customer")
     static let agentParticipant = Participant(id: "agent", role: .agent, displayName: "Agent")
 
-    @Test(arguments: [0xC0FFEE as UInt64, 0xBADC0DE])
-    func thousandMessagesEachWayLoseNothing(seed: UInt64) async throws {
+    /// Where the client keeps what it learns: the in-memory store, or SQLite (the durable one).
+    enum Store: String, Sendable, CustomTestStringConvertible {
+        case memory, sqlite
+        var testDescription: String { rawValue }
+    }
+
+    @Test(arguments: [(0xC0FFEE as UInt64, Store.memory), (0xBADC0DE, .memory), (0x5A17E, .sqlite)])
+    func thousandMessagesEachWayLoseNothing(seed: UInt64, storeKind: Store) async throws {
         let server = InMemoryServer()
         let agent = server.agent(Self.agentParticipant.id, name: "Agent")
         let conversations = (0..<4).map {
             server.createConversation(title: "chaos \($0)", participants: [Self.customer, Self.agentParticipant]).id
         }
-        let store = InMemoryChatStore()
+        let store: any ChatStore = storeKind == .sqlite ? try SQLiteChatStore.inMemory() : InMemoryChatStore()
         let session = ChatSession(
             backend: InMemoryBackend(server: server, user: Self.customer.id),
             store: store,
@@ -102,7 +109,7 @@ struct ChaosTests {
         for id in conversations {
             let truth = server.messages(in: id)
             serverCount += truth.count
-            let stored = await store.fetchMessages(in: id, before: nil, limit: .max, scope: session.scope)
+            let stored = try await store.fetchMessages(in: id, before: nil, limit: .max, scope: session.scope)
             let storedIDs = stored.compactMap(\.serverID)
             lost += Set(truth.compactMap(\.serverID)).subtracting(storedIDs).count
             duplicated += storedIDs.count - Set(storedIDs).count
@@ -121,7 +128,7 @@ struct ChaosTests {
         let sends = server.sendCounts
         print(
             """
-            chaos seed \(String(seed, radix: 16)): messages \(steps) customer→agent + \(steps) agent→customer = \(serverCount) on the server
+            chaos seed \(String(seed, radix: 16)), \(storeKind.rawValue) store: messages \(steps) customer→agent + \(steps) agent→customer = \(serverCount) on the server
               faults injected: \(faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
               server: \(counts.delivered) frames delivered, \(counts.dropped) events dropped, \(sends.duplicates) resends recognised by client id
               engine: \(statistics.connects) connects, \(statistics.retransmitRequests) retransmits (\(statistics.retransmittedEvents) events), \(statistics.duplicatesDropped) duplicates dropped, \(statistics.heldBack) held back, \(statistics.sendRetries) send retries

@@ -20,8 +20,16 @@ public actor InMemoryChatStore: ChatStore {
         var nextRow = 0
 
         mutating func save(_ message: Message) {
+            let byServer = message.serverID.flatMap { byServerID[$0] }
+            if let byServer, let byClient = message.clientID.flatMap({ byClientID[$0] }), byClient != byServer,
+                let pending = rows.removeValue(forKey: byClient)
+            {
+                // The confirmed copy wins over the pending one stored under the client id.
+                if let id = pending.serverID { byServerID[id] = nil }
+                if let id = pending.clientID { byClientID[id] = nil }
+            }
             let row =
-                message.serverID.flatMap { byServerID[$0] } ?? message.clientID.flatMap { byClientID[$0] } ?? {
+                byServer ?? message.clientID.flatMap { byClientID[$0] } ?? {
                     defer { nextRow += 1 }
                     return nextRow
                 }()

@@ -1,0 +1,390 @@
+import Foundation
+public import GRDB
+public import Switchboard
+
+/// The durable ``ChatStore``: SQLite through GRDB. What a session stores — conversations,
+/// messages, read markers, sequences, the cursor, the outbox and the credentials — survives the
+/// process, so a send stored as pending goes out after a restart and a restart catches up from the
+/// stored cursor instead of from scratch.
+///
+/// Every call is one transaction, which runs to its end once begun, even if the calling task is
+/// cancelled. A file store uses a WAL `DatabasePool` (readers do not wait for
+/// the writer); ``inMemory()`` is a `DatabaseQueue` for tests. Values are stored as JSON of the
+/// model's `Codable` form beside the columns the queries need, so a model field added later needs
+/// no migration.
+///
+/// ```swift
+/// let store = try SQLiteChatStore(path: applicationSupport.appending(path: "chat.sqlite").path)
+/// let session = ChatSession(backend: backend, store: store)
+/// ```
+public final class SQLiteChatStore: ChatStore {
+    /// The GRDB database, for an app that wants to observe it or back it up.
+    public let database: any DatabaseWriter
+
+    /// Opens (creating when needed) the store at `path` and migrates it to the current schema.
+    /// - Throws: ``SwitchboardError/Code/storageFailure`` when the file cannot be opened or migrated.
+    public convenience init(path: String) throws {
+        let database: DatabasePool
+        do {
+            database = try DatabasePool(path: path)
+        } catch {
+            throw SwitchboardError(.storageFailure, "cannot open the store at \(path)", underlying: error)
+        }
+        try self.init(database: database)
+    }
+
+    /// A store on an existing GRDB database (a pool, or a queue), migrated to the current schema.
+    public init(database: any DatabaseWriter) throws {
+        self.database = database
+        do {
+            try Self.migrator.migrate(database)
+        } catch {
+            throw SwitchboardError(.storageFailure, "cannot migrate the store", underlying: error)
+        }
+    }
+
+    /// A store in memory: the same SQL, nothing on disk.
+    public static func inMemory() throws -> SQLiteChatStore {
+        do {
+            return try SQLiteChatStore(database: DatabaseQueue())
+        } catch let error as SwitchboardError {
+            throw error
+        } catch {
+            throw SwitchboardError(.storageFailure, "cannot open an in-memory store", underlying: error)
+        }
+    }
+
+    // MARK: Schema
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE conversation (
+                        backend TEXT NOT NULL, account TEXT NOT NULL, id TEXT NOT NULL, value BLOB NOT NULL,
+                        PRIMARY KEY (backend, account, id));
+                    CREATE TABLE message (
+                        backend TEXT NOT NULL, account TEXT NOT NULL, conversation TEXT NOT NULL,
+                        serverID TEXT, clientID TEXT,
+                        pending INTEGER NOT NULL, sequence INTEGER NOT NULL, time REAL NOT NULL, tie TEXT NOT NULL,
+                        value BLOB NOT NULL);
+                    CREATE UNIQUE INDEX message_server ON message (backend, account, conversation, serverID) WHERE serverID IS NOT NULL;
+                    CREATE UNIQUE INDEX message_client ON message (backend, account, conversation, clientID) WHERE clientID IS NOT NULL;
+                    CREATE INDEX message_client_scope ON message (backend, account, clientID) WHERE clientID IS NOT NULL;
+                    CREATE INDEX message_order ON message (backend, account, conversation, pending, sequence, time, tie);
+                    CREATE TABLE readMarker (
+                        backend TEXT NOT NULL, account TEXT NOT NULL, conversation TEXT NOT NULL, participant TEXT NOT NULL,
+                        value BLOB NOT NULL, PRIMARY KEY (backend, account, conversation, participant));
+                    CREATE TABLE sequence (
+                        backend TEXT NOT NULL, account TEXT NOT NULL, conversation TEXT NOT NULL, value INTEGER NOT NULL,
+                        PRIMARY KEY (backend, account, conversation));
+                    CREATE TABLE cursor (
+                        backend TEXT NOT NULL, account TEXT NOT NULL, value BLOB NOT NULL, PRIMARY KEY (backend, account));
+                    CREATE TABLE outbox (
+                        backend TEXT NOT NULL, account TEXT NOT NULL, clientID TEXT NOT NULL, value BLOB NOT NULL,
+                        PRIMARY KEY (backend, account, clientID));
+                    CREATE TABLE credentials (
+                        backend TEXT NOT NULL, account TEXT NOT NULL, value BLOB NOT NULL, PRIMARY KEY (backend, account));
+                    """
+            )
+        }
+        return migrator
+    }
+
+    // MARK: Conversations
+
+    public func fetchConversations(scope: StoreScope) async throws -> [ConversationInfo] {
+        try await fetchInOrder(ConversationInfo.self, from: "conversation", scope: scope)
+    }
+
+    public func fetchConversation(_ id: ConversationID, scope: StoreScope) async throws -> ConversationInfo? {
+        try await read { db in
+            try Data.fetchOne(db, sql: "SELECT value FROM conversation WHERE backend = ? AND account = ? AND id = ?", arguments: scope.arguments + [id.rawValue])
+                .map { try Self.decode(ConversationInfo.self, $0) }
+        }
+    }
+
+    public func saveConversation(_ conversation: ConversationInfo, scope: StoreScope) async throws {
+        try await upsertKeepingOrder(try Self.encode(conversation), into: "conversation", keyColumn: "id", key: conversation.id.rawValue, scope: scope)
+    }
+
+    public func removeConversation(_ id: ConversationID, scope: StoreScope) async throws {
+        try await write { db in
+            let arguments = scope.arguments + [id.rawValue]
+            try db.execute(sql: "DELETE FROM conversation WHERE backend = ? AND account = ? AND id = ?", arguments: arguments)
+            try db.execute(sql: "DELETE FROM message WHERE backend = ? AND account = ? AND conversation = ?", arguments: arguments)
+            try db.execute(sql: "DELETE FROM readMarker WHERE backend = ? AND account = ? AND conversation = ?", arguments: arguments)
+            try db.execute(sql: "DELETE FROM sequence WHERE backend = ? AND account = ? AND conversation = ?", arguments: arguments)
+        }
+    }
+
+    // MARK: Messages
+
+    public func fetchMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws -> Message? {
+        try await read { db in
+            try Data.fetchOne(
+                db,
+                sql: "SELECT value FROM message WHERE backend = ? AND account = ? AND conversation = ? AND serverID = ?",
+                arguments: scope.arguments + [conversation.rawValue, serverID.rawValue]
+            ).map { try Self.decode(Message.self, $0) }
+        }
+    }
+
+    public func fetchMessage(clientID: ClientMessageID, scope: StoreScope) async throws -> Message? {
+        try await read { db in
+            try Data.fetchOne(
+                db,
+                sql: "SELECT value FROM message WHERE backend = ? AND account = ? AND clientID = ? LIMIT 1",
+                arguments: scope.arguments + [clientID.rawValue]
+            ).map { try Self.decode(Message.self, $0) }
+        }
+    }
+
+    public func fetchMessages(
+        in conversation: ConversationID,
+        before: MessageOrderKey?,
+        limit: Int,
+        scope: StoreScope
+    ) async throws -> [Message] {
+        guard limit > 0 else { return [] }
+        return try await read { db in
+            var sql = "SELECT value FROM message WHERE backend = ? AND account = ? AND conversation = ?"
+            var arguments = scope.arguments + [conversation.rawValue]
+            if let before {
+                // `MessageOrderKey`'s order, as a row comparison: pending last, then sequence, time, id.
+                sql += " AND (pending, sequence, time, tie) < (?, ?, ?, ?)"
+                arguments += [before.isPending, before.sequence, before.time.timeIntervalSinceReferenceDate, before.tieBreaker]
+            }
+            sql += " ORDER BY pending DESC, sequence DESC, time DESC, tie DESC LIMIT ?"
+            arguments += [limit]
+            return try Data.fetchAll(db, sql: sql, arguments: arguments).reversed().map { try Self.decode(Message.self, $0) }
+        }
+    }
+
+    public func countMessages(in conversation: ConversationID, scope: StoreScope) async throws -> Int {
+        try await read { db in
+            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM message WHERE backend = ? AND account = ? AND conversation = ?", arguments: scope.arguments + [conversation.rawValue]) ?? 0
+        }
+    }
+
+    public func saveMessages(_ messages: [Message], scope: StoreScope) async throws {
+        let rows = try messages.map { ($0, try Self.encode($0)) }
+        try await write { db in
+            for (message, value) in rows { try Self.save(message, value: value, scope: scope, db) }
+        }
+    }
+
+    /// Replaces the row stored under the message's server id, else under its client id, else adds
+    /// one. A row under the client id that another row's server id wins over is dropped: the
+    /// confirmed message replaces its pending copy.
+    private static func save(_ message: Message, value: Data, scope: StoreScope, _ db: Database) throws {
+        let where_ = "backend = ? AND account = ? AND conversation = ?"
+        let base = scope.arguments + [message.conversationID.rawValue]
+        let byServer = try message.serverID.flatMap {
+            try Int64.fetchOne(db, sql: "SELECT rowid FROM message WHERE \(where_) AND serverID = ?", arguments: base + [$0.rawValue])
+        }
+        let byClient = try message.clientID.flatMap {
+            try Int64.fetchOne(db, sql: "SELECT rowid FROM message WHERE \(where_) AND clientID = ?", arguments: base + [$0.rawValue])
+        }
+        if let byServer, let byClient, byServer != byClient {
+            try db.execute(sql: "DELETE FROM message WHERE rowid = ?", arguments: [byClient])
+        }
+        let key = message.orderKey
+        let columns: StatementArguments = [
+            message.serverID?.rawValue, message.clientID?.rawValue, key.isPending, key.sequence, key.time.timeIntervalSinceReferenceDate,
+            key.tieBreaker, value,
+        ]
+        if let row = byServer ?? byClient {
+            try db.execute(
+                sql: "UPDATE message SET serverID = ?, clientID = ?, pending = ?, sequence = ?, time = ?, tie = ?, value = ? WHERE rowid = ?",
+                arguments: columns + [row]
+            )
+        } else {
+            try db.execute(
+                sql: """
+                    INSERT INTO message (backend, account, conversation, serverID, clientID, pending, sequence, time, tie, value)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: base + columns
+            )
+        }
+    }
+
+    public func removeMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws {
+        try await write { db in
+            try db.execute(
+                sql: "DELETE FROM message WHERE backend = ? AND account = ? AND conversation = ? AND serverID = ?",
+                arguments: scope.arguments + [conversation.rawValue, serverID.rawValue]
+            )
+        }
+    }
+
+    public func removeAllMessages(in conversation: ConversationID, scope: StoreScope) async throws {
+        try await write { db in
+            try db.execute(sql: "DELETE FROM message WHERE backend = ? AND account = ? AND conversation = ?", arguments: scope.arguments + [conversation.rawValue])
+        }
+    }
+
+    // MARK: Read markers, sequences, cursor
+
+    public func fetchReadMarkers(in conversation: ConversationID, scope: StoreScope) async throws -> [ParticipantID: ChatEvent.ReadMarker] {
+        try await read { db in
+            var markers: [ParticipantID: ChatEvent.ReadMarker] = [:]
+            let rows = try Row.fetchAll(
+                db,
+                sql: "SELECT participant, value FROM readMarker WHERE backend = ? AND account = ? AND conversation = ?",
+                arguments: scope.arguments + [conversation.rawValue]
+            )
+            for row in rows {
+                markers[ParticipantID(row["participant"])] = try Self.decode(ChatEvent.ReadMarker.self, row["value"])
+            }
+            return markers
+        }
+    }
+
+    public func saveReadMarker(_ marker: ChatEvent.ReadMarker, of participant: ParticipantID, in conversation: ConversationID, scope: StoreScope) async throws {
+        let value = try Self.encode(marker)
+        try await write { db in
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO readMarker (backend, account, conversation, participant, value) VALUES (?, ?, ?, ?, ?)",
+                arguments: scope.arguments + [conversation.rawValue, participant.rawValue, value]
+            )
+        }
+    }
+
+    public func fetchSequences(scope: StoreScope) async throws -> [ConversationID: Int64] {
+        try await read { db in
+            var sequences: [ConversationID: Int64] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT conversation, value FROM sequence WHERE backend = ? AND account = ?", arguments: scope.arguments) {
+                sequences[ConversationID(row["conversation"])] = row["value"]
+            }
+            return sequences
+        }
+    }
+
+    public func saveSequence(_ sequence: Int64, for conversation: ConversationID, scope: StoreScope) async throws {
+        try await write { db in
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO sequence (backend, account, conversation, value) VALUES (?, ?, ?, ?)",
+                arguments: scope.arguments + [conversation.rawValue, sequence]
+            )
+        }
+    }
+
+    public func fetchCursor(scope: StoreScope) async throws -> SyncCursor? {
+        try await read { db in
+            try Data.fetchOne(db, sql: "SELECT value FROM cursor WHERE backend = ? AND account = ?", arguments: scope.arguments)
+                .map { try Self.decode(SyncCursor.self, $0) }
+        }
+    }
+
+    public func saveCursor(_ cursor: SyncCursor?, scope: StoreScope) async throws {
+        let value = try cursor.map(Self.encode)
+        try await write { db in
+            if let value {
+                try db.execute(sql: "INSERT OR REPLACE INTO cursor (backend, account, value) VALUES (?, ?, ?)", arguments: scope.arguments + [value])
+            } else {
+                try db.execute(sql: "DELETE FROM cursor WHERE backend = ? AND account = ?", arguments: scope.arguments)
+            }
+        }
+    }
+
+    // MARK: Outbox and credentials
+
+    public func fetchOutbox(scope: StoreScope) async throws -> [OutboxEntry] {
+        try await fetchInOrder(OutboxEntry.self, from: "outbox", scope: scope)
+    }
+
+    public func saveOutboxEntry(_ entry: OutboxEntry, scope: StoreScope) async throws {
+        try await upsertKeepingOrder(try Self.encode(entry), into: "outbox", keyColumn: "clientID", key: entry.clientID.rawValue, scope: scope)
+    }
+
+    public func removeOutboxEntry(_ clientID: ClientMessageID, scope: StoreScope) async throws {
+        try await write { db in
+            try db.execute(sql: "DELETE FROM outbox WHERE backend = ? AND account = ? AND clientID = ?", arguments: scope.arguments + [clientID.rawValue])
+        }
+    }
+
+    public func fetchCredentials(scope: StoreScope) async throws -> Credentials {
+        try await read { db in
+            try Data.fetchOne(db, sql: "SELECT value FROM credentials WHERE backend = ? AND account = ?", arguments: scope.arguments)
+                .map { try Self.decode(Credentials.self, $0) } ?? Credentials()
+        }
+    }
+
+    public func saveCredentials(_ credentials: Credentials, scope: StoreScope) async throws {
+        let value = try Self.encode(credentials)
+        try await write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO credentials (backend, account, value) VALUES (?, ?, ?)", arguments: scope.arguments + [value])
+        }
+    }
+
+    // MARK: Plumbing
+
+    /// The values of `table` in the order they were first saved (`conversation`, `outbox`).
+    private func fetchInOrder<T: Decodable & Sendable>(_ type: T.Type, from table: String, scope: StoreScope) async throws -> [T] {
+        try await read { db in
+            try Data.fetchAll(db, sql: "SELECT value FROM \(table) WHERE backend = ? AND account = ? ORDER BY rowid", arguments: scope.arguments)
+                .map { try Self.decode(type, $0) }
+        }
+    }
+
+    /// Inserts `value` under `key`, or replaces it in place: an upsert keeps the row, and so its
+    /// place in the order.
+    private func upsertKeepingOrder(_ value: Data, into table: String, keyColumn: String, key: String, scope: StoreScope) async throws {
+        try await write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO \(table) (backend, account, \(keyColumn), value) VALUES (?, ?, ?, ?)
+                    ON CONFLICT (backend, account, \(keyColumn)) DO UPDATE SET value = excluded.value
+                    """,
+                arguments: scope.arguments + [key, value]
+            )
+        }
+    }
+
+    private func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let database = self.database
+        return try await Self.uncancelled("read") { try await database.read(body) }
+    }
+
+    private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let database = self.database
+        return try await Self.uncancelled("write") { try await database.write(body) }
+    }
+
+    /// Runs one database access to its end even when the caller is cancelled: GRDB interrupts a
+    /// cancelled access, and a session that closes right after a send is confirmed must not lose
+    /// the write that takes the send out of the outbox. The access is awaited, never left behind.
+    private static func uncancelled<T: Sendable>(_ what: String, _ access: @escaping @Sendable () async throws -> T) async throws -> T {
+        do {
+            return try await Task { try await access() }.value
+        } catch let error as SwitchboardError {
+            throw error
+        } catch {
+            throw SwitchboardError(.storageFailure, "SQLite \(what) failed", underlying: error)
+        }
+    }
+
+    private static func encode(_ value: some Encodable) throws -> Data {
+        do {
+            return try JSONEncoder().encode(value)
+        } catch {
+            throw SwitchboardError(.storageFailure, "cannot encode \(type(of: value)) for the store", underlying: error)
+        }
+    }
+
+    private static func decode<T: Decodable>(_ type: T.Type, _ data: Data) throws -> T {
+        do {
+            return try JSONDecoder().decode(type, from: data)
+        } catch {
+            throw SwitchboardError(.storageFailure, "a stored \(type) does not decode", underlying: error)
+        }
+    }
+}
+
+extension StoreScope {
+    /// The two key columns every table starts with.
+    fileprivate var arguments: StatementArguments { [backend.rawValue, account] }
+}
