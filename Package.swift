@@ -183,6 +183,7 @@ let package = Package(
                 "WebimEmulator",
                 "SwitchboardCXone",
                 "CXoneEmulator",
+                "SwitchboardSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Switchboard
 import SwitchboardCXone
+import SwitchboardSQLite
 import SwitchboardTestKit
 import SwitchboardVoximplant
 import SwitchboardWebim
@@ -25,10 +26,11 @@ struct ConnectVoximplant: AsyncParsableCommand {
     @Option(help: "The user id, user@application.account.") var user: String
     @Option(help: "The user's token.") var token: String
     @Flag(help: "Print events as JSON lines.") var jsonl = false
+    @OptionGroup var storage: StorageOptions
 
     func run() async throws {
         let backend = VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: user, token: token), logger: .quiet)
-        try await ConsoleRunner(backend: backend, jsonl: jsonl).run()
+        try await ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl).run()
     }
 }
 
@@ -43,10 +45,11 @@ struct ConnectWebim: AsyncParsableCommand {
     @Option(name: .customLong("visitor-fields"), help: "Identified visitor JSON, {\"fields\":{\"id\":…}}; anonymous without it.")
     var visitorFields: String?
     @Flag(help: "Print events as JSON lines.") var jsonl = false
+    @OptionGroup var storage: StorageOptions
 
     func run() async throws {
         let backend = try WebimBackend(configuration: WebimConfiguration(accountName: url, location: location, visitorFieldsJSON: visitorFields))
-        try await ConsoleRunner(backend: backend, jsonl: jsonl).run()
+        try await ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl).run()
     }
 }
 
@@ -63,6 +66,7 @@ struct ConnectCXone: AsyncParsableCommand {
     @Option(help: "The channel id.") var channel: String
     @Option(help: "The customer id; a new customer without it.") var customer: String?
     @Flag(help: "Print events as JSON lines.") var jsonl = false
+    @OptionGroup var storage: StorageOptions
 
     func run() async throws {
         let regions: [String: CXoneEnvironment] = ["na1": .na1, "eu1": .eu1, "au1": .au1, "ca1": .ca1, "uk1": .uk1, "jp1": .jp1]
@@ -81,18 +85,30 @@ struct ConnectCXone: AsyncParsableCommand {
         let backend = try await CXoneBackend.make(
             configuration: CXoneConfiguration(environment: resolved, brandID: brand, channelID: channel, customerID: customer)
         )
-        try await ConsoleRunner(backend: backend, jsonl: jsonl).run()
+        try await ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl).run()
+    }
+}
+
+/// Where a `connect` session keeps its state.
+struct StorageOptions: ParsableArguments {
+    @Option(help: "Keep the session in this SQLite file: history, the outbox and the credentials (the same visitor or customer next time) survive between runs. In memory without it.")
+    var store: String?
+
+    func makeStore() throws -> any ChatStore {
+        guard let store else { return InMemoryChatStore() }
+        return try SQLiteChatStore(path: store)
     }
 }
 
 /// Runs a session with a console on stdin and the event timeline on stdout.
 struct ConsoleRunner: Sendable {
     let backend: any ChatBackend
+    let store: any ChatStore
     let jsonl: Bool
 
     func run() async throws {
         let output = StandardOutput()
-        let session = ChatSession(backend: backend, logger: .quiet)
+        let session = ChatSession(backend: backend, store: store, logger: .quiet)
         let formatter = EventFormatter(format: jsonl ? .jsonLines : .timeline, start: Date())
         let console = Console(session: session)
         let events = session.events(filter: .all, buffering: .unbounded)
