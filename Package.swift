@@ -201,7 +201,10 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchboardCLITests",
-            dependencies: ["switchboard", "Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator"]
+            dependencies: [
+                "switchboard", "Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
     ]
 )

@@ -1,3 +1,5 @@
+import ArgumentParser
+import Foundation
 import Switchboard
 import SwitchboardTestKit
 import SwitchboardVoximplant
@@ -48,5 +50,18 @@ struct ConsoleTests {
                 recorder.finish()
             }
         }
+    }
+}
+
+@Suite struct StorageOptionsTests {
+    @Test func storeChoosesSQLiteAndKeepsWhatWasSaved() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-cli-\(UUID().uuidString).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let scope = StoreScope(backend: "webim", account: "demo")
+        let options = try StorageOptions.parse(["--store", path])
+        try await options.makeStore().saveCredentials(Credentials(["visitor-id": "v1"]), scope: scope)
+        let reopened = try StorageOptions.parse(["--store", path]).makeStore()
+        #expect(try await reopened.fetchCredentials(scope: scope)["visitor-id"] == "v1", "a second run sees the first run's credentials")
+        #expect(try StorageOptions.parse([]).makeStore() is InMemoryChatStore)
     }
 }
