@@ -13,6 +13,18 @@ import Testing
         )
     }
 
+    @Test func sendsOlderThanTheDeadlineFailAsExpiredButNotTheOneInFlight() {
+        var outbox = OutboxStateMachine()
+        _ = outbox.enqueue(entry("old", at: 0))
+        _ = outbox.enqueue(entry("older", in: "c2", at: 1))
+        _ = outbox.enqueue(entry("new", at: 100))
+        let expired = outbox.expire(createdBefore: Date(timeIntervalSince1970: 50))
+        #expect(expired == [.fail(entry("old", at: 0), reason: "expired"), .fail(entry("older", in: "c2", at: 1), reason: "expired")])
+        #expect(outbox.entries.map(\.clientID) == ["new"])
+        #expect(outbox.connected() == [.send(entry("new", at: 100))])
+        #expect(outbox.expire(createdBefore: Date(timeIntervalSince1970: 500)).isEmpty, "the send in flight waits for its result")
+    }
+
     @Test func nothingIsSentWhileDisconnected() {
         var outbox = OutboxStateMachine()
         #expect(outbox.enqueue(entry("a")).isEmpty)

@@ -181,6 +181,40 @@ struct SessionEngineTests {
         #expect(await store.fetchOutbox(scope: second.scope).isEmpty)
     }
 
+    @Test func aSendQueuedLongerThanTheExpiryFailsInsteadOfLandingLate() async throws {
+        let clock = TestClock()
+        let emulator = InMemoryEmulator()
+        let conversation = emulator.server.createConversation(participants: [Participant(id: "customer", role: .customer)])
+        let session = ChatSession(
+            backend: InMemoryBackend(server: emulator.server, user: "customer"),
+            configuration: SessionConfiguration(outboxExpiry: .seconds(12 * 3600)),
+            clock: SessionClock(clock),
+            logger: .quiet
+        )
+        let recorder = EventRecorder(session.events(filter: .all, buffering: .unbounded))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await session.run() }
+            group.addTask { await recorder.run() }
+            defer { group.cancelAll() }
+            try await session.resume()
+            try await recorder.first("the conversation") { $0.conversationID == conversation.id }
+            try await session.pause()
+            try await recorder.first("offline") { $0.kind == .connection(.disconnected, reason: .userInitiated) }
+            let chat = try await session.conversation(conversation.id)
+            let stale = try await chat.send(text: "written before the night")
+            clock.advance(by: .seconds(13 * 3600))
+            try await chat.send(text: "written in the morning")
+            try await session.resume()
+            let failed = try await recorder.first("the stale send fails") {
+                $0.updatedMessage?.clientID == stale.clientID && $0.updatedMessage?.deliveryState.isFailed == true
+            }
+            try await recorder.first("the fresh send goes") { $0.updatedMessage?.text == "written in the morning" && $0.updatedMessage?.serverID != nil }
+            #expect(failed.updatedMessage?.deliveryState == .failed("expired"))
+            #expect(emulator.server.messages(in: conversation.id).map(\.text) == ["written in the morning"], "nothing lands 13 h late")
+            #expect(await session.pendingSends.isEmpty)
+        }
+    }
+
     @Test func aReInitAfterADroppedLinkDuplicatesNothing() async throws {
         let emulator = InMemoryEmulator()
         let harness = ConformanceHarness(context: ConformanceContext(emulator: emulator))

@@ -31,10 +31,18 @@ extension ChatSession {
     /// Called with the gate held when a link is up: resume the outbox and flush read markers
     /// marked while offline.
     func linkEstablished() async {
+        await expireOutbox()
         await perform(outbox.connected())
         for (conversation, marker) in pendingReadMarkers {
             scheduleReadMarker(marker, in: conversation)
         }
+    }
+
+    /// Fails the sends that waited longer than the configured expiry.
+    private func expireOutbox() async {
+        guard let expiry = configuration.outboxExpiry else { return }
+        let seconds = Double(expiry.components.seconds) + Double(expiry.components.attoseconds) / 1e18
+        await perform(outbox.expire(createdBefore: clock.date.addingTimeInterval(-seconds)))
     }
 
     func linkDropped() {
@@ -52,6 +60,7 @@ extension ChatSession {
                 await handle(outcome, in: conversation)
             case .outboxRetry(let conversation):
                 statisticsValue.sendRetries += 1
+                await expireOutbox()
                 await perform(outbox.retryTimerFired(conversation))
             case .typing(let conversation):
                 guard var throttle = typing[conversation] else { return }

@@ -9,17 +9,23 @@ public struct SessionConfiguration: Sendable, Hashable {
     public var holdTimeout: Duration
     /// Overrides the backend's typing policy.
     public var typingPolicy: TypingPolicy?
+    /// How long a send may wait in the outbox (offline, or retrying) before it fails with reason
+    /// `expired` instead of landing hours late out of context; `nil` waits for ever. Stream
+    /// Chat's offline queue drops after 12 h, the default here; the app sees the failure.
+    public var outboxExpiry: Duration?
 
     public init(
         reconnectBackoff: BackoffPolicy = BackoffPolicy(),
         outboxBackoff: BackoffPolicy = BackoffPolicy(initial: .seconds(1), maximum: .seconds(30)),
         holdTimeout: Duration = .seconds(2),
-        typingPolicy: TypingPolicy? = nil
+        typingPolicy: TypingPolicy? = nil,
+        outboxExpiry: Duration? = .seconds(12 * 3600)
     ) {
         self.reconnectBackoff = reconnectBackoff
         self.outboxBackoff = outboxBackoff
         self.holdTimeout = holdTimeout
         self.typingPolicy = typingPolicy
+        self.outboxExpiry = outboxExpiry
     }
 }
 

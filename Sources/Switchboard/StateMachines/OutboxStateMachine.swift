@@ -113,6 +113,23 @@ public struct OutboxStateMachine: Sendable {
         return [.fail(entry, reason: error.message)] + pump(conversation)
     }
 
+    /// Fails every waiting send created before `deadline` (the session's expiry ago) with reason
+    /// `expired`; a send in flight is left to its result.
+    public mutating func expire(createdBefore deadline: Date) -> [Action] {
+        var actions: [Action] = []
+        for conversation in order {
+            guard let queue = queues[conversation] else { continue }
+            let first = inFlight.contains(conversation) ? 1 : 0
+            let expired = queue.dropFirst(first).filter { $0.createdAt < deadline }
+            guard !expired.isEmpty else { continue }
+            let ids = Set(expired.map(\.clientID))
+            queues[conversation]!.removeAll { entry in ids.contains(entry.clientID) }
+            actions += expired.map { .fail($0, reason: "expired") }
+            if first == 0 { waitingForRetry.remove(conversation) }
+        }
+        return actions
+    }
+
     public mutating func retryTimerFired(_ conversation: ConversationID) -> [Action] {
         waitingForRetry.remove(conversation)
         return pump(conversation)
