@@ -92,6 +92,16 @@ import Testing
     }
 
     @Test(arguments: Kind.allCases)
+    func theFirstCallOnAScopeMayBeAnyCall(_ kind: Kind) async throws {
+        let entry = OutboxEntry(message: OutgoingMessage(clientID: "k1", conversationID: conversation, content: MessageDraft(text: "hi")), createdAt: base)
+        let store = try kind.make()
+        try await store.saveOutboxEntry(entry, scope: scope)
+        #expect(try await store.fetchOutbox(scope: scope) == [entry], "\(kind): an outbox entry on a scope nothing else has touched")
+        try await kind.make().saveMessages([message(server: "s1", client: nil, second: 1, text: "x")], scope: other)
+        try await kind.make().saveCursor(.revision("1"), scope: other)
+    }
+
+    @Test(arguments: Kind.allCases)
     func markersSequencesCursorOutboxAndCredentials(_ kind: Kind) async throws {
         let store = try kind.make()
         try await store.saveReadMarker(.sequence(4), of: "bob", in: conversation, scope: scope)

@@ -12,12 +12,38 @@ public actor InMemoryChatStore: ChatStore {
         var credentials = Credentials()
     }
 
-    /// Messages of one conversation with indexes by server and client id.
+    /// Messages of one conversation with indexes by server and client id, and by order: a page
+    /// is a binary search and a slice, not a sort of the whole history.
     private struct MessageTable {
         var rows: [Int: Message] = [:]
         var byServerID: [MessageID: Int] = [:]
         var byClientID: [ClientMessageID: Int] = [:]
+        /// Every row by ``Message/orderKey``, oldest first.
+        var ordered: [(key: MessageOrderKey, row: Int)] = []
         var nextRow = 0
+
+        /// The first position whose key is not below `key`.
+        func position(of key: MessageOrderKey) -> Int {
+            var low = 0
+            var high = ordered.count
+            while low < high {
+                let middle = (low + high) / 2
+                if ordered[middle].key < key { low = middle + 1 } else { high = middle }
+            }
+            return low
+        }
+
+        mutating func unorder(_ row: Int, key: MessageOrderKey) {
+            var index = position(of: key)
+            while index < ordered.count, ordered[index].row != row { index += 1 }
+            if index < ordered.count { ordered.remove(at: index) }
+        }
+
+        /// The `limit` newest messages before `before`, oldest first.
+        func page(before: MessageOrderKey?, limit: Int) -> [Message] {
+            let end = before.map(position(of:)) ?? ordered.count
+            return ordered[max(0, end - max(0, limit))..<end].compactMap { rows[$0.row] }
+        }
 
         mutating func save(_ message: Message) {
             let byServer = message.serverID.flatMap { byServerID[$0] }
@@ -25,6 +51,7 @@ public actor InMemoryChatStore: ChatStore {
                 let pending = rows.removeValue(forKey: byClient)
             {
                 // The confirmed copy wins over the pending one stored under the client id.
+                unorder(byClient, key: pending.orderKey)
                 if let id = pending.serverID { byServerID[id] = nil }
                 if let id = pending.clientID { byClientID[id] = nil }
             }
@@ -36,8 +63,10 @@ public actor InMemoryChatStore: ChatStore {
             if let old = rows[row] {
                 if let id = old.serverID { byServerID[id] = nil }
                 if let id = old.clientID { byClientID[id] = nil }
+                unorder(row, key: old.orderKey)
             }
             rows[row] = message
+            ordered.insert((message.orderKey, row), at: position(of: message.orderKey))
             if let id = message.serverID { byServerID[id] = row }
             if let id = message.clientID { byClientID[id] = row }
         }
@@ -46,6 +75,7 @@ public actor InMemoryChatStore: ChatStore {
             guard let row = byServerID.removeValue(forKey: serverID), let old = rows.removeValue(forKey: row)
             else { return }
             if let id = old.clientID { byClientID[id] = nil }
+            unorder(row, key: old.orderKey)
         }
 
         func message(serverID: MessageID) -> Message? { byServerID[serverID].flatMap { rows[$0] } }
@@ -94,11 +124,7 @@ public actor InMemoryChatStore: ChatStore {
         limit: Int,
         scope: StoreScope
     ) -> [Message] {
-        guard let table = scopes[scope]?.messages[conversation] else { return [] }
-        var messages = Array(table.rows.values)
-        if let before { messages.removeAll { !($0.orderKey < before) } }
-        messages.sort { $0.orderKey < $1.orderKey }
-        return Array(messages.suffix(max(0, limit)))
+        scopes[scope]?.messages[conversation]?.page(before: before, limit: limit) ?? []
     }
 
     public func countMessages(in conversation: ConversationID, scope: StoreScope) -> Int {
@@ -163,7 +189,7 @@ public actor InMemoryChatStore: ChatStore {
         } else {
             outbox.append(entry)
         }
-        scopes[scope]!.outbox = outbox
+        scopes[scope, default: Conversations()].outbox = outbox
     }
 
     public func removeOutboxEntry(_ clientID: ClientMessageID, scope: StoreScope) {
