@@ -16,25 +16,17 @@ let package = Package(
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
     ],
     targets: [
-        .executableTarget(
-            name: "CoreBenchmarks",
-            dependencies: [
-                .product(name: "Switchboard", package: root),
-                .product(name: "SwitchboardTestKit", package: root),
-                .product(name: "Benchmark", package: "benchmark"),
-            ],
-            path: "Benchmarks/CoreBenchmarks",
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        ),
-        .executableTarget(
-            name: "StoreBenchmarks",
-            dependencies: [
-                .product(name: "Switchboard", package: root),
-                .product(name: "SwitchboardSQLite", package: root),
-                .product(name: "Benchmark", package: "benchmark"),
-            ],
-            path: "Benchmarks/StoreBenchmarks",
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        ),
+        benchmarkTarget("CoreBenchmarks", products: ["Switchboard", "SwitchboardTestKit"]),
+        benchmarkTarget("StoreBenchmarks", products: ["Switchboard", "SwitchboardSQLite"]),
     ]
 )
+
+/// A package-benchmark executable in `Benchmarks/<name>` on the given Switchboard products.
+func benchmarkTarget(_ name: String, products: [String]) -> Target {
+    .executableTarget(
+        name: name,
+        dependencies: products.map { .product(name: $0, package: root) } + [.product(name: "Benchmark", package: "benchmark")],
+        path: "Benchmarks/\(name)",
+        plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+    )
+}

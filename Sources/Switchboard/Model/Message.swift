@@ -181,6 +181,20 @@ public struct MessageOrderKey: Sendable, Hashable, Comparable, Codable {
     }
 }
 
+extension RandomAccessCollection where Index == Int {
+    /// The first index whose element's order key is not below `key`, in a collection sorted by
+    /// order key (a binary search).
+    func lowerBound(of key: MessageOrderKey, orderKey: (Element) -> MessageOrderKey) -> Int {
+        var low = startIndex
+        var high = endIndex
+        while low < high {
+            let middle = (low + high) / 2
+            if orderKey(self[middle]) < key { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+}
+
 /// A send as it goes to the backend: the app's draft with the client id the engine gave it and
 /// the conversation. It is stored in the outbox before anything goes on the wire.
 public struct OutgoingMessage: Sendable, Hashable, Codable {

@@ -67,13 +67,6 @@ public struct TimelineState: Sendable, Hashable {
     }
 
     private func insertionIndex(for message: Message) -> Int {
-        let key = message.orderKey
-        var low = 0
-        var high = items.count
-        while low < high {
-            let mid = (low + high) / 2
-            if items[mid].orderKey < key { low = mid + 1 } else { high = mid }
-        }
-        return low
+        items.lowerBound(of: message.orderKey, orderKey: \.orderKey)
     }
 }

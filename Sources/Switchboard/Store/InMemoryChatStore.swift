@@ -24,13 +24,7 @@ public actor InMemoryChatStore: ChatStore {
 
         /// The first position whose key is not below `key`.
         func position(of key: MessageOrderKey) -> Int {
-            var low = 0
-            var high = ordered.count
-            while low < high {
-                let middle = (low + high) / 2
-                if ordered[middle].key < key { low = middle + 1 } else { high = middle }
-            }
-            return low
+            ordered.lowerBound(of: key, orderKey: \.key)
         }
 
         mutating func unorder(_ row: Int, key: MessageOrderKey) {

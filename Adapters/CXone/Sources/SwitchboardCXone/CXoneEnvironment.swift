@@ -1,5 +1,5 @@
 import Foundation
-public import Switchboard
+import Switchboard
 
 /// Where a CXone brand lives: one of NICE's regions, or custom URLs (an emulator, a private
 /// deployment). protocols/cxone.md §1.1, §1.4.
