@@ -215,6 +215,25 @@ struct SessionEngineTests {
         }
     }
 
+    @Test func anAgentsReadMarkerTurnsTheCustomersMessagesRead() async throws {
+        let emulator = InMemoryEmulator()
+        try await ConformanceHarness(context: ConformanceContext(emulator: emulator)).withSession { probe in
+            let chat = try await probe.openConversation()
+            let first = try await chat.send(text: "first")
+            let second = try await chat.send(text: "second")
+            for sent in [first, second] {
+                try await probe.recorder.first("confirmed") { $0.updatedMessage?.clientID == sent.clientID && $0.updatedMessage?.serverID != nil }
+            }
+            try await emulator.agentMarkRead(in: chat.id)
+            for sent in [first, second] {
+                try await probe.recorder.first("read") { $0.updatedMessage?.clientID == sent.clientID && $0.updatedMessage?.deliveryState == .read }
+            }
+            let stored = try await chat.storedMessages(before: nil, limit: .max).filter { $0.clientID != nil }
+            print("read derivation: \(stored.map { "\($0.text)=\($0.deliveryState)" })")
+            #expect(stored.allSatisfy { $0.deliveryState == .read })
+        }
+    }
+
     @Test func aReInitAfterADroppedLinkDuplicatesNothing() async throws {
         let emulator = InMemoryEmulator()
         let harness = ConformanceHarness(context: ConformanceContext(emulator: emulator))

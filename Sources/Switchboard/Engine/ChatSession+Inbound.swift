@@ -288,6 +288,7 @@ extension ChatSession {
                     try await store.saveConversation(info, scope: scope)
                 }
                 publish(event.kind, conversation: conversation, sequence: event.sequence, time: time)
+                try await markCustomerMessagesRead(upTo: marker, by: participant, in: conversation, time: time)
             case .gap:
                 // Bus-only; an adapter has no business sending it.
                 report(SwitchboardError(.protocolViolation, "a backend sent a bus gap event"))
@@ -359,6 +360,43 @@ extension ChatSession {
         try await store.saveConversation(info, scope: scope)
         publish(.conversationAdded(info), conversation: id, time: time)
         return info
+    }
+
+    /// How far back a read marker turns the customer's sent messages `.read`.
+    static let readDerivationWindow = 200
+
+    /// A read marker from the other side of a support chat (anyone but a customer) turns the
+    /// customer's messages up to it `.read`, each announced as `messageUpdated`; peer
+    /// conversations (Voximplant users) keep their markers as events only.
+    private func markCustomerMessagesRead(
+        upTo marker: ChatEvent.ReadMarker,
+        by participant: ParticipantID,
+        in conversation: ConversationID,
+        time: Date?
+    ) async throws {
+        let info = try await store.fetchConversation(conversation, scope: scope)
+        guard info?.participants.first(where: { $0.id == participant })?.role != .customer else { return }
+        let isWithinMarker: (Message) -> Bool
+        switch marker {
+        case .sequence(let sequence):
+            isWithinMarker = { ($0.sequence ?? .max) <= sequence }
+        case .time(let date):
+            isWithinMarker = { $0.time <= date }
+        case .message(let id):
+            guard let read = try await store.fetchMessage(serverID: id, in: conversation, scope: scope) else { return }
+            isWithinMarker = { $0.orderKey <= read.orderKey }
+        }
+        let recent = try await store.fetchMessages(in: conversation, before: nil, limit: Self.readDerivationWindow, scope: scope)
+        let nowRead = recent.filter {
+            $0.senderRole == .customer && $0.serverID != nil && ($0.deliveryState == .sent || $0.deliveryState == .delivered) && isWithinMarker($0)
+        }.map { message -> Message in
+            var message = message
+            message.deliveryState = .read
+            return message
+        }
+        guard !nowRead.isEmpty else { return }
+        try await store.saveMessages(nowRead, scope: scope)
+        for message in nowRead { publish(.messageUpdated(message), conversation: conversation, time: time) }
     }
 
     private func missingConversation(_ event: BackendEvent) -> SwitchboardError {

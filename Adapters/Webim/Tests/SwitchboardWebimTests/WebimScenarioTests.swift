@@ -207,6 +207,19 @@ struct WebimScenarioTests {
         }
     }
 
+    @Test func theOperatorReadingTurnsTheVisitorsMessagesRead() async throws {
+        try await withWebimEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                let sent = try await chat.send(text: "are you there?")
+                try await probe.recorder.first("confirmed") { $0.updatedMessage?.clientID == sent.clientID && $0.updatedMessage?.serverID != nil }
+                try control.agent.markRead(visitor: control.visitorID)
+                let read = try await probe.recorder.first("read") { $0.updatedMessage?.clientID == sent.clientID && $0.updatedMessage?.deliveryState == .read }
+                #expect(read.updatedMessage?.text == "are you there?", "MESSAGE_READ from the operator → .read")
+            }
+        }
+    }
+
     @Test func historyPagesAcrossClosedChats() async throws {
         try await withWebimEmulator(configuration: .init(deltaHold: .seconds(2), historyPageSize: 4)) { control in
             let conversation = try await harness(control).withSession { probe in
