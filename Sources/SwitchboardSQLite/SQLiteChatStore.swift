@@ -7,8 +7,8 @@ public import Switchboard
 /// process, so a send stored as pending goes out after a restart and a restart catches up from the
 /// stored cursor instead of from scratch.
 ///
-/// Every call is one transaction, which runs to its end once begun, even if the calling task is
-/// cancelled. A file store uses a WAL `DatabasePool` (readers do not wait for
+/// Every call is one transaction, which runs to its end on the database's queue even if the
+/// calling task is cancelled. A file store uses a WAL `DatabasePool` (readers do not wait for
 /// the writer); ``inMemory()`` is a `DatabaseQueue` for tests. Values are stored as JSON of the
 /// model's `Codable` form beside the columns the queries need, so a model field added later needs
 /// no migration.
@@ -344,22 +344,34 @@ public final class SQLiteChatStore: ChatStore {
         }
     }
 
+    /// One read transaction. GRDB's callback form runs it on the database's own queue to its end,
+    /// whatever becomes of the calling task (its async form interrupts a cancelled access).
     private func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let database = self.database
-        return try await Self.uncancelled("read") { try await database.read(body) }
+        return try await Self.finishing("read") { resume in
+            database.asyncRead { result in resume(Result { try body(try result.get()) }) }
+        }
     }
 
+    /// One write transaction, run to its end even when the caller is cancelled: a session that
+    /// closes right after a send is confirmed must not lose the write that takes the send out of
+    /// the outbox.
     private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let database = self.database
-        return try await Self.uncancelled("write") { try await database.write(body) }
+        return try await Self.finishing("write") { resume in
+            database.asyncWrite(body) { _, result in resume(result) }
+        }
     }
 
-    /// Runs one database access to its end even when the caller is cancelled: GRDB interrupts a
-    /// cancelled access, and a session that closes right after a send is confirmed must not lose
-    /// the write that takes the send out of the outbox. The access is awaited, never left behind.
-    private static func uncancelled<T: Sendable>(_ what: String, _ access: @escaping @Sendable () async throws -> T) async throws -> T {
+    /// Bridges a GRDB completion to `async`, classifying failures as `storageFailure`.
+    private static func finishing<T: Sendable>(
+        _ what: String,
+        _ start: (@escaping @Sendable (Result<T, any Error>) -> Void) -> Void
+    ) async throws -> T {
         do {
-            return try await Task { try await access() }.value
+            return try await withCheckedThrowingContinuation { continuation in
+                start { continuation.resume(with: $0) }
+            }
         } catch let error as SwitchboardError {
             throw error
         } catch {
