@@ -280,15 +280,13 @@ extension ChatSession {
             case .readMarker(let participant, let marker):
                 guard let conversation else { throw missingConversation(event) }
                 try await store.saveReadMarker(marker, of: participant, in: conversation, scope: scope)
-                if case .sequence(let sequence) = marker,
-                    var info = try await store.fetchConversation(conversation, scope: scope),
-                    let index = info.participants.firstIndex(where: { $0.id == participant })
-                {
+                let info = try await store.fetchConversation(conversation, scope: scope)
+                if case .sequence(let sequence) = marker, var info, let index = info.participants.firstIndex(where: { $0.id == participant }) {
                     info.participants[index].lastReadSequence = sequence
                     try await store.saveConversation(info, scope: scope)
                 }
                 publish(event.kind, conversation: conversation, sequence: event.sequence, time: time)
-                try await markCustomerMessagesRead(upTo: marker, by: participant, in: conversation, time: time)
+                if let info { try await markCustomerMessagesRead(upTo: marker, by: participant, in: info, time: time) }
             case .gap:
                 // Bus-only; an adapter has no business sending it.
                 report(SwitchboardError(.protocolViolation, "a backend sent a bus gap event"))
@@ -365,17 +363,19 @@ extension ChatSession {
     /// How far back a read marker turns the customer's sent messages `.read`.
     static let readDerivationWindow = 200
 
-    /// A read marker from the other side of a support chat (anyone but a customer) turns the
-    /// customer's messages up to it `.read`, each announced as `messageUpdated`; peer
-    /// conversations (Voximplant users) keep their markers as events only.
+    /// A read marker from the other side of a support chat or thread (anyone but a customer) turns
+    /// the customer's messages up to it `.read`, each announced as `messageUpdated`; peer
+    /// conversations (direct, group) keep their markers as events only, and cost no store read.
     private func markCustomerMessagesRead(
         upTo marker: ChatEvent.ReadMarker,
         by participant: ParticipantID,
-        in conversation: ConversationID,
+        in info: ConversationInfo,
         time: Date?
     ) async throws {
-        let info = try await store.fetchConversation(conversation, scope: scope)
-        guard info?.participants.first(where: { $0.id == participant })?.role != .customer else { return }
+        guard info.kind == .supportChat || info.kind == .thread,
+            info.participants.first(where: { $0.id == participant })?.role != .customer
+        else { return }
+        let conversation = info.id
         let isWithinMarker: (Message) -> Bool
         switch marker {
         case .sequence(let sequence):
