@@ -452,15 +452,10 @@ final class CXoneLink: BackendConnection {
             var id = UUID().uuidString.lowercased()
             if reuseLocal, let local = state.credentials["local-thread"], !local.isEmpty, state.threads[local] == nil { id = local }
             state.threads[id] = Thread()
-            state.credentials["thread-id"] = id
-            state.credentials["local-thread"] = id
             return id
         }
         guard let id else { return }
-        var kept = Credentials()
-        kept["thread-id"] = id
-        kept["local-thread"] = id
-        continuation.yield(.credentials(kept))
+        keep(["thread-id": id, "local-thread": id])
         announceLocalThread(ConversationInfo(id: ConversationID(id), kind: .thread, state: .queued))
     }
 
@@ -480,15 +475,12 @@ final class CXoneLink: BackendConnection {
             guard let welcome = try CXoneWelcomeMessage(proactiveActionData: data) else { return }
             let pending = state.withLock { state -> String? in
                 state.customerFields.merge(welcome.handoverFields) { _, new in new }
-                state.credentials["welcome-message"] = welcome.bodyText
                 guard let current = state.credentials["thread-id"], let thread = state.threads[current],
                     !thread.sent, !thread.closed, thread.contactID == nil
                 else { return nil }
                 return current
             }
-            var kept = Credentials()
-            kept["welcome-message"] = welcome.bodyText
-            continuation.yield(.credentials(kept))
+            keep(["welcome-message": welcome.bodyText])
             if let pending, let message = welcomeMessage(for: pending) {
                 continuation.yield(.event(BackendEvent(.messageAdded(message, position: .newest), conversation: message.conversationID)))
             }
@@ -500,25 +492,17 @@ final class CXoneLink: BackendConnection {
     /// The stored welcome message, its variables filled, as the agent's first message of
     /// `thread`; remembered so the first send of that thread brings it to the server.
     private func welcomeMessage(for thread: String) -> Message? {
-        let made = state.withLock { state -> (id: String, text: String)? in
+        let made = state.withLock { state -> (id: String, text: String, isNew: Bool)? in
             guard let body = state.credentials["welcome-message"], !body.isEmpty else { return nil }
             if state.credentials["welcome-thread"] == thread, let id = state.credentials["welcome-id"], !id.isEmpty, let text = state.credentials["welcome-text"] {
                 // The same thread again (after a reconnect): the same message.
-                return (id, text)
+                return (id, text, false)
             }
             let text = CXoneWelcomeMessage.fill(body, firstName: configuration.firstName, lastName: configuration.lastName, customerFields: state.customerFields)
-            let id = UUID().uuidString.lowercased()
-            state.credentials["welcome-thread"] = thread
-            state.credentials["welcome-id"] = id
-            state.credentials["welcome-text"] = text
-            return (id, text)
+            return (UUID().uuidString.lowercased(), text, true)
         }
         guard let made else { return nil }
-        var kept = Credentials()
-        kept["welcome-thread"] = thread
-        kept["welcome-id"] = made.id
-        kept["welcome-text"] = made.text
-        continuation.yield(.credentials(kept))
+        if made.isNew { keep(["welcome-thread": thread, "welcome-id": made.id, "welcome-text": made.text]) }
         return Message(
             serverID: MessageID(made.id), conversationID: ConversationID(thread), senderRole: .agent, kind: .text, text: made.text,
             payload: ["welcomeMessage": true], time: context.clock.date
@@ -545,13 +529,21 @@ final class CXoneLink: BackendConnection {
         ]
         if let token { data["accessToken"] = ["token": .string(token)] }
         try await send("SendOutbound", data: .object(data), awaitReply: false, socket: socket)
-        var spent = Credentials()
-        for key in Self.welcomeCredentials { spent[key] = "" }
-        state.withLock { $0.credentials.values.merge(spent.values) { _, new in new } }
-        continuation.yield(.credentials(spent))
+        keep(Self.cleared(Self.welcomeCredentials))
     }
 
     static let welcomeCredentials = ["welcome-message", "welcome-thread", "welcome-id", "welcome-text"]
+
+    /// Sets credentials on the link and hands exactly those to the session's store (`""` clears).
+    private func keep(_ values: [String: String]) {
+        state.withLock { $0.credentials.values.merge(values) { _, new in new } }
+        continuation.yield(.credentials(Credentials(values)))
+    }
+
+    /// `keys` set to `""`: what forgetting them looks like to ``keep(_:)``.
+    static func cleared(_ keys: [String]) -> [String: String] {
+        Dictionary(uniqueKeysWithValues: keys.map { ($0, "") })
+    }
 
     /// The snapshot a `ThreadListFetched` or `ThreadRecovered` reply decodes to; `nil` for any
     /// other reply (an `EventInS3`, say), which then goes through ``apply(_:type:thread:)``.
@@ -591,17 +583,10 @@ final class CXoneLink: BackendConnection {
                 in: .object(threadJSON), messageID: outgoing.clientID.rawValue.lowercased(), text: outgoing.content.text,
                 postback: outgoing.content.payload?["postback"] ?? .null, contactFields: contactFields, attachments: attachments, token: token, socket: socket
             )
-            let wasLocal = state.withLock { state -> Bool in
-                if channel.mode != .multiThread { state.credentials["thread-id"] = id }
-                guard state.credentials["local-thread"] == id else { return false }
-                state.credentials["local-thread"] = ""
-                return true
-            }
-            if wasLocal {
-                var known = Credentials()
-                known["local-thread"] = ""
-                continuation.yield(.credentials(known))
-            }
+            // The server knows the thread now: it is no longer the local one.
+            var known: [String: String] = state.withLock { $0.credentials["local-thread"] == id } ? ["local-thread": ""] : [:]
+            if channel.mode != .multiThread { known["thread-id"] = id }
+            if !known.isEmpty { keep(known) }
             return .done
         case .typing(let conversation, let isTyping, _):
             try await send(isTyping ? "SenderTypingStarted" : "SenderTypingEnded", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)]], awaitReply: false, socket: socket)
@@ -618,17 +603,8 @@ final class CXoneLink: BackendConnection {
             state.withLock { state in
                 state.threads[id] = Thread(name: draft.title)
                 state.contactFields[id] = draft.customFields
-                if channel.mode != .multiThread {
-                    state.credentials["thread-id"] = id
-                    state.credentials["local-thread"] = id
-                }
             }
-            if channel.mode != .multiThread {
-                var kept = Credentials()
-                kept["thread-id"] = id
-                kept["local-thread"] = id
-                continuation.yield(.credentials(kept))
-            }
+            if channel.mode != .multiThread { keep(["thread-id": id, "local-thread": id]) }
             let info = ConversationInfo(id: ConversationID(id), kind: .thread, title: draft.title, state: .queued)
             announceLocalThread(info)
             return .conversation(info)
@@ -694,10 +670,7 @@ final class CXoneLink: BackendConnection {
         case .vendor("signOut", _):
             // As the SDK's signOut: forget the customer, the visitor, the tokens and the visit,
             // then drop the link. The next connection is a new customer; close the session to stop.
-            var cleared = Credentials()
-            for key in Self.customerCredentials { cleared[key] = "" }
-            state.withLock { $0.credentials.values.merge(cleared.values) { _, new in new } }
-            continuation.yield(.credentials(cleared))
+            keep(Self.cleared(Self.customerCredentials))
             end(SwitchboardError(.connectionLost, "signed out", vendorCode: "signOut"))
             return .vendor([:])
         case .vendor(let name, let payload) where name.hasPrefix("analytics."):
