@@ -65,3 +65,18 @@ public final class EventRecorder: Sendable {
         try await SwitchboardTestKit.waitUntil(what, timeout: timeout, signal: signal, check)
     }
 }
+
+/// Runs `session` and records all its events for the duration of `body`, which gets the
+/// recorder; both stop when `body` returns or throws.
+public func withRecording<T: Sendable>(
+    _ session: ChatSession,
+    _ body: (EventRecorder) async throws -> T
+) async throws -> T {
+    let recorder = EventRecorder(session.events(filter: .all, buffering: .unbounded))
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { await session.run() }
+        group.addTask { await recorder.run() }
+        defer { group.cancelAll() }
+        return try await body(recorder)
+    }
+}

@@ -33,14 +33,11 @@ struct ChaosTests {
             random: SeededRandomNumberGenerator(seed: seed),
             logger: .quiet
         )
-        let recorder = EventRecorder(session.events(filter: .all, buffering: .unbounded))
         var random = SeededRandomNumberGenerator(seed: seed)
         var faults: [String: Int] = [:]
         let steps = 1000
 
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await session.run() }
-            group.addTask { await recorder.run() }
+        let events = try await withRecording(session) { recorder in
             try await session.resume()
             for id in conversations {
                 try await recorder.first("conversation \(id)") { $0.conversationID == id }
@@ -95,9 +92,7 @@ struct ChaosTests {
                 }
                 return true
             }
-            await session.close()
-            recorder.finish()
-            try await group.waitForAll()
+            return recorder.events
         }
 
         // The proof, against the server's own log.
@@ -105,7 +100,6 @@ struct ChaosTests {
         var duplicated = 0
         var outOfOrder = 0
         var serverCount = 0
-        let events = recorder.events
         for id in conversations {
             let truth = server.messages(in: id)
             serverCount += truth.count

@@ -118,10 +118,7 @@ struct SessionEngineTests {
         let conversation = emulator.server.createConversation(participants: [Participant(id: "customer", role: .customer)])
         let backend = InMemoryBackend(server: emulator.server, user: "customer", typingPolicy: .minimumInterval(.seconds(10)))
         let session = ChatSession(backend: backend, clock: SessionClock(clock), logger: .quiet)
-        let recorder = EventRecorder(session.events(filter: .all, buffering: .unbounded))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await session.run() }
-            group.addTask { await recorder.run() }
+        try await withRecording(session) { recorder in
             try await session.resume()
             try await recorder.first("connected") { $0.isConnected }
             let chat = try await session.conversation(conversation.id)
@@ -135,8 +132,6 @@ struct SessionEngineTests {
                 $0.typing.count >= 2
             }
             #expect(activity.typing == [true, true], "41 keystrokes over 10 s send two notifications")
-            await session.close()
-            recorder.finish()
         }
     }
 
@@ -147,10 +142,7 @@ struct SessionEngineTests {
         let backend = InMemoryBackend(server: emulator.server, user: "customer")
         // First process: learns the conversation, goes offline, queues two sends, then dies.
         let first = ChatSession(backend: backend, store: store, logger: .quiet)
-        let firstEvents = EventRecorder(first.events(filter: .all, buffering: .unbounded))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await first.run() }
-            group.addTask { await firstEvents.run() }
+        try await withRecording(first) { firstEvents in
             try await first.resume()
             try await firstEvents.first("the conversation") { $0.conversationID == conversation.id }
             try await first.pause()
@@ -158,21 +150,15 @@ struct SessionEngineTests {
             let chat = try await first.conversation(conversation.id)
             try await chat.send(text: "one")
             try await chat.send(text: "two")
-            group.cancelAll()
         }
         #expect(emulator.server.messages(in: conversation.id).isEmpty)
         // Second process, same store: the outbox resumes.
         let second = ChatSession(backend: backend, store: store, configuration: .fastForTests, logger: .quiet)
-        let recorder = EventRecorder(second.events(filter: .all, buffering: .unbounded))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await second.run() }
-            group.addTask { await recorder.run() }
+        try await withRecording(second) { recorder in
             try await second.resume()
             try await recorder.waitUntil("both sends confirmed") { events in
                 events.compactMap(\.updatedMessage).filter { $0.serverID != nil }.count >= 2
             }
-            await second.close()
-            recorder.finish()
         }
         #expect(emulator.server.messages(in: conversation.id).map(\.text) == ["one", "two"])
         let stored = await store.fetchMessages(in: conversation.id, before: nil, limit: 10, scope: second.scope)
@@ -191,11 +177,7 @@ struct SessionEngineTests {
             clock: SessionClock(clock),
             logger: .quiet
         )
-        let recorder = EventRecorder(session.events(filter: .all, buffering: .unbounded))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await session.run() }
-            group.addTask { await recorder.run() }
-            defer { group.cancelAll() }
+        try await withRecording(session) { recorder in
             try await session.resume()
             try await recorder.first("the conversation") { $0.conversationID == conversation.id }
             try await session.pause()
@@ -259,31 +241,25 @@ struct SessionEngineTests {
     @Test func aCompleteListReadBeforeAConversationWasStartedDoesNotRemoveIt() async throws {
         let backend = ScriptedBackend()
         let session = ChatSession(backend: backend, logger: .quiet)
-        let recorder = EventRecorder(session.events(filter: .all, buffering: .unbounded))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await session.run() }
-            group.addTask { await recorder.run() }
-            defer { group.cancelAll() }
-            do {
-                try await session.resume()
-                backend.push.yield(ScriptedBackend.list(["server-1"]))
-                try await recorder.first("the list") { $0.conversationID == ConversationID("server-1") }
-                _ = try await session.startConversation(ConversationDraft(title: "local-1"))
-                // The list the backend read before the start arrives after it (CXone's thread list
-                // against a thread that exists only locally until its first message).
-                backend.push.yield(ScriptedBackend.list(["server-1"]))
-                backend.push.yield(ScriptedBackend.list(["server-1", "server-2"]))
-                try await recorder.first("the later list") { $0.conversationID == ConversationID("server-2") }
-                let ids = try await session.conversations().map(\.id.rawValue).sorted()
-                #expect(ids == ["local-1", "server-1", "server-2"], "a stale list removes nothing started here")
-                // Once a list has shown it, a list without it means it is gone.
-                backend.push.yield(ScriptedBackend.list(["local-1", "server-1", "server-2"]))
-                backend.push.yield(ScriptedBackend.list(["server-1", "server-2"]))
-                try await recorder.first("removed") { $0.kind == .conversationRemoved && $0.conversationID == ConversationID("local-1") }
-                let removed = recorder.events.filter { $0.kind == .conversationRemoved }.compactMap(\.conversationID?.rawValue)
-                print("stale complete list after a local start: removed \(removed) (only after a list had shown it)")
-                #expect(removed == ["local-1"])
-            }
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            backend.push.yield(ScriptedBackend.list(["server-1"]))
+            try await recorder.first("the list") { $0.conversationID == ConversationID("server-1") }
+            _ = try await session.startConversation(ConversationDraft(title: "local-1"))
+            // The list the backend read before the start arrives after it (CXone's thread list
+            // against a thread that exists only locally until its first message).
+            backend.push.yield(ScriptedBackend.list(["server-1"]))
+            backend.push.yield(ScriptedBackend.list(["server-1", "server-2"]))
+            try await recorder.first("the later list") { $0.conversationID == ConversationID("server-2") }
+            let ids = try await session.conversations().map(\.id.rawValue).sorted()
+            #expect(ids == ["local-1", "server-1", "server-2"], "a stale list removes nothing started here")
+            // Once a list has shown it, a list without it means it is gone.
+            backend.push.yield(ScriptedBackend.list(["local-1", "server-1", "server-2"]))
+            backend.push.yield(ScriptedBackend.list(["server-1", "server-2"]))
+            try await recorder.first("removed") { $0.kind == .conversationRemoved && $0.conversationID == ConversationID("local-1") }
+            let removed = recorder.events.filter { $0.kind == .conversationRemoved }.compactMap(\.conversationID?.rawValue)
+            print("stale complete list after a local start: removed \(removed) (only after a list had shown it)")
+            #expect(removed == ["local-1"])
         }
     }
 

@@ -256,10 +256,7 @@ struct WebimScenarioTests {
             let clock = TestClock()
             let backend = try await control.makeCustomerBackend()
             let session = ChatSession(backend: backend, configuration: .fastForTests, clock: SessionClock(clock), logger: .quiet)
-            let recorder = EventRecorder(session.events(filter: .all, buffering: .unbounded))
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await session.run() }
-                group.addTask { await recorder.run() }
+            try await withRecording(session) { recorder in
                 try await session.resume()
                 try await recorder.first("connected") { $0.isConnected }
                 let chat = try await session.conversation(WebimBackend.conversationID)
@@ -273,8 +270,6 @@ struct WebimScenarioTests {
                 let activity = try await control.waitForCustomerActivity(in: chat.id, timeout: .seconds(10)) { $0.typing.count == 3 }
                 #expect(activity.typing == [true, true, false])
                 #expect(control.server.typingLog.map(\.draft) == ["H", "Hel", nil], "the latest draft after 1 s, then a stop")
-                await session.close()
-                recorder.finish()
             }
         }
     }
