@@ -25,10 +25,7 @@ struct ConsoleTests {
                 configuration: .fastForTests,
                 logger: .quiet
             )
-            let recorder = EventRecorder(session.events(filter: .all, buffering: .unbounded))
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await session.run() }
-                group.addTask { await recorder.run() }
+            try await withRecording(session) { recorder in
                 try await session.resume()
                 try await recorder.first("the conversation") { $0.conversationID == ConversationID(conversation) }
                 let console = Console(session: session)
@@ -46,8 +43,6 @@ struct ConsoleTests {
 
                 #expect(server.messages(in: conversation).map(\.text) == ["hello there", "echo: hello there"])
                 #expect(server.readLog.contains { $0.user == alice })
-                await session.close()
-                recorder.finish()
             }
         }
     }
