@@ -49,10 +49,8 @@ import Testing
     }
 }
 
-/// `../shared/fixtures` beside the repository.
+/// `Tests/Fixtures` in the repository (see its README for the sources).
 let fixturesDirectory = URL(fileURLWithPath: #filePath)
     .deletingLastPathComponent()
     .deletingLastPathComponent()
-    .deletingLastPathComponent()
-    .deletingLastPathComponent()
-    .appendingPathComponent("shared/fixtures")
+    .appendingPathComponent("Fixtures")

@@ -4,13 +4,13 @@ import Testing
 
 @testable import SwitchboardCXone
 
-/// Every payload from the CXone SDK's own tests (`../shared/fixtures/cxone`), named, with what it
+/// Every payload from the CXone SDK's own tests (`Tests/Fixtures/cxone`), named, with what it
 /// must decode to — or, where the SDK rejects it, the clear error it must fail with.
 @Suite struct CXoneFixtureTests {
     static let directory = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("shared/fixtures/cxone")
+        .deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Tests/Fixtures/cxone")
 
     static func text(_ name: String) throws -> String {
         try String(contentsOf: directory.appendingPathComponent(name), encoding: .utf8)

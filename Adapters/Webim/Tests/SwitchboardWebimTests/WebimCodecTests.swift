@@ -4,12 +4,12 @@ import Testing
 
 @testable import SwitchboardWebim
 
-/// The adapter's reading of the Webim SDK's own test payloads (`../shared/fixtures/webim`).
+/// The adapter's reading of the Webim SDK's own test payloads (`Tests/Fixtures/webim`).
 @Suite struct WebimCodecTests {
     static let fixtures = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("shared/fixtures/webim")
+        .deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Tests/Fixtures/webim")
 
     static func fixture(_ name: String) throws -> JSONValue {
         try JSONValue(parsing: Data(contentsOf: fixtures.appendingPathComponent(name)))
