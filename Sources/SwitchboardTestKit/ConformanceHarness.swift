@@ -74,7 +74,7 @@ public struct ConformanceHarness: Sendable {
         let recorder = EventRecorder(session.events(filter: .all, buffering: .unbounded))
         let probe = SessionProbe(session: session, recorder: recorder, emulator: emulator)
         return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await session.run() }
+            group.addTask { try await session.run() }
             group.addTask { await recorder.run() }
             do {
                 if resume {

@@ -74,7 +74,7 @@ public func withRecording<T: Sendable>(
 ) async throws -> T {
     let recorder = EventRecorder(session.events(filter: .all, buffering: .unbounded))
     return try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { await session.run() }
+        group.addTask { try await session.run() }
         group.addTask { await recorder.run() }
         defer { group.cancelAll() }
         return try await body(recorder)

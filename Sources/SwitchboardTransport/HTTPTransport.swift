@@ -124,7 +124,7 @@ public struct HTTPTransport: Sendable {
     private func execute(_ request: HTTPClientRequest, timeout: Duration) async throws -> Response {
         let response: HTTPClientResponse
         do {
-            response = try await client.execute(request, timeout: .nanoseconds(Int64(timeout.seconds * 1e9)))
+            response = try await client.execute(request, timeout: .nanoseconds(Int64(timeout / .nanoseconds(1))))
         } catch {
             throw Self.classify(error)
         }

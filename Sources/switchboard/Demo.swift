@@ -96,8 +96,8 @@ struct Demo: Sendable {
     ) async throws -> Summary {
         let (phone, phoneStore, tablet, tabletStore) = devices
         let conversationID: ConversationID = try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await phone.run() }
-            group.addTask { await tablet.run() }
+            group.addTask { try await phone.run() }
+            group.addTask { try await tablet.run() }
             defer { group.cancelAll() }
 
             narrate("Alice opens the app on her phone and asks for help")

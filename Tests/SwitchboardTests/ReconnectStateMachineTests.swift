@@ -110,8 +110,8 @@ import Testing
     @Test func everyCallAfterCloseFails() {
         var machine = LifecycleStateMachine()
         _ = machine.close()
-        #expect(throws: SwitchboardError(.sessionClosed, "")) { try machine.resume() }
-        #expect(throws: SwitchboardError(.sessionClosed, "")) { try machine.pause() }
-        #expect(throws: SwitchboardError(.sessionClosed, "")) { try machine.checkOpen() }
+        #expect { try machine.resume() } throws: { ($0 as? SwitchboardError)?.code == .sessionClosed }
+        #expect { try machine.pause() } throws: { ($0 as? SwitchboardError)?.code == .sessionClosed }
+        #expect { try machine.checkOpen() } throws: { ($0 as? SwitchboardError)?.code == .sessionClosed }
     }
 }

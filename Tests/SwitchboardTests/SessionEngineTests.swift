@@ -100,7 +100,7 @@ struct SessionEngineTests {
         )
         let events = session.events(filter: .all, buffering: .unbounded)
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { await session.run() }
+            group.addTask { try? await session.run() }
             try? await session.resume()
         }
         #expect(await session.isClosed)
@@ -295,9 +295,9 @@ struct SessionEngineTests {
         let harness = ConformanceHarness(context: ConformanceContext(emulator: emulator))
         try await harness.withSession { probe in
             let chat = try await probe.openConversation()
-            await #expect(throws: SwitchboardError(.payloadTooLarge, "")) {
+            await #expect {
                 try await chat.send(text: String(repeating: "x", count: 11))
-            }
+            } throws: { ($0 as? SwitchboardError)?.code == .payloadTooLarge }
             #expect(try await chat.storedMessages(before: nil, limit: 10).isEmpty)
             #expect(await probe.session.pendingSends.isEmpty)
         }

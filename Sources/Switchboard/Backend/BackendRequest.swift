@@ -47,6 +47,23 @@ public enum BackendRequest: Sendable, Hashable {
         }
     }
 
+    /// The conversation the request is about: the engine's request lane. `nil` for requests of
+    /// the whole session (starting a conversation, the customer's fields, a vendor call).
+    public var conversationID: ConversationID? {
+        switch self {
+        case .send(let message): message.conversationID
+        case .edit(let conversation, _, _, _), .delete(let conversation, _), .typing(let conversation, _, _),
+            .markRead(let conversation, _), .closeConversation(let conversation), .archiveConversation(let conversation),
+            .updateConversation(let conversation, _), .rateAgent(let conversation, _, _, _),
+            .addParticipants(let conversation, _), .updateParticipants(let conversation, _),
+            .removeParticipants(let conversation, _), .retransmit(let conversation, _):
+            conversation
+        case .setCustomFields(let conversation, _): conversation
+        case .history(let query): query.conversationID
+        case .startConversation, .vendor: nil
+        }
+    }
+
     /// A short name for logs (never the content).
     public var name: String {
         switch self {

@@ -1,110 +1,95 @@
 import Foundation
 import Logging
 
-// What the engine does with what arrives: updates from the link, retransmit results, timers.
-// Every entry point here takes the gate; the helpers it calls assume it is held.
+// What the engine does with what arrives: updates from the link, retransmit results, the link
+// coming and going. All of it runs on the loop.
 extension ChatSession {
     func apply(_ update: BackendUpdate) async {
-        await gated {
-            if !sawFirstUpdate {
-                sawFirstUpdate = true
-                reconnect.connected()
-            }
-            switch update {
-            case .snapshot(let snapshot):
-                await applySnapshot(snapshot)
-            case .event(let event):
-                await applyEvent(event)
-            case .conversationHead(let conversation, let lastSequence):
-                await observeHead(of: conversation, lastSequence: lastSequence)
-            case .credentials(let new):
-                credentials.values.merge(new.values) { _, new in new }
-                await persist { try await self.store.saveCredentials(self.credentials, scope: self.scope) }
-            case .cursor(let new):
-                await saveCursor(new)
-            case .problem(let error):
-                report(error)
-            }
+        switch update {
+        case .snapshot(let snapshot):
+            await applySnapshot(snapshot)
+        case .event(let event):
+            await applyEvent(event)
+        case .conversationHead(let conversation, let lastSequence):
+            await observeHead(of: conversation, lastSequence: lastSequence)
+        case .credentials(let new):
+            credentials.values.merge(new.values) { _, new in new }
+            await persist { try await self.store.saveCredentials(self.credentials, scope: self.scope) }
+        case .cursor(let new):
+            await saveCursor(new)
+        case .problem(let error):
+            report(error)
         }
     }
 
-    /// Called with the gate held when a link is up: resume the outbox and flush read markers
-    /// marked while offline.
+    /// A link is up: resume the outbox and send the read markers set while offline.
     func linkEstablished() async {
         await expireOutbox()
         await perform(outbox.connected())
-        for (conversation, marker) in pendingReadMarkers {
-            scheduleReadMarker(marker, in: conversation)
+        for (conversation, marker) in pendingReadMarkers.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            enqueue(.markRead(conversation, marker), lane: conversation)
         }
     }
 
     /// Fails the sends that waited longer than the configured expiry.
-    private func expireOutbox() async {
+    func expireOutbox() async {
         guard let expiry = configuration.outboxExpiry else { return }
-        let seconds = Double(expiry.components.seconds) + Double(expiry.components.attoseconds) / 1e18
-        await perform(outbox.expire(createdBefore: clock.date.addingTimeInterval(-seconds)))
+        await perform(outbox.expire(createdBefore: clock.date.addingTimeInterval(-expiry.seconds)))
     }
 
-    func linkDropped() {
-        outbox.disconnected()
-        for key in trackers.keys { trackers[key]!.connectionLost() }
-    }
-
-    func timerFired(_ event: TimerEvent) async {
-        await gated {
-            switch event {
-            case .hold(let conversation):
-                guard var tracker = trackers[conversation] else { return }
-                let outcome = tracker.holdTimerFired()
-                trackers[conversation] = tracker
-                await handle(outcome, in: conversation)
-            case .outboxRetry(let conversation):
-                statisticsValue.sendRetries += 1
-                await expireOutbox()
-                await perform(outbox.retryTimerFired(conversation))
-            case .typing(let conversation):
-                guard var throttle = typing[conversation] else { return }
-                let actions = throttle.timerFired(now: clock.now)
-                typing[conversation] = throttle
-                performTyping(actions, in: conversation)
-            }
+    /// The link is gone and everything it carried has reported. Requests still in its lanes never
+    /// got an answer: a send in flight counts against the send (a send that keeps killing the
+    /// link fails), the trackers re-plan their retransmits on the next link, typing starts
+    /// afresh (its timer died with the link), app requests fail.
+    func linkDropped(interrupted: Bool) async {
+        let unanswered = lanes.inFlightWork.compactMap { work -> ClientMessageID? in
+            if case .send(let entry) = work { return entry.clientID }
+            return nil
         }
+        for request in lanes.removeAll() {
+            await requestAbandoned(request.work, error: SwitchboardError(.connectionLost, "the link closed before \(request.work.request.name) was answered"))
+        }
+        await perform(outbox.disconnected(interrupting: interrupted ? Set(unanswered) : []))
+        for key in Array(trackers.keys) {
+            trackers[key]!.connectionLost()
+            cancelTimer(.hold(key))
+            cancelTimer(.outboxRetry(key))
+        }
+        for key in typing.keys { cancelTimer(.typing(key)) }
+        typing.removeAll()
     }
 
     func retransmitFinished(
         _ conversation: ConversationID,
         range: ClosedRange<Int64>,
-        result: Result<BackendResponse, any Error>
+        result: Result<BackendResponse, SwitchboardError>
     ) async {
-        await gated {
-            guard var tracker = trackers[conversation] else { return }
-            var outcome = SequenceTrackerStateMachine<BackendEvent>.Outcome()
-            switch result {
-            case .success(let response):
-                guard case .events(let events) = response else {
-                    report(SwitchboardError(.protocolViolation, "retransmit answered with \(response)"), conversation: conversation)
-                    outcome = tracker.retransmitFailed(range)
-                    break
-                }
-                statisticsValue.retransmittedEvents += events.count
-                for event in events {
-                    guard let sequence = event.sequence, range.contains(sequence) else { continue }
-                    outcome.merge(tracker.receive(sequence: sequence, event: event))
-                }
-                outcome.merge(tracker.retransmitCompleted(range))
-            case .failure(let error):
-                let error = SwitchboardError.classify(error)
-                if error.code != .cancelled {
-                    report(SwitchboardError(error.code, "retransmit \(range) failed", underlying: error), conversation: conversation)
-                }
+        guard var tracker = trackers[conversation] else { return }
+        var outcome = SequenceTrackerStateMachine<BackendEvent>.Outcome()
+        switch result {
+        case .success(let response):
+            guard case .events(let events) = response else {
+                report(SwitchboardError(.protocolViolation, "retransmit answered with \(response)"), conversation: conversation)
                 outcome = tracker.retransmitFailed(range)
+                break
             }
-            trackers[conversation] = tracker
-            await handle(outcome, in: conversation)
+            statisticsValue.retransmittedEvents += events.count
+            for event in events {
+                guard let sequence = event.sequence, range.contains(sequence) else { continue }
+                outcome.merge(tracker.receive(sequence: sequence, event: event))
+            }
+            outcome.merge(tracker.retransmitCompleted(range))
+        case .failure(let error):
+            if error.code != .cancelled {
+                report(SwitchboardError(error.code, "retransmit \(range) failed", underlying: error), conversation: conversation)
+            }
+            outcome = tracker.retransmitFailed(range)
         }
+        trackers[conversation] = tracker
+        await handle(outcome, in: conversation)
     }
 
-    // MARK: Helpers (gate held)
+    // MARK: Helpers
 
     private func applySnapshot(_ snapshot: BackendSnapshot) async {
         var stored = SnapshotDiff.Stored(conversations: [:], messages: [:])
@@ -197,18 +182,15 @@ extension ChatSession {
         if !outcome.retransmit.isEmpty { statisticsValue.gapsDetected += 1 }
         for range in outcome.retransmit {
             statisticsValue.retransmitRequests += 1
-            schedule { connection in
-                let result: Result<BackendResponse, any Error>
-                do {
-                    result = .success(try await connection.perform(.retransmit(conversation, range)))
-                } catch {
-                    result = .failure(error)
-                }
-                await self.retransmitFinished(conversation, range: range, result: result)
+            if !enqueue(.retransmit(conversation, range), lane: conversation) {
+                // No link: the tracker asks again on the next one.
+                var tracker = trackers[conversation]
+                _ = tracker?.retransmitFailed(range)
+                trackers[conversation] = tracker
             }
         }
         if outcome.startHoldTimer {
-            scheduleTimer(.hold(conversation), after: configuration.holdTimeout)
+            setTimer(.hold(conversation), after: configuration.holdTimeout)
         }
     }
 

@@ -1,7 +1,8 @@
 import Foundation
 import Logging
 
-// What the app asks of a session, and the outbox that carries sends.
+// What the app asks of a session, and the outbox that carries sends. Every call that changes
+// engine state runs as a command on the loop.
 extension ChatSession {
     public func conversations() async throws -> [ConversationInfo] {
         try lifecycle.checkOpen()
@@ -21,9 +22,9 @@ extension ChatSession {
         guard case .conversation(let info) = response else {
             throw SwitchboardError(.protocolViolation, "startConversation answered with \(response)")
         }
-        await gated {
-            startedLocally.insert(info.id)
-            await deliver(BackendEvent(.conversationAdded(info), conversation: info.id))
+        try await onLoop { session in
+            session.startedLocally.insert(info.id)
+            await session.deliver(BackendEvent(.conversationAdded(info), conversation: info.id))
         }
         return SessionConversation(session: self, id: info.id)
     }
@@ -39,12 +40,8 @@ extension ChatSession {
     // MARK: Sending
 
     func send(_ draft: MessageDraft, in conversation: ConversationID) async throws -> Message {
-        let outgoing = OutgoingMessage(
-            clientID: ClientMessageID.random(using: &random),
-            conversationID: conversation,
-            content: draft
-        )
-        try requireCapability(BackendRequest.send(outgoing).requiredCapability)
+        if !draft.attachments.isEmpty { try requireCapability(.files) }
+        if draft.quote != nil { try requireCapability(.quotes) }
         let limits = descriptor.limits
         if draft.text.count > limits.maxTextLength {
             throw SwitchboardError(
@@ -55,6 +52,17 @@ extension ChatSession {
         if let payload = draft.payload, payload.jsonData().count > limits.maxPayloadBytes {
             throw SwitchboardError(.payloadTooLarge, "payload is over the limit of \(limits.maxPayloadBytes) bytes")
         }
+        return try await onLoop { session in try await session.enqueueSend(draft, in: conversation) }
+    }
+
+    /// Stores the message and its outbox entry, announces it pending, and hands it to the outbox.
+    private func enqueueSend(_ draft: MessageDraft, in conversation: ConversationID) async throws -> Message {
+        try lifecycle.checkOpen()
+        let outgoing = OutgoingMessage(
+            clientID: ClientMessageID.random(using: &random),
+            conversationID: conversation,
+            content: draft
+        )
         let now = clock.date
         let entry = OutboxEntry(message: outgoing, createdAt: now)
         let message = Message(
@@ -68,30 +76,21 @@ extension ChatSession {
             quote: draft.quote,
             deliveryState: .pending
         )
-        try await gated {
-            _ = try await knownConversation(conversation, time: now)
-            try await store.saveMessages([message], scope: scope)
-            try await store.saveOutboxEntry(entry, scope: scope)
-            publish(.messageAdded(message, position: .newest), conversation: conversation, time: now)
-            await perform(outbox.enqueue(entry))
-        }
+        _ = try await knownConversation(conversation, time: now)
+        try await store.saveMessages([message], scope: scope)
+        try await store.saveOutboxEntry(entry, scope: scope)
+        publish(.messageAdded(message, position: .newest), conversation: conversation, time: now)
+        await perform(outbox.enqueue(entry))
         return message
     }
 
-    /// Performs outbox actions (gate held).
+    /// Performs outbox actions.
     func perform(_ actions: [OutboxStateMachine.Action]) async {
         for action in actions {
             switch action {
             case .send(let entry):
-                schedule { connection in
-                    let result: Result<BackendResponse, any Error>
-                    do {
-                        result = .success(try await connection.perform(.send(entry.message)))
-                    } catch {
-                        result = .failure(error)
-                    }
-                    await self.sendFinished(entry, result: result)
-                }
+                // The outbox sends only while connected; if the link is going, the next one resends.
+                enqueue(.send(entry), lane: entry.conversationID)
             case .complete(let entry):
                 statisticsValue.messagesSent += 1
                 await persist { try await self.store.removeOutboxEntry(entry.clientID, scope: self.scope) }
@@ -108,26 +107,23 @@ extension ChatSession {
             case .persist(let entry):
                 await persist { try await self.store.saveOutboxEntry(entry, scope: self.scope) }
             case .scheduleRetry(let conversation, let delay):
-                scheduleTimer(.outboxRetry(conversation), after: delay)
+                setTimer(.outboxRetry(conversation), after: delay)
             }
         }
     }
 
-    func sendFinished(_ entry: OutboxEntry, result: Result<BackendResponse, any Error>) async {
-        await gated {
-            switch result {
-            case .success(.message(var message)):
-                message.clientID = message.clientID ?? entry.clientID
-                message.conversationID = entry.conversationID
-                await deliver(BackendEvent(.messageUpdated(message), conversation: entry.conversationID))
-                await perform(outbox.succeeded(entry.clientID))
-            case .success:
-                await perform(outbox.succeeded(entry.clientID))
-            case .failure(let error):
-                let error = SwitchboardError.classify(error)
-                logger.debug("send failed", metadata: ["error": "\(error)", "attempts": "\(entry.attempts + 1)"])
-                await perform(outbox.failed(entry.clientID, error: error, using: &random))
-            }
+    func sendFinished(_ entry: OutboxEntry, result: Result<BackendResponse, SwitchboardError>) async {
+        switch result {
+        case .success(.message(var message)):
+            message.clientID = message.clientID ?? entry.clientID
+            message.conversationID = entry.conversationID
+            await deliver(BackendEvent(.messageUpdated(message), conversation: entry.conversationID))
+            await perform(outbox.succeeded(entry.clientID))
+        case .success:
+            await perform(outbox.succeeded(entry.clientID))
+        case .failure(let error):
+            logger.debug("send failed", metadata: ["error": "\(error)", "attempts": "\(entry.attempts + 1)"])
+            await perform(outbox.failed(entry.clientID, error: error, using: &random))
         }
     }
 
@@ -138,14 +134,15 @@ extension ChatSession {
 
     func userTyping(_ isTyping: Bool, draft: String?, in conversation: ConversationID) async throws {
         try requireCapability(.typing)
-        await gated {
+        try await onLoop { session in
+            try session.lifecycle.checkOpen()
             var throttle =
-                typing[conversation]
-                ?? TypingThrottleStateMachine(policy: configuration.typingPolicy ?? descriptor.limits.typingPolicy)
-            let now = clock.now
+                session.typing[conversation]
+                ?? TypingThrottleStateMachine(policy: session.configuration.typingPolicy ?? session.descriptor.limits.typingPolicy)
+            let now = session.clock.now
             let actions = isTyping ? throttle.userTyping(draft: draft, now: now) : throttle.userStopped(now: now)
-            typing[conversation] = throttle
-            performTyping(actions, in: conversation)
+            session.typing[conversation] = throttle
+            session.performTyping(actions, in: conversation)
         }
     }
 
@@ -153,22 +150,21 @@ extension ChatSession {
         for action in actions {
             switch action {
             case .send(let isTyping, let draft):
-                // Typing is best effort: offline it is dropped, a failure is only logged.
-                schedule { [logger] connection in
-                    do {
-                        _ = try await connection.perform(.typing(conversation, isTyping: isTyping, draft: draft))
-                    } catch {
-                        logger.debug("typing notification failed", metadata: ["error": "\(error)"])
-                    }
-                }
+                // Typing is best effort: offline it is dropped.
+                enqueue(.typing(conversation, isTyping: isTyping, draft: draft), lane: conversation)
             case .scheduleTimer(let instant):
-                scheduleTimer(.typing(conversation), after: instant - clock.now)
+                setTimer(.typing(conversation), at: instant)
             }
         }
     }
 
     func markRead(upTo marker: ChatEvent.ReadMarker?, in conversation: ConversationID) async throws {
         try requireCapability(.readMarkers)
+        try await onLoop { session in try await session.setReadMarker(marker, in: conversation) }
+    }
+
+    private func setReadMarker(_ marker: ChatEvent.ReadMarker?, in conversation: ConversationID) async throws {
+        try lifecycle.checkOpen()
         let resolved: ChatEvent.ReadMarker
         if let marker {
             resolved = marker
@@ -183,35 +179,53 @@ extension ChatSession {
                 resolved = .time(newest.time)
             }
         }
-        await gated {
-            pendingReadMarkers[conversation] = resolved
-            if var info = try? await store.fetchConversation(conversation, scope: scope), info.unreadCount != 0 {
-                info.unreadCount = 0
-                await persist { try await self.store.saveConversation(info, scope: self.scope) }
-                publish(.conversationUpdated(info), conversation: conversation)
-            }
-            scheduleReadMarker(resolved, in: conversation)
+        // A marker never moves back: one at or before the newest set is already true.
+        if let newest = pendingReadMarkers[conversation] ?? sentReadMarkers[conversation],
+            try await !isReadMarker(resolved, after: newest, in: conversation)
+        {
+            return
+        }
+        pendingReadMarkers[conversation] = resolved
+        if var info = try await store.fetchConversation(conversation, scope: scope), info.unreadCount != 0 {
+            info.unreadCount = 0
+            await persist { try await self.store.saveConversation(info, scope: self.scope) }
+            publish(.conversationUpdated(info), conversation: conversation)
+        }
+        enqueue(.markRead(conversation, resolved), lane: conversation)
+    }
+
+    /// Whether `marker` reads further than `other`. Markers of different kinds are compared
+    /// through the messages they name; one that cannot be placed counts as further.
+    private func isReadMarker(
+        _ marker: ChatEvent.ReadMarker,
+        after other: ChatEvent.ReadMarker,
+        in conversation: ConversationID
+    ) async throws -> Bool {
+        switch (marker, other) {
+        case (.sequence(let new), .sequence(let old)): return new > old
+        case (.time(let new), .time(let old)): return new > old
+        default:
+            guard let new = try await readPosition(of: marker, in: conversation),
+                let old = try await readPosition(of: other, in: conversation)
+            else { return true }
+            return new > old
         }
     }
 
-    /// Sends a read marker on the current link; it stays pending until the server takes it.
-    func scheduleReadMarker(_ marker: ChatEvent.ReadMarker, in conversation: ConversationID) {
-        schedule { connection in
-            do {
-                _ = try await connection.perform(.markRead(conversation, upTo: marker))
-                await self.readMarkerSent(marker, in: conversation)
-            } catch {
-                await self.readMarkerFailed(error, in: conversation)
-            }
+    private func readPosition(of marker: ChatEvent.ReadMarker, in conversation: ConversationID) async throws -> Date? {
+        switch marker {
+        case .time(let date): return date
+        case .message(let id): return try await store.fetchMessage(serverID: id, in: conversation, scope: scope)?.time
+        case .sequence: return nil
         }
     }
 
-    private func readMarkerSent(_ marker: ChatEvent.ReadMarker, in conversation: ConversationID) {
+    func readMarkerSent(_ marker: ChatEvent.ReadMarker, in conversation: ConversationID) {
+        sentReadMarkers[conversation] = marker
         if pendingReadMarkers[conversation] == marker { pendingReadMarkers[conversation] = nil }
     }
 
-    private func readMarkerFailed(_ error: any Error, in conversation: ConversationID) {
-        let error = SwitchboardError.classify(error)
+    func readMarkerFailed(_ error: SwitchboardError, in conversation: ConversationID) {
         guard !error.isTransient else { return }
         pendingReadMarkers[conversation] = nil
         report(SwitchboardError(error.code, "marking read failed", underlying: error), conversation: conversation)
@@ -226,9 +240,30 @@ extension ChatSession {
 
     func history(in conversation: ConversationID, before: MessageOrderKey?, limit: Int) async throws -> [Message] {
         let stored = try await storedMessages(in: conversation, before: before, limit: limit)
-        guard stored.count < limit, descriptor.capabilities.contains(.historyPaging),
-            !historyExhausted.contains(conversation), connection != nil
-        else { return stored }
+        guard stored.count < limit, descriptor.capabilities.contains(.historyPaging) else { return stored }
+        let query = try await onLoop { session in try await session.nextHistoryQuery(in: conversation, limit: limit) }
+        guard let query else { return stored }
+        let response = try await performNow(.history(query))
+        guard case .history(let page) = response else {
+            throw SwitchboardError(.protocolViolation, "history answered with \(response)")
+        }
+        try await onLoop { session in
+            if let next = page.nextAnchor { session.historyAnchors[conversation] = next }
+            if !page.hasMore { session.historyExhausted.insert(conversation) }
+            for var message in page.messages {
+                message.conversationID = conversation
+                await session.deliver(
+                    BackendEvent(.messageAdded(message, position: .history), conversation: conversation, time: message.time)
+                )
+            }
+        }
+        return try await storedMessages(in: conversation, before: before, limit: limit)
+    }
+
+    /// The query for the page before the oldest stored message, or `nil` when there is nothing
+    /// more to ask (exhausted, or no link).
+    private func nextHistoryQuery(in conversation: ConversationID, limit: Int) async throws -> HistoryQuery? {
+        guard !historyExhausted.contains(conversation), isLinkOpen else { return nil }
         let anchor: HistoryQuery.Anchor?
         if let oldest = try await store.fetchMessages(in: conversation, before: nil, limit: .max, scope: scope)
             .first(where: { $0.serverID != nil })
@@ -237,22 +272,7 @@ extension ChatSession {
         } else {
             anchor = historyAnchors[conversation]
         }
-        let query = HistoryQuery(conversationID: conversation, before: anchor, limit: limit)
-        let response = try await performNow(.history(query))
-        guard case .history(let page) = response else {
-            throw SwitchboardError(.protocolViolation, "history answered with \(response)")
-        }
-        await gated {
-            if let next = page.nextAnchor { historyAnchors[conversation] = next }
-            if !page.hasMore { historyExhausted.insert(conversation) }
-            for var message in page.messages {
-                message.conversationID = conversation
-                await deliver(
-                    BackendEvent(.messageAdded(message, position: .history), conversation: conversation, time: message.time)
-                )
-            }
-        }
-        return try await storedMessages(in: conversation, before: before, limit: limit)
+        return HistoryQuery(conversationID: conversation, before: anchor, limit: limit)
     }
 }
 
@@ -305,9 +325,9 @@ struct SessionConversation: Conversation {
         let response = try await session.performNow(.updateConversation(id, changes))
         if case .done = response {
             // The server did not answer with the conversation: apply the changes to the stored one.
-            await session.applyChanges(changes, to: id)
+            try await session.applyChanges(changes, to: id)
         } else {
-            await session.applyResponse(response, in: id)
+            try await session.applyResponse(response, in: id)
         }
     }
 
@@ -335,30 +355,30 @@ struct SessionConversation: Conversation {
     /// updated conversation); the server's own events confirm it again and are de-duplicated.
     private func apply(_ request: BackendRequest) async throws {
         let response = try await session.performNow(request)
-        await session.applyResponse(response, in: id)
+        try await session.applyResponse(response, in: id)
     }
 }
 
 extension ChatSession {
-    func applyChanges(_ changes: ConversationChanges, to conversation: ConversationID) async {
-        await gated {
-            guard var info = try? await store.fetchConversation(conversation, scope: scope) else { return }
+    func applyChanges(_ changes: ConversationChanges, to conversation: ConversationID) async throws {
+        try await onLoop { session in
+            guard var info = try? await session.store.fetchConversation(conversation, scope: session.scope) else { return }
             if let title = changes.title { info.title = title }
             if let isPublicJoin = changes.isPublicJoin {
                 if isPublicJoin { info.flags.insert(.publicJoin) } else { info.flags.remove(.publicJoin) }
             }
             if let customData = changes.customData { info.customData = customData }
-            await deliver(BackendEvent(.conversationUpdated(info), conversation: conversation))
+            await session.deliver(BackendEvent(.conversationUpdated(info), conversation: conversation))
         }
     }
 
-    func applyResponse(_ response: BackendResponse, in conversation: ConversationID) async {
-        await gated {
+    func applyResponse(_ response: BackendResponse, in conversation: ConversationID) async throws {
+        try await onLoop { session in
             switch response {
             case .message(let message):
-                await deliver(BackendEvent(.messageUpdated(message), conversation: conversation))
+                await session.deliver(BackendEvent(.messageUpdated(message), conversation: conversation))
             case .conversation(let info):
-                await deliver(BackendEvent(.conversationUpdated(info), conversation: conversation))
+                await session.deliver(BackendEvent(.conversationUpdated(info), conversation: conversation))
             default:
                 break
             }

@@ -1,3 +1,4 @@
+import DequeModule
 import Foundation
 public import Logging
 
@@ -17,11 +18,19 @@ public import Logging
 /// }
 /// ```
 ///
-/// All decisions are made by pure state machines (``LifecycleStateMachine``,
-/// ``ReconnectStateMachine``, ``SequenceTrackerStateMachine``, ``OutboxStateMachine``,
-/// ``TypingThrottleStateMachine``, ``SnapshotDiff``, ``MessageReconciler``); this actor performs
-/// their actions. Inbound updates and outcomes are applied one at a time through a FIFO gate,
-/// so events are published in the order the state machines release them.
+/// **One loop.** ``run()`` is a single consumer of one input queue: every input — an update from
+/// the link, an app command (a send, a typing keystroke, a read marker), a timer tick, a
+/// request's outcome, the link opening or closing — goes into it, and the loop feeds them one at
+/// a time to the pure state machines (``LifecycleStateMachine``, ``ReconnectStateMachine``,
+/// ``SequenceTrackerStateMachine``, ``OutboxStateMachine``, ``TypingThrottleStateMachine``,
+/// ``RequestLanesStateMachine``, ``SnapshotDiff``, ``MessageReconciler``) and performs their
+/// actions. Only the loop changes engine state; the app's calls wait for their command to be
+/// taken. Requests go out in per-conversation lanes (FIFO per conversation, bounded concurrency
+/// across conversations) as child tasks of the link, which end — and are forgotten — as soon as
+/// they are done. Timers are deadlines the loop keeps; one sleeper task waits for the earliest.
+///
+/// Commands given before ``run()`` starts wait for it; after the session has ended they throw
+/// `sessionClosed`.
 public actor ChatSession: Session {
     public nonisolated let id: SessionID
     public nonisolated let descriptor: BackendDescriptor
@@ -35,13 +44,18 @@ public actor ChatSession: Session {
     let logger: Logger
     var random: AnyRandomNumberGenerator
 
+    // The state machines and what the loop keeps beside them. Only the loop changes these.
     var lifecycle = LifecycleStateMachine()
     var reconnect: ReconnectStateMachine
     var outbox: OutboxStateMachine
+    var lanes: RequestLanesStateMachine<LaneWork>
     var trackers: [ConversationID: SequenceTrackerStateMachine<BackendEvent>] = [:]
     var storedSequences: [ConversationID: Int64] = [:]
     var typing: [ConversationID: TypingThrottleStateMachine] = [:]
+    /// Read markers the app set that the server has not taken yet.
     var pendingReadMarkers: [ConversationID: ChatEvent.ReadMarker] = [:]
+    /// The newest read marker sent per conversation, so a marker never moves back.
+    var sentReadMarkers: [ConversationID: ChatEvent.ReadMarker] = [:]
     var historyAnchors: [ConversationID: HistoryQuery.Anchor] = [:]
     var historyExhausted: Set<ConversationID> = []
     /// Conversations the app started that no snapshot has listed yet: a complete snapshot may
@@ -50,16 +64,22 @@ public actor ChatSession: Session {
     var credentials = Credentials()
     var cursor: SyncCursor?
 
-    var connection: (any BackendConnection)?
-    var jobs: AsyncStream<Job>.Continuation?
-    var sawFirstUpdate = false
+    // The loop's own state.
+    nonisolated let inbox: EngineInbox<Input>
+    /// Wakes the timer sleeper when an earlier deadline is set.
+    nonisolated let timerWake = AsyncSignal()
+    var link: LinkState?
+    var nextLinkID = 0
+    var timers = TimerSchedule()
+    /// Child tasks the loop decided on; started by the loop between inputs.
+    var spawns: [Spawn] = []
+    var isWaitingToReconnect = false
+    var loopEnded = false
+    private var hasRun = false
+    private var didLoadState = false
+
     public private(set) var connectionState: ConnectionState = .disconnected
     var statisticsValue = SessionStatistics()
-    private var isRunLoopActive = false
-    private var didLoadState = false
-    let lifecycleSignal = AsyncSignal()
-
-    private let gate = AsyncGate()
 
     /// - Parameters:
     ///   - id: names the session on the bus; random when omitted.
@@ -68,7 +88,7 @@ public actor ChatSession: Session {
     ///     share a store.
     ///   - store: where state persists; in memory by default.
     ///   - bus: where events go; a private bus by default.
-    ///   - configuration: backoff, hold timeout and typing overrides.
+    ///   - configuration: backoff, hold timeout, typing, lane and limit settings.
     ///   - clock: every delay and timestamp; inject a test clock in tests.
     ///   - random: backoff jitter and client ids; inject a seeded generator in tests.
     ///   - logger: where the session logs; message bodies and tokens are never logged.
@@ -98,73 +118,94 @@ public actor ChatSession: Session {
         logger[metadataKey: "backend"] = "\(backend.descriptor.name)"
         self.logger = logger
         self.reconnect = ReconnectStateMachine(policy: configuration.reconnectBackoff)
-        self.outbox = OutboxStateMachine(backoff: configuration.outboxBackoff)
+        self.outbox = OutboxStateMachine(
+            backoff: configuration.outboxBackoff,
+            maxLinkLosses: configuration.maxLinkLossesPerSend
+        )
+        self.lanes = RequestLanesStateMachine(concurrency: configuration.maxConcurrentRequests)
+        self.inbox = EngineInbox(updateWindow: configuration.inboundWindow)
     }
 
-    /// What the engine has done so far.
-    public var statistics: SessionStatistics { statisticsValue }
+    /// What the engine has done so far, and what it holds now.
+    public var statistics: SessionStatistics {
+        var statistics = statisticsValue
+        statistics.liveTasks = inbox.liveTasks
+        statistics.peakLiveTasks = inbox.peakLiveTasks
+        statistics.bufferedInputs = inbox.buffered
+        statistics.peakBufferedInputs = inbox.peakBuffered
+        statistics.requestsQueued = lanes.count
+        statistics.heldEvents = trackers.values.reduce(0) { $0 + $1.heldCount }
+        statistics.timersPending = timers.count
+        return statistics
+    }
 
     // MARK: Lifecycle
 
     public func resume() async throws {
-        if try lifecycle.resume() == .connect { lifecycleSignal.signal() }
+        try await lifecycleCommand { session in
+            if try session.lifecycle.resume() == .connect { session.reconcileLink() }
+        }
     }
 
     public func pause() async throws {
-        if try lifecycle.pause() == .disconnect {
-            jobs?.yield(.stop)
-            lifecycleSignal.signal()
+        try await lifecycleCommand { session in
+            if try session.lifecycle.pause() == .disconnect { session.reconcileLink() }
         }
     }
 
     public func close() async {
-        guard lifecycle.close() == .shutDown else { return }
-        jobs?.yield(.stop)
-        lifecycleSignal.signal()
+        try? await lifecycleCommand { session in
+            if session.lifecycle.close() == .shutDown { session.reconcileLink() }
+        }
     }
 
     /// `true` once the session is closed, by the app or by a fatal error.
     public var isClosed: Bool { lifecycle.state == .closed }
 
-    /// Runs the session until it is closed or the task is cancelled: connects while resumed,
-    /// reconnects with backoff after failures, stops at a fatal error. Call it once.
-    public func run() async {
-        precondition(!isRunLoopActive, "ChatSession.run() must be called once")
-        isRunLoopActive = true
-        defer { isRunLoopActive = false }
-        await loadState()
-        while !Task.isCancelled {
-            switch lifecycle.state {
-            case .closed:
-                setConnectionState(.disconnected, reason: .userInitiated)
-                return
-            case .created, .paused:
-                setConnectionState(.disconnected, reason: .userInitiated)
-                await lifecycleSignal.wait(since: lifecycleSignal.generation)
-                continue
-            case .running:
-                break
-            }
-            guard let failure = await connectAndServe() else { continue }
-            if failure.code == .cancelled && Task.isCancelled { return }
-            statisticsValue.connectionFailures += 1
-            switch reconnect.failed(failure, using: &random) {
-            case .retry(let delay, let clearCredentials):
-                logger.debug("link failed, retrying", metadata: ["error": "\(failure)", "delay": "\(delay)"])
-                if clearCredentials {
-                    credentials = Credentials()
-                    try? await store.saveCredentials(credentials, scope: scope)
-                }
-                setConnectionState(.waitingToReconnect, reason: .connectionLost(failure))
-                await sleepUnlessLifecycleChanges(delay)
-            case .giveUp(let error):
-                logger.error("session ended", metadata: ["error": "\(error)"])
-                publish(.fatal(error), conversation: nil)
-                _ = lifecycle.close()
-                setConnectionState(.disconnected, reason: .fatal(error))
-                return
-            }
+    /// Runs a lifecycle change on the loop, or at once when no loop runs (before ``run()``, or
+    /// after it ended), so a session can be resumed before it runs and closed after.
+    private func lifecycleCommand(
+        _ body: @escaping @Sendable (isolated ChatSession) throws -> Void
+    ) async throws {
+        if !hasRun || loopEnded {
+            try body(self)
+            return
         }
+        try await onLoop { session in try body(session) }
+    }
+
+    /// Runs the session until it is closed or the task is cancelled: connects while resumed,
+    /// reconnects with backoff after failures, stops at a fatal error.
+    ///
+    /// - Throws: `invalidState` when called while it runs or after it ended: a session runs once.
+    public func run() async throws {
+        guard !hasRun else {
+            throw SwitchboardError(.invalidState, "ChatSession.run() was called twice; a session runs once")
+        }
+        hasRun = true
+        await loadState()
+        await withTaskCancellationHandler {
+            await withDiscardingTaskGroup { group in
+                reconcileLink()
+                startSpawns(in: &group)
+                while !isFinished, let input = await inbox.next() {
+                    await handle(input)
+                    startSpawns(in: &group)
+                }
+                group.cancelAll()
+            }
+        } onCancel: {
+            inbox.interrupt(with: .cancelled)
+        }
+        loopEnded = true
+        // Answer what never got its turn: commands throw `sessionClosed`, requests fail.
+        for input in inbox.close() {
+            if case .command(let body) = input { await body(self) }
+        }
+        for request in lanes.removeAll() {
+            await requestAbandoned(request.work, error: SwitchboardError(.sessionClosed, "the session has ended"))
+        }
+        setConnectionState(.disconnected, reason: .userInitiated)
     }
 
     /// Runs the session around `body`, then closes it and ends ``run()``.
@@ -172,7 +213,7 @@ public actor ChatSession: Session {
         _ body: @Sendable (ChatSession) async throws -> T
     ) async throws -> T {
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await self.run() }
+            group.addTask { try await self.run() }
             do {
                 let result = try await body(self)
                 await self.close()
@@ -186,19 +227,9 @@ public actor ChatSession: Session {
         }
     }
 
-    // MARK: Connection
-
-    enum Job: Sendable {
-        case stop
-        case linkEnded(SwitchboardError)
-        case work(@Sendable (any BackendConnection) async -> Void)
-        case timer(after: Duration, TimerEvent)
-    }
-
-    enum TimerEvent: Sendable, Hashable {
-        case hold(ConversationID)
-        case outboxRetry(ConversationID)
-        case typing(ConversationID)
+    /// Whether the loop is done: closed and the link gone, or cancelled.
+    private var isFinished: Bool {
+        loopEnded || (lifecycle.state == .closed && link == nil)
     }
 
     private func loadState() async {
@@ -214,90 +245,241 @@ public actor ChatSession: Session {
         }
     }
 
-    /// One link: connect, serve until it ends; `nil` when stopped on purpose.
-    private func connectAndServe() async -> SwitchboardError? {
+    // MARK: The loop
+
+    /// One input of the loop.
+    enum Input: Sendable {
+        /// An app command: runs on the loop, in turn.
+        case command(@Sendable (isolated ChatSession) async -> Void)
+        case linkOpened(Int)
+        case update(Int, BackendUpdate)
+        /// The link's updates ended or threw: the link is failing.
+        case linkFailed(Int, SwitchboardError)
+        /// The link's scope has ended, and every request it carried has reported.
+        case linkClosed(Int, SwitchboardError?)
+        case requestFinished(Int, ticket: Int, Result<BackendResponse, SwitchboardError>)
+        case timerTick(generation: Int)
+        /// The task running the loop was cancelled.
+        case cancelled
+    }
+
+    /// A child task the loop decided to start.
+    enum Spawn: Sendable {
+        case link(Int, ConnectionContext, AsyncStream<LinkJob>)
+        case sleeper(generation: Int, deadline: Duration, wakeGeneration: Int)
+    }
+
+    /// A request handed to a link to perform.
+    struct LinkJob: Sendable {
+        let ticket: Int
+        let request: BackendRequest
+    }
+
+    /// The link the loop has (at most one).
+    struct LinkState {
+        let id: Int
+        let jobs: AsyncStream<LinkJob>.Continuation
+        var isOpen = false
+        var isEnding = false
+        var endedOnPurpose = false
+        var failure: SwitchboardError?
+        var sawFirstUpdate = false
+        /// It lasted long enough, or carried a request through: the backoff may start afresh.
+        var provedHealthy = false
+        var stableTimerFired = false
+    }
+
+    private func handle(_ input: Input) async {
+        switch input {
+        case .command(let body):
+            await body(self)
+        case .linkOpened(let id):
+            guard link?.id == id, link?.isEnding == false else { return }
+            link!.isOpen = true
+            statisticsValue.connects += 1
+            setConnectionState(.connected, reason: nil)
+            setTimer(.linkStable(id), after: configuration.stableLinkDuration)
+            await linkEstablished()
+        case .update(let id, let update):
+            inbox.updateTaken()
+            guard link?.id == id else { return }
+            if link!.sawFirstUpdate == false {
+                link!.sawFirstUpdate = true
+                if link!.stableTimerFired { linkProvedHealthy() }
+            }
+            await apply(update)
+        case .linkFailed(let id, let error):
+            guard link?.id == id, link?.isEnding == false else { return }
+            endLink(failure: error)
+        case .linkClosed(let id, let error):
+            guard link?.id == id else { return }
+            await linkClosed(error)
+        case .requestFinished(let id, let ticket, let result):
+            await requestFinished(ticket, result: result, link: id)
+        case .timerTick(let generation):
+            await timerTick(generation)
+        case .cancelled:
+            loopEnded = true
+            if link != nil { endLink(failure: nil) }
+        }
+    }
+
+    private func startSpawns(in group: inout DiscardingTaskGroup) {
+        guard !spawns.isEmpty else { return }
+        let work = spawns
+        spawns.removeAll(keepingCapacity: true)
+        for spawn in work {
+            inbox.taskStarted()
+            switch spawn {
+            case .link(let id, let context, let jobs):
+                group.addTask { [self] in
+                    await self.runLink(id, context: context, jobs: jobs)
+                    self.inbox.taskEnded()
+                }
+            case .sleeper(let generation, let deadline, let wakeGeneration):
+                group.addTask { [self] in
+                    await self.sleep(until: deadline, unlessWokenSince: wakeGeneration)
+                    self.inbox.yield(.timerTick(generation: generation))
+                    self.inbox.taskEnded()
+                }
+            }
+        }
+    }
+
+    // MARK: The link
+
+    /// Opens a link when the lifecycle wants one and none is up or coming; ends it when not.
+    func reconcileLink() {
+        if lifecycle.wantsConnection {
+            if link == nil && !isWaitingToReconnect { startLink() }
+        } else {
+            if isWaitingToReconnect {
+                isWaitingToReconnect = false
+                cancelTimer(.reconnect)
+            }
+            if link != nil {
+                endLink(failure: nil)
+            } else {
+                setConnectionState(.disconnected, reason: .userInitiated)
+            }
+        }
+    }
+
+    private func startLink() {
         reconnect.connecting()
         setConnectionState(.connecting, reason: nil)
+        let id = nextLinkID
+        nextLinkID += 1
+        let (jobs, continuation) = AsyncStream.makeStream(of: LinkJob.self)
+        link = LinkState(id: id, jobs: continuation)
         let context = ConnectionContext(
-            session: id,
+            session: self.id,
             credentials: credentials,
             cursor: cursor,
             conversationSequences: trackers.mapValues(\.delivered).merging(storedSequences) { live, _ in live },
             clock: clock,
             logger: logger
         )
+        spawns.append(.link(id, context, jobs))
+    }
+
+    /// Stops handing the link work; its scope ends and reports `linkClosed`.
+    private func endLink(failure: SwitchboardError?) {
+        guard var state = link, !state.isEnding else { return }
+        state.isEnding = true
+        state.endedOnPurpose = failure == nil
+        state.failure = failure
+        link = state
+        state.jobs.finish()
+    }
+
+    /// One link's scope: opens it, reads its updates, performs the requests the loop hands it as
+    /// child tasks (each forgotten when done), and reports how it ended.
+    private nonisolated func runLink(_ id: Int, context: ConnectionContext, jobs: AsyncStream<LinkJob>) async {
+        let inbox = self.inbox
+        var failure: SwitchboardError?
         do {
-            return try await backend.withConnection(context) { connection in
-                await self.serve(connection)
+            try await backend.withConnection(context) { connection in
+                inbox.yield(.linkOpened(id))
+                await withDiscardingTaskGroup { group in
+                    inbox.taskStarted()
+                    group.addTask {
+                        defer { inbox.taskEnded() }
+                        do {
+                            for try await update in connection.updates {
+                                guard await inbox.yieldUpdate(.update(id, update)) else { return }
+                            }
+                            inbox.yield(.linkFailed(id, SwitchboardError(.connectionLost, "the backend closed the link")))
+                        } catch {
+                            inbox.yield(.linkFailed(id, SwitchboardError.classify(error)))
+                        }
+                    }
+                    for await job in jobs {
+                        inbox.taskStarted()
+                        group.addTask {
+                            defer { inbox.taskEnded() }
+                            let result: Result<BackendResponse, SwitchboardError>
+                            do {
+                                result = .success(try await connection.perform(job.request))
+                            } catch {
+                                result = .failure(SwitchboardError.classify(error))
+                            }
+                            inbox.yield(.requestFinished(id, ticket: job.ticket, result))
+                        }
+                    }
+                    group.cancelAll()
+                }
             }
         } catch {
-            return SwitchboardError.classify(error)
+            failure = SwitchboardError.classify(error)
         }
+        inbox.yield(.linkClosed(id, failure))
     }
 
-    /// Serves one open link until it ends (`failure`) or the session stops using it (`nil`).
-    private func serve(_ connection: any BackendConnection) async -> SwitchboardError? {
-        guard lifecycle.wantsConnection, !Task.isCancelled else { return nil }
-        statisticsValue.connects += 1
-        let (jobStream, jobs) = AsyncStream.makeStream(of: Job.self)
-        self.jobs = jobs
-        self.connection = connection
-        self.sawFirstUpdate = false
-        setConnectionState(.connected, reason: nil)
-        await gated { await self.linkEstablished() }
-
-        let failure: SwitchboardError? = await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                do {
-                    for try await update in connection.updates {
-                        await self.apply(update)
-                    }
-                    await self.linkEnded(SwitchboardError(.connectionLost, "the backend closed the link"))
-                } catch {
-                    await self.linkEnded(SwitchboardError.classify(error))
-                }
+    /// The link's scope has ended: everything it carried has reported. Decide what comes next.
+    private func linkClosed(_ error: SwitchboardError?) async {
+        guard let state = link else { return }
+        link = nil
+        cancelTimer(.linkStable(state.id))
+        await linkDropped(interrupted: !state.endedOnPurpose)
+        if state.endedOnPurpose || loopEnded {
+            reconnect.disconnected()
+            if !loopEnded { reconcileLink() }
+            return
+        }
+        let failure =
+            state.failure.flatMap { $0.code == .connectionLost && error != nil ? error : $0 }
+            ?? error ?? SwitchboardError(.connectionLost, "the link ended")
+        statisticsValue.connectionFailures += 1
+        if state.provedHealthy { reconnect.connected() }
+        switch reconnect.failed(failure, using: &random) {
+        case .retry(let delay, let clearCredentials):
+            logger.debug("link failed, retrying", metadata: ["error": "\(failure)", "delay": "\(delay)"])
+            if clearCredentials {
+                credentials = Credentials()
+                await persist { try await self.store.saveCredentials(self.credentials, scope: self.scope) }
             }
-            for await job in jobStream {
-                switch job {
-                case .stop:
-                    group.cancelAll()
-                    return nil
-                case .linkEnded(let error):
-                    group.cancelAll()
-                    return error
-                case .work(let work):
-                    group.addTask { await work(connection) }
-                case .timer(let delay, let event):
-                    group.addTask {
-                        do { try await self.clock.sleep(for: delay) } catch { return }
-                        await self.timerFired(event)
-                    }
-                }
-            }
-            group.cancelAll()
-            return nil
-        }
-        jobs.finish()
-        self.jobs = nil
-        self.connection = nil
-        await gated { self.linkDropped() }
-        return failure
-    }
-
-    private func linkEnded(_ error: SwitchboardError) {
-        guard !Task.isCancelled else { return }
-        jobs?.yield(.linkEnded(error))
-    }
-
-    private func sleepUnlessLifecycleChanges(_ delay: Duration) async {
-        let generation = lifecycleSignal.generation
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { try? await self.clock.sleep(for: delay) }
-            group.addTask { await self.lifecycleSignal.wait(since: generation) }
-            await group.next()
-            group.cancelAll()
+            setConnectionState(.waitingToReconnect, reason: .connectionLost(failure))
+            isWaitingToReconnect = true
+            setTimer(.reconnect, after: delay)
+        case .giveUp(let error):
+            logger.error("session ended", metadata: ["error": "\(error)"])
+            publish(.fatal(error), conversation: nil)
+            _ = lifecycle.close()
+            setConnectionState(.disconnected, reason: .fatal(error))
         }
     }
+
+    /// The link lasted or carried a request through: a failure after this starts the backoff
+    /// afresh. A link that dies right after it opens (a poison send, a server that accepts and
+    /// drops) does not reset it, so reconnects keep backing off.
+    func linkProvedHealthy() {
+        guard link?.provedHealthy == false, link?.sawFirstUpdate == true else { return }
+        link!.provedHealthy = true
+        reconnect.connected()
+    }
+
+    var isLinkOpen: Bool { link?.isOpen == true && link?.isEnding == false }
 
     func setConnectionState(_ state: ConnectionState, reason: DisconnectReason?) {
         guard state != connectionState else { return }
@@ -305,22 +487,204 @@ public actor ChatSession: Session {
         publish(.connection(state, reason: reason), conversation: nil)
     }
 
-    /// Runs a job on the current link; dropped when there is none.
-    func schedule(_ work: @escaping @Sendable (any BackendConnection) async -> Void) {
-        jobs?.yield(.work(work))
+    // MARK: Commands
+
+    /// Runs `body` on the loop, in turn with every other input, and returns what it returns.
+    ///
+    /// - Throws: what `body` throws; `sessionClosed` when the loop has ended.
+    func onLoop<T: Sendable>(
+        _ body: @escaping @Sendable (isolated ChatSession) async throws -> T
+    ) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            let accepted = inbox.yield(
+                .command { session in
+                    guard !session.loopEnded else {
+                        continuation.resume(throwing: SwitchboardError(.sessionClosed, "the session has ended"))
+                        return
+                    }
+                    do {
+                        continuation.resume(returning: try await body(session))
+                    } catch {
+                        continuation.resume(throwing: error)
+                    }
+                }
+            )
+            if !accepted {
+                continuation.resume(throwing: SwitchboardError(.sessionClosed, "the session has ended"))
+            }
+        }
     }
 
-    func scheduleTimer(_ event: TimerEvent, after delay: Duration) {
-        jobs?.yield(.timer(after: max(.zero, delay), event))
+    // MARK: Timers
+
+    /// What a timer is for; one deadline per kind and conversation.
+    enum TimerEvent: Sendable, Hashable {
+        case hold(ConversationID)
+        case outboxRetry(ConversationID)
+        case typing(ConversationID)
+        case reconnect
+        case linkStable(Int)
     }
 
-    // MARK: The gate
+    /// The deadlines the loop keeps, and the one sleeper that waits for the earliest.
+    struct TimerSchedule {
+        var deadlines: [TimerEvent: Duration] = [:]
+        var armedDeadline: Duration?
+        var generation = 0
+        var count: Int { deadlines.count }
+    }
 
-    /// Runs `body` with exclusive access to the engine's state machines and the store, in
-    /// arrival order. Bodies never perform network requests (those run as jobs or in the
-    /// caller's task) and never nest.
-    func gated<T>(_ body: () async throws -> T) async rethrows -> T {
-        try await gate.withGate(body)
+    func setTimer(_ event: TimerEvent, after delay: Duration) {
+        timers.deadlines[event] = clock.now + max(.zero, delay)
+        armTimer()
+    }
+
+    func setTimer(_ event: TimerEvent, at deadline: Duration) {
+        timers.deadlines[event] = deadline
+        armTimer()
+    }
+
+    func cancelTimer(_ event: TimerEvent) {
+        timers.deadlines[event] = nil
+    }
+
+    /// Starts a sleeper for the earliest deadline unless one already waits for it or earlier.
+    private func armTimer() {
+        guard let earliest = timers.deadlines.values.min() else { return }
+        if let armed = timers.armedDeadline, armed <= earliest { return }
+        if timers.armedDeadline != nil { timerWake.signal() }
+        timers.generation += 1
+        timers.armedDeadline = earliest
+        spawns.append(.sleeper(generation: timers.generation, deadline: earliest, wakeGeneration: timerWake.generation))
+    }
+
+    private nonisolated func sleep(until deadline: Duration, unlessWokenSince wakeGeneration: Int) async {
+        let delay = deadline - clock.now
+        guard delay > .zero else { return }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await self.clock.sleep(for: delay) }
+            group.addTask { await self.timerWake.wait(since: wakeGeneration) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    private func timerTick(_ generation: Int) async {
+        guard generation == timers.generation else { return }
+        timers.armedDeadline = nil
+        let now = clock.now
+        let due = timers.deadlines.filter { $0.value <= now }.sorted { $0.value < $1.value }
+        for (event, _) in due {
+            timers.deadlines[event] = nil
+        }
+        for (event, _) in due {
+            await timerFired(event)
+        }
+        armTimer()
+    }
+
+    private func timerFired(_ event: TimerEvent) async {
+        switch event {
+        case .reconnect:
+            guard isWaitingToReconnect else { return }
+            isWaitingToReconnect = false
+            reconcileLink()
+        case .linkStable(let id):
+            guard link?.id == id else { return }
+            link!.stableTimerFired = true
+            linkProvedHealthy()
+        case .hold(let conversation):
+            guard var tracker = trackers[conversation] else { return }
+            let outcome = tracker.holdTimerFired()
+            trackers[conversation] = tracker
+            await handle(outcome, in: conversation)
+        case .outboxRetry(let conversation):
+            statisticsValue.sendRetries += 1
+            await expireOutbox()
+            await perform(outbox.retryTimerFired(conversation))
+        case .typing(let conversation):
+            guard var throttle = typing[conversation] else { return }
+            let actions = throttle.timerFired(now: clock.now)
+            typing[conversation] = throttle
+            performTyping(actions, in: conversation)
+        }
+    }
+
+    // MARK: Requests
+
+    /// What a request in a lane is for, so its outcome reaches the right state machine.
+    enum LaneWork: Sendable {
+        case send(OutboxEntry)
+        case retransmit(ConversationID, ClosedRange<Int64>)
+        case typing(ConversationID, isTyping: Bool, draft: String?)
+        case markRead(ConversationID, ChatEvent.ReadMarker)
+        /// An app request; its caller waits for the answer.
+        case app(BackendRequest, CheckedContinuation<BackendResponse, any Error>)
+
+        var request: BackendRequest {
+            switch self {
+            case .send(let entry): .send(entry.message)
+            case .retransmit(let conversation, let range): .retransmit(conversation, range)
+            case .typing(let conversation, let isTyping, let draft): .typing(conversation, isTyping: isTyping, draft: draft)
+            case .markRead(let conversation, let marker): .markRead(conversation, upTo: marker)
+            case .app(let request, _): request
+            }
+        }
+    }
+
+    /// Queues a request in its conversation's lane on the open link; `false` when there is no
+    /// open link (nothing is queued).
+    @discardableResult
+    func enqueue(_ work: LaneWork, lane: ConversationID?) -> Bool {
+        guard isLinkOpen else { return false }
+        dispatch(lanes.enqueue(work, lane: lane))
+        return true
+    }
+
+    private func dispatch(_ requests: [RequestLanesStateMachine<LaneWork>.Request]) {
+        for request in requests {
+            guard let link, link.isOpen, case .enqueued = link.jobs.yield(LinkJob(ticket: request.ticket, request: request.work.request))
+            else {
+                // The link is going: the request reports when the link closes (see `linkDropped`).
+                continue
+            }
+        }
+    }
+
+    private func requestFinished(_ ticket: Int, result: Result<BackendResponse, SwitchboardError>, link linkID: Int) async {
+        let (finished, next) = lanes.finished(ticket)
+        dispatch(next)
+        guard let finished else { return }
+        if case .success = result, link?.id == linkID { linkProvedHealthy() }
+        switch finished.work {
+        case .send(let entry):
+            await sendFinished(entry, result: result)
+        case .retransmit(let conversation, let range):
+            await retransmitFinished(conversation, range: range, result: result)
+        case .typing:
+            if case .failure(let error) = result {
+                // Typing is best effort: a failure is only logged.
+                logger.debug("typing notification failed", metadata: ["error": "\(error)"])
+            }
+        case .markRead(let conversation, let marker):
+            switch result {
+            case .success: readMarkerSent(marker, in: conversation)
+            case .failure(let error): readMarkerFailed(error, in: conversation)
+            }
+        case .app(_, let continuation):
+            continuation.resume(with: result.mapError { $0 as any Error })
+        }
+    }
+
+    /// A request that never got an answer because its link or the session went away.
+    func requestAbandoned(_ work: LaneWork, error: SwitchboardError) async {
+        switch work {
+        case .send, .retransmit, .typing, .markRead:
+            // The outbox resends, the tracker re-plans, typing is dropped, the marker stays pending.
+            break
+        case .app(_, let continuation):
+            continuation.resume(throwing: error)
+        }
     }
 
     // MARK: Publishing
@@ -348,19 +712,34 @@ public actor ChatSession: Session {
         bus.subscribe(filter: filter.intersection(EventFilter(sessions: [id])), buffering: buffering)
     }
 
-    func requireCapability(_ capability: BackendCapabilities?) throws {
-        try lifecycle.checkOpen()
+    nonisolated func requireCapability(_ capability: BackendCapabilities?) throws {
         if let capability, !descriptor.capabilities.contains(capability) {
             throw SwitchboardError.unsupported(capability, backend: descriptor.name)
         }
     }
 
-    /// Performs a request on the live link in the caller's task.
+    /// Performs a request on the live link, in its conversation's lane, and waits for the answer.
     func performNow(_ request: BackendRequest) async throws -> BackendResponse {
         try requireCapability(request.requiredCapability)
-        guard let connection else {
-            throw SwitchboardError(.notConnected, "\(request.name) needs a connection")
+        return try await withCheckedThrowingContinuation { continuation in
+            let accepted = inbox.yield(
+                .command { session in
+                    do {
+                        guard !session.loopEnded else {
+                            throw SwitchboardError(.sessionClosed, "the session has ended")
+                        }
+                        try session.lifecycle.checkOpen()
+                        guard session.enqueue(.app(request, continuation), lane: request.conversationID) else {
+                            throw SwitchboardError(.notConnected, "\(request.name) needs a connection")
+                        }
+                    } catch {
+                        continuation.resume(throwing: error)
+                    }
+                }
+            )
+            if !accepted {
+                continuation.resume(throwing: SwitchboardError(.sessionClosed, "the session has ended"))
+            }
         }
-        return try await connection.perform(request)
     }
 }

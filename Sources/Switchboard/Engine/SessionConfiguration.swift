@@ -13,19 +13,39 @@ public struct SessionConfiguration: Sendable, Hashable {
     /// `expired` instead of landing hours late out of context; `nil` waits for ever. Stream
     /// Chat's offline queue drops after 12 h, the default here; the app sees the failure.
     public var outboxExpiry: Duration?
+    /// How many times the link may die while one send is on the wire before that send fails
+    /// (a message the server drops the socket on would otherwise block its conversation and
+    /// storm the server).
+    public var maxLinkLossesPerSend: Int
+    /// Requests in flight at once across conversations; within a conversation they go one at a
+    /// time, in order.
+    public var maxConcurrentRequests: Int
+    /// Inbound updates the engine buffers before the link's reader waits (flow control).
+    public var inboundWindow: Int
+    /// How long a link must stay up (after its first update) for the reconnect backoff to start
+    /// afresh; a request carried through also proves it. A link that dies sooner keeps backing off.
+    public var stableLinkDuration: Duration
 
     public init(
         reconnectBackoff: BackoffPolicy = BackoffPolicy(),
         outboxBackoff: BackoffPolicy = BackoffPolicy(initial: .seconds(1), maximum: .seconds(30)),
         holdTimeout: Duration = .seconds(2),
         typingPolicy: TypingPolicy? = nil,
-        outboxExpiry: Duration? = .seconds(12 * 3600)
+        outboxExpiry: Duration? = .seconds(12 * 3600),
+        maxLinkLossesPerSend: Int = 5,
+        maxConcurrentRequests: Int = 8,
+        inboundWindow: Int = 256,
+        stableLinkDuration: Duration = .seconds(10)
     ) {
         self.reconnectBackoff = reconnectBackoff
         self.outboxBackoff = outboxBackoff
         self.holdTimeout = holdTimeout
         self.typingPolicy = typingPolicy
         self.outboxExpiry = outboxExpiry
+        self.maxLinkLossesPerSend = max(1, maxLinkLossesPerSend)
+        self.maxConcurrentRequests = max(1, maxConcurrentRequests)
+        self.inboundWindow = max(1, inboundWindow)
+        self.stableLinkDuration = stableLinkDuration
     }
 }
 
@@ -43,6 +63,21 @@ public struct SessionStatistics: Sendable, Hashable, Codable {
     public var sendRetries = 0
     public var sendFailures = 0
     public var problems = 0
+
+    // Gauges: what the engine holds now, and the most it held. A long-lived session keeps
+    // these bounded; the long-life test asserts it.
+    /// Child tasks alive now: the link, its reader, requests in flight, the timer sleeper.
+    public var liveTasks = 0
+    public var peakLiveTasks = 0
+    /// Inputs waiting for the loop now.
+    public var bufferedInputs = 0
+    public var peakBufferedInputs = 0
+    /// Requests queued or in flight in the lanes.
+    public var requestsQueued = 0
+    /// Out-of-order events held back, across conversations.
+    public var heldEvents = 0
+    /// Timer deadlines the loop keeps.
+    public var timersPending = 0
 
     public init() {}
 }

@@ -1,8 +1,9 @@
 /// The one error type of the Switchboard core.
 ///
 /// An error has a ``code`` (an open set: new codes are not a breaking change), a one-line
-/// ``message``, an optional underlying error and the place it was made. Equality compares the
-/// code only. The engine's retry logic reads only the classification properties
+/// ``message``, an optional underlying error and the place it was made. Equality compares what
+/// the error says — code, message, retry delay, vendor code and the underlying error — but not
+/// the place it was made. The engine's retry logic reads only the classification properties
 /// (``isTransient``, ``isAuthenticationFailure``, ``retryAfter``, ``isFatal``), so an adapter maps its
 /// native failures onto codes once and every guarantee follows.
 ///
@@ -37,8 +38,26 @@ public struct SwitchboardError: Error, Sendable, Hashable, CustomStringConvertib
         self.line = line
     }
 
-    public static func == (lhs: SwitchboardError, rhs: SwitchboardError) -> Bool { lhs.code == rhs.code }
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
+    public static func == (lhs: SwitchboardError, rhs: SwitchboardError) -> Bool {
+        guard lhs.code == rhs.code, lhs.message == rhs.message, lhs.retryAfter == rhs.retryAfter,
+            lhs.vendorCode == rhs.vendorCode
+        else { return false }
+        switch (lhs.underlying, rhs.underlying) {
+        case (nil, nil):
+            return true
+        case (let left?, let right?):
+            if let left = left as? SwitchboardError, let right = right as? SwitchboardError { return left == right }
+            return String(reflecting: left) == String(reflecting: right)
+        default:
+            return false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
+        hasher.combine(message)
+        hasher.combine(vendorCode)
+    }
 
     public var description: String {
         var text = "\(code): \(message)"
@@ -73,7 +92,7 @@ extension SwitchboardError {
             case notConnected, connectionLost, timedOut, authenticationFailed, rateLimited
             case conversationNotFound, messageNotFound, messageRejected, permissionDenied
             case invalidArgument, sequenceGap, protocolViolation, unsupported, storageFailure
-            case sessionClosed, fatal, payloadTooLarge, serverError, cancelled
+            case sessionClosed, fatal, payloadTooLarge, serverError, cancelled, invalidState
         }
 
         private let base: Base
@@ -111,6 +130,9 @@ extension SwitchboardError {
         /// The server failed (5xx, internal error). Transient.
         public static var serverError: Code { Code(.serverError) }
         public static var cancelled: Code { Code(.cancelled) }
+        /// The call does not fit the object's state (a session's ``ChatSession/run()`` called a
+        /// second time). A programming error, never retried.
+        public static var invalidState: Code { Code(.invalidState) }
 
         public var description: String { base.rawValue }
     }
@@ -165,7 +187,7 @@ extension SwitchboardError: Codable {
 
 extension Duration {
     /// The duration in seconds as a floating-point number.
-    public var seconds: Double {
+    var seconds: Double {
         let (seconds, attoseconds) = components
         return Double(seconds) + Double(attoseconds) / 1e18
     }

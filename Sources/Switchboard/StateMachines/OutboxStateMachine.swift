@@ -8,11 +8,29 @@ public struct OutboxEntry: Sendable, Hashable, Codable {
     public var createdAt: Date
     /// Attempts that failed transiently so far.
     public var attempts: Int
+    /// Attempts during which the link died before the server answered: a send that keeps
+    /// killing the link (the server drops the socket on it) fails after
+    /// ``OutboxStateMachine/maxLinkLosses`` of them instead of blocking its conversation.
+    public var linkLosses: Int
 
-    public init(message: OutgoingMessage, createdAt: Date, attempts: Int = 0) {
+    public init(message: OutgoingMessage, createdAt: Date, attempts: Int = 0, linkLosses: Int = 0) {
         self.message = message
         self.createdAt = createdAt
         self.attempts = attempts
+        self.linkLosses = linkLosses
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case message, createdAt, attempts, linkLosses
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.message = try container.decode(OutgoingMessage.self, forKey: .message)
+        self.createdAt = try container.decode(Date.self, forKey: .createdAt)
+        self.attempts = try container.decodeIfPresent(Int.self, forKey: .attempts) ?? 0
+        // Entries stored before this field existed have none.
+        self.linkLosses = try container.decodeIfPresent(Int.self, forKey: .linkLosses) ?? 0
     }
 
     public var clientID: ClientMessageID { message.clientID }
@@ -38,14 +56,17 @@ public struct OutboxStateMachine: Sendable {
     }
 
     public let backoff: BackoffPolicy
+    /// How many times the link may die under one send before the send fails.
+    public let maxLinkLosses: Int
     private var queues: [ConversationID: Deque<OutboxEntry>] = [:]
     private var order: [ConversationID] = []
     private var inFlight: Set<ConversationID> = []
     private var waitingForRetry: Set<ConversationID> = []
     public private(set) var isConnected = false
 
-    public init(backoff: BackoffPolicy = BackoffPolicy()) {
+    public init(backoff: BackoffPolicy = BackoffPolicy(), maxLinkLosses: Int = 5) {
         self.backoff = backoff
+        self.maxLinkLosses = max(1, maxLinkLosses)
     }
 
     /// Every entry still waiting, FIFO per conversation.
@@ -72,11 +93,18 @@ public struct OutboxStateMachine: Sendable {
 
     /// The link is gone and every result from it has been reported. A send still marked in
     /// flight never got a result (its job died with the link): it goes again, with the same
-    /// client id, on the next link.
-    public mutating func disconnected() {
+    /// client id, on the next link. The sends in `interrupting` were on the wire when the link
+    /// failed: each counts a link loss, and one at ``maxLinkLosses`` fails.
+    @discardableResult
+    public mutating func disconnected(interrupting interrupted: Set<ClientMessageID> = []) -> [Action] {
         isConnected = false
         inFlight.removeAll()
         waitingForRetry.removeAll()
+        var actions: [Action] = []
+        for clientID in interrupted.sorted(by: { $0.rawValue < $1.rawValue }) {
+            actions += countLinkLoss(clientID)
+        }
+        return actions
     }
 
     /// The server accepted the send.
@@ -97,6 +125,14 @@ public struct OutboxStateMachine: Sendable {
         guard let (conversation, index) = locate(clientID) else { return [] }
         inFlight.remove(conversation)
         var entry = queues[conversation]![index]
+        if error.isConnectionLost {
+            // The link died under the send: a link loss. One too many fails the send.
+            entry.linkLosses += 1
+            if entry.linkLosses >= maxLinkLosses {
+                queues[conversation]!.remove(at: index)
+                return [.fail(entry, reason: Self.linkLossReason(entry))] + pump(conversation)
+            }
+        }
         if error.isTransient || error.isAuthenticationFailure {
             entry.attempts += 1
             queues[conversation]![index] = entry
@@ -133,6 +169,22 @@ public struct OutboxStateMachine: Sendable {
     public mutating func retryTimerFired(_ conversation: ConversationID) -> [Action] {
         waitingForRetry.remove(conversation)
         return pump(conversation)
+    }
+
+    private static func linkLossReason(_ entry: OutboxEntry) -> String {
+        "the connection closed \(entry.linkLosses) times while this message was being sent"
+    }
+
+    private mutating func countLinkLoss(_ clientID: ClientMessageID) -> [Action] {
+        guard let (conversation, index) = locate(clientID) else { return [] }
+        var entry = queues[conversation]![index]
+        entry.linkLosses += 1
+        if entry.linkLosses >= maxLinkLosses {
+            queues[conversation]!.remove(at: index)
+            return [.fail(entry, reason: Self.linkLossReason(entry))]
+        }
+        queues[conversation]![index] = entry
+        return [.persist(entry)]
     }
 
     private mutating func append(_ entry: OutboxEntry) {

@@ -133,13 +133,13 @@ import Testing
     }
 
     @Test func configurationIsValidatedLikeSessionBuilder() {
-        #expect(throws: SwitchboardError(.invalidArgument, "")) { try WebimConfiguration(accountName: "").validate() }
-        #expect(throws: SwitchboardError(.invalidArgument, "")) {
+        #expect { try WebimConfiguration(accountName: "").validate() } throws: { ($0 as? SwitchboardError)?.code == .invalidArgument }
+        #expect {
             try WebimConfiguration(accountName: "demo", deviceToken: "abc").validate()
-        }
-        #expect(throws: SwitchboardError(.invalidArgument, "")) {
+        } throws: { ($0 as? SwitchboardError)?.code == .invalidArgument }
+        #expect {
             try WebimConfiguration(accountName: "demo", visitorFieldsJSON: #"{"fields":{"name":"x"}}"#).validate()
-        }
+        } throws: { ($0 as? SwitchboardError)?.code == .invalidArgument }
         #expect(WebimConfiguration(accountName: "demo").baseURL == "https://demo.webim.ru")
         #expect(WebimConfiguration(accountName: "http://127.0.0.1:8080/").baseURL == "http://127.0.0.1:8080")
     }
