@@ -50,13 +50,14 @@ extension ChatSession {
             await requestAbandoned(request.work, error: SwitchboardError(.connectionLost, "the link closed before \(request.work.request.name) was answered"))
         }
         await perform(outbox.disconnected(interrupting: interrupted ? Set(unanswered) : []))
-        for key in Array(trackers.keys) {
-            trackers[key]!.connectionLost()
-            cancelTimer(.hold(key))
-            cancelTimer(.outboxRetry(key))
-        }
-        for key in typing.keys { cancelTimer(.typing(key)) }
+        for key in Array(trackers.keys) { trackers[key]!.connectionLost() }
         typing.removeAll()
+        cancelTimers { event in
+            switch event {
+            case .hold, .outboxRetry, .typing: true
+            case .reconnect, .linkStable: false
+            }
+        }
     }
 
     func retransmitFinished(

@@ -548,6 +548,10 @@ public actor ChatSession: Session {
         timers.deadlines[event] = nil
     }
 
+    func cancelTimers(where matches: (TimerEvent) -> Bool) {
+        for event in timers.deadlines.keys where matches(event) { timers.deadlines[event] = nil }
+    }
+
     /// Starts a sleeper for the earliest deadline unless one already waits for it or earlier.
     private func armTimer() {
         guard let earliest = timers.deadlines.values.min() else { return }

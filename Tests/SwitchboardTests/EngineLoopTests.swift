@@ -1,0 +1,271 @@
+import Foundation
+@_spi(TestKit) import Switchboard
+@_spi(TestKit) import SwitchboardTestKit
+import Synchronization
+import Testing
+
+/// A backend that logs every request it performs in arrival order, can hold a request on the
+/// wire until the test lets it go, answers sends, and can kill its link.
+private final class RecordingBackend: ChatBackend {
+    struct Connection: BackendConnection {
+        let updates: AsyncThrowingStream<BackendUpdate, any Error>
+        let backend: RecordingBackend
+        let kill: AsyncThrowingStream<BackendUpdate, any Error>.Continuation
+
+        func perform(_ request: BackendRequest) async throws -> BackendResponse {
+            try await backend.perform(request, kill: kill)
+        }
+    }
+
+    private struct State {
+        var log: [String] = []
+        var holding: Set<String> = []
+        var held: [String: CheckedContinuation<Void, Never>] = [:]
+        var connects = 0
+        var nextServerID = 0
+    }
+
+    private let state = Mutex(State())
+    let arrived = AsyncSignal()
+    let conversation = ConversationID("chat")
+    /// Sends with this text close the link, as a server that drops the socket on a frame.
+    let poison: String
+    let descriptor: BackendDescriptor
+
+    init(typingPolicy: TypingPolicy = .startEnd(autoStop: .seconds(5)), poison: String = "poison") {
+        self.poison = poison
+        self.descriptor = BackendDescriptor(
+            name: "recording",
+            capabilities: [.typing, .readMarkers],
+            limits: BackendLimits(typingPolicy: typingPolicy)
+        )
+    }
+
+    var log: [String] { state.withLock { $0.log } }
+    var connects: Int { state.withLock { $0.connects } }
+
+    /// The next request with this label waits on the wire until ``release(_:)``.
+    func hold(_ label: String) { state.withLock { _ = $0.holding.insert(label) } }
+
+    func release(_ label: String) {
+        let waiter = state.withLock { $0.held.removeValue(forKey: label) }
+        waiter?.resume()
+    }
+
+    func isHeld(_ label: String) -> Bool { state.withLock { $0.held[label] != nil } }
+
+    static func label(_ request: BackendRequest) -> String {
+        switch request {
+        case .typing(_, let isTyping, _): "typing:\(isTyping)"
+        case .markRead(_, .sequence(let sequence)): "read:\(sequence)"
+        case .send(let message): "send:\(message.content.text)"
+        default: request.name
+        }
+    }
+
+    func withConnection<Result: Sendable>(
+        _ context: ConnectionContext,
+        _ body: @Sendable (any BackendConnection) async throws -> Result
+    ) async throws -> Result {
+        state.withLock { $0.connects += 1 }
+        let (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
+        let info = ConversationInfo(id: conversation, kind: .supportChat, state: .active)
+        continuation.yield(.snapshot(BackendSnapshot(conversations: [ConversationSnapshot(conversation: info)], isComplete: true)))
+        defer { continuation.finish() }
+        return try await body(Connection(updates: updates, backend: self, kill: continuation))
+    }
+
+    private func perform(
+        _ request: BackendRequest,
+        kill: AsyncThrowingStream<BackendUpdate, any Error>.Continuation
+    ) async throws -> BackendResponse {
+        let label = Self.label(request)
+        if case .send(let message) = request, message.content.text == poison {
+            state.withLock { $0.log.append(label) }
+            kill.finish(throwing: SwitchboardError(.connectionLost, "closed with 1009: message too big"))
+            throw SwitchboardError(.connectionLost, "closed with 1009: message too big")
+        }
+        let mustHold = state.withLock { $0.holding.remove(label) != nil }
+        if mustHold {
+            await withCheckedContinuation { continuation in
+                state.withLock { $0.held[label] = continuation }
+                arrived.signal()
+            }
+        }
+        state.withLock { $0.log.append(label) }
+        arrived.signal()
+        guard case .send(let message) = request else { return .done }
+        let serverID = state.withLock { state in
+            state.nextServerID += 1
+            return MessageID("m\(state.nextServerID)")
+        }
+        return .message(
+            Message(
+                serverID: serverID, clientID: message.clientID, conversationID: message.conversationID,
+                senderRole: .customer, text: message.content.text, time: Date(), deliveryState: .sent
+            )
+        )
+    }
+
+    /// Waits until `check` holds, woken by each request's arrival.
+    func waitUntil(_ what: String, _ check: @escaping @Sendable (RecordingBackend) -> Bool) async throws {
+        try await SwitchboardTestKit.waitUntil(what, timeout: .seconds(15), signal: arrived) { check(self) }
+    }
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct EngineLoopTests {
+    @Test func typingStartsAgainAfterAnOfflinePeriod() async throws {
+        let backend = RecordingBackend()
+        let session = ChatSession(backend: backend, clock: SessionClock(TestClock()), logger: .quiet)
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.first("the conversation") { $0.conversationID == backend.conversation }
+            let chat = try await session.conversation(backend.conversation)
+            try await chat.userTyping(draft: nil)
+            try await backend.waitUntil("typing started") { $0.log == ["typing:true"] }
+            // Offline while the "ended" timer is pending: the timer dies with the link.
+            try await session.pause()
+            try await recorder.first("offline") { $0.kind == .connection(.disconnected, reason: .userInitiated) }
+            try await session.resume()
+            try await recorder.waitUntil("online again") { $0.filter(\.isConnected).count == 2 }
+            try await chat.userTyping(draft: nil)
+            try await backend.waitUntil("typing started again") { $0.log.count == 2 }
+            try await chat.userStoppedTyping()
+            try await backend.waitUntil("typing ended") { $0.log.count == 3 }
+            print("typing across an offline period: \(backend.log)")
+            #expect(backend.log == ["typing:true", "typing:true", "typing:false"])
+        }
+    }
+
+    @Test func aStopNeverOvertakesItsTypingAndMarkersNeverMoveBack() async throws {
+        let backend = RecordingBackend()
+        let session = ChatSession(backend: backend, clock: SessionClock(TestClock()), logger: .quiet)
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.first("the conversation") { $0.conversationID == backend.conversation }
+            let chat = try await session.conversation(backend.conversation)
+            // "typing" is slow on the wire; "stopped" is given while it is still there.
+            backend.hold("typing:true")
+            try await chat.userTyping(draft: nil)
+            try await backend.waitUntil("typing on the wire") { $0.isHeld("typing:true") }
+            try await chat.userStoppedTyping()
+            try await chat.markRead(upTo: .sequence(5))
+            try await chat.markRead(upTo: .sequence(3))
+            try await chat.markRead(upTo: .sequence(7))
+            backend.release("typing:true")
+            try await backend.waitUntil("everything sent") { $0.log.count == 4 }
+            print("one conversation's requests on the wire: \(backend.log)")
+            #expect(backend.log == ["typing:true", "typing:false", "read:5", "read:7"])
+        }
+    }
+
+    @Test func aSendThatKeepsKillingTheLinkFailsAndTheNextOneGoes() async throws {
+        let clock = TestClock()
+        let backend = RecordingBackend()
+        let configuration = SessionConfiguration(
+            reconnectBackoff: BackoffPolicy(initial: .seconds(1), maximum: .seconds(64)),
+            maxLinkLossesPerSend: 4,
+            stableLinkDuration: .seconds(3600)
+        )
+        let session = ChatSession(
+            backend: backend, configuration: configuration, clock: SessionClock(clock),
+            random: SeededRandomNumberGenerator(seed: 7), logger: .quiet
+        )
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.first("the conversation") { $0.conversationID == backend.conversation }
+            let chat = try await session.conversation(backend.conversation)
+            let poison = try await chat.send(text: "poison")
+            let next = try await chat.send(text: "after")
+            // Virtual time moves in steps of 50 ms until the poison send fails, and then until
+            // the next send is confirmed; the connection events' times give the delays waited.
+            let failed = try await advance(clock, until: recorder, "the poison send fails") {
+                $0.updatedMessage?.clientID == poison.clientID && $0.updatedMessage?.deliveryState.isFailed == true
+            }
+            _ = try await advance(clock, until: recorder, "the next send goes") {
+                $0.updatedMessage?.clientID == next.clientID && $0.updatedMessage?.serverID != nil
+            }
+            var delays: [Duration] = []
+            var waitingSince: Date?
+            for event in recorder.events {
+                switch event.kind.connectionState {
+                case .waitingToReconnect: waitingSince = event.time
+                case .connecting:
+                    if let since = waitingSince { delays.append(.milliseconds(Int((event.time.timeIntervalSince(since) * 1000).rounded()))) }
+                    waitingSince = nil
+                default: break
+                }
+            }
+            print("poison send: \(backend.connects) links, reconnect delays \(delays), \(failed.updatedMessage!.deliveryState)")
+            #expect(failed.updatedMessage?.deliveryState == .failed("the connection closed 4 times while this message was being sent"))
+            #expect(backend.log.filter { $0 == "send:poison" }.count == 4)
+            #expect(backend.log.last == "send:after")
+            // Reset to its floor after each link, every delay would be within [0.5 s, 1 s].
+            #expect(delays.count >= 3 && delays[2] >= .seconds(2), "the backoff keeps growing when each link dies right after it opens: \(delays)")
+        }
+    }
+
+    @Test func runCalledTwiceThrowsATypedError() async throws {
+        let backend = RecordingBackend()
+        let session = ChatSession(backend: backend, clock: SessionClock(TestClock()), logger: .quiet)
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.first("running") { $0.isConnected }
+            await #expect {
+                try await session.run()
+            } throws: { ($0 as? SwitchboardError)?.code == .invalidState }
+        }
+        await #expect {
+            try await session.run()
+        } throws: { ($0 as? SwitchboardError)?.code == .invalidState }
+    }
+
+    @Test func errorsAreEqualOnlyWhenTheySayTheSame() {
+        #expect(SwitchboardError(.connectionLost, "a") == SwitchboardError(.connectionLost, "a"))
+        #expect(SwitchboardError(.connectionLost, "a") != SwitchboardError(.connectionLost, "b"))
+        #expect(SwitchboardError(.rateLimited, "a", retryAfter: .seconds(1)) != SwitchboardError(.rateLimited, "a", retryAfter: .seconds(2)))
+        #expect(SwitchboardError(.fatal, "a", vendorCode: "1") != SwitchboardError(.fatal, "a", vendorCode: "2"))
+        #expect(
+            SwitchboardError(.fatal, "a", underlying: SwitchboardError(.timedOut, "x"))
+                != SwitchboardError(.fatal, "a", underlying: SwitchboardError(.timedOut, "y"))
+        )
+    }
+
+    @Test func commandsAfterTheSessionEndedThrowSessionClosed() async throws {
+        let backend = RecordingBackend()
+        let session = ChatSession(backend: backend, clock: SessionClock(TestClock()), logger: .quiet)
+        let chat = try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.first("the conversation") { $0.conversationID == backend.conversation }
+            return try await session.conversation(backend.conversation)
+        }
+        await #expect {
+            try await chat.userTyping(draft: nil)
+        } throws: { ($0 as? SwitchboardError)?.code == .sessionClosed }
+    }
+}
+
+/// Moves virtual time in steps, letting the engine run between them (yielding, never sleeping),
+/// until an event matches; returns it.
+private func advance(
+    _ clock: TestClock,
+    by step: Duration = .milliseconds(50),
+    until recorder: EventRecorder,
+    _ what: String,
+    _ matches: @Sendable (ChatEvent) -> Bool
+) async throws -> ChatEvent {
+    for _ in 0..<20_000 {
+        if let event = recorder.events.first(where: matches) { return event }
+        clock.advance(by: step)
+        for _ in 0..<20 { await Task.yield() }
+    }
+    throw ConformanceFailure("virtual time ran out waiting for \(what)")
+}
+
+extension ChatEvent.Kind {
+    fileprivate var connectionState: ConnectionState? {
+        if case .connection(let state, _) = self { return state }
+        return nil
+    }
+}
