@@ -1,5 +1,5 @@
 import Foundation
-import Switchboard
+@testable import Switchboard
 import Testing
 
 @Suite(.timeLimit(.minutes(1)))
@@ -21,6 +21,54 @@ struct EventBusTests {
             if taken.count == count { break }
         }
         return taken
+    }
+
+    @Test func aStreamThatIsNeverIteratedUnregistersWhenDropped() {
+        let bus = EventBus()
+        do {
+            let stream = bus.subscribe()
+            #expect(bus.subscriberCount == 1)
+            _ = stream
+        }
+        #expect(bus.subscriberCount == 0, "a dropped stream leaves no subscription behind")
+    }
+
+    @Test func aSecondConcurrentConsumerIsRefusedAndTheFirstKeepsEveryEvent() async throws {
+        let bus = EventBus()
+        let stream = bus.subscribe(buffering: .unbounded)
+        var first = stream.makeAsyncIterator()
+        var second = stream.makeAsyncIterator()
+        async let waiting = first.next()
+        var yields = 0
+        while !stream.hasWaitingConsumer {
+            yields += 1
+            try #require(yields < 1_000_000, "the first consumer never waited")
+            await Task.yield()
+        }
+        #expect(await second.next() == nil, "a second consumer waiting at the same time is refused at once")
+        bus.publish(event(1))
+        #expect(await waiting?.sequence == 1, "the first consumer keeps its event")
+    }
+
+    @Test func controlEventsAreNeverDroppedAsOverflow() async {
+        let bus = EventBus()
+        let stream = bus.subscribe(buffering: .bounded(2))
+        for index in 0..<5 { bus.publish(event(index)) }
+        let origin = ChatEvent.Origin(session: "s1", backend: "b")
+        let time = Date(timeIntervalSince1970: 0)
+        bus.publish(ChatEvent(origin: origin, conversationID: nil, time: time, kind: .connection(.waitingToReconnect, reason: nil)))
+        bus.publish(ChatEvent(origin: origin, conversationID: nil, time: time, kind: .fatal(SwitchboardError(.fatal, "banned"))))
+        let received = await take(5, from: stream)
+        let kinds = received.map { event -> String in
+            switch event.kind {
+            case .gap(let dropped): "gap(\(dropped))"
+            case .connection(let state, _): "connection(\(state))"
+            case .fatal: "fatal"
+            default: "event \(event.sequence ?? -1)"
+            }
+        }
+        print("bounded(2) after 5 events and 2 control events: \(kinds)")
+        #expect(kinds == ["event 0", "event 1", "gap(3)", "connection(waitingToReconnect)", "fatal"])
     }
 
     @Test func everySubscriberGetsEveryEventInOrder() async {

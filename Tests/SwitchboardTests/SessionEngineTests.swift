@@ -59,6 +59,20 @@ private func running<T: Sendable>(_ session: ChatSession, _ body: @Sendable () a
     try await session.withRunning { _ in try await body() }
 }
 
+extension Array where Element == Message {
+    /// Applies timeline diffs as a list UI does.
+    mutating func apply(_ diffs: [TimelineDiff]) {
+        for diff in diffs {
+            switch diff {
+            case .insert(let message, let index): insert(message, at: index)
+            case .update(let message, let index): self[index] = message
+            case .remove(let index): remove(at: index)
+            case .reset(let messages): self = messages
+            }
+        }
+    }
+}
+
 @Suite(.timeLimit(.minutes(1)))
 struct SessionEngineTests {
     let time = Date(timeIntervalSince1970: 1_700_000_000)
@@ -276,17 +290,30 @@ struct SessionEngineTests {
             #expect(initial.items.map(\.text) == ["agent 3", "agent 4", "agent 5"])
             let mine = try await chat.send(text: "mine")
             let pending = try #require(await updates.next())
-            #expect(pending.diffs == [.insert(mine, at: 3)])
+            #expect(pending.diffs == [.insert(mine, at: 3), .remove(at: 0)], "the window keeps its newest 3")
             let confirmed = try #require(await updates.next())
-            guard case .update(let sent, 3) = confirmed.diffs.first else {
+            guard case .update(let sent, 2) = confirmed.diffs.first else {
                 Issue.record("the confirmation updates the pending row in place, got \(confirmed.diffs)")
                 return
             }
             #expect(sent.serverID != nil)
-            let older = try #require(try await timeline.loadOlder(limit: 2))
-            #expect(older.items.map(\.text) == ["agent 1", "agent 2", "agent 3", "agent 4", "agent 5", "mine"])
+            // Older messages come through the same sequence, after what was already on its way,
+            // and widen the window.
+            #expect(try await timeline.loadOlder(limit: 2) == 2)
+            try await emulator.agentSend("agent 6", in: chat.id)
+            let older = try #require(await updates.next())
             #expect(older.diffs.count == 2)
-            #expect(try await timeline.loadOlder(limit: 2) == nil, "nothing is older than the first message")
+            #expect(older.items.map(\.text) == ["agent 2", "agent 3", "agent 4", "agent 5", "mine"])
+            let live = try #require(await updates.next())
+            #expect(live.items.map(\.text) == ["agent 3", "agent 4", "agent 5", "mine", "agent 6"])
+            #expect(try await timeline.loadOlder(limit: 5) == 2)
+            let oldest = try #require(await updates.next())
+            #expect(oldest.items.map(\.text).prefix(2) == ["agent 1", "agent 2"])
+            #expect(try await timeline.loadOlder(limit: 2) == 0, "nothing is older than the first message")
+            // A list built only from the diffs, in order, shows what the timeline holds.
+            var list: [Message] = []
+            for update in [initial, pending, confirmed, older, live, oldest] { list.apply(update.diffs) }
+            #expect(list == timeline.items)
         }
     }
 

@@ -26,6 +26,22 @@ import Testing
         #expect(SnapshotDiff.events(from: snapshot, against: stored([chat], messages: messages)).isEmpty)
     }
 
+    @Test func anAgentNamedOnlyAsTheAssigneeIsNotRemoved() {
+        // The engine stored the agent as a participant when it was assigned; the next snapshot
+        // names it only as the assignee (Webim's and CXone's full updates do).
+        let agent = Participant(id: "a1", role: .agent)
+        let stored = ConversationInfo(id: "c1", state: .active, participants: [agent], assignedAgent: agent)
+        var fromServer = stored
+        fromServer.participants = []
+        let changes = SnapshotDiff.conversationChanges(from: stored, to: fromServer)
+        #expect(changes.isEmpty, "no spurious participantsRemoved([agent]): \(changes.map(\.kind))")
+        var reassigned = fromServer
+        reassigned.assignedAgent = Participant(id: "a2", role: .agent)
+        let kinds = SnapshotDiff.conversationChanges(from: stored, to: reassigned).map(\.kind)
+        #expect(kinds.contains(.agentChanged(reassigned.assignedAgent)))
+        #expect(kinds.contains(.participantsRemoved(["a1"])), "a former agent no longer named anywhere leaves")
+    }
+
     @Test func newThingsAreAddedChangedThingsUpdated() {
         let old = ConversationInfo(id: "c1", state: .queued)
         var new = old
@@ -106,6 +122,34 @@ import Testing
 }
 
 @Suite struct TimelineStateTests {
+    @Test func aMergedMessageLeavesOneRow() {
+        // A lost send reply, then a reconnect: the server's copy arrived without the client id,
+        // the pending copy is still there; the resend's answer carries both ids.
+        let time = Date(timeIntervalSince1970: 1_700_000_000)
+        let pending = Message(clientID: "c1", conversationID: "x", text: "hi", time: time, deliveryState: .pending)
+        let serverCopy = Message(serverID: "s1", conversationID: "x", sequence: 4, text: "hi", time: time)
+        var timeline = TimelineState(items: [pending, serverCopy])
+        var merged = serverCopy
+        merged.clientID = "c1"
+        var list = timeline.items
+        let diffs = timeline.upsert(merged)
+        list.apply(diffs)
+        #expect(timeline.items == [merged], "one row: \(diffs)")
+        #expect(list == timeline.items)
+    }
+
+    @Test func theWindowIsTrimmedFromTheOldestEnd() {
+        let time = Date(timeIntervalSince1970: 1_700_000_000)
+        let messages = (1...5).map { Message(serverID: MessageID("s\($0)"), conversationID: "x", sequence: Int64($0), text: "\($0)", time: time) }
+        var timeline = TimelineState(items: Array(messages.prefix(3)))
+        var list = timeline.items
+        for message in messages.dropFirst(3) {
+            list.apply(timeline.upsert(message) + timeline.trim(to: 3))
+        }
+        #expect(timeline.items.map(\.text) == ["3", "4", "5"])
+        #expect(list == timeline.items)
+    }
+
     let time = Date(timeIntervalSince1970: 1_700_000_000)
 
     func message(_ id: String, sequence: Int64) -> Message {

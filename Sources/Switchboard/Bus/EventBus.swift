@@ -12,7 +12,12 @@ import Synchronization
 ///   is in the store.
 /// - **Publishing never blocks and never throws.** A bounded subscriber that falls behind loses
 ///   the events that do not fit and receives one ``ChatEvent/Kind/gap(dropped:)`` event in their
-///   place, in order, telling it to re-read from the store.
+///   place, in order, telling it to re-read from the store. Control events (`.connection`,
+///   `.fatal`) are never dropped: they are kept past the bound.
+/// - **No leaks**: a subscription ends when its stream and every iterator of it are gone, even
+///   if it was never iterated.
+/// - **Publishing allocates nothing**: the subscriber list is an immutable array replaced when
+///   someone subscribes or leaves, so a publish only retains it.
 public final class EventBus: Sendable {
     /// How many events a subscription holds for a slow consumer.
     public enum BufferingPolicy: Sendable, Hashable {
@@ -22,14 +27,14 @@ public final class EventBus: Sendable {
         case bounded(Int)
     }
 
-    private let subscribers = Mutex<[Int: EventSubscription]>([:])
-    private let nextID = Atomic<Int>(0)
+    /// The live subscriptions, replaced (never mutated in place) so a publish reads it by retain.
+    private let subscribers = Mutex<[EventSubscription]>([])
 
     public init() {}
 
     /// Sends `event` to every matching subscriber.
     public func publish(_ event: ChatEvent) {
-        let current = subscribers.withLock { Array($0.values) }
+        let current = subscribers.withLock { $0 }
         for subscription in current where subscription.filter.matches(event) {
             subscription.offer(event)
         }
@@ -43,11 +48,12 @@ public final class EventBus: Sendable {
         filter: EventFilter = .all,
         buffering: BufferingPolicy = .bounded(1024)
     ) -> EventStream {
-        let id = nextID.wrappingAdd(1, ordering: .relaxed).oldValue
-        let subscription = EventSubscription(filter: filter, buffering: buffering) { [weak self] in
-            self?.subscribers.withLock { _ = $0.removeValue(forKey: id) }
+        let subscription = EventSubscription(filter: filter, buffering: buffering) { [weak self] subscription in
+            self?.subscribers.withLock { subscribers in
+                subscribers = subscribers.filter { $0 !== subscription }
+            }
         }
-        subscribers.withLock { $0[id] = subscription }
+        subscribers.withLock { subscribers in subscribers = subscribers + [subscription] }
         return EventStream(subscription)
     }
 
@@ -57,8 +63,8 @@ public final class EventBus: Sendable {
     /// Ends every subscription; their streams finish after what they hold.
     public func finish() {
         let current = subscribers.withLock { subscribers in
-            defer { subscribers.removeAll() }
-            return Array(subscribers.values)
+            defer { subscribers = [] }
+            return subscribers
         }
         for subscription in current { subscription.finish() }
     }
@@ -66,25 +72,36 @@ public final class EventBus: Sendable {
 
 /// The events of one bus subscription, in publish order.
 ///
-/// Single consumer: iterate it from one task. When the iterator is dropped the subscription
-/// ends. Backpressure and loss are as the subscription's ``EventBus/BufferingPolicy`` says.
+/// Single consumer: iterate it from one task. A second consumer waiting at the same time is
+/// refused: its `next()` returns `nil` at once (the first keeps every event). The subscription
+/// ends when the stream and its iterators are all gone, whether or not it was ever iterated.
+/// Backpressure and loss are as the subscription's ``EventBus/BufferingPolicy`` says.
 public struct EventStream: AsyncSequence, Sendable {
     public typealias Element = ChatEvent
     public typealias Failure = Never
 
-    private let subscription: EventSubscription
+    private let lifetime: Lifetime
 
     init(_ subscription: EventSubscription) {
-        self.subscription = subscription
+        self.lifetime = Lifetime(subscription)
     }
 
     public func makeAsyncIterator() -> Iterator {
-        Iterator(subscription)
+        Iterator(lifetime)
     }
 
     /// Ends the subscription; the stream finishes after the events it holds.
     public func finish() {
-        subscription.finish()
+        lifetime.subscription.finish()
+    }
+
+    /// Whether a consumer waits for the next event now (tests use it).
+    var hasWaitingConsumer: Bool { lifetime.subscription.hasWaiter }
+
+    /// Puts `event` into this stream only, past any bound (a ``Timeline`` marks its own place
+    /// in the stream this way).
+    func inject(_ event: ChatEvent) {
+        lifetime.subscription.offer(event, force: true)
     }
 
     public struct Iterator: AsyncIteratorProtocol {
@@ -92,8 +109,8 @@ public struct EventStream: AsyncSequence, Sendable {
         public typealias Failure = Never
         private let lifetime: Lifetime
 
-        init(_ subscription: EventSubscription) {
-            self.lifetime = Lifetime(subscription)
+        fileprivate init(_ lifetime: Lifetime) {
+            self.lifetime = lifetime
         }
 
         public mutating func next() async -> ChatEvent? {
@@ -105,8 +122,8 @@ public struct EventStream: AsyncSequence, Sendable {
         }
     }
 
-    /// Ends the subscription when the last iterator copy goes away.
-    private final class Lifetime: Sendable {
+    /// Ends the subscription when the last copy of the stream and of its iterators goes away.
+    fileprivate final class Lifetime: Sendable {
         let subscription: EventSubscription
         init(_ subscription: EventSubscription) { self.subscription = subscription }
         deinit { subscription.finish() }
@@ -133,9 +150,13 @@ final class EventSubscription: Sendable {
     let filter: EventFilter
     private let capacity: Int?
     private let state = Mutex(State())
-    private let onFinish: @Sendable () -> Void
+    private let onFinish: @Sendable (EventSubscription) -> Void
 
-    init(filter: EventFilter, buffering: EventBus.BufferingPolicy, onFinish: @escaping @Sendable () -> Void) {
+    init(
+        filter: EventFilter,
+        buffering: EventBus.BufferingPolicy,
+        onFinish: @escaping @Sendable (EventSubscription) -> Void
+    ) {
         self.filter = filter
         switch buffering {
         case .unbounded: self.capacity = nil
@@ -144,14 +165,17 @@ final class EventSubscription: Sendable {
         self.onFinish = onFinish
     }
 
-    func offer(_ event: ChatEvent) {
+    var hasWaiter: Bool { state.withLock { $0.waiter != nil } }
+
+    /// Offers `event`; `force` keeps it past the bound (as control events always are).
+    func offer(_ event: ChatEvent, force: Bool = false) {
         let waiter: CheckedContinuation<ChatEvent?, Never>? = state.withLock { state in
             if state.isFinished { return nil }
             if let waiter = state.waiter {
                 state.waiter = nil
                 return waiter
             }
-            if let capacity, state.bufferedEvents >= capacity {
+            if let capacity, state.bufferedEvents >= capacity, !force, !event.kind.isControl {
                 if case .gap(let dropped, let first) = state.buffer.last {
                     state.buffer[state.buffer.count - 1] = .gap(dropped + 1, first: first)
                 } else {
@@ -180,13 +204,15 @@ final class EventSubscription: Sendable {
                         }
                     }
                     if state.isFinished || Task.isCancelled { return .some(nil) }
+                    // One consumer: a second one waiting at the same time is refused.
+                    if state.waiter != nil { return .some(nil) }
                     state.waiter = continuation
                     return nil
                 }
                 if let ready { continuation.resume(returning: ready) }
             }
         } onCancel: {
-            finish()
+            cancelWaiter()
         }
     }
 
@@ -199,12 +225,27 @@ final class EventSubscription: Sendable {
         }
         guard let waiter else { return }
         waiter?.resume(returning: nil)
-        onFinish()
+        onFinish(self)
+    }
+
+    /// The consumer's task was cancelled while it waited: the subscription ends.
+    private func cancelWaiter() {
+        finish()
     }
 
     /// The gap event stands where the first dropped event stood, so it carries that event's
     /// origin and time (no clock of its own).
     private static func gapEvent(dropped: Int, first: ChatEvent) -> ChatEvent {
         ChatEvent(origin: first.origin, conversationID: nil, time: first.time, kind: .gap(dropped: dropped))
+    }
+}
+
+extension ChatEvent.Kind {
+    /// Events about the session itself that a subscriber must never miss.
+    var isControl: Bool {
+        switch self {
+        case .connection, .fatal: true
+        default: false
+        }
     }
 }

@@ -238,8 +238,7 @@ extension ChatSession {
                 guard let conversation else { throw missingConversation(event) }
                 var info = try await knownConversation(conversation, time: time)
                 info.assignedAgent = agent
-                // An assigned agent takes part in the conversation.
-                if let agent, !info.participants.contains(where: { $0.id == agent.id }) { info.participants.append(agent) }
+                info = info.withAssignedAgentAsParticipant()
                 try await store.saveConversation(info, scope: scope)
                 publish(event.kind, conversation: conversation, sequence: event.sequence, time: time)
             case .participantsAdded(let participants), .participantsUpdated(let participants):
@@ -317,6 +316,7 @@ extension ChatSession {
     }
 
     private func applyConversation(_ info: ConversationInfo, sequence: Int64?, time: Date?) async throws {
+        let info = info.withAssignedAgentAsParticipant()
         if let old = try await store.fetchConversation(info.id, scope: scope) {
             let changes = SnapshotDiff.conversationChanges(from: old, to: info)
             guard !changes.isEmpty else {

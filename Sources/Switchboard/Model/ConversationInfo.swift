@@ -108,3 +108,14 @@ public struct ConversationInfo: Sendable, Hashable, Codable, Identifiable {
         participants.first { $0.id == id }
     }
 }
+
+extension ConversationInfo {
+    /// This conversation with its assigned agent among the participants: an assigned agent takes
+    /// part in the conversation, whether or not the backend lists it there.
+    func withAssignedAgentAsParticipant() -> ConversationInfo {
+        guard let agent = assignedAgent, !participants.contains(where: { $0.id == agent.id }) else { return self }
+        var info = self
+        info.participants.append(agent)
+        return info
+    }
+}

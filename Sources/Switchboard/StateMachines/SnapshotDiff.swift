@@ -70,7 +70,12 @@ public enum SnapshotDiff {
 
     /// The events that turn `old` into `new`: granular ones for state, agent and
     /// participants, then `conversationUpdated` with the whole new value if anything changed.
+    ///
+    /// An assigned agent takes part in the conversation (the engine adds it to the participants
+    /// when the agent changes), so a `new` that names the agent only as the assignee does not
+    /// remove it from the participants.
     public static func conversationChanges(from old: ConversationInfo, to new: ConversationInfo) -> [BackendEvent] {
+        let new = new.withAssignedAgentAsParticipant()
         guard old != new else { return [] }
         let id = new.id
         var events: [BackendEvent] = []
