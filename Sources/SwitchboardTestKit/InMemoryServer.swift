@@ -464,7 +464,7 @@ public final class InMemoryServer: Sendable {
             }
             guard range.lowerBound >= 1 else { throw SwitchboardError(.invalidArgument, "sequences start at 1", vendorCode: "21") }
             let log = state.conversations[id]!.log
-            return .events(log.filter { range.contains($0.sequence ?? 0) })
+            return .retransmitted(log.filter { range.contains($0.sequence ?? 0) }, isComplete: true)
         case .vendor(let name, let payload):
             guard name == "echo" else { throw SwitchboardError(.unsupported, "no vendor request \(name)") }
             return .vendor(payload)

@@ -113,8 +113,64 @@ private final class RecordingBackend: ChatBackend {
     }
 }
 
+/// A sequenced backend whose one conversation has `head` events; it announces only the head
+/// and answers retransmits completely, logging the ranges asked for.
+private final class SequencedBackend: ChatBackend {
+    struct Connection: BackendConnection {
+        let updates: AsyncThrowingStream<BackendUpdate, any Error>
+        let backend: SequencedBackend
+        func perform(_ request: BackendRequest) async throws -> BackendResponse {
+            guard case .retransmit(let conversation, let range) = request else { return .done }
+            backend.ranges.withLock { $0.append(range) }
+            let events = range.map { sequence in
+                BackendEvent(
+                    .messageAdded(Message(serverID: MessageID("m\(sequence)"), conversationID: conversation, sequence: sequence, text: "\(sequence)", time: Date(timeIntervalSince1970: Double(sequence))), position: .newest),
+                    conversation: conversation, sequence: sequence
+                )
+            }
+            return .retransmitted(events, isComplete: true)
+        }
+    }
+
+    let head: Int64
+    let ranges = Mutex<[ClosedRange<Int64>]>([])
+    let descriptor = BackendDescriptor(name: "sequenced", capabilities: [.sequences])
+
+    init(head: Int64) { self.head = head }
+
+    func withConnection<Result: Sendable>(
+        _ context: ConnectionContext,
+        _ body: @Sendable (any BackendConnection) async throws -> Result
+    ) async throws -> Result {
+        let (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
+        continuation.yield(.conversationHead("big", lastSequence: head))
+        defer { continuation.finish() }
+        return try await body(Connection(updates: updates, backend: self))
+    }
+}
+
 @Suite(.timeLimit(.minutes(1)))
 struct EngineLoopTests {
+    @Test func aConversationFirstSeenWithALargeHeadCatchesUpOnlyItsNewestEvents() async throws {
+        let backend = SequencedBackend(head: 50_000)
+        let session = ChatSession(
+            backend: backend,
+            configuration: SessionConfiguration(newConversationCatchUp: 100),
+            clock: SessionClock(TestClock()),
+            logger: .quiet
+        )
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.waitUntil("the newest 100") { $0.compactMap(\.addedMessage).count == 100 }
+            let added = recorder.events.compactMap(\.addedMessage).compactMap(\.sequence)
+            let ranges = backend.ranges.withLock { $0 }
+            print("first seen at 50,000: asked for \(ranges), delivered \(added.first!)...\(added.last!)")
+            #expect(ranges == [49_901...50_000])
+            #expect(added == Array(49_901...50_000))
+            #expect(await session.statistics.retransmittedEvents == 100)
+        }
+    }
+
     @Test func typingStartsAgainAfterAnOfflinePeriod() async throws {
         let backend = RecordingBackend()
         let session = ChatSession(backend: backend, clock: SessionClock(TestClock()), logger: .quiet)

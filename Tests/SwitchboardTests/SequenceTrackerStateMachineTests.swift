@@ -117,4 +117,58 @@ import Testing
         #expect(tracker.pendingRetransmits.isEmpty)
         #expect(tracker.headObserved(10).retransmit == [1...9])
     }
+
+    @Test func aHugeSequenceIsRefusedInsteadOfFreezingTheSession() {
+        var tracker = Tracker(delivered: 3, batchLimit: 100, maxJump: 1_000_000)
+        let clock = ContinuousClock()
+        let started = clock.now
+        let outcome = tracker.receive(sequence: Int64.max - 1, event: "absurd")
+        let spent = clock.now - started
+        #expect(outcome.refused == Int64.max - 1)
+        #expect(outcome.retransmit.isEmpty && outcome.deliver.isEmpty)
+        #expect(tracker.head == 3 && tracker.heldCount == 0, "nothing is kept of it")
+        #expect(tracker.headObserved(Int64.max / 2).refused == Int64.max / 2)
+        print("a frame with sequence Int64.max - 1: refused in \(spent)")
+    }
+
+    @Test func aLargeGapIsPlannedOverRunsWithABoundInFlight() {
+        var tracker = Tracker(delivered: 0, batchLimit: 100, maxInFlight: 4, maxJump: 10_000_000)
+        let outcome = tracker.receive(sequence: 5_000_000, event: "far")
+        #expect(outcome.retransmit == [1...100, 101...200, 201...300, 301...400], "four at a time, the rest later")
+        #expect(tracker.pendingRetransmits.count == 4)
+        // As one completes, the next is planned.
+        for sequence in Int64(1)...100 { _ = tracker.receive(sequence: sequence, event: "e\(sequence)") }
+        let next = tracker.retransmitCompleted(1...100)
+        #expect(next.retransmit == [401...500])
+        #expect(tracker.pendingRetransmits.count == 4)
+    }
+
+    @Test func theHeldBufferIsBoundedAndOverflowIsAskedForAgain() {
+        var tracker = Tracker(delivered: 0, batchLimit: 100, maxHeld: 3)
+        var overflowed = 0
+        for sequence in Int64(2)...10 { overflowed += tracker.receive(sequence: sequence, event: "e\(sequence)").overflowed }
+        #expect(tracker.heldCount == 3)
+        #expect(overflowed == 6)
+        #expect(tracker.head == 10, "the dropped events are known to exist")
+        // The gap fills: what was held is delivered, and the rest is still asked for.
+        let filled = tracker.receive(sequence: 1, event: "e1")
+        #expect(filled.deliver.map(\.sequence) == [1, 2, 3, 4])
+        _ = tracker.retransmitCompleted(1...1)
+        tracker.connectionLost()
+        #expect(tracker.headObserved(10).retransmit == [5...10])
+    }
+
+    @Test func onlyACompleteReplyProvesAbsence() {
+        var tracker = Tracker(delivered: 0, batchLimit: 100)
+        _ = tracker.receive(sequence: 5, event: "e")
+        _ = tracker.receive(sequence: 2, event: "b")
+        // A short reply that the adapter does not vouch for: 1, 3 and 4 may still exist.
+        let short = tracker.retransmitCompleted(1...4, complete: false)
+        #expect(short.deliver.isEmpty)
+        #expect(tracker.delivered == 0)
+        #expect(tracker.isHoldTimerRunning)
+        #expect(tracker.holdTimerFired().retransmit == [1...1, 3...4], "the rest is asked for again")
+        _ = tracker.retransmitCompleted(1...1, complete: true)
+        #expect(tracker.delivered == 2)
+    }
 }

@@ -134,7 +134,7 @@ struct SessionEngineTests {
         let session = ChatSession(backend: backend, clock: SessionClock(clock), logger: .quiet)
         try await withRecording(session) { recorder in
             try await session.resume()
-            try await recorder.first("connected") { $0.isConnected }
+            try await recorder.first("the conversation") { $0.conversationID == conversation.id }
             let chat = try await session.conversation(conversation.id)
             for _ in 0..<20 { try await chat.userTyping(draft: nil) }
             _ = try await emulator.waitForCustomerActivity(in: conversation.id, timeout: .seconds(10)) { $0.typing.count == 1 }

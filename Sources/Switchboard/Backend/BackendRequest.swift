@@ -98,8 +98,14 @@ public enum BackendResponse: Sendable, Hashable {
     /// the ``ConversationChanges`` to the conversation it stores.
     case conversation(ConversationInfo)
     case history(HistoryPage)
-    /// Retransmitted events, in sequence order.
+    /// Retransmitted events, in sequence order, with no word on completeness: a sequence of the
+    /// range missing from them is asked for again after the hold timeout.
     case events([BackendEvent])
+    /// Retransmitted events, in sequence order. `isComplete` says the server returned every
+    /// event of the requested range the client may see, so a sequence missing from them does
+    /// not exist (hidden or never logged) and the engine steps over it. Only a complete reply
+    /// proves absence.
+    case retransmitted([BackendEvent], isComplete: Bool)
     case vendor(JSONValue)
 }
 

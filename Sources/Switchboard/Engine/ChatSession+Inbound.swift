@@ -69,17 +69,24 @@ extension ChatSession {
         var outcome = SequenceTrackerStateMachine<BackendEvent>.Outcome()
         switch result {
         case .success(let response):
-            guard case .events(let events) = response else {
+            let events: [BackendEvent]
+            let isComplete: Bool
+            switch response {
+            case .events(let reply): (events, isComplete) = (reply, false)
+            case .retransmitted(let reply, let complete): (events, isComplete) = (reply, complete)
+            default:
                 report(SwitchboardError(.protocolViolation, "retransmit answered with \(response)"), conversation: conversation)
                 outcome = tracker.retransmitFailed(range)
-                break
+                trackers[conversation] = tracker
+                await handle(outcome, in: conversation)
+                return
             }
             statisticsValue.retransmittedEvents += events.count
             for event in events {
                 guard let sequence = event.sequence, range.contains(sequence) else { continue }
                 outcome.merge(tracker.receive(sequence: sequence, event: event))
             }
-            outcome.merge(tracker.retransmitCompleted(range))
+            outcome.merge(tracker.retransmitCompleted(range, complete: isComplete))
         case .failure(let error):
             if error.code != .cancelled {
                 report(SwitchboardError(error.code, "retransmit \(range) failed", underlying: error), conversation: conversation)
@@ -139,7 +146,7 @@ extension ChatSession {
         if descriptor.capabilities.contains(.sequences), let sequence = event.sequence,
             let conversation = event.conversationID
         {
-            var tracker = trackers[conversation] ?? newTracker(conversation, baseline: 0)
+            var tracker = trackers[conversation] ?? newTracker(conversation, baseline: catchUpBaseline(sequence - 1))
             let before = tracker.heldCount
             let outcome = tracker.receive(sequence: sequence, event: event)
             if tracker.heldCount > before { statisticsValue.heldBack += 1 }
@@ -154,18 +161,27 @@ extension ChatSession {
     private func observeHead(of conversation: ConversationID, lastSequence: Int64) async {
         guard descriptor.capabilities.contains(.sequences) else { return }
         // A conversation the store knows but has no cursor for starts at the head: older
-        // events are history, paged on demand. One never seen before is caught up from 1.
+        // events are history, paged on demand. One never seen before catches up its newest
+        // events (SessionConfiguration.newConversationCatchUp); the rest is history too.
         let known = (try? await store.fetchConversation(conversation, scope: scope)) != nil
-        var tracker = trackers[conversation] ?? newTracker(conversation, baseline: known ? lastSequence : 0)
+        var tracker = trackers[conversation] ?? newTracker(conversation, baseline: known ? lastSequence : catchUpBaseline(lastSequence))
         let outcome = tracker.headObserved(lastSequence)
         trackers[conversation] = tracker
         await handle(outcome, in: conversation)
     }
 
+    /// Where a conversation first seen at `head` starts: its newest events are caught up.
+    private func catchUpBaseline(_ head: Int64) -> Int64 {
+        max(0, head - Int64(configuration.newConversationCatchUp))
+    }
+
     private func newTracker(_ conversation: ConversationID, baseline: Int64) -> SequenceTrackerStateMachine<BackendEvent> {
         SequenceTrackerStateMachine(
             delivered: storedSequences[conversation] ?? baseline,
-            batchLimit: max(1, descriptor.limits.maxRetransmitBatch)
+            batchLimit: max(1, descriptor.limits.maxRetransmitBatch),
+            maxInFlight: configuration.maxRetransmitsInFlight,
+            maxHeld: configuration.maxHeldEvents,
+            maxJump: configuration.maxSequenceJump
         )
     }
 
@@ -173,6 +189,16 @@ extension ChatSession {
     /// start the hold timer.
     func handle(_ outcome: SequenceTrackerStateMachine<BackendEvent>.Outcome, in conversation: ConversationID) async {
         statisticsValue.duplicatesDropped += outcome.duplicates
+        statisticsValue.heldOverflow += outcome.overflowed
+        if let refused = outcome.refused {
+            report(
+                SwitchboardError(
+                    .protocolViolation,
+                    "sequence \(refused) is more than \(configuration.maxSequenceJump) past the \(trackers[conversation]?.delivered ?? 0) delivered; ignored"
+                ),
+                conversation: conversation
+            )
+        }
         for (_, event) in outcome.deliver {
             await deliver(event)
         }
@@ -407,6 +433,8 @@ extension SequenceTrackerStateMachine.Outcome {
         retransmit += other.retransmit
         startHoldTimer = startHoldTimer || other.startHoldTimer
         duplicates += other.duplicates
+        overflowed += other.overflowed
+        refused = refused ?? other.refused
     }
 }
 

@@ -25,6 +25,15 @@ public struct SessionConfiguration: Sendable, Hashable {
     /// How long a link must stay up (after its first update) for the reconnect backoff to start
     /// afresh; a request carried through also proves it. A link that dies sooner keeps backing off.
     public var stableLinkDuration: Duration
+    /// How many of its newest events a conversation first seen is caught up with by
+    /// retransmit; older ones are history, paged on demand.
+    public var newConversationCatchUp: Int
+    /// Retransmits asked for at once per conversation.
+    public var maxRetransmitsInFlight: Int
+    /// Out-of-order events held back per conversation; past that they are asked for again later.
+    public var maxHeldEvents: Int
+    /// How far past the delivered sequence an event may be before it is refused as a problem.
+    public var maxSequenceJump: Int64
 
     public init(
         reconnectBackoff: BackoffPolicy = BackoffPolicy(),
@@ -35,7 +44,11 @@ public struct SessionConfiguration: Sendable, Hashable {
         maxLinkLossesPerSend: Int = 5,
         maxConcurrentRequests: Int = 8,
         inboundWindow: Int = 256,
-        stableLinkDuration: Duration = .seconds(10)
+        stableLinkDuration: Duration = .seconds(10),
+        newConversationCatchUp: Int = 100,
+        maxRetransmitsInFlight: Int = 10,
+        maxHeldEvents: Int = 1000,
+        maxSequenceJump: Int64 = 1_000_000
     ) {
         self.reconnectBackoff = reconnectBackoff
         self.outboxBackoff = outboxBackoff
@@ -46,6 +59,10 @@ public struct SessionConfiguration: Sendable, Hashable {
         self.maxConcurrentRequests = max(1, maxConcurrentRequests)
         self.inboundWindow = max(1, inboundWindow)
         self.stableLinkDuration = stableLinkDuration
+        self.newConversationCatchUp = max(0, newConversationCatchUp)
+        self.maxRetransmitsInFlight = max(1, maxRetransmitsInFlight)
+        self.maxHeldEvents = max(1, maxHeldEvents)
+        self.maxSequenceJump = max(1, maxSequenceJump)
     }
 }
 
@@ -59,6 +76,8 @@ public struct SessionStatistics: Sendable, Hashable, Codable {
     public var retransmitRequests = 0
     public var retransmittedEvents = 0
     public var heldBack = 0
+    /// Out-of-order events not held because the buffer was full (asked for again).
+    public var heldOverflow = 0
     public var messagesSent = 0
     public var sendRetries = 0
     public var sendFailures = 0

@@ -4,14 +4,23 @@
 /// in order: an event past a gap is held back and the missing range is asked for with
 /// retransmits of at most `batchLimit` events each. Duplicates (already delivered or already
 /// held) are dropped. ``headObserved(_:)`` plans catch-up from what was delivered to the
-/// conversation's newest sequence, which the engine calls on every (re)connect.
+/// conversation's newest sequence, which the owner calls on every (re)connect.
+///
+/// Everything it keeps is bounded, so hostile or broken input cannot freeze or flood a session:
+/// - planning walks runs of missing sequences, not single sequences, so a huge gap costs no
+///   more than a small one;
+/// - at most `maxInFlight` retransmits are asked for at once; the rest are planned as those
+///   complete;
+/// - at most `maxHeld` events are held back; an event past that is dropped and asked for again
+///   later (its sequence is remembered as the head);
+/// - an event more than `maxJump` past what was delivered is refused (``Outcome/refused``), and
+///   the owner reports it as a problem.
 ///
 /// Waiting is bounded: the owner runs a hold timer whenever ``Outcome/startHoldTimer`` says
 /// so, and ``holdTimerFired()`` re-requests whatever is still missing and not in flight (a
-/// failed retransmit leaves its range to the timer). A completed retransmit
-/// that did not contain some sequence in its range proves the server has no event there (for
-/// example an "uber" conversation hid it), so the tracker steps over it instead of waiting for
-/// ever.
+/// failed or incomplete retransmit leaves its range to the timer). Only a retransmit the
+/// adapter marks complete proves that a sequence missing from it does not exist (an "uber"
+/// conversation hid it), so the tracker steps over it instead of waiting for ever.
 ///
 /// It is a pure value: no I/O, no clock. `Event` is whatever the owner delivers.
 public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
@@ -25,11 +34,18 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
         public var startHoldTimer = false
         /// How many inputs were dropped as duplicates.
         public var duplicates = 0
+        /// Events not held because the held-back buffer was full (asked for again later).
+        public var overflowed = 0
+        /// The sequence of an event refused as an absurd jump, if one was.
+        public var refused: Int64?
 
         public init() {}
     }
 
     public let batchLimit: Int
+    public let maxInFlight: Int
+    public let maxHeld: Int
+    public let maxJump: Int64
     /// Every sequence up to here was delivered (or proved absent).
     public private(set) var delivered: Int64
     /// The newest sequence known to exist.
@@ -42,11 +58,23 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
     /// - Parameters:
     ///   - delivered: the sequence delivered so far (the stored cursor; 0 for nothing).
     ///   - batchLimit: the backend's most events per retransmit.
-    public init(delivered: Int64, batchLimit: Int) {
+    ///   - maxInFlight: the most retransmits asked for at once.
+    ///   - maxHeld: the most events held back waiting for a gap.
+    ///   - maxJump: how far past the delivered sequence an event may be.
+    public init(
+        delivered: Int64,
+        batchLimit: Int,
+        maxInFlight: Int = 10,
+        maxHeld: Int = 1000,
+        maxJump: Int64 = 1_000_000
+    ) {
         precondition(batchLimit > 0, "the retransmit batch limit must be positive")
         self.delivered = delivered
         self.head = delivered
         self.batchLimit = batchLimit
+        self.maxInFlight = max(1, maxInFlight)
+        self.maxHeld = max(1, maxHeld)
+        self.maxJump = max(1, maxJump)
     }
 
     /// Events held back waiting for a gap to fill.
@@ -62,9 +90,17 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
             outcome.duplicates = 1
             return outcome
         }
-        held[sequence] = event
-        absent.remove(sequence)
+        if sequence - delivered > maxJump {
+            outcome.refused = sequence
+            return outcome
+        }
         head = max(head, sequence)
+        absent.remove(sequence)
+        if sequence == delivered + 1 || held.count < maxHeld {
+            held[sequence] = event
+        } else {
+            outcome.overflowed = 1
+        }
         drain(into: &outcome)
         plan(into: &outcome)
         return outcome
@@ -73,16 +109,26 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
     /// The backend says the conversation's newest sequence is `lastSequence`.
     public mutating func headObserved(_ lastSequence: Int64) -> Outcome {
         var outcome = Outcome()
+        if lastSequence - delivered > maxJump {
+            outcome.refused = lastSequence
+            return outcome
+        }
         head = max(head, lastSequence)
         plan(into: &outcome)
         return outcome
     }
 
     /// A retransmit of `range` finished. Feed its events through ``receive(sequence:event:)``
-    /// first; any sequence of the range still missing afterwards is absent on the server.
-    public mutating func retransmitCompleted(_ range: ClosedRange<Int64>) -> Outcome {
+    /// first. When the adapter says the reply is `complete`, any sequence of the range still
+    /// missing is absent on the server; otherwise the rest is asked for again when the hold
+    /// timer fires.
+    public mutating func retransmitCompleted(_ range: ClosedRange<Int64>, complete: Bool = true) -> Outcome {
         var outcome = Outcome()
         requested.removeAll { $0 == range }
+        guard complete else {
+            startHoldTimer(into: &outcome)
+            return outcome
+        }
         for sequence in range where sequence > delivered && held[sequence] == nil {
             absent.insert(sequence)
         }
@@ -95,10 +141,7 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
     public mutating func retransmitFailed(_ range: ClosedRange<Int64>) -> Outcome {
         var outcome = Outcome()
         requested.removeAll { $0 == range }
-        if hasGap && !isHoldTimerRunning {
-            isHoldTimerRunning = true
-            outcome.startHoldTimer = true
-        }
+        startHoldTimer(into: &outcome)
         return outcome
     }
 
@@ -120,6 +163,13 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
         isHoldTimerRunning = false
     }
 
+    private mutating func startHoldTimer(into outcome: inout Outcome) {
+        if hasGap && !isHoldTimerRunning {
+            isHoldTimerRunning = true
+            outcome.startHoldTimer = true
+        }
+    }
+
     private mutating func drain(into outcome: inout Outcome) {
         while true {
             let next = delivered + 1
@@ -132,44 +182,41 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
                 break
             }
         }
-        absent = absent.filter { $0 > delivered }
+        if !absent.isEmpty { absent = absent.filter { $0 > delivered } }
     }
 
-    /// Requests every missing run up to the head that is not asked for already, in chunks.
+    /// Requests the missing runs up to the head that are not asked for already, in chunks of
+    /// the batch limit, while fewer than `maxInFlight` are out. Walks the covered spans (held,
+    /// absent, requested) in order, so its cost does not depend on the size of the gaps.
     private mutating func plan(into outcome: inout Outcome) {
         guard head > delivered else { return }
-        var runStart: Int64?
-        var sequence = delivered + 1
-        func closeRun(at end: Int64, _ tracker: inout Self, _ outcome: inout Outcome) {
-            guard let start = runStart else { return }
-            var chunkStart = start
-            while chunkStart <= end {
-                let chunkEnd = min(end, chunkStart + Int64(tracker.batchLimit) - 1)
-                let range = chunkStart...chunkEnd
-                tracker.requested.append(range)
-                outcome.retransmit.append(range)
-                chunkStart = chunkEnd + 1
+        if requested.count < maxInFlight {
+            var covered = requested
+            covered.reserveCapacity(requested.count + held.count + absent.count)
+            for sequence in held.keys { covered.append(sequence...sequence) }
+            for sequence in absent { covered.append(sequence...sequence) }
+            covered.sort { $0.lowerBound < $1.lowerBound }
+            var next = delivered + 1
+            for span in covered where span.upperBound >= next {
+                guard next <= head, requested.count < maxInFlight else { break }
+                if span.lowerBound > next { request(next...min(span.lowerBound - 1, head), into: &outcome) }
+                next = max(next, span.upperBound + 1)
             }
-            runStart = nil
+            if next <= head, requested.count < maxInFlight { request(next...head, into: &outcome) }
         }
-        while sequence <= head {
-            if let covering = requested.first(where: { $0.contains(sequence) }) {
-                closeRun(at: sequence - 1, &self, &outcome)
-                sequence = covering.upperBound + 1
-                continue
-            }
-            let isMissing = held[sequence] == nil && !absent.contains(sequence)
-            if isMissing {
-                if runStart == nil { runStart = sequence }
-            } else {
-                closeRun(at: sequence - 1, &self, &outcome)
-            }
-            sequence += 1
-        }
-        closeRun(at: head, &self, &outcome)
         if !isHoldTimerRunning && (hasGap || !requested.isEmpty) {
             isHoldTimerRunning = true
             outcome.startHoldTimer = true
+        }
+    }
+
+    private mutating func request(_ run: ClosedRange<Int64>, into outcome: inout Outcome) {
+        var start = run.lowerBound
+        while start <= run.upperBound, requested.count < maxInFlight {
+            let end = min(run.upperBound, start + Int64(batchLimit) - 1)
+            requested.append(start...end)
+            outcome.retransmit.append(start...end)
+            start = end + 1
         }
     }
 }

@@ -231,7 +231,10 @@ final class VoximplantLink: BackendConnection {
             return try await conversationResponse("removeParticipants", ["conversation": .string(conversation.rawValue), "participants": .array(ids.map { .string($0.rawValue) })])
         case .retransmit(let conversation, let range):
             let events = try await retransmit(conversation, ["eventsFrom": .int(range.lowerBound), "eventsTo": .int(range.upperBound)])
-            return .events(events.events)
+            // The reply lists every event of the range it covers that this user may see (§6):
+            // complete when it covers the whole range asked for.
+            let isComplete = events.from <= range.lowerBound && events.to >= range.upperBound
+            return .retransmitted(events.events, isComplete: isComplete)
         case .history(let query):
             return .history(try await history(query))
         case .vendor(let name, let payload):

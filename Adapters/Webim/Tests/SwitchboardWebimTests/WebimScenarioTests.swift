@@ -258,7 +258,7 @@ struct WebimScenarioTests {
             let session = ChatSession(backend: backend, configuration: .fastForTests, clock: SessionClock(clock), logger: .quiet)
             try await withRecording(session) { recorder in
                 try await session.resume()
-                try await recorder.first("connected") { $0.isConnected }
+                try await recorder.first("the chat") { $0.conversationID == WebimBackend.conversationID }
                 let chat = try await session.conversation(WebimBackend.conversationID)
                 try await chat.userTyping(draft: "H")
                 try await chat.userTyping(draft: "He")
