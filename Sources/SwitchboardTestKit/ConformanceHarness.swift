@@ -1,5 +1,6 @@
 public import Logging
 @_spi(TestKit) public import Switchboard
+import Synchronization
 
 extension SessionConfiguration {
     /// Short delays for tests against local emulators: reconnect and resend within
@@ -44,6 +45,9 @@ public struct ConformanceContext: Sendable {
 public struct ConformanceHarness: Sendable {
     public let context: ConformanceContext
     public let bus = EventBus()
+    /// Numbers the sessions a case opens, so each has its own id on the shared bus (the seeded
+    /// random source would give them all the same one).
+    private let sessionNumbers = SessionNumbers()
 
     public init(context: ConformanceContext) {
         self.context = context
@@ -63,6 +67,7 @@ public struct ConformanceHarness: Sendable {
         if let given { backend = given } else { backend = try await emulator.makeCustomerBackend() }
         let store = try givenStore ?? context.makeStore()
         let session = ChatSession(
+            id: SessionID("probe-\(sessionNumbers.next())"),
             backend: backend,
             store: store,
             bus: bus,
@@ -142,5 +147,17 @@ extension ChatEvent {
     public var isConnected: Bool {
         if case .connection(.connected, _) = kind { return true }
         return false
+    }
+}
+
+/// Hands out 1, 2, 3… The lock guards the last number.
+private final class SessionNumbers: Sendable {
+    private let last = Mutex(0)
+
+    func next() -> Int {
+        last.withLock { last in
+            last += 1
+            return last
+        }
     }
 }
