@@ -27,17 +27,25 @@ public struct ConformanceContext: Sendable {
     /// Makes the store of each session a case opens (unless the case brings its own): in memory
     /// by default; a durable store runs the suite on its own storage.
     public var makeStore: @Sendable () throws -> any ChatStore
+    /// Makes each session's clock. In-process backends run the suite on virtual time (an
+    /// ``ImmediateClock``: every backoff, hold timeout and throttle passes at once, so a loaded
+    /// machine changes nothing but speed). Adapters over real sockets keep the real clock: their
+    /// links time their requests and heartbeats with the session's clock, and a socket answers
+    /// in real time.
+    public var makeClock: @Sendable () -> SessionClock
 
     public init(
         emulator: any EmulatorControl,
         configuration: SessionConfiguration = .fastForTests,
         logger: Logger = .quiet,
-        makeStore: @escaping @Sendable () throws -> any ChatStore = { InMemoryChatStore() }
+        makeStore: @escaping @Sendable () throws -> any ChatStore = { InMemoryChatStore() },
+        makeClock: @escaping @Sendable () -> SessionClock = { .continuous }
     ) {
         self.emulator = emulator
         self.configuration = configuration
         self.logger = logger
         self.makeStore = makeStore
+        self.makeClock = makeClock
     }
 }
 
@@ -72,7 +80,7 @@ public struct ConformanceHarness: Sendable {
             store: store,
             bus: bus,
             configuration: context.configuration,
-            clock: .continuous,
+            clock: context.makeClock(),
             random: SeededRandomNumberGenerator(seed: 0x5EED),
             logger: context.logger
         )

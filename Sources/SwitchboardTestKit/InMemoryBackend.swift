@@ -107,10 +107,12 @@ public struct InMemoryAgent: Sendable {
     public func join(_ conversation: ConversationID) throws(SwitchboardError) {
         defer { server.changes.signal() }
         try server.state.withLock { state throws(SwitchboardError) in
-            guard let stored = state.conversations[conversation] else {
+            // Only the info is read: holding the stored conversation while appending to it would
+            // copy its whole log and message table on every call.
+            guard let info = state.conversations[conversation]?.info else {
                 throw SwitchboardError(.conversationNotFound, "no conversation \(conversation)")
             }
-            if stored.info.participant(participant.id) == nil {
+            if info.participant(participant.id) == nil {
                 state.conversations[conversation]!.info.participants.append(participant)
                 server.append(.participantsAdded([participant]), to: conversation, state: &state)
             }
@@ -124,10 +126,10 @@ public struct InMemoryAgent: Sendable {
     public func send(_ text: String, in conversation: ConversationID) throws(SwitchboardError) -> Message {
         defer { server.changes.signal() }
         return try server.state.withLock { state throws(SwitchboardError) in
-            guard let stored = state.conversations[conversation] else {
+            guard let info = state.conversations[conversation]?.info else {
                 throw SwitchboardError(.conversationNotFound, "no conversation \(conversation)")
             }
-            guard let member = stored.info.participant(participant.id) else {
+            guard let member = info.participant(participant.id) else {
                 throw SwitchboardError(.permissionDenied, "\(participant.id) is not in \(conversation)")
             }
             return server.newMessage(in: conversation, from: member, clientID: nil, kind: .text, text: text, state: &state)

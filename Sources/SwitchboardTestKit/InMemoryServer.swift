@@ -474,10 +474,10 @@ public final class InMemoryServer: Sendable {
     // MARK: Helpers (lock held)
 
     private func member(_ user: ParticipantID, of id: ConversationID, state: inout State) throws(SwitchboardError) -> Participant {
-        guard let conversation = state.conversations[id] else {
+        guard let info = state.conversations[id]?.info else {
             throw SwitchboardError(.conversationNotFound, "no conversation \(id)", vendorCode: "8")
         }
-        guard let member = conversation.info.participant(user) else {
+        guard let member = info.participant(user) else {
             throw SwitchboardError(.permissionDenied, "\(user) is not in \(id)", vendorCode: "13")
         }
         return member

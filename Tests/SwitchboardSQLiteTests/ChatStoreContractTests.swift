@@ -137,7 +137,11 @@ import Testing
 struct SQLiteConformanceTests {
     @Test(arguments: ConformanceSuite.cases)
     func conformance(_ conformanceCase: ConformanceCase) async throws {
-        let context = ConformanceContext(emulator: InMemoryEmulator(), makeStore: { try SQLiteChatStore.inMemory() })
+        let context = ConformanceContext(
+            emulator: InMemoryEmulator(),
+            makeStore: { try SQLiteChatStore.inMemory() },
+            makeClock: { SessionClock(ImmediateClock()) }
+        )
         let outcome = try await conformanceCase.run(context)
         #expect(outcome == .passed)
     }
