@@ -149,8 +149,85 @@ private final class SequencedBackend: ChatBackend {
     }
 }
 
+/// A backend whose first send reply is lost after the server applied it; the server's copy
+/// then comes without the client id (as a re-read list does), and the resend is answered with
+/// the stored message, both ids on it.
+private final class LostReplyBackend: ChatBackend {
+    struct Connection: BackendConnection {
+        let updates: AsyncThrowingStream<BackendUpdate, any Error>
+        let push: AsyncThrowingStream<BackendUpdate, any Error>.Continuation
+        let backend: LostReplyBackend
+        func perform(_ request: BackendRequest) async throws -> BackendResponse {
+            guard case .send(let outgoing) = request else { return .done }
+            var stored = Message(
+                serverID: "s1", conversationID: outgoing.conversationID, senderRole: .customer,
+                text: outgoing.content.text, time: Date(timeIntervalSince1970: 100), deliveryState: .sent
+            )
+            if backend.attempts.wrappingAdd(1, ordering: .relaxed).oldValue == 0 {
+                push.yield(.event(BackendEvent(.messageAdded(stored, position: .newest), conversation: outgoing.conversationID)))
+                throw SwitchboardError(.timedOut, "the reply was lost")
+            }
+            stored.clientID = outgoing.clientID
+            return .message(stored)
+        }
+    }
+
+    let attempts = Atomic<Int>(0)
+    let conversation = ConversationID("chat")
+    let descriptor = BackendDescriptor(name: "lost-reply", capabilities: [])
+
+    func withConnection<Result: Sendable>(
+        _ context: ConnectionContext,
+        _ body: @Sendable (any BackendConnection) async throws -> Result
+    ) async throws -> Result {
+        let (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
+        let info = ConversationInfo(id: conversation, kind: .supportChat, state: .active)
+        continuation.yield(.snapshot(BackendSnapshot(conversations: [ConversationSnapshot(conversation: info)], isComplete: true)))
+        defer { continuation.finish() }
+        return try await body(Connection(updates: updates, push: continuation, backend: self))
+    }
+}
+
 @Suite(.timeLimit(.minutes(1)))
 struct EngineLoopTests {
+    /// Applies a timeline's diffs to a list, as a UI does, until `done` holds for the list.
+    static func rows(of timeline: Timeline, until done: ([Message]) -> Bool) async -> [Message] {
+        var list: [Message] = []
+        for await update in timeline {
+            list.apply(update.diffs)
+            if done(list) { break }
+        }
+        return list
+    }
+
+    @Test func aLostReplyThenTheServersCopyThenTheResendShowOneMessageEverywhere() async throws {
+        let backend = LostReplyBackend()
+        let store = InMemoryChatStore()
+        let session = ChatSession(
+            backend: backend, store: store, configuration: .fastForTests,
+            clock: SessionClock(ImmediateClock()), logger: .quiet
+        )
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.first("the conversation") { $0.conversationID == backend.conversation }
+            let chat = try await session.conversation(backend.conversation)
+            let timeline = try await chat.timeline(limit: 10)
+            let sent = try await chat.send(text: "hello")
+            try await recorder.first("the merge") {
+                $0.updatedMessage?.clientID == sent.clientID && $0.updatedMessage?.serverID == "s1"
+            }
+            // The timeline: pending row, server copy, then the merge into one row.
+            let list = await Self.rows(of: timeline) { rows in
+                rows.count == 1 && rows.first?.clientID != nil && rows.first?.serverID != nil
+            }
+            let stored = try await chat.storedMessages(before: nil, limit: 10)
+            print("lost reply: store \(stored.map { "\($0.serverID?.rawValue ?? "-")/\($0.clientID != nil)" }), timeline \(list.count) row(s)")
+            #expect(stored.count == 1 && stored.first?.serverID == "s1" && stored.first?.clientID == sent.clientID)
+            #expect(list.map(\.serverID) == ["s1"] && timeline.items == list, "the timeline shows one message")
+            #expect(await session.pendingSends.isEmpty)
+        }
+    }
+
     @Test func aConversationFirstSeenWithALargeHeadCatchesUpOnlyItsNewestEvents() async throws {
         let backend = SequencedBackend(head: 50_000)
         let session = ChatSession(
