@@ -68,8 +68,11 @@ public struct ConformanceCase: Sendable, CustomStringConvertible {
 /// ```swift
 /// @Test(arguments: ConformanceSuite.cases)
 /// func conformance(_ conformanceCase: ConformanceCase) async throws {
-///     let outcome = try await conformanceCase.run(ConformanceContext(emulator: myEmulator))
-///     if case .skipped(let why) = outcome { print("skipped \(conformanceCase): \(why)") }
+///     try await conformanceCase.run(
+///         ConformanceContext(emulator: myEmulator),
+///         expectingSkips: ["edit and delete"],   // what the backend cannot do
+///         label: "mine"
+///     )
 /// }
 /// ```
 public enum ConformanceSuite {
