@@ -248,13 +248,23 @@ struct EngineLoopTests {
         }
     }
 
-    @Test func typingStartsAgainAfterAnOfflinePeriod() async throws {
-        let backend = RecordingBackend()
+    /// Runs a session on `backend` (on a test clock nobody advances) and hands `body` its one
+    /// conversation once the session knows it.
+    private func withChat(
+        _ backend: RecordingBackend,
+        _ body: @Sendable (ChatSession, EventRecorder, any Conversation) async throws -> Void
+    ) async throws {
         let session = ChatSession(backend: backend, clock: SessionClock(TestClock()), logger: .quiet)
         try await withRecording(session) { recorder in
             try await session.resume()
             try await recorder.first("the conversation") { $0.conversationID == backend.conversation }
-            let chat = try await session.conversation(backend.conversation)
+            try await body(session, recorder, try await session.conversation(backend.conversation))
+        }
+    }
+
+    @Test func typingStartsAgainAfterAnOfflinePeriod() async throws {
+        let backend = RecordingBackend()
+        try await withChat(backend) { session, recorder, chat in
             try await chat.userTyping(draft: nil)
             try await backend.waitUntil("typing started") { $0.log == ["typing:true"] }
             // Offline while the "ended" timer is pending: the timer dies with the link.
@@ -273,11 +283,7 @@ struct EngineLoopTests {
 
     @Test func aStopNeverOvertakesItsTypingAndMarkersNeverMoveBack() async throws {
         let backend = RecordingBackend()
-        let session = ChatSession(backend: backend, clock: SessionClock(TestClock()), logger: .quiet)
-        try await withRecording(session) { recorder in
-            try await session.resume()
-            try await recorder.first("the conversation") { $0.conversationID == backend.conversation }
-            let chat = try await session.conversation(backend.conversation)
+        try await withChat(backend) { _, _, chat in
             // "typing" is slow on the wire; "stopped" is given while it is still there.
             backend.hold("typing:true")
             try await chat.userTyping(draft: nil)
