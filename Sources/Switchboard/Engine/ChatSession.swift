@@ -171,7 +171,12 @@ public actor ChatSession: Session {
             try body(self)
             return
         }
-        try await onLoop { session in try body(session) }
+        do {
+            try await onLoop { session in try body(session) }
+        } catch let error as SwitchboardError where error.code == .sessionClosed && loopEnded {
+            // The loop ended while the change waited for its turn: it still applies.
+            try body(self)
+        }
     }
 
     /// Runs the session until it is closed or the task is cancelled: connects while resumed,
@@ -447,9 +452,10 @@ public actor ChatSession: Session {
             if !loopEnded { reconcileLink() }
             return
         }
-        let failure =
-            state.failure.flatMap { $0.code == .connectionLost && error != nil ? error : $0 }
-            ?? error ?? SwitchboardError(.connectionLost, "the link ended")
+        // What the adapter threw from its scope says most; a cancellation there is only the link
+        // being torn down after the failure its updates reported.
+        let thrown = error.flatMap { $0.code == .cancelled ? nil : $0 }
+        let failure = thrown ?? state.failure ?? SwitchboardError(.connectionLost, "the link ended")
         statisticsValue.connectionFailures += 1
         if state.provedHealthy { reconnect.connected() }
         switch reconnect.failed(failure, using: &random) {
@@ -646,12 +652,11 @@ public actor ChatSession: Session {
     }
 
     private func dispatch(_ requests: [RequestLanesStateMachine<LaneWork>.Request]) {
+        // A request the link no longer takes (it is going) stays in its lane and is answered
+        // when the link closes (see `linkDropped`).
+        guard let link, link.isOpen else { return }
         for request in requests {
-            guard let link, link.isOpen, case .enqueued = link.jobs.yield(LinkJob(ticket: request.ticket, request: request.work.request))
-            else {
-                // The link is going: the request reports when the link closes (see `linkDropped`).
-                continue
-            }
+            link.jobs.yield(LinkJob(ticket: request.ticket, request: request.work.request))
         }
     }
 
