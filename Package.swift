@@ -193,7 +193,10 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchboardSQLiteTests",
-            dependencies: ["Switchboard", "SwitchboardTestKit", "SwitchboardSQLite"]
+            dependencies: [
+                "Switchboard", "SwitchboardTestKit", "SwitchboardSQLite",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
         ),
         .testTarget(
             name: "SwitchboardTestKitTests",

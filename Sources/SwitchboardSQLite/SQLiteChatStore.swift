@@ -22,8 +22,15 @@ public final class SQLiteChatStore: ChatStore {
     public let database: any DatabaseWriter
 
     /// Opens (creating when needed) the store at `path` and migrates it to the current schema.
+    /// A new file is created readable and writable by its owner only (0600); SQLite gives its
+    /// `-wal` and `-shm` files the same mode. The store holds credentials.
     /// - Throws: ``SwitchboardError/Code/storageFailure`` when the file cannot be opened or migrated.
     public convenience init(path: String) throws {
+        if !FileManager.default.fileExists(atPath: path),
+            !FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
+        {
+            throw SwitchboardError(.storageFailure, "cannot create the store at \(path)")
+        }
         let database: DatabasePool
         do {
             database = try DatabasePool(path: path)
@@ -106,17 +113,11 @@ public final class SQLiteChatStore: ChatStore {
     }
 
     public func saveConversation(_ conversation: ConversationInfo, scope: StoreScope) async throws {
-        try await upsertKeepingOrder(try Self.encode(conversation), into: "conversation", keyColumn: "id", key: conversation.id.rawValue, scope: scope)
+        try await apply([.saveConversation(conversation)], scope: scope)
     }
 
     public func removeConversation(_ id: ConversationID, scope: StoreScope) async throws {
-        try await write { db in
-            let arguments = scope.arguments + [id.rawValue]
-            try db.execute(sql: "DELETE FROM conversation WHERE backend = ? AND account = ? AND id = ?", arguments: arguments)
-            try db.execute(sql: "DELETE FROM message WHERE backend = ? AND account = ? AND conversation = ?", arguments: arguments)
-            try db.execute(sql: "DELETE FROM readMarker WHERE backend = ? AND account = ? AND conversation = ?", arguments: arguments)
-            try db.execute(sql: "DELETE FROM sequence WHERE backend = ? AND account = ? AND conversation = ?", arguments: arguments)
-        }
+        try await apply([.removeConversation(id)], scope: scope)
     }
 
     // MARK: Messages
@@ -169,10 +170,7 @@ public final class SQLiteChatStore: ChatStore {
     }
 
     public func saveMessages(_ messages: [Message], scope: StoreScope) async throws {
-        let rows = try messages.map { ($0, try Self.encode($0)) }
-        try await write { db in
-            for (message, value) in rows { try Self.save(message, value: value, scope: scope, db) }
-        }
+        try await apply([.saveMessages(messages)], scope: scope)
     }
 
     /// Replaces the row stored under the message's server id, else under its client id, else adds
@@ -212,17 +210,31 @@ public final class SQLiteChatStore: ChatStore {
     }
 
     public func removeMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws {
-        try await write { db in
-            try db.execute(
-                sql: "DELETE FROM message WHERE backend = ? AND account = ? AND conversation = ? AND serverID = ?",
-                arguments: scope.arguments + [conversation.rawValue, serverID.rawValue]
-            )
-        }
+        try await apply([.removeMessage(serverID, in: conversation)], scope: scope)
     }
 
     public func removeAllMessages(in conversation: ConversationID, scope: StoreScope) async throws {
-        try await write { db in
-            try db.execute(sql: "DELETE FROM message WHERE backend = ? AND account = ? AND conversation = ?", arguments: scope.arguments + [conversation.rawValue])
+        try await apply([.removeAllMessages(in: conversation)], scope: scope)
+    }
+
+    public func fetchOldestConfirmedMessage(in conversation: ConversationID, scope: StoreScope) async throws -> Message? {
+        try await read { db in
+            try Data.fetchOne(
+                db,
+                sql: """
+                    SELECT value FROM message WHERE backend = ? AND account = ? AND conversation = ? AND pending = 0
+                    ORDER BY pending, sequence, time, tie LIMIT 1
+                    """,
+                arguments: scope.arguments + [conversation.rawValue]
+            ).map { try Self.decode(Message.self, $0) }
+        }
+    }
+
+    public func fetchPendingMessages(scope: StoreScope) async throws -> [Message] {
+        try await read { db in
+            try Data.fetchAll(db, sql: "SELECT value FROM message WHERE backend = ? AND account = ? AND pending = 1 ORDER BY rowid", arguments: scope.arguments)
+                .map { try Self.decode(Message.self, $0) }
+                .filter { $0.deliveryState == .pending }
         }
     }
 
@@ -244,13 +256,7 @@ public final class SQLiteChatStore: ChatStore {
     }
 
     public func saveReadMarker(_ marker: ChatEvent.ReadMarker, of participant: ParticipantID, in conversation: ConversationID, scope: StoreScope) async throws {
-        let value = try Self.encode(marker)
-        try await write { db in
-            try db.execute(
-                sql: "INSERT OR REPLACE INTO readMarker (backend, account, conversation, participant, value) VALUES (?, ?, ?, ?, ?)",
-                arguments: scope.arguments + [conversation.rawValue, participant.rawValue, value]
-            )
-        }
+        try await apply([.saveReadMarker(marker, of: participant, in: conversation)], scope: scope)
     }
 
     public func fetchSequences(scope: StoreScope) async throws -> [ConversationID: Int64] {
@@ -264,12 +270,7 @@ public final class SQLiteChatStore: ChatStore {
     }
 
     public func saveSequence(_ sequence: Int64, for conversation: ConversationID, scope: StoreScope) async throws {
-        try await write { db in
-            try db.execute(
-                sql: "INSERT OR REPLACE INTO sequence (backend, account, conversation, value) VALUES (?, ?, ?, ?)",
-                arguments: scope.arguments + [conversation.rawValue, sequence]
-            )
-        }
+        try await apply([.saveSequence(sequence, for: conversation)], scope: scope)
     }
 
     public func fetchCursor(scope: StoreScope) async throws -> SyncCursor? {
@@ -280,14 +281,7 @@ public final class SQLiteChatStore: ChatStore {
     }
 
     public func saveCursor(_ cursor: SyncCursor?, scope: StoreScope) async throws {
-        let value = try cursor.map(Self.encode)
-        try await write { db in
-            if let value {
-                try db.execute(sql: "INSERT OR REPLACE INTO cursor (backend, account, value) VALUES (?, ?, ?)", arguments: scope.arguments + [value])
-            } else {
-                try db.execute(sql: "DELETE FROM cursor WHERE backend = ? AND account = ?", arguments: scope.arguments)
-            }
-        }
+        try await apply([.saveCursor(cursor)], scope: scope)
     }
 
     // MARK: Outbox and credentials
@@ -297,13 +291,11 @@ public final class SQLiteChatStore: ChatStore {
     }
 
     public func saveOutboxEntry(_ entry: OutboxEntry, scope: StoreScope) async throws {
-        try await upsertKeepingOrder(try Self.encode(entry), into: "outbox", keyColumn: "clientID", key: entry.clientID.rawValue, scope: scope)
+        try await apply([.saveOutboxEntry(entry)], scope: scope)
     }
 
     public func removeOutboxEntry(_ clientID: ClientMessageID, scope: StoreScope) async throws {
-        try await write { db in
-            try db.execute(sql: "DELETE FROM outbox WHERE backend = ? AND account = ? AND clientID = ?", arguments: scope.arguments + [clientID.rawValue])
-        }
+        try await apply([.removeOutboxEntry(clientID)], scope: scope)
     }
 
     public func fetchCredentials(scope: StoreScope) async throws -> Credentials {
@@ -314,8 +306,88 @@ public final class SQLiteChatStore: ChatStore {
     }
 
     public func saveCredentials(_ credentials: Credentials, scope: StoreScope) async throws {
-        let value = try Self.encode(credentials)
+        try await apply([.saveCredentials(credentials)], scope: scope)
+    }
+
+    // MARK: Transactions
+
+    public func apply(_ writes: [StoreWrite], scope: StoreScope) async throws {
+        guard !writes.isEmpty else { return }
+        // Encoded before the transaction: a value that does not encode fails the whole batch
+        // before anything is written.
+        let encoded = try writes.map { try Self.encode($0) }
         try await write { db in
+            for write in encoded { try Self.perform(write, scope: scope, db) }
+        }
+    }
+
+    /// A write with its values encoded for the store.
+    private enum EncodedWrite: Sendable {
+        case saveConversation(ConversationID, Data)
+        case removeConversation(ConversationID)
+        case saveMessages([(Message, Data)])
+        case removeMessage(MessageID, ConversationID)
+        case removeAllMessages(ConversationID)
+        case saveReadMarker(Data, ParticipantID, ConversationID)
+        case saveSequence(Int64, ConversationID)
+        case saveCursor(Data?)
+        case saveOutboxEntry(ClientMessageID, Data)
+        case removeOutboxEntry(ClientMessageID)
+        case saveCredentials(Data)
+    }
+
+    private static func encode(_ write: StoreWrite) throws -> EncodedWrite {
+        switch write {
+        case .saveConversation(let conversation): .saveConversation(conversation.id, try encode(conversation))
+        case .removeConversation(let id): .removeConversation(id)
+        case .saveMessages(let messages): .saveMessages(try messages.map { ($0, try encode($0)) })
+        case .removeMessage(let id, let conversation): .removeMessage(id, conversation)
+        case .removeAllMessages(let conversation): .removeAllMessages(conversation)
+        case .saveReadMarker(let marker, let participant, let conversation): .saveReadMarker(try encode(marker), participant, conversation)
+        case .saveSequence(let sequence, let conversation): .saveSequence(sequence, conversation)
+        case .saveCursor(let cursor): .saveCursor(try cursor.map { try encode($0) })
+        case .saveOutboxEntry(let entry): .saveOutboxEntry(entry.clientID, try encode(entry))
+        case .removeOutboxEntry(let clientID): .removeOutboxEntry(clientID)
+        case .saveCredentials(let credentials): .saveCredentials(try encode(credentials))
+        }
+    }
+
+    private static func perform(_ write: EncodedWrite, scope: StoreScope, _ db: Database) throws {
+        let key = "backend = ? AND account = ?"
+        switch write {
+        case .saveConversation(let id, let value):
+            try upsertKeepingOrder(value, into: "conversation", keyColumn: "id", key: id.rawValue, scope: scope, db)
+        case .removeConversation(let id):
+            let arguments = scope.arguments + [id.rawValue]
+            try db.execute(sql: "DELETE FROM conversation WHERE \(key) AND id = ?", arguments: arguments)
+            for table in ["message", "readMarker", "sequence"] {
+                try db.execute(sql: "DELETE FROM \(table) WHERE \(key) AND conversation = ?", arguments: arguments)
+            }
+        case .saveMessages(let rows):
+            for (message, value) in rows { try save(message, value: value, scope: scope, db) }
+        case .removeMessage(let id, let conversation):
+            try db.execute(sql: "DELETE FROM message WHERE \(key) AND conversation = ? AND serverID = ?", arguments: scope.arguments + [conversation.rawValue, id.rawValue])
+        case .removeAllMessages(let conversation):
+            try db.execute(sql: "DELETE FROM message WHERE \(key) AND conversation = ?", arguments: scope.arguments + [conversation.rawValue])
+        case .saveReadMarker(let value, let participant, let conversation):
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO readMarker (backend, account, conversation, participant, value) VALUES (?, ?, ?, ?, ?)",
+                arguments: scope.arguments + [conversation.rawValue, participant.rawValue, value]
+            )
+        case .saveSequence(let sequence, let conversation):
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO sequence (backend, account, conversation, value) VALUES (?, ?, ?, ?)",
+                arguments: scope.arguments + [conversation.rawValue, sequence]
+            )
+        case .saveCursor(let value?):
+            try db.execute(sql: "INSERT OR REPLACE INTO cursor (backend, account, value) VALUES (?, ?, ?)", arguments: scope.arguments + [value])
+        case .saveCursor(nil):
+            try db.execute(sql: "DELETE FROM cursor WHERE \(key)", arguments: scope.arguments)
+        case .saveOutboxEntry(let clientID, let value):
+            try upsertKeepingOrder(value, into: "outbox", keyColumn: "clientID", key: clientID.rawValue, scope: scope, db)
+        case .removeOutboxEntry(let clientID):
+            try db.execute(sql: "DELETE FROM outbox WHERE \(key) AND clientID = ?", arguments: scope.arguments + [clientID.rawValue])
+        case .saveCredentials(let value):
             try db.execute(sql: "INSERT OR REPLACE INTO credentials (backend, account, value) VALUES (?, ?, ?)", arguments: scope.arguments + [value])
         }
     }
@@ -332,16 +404,21 @@ public final class SQLiteChatStore: ChatStore {
 
     /// Inserts `value` under `key`, or replaces it in place: an upsert keeps the row, and so its
     /// place in the order.
-    private func upsertKeepingOrder(_ value: Data, into table: String, keyColumn: String, key: String, scope: StoreScope) async throws {
-        try await write { db in
-            try db.execute(
-                sql: """
-                    INSERT INTO \(table) (backend, account, \(keyColumn), value) VALUES (?, ?, ?, ?)
-                    ON CONFLICT (backend, account, \(keyColumn)) DO UPDATE SET value = excluded.value
-                    """,
-                arguments: scope.arguments + [key, value]
-            )
-        }
+    private static func upsertKeepingOrder(
+        _ value: Data,
+        into table: String,
+        keyColumn: String,
+        key: String,
+        scope: StoreScope,
+        _ db: Database
+    ) throws {
+        try db.execute(
+            sql: """
+                INSERT INTO \(table) (backend, account, \(keyColumn), value) VALUES (?, ?, ?, ?)
+                ON CONFLICT (backend, account, \(keyColumn)) DO UPDATE SET value = excluded.value
+                """,
+            arguments: scope.arguments + [key, value]
+        )
     }
 
     /// One read transaction. GRDB's callback form runs it on the database's own queue to its end,

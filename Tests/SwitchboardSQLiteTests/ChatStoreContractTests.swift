@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Switchboard
 import SwitchboardSQLite
 @_spi(TestKit) import SwitchboardTestKit
@@ -128,6 +129,61 @@ import Testing
         try await store.saveCredentials(Credentials(["token": "t"]), scope: scope)
         #expect(try await store.fetchCredentials(scope: scope)["token"] == "t")
         #expect(try await store.fetchCredentials(scope: other).isEmpty)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func aBatchIsAppliedInOrderAsOne(_ kind: Kind) async throws {
+        let store = try kind.make()
+        var pending = message(server: nil, client: "k1", second: 5, text: "hello")
+        pending.deliveryState = .pending
+        let entry = OutboxEntry(message: OutgoingMessage(clientID: "k1", conversationID: conversation, content: MessageDraft(text: "hello")), createdAt: base)
+        try await store.apply([.saveConversation(ConversationInfo(id: conversation)), .saveMessages([pending]), .saveOutboxEntry(entry)], scope: scope)
+        #expect(try await store.fetchOutbox(scope: scope) == [entry])
+        #expect(try await store.fetchPendingMessages(scope: scope).map(\.clientID) == ["k1"])
+        // The send's outcome: the confirmed message and the end of the entry, together.
+        var confirmed = pending
+        confirmed.serverID = "s1"
+        confirmed.sequence = 1
+        confirmed.deliveryState = .sent
+        try await store.apply([.saveMessages([confirmed]), .removeOutboxEntry("k1"), .saveSequence(1, for: conversation), .saveCursor(.revision("r1"))], scope: scope)
+        #expect(try await store.fetchOutbox(scope: scope).isEmpty)
+        #expect(try await store.fetchPendingMessages(scope: scope).isEmpty)
+        #expect(try await store.countMessages(in: conversation, scope: scope) == 1)
+        #expect(try await store.fetchSequences(scope: scope) == [conversation: 1])
+        #expect(try await store.fetchCursor(scope: scope) == .revision("r1"))
+        // In order: a save then a removal of the same message leaves nothing.
+        try await store.apply([.saveMessages([message(server: "s2", client: nil, sequence: 2, second: 6, text: "x")]), .removeMessage("s2", in: conversation)], scope: scope)
+        #expect(try await store.fetchMessage(serverID: "s2", in: conversation, scope: scope) == nil, "\(kind)")
+    }
+
+    @Test(arguments: Kind.allCases)
+    func theOldestConfirmedMessageAndThePendingOnesAreReadAlone(_ kind: Kind) async throws {
+        let store = try kind.make()
+        var failed = message(server: nil, client: "k2", second: 1, text: "failed")
+        failed.deliveryState = .failed("no")
+        var waiting = message(server: nil, client: "k1", second: 0, text: "waiting")
+        waiting.deliveryState = .pending
+        try await store.saveMessages(
+            [message(server: "s3", client: nil, sequence: 3, second: 30, text: "c"), message(server: "s2", client: nil, sequence: 2, second: 20, text: "b"), waiting, failed],
+            scope: scope
+        )
+        #expect(try await store.fetchOldestConfirmedMessage(in: conversation, scope: scope)?.serverID == "s2", "\(kind)")
+        #expect(try await store.fetchOldestConfirmedMessage(in: "empty", scope: scope) == nil)
+        let waitingOnes = try await store.fetchPendingMessages(scope: scope)
+        #expect(waitingOnes.map(\.text) == ["waiting"], "\(kind): failed messages are not waiting: \(waitingOnes.map { "\($0.text) \($0.deliveryState)" })")
+        #expect(try await store.fetchPendingMessages(scope: other).isEmpty)
+    }
+
+    @Test func aSQLiteBatchThatFailsStoresNothing() async throws {
+        let store = try SQLiteChatStore.inMemory()
+        try await store.database.write { db in
+            try db.execute(sql: "CREATE TRIGGER refuse BEFORE INSERT ON outbox BEGIN SELECT RAISE(ABORT, 'refused'); END")
+        }
+        let entry = OutboxEntry(message: OutgoingMessage(clientID: "k1", conversationID: conversation, content: MessageDraft(text: "hello")), createdAt: base)
+        await #expect {
+            try await store.apply([.saveMessages([message(server: nil, client: "k1", second: 5, text: "hello")]), .saveOutboxEntry(entry)], scope: scope)
+        } throws: { ($0 as? SwitchboardError)?.code == .storageFailure }
+        #expect(try await store.countMessages(in: conversation, scope: scope) == 0, "the message of a failed batch is not stored")
     }
 }
 

@@ -57,6 +57,51 @@ struct SQLiteDurabilityTests {
         }
     }
 
+    @Test func theFileIsOwnerOnly() async throws {
+        try await withDatabaseFile { path in
+            let store = try SQLiteChatStore(path: path)
+            try await store.saveCredentials(Credentials(["token": "secret"]), scope: StoreScope(backend: "b", account: "a"))
+            for file in [path, path + "-wal"] where FileManager.default.fileExists(atPath: file) {
+                let mode = try #require(try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int)
+                #expect(mode & 0o777 == 0o600, "\((file as NSString).lastPathComponent) is \(String(mode & 0o777, radix: 8))")
+            }
+        }
+    }
+
+    @Test func aPendingMessageWithoutItsOutboxEntryIsRepairedAtLoad() async throws {
+        try await withDatabaseFile { path in
+            let emulator = InMemoryEmulator()
+            let conversation = emulator.server.createConversation(participants: [Participant(id: "customer", role: .customer)])
+            let backend = InMemoryBackend(server: emulator.server, user: "customer")
+            let scope = StoreScope(backend: backend.descriptor.name, account: "default")
+            // What a crash between two writes of an older build left: a pending message with no
+            // entry, and an entry with no message (written now, so the outbox expiry keeps them).
+            let now = Date()
+            let store = try SQLiteChatStore(path: path)
+            try await store.saveConversation(ConversationInfo(id: conversation.id), scope: scope)
+            try await store.saveMessages(
+                [Message(clientID: "orphan-message", conversationID: conversation.id, text: "left pending", time: now, deliveryState: .pending)],
+                scope: scope
+            )
+            try await store.saveOutboxEntry(
+                OutboxEntry(message: OutgoingMessage(clientID: "orphan-entry", conversationID: conversation.id, content: MessageDraft(text: "left queued")), createdAt: now.addingTimeInterval(1)),
+                scope: scope
+            )
+            let harness = ConformanceHarness(context: ConformanceContext(emulator: emulator))
+            let repaired = try await harness.withSession(backend: backend, store: try SQLiteChatStore(path: path)) { probe in
+                try await probe.recorder.waitUntil("both sent") { _ in emulator.server.messages(in: conversation.id).count == 2 }
+                try await probe.recorder.waitUntil("the outbox is empty") { await probe.session.pendingSends.isEmpty }
+                return await probe.session.statistics.repairedAtLoad
+            }
+            let stored = try await store.fetchMessages(in: conversation.id, before: nil, limit: 10, scope: scope)
+            print("repair at load: \(repaired) repairs; server \(emulator.server.messages(in: conversation.id).map(\.text)); stored \(stored.map { "\($0.text)=\($0.deliveryState)" })")
+            #expect(repaired == 2)
+            #expect(emulator.server.messages(in: conversation.id).map(\.text) == ["left pending", "left queued"])
+            #expect(stored.count == 2 && stored.allSatisfy { $0.serverID != nil && $0.deliveryState == .sent })
+            #expect(try await store.fetchOutbox(scope: scope).isEmpty)
+        }
+    }
+
     @Test func aFileThatIsNotADatabaseIsATypedError() async throws {
         try await withDatabaseFile { path in
             try Data("not a database, just text".utf8).write(to: URL(fileURLWithPath: path))

@@ -30,10 +30,13 @@ private final class RecordingBackend: ChatBackend {
     let conversation = ConversationID("chat")
     /// Sends with this text close the link, as a server that drops the socket on a frame.
     let poison: String
+    /// Whether a send is answered with the message (most servers) or only "done".
+    let answersSendsWithMessage: Bool
     let descriptor: BackendDescriptor
 
-    init(typingPolicy: TypingPolicy = .startEnd(autoStop: .seconds(5)), poison: String = "poison") {
+    init(typingPolicy: TypingPolicy = .startEnd(autoStop: .seconds(5)), poison: String = "poison", answersSendsWithMessage: Bool = true) {
         self.poison = poison
+        self.answersSendsWithMessage = answersSendsWithMessage
         self.descriptor = BackendDescriptor(
             name: "recording",
             capabilities: [.typing, .readMarkers],
@@ -94,7 +97,7 @@ private final class RecordingBackend: ChatBackend {
         }
         state.withLock { $0.log.append(label) }
         arrived.signal()
-        guard case .send(let message) = request else { return .done }
+        guard case .send(let message) = request, answersSendsWithMessage else { return .done }
         let serverID = state.withLock { state in
             state.nextServerID += 1
             return MessageID("m\(state.nextServerID)")
@@ -342,6 +345,22 @@ struct EngineLoopTests {
             #expect(backend.log.last == "send:after")
             // Reset to its floor after each link, every delay would be within [0.5 s, 1 s].
             #expect(delays.count >= 3 && delays[2] >= .seconds(2), "the backoff keeps growing when each link dies right after it opens: \(delays)")
+        }
+    }
+
+    @Test func aSendAnsweredDoneIsSentAndLeavesTheOutboxInOneWrite() async throws {
+        let backend = RecordingBackend(answersSendsWithMessage: false)
+        let store = InMemoryChatStore()
+        let session = ChatSession(backend: backend, store: store, clock: SessionClock(TestClock()), logger: .quiet)
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.first("the conversation") { $0.conversationID == backend.conversation }
+            let chat = try await session.conversation(backend.conversation)
+            let pending = try await chat.send(text: "hello")
+            let sent = try await recorder.first("sent") { $0.updatedMessage?.clientID == pending.clientID }
+            #expect(sent.updatedMessage?.deliveryState == .sent, "a send the server took is sent, not pending for ever")
+            #expect(try await chat.storedMessages(before: nil, limit: 10).map(\.deliveryState) == [.sent])
+            #expect(await store.fetchOutbox(scope: session.scope).isEmpty)
         }
     }
 

@@ -221,18 +221,20 @@ extension ChatSession {
         }
     }
 
-    /// Applies one in-order event to the store and publishes what changed.
-    func deliver(_ event: BackendEvent) async {
+    /// Applies one in-order event to the store and publishes what changed. A message event's
+    /// store write goes in one transaction with `writes` (a send's outbox entry ending with its
+    /// confirmation); other events ignore them.
+    func deliver(_ event: BackendEvent, with writes: [StoreWrite] = []) async {
         let conversation = event.conversationID
         let time = event.time
         do {
             switch event.kind {
             case .messageAdded(var message, let position):
                 if let conversation { message.conversationID = conversation }
-                try await applyMessage(message, position: position, sequence: event.sequence, time: time)
+                try await applyMessage(message, position: position, sequence: event.sequence, time: time, with: writes)
             case .messageUpdated(var message):
                 if let conversation { message.conversationID = conversation }
-                try await applyMessage(message, position: nil, sequence: event.sequence, time: time)
+                try await applyMessage(message, position: nil, sequence: event.sequence, time: time, with: writes)
             case .messageRemoved(let messageID):
                 guard let conversation else { throw missingConversation(event) }
                 guard try await store.fetchMessage(serverID: messageID, in: conversation, scope: scope) != nil else {
@@ -308,7 +310,13 @@ extension ChatSession {
         }
     }
 
-    private func applyMessage(_ message: Message, position: ChatEvent.MessagePosition?, sequence: Int64?, time: Date?) async throws {
+    private func applyMessage(
+        _ message: Message,
+        position: ChatEvent.MessagePosition?,
+        sequence: Int64?,
+        time: Date?,
+        with writes: [StoreWrite]
+    ) async throws {
         let conversation = message.conversationID
         _ = try await knownConversation(conversation, time: time)
         let byServerID = try await message.serverID.asyncFlatMap {
@@ -320,21 +328,23 @@ extension ChatSession {
         // A history page is older information than whatever the store holds: it only fills in.
         if position == .history, byServerID != nil {
             statisticsValue.duplicatesDropped += 1
+            if !writes.isEmpty { try await store.apply(writes, scope: scope) }
             return
         }
         switch MessageReconciler.reconcile(message, byServerID: byServerID, byClientID: byClientID) {
         case .insert(let message):
-            try await store.saveMessages([message], scope: scope)
+            try await store.apply([.saveMessages([message])] + writes, scope: scope)
             if let position {
                 publish(.messageAdded(message, position: position), conversation: conversation, sequence: sequence, time: time)
             } else {
                 publish(.messageUpdated(message), conversation: conversation, sequence: sequence, time: time)
             }
         case .update(_, let merged):
-            try await store.saveMessages([merged], scope: scope)
+            try await store.apply([.saveMessages([merged])] + writes, scope: scope)
             publish(.messageUpdated(merged), conversation: conversation, sequence: sequence, time: time)
         case .duplicate:
             statisticsValue.duplicatesDropped += 1
+            if !writes.isEmpty { try await store.apply(writes, scope: scope) }
         }
         if let clientID = message.clientID, message.serverID != nil {
             await perform(outbox.echoed(clientID))

@@ -9,6 +9,12 @@ extension ChatSession {
         return try await store.fetchConversations(scope: scope)
     }
 
+    /// One stored conversation, read by its id.
+    func storedConversation(_ id: ConversationID) async throws -> ConversationInfo? {
+        try lifecycle.checkOpen()
+        return try await store.fetchConversation(id, scope: scope)
+    }
+
     public func conversation(_ id: ConversationID) async throws -> any Conversation {
         try lifecycle.checkOpen()
         guard try await store.fetchConversation(id, scope: scope) != nil else {
@@ -77,8 +83,9 @@ extension ChatSession {
             deliveryState: .pending
         )
         _ = try await knownConversation(conversation, time: now)
-        try await store.saveMessages([message], scope: scope)
-        try await store.saveOutboxEntry(entry, scope: scope)
+        // The message and its outbox entry in one transaction: a crash between the two would
+        // leave a pending message nothing resends.
+        try await store.apply([.saveMessages([message]), .saveOutboxEntry(entry)], scope: scope)
         publish(.messageAdded(message, position: .newest), conversation: conversation, time: now)
         await perform(outbox.enqueue(entry))
         return message
@@ -97,12 +104,13 @@ extension ChatSession {
             case .fail(let entry, let reason):
                 statisticsValue.sendFailures += 1
                 await persist {
-                    try await self.store.removeOutboxEntry(entry.clientID, scope: self.scope)
-                    if var message = try await self.store.fetchMessage(clientID: entry.clientID, scope: self.scope) {
-                        message.deliveryState = .failed(reason)
-                        try await self.store.saveMessages([message], scope: self.scope)
-                        self.publish(.messageUpdated(message), conversation: entry.conversationID)
-                    }
+                    // The failed message and the end of its entry in one transaction.
+                    var writes: [StoreWrite] = [.removeOutboxEntry(entry.clientID)]
+                    var failed = try await self.store.fetchMessage(clientID: entry.clientID, scope: self.scope)
+                    failed?.deliveryState = .failed(reason)
+                    if let failed { writes.insert(.saveMessages([failed]), at: 0) }
+                    try await self.store.apply(writes, scope: self.scope)
+                    if let failed { self.publish(.messageUpdated(failed), conversation: entry.conversationID) }
                 }
             case .persist(let entry):
                 await persist { try await self.store.saveOutboxEntry(entry, scope: self.scope) }
@@ -114,13 +122,33 @@ extension ChatSession {
 
     func sendFinished(_ entry: OutboxEntry, result: Result<BackendResponse, SwitchboardError>) async {
         switch result {
-        case .success(.message(var message)):
-            message.clientID = message.clientID ?? entry.clientID
-            message.conversationID = entry.conversationID
-            await deliver(BackendEvent(.messageUpdated(message), conversation: entry.conversationID))
-            await perform(outbox.succeeded(entry.clientID))
-        case .success:
-            await perform(outbox.succeeded(entry.clientID))
+        case .success(let response):
+            // The confirmed message and the end of its outbox entry go in one transaction.
+            var confirmed: Message?
+            if case .message(var message) = response {
+                message.clientID = message.clientID ?? entry.clientID
+                message.conversationID = entry.conversationID
+                confirmed = message
+            } else if var stored = try? await store.fetchMessage(clientID: entry.clientID, scope: scope),
+                stored.deliveryState == .pending
+            {
+                // Answered without the message ("done"): the server has it, so it is sent.
+                stored.deliveryState = .sent
+                confirmed = stored
+            }
+            var actions = outbox.succeeded(entry.clientID)
+            var writes: [StoreWrite] = []
+            if let index = actions.firstIndex(where: { $0.completes(entry.clientID) }) {
+                actions.remove(at: index)
+                statisticsValue.messagesSent += 1
+                writes.append(.removeOutboxEntry(entry.clientID))
+            }
+            if let confirmed {
+                await deliver(BackendEvent(.messageUpdated(confirmed), conversation: entry.conversationID), with: writes)
+            } else {
+                await persist { try await self.store.apply(writes, scope: self.scope) }
+            }
+            await perform(actions)
         case .failure(let error):
             logger.debug("send failed", metadata: ["error": "\(error)", "attempts": "\(entry.attempts + 1)"])
             await perform(outbox.failed(entry.clientID, error: error, using: &random))
@@ -265,9 +293,7 @@ extension ChatSession {
     private func nextHistoryQuery(in conversation: ConversationID, limit: Int) async throws -> HistoryQuery? {
         guard !historyExhausted.contains(conversation), isLinkOpen else { return nil }
         let anchor: HistoryQuery.Anchor?
-        if let oldest = try await store.fetchMessages(in: conversation, before: nil, limit: .max, scope: scope)
-            .first(where: { $0.serverID != nil })
-        {
+        if let oldest = try await store.fetchOldestConfirmedMessage(in: conversation, scope: scope) {
             anchor = historyAnchors[conversation] ?? oldest.sequence.map { .sequence($0) } ?? .time(oldest.time)
         } else {
             anchor = historyAnchors[conversation]
@@ -283,7 +309,7 @@ struct SessionConversation: Conversation {
     var sessionID: SessionID { session.id }
 
     func info() async throws -> ConversationInfo {
-        guard let info = try await session.conversations().first(where: { $0.id == id }) else {
+        guard let info = try await session.storedConversation(id) else {
             throw SwitchboardError(.conversationNotFound, "conversation \(id) is gone")
         }
         return info

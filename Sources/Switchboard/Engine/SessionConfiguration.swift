@@ -82,6 +82,8 @@ public struct SessionStatistics: Sendable, Hashable, Codable {
     public var sendRetries = 0
     public var sendFailures = 0
     public var problems = 0
+    /// Outbox entries and pending messages put right at load (see ``ChatSession``).
+    public var repairedAtLoad = 0
 
     // Gauges: what the engine holds now, and the most it held. A long-lived session keeps
     // these bounded; the long-life test asserts it.

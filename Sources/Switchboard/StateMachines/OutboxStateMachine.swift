@@ -53,6 +53,12 @@ public struct OutboxStateMachine: Sendable {
         case persist(OutboxEntry)
         /// Call ``retryTimerFired(_:)`` for the conversation after the delay.
         case scheduleRetry(ConversationID, after: Duration)
+
+        /// Whether this action completes the send with `clientID`.
+        public func completes(_ clientID: ClientMessageID) -> Bool {
+            if case .complete(let entry) = self { return entry.clientID == clientID }
+            return false
+        }
     }
 
     public let backoff: BackoffPolicy

@@ -21,6 +21,10 @@ public struct StoreScope: Sendable, Hashable, Codable, CustomStringConvertible {
 /// message is identified by its server id, or by its client id until the server has confirmed
 /// it: saving a message that now has a server id replaces the row stored under its client id.
 ///
+/// ``apply(_:scope:)`` makes several writes one transaction — all of them or none — so a send
+/// (its message and its outbox entry) or a send's outcome (the confirmed message and the end of
+/// its outbox entry) can never be half stored by a crash.
+///
 /// `InMemoryChatStore` ships in the core; `SwitchboardSQLite` provides the durable store.
 public protocol ChatStore: Sendable {
     func fetchConversations(scope: StoreScope) async throws -> [ConversationInfo]
@@ -69,4 +73,33 @@ public protocol ChatStore: Sendable {
 
     func fetchCredentials(scope: StoreScope) async throws -> Credentials
     func saveCredentials(_ credentials: Credentials, scope: StoreScope) async throws
+
+    /// Applies `writes` in order as one transaction: after a crash either all of them are
+    /// stored or none.
+    func apply(_ writes: [StoreWrite], scope: StoreScope) async throws
+
+    /// The oldest message of a conversation that the server has confirmed (has a server id),
+    /// without reading the rest: where history paging continues from.
+    func fetchOldestConfirmedMessage(in conversation: ConversationID, scope: StoreScope) async throws -> Message?
+
+    /// The messages of the scope still waiting for the server: no server id and
+    /// ``Message/DeliveryState/pending``. Read at load to repair a send whose outbox entry is
+    /// missing.
+    func fetchPendingMessages(scope: StoreScope) async throws -> [Message]
+}
+
+/// One write of a ``ChatStore/apply(_:scope:)`` transaction; each does what the store method of
+/// the same name does.
+public enum StoreWrite: Sendable, Hashable {
+    case saveConversation(ConversationInfo)
+    case removeConversation(ConversationID)
+    case saveMessages([Message])
+    case removeMessage(MessageID, in: ConversationID)
+    case removeAllMessages(in: ConversationID)
+    case saveReadMarker(ChatEvent.ReadMarker, of: ParticipantID, in: ConversationID)
+    case saveSequence(Int64, for: ConversationID)
+    case saveCursor(SyncCursor?)
+    case saveOutboxEntry(OutboxEntry)
+    case removeOutboxEntry(ClientMessageID)
+    case saveCredentials(Credentials)
 }

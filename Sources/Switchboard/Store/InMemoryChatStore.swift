@@ -74,6 +74,20 @@ public actor InMemoryChatStore: ChatStore {
 
         func message(serverID: MessageID) -> Message? { byServerID[serverID].flatMap { rows[$0] } }
         func message(clientID: ClientMessageID) -> Message? { byClientID[clientID].flatMap { rows[$0] } }
+
+        /// The first confirmed row in order: pending rows sort last, so this is the first row
+        /// unless nothing is confirmed.
+        func oldestConfirmed() -> Message? {
+            ordered.lazy.compactMap { self.rows[$0.row] }.first { $0.serverID != nil }
+        }
+
+        /// Rows waiting for the server, oldest first (they sort after every confirmed row).
+        func pending() -> [Message] {
+            ordered.reversed().lazy.compactMap { self.rows[$0.row] }
+                .prefix { $0.serverID == nil }
+                .filter { $0.deliveryState == .pending }
+                .reversed()
+        }
     }
 
     private var scopes: [StoreScope: Conversations] = [:]
@@ -196,5 +210,37 @@ public actor InMemoryChatStore: ChatStore {
 
     public func saveCredentials(_ credentials: Credentials, scope: StoreScope) {
         scopes[scope, default: Conversations()].credentials = credentials
+    }
+
+    /// Applies every write without a suspension point between them: atomic on the actor.
+    public func apply(_ writes: [StoreWrite], scope: StoreScope) {
+        for write in writes {
+            switch write {
+            case .saveConversation(let conversation): saveConversation(conversation, scope: scope)
+            case .removeConversation(let id): removeConversation(id, scope: scope)
+            case .saveMessages(let messages): saveMessages(messages, scope: scope)
+            case .removeMessage(let id, let conversation): removeMessage(serverID: id, in: conversation, scope: scope)
+            case .removeAllMessages(let conversation): removeAllMessages(in: conversation, scope: scope)
+            case .saveReadMarker(let marker, let participant, let conversation):
+                saveReadMarker(marker, of: participant, in: conversation, scope: scope)
+            case .saveSequence(let sequence, let conversation): saveSequence(sequence, for: conversation, scope: scope)
+            case .saveCursor(let cursor): saveCursor(cursor, scope: scope)
+            case .saveOutboxEntry(let entry): saveOutboxEntry(entry, scope: scope)
+            case .removeOutboxEntry(let clientID): removeOutboxEntry(clientID, scope: scope)
+            case .saveCredentials(let credentials): saveCredentials(credentials, scope: scope)
+            }
+        }
+    }
+
+    public func fetchOldestConfirmedMessage(in conversation: ConversationID, scope: StoreScope) -> Message? {
+        scopes[scope]?.messages[conversation]?.oldestConfirmed()
+    }
+
+    public func fetchPendingMessages(scope: StoreScope) -> [Message] {
+        guard let data = scopes[scope] else { return [] }
+        // Messages may be stored for a conversation that was never saved itself.
+        let listed = Set(data.order)
+        let ids = data.order + data.messages.keys.filter { !listed.contains($0) }.sorted { $0.rawValue < $1.rawValue }
+        return ids.flatMap { data.messages[$0]?.pending() ?? [] }
     }
 }
