@@ -206,6 +206,7 @@ let package = Package(
             name: "SwitchboardCLITests",
             dependencies: [
                 "switchboard", "Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator",
+                "SwitchboardWebim", "WebimEmulator", "SwitchboardSQLite", "SwitchboardEmulation",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -325,6 +325,11 @@ public actor ChatSession: Session {
         var isOpen = false
         var isEnding = false
         var endedOnPurpose = false
+        /// Ended on purpose with requests in flight: their answers are awaited before the link
+        /// closes, so a send the server took is not left in the outbox by a pause or a close.
+        var isDraining = false
+        /// Requests handed to the link and not answered yet.
+        var jobsOut = 0
         var failure: SwitchboardError?
         var sawFirstUpdate = false
         /// It lasted long enough, or carried a request through: the backoff may start afresh.
@@ -352,7 +357,14 @@ public actor ChatSession: Session {
             }
             await apply(update)
         case .linkFailed(let id, let error):
-            guard link?.id == id, link?.isEnding == false else { return }
+            guard link?.id == id else { return }
+            if link!.isDraining {
+                // The link died while its requests were answering: they fail with it.
+                link!.isDraining = false
+                link!.jobs.finish()
+                return
+            }
+            guard link?.isEnding == false else { return }
             endLink(failure: error)
         case .linkClosed(let id, let error):
             guard link?.id == id else { return }
@@ -363,6 +375,7 @@ public actor ChatSession: Session {
             await timerTick(generation)
         case .cancelled:
             loopEnded = true
+            if link?.isDraining == true { link!.jobs.finish() }
             if link != nil { endLink(failure: nil) }
         }
     }
@@ -426,13 +439,22 @@ public actor ChatSession: Session {
         spawns.append(.link(id, context, jobs))
     }
 
-    /// Stops handing the link work; its scope ends and reports `linkClosed`.
+    /// Stops handing the link work; its scope ends and reports `linkClosed`. A link ended on
+    /// purpose (pause, close) first lets the requests in flight answer; a failed one goes at once.
     private func endLink(failure: SwitchboardError?) {
         guard var state = link, !state.isEnding else { return }
         state.isEnding = true
         state.endedOnPurpose = failure == nil
         state.failure = failure
+        state.isDraining = failure == nil && !loopEnded && state.jobsOut > 0
         link = state
+        if !state.isDraining { state.jobs.finish() }
+    }
+
+    /// The last request a draining link waited for has answered: the link may close.
+    private func finishDrainingIfDone() {
+        guard let state = link, state.isDraining, state.jobsOut == 0 else { return }
+        link!.isDraining = false
         state.jobs.finish()
     }
 
@@ -692,15 +714,19 @@ public actor ChatSession: Session {
     private func dispatch(_ requests: [RequestLanesStateMachine<LaneWork>.Request]) {
         // A request the link no longer takes (it is going) stays in its lane and is answered
         // when the link closes (see `linkDropped`).
-        guard let link, link.isOpen else { return }
+        guard let state = link, state.isOpen, !state.isEnding else { return }
         for request in requests {
-            link.jobs.yield(LinkJob(ticket: request.ticket, request: request.work.request))
+            if case .enqueued = state.jobs.yield(LinkJob(ticket: request.ticket, request: request.work.request)) {
+                link!.jobsOut += 1
+            }
         }
     }
 
     private func requestFinished(_ ticket: Int, result: Result<BackendResponse, SwitchboardError>, link linkID: Int) async {
+        if link?.id == linkID { link!.jobsOut -= 1 }
         let (finished, next) = lanes.finished(ticket)
         dispatch(next)
+        defer { finishDrainingIfDone() }
         guard let finished else { return }
         if case .success = result, link?.id == linkID { linkProvedHealthy() }
         switch finished.work {

@@ -49,6 +49,7 @@ public final class VoximplantServer: Sendable {
         var delivered = 0
         var dropped = 0
         var duplicateSends = 0
+        var retransmittedEvents = 0
         var autoReplies: [String: @Sendable (_ from: String, _ text: String) -> String?] = [:]
     }
 
@@ -108,6 +109,9 @@ public final class VoximplantServer: Sendable {
     public var counts: (delivered: Int, dropped: Int, duplicateSends: Int) {
         state.withLock { ($0.delivered, $0.dropped, $0.duplicateSends) }
     }
+    /// Events the server has sent again in answer to `retransmitEvents`, over its life: how much
+    /// catch-up cost it.
+    public var retransmittedEvents: Int { state.withLock { $0.retransmittedEvents } }
     public var connectedClients: Int { state.withLock { $0.clients.values.filter { $0.user != nil }.count } }
 
     // MARK: Faults
@@ -422,7 +426,9 @@ public final class VoximplantServer: Sendable {
             }
             return ["conversation": .string(conversation.uuid), "seq": .int(max(0, sequence))]
         case "retransmitEvents":
-            return try retransmit(params, for: user, state: state)
+            let result = try retransmit(params, for: user, state: state)
+            state.retransmittedEvents += result["events"]?.arrayValue?.count ?? 0
+            return result
         default:
             throw VoximplantProtocolError(2)
         }

@@ -1,0 +1,261 @@
+import Foundation
+@_spi(TestKit) import Switchboard
+import SwitchboardEmulation
+import SwitchboardSQLite
+@_spi(TestKit) import SwitchboardTestKit
+import SwitchboardVoximplant
+import SwitchboardWebim
+import Synchronization
+import Testing
+@_spi(TestKit) import VoximplantEmulator
+@_spi(TestKit) import WebimEmulator
+
+/// The durable outbox against `kill -9`: the CLI (`switchboard connect … --store FILE`) sends
+/// messages through an emulator while the test kills it with SIGKILL at seeded moments — right
+/// after a send was accepted, or with a send still on its way in — and starts it again on the
+/// same file, 20 times. Then the emulator's log must hold every message the child accepted,
+/// exactly once and in order, and the child's store must agree with the emulator.
+@Suite(.timeLimit(.minutes(5)), .serialized)
+struct CrashTests {
+    static let kills = 20
+
+    @Test func voximplantSurvivesKillNine() async throws {
+        let server = VoximplantServer()
+        let alice = server.addUser("alice", token: "a", displayName: "Alice")
+        let bob = server.addUser("bob", token: "b", displayName: "Bob")
+        let conversation = try server.robot(bob).createConversation(title: "Support", with: [alice])
+        try await VoximplantEmulator(server: server, logger: .quiet).withRunning { url in
+            let report = try await Self.killRepeatedly(
+                seed: 0xC4A5_0001,
+                arguments: { ["connect", "voximplant", "--url", url, "--user", alice, "--token", "a", "--store", $0, "--jsonl"] },
+                scope: StoreScope(backend: "voximplant", account: "default"),
+                conversation: ConversationID(conversation),
+                changes: server.changes,
+                serverTexts: { server.messages(in: conversation).filter { $0.sender == alice }.map(\.text) }
+            )
+            let resent = server.retransmittedEvents
+            print("  catch-up: the emulator retransmitted \(resent) events over \(report.lives) starts for \(report.serverCount) messages")
+            #expect(resent <= 2 * report.serverCount, "each start catches up from its stored sequence, not from the beginning")
+        }
+    }
+
+    @Test func webimSurvivesKillNine() async throws {
+        let server = WebimServer(configuration: .init(deltaHold: .seconds(1)))
+        let visitor = "provided-crash"
+        try await WebimEmulator(server: server, logger: .quiet).withRunning { baseURL in
+            _ = try await Self.killRepeatedly(
+                seed: 0xC4A5_0002,
+                arguments: { ["connect", "webim", "--url", baseURL, "--visitor-fields", #"{"fields":{"id":"crash"}}"#, "--store", $0, "--jsonl"] },
+                scope: StoreScope(backend: "webim", account: "default"),
+                conversation: WebimBackend.conversationID,
+                changes: server.changes,
+                serverTexts: { server.messages(ofVisitor: visitor).filter { $0.kind == "visitor" }.map(\.text) }
+            )
+        }
+    }
+
+    struct Report {
+        var lives = 0
+        var serverCount = 0
+    }
+
+    /// Runs the child `kills + 1` times on one store file, killing all but the last, and checks
+    /// the emulator's log and the store against what the child accepted.
+    static func killRepeatedly(
+        seed: UInt64,
+        arguments: (String) -> [String],
+        scope: StoreScope,
+        conversation: ConversationID,
+        changes: AsyncSignal,
+        serverTexts: @escaping @Sendable () -> [String]
+    ) async throws -> Report {
+        signal(SIGPIPE, SIG_IGN)  // a write to a killed child's stdin must fail, not end the test
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-crash-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("chat.sqlite").path
+
+        var random = SeededRandomNumberGenerator(seed: seed)
+        var accepted: [String] = []
+        var inFlightAtKill = 0
+        var next = 0
+        for life in 0...kills {
+            let child = try Child.start(arguments(path))
+            let quota = life == kills ? 3 : Int.random(in: 0...4, using: &random)
+            var sent = 0
+            while sent < quota {
+                let text = "m\(next)"
+                try child.send(text)
+                let reply = try await child.nextLine()
+                if reply.hasPrefix("queued") {
+                    accepted.append(text)
+                    next += 1
+                    sent += 1
+                } else if reply.hasPrefix("no conversation") {
+                    continue  // not connected yet: the same text again (it was not accepted)
+                } else {
+                    throw ConformanceFailure("the child answered \(reply) to a send")
+                }
+            }
+            if life < kills {
+                if Bool.random(using: &random) {
+                    // A send on its way in: the child may or may not have stored it.
+                    try? child.send("m\(next)")
+                    next += 1
+                    inFlightAtKill += 1
+                }
+                child.kill()
+            } else {
+                let expected = accepted
+                try await waitUntil("every accepted message on the server", timeout: .seconds(60), signal: changes) {
+                    Set(serverTexts()).isSuperset(of: expected)
+                }
+                try child.send("/quit")
+            }
+            await child.waitForExit()
+        }
+
+        // The proof, against the emulator's log.
+        let onServer = serverTexts()
+        let lost = Set(accepted).subtracting(onServer).count
+        let duplicated = onServer.count - Set(onServer).count
+        let order = onServer.filter(Set(accepted).contains)
+        let outOfOrder = zip(order, accepted).filter { $0 != $1 }.count
+        // The child's store against the emulator.
+        let store = try SQLiteChatStore(path: path)
+        let stored = try await store.fetchMessages(in: conversation, before: nil, limit: .max, scope: scope)
+            .filter { $0.clientID != nil }  // the child's own messages
+        let storedTexts = stored.map(\.text)
+        let outbox = try await store.fetchOutbox(scope: scope)
+        print(
+            """
+            kill -9 (\(scope.backend)): \(kills) kills, \(accepted.count) messages accepted, \(inFlightAtKill) on their way in at a kill, \
+            \(onServer.count) on the server; lost \(lost), duplicated \(duplicated), out of order \(outOfOrder); \
+            store \(storedTexts.count) messages, outbox left \(outbox.count)
+            """
+        )
+        #expect(lost == 0, "every accepted message reached the server")
+        #expect(duplicated == 0, "none twice")
+        #expect(outOfOrder == 0, "in the order they were accepted")
+        #expect(storedTexts == onServer, "the store agrees with the emulator")
+        // Every stored message is one the server took (a Webim reply says only "done": its server
+        // id comes with the next poll, which a quit may cut short).
+        let unconfirmed = stored.filter { $0.deliveryState == .pending || $0.deliveryState.isFailed }
+        #expect(unconfirmed.isEmpty, "every stored message is confirmed: \(unconfirmed.map { "\($0.text) \($0.deliveryState)" })")
+        #expect(outbox.isEmpty)
+        return Report(lives: kills + 1, serverCount: onServer.count)
+    }
+}
+
+/// The CLI as a child process: lines to its standard input, the console's replies (standard
+/// error) back as lines; standard output (the events) is discarded. The lock guards the reply
+/// lines, the waiting reader and the exit waiter; `Process` itself is touched only by the test.
+final class Child: @unchecked Sendable {
+    private struct State {
+        var lines: [String] = []
+        var partial = Data()
+        var reader: CheckedContinuation<String?, Never>?
+        var exited = false
+        var exitWaiter: CheckedContinuation<Void, Never>?
+        var closed = false
+    }
+
+    private let process = Process()
+    private let input = Pipe()
+    private let errors = Pipe()
+    private let state = Mutex(State())
+
+    /// The `switchboard` executable beside the test bundle.
+    static var executable: URL {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("switchboard")
+    }
+
+    static func start(_ arguments: [String]) throws -> Child {
+        let child = Child()
+        try child.run(arguments)
+        return child
+    }
+
+    private func run(_ arguments: [String]) throws {
+        process.executableURL = Self.executable
+        process.arguments = arguments
+        process.standardInput = input
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = errors
+        errors.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            self?.received(handle.availableData)
+        }
+        process.terminationHandler = { [weak self] _ in self?.ended() }
+        try process.run()
+    }
+
+    func send(_ line: String) throws {
+        try input.fileHandleForWriting.write(contentsOf: Data((line + "\n").utf8))
+    }
+
+    /// The next reply line; a watchdog turns a child that never answers into a failure.
+    func nextLine() async throws -> String {
+        let line: String? = await withCheckedContinuation { continuation in
+            let ready: String?? = state.withLock { state in
+                if !state.lines.isEmpty { return .some(state.lines.removeFirst()) }
+                if state.closed { return .some(nil) }
+                state.reader = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+        guard let line else { throw ConformanceFailure("the child ended without answering") }
+        return line
+    }
+
+    func kill() {
+        _ = Foundation.kill(process.processIdentifier, SIGKILL)
+    }
+
+    func waitForExit() async {
+        await withCheckedContinuation { continuation in
+            let done = state.withLock { state in
+                if state.exited { return true }
+                state.exitWaiter = continuation
+                return false
+            }
+            if done { continuation.resume() }
+        }
+        errors.fileHandleForReading.readabilityHandler = nil
+        try? input.fileHandleForWriting.close()
+    }
+
+    private func received(_ data: Data) {
+        let (reader, line): (CheckedContinuation<String?, Never>?, String??) = state.withLock { state in
+            if data.isEmpty {
+                state.closed = true
+                defer { state.reader = nil }
+                return (state.reader, .some(nil))
+            }
+            state.partial.append(data)
+            while let newline = state.partial.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: state.partial[..<newline], as: UTF8.self)
+                state.partial.removeSubrange(...newline)
+                state.lines.append(line)
+            }
+            guard let reader = state.reader, !state.lines.isEmpty else { return (nil, nil) }
+            state.reader = nil
+            return (reader, .some(state.lines.removeFirst()))
+        }
+        if let reader, let line { reader.resume(returning: line) }
+    }
+
+    private func ended() {
+        let (waiter, reader) = state.withLock { state in
+            state.exited = true
+            state.closed = true
+            defer {
+                state.exitWaiter = nil
+                state.reader = nil
+            }
+            return (state.exitWaiter, state.reader)
+        }
+        reader?.resume(returning: nil)
+        waiter?.resume()
+    }
+}
