@@ -6,18 +6,18 @@ import Logging
 extension ChatSession {
     public func conversations() async throws -> [ConversationInfo] {
         try lifecycle.checkOpen()
-        return try await store.fetchConversations(scope: scope)
+        return try await store.base.fetchConversations(scope: scope)
     }
 
     /// One stored conversation, read by its id.
     func storedConversation(_ id: ConversationID) async throws -> ConversationInfo? {
         try lifecycle.checkOpen()
-        return try await store.fetchConversation(id, scope: scope)
+        return try await store.base.fetchConversation(id, scope: scope)
     }
 
     public func conversation(_ id: ConversationID) async throws -> any Conversation {
         try lifecycle.checkOpen()
-        guard try await store.fetchConversation(id, scope: scope) != nil else {
+        guard try await store.base.fetchConversation(id, scope: scope) != nil else {
             throw SwitchboardError(.conversationNotFound, "no conversation \(id) in this session")
         }
         return SessionConversation(session: self, id: id)
@@ -263,7 +263,7 @@ extension ChatSession {
 
     func storedMessages(in conversation: ConversationID, before: MessageOrderKey?, limit: Int) async throws -> [Message] {
         try lifecycle.checkOpen()
-        return try await store.fetchMessages(in: conversation, before: before, limit: limit, scope: scope)
+        return try await store.base.fetchMessages(in: conversation, before: before, limit: limit, scope: scope)
     }
 
     func history(in conversation: ConversationID, before: MessageOrderKey?, limit: Int) async throws -> [Message] {

@@ -38,7 +38,11 @@ public actor ChatSession: Session {
     public nonisolated let scope: StoreScope
 
     let backend: any ChatBackend
-    let store: any ChatStore
+    /// The store as the loop uses it: writes of a batch of inbound updates are kept and applied
+    /// as one transaction. App reads outside the loop use `store.base`.
+    let store: BatchingStore
+    /// Events of the open batch, published once its writes are stored.
+    var deferredEvents: [ChatEvent] = []
     let configuration: SessionConfiguration
     let clock: SessionClock
     let logger: Logger
@@ -108,7 +112,7 @@ public actor ChatSession: Session {
         self.backend = backend
         self.descriptor = backend.descriptor
         self.scope = StoreScope(backend: backend.descriptor.name, account: account)
-        self.store = store
+        self.store = BatchingStore(store)
         self.bus = bus
         self.configuration = configuration
         self.clock = clock
@@ -355,7 +359,22 @@ public actor ChatSession: Session {
                 link!.sawFirstUpdate = true
                 if link!.stableTimerFired { linkProvedHealthy() }
             }
+            // The updates that arrived together go into one store transaction.
+            store.begin()
             await apply(update)
+            var batched = 1
+            while batched < configuration.maxUpdatesPerTransaction,
+                case .update(let nextID, let next)? = inbox.nextIfBuffered(where: { input in
+                    if case .update(id, _) = input { return true }
+                    return false
+                })
+            {
+                inbox.updateTaken()
+                _ = nextID
+                await apply(next)
+                batched += 1
+            }
+            await commitBatch(updates: batched)
         case .linkFailed(let id, let error):
             guard link?.id == id else { return }
             if link!.isDraining {
@@ -762,17 +781,42 @@ public actor ChatSession: Session {
 
     // MARK: Publishing
 
+    /// Publishes an event, or, while a batch of updates is open, keeps it until the batch's
+    /// writes are stored: nothing is announced that a crash could take back.
     func publish(_ kind: ChatEvent.Kind, conversation: ConversationID?, sequence: Int64? = nil, time: Date? = nil) {
-        statisticsValue.eventsPublished += 1
-        bus.publish(
-            ChatEvent(
-                origin: ChatEvent.Origin(session: id, backend: descriptor.name),
-                conversationID: conversation,
-                time: time ?? clock.date,
-                sequence: sequence,
-                kind: kind
-            )
+        let event = ChatEvent(
+            origin: ChatEvent.Origin(session: id, backend: descriptor.name),
+            conversationID: conversation,
+            time: time ?? clock.date,
+            sequence: sequence,
+            kind: kind
         )
+        if store.isBatching && !kind.isControl {
+            deferredEvents.append(event)
+            return
+        }
+        statisticsValue.eventsPublished += 1
+        bus.publish(event)
+    }
+
+    /// Stores the open batch's writes in one transaction, then publishes its events.
+    private func commitBatch(updates: Int) async {
+        let events = deferredEvents
+        deferredEvents.removeAll(keepingCapacity: true)
+        do {
+            let writes = try await store.commit(scope: scope)
+            if writes > 0 {
+                statisticsValue.storeTransactions += 1
+                statisticsValue.batchedUpdates += updates
+            }
+        } catch {
+            // What the batch would have announced was not stored: a problem instead, and the
+            // cursor it would have moved was not stored either, so the next link fetches it again.
+            report(SwitchboardError(.storageFailure, "could not store \(updates) updates", underlying: error))
+            return
+        }
+        statisticsValue.eventsPublished += events.count
+        for event in events { bus.publish(event) }
     }
 
     func report(_ error: SwitchboardError, conversation: ConversationID? = nil) {

@@ -109,6 +109,15 @@ final class EngineInbox<Input: Sendable>: Sendable {
         }
     }
 
+    /// The next buffered input if it satisfies `matches`, without waiting: the loop uses it to
+    /// take the updates that arrived together as one batch.
+    func nextIfBuffered(where matches: (Input) -> Bool) -> Input? {
+        state.withLock { state in
+            guard let first = state.buffer.first, matches(first) else { return nil }
+            return state.buffer.removeFirst()
+        }
+    }
+
     /// Wakes the consumer with `input` ahead of anything buffered (used when the loop's task is
     /// cancelled).
     func interrupt(with input: Input) {

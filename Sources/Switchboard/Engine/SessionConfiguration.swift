@@ -22,6 +22,8 @@ public struct SessionConfiguration: Sendable, Hashable {
     public var maxConcurrentRequests: Int
     /// Inbound updates the engine buffers before the link's reader waits (flow control).
     public var inboundWindow: Int
+    /// How many inbound updates that arrived together the engine stores in one transaction.
+    public var maxUpdatesPerTransaction: Int
     /// How long a link must stay up (after its first update) for the reconnect backoff to start
     /// afresh; a request carried through also proves it. A link that dies sooner keeps backing off.
     public var stableLinkDuration: Duration
@@ -44,6 +46,7 @@ public struct SessionConfiguration: Sendable, Hashable {
         maxLinkLossesPerSend: Int = 5,
         maxConcurrentRequests: Int = 8,
         inboundWindow: Int = 256,
+        maxUpdatesPerTransaction: Int = 64,
         stableLinkDuration: Duration = .seconds(10),
         newConversationCatchUp: Int = 100,
         maxRetransmitsInFlight: Int = 10,
@@ -58,6 +61,7 @@ public struct SessionConfiguration: Sendable, Hashable {
         self.maxLinkLossesPerSend = max(1, maxLinkLossesPerSend)
         self.maxConcurrentRequests = max(1, maxConcurrentRequests)
         self.inboundWindow = max(1, inboundWindow)
+        self.maxUpdatesPerTransaction = max(1, maxUpdatesPerTransaction)
         self.stableLinkDuration = stableLinkDuration
         self.newConversationCatchUp = max(0, newConversationCatchUp)
         self.maxRetransmitsInFlight = max(1, maxRetransmitsInFlight)
@@ -84,6 +88,10 @@ public struct SessionStatistics: Sendable, Hashable, Codable {
     public var problems = 0
     /// Outbox entries and pending messages put right at load (see ``ChatSession``).
     public var repairedAtLoad = 0
+    /// Store transactions for inbound updates, and the updates they held: updates that arrive
+    /// together are stored together.
+    public var storeTransactions = 0
+    public var batchedUpdates = 0
 
     // Gauges: what the engine holds now, and the most it held. A long-lived session keeps
     // these bounded; the long-life test asserts it.
