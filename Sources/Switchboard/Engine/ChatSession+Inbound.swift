@@ -102,8 +102,16 @@ extension ChatSession {
     private func applySnapshot(_ snapshot: BackendSnapshot) async {
         var stored = SnapshotDiff.Stored(conversations: [:], messages: [:])
         do {
-            for conversation in try await store.fetchConversations(scope: scope) {
-                stored.conversations[conversation.id] = conversation
+            if snapshot.isComplete {
+                // A complete list removes what it does not name: every stored conversation counts.
+                for conversation in try await store.fetchConversations(scope: scope) {
+                    stored.conversations[conversation.id] = conversation
+                }
+            } else {
+                for item in snapshot.conversations {
+                    let id = item.conversation.id
+                    stored.conversations[id] = try await store.fetchConversation(id, scope: scope)
+                }
             }
             for item in snapshot.conversations {
                 let id = item.conversation.id
