@@ -364,13 +364,12 @@ public actor ChatSession: Session {
             await apply(update)
             var batched = 1
             while batched < configuration.maxUpdatesPerTransaction,
-                case .update(let nextID, let next)? = inbox.nextIfBuffered(where: { input in
+                case .update(_, let next)? = inbox.nextIfBuffered(where: { input in
                     if case .update(id, _) = input { return true }
                     return false
                 })
             {
                 inbox.updateTaken()
-                _ = nextID
                 await apply(next)
                 batched += 1
             }
