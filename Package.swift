@@ -185,6 +185,8 @@ let package = Package(
                 "CXoneEmulator",
                 "SwitchboardSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         .testTarget(

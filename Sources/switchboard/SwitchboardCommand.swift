@@ -8,9 +8,9 @@ struct SwitchboardCommand: AsyncParsableCommand {
         discussion: """
             `demo` runs a scripted conversation on the in-memory backend and on the embedded \
             Voximplant-style, Webim and CXone emulators. `emulate` runs an emulator standalone; \
-            `connect` is a client for a real or emulated service.
+            `connect` is a client for a real or emulated service. `bench` measures Switchboard             against raw baselines in the same run.
             """,
-        subcommands: [DemoCommand.self, ConnectCommand.self, EmulateCommand.self]
+        subcommands: [DemoCommand.self, ConnectCommand.self, EmulateCommand.self, BenchCommand.self]
     )
 }
 

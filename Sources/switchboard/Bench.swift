@@ -1,0 +1,326 @@
+import ArgumentParser
+import DequeModule
+import Foundation
+import GRDB
+import Switchboard
+import SwitchboardSQLite
+import Synchronization
+
+struct BenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench",
+        abstract: "Measure Switchboard against the fastest thing possible for the same step, in the same run.",
+        discussion: """
+            Every figure is reported next to a baseline measured in the same process (absolute times \
+            on shared machines drift; ratios do not). Build with -c release: \
+            swift run -c release switchboard bench.
+            """
+    )
+
+    @Flag(help: "Tiny sizes: checks that every row runs, not how fast.") var quick = false
+    @Flag(help: "Print the rows as JSON.") var json = false
+
+    func run() async throws {
+        let progress = BenchProgress(enabled: isatty(STDERR_FILENO) == 1)
+        let rows = try await Bench(sizes: quick ? .quick : .full, progress: progress).run()
+        let output = StandardOutput()
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            output.write(String(decoding: try encoder.encode(rows), as: UTF8.self))
+        } else {
+            for line in BenchRow.table(rows) { output.write(line) }
+        }
+    }
+}
+
+/// One figure: Switchboard's, the baseline's, their ratio and the goal.
+struct BenchRow: Codable, Sendable, Hashable {
+    var name: String
+    var unit: String
+    var switchboard: Double
+    var baselineName: String
+    var baseline: Double
+    /// Switchboard over the baseline, oriented so that above 1 means "more" of the unit.
+    var ratio: Double
+    var goal: String
+    var met: Bool
+
+    static func table(_ rows: [BenchRow]) -> [String] {
+        let header = ["figure", "Switchboard", "baseline", "ratio", "goal", "met"]
+        let cells = rows.map { row in
+            [
+                row.name, "\(format(row.switchboard)) \(row.unit)", "\(format(row.baseline)) (\(row.baselineName))",
+                String(format: "%.2f×", row.ratio), row.goal, row.met ? "yes" : "NO",
+            ]
+        }
+        let widths = header.indices.map { column in ([header] + cells).map { $0[column].count }.max() ?? 0 }
+        func line(_ values: [String]) -> String {
+            zip(values, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  ")
+        }
+        return [line(header)] + cells.map(line)
+    }
+
+    static func format(_ value: Double) -> String {
+        switch value {
+        case 1_000_000...: String(format: "%.2f M", value / 1_000_000)
+        case 10_000...: String(format: "%.1f K", value / 1_000)
+        case 100...: String(format: "%.0f", value)
+        default: String(format: "%.2f", value)
+        }
+    }
+}
+
+/// Progress on standard error, only when it is a terminal.
+struct BenchProgress: Sendable {
+    let enabled: Bool
+    func say(_ text: String) {
+        guard enabled else { return }
+        FileHandle.standardError.write(Data("\u{1B}[2K\r\(text)".utf8))
+    }
+}
+
+/// The measurements. Each row runs its step and its baseline alternately, several rounds, and
+/// keeps the median of each, so a noisy moment on a shared machine moves both.
+struct Bench: Sendable {
+    struct Sizes: Sendable {
+        var events: Int
+        var rounds: Int
+        var storedMessages: Int
+        var pages: Int
+
+        static let full = Sizes(events: 200_000, rounds: 7, storedMessages: 100_000, pages: 200)
+        static let quick = Sizes(events: 500, rounds: 2, storedMessages: 300, pages: 5)
+    }
+
+    let sizes: Sizes
+    let progress: BenchProgress
+
+    func run() async throws -> [BenchRow] {
+        var rows: [BenchRow] = []
+        for subscribers in [1, 8] {
+            rows += try await busFanOut(subscribers: subscribers)
+        }
+        rows.append(try await historyPage())
+        progress.say("")
+        return rows
+    }
+
+    // MARK: Bus fan-out
+
+    /// Events per second delivered to `subscribers` consumers that iterate, through the bus,
+    /// through one `AsyncStream` each, and through a bare `Mutex<Deque>` + continuation channel
+    /// (the limit of the bus's own design).
+    func busFanOut(subscribers: Int) async throws -> [BenchRow] {
+        let count = sizes.events
+        var bus: [Double] = []
+        var stream: [Double] = []
+        var bare: [Double] = []
+        for round in 1...sizes.rounds {
+            progress.say("bus fan-out to \(subscribers): round \(round) of \(sizes.rounds)")
+            bus.append(await Self.rate(count) { await Self.throughBus(count, subscribers: subscribers) })
+            stream.append(await Self.rate(count) { await Self.throughAsyncStream(count, subscribers: subscribers) })
+            bare.append(await Self.rate(count) { await Self.throughBareChannel(count, subscribers: subscribers) })
+        }
+        let name = "bus fan-out, \(subscribers) subscriber\(subscribers == 1 ? "" : "s")"
+        let ours = median(bus)
+        let overStream = ours / median(stream)
+        let overBare = ours / median(bare)
+        return [
+            BenchRow(
+                name: name, unit: "events/s", switchboard: ours, baselineName: "AsyncStream", baseline: median(stream),
+                ratio: overStream, goal: "≥ 2×", met: overStream >= 2
+            ),
+            BenchRow(
+                name: name, unit: "events/s", switchboard: ours, baselineName: "bare channel", baseline: median(bare),
+                ratio: overBare, goal: "≥ 0.7×", met: overBare >= 0.7
+            ),
+        ]
+    }
+
+    static func event(_ index: Int) -> ChatEvent {
+        ChatEvent(
+            origin: ChatEvent.Origin(session: "bench", backend: "bench"),
+            conversationID: "c1",
+            time: Date(timeIntervalSince1970: 0),
+            sequence: Int64(index),
+            kind: .typing("agent", isTyping: index % 2 == 0, draft: nil)
+        )
+    }
+
+    static func throughBus(_ count: Int, subscribers: Int) async {
+        let bus = EventBus()
+        let streams = (0..<subscribers).map { _ in bus.subscribe(buffering: .unbounded) }
+        await withTaskGroup(of: Void.self) { group in
+            for stream in streams {
+                group.addTask {
+                    var seen = 0
+                    for await _ in stream {
+                        seen += 1
+                        if seen == count { return }
+                    }
+                }
+            }
+            for index in 0..<count { bus.publish(event(index)) }
+            await group.waitForAll()
+        }
+    }
+
+    static func throughAsyncStream(_ count: Int, subscribers: Int) async {
+        let pairs = (0..<subscribers).map { _ in AsyncStream.makeStream(of: ChatEvent.self) }
+        await withTaskGroup(of: Void.self) { group in
+            for (stream, _) in pairs {
+                group.addTask {
+                    var seen = 0
+                    for await _ in stream {
+                        seen += 1
+                        if seen == count { return }
+                    }
+                }
+            }
+            for index in 0..<count {
+                let event = event(index)
+                for (_, continuation) in pairs { continuation.yield(event) }
+            }
+            await group.waitForAll()
+        }
+    }
+
+    static func throughBareChannel(_ count: Int, subscribers: Int) async {
+        let channels = (0..<subscribers).map { _ in BareChannel() }
+        await withTaskGroup(of: Void.self) { group in
+            for channel in channels {
+                group.addTask {
+                    var seen = 0
+                    while await channel.next() != nil {
+                        seen += 1
+                        if seen == count { return }
+                    }
+                }
+            }
+            for index in 0..<count {
+                let event = event(index)
+                for channel in channels { channel.send(event) }
+            }
+            await group.waitForAll()
+        }
+    }
+
+    // MARK: History page
+
+    /// A page of 50 from the middle of a large SQLite store, against the raw indexed SELECT of
+    /// the same rows (no decoding).
+    func historyPage() async throws -> BenchRow {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-bench-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try SQLiteChatStore(path: directory.appendingPathComponent("bench.sqlite").path)
+        let scope = StoreScope(backend: "bench", account: "a")
+        let conversation = ConversationID("c1")
+        let total = sizes.storedMessages
+        for start in stride(from: 0, to: total, by: 5_000) {
+            progress.say("history page: storing \(start) of \(total) messages")
+            let messages = (start..<min(total, start + 5_000)).map {
+                Message(
+                    serverID: MessageID("s\($0)"), conversationID: conversation, sequence: Int64($0 + 1), senderRole: .agent,
+                    text: "message \($0) with a sentence of ordinary length", time: Date(timeIntervalSince1970: 1_700_000_000 + Double($0))
+                )
+            }
+            try await store.apply([.saveMessages(messages)], scope: scope)
+        }
+        let middle = MessageOrderKey(
+            isPending: false, sequence: Int64(total / 2), time: Date(timeIntervalSince1970: 1_700_000_000 + Double(total / 2 - 1)),
+            tieBreaker: "s\(total / 2 - 1)"
+        )
+        var ours: [Double] = []
+        var raw: [Double] = []
+        let pages = sizes.pages
+        for round in 1...sizes.rounds {
+            progress.say("history page: round \(round) of \(sizes.rounds)")
+            ours.append(try await Self.seconds {
+                for _ in 0..<pages {
+                    _ = try await store.fetchMessages(in: conversation, before: middle, limit: 50, scope: scope)
+                }
+            } / Double(pages))
+            raw.append(try await Self.seconds {
+                for _ in 0..<pages {
+                    _ = try await store.database.read { db in
+                        try Data.fetchAll(
+                            db,
+                            sql: """
+                                SELECT value FROM message WHERE backend = ? AND account = ? AND conversation = ?
+                                AND (pending, sequence, time, tie) < (?, ?, ?, ?)
+                                ORDER BY pending DESC, sequence DESC, time DESC, tie DESC LIMIT 50
+                                """,
+                            arguments: [
+                                "bench", "a", "c1", middle.isPending, middle.sequence, middle.time.timeIntervalSinceReferenceDate,
+                                middle.tieBreaker,
+                            ]
+                        )
+                    }
+                }
+            } / Double(pages))
+        }
+        // Latency: lower is better, so the ratio is the store's time over the raw SELECT's.
+        let ratio = median(ours) / median(raw)
+        return BenchRow(
+            name: "history page of 50 from \(BenchRow.format(Double(total))) (SQLite file)", unit: "ms",
+            switchboard: median(ours) * 1000, baselineName: "raw indexed SELECT", baseline: median(raw) * 1000,
+            ratio: ratio, goal: "≤ 2× the time", met: ratio <= 2
+        )
+    }
+
+    // MARK: Timing
+
+    static func seconds(_ body: () async throws -> Void) async rethrows -> Double {
+        let clock = ContinuousClock()
+        let start = clock.now
+        try await body()
+        let elapsed = start.duration(to: clock.now)
+        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    }
+
+    static func rate(_ count: Int, _ body: () async -> Void) async -> Double {
+        let elapsed = await seconds(body)
+        return Double(count) / max(elapsed, 1e-9)
+    }
+
+    func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
+    }
+}
+
+/// The least a single-consumer channel can be: a locked deque and one waiting continuation.
+/// The lock guards both.
+final class BareChannel: Sendable {
+    private struct State {
+        var buffer: Deque<ChatEvent> = []
+        var waiter: CheckedContinuation<ChatEvent?, Never>?
+    }
+
+    private let state = Mutex(State())
+
+    func send(_ event: ChatEvent) {
+        let waiter: CheckedContinuation<ChatEvent?, Never>? = state.withLock { state in
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter
+            }
+            state.buffer.append(event)
+            return nil
+        }
+        waiter?.resume(returning: event)
+    }
+
+    func next() async -> ChatEvent? {
+        await withCheckedContinuation { continuation in
+            let ready: ChatEvent? = state.withLock { state in
+                if let event = state.buffer.popFirst() { return event }
+                state.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+}

@@ -1,0 +1,21 @@
+import Foundation
+import Testing
+
+@testable import switchboard
+
+/// `switchboard bench --quick`: every row runs and yields a figure and a baseline. Speed is not
+/// judged here (a debug build on a shared machine); `swift run -c release switchboard bench` is.
+@Suite(.timeLimit(.minutes(2)))
+struct BenchTests {
+    @Test func everyRowRunsOnTinySizes() async throws {
+        let rows = try await Bench(sizes: .quick, progress: BenchProgress(enabled: false)).run()
+        print(BenchRow.table(rows).joined(separator: "\n"))
+        #expect(rows.map(\.name).count == 5)
+        #expect(Set(rows.map(\.baselineName)) == ["AsyncStream", "bare channel", "raw indexed SELECT"])
+        for row in rows {
+            #expect(row.switchboard > 0 && row.baseline > 0 && row.ratio.isFinite, "\(row.name) against \(row.baselineName)")
+        }
+        let json = try JSONEncoder().encode(rows)
+        #expect(try JSONDecoder().decode([BenchRow].self, from: json) == rows)
+    }
+}
