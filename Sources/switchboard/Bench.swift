@@ -41,7 +41,7 @@ struct BenchRow: Codable, Sendable, Hashable {
     var switchboard: Double
     var baselineName: String
     var baseline: Double
-    /// Switchboard over the baseline, oriented so that above 1 means "more" of the unit.
+    /// Switchboard's figure over the baseline's: for a rate above 1 is faster, for a time slower.
     var ratio: Double
     var goal: String
     var met: Bool
