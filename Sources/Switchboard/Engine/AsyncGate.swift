@@ -2,8 +2,8 @@ import DequeModule
 import Synchronization
 
 /// A FIFO async lock: bodies run one at a time, in the order they arrived, each to completion
-/// (across its suspension points). The engine applies state changes through one; adapters whose
-/// protocol wants requests strictly one at a time (Webim's action queue) use one too.
+/// (across its suspension points). For adapters whose protocol wants requests strictly one at a
+/// time (Webim's action queue); the engine itself orders its work with its input loop.
 ///
 /// Bodies must not take the same gate again (that would wait for itself). Waiting for the gate
 /// is not cancellable: a body in front always finishes. The lock guards the busy flag and the
