@@ -47,7 +47,7 @@ extension ChatSession {
             return nil
         }
         for request in lanes.removeAll() {
-            await requestAbandoned(request.work, error: SwitchboardError(.connectionLost, "the link closed before \(request.work.request.name) was answered"))
+            requestAbandoned(request.work, error: SwitchboardError(.connectionLost, "the link closed before \(request.work.request.name) was answered"))
         }
         await perform(outbox.disconnected(interrupting: interrupted ? Set(unanswered) : []))
         for key in Array(trackers.keys) { trackers[key]!.connectionLost() }
@@ -66,27 +66,15 @@ extension ChatSession {
         result: Result<BackendResponse, SwitchboardError>
     ) async {
         guard var tracker = trackers[conversation] else { return }
-        var outcome = SequenceTrackerStateMachine<BackendEvent>.Outcome()
+        let outcome: SequenceTrackerStateMachine<BackendEvent>.Outcome
         switch result {
+        case .success(.events(let events)), .success(.retransmitted(let events, isComplete: false)):
+            outcome = receive(events, in: range, complete: false, tracker: &tracker)
+        case .success(.retransmitted(let events, isComplete: true)):
+            outcome = receive(events, in: range, complete: true, tracker: &tracker)
         case .success(let response):
-            let events: [BackendEvent]
-            let isComplete: Bool
-            switch response {
-            case .events(let reply): (events, isComplete) = (reply, false)
-            case .retransmitted(let reply, let complete): (events, isComplete) = (reply, complete)
-            default:
-                report(SwitchboardError(.protocolViolation, "retransmit answered with \(response)"), conversation: conversation)
-                outcome = tracker.retransmitFailed(range)
-                trackers[conversation] = tracker
-                await handle(outcome, in: conversation)
-                return
-            }
-            statisticsValue.retransmittedEvents += events.count
-            for event in events {
-                guard let sequence = event.sequence, range.contains(sequence) else { continue }
-                outcome.merge(tracker.receive(sequence: sequence, event: event))
-            }
-            outcome.merge(tracker.retransmitCompleted(range, complete: isComplete))
+            report(SwitchboardError(.protocolViolation, "retransmit answered with \(response)"), conversation: conversation)
+            outcome = tracker.retransmitFailed(range)
         case .failure(let error):
             if error.code != .cancelled {
                 report(SwitchboardError(error.code, "retransmit \(range) failed", underlying: error), conversation: conversation)
@@ -95,6 +83,23 @@ extension ChatSession {
         }
         trackers[conversation] = tracker
         await handle(outcome, in: conversation)
+    }
+
+    /// Feeds a retransmit's events of `range` to the tracker, then its completion.
+    private func receive(
+        _ events: [BackendEvent],
+        in range: ClosedRange<Int64>,
+        complete: Bool,
+        tracker: inout SequenceTrackerStateMachine<BackendEvent>
+    ) -> SequenceTrackerStateMachine<BackendEvent>.Outcome {
+        statisticsValue.retransmittedEvents += events.count
+        var outcome = SequenceTrackerStateMachine<BackendEvent>.Outcome()
+        for event in events {
+            guard let sequence = event.sequence, range.contains(sequence) else { continue }
+            outcome.merge(tracker.receive(sequence: sequence, event: event))
+        }
+        outcome.merge(tracker.retransmitCompleted(range, complete: complete))
+        return outcome
     }
 
     // MARK: Helpers
@@ -229,20 +234,18 @@ extension ChatSession {
         }
     }
 
-    /// Applies one in-order event to the store and publishes what changed. A message event's
-    /// store write goes in one transaction with `writes` (a send's outbox entry ending with its
-    /// confirmation); other events ignore them.
-    func deliver(_ event: BackendEvent, with writes: [StoreWrite] = []) async {
+    /// Applies one in-order event to the store and publishes what changed.
+    func deliver(_ event: BackendEvent) async {
         let conversation = event.conversationID
         let time = event.time
         do {
             switch event.kind {
             case .messageAdded(var message, let position):
                 if let conversation { message.conversationID = conversation }
-                try await applyMessage(message, position: position, sequence: event.sequence, time: time, with: writes)
+                try await applyMessage(message, position: position, sequence: event.sequence, time: time)
             case .messageUpdated(var message):
                 if let conversation { message.conversationID = conversation }
-                try await applyMessage(message, position: nil, sequence: event.sequence, time: time, with: writes)
+                try await applyMessage(message, position: nil, sequence: event.sequence, time: time)
             case .messageRemoved(let messageID):
                 guard let conversation else { throw missingConversation(event) }
                 guard try await store.fetchMessage(serverID: messageID, in: conversation, scope: scope) != nil else {
@@ -318,13 +321,7 @@ extension ChatSession {
         }
     }
 
-    private func applyMessage(
-        _ message: Message,
-        position: ChatEvent.MessagePosition?,
-        sequence: Int64?,
-        time: Date?,
-        with writes: [StoreWrite]
-    ) async throws {
+    private func applyMessage(_ message: Message, position: ChatEvent.MessagePosition?, sequence: Int64?, time: Date?) async throws {
         let conversation = message.conversationID
         _ = try await knownConversation(conversation, time: time)
         let byServerID = try await message.serverID.asyncFlatMap {
@@ -336,23 +333,21 @@ extension ChatSession {
         // A history page is older information than whatever the store holds: it only fills in.
         if position == .history, byServerID != nil {
             statisticsValue.duplicatesDropped += 1
-            if !writes.isEmpty { try await store.apply(writes, scope: scope) }
             return
         }
         switch MessageReconciler.reconcile(message, byServerID: byServerID, byClientID: byClientID) {
         case .insert(let message):
-            try await store.apply([.saveMessages([message])] + writes, scope: scope)
+            try await store.saveMessages([message], scope: scope)
             if let position {
                 publish(.messageAdded(message, position: position), conversation: conversation, sequence: sequence, time: time)
             } else {
                 publish(.messageUpdated(message), conversation: conversation, sequence: sequence, time: time)
             }
         case .update(_, let merged):
-            try await store.apply([.saveMessages([merged])] + writes, scope: scope)
+            try await store.saveMessages([merged], scope: scope)
             publish(.messageUpdated(merged), conversation: conversation, sequence: sequence, time: time)
         case .duplicate:
             statisticsValue.duplicatesDropped += 1
-            if !writes.isEmpty { try await store.apply(writes, scope: scope) }
         }
         if let clientID = message.clientID, message.serverID != nil {
             await perform(outbox.echoed(clientID))

@@ -17,7 +17,7 @@ extension ChatSession {
 
     public func conversation(_ id: ConversationID) async throws -> any Conversation {
         try lifecycle.checkOpen()
-        guard try await store.base.fetchConversation(id, scope: scope) != nil else {
+        guard try await storedConversation(id) != nil else {
             throw SwitchboardError(.conversationNotFound, "no conversation \(id) in this session")
         }
         return SessionConversation(session: self, id: id)
@@ -71,17 +71,7 @@ extension ChatSession {
         )
         let now = clock.date
         let entry = OutboxEntry(message: outgoing, createdAt: now)
-        let message = Message(
-            clientID: outgoing.clientID,
-            conversationID: conversation,
-            kind: draft.kind,
-            text: draft.text,
-            attachments: draft.attachments,
-            payload: draft.payload,
-            time: now,
-            quote: draft.quote,
-            deliveryState: .pending
-        )
+        let message = entry.pendingMessage
         _ = try await knownConversation(conversation, time: now)
         // The message and its outbox entry in one transaction: a crash between the two would
         // leave a pending message nothing resends.
@@ -103,14 +93,16 @@ extension ChatSession {
                 await persist { try await self.store.removeOutboxEntry(entry.clientID, scope: self.scope) }
             case .fail(let entry, let reason):
                 statisticsValue.sendFailures += 1
-                await persist {
-                    // The failed message and the end of its entry in one transaction.
-                    var writes: [StoreWrite] = [.removeOutboxEntry(entry.clientID)]
-                    var failed = try await self.store.fetchMessage(clientID: entry.clientID, scope: self.scope)
-                    failed?.deliveryState = .failed(reason)
-                    if let failed { writes.insert(.saveMessages([failed]), at: 0) }
-                    try await self.store.apply(writes, scope: self.scope)
-                    if let failed { self.publish(.messageUpdated(failed), conversation: entry.conversationID) }
+                // The failed message and the end of its entry in one transaction.
+                await inOneTransaction {
+                    await persist {
+                        try await self.store.removeOutboxEntry(entry.clientID, scope: self.scope)
+                        if var message = try await self.store.fetchMessage(clientID: entry.clientID, scope: self.scope) {
+                            message.deliveryState = .failed(reason)
+                            try await self.store.saveMessages([message], scope: self.scope)
+                            self.publish(.messageUpdated(message), conversation: entry.conversationID)
+                        }
+                    }
                 }
             case .persist(let entry):
                 await persist { try await self.store.saveOutboxEntry(entry, scope: self.scope) }
@@ -136,19 +128,12 @@ extension ChatSession {
                 stored.deliveryState = .sent
                 confirmed = stored
             }
-            var actions = outbox.succeeded(entry.clientID)
-            var writes: [StoreWrite] = []
-            if let index = actions.firstIndex(where: { $0.completes(entry.clientID) }) {
-                actions.remove(at: index)
-                statisticsValue.messagesSent += 1
-                writes.append(.removeOutboxEntry(entry.clientID))
+            await inOneTransaction {
+                if let confirmed {
+                    await deliver(BackendEvent(.messageUpdated(confirmed), conversation: entry.conversationID))
+                }
+                await perform(outbox.succeeded(entry.clientID))
             }
-            if let confirmed {
-                await deliver(BackendEvent(.messageUpdated(confirmed), conversation: entry.conversationID), with: writes)
-            } else {
-                await persist { try await self.store.apply(writes, scope: self.scope) }
-            }
-            await perform(actions)
         case .failure(let error):
             logger.debug("send failed", metadata: ["error": "\(error)", "attempts": "\(entry.attempts + 1)"])
             await perform(outbox.failed(entry.clientID, error: error, using: &random))
@@ -229,15 +214,11 @@ extension ChatSession {
         after other: ChatEvent.ReadMarker,
         in conversation: ConversationID
     ) async throws -> Bool {
-        switch (marker, other) {
-        case (.sequence(let new), .sequence(let old)): return new > old
-        case (.time(let new), .time(let old)): return new > old
-        default:
-            guard let new = try await readPosition(of: marker, in: conversation),
-                let old = try await readPosition(of: other, in: conversation)
-            else { return true }
-            return new > old
-        }
+        if case .sequence(let new) = marker, case .sequence(let old) = other { return new > old }
+        guard let new = try await readPosition(of: marker, in: conversation),
+            let old = try await readPosition(of: other, in: conversation)
+        else { return true }
+        return new > old
     }
 
     private func readPosition(of marker: ChatEvent.ReadMarker, in conversation: ConversationID) async throws -> Date? {
@@ -292,12 +273,12 @@ extension ChatSession {
     /// more to ask (exhausted, or no link).
     private func nextHistoryQuery(in conversation: ConversationID, limit: Int) async throws -> HistoryQuery? {
         guard !historyExhausted.contains(conversation), isLinkOpen else { return nil }
-        let anchor: HistoryQuery.Anchor?
-        if let oldest = try await store.fetchOldestConfirmedMessage(in: conversation, scope: scope) {
-            anchor = historyAnchors[conversation] ?? oldest.sequence.map { .sequence($0) } ?? .time(oldest.time)
-        } else {
-            anchor = historyAnchors[conversation]
+        // The backend's own anchor from the last page wins; the store is read only without one.
+        if let anchor = historyAnchors[conversation] {
+            return HistoryQuery(conversationID: conversation, before: anchor, limit: limit)
         }
+        let oldest = try await store.fetchOldestConfirmedMessage(in: conversation, scope: scope)
+        let anchor = oldest.map { oldest in oldest.sequence.map { HistoryQuery.Anchor.sequence($0) } ?? .time(oldest.time) }
         return HistoryQuery(conversationID: conversation, before: anchor, limit: limit)
     }
 }

@@ -77,9 +77,10 @@ public actor ChatSession: Session {
     var timers = TimerSchedule()
     /// Child tasks the loop decided on; started by the loop between inputs.
     var spawns: [Spawn] = []
-    var isWaitingToReconnect = false
     var loopEnded = false
     private var hasRun = false
+    /// Waiting out the backoff before the next link.
+    var isWaitingToReconnect: Bool { timers.deadlines[.reconnect] != nil }
     private var didLoadState = false
 
     public private(set) var connectionState: ConnectionState = .disconnected
@@ -212,7 +213,7 @@ public actor ChatSession: Session {
             if case .command(let body) = input { await body(self) }
         }
         for request in lanes.removeAll() {
-            await requestAbandoned(request.work, error: SwitchboardError(.sessionClosed, "the session has ended"))
+            requestAbandoned(request.work, error: SwitchboardError(.sessionClosed, "the session has ended"))
         }
         setConnectionState(.disconnected, reason: .userInitiated)
     }
@@ -262,6 +263,9 @@ public actor ChatSession: Session {
         var entries = try await store.fetchOutbox(scope: scope)
         let queued = Set(entries.map(\.clientID))
         var repairs: [StoreWrite] = []
+        for entry in entries where try await store.fetchMessage(clientID: entry.clientID, scope: scope) == nil {
+            repairs.append(.saveMessages([entry.pendingMessage]))
+        }
         for message in try await store.fetchPendingMessages(scope: scope) {
             guard let clientID = message.clientID, !queued.contains(clientID) else { continue }
             let draft = MessageDraft(
@@ -274,15 +278,6 @@ public actor ChatSession: Session {
             )
             entries.append(entry)
             repairs.append(.saveOutboxEntry(entry))
-        }
-        for entry in entries where try await store.fetchMessage(clientID: entry.clientID, scope: scope) == nil {
-            let content = entry.message.content
-            let message = Message(
-                clientID: entry.clientID, conversationID: entry.conversationID, kind: content.kind, text: content.text,
-                attachments: content.attachments, payload: content.payload, time: entry.createdAt,
-                quote: content.quote, deliveryState: .pending
-            )
-            repairs.append(.saveMessages([message]))
         }
         if !repairs.isEmpty {
             try await store.apply(repairs, scope: scope)
@@ -328,13 +323,14 @@ public actor ChatSession: Session {
         let jobs: AsyncStream<LinkJob>.Continuation
         var isOpen = false
         var isEnding = false
-        var endedOnPurpose = false
         /// Ended on purpose with requests in flight: their answers are awaited before the link
         /// closes, so a send the server took is not left in the outbox by a pause or a close.
         var isDraining = false
         /// Requests handed to the link and not answered yet.
         var jobsOut = 0
         var failure: SwitchboardError?
+        /// Ended by the loop without a failure (pause, close, cancellation).
+        var endedOnPurpose: Bool { isEnding && failure == nil }
         var sawFirstUpdate = false
         /// It lasted long enough, or carried a request through: the backoff may start afresh.
         var provedHealthy = false
@@ -360,20 +356,21 @@ public actor ChatSession: Session {
                 if link!.stableTimerFired { linkProvedHealthy() }
             }
             // The updates that arrived together go into one store transaction.
-            store.begin()
-            await apply(update)
             var batched = 1
-            while batched < configuration.maxUpdatesPerTransaction,
-                case .update(_, let next)? = inbox.nextIfBuffered(where: { input in
-                    if case .update(id, _) = input { return true }
-                    return false
-                })
-            {
-                inbox.updateTaken()
-                await apply(next)
-                batched += 1
+            await inOneTransaction {
+                await apply(update)
+                while batched < configuration.maxUpdatesPerTransaction,
+                    case .update(_, let next)? = inbox.nextIfBuffered(where: { input in
+                        if case .update(id, _) = input { return true }
+                        return false
+                    })
+                {
+                    inbox.updateTaken()
+                    await apply(next)
+                    batched += 1
+                }
             }
-            await commitBatch(updates: batched)
+            statisticsValue.batchedUpdates += batched
         case .linkFailed(let id, let error):
             guard link?.id == id else { return }
             if link!.isDraining {
@@ -427,10 +424,7 @@ public actor ChatSession: Session {
         if lifecycle.wantsConnection {
             if link == nil && !isWaitingToReconnect { startLink() }
         } else {
-            if isWaitingToReconnect {
-                isWaitingToReconnect = false
-                cancelTimer(.reconnect)
-            }
+            cancelTimer(.reconnect)
             if link != nil {
                 endLink(failure: nil)
             } else {
@@ -462,7 +456,6 @@ public actor ChatSession: Session {
     private func endLink(failure: SwitchboardError?) {
         guard var state = link, !state.isEnding else { return }
         state.isEnding = true
-        state.endedOnPurpose = failure == nil
         state.failure = failure
         state.isDraining = failure == nil && !loopEnded && state.jobsOut > 0
         link = state
@@ -535,7 +528,6 @@ public actor ChatSession: Session {
         let thrown = error.flatMap { $0.code == .cancelled ? nil : $0 }
         let failure = thrown ?? state.failure ?? SwitchboardError(.connectionLost, "the link ended")
         statisticsValue.connectionFailures += 1
-        if state.provedHealthy { reconnect.connected() }
         switch reconnect.failed(failure, using: &random) {
         case .retry(let delay, let clearCredentials):
             logger.debug("link failed, retrying", metadata: ["error": "\(failure)", "delay": "\(delay)"])
@@ -544,7 +536,6 @@ public actor ChatSession: Session {
                 await persist { try await self.store.saveCredentials(self.credentials, scope: self.scope) }
             }
             setConnectionState(.waitingToReconnect, reason: .connectionLost(failure))
-            isWaitingToReconnect = true
             setTimer(.reconnect, after: delay)
         case .giveUp(let error):
             logger.error("session ended", metadata: ["error": "\(error)"])
@@ -580,23 +571,29 @@ public actor ChatSession: Session {
         _ body: @escaping @Sendable (isolated ChatSession) async throws -> T
     ) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            let accepted = inbox.yield(
-                .command { session in
-                    guard !session.loopEnded else {
-                        continuation.resume(throwing: SwitchboardError(.sessionClosed, "the session has ended"))
-                        return
-                    }
-                    do {
-                        continuation.resume(returning: try await body(session))
-                    } catch {
-                        continuation.resume(throwing: error)
-                    }
-                }
-            )
-            if !accepted {
-                continuation.resume(throwing: SwitchboardError(.sessionClosed, "the session has ended"))
-            }
+            submit(answering: continuation) { session in continuation.resume(returning: try await body(session)) }
         }
+    }
+
+    /// Hands `body` to the loop. `continuation` is answered with what `body` throws, or with
+    /// `sessionClosed` when the loop has ended; on success `body` answers it (now, or later, as
+    /// a request's outcome does).
+    private nonisolated func submit<T: Sendable>(
+        answering continuation: CheckedContinuation<T, any Error>,
+        _ body: @escaping @Sendable (isolated ChatSession) async throws -> Void
+    ) {
+        let ended = SwitchboardError(.sessionClosed, "the session has ended")
+        let accepted = inbox.yield(
+            .command { session in
+                guard !session.loopEnded else { return continuation.resume(throwing: ended) }
+                do {
+                    try await body(session)
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        )
+        if !accepted { continuation.resume(throwing: ended) }
     }
 
     // MARK: Timers
@@ -619,8 +616,7 @@ public actor ChatSession: Session {
     }
 
     func setTimer(_ event: TimerEvent, after delay: Duration) {
-        timers.deadlines[event] = clock.now + max(.zero, delay)
-        armTimer()
+        setTimer(event, at: clock.now + max(.zero, delay))
     }
 
     func setTimer(_ event: TimerEvent, at deadline: Duration) {
@@ -674,8 +670,6 @@ public actor ChatSession: Session {
     private func timerFired(_ event: TimerEvent) async {
         switch event {
         case .reconnect:
-            guard isWaitingToReconnect else { return }
-            isWaitingToReconnect = false
             reconcileLink()
         case .linkStable(let id):
             guard link?.id == id else { return }
@@ -768,7 +762,7 @@ public actor ChatSession: Session {
     }
 
     /// A request that never got an answer because its link or the session went away.
-    func requestAbandoned(_ work: LaneWork, error: SwitchboardError) async {
+    func requestAbandoned(_ work: LaneWork, error: SwitchboardError) {
         switch work {
         case .send, .retransmit, .typing, .markRead:
             // The outbox resends, the tracker re-plans, typing is dropped, the marker stays pending.
@@ -798,20 +792,23 @@ public actor ChatSession: Session {
         bus.publish(event)
     }
 
-    /// Stores the open batch's writes in one transaction, then publishes its events.
-    private func commitBatch(updates: Int) async {
+    /// Runs `body` with the loop's store in a batch: all its writes are one transaction, and its
+    /// events are published once that is stored. Inside an open batch it simply runs `body`.
+    func inOneTransaction(_ body: () async -> Void) async {
+        guard !store.isBatching else {
+            await body()
+            return
+        }
+        store.begin()
+        await body()
         let events = deferredEvents
         deferredEvents.removeAll(keepingCapacity: true)
         do {
-            let writes = try await store.commit(scope: scope)
-            if writes > 0 {
-                statisticsValue.storeTransactions += 1
-                statisticsValue.batchedUpdates += updates
-            }
+            if try await store.commit(scope: scope) > 0 { statisticsValue.storeTransactions += 1 }
         } catch {
             // What the batch would have announced was not stored: a problem instead, and the
             // cursor it would have moved was not stored either, so the next link fetches it again.
-            report(SwitchboardError(.storageFailure, "could not store \(updates) updates", underlying: error))
+            report(SwitchboardError(.storageFailure, "could not store a batch of writes", underlying: error))
             return
         }
         statisticsValue.eventsPublished += events.count
@@ -838,23 +835,12 @@ public actor ChatSession: Session {
     func performNow(_ request: BackendRequest) async throws -> BackendResponse {
         try requireCapability(request.requiredCapability)
         return try await withCheckedThrowingContinuation { continuation in
-            let accepted = inbox.yield(
-                .command { session in
-                    do {
-                        guard !session.loopEnded else {
-                            throw SwitchboardError(.sessionClosed, "the session has ended")
-                        }
-                        try session.lifecycle.checkOpen()
-                        guard session.enqueue(.app(request, continuation), lane: request.conversationID) else {
-                            throw SwitchboardError(.notConnected, "\(request.name) needs a connection")
-                        }
-                    } catch {
-                        continuation.resume(throwing: error)
-                    }
+            // Answered by the request's outcome (see `requestFinished`).
+            submit(answering: continuation) { session in
+                try session.lifecycle.checkOpen()
+                guard session.enqueue(.app(request, continuation), lane: request.conversationID) else {
+                    throw SwitchboardError(.notConnected, "\(request.name) needs a connection")
                 }
-            )
-            if !accepted {
-                continuation.resume(throwing: SwitchboardError(.sessionClosed, "the session has ended"))
             }
         }
     }

@@ -35,6 +35,16 @@ public struct OutboxEntry: Sendable, Hashable, Codable {
 
     public var clientID: ClientMessageID { message.clientID }
     public var conversationID: ConversationID { message.conversationID }
+
+    /// The message as it is shown while it waits: pending, at the time the send was made.
+    public var pendingMessage: Message {
+        let content = message.content
+        return Message(
+            clientID: clientID, conversationID: conversationID, kind: content.kind, text: content.text,
+            attachments: content.attachments, payload: content.payload, time: createdAt, quote: content.quote,
+            deliveryState: .pending
+        )
+    }
 }
 
 /// The outbox's rules: FIFO per conversation, one send in flight per conversation, sent only
@@ -54,11 +64,6 @@ public struct OutboxStateMachine: Sendable {
         /// Call ``retryTimerFired(_:)`` for the conversation after the delay.
         case scheduleRetry(ConversationID, after: Duration)
 
-        /// Whether this action completes the send with `clientID`.
-        public func completes(_ clientID: ClientMessageID) -> Bool {
-            if case .complete(let entry) = self { return entry.clientID == clientID }
-            return false
-        }
     }
 
     public let backoff: BackoffPolicy

@@ -35,22 +35,24 @@ final class BatchingStore: ChatStore {
     /// - Returns: how many writes the transaction held.
     @discardableResult
     func commit(scope: StoreScope) async throws -> Int {
-        let writes = batch.withLock { batch in
-            defer { batch = nil }
-            return batch?.writes ?? []
-        }
-        if !writes.isEmpty { try await base.apply(writes, scope: scope) }
-        return writes.count
+        try await applyKept(keepingOn: false, scope: scope)
     }
 
     /// Applies what is kept so far and goes on keeping: before a read the overlay cannot answer.
     private func flush(scope: StoreScope) async throws {
+        try await applyKept(keepingOn: true, scope: scope)
+    }
+
+    /// Applies the kept writes as one transaction; the batch then starts empty, or ends.
+    @discardableResult
+    private func applyKept(keepingOn: Bool, scope: StoreScope) async throws -> Int {
         let writes: [StoreWrite] = batch.withLock { batch in
-            guard batch != nil else { return [] }
-            defer { batch = Batch() }
-            return batch!.writes
+            guard let kept = batch else { return [] }
+            batch = keepingOn ? Batch() : nil
+            return kept.writes
         }
         if !writes.isEmpty { try await base.apply(writes, scope: scope) }
+        return writes.count
     }
 
     // MARK: Reads by key: the overlay first
@@ -153,10 +155,7 @@ final class BatchingStore: ChatStore {
             return true
         }
         if kept { return }
-        if isBatching {
-            try await flush(scope: scope)
-            batch.withLock { $0 = Batch() }
-        }
+        try await flush(scope: scope)
         try await base.apply(writes, scope: scope)
     }
 
