@@ -53,6 +53,11 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
     private var held: [Int64: Event] = [:]
     private var requested: [ClosedRange<Int64>] = []
     private var absent: Set<Int64> = []
+    /// Some missing sequence up to the head may be unrequested (the in-flight bound was hit, a
+    /// request failed or came back incomplete, the link was lost): the next input plans in full.
+    /// Otherwise everything missing up to the head is requested, and an event past the head
+    /// adds only the run between the two.
+    private var needsFullPlan = false
     public private(set) var isHoldTimerRunning = false
 
     /// - Parameters:
@@ -94,6 +99,7 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
             outcome.refused = sequence
             return outcome
         }
+        let previousHead = head
         head = max(head, sequence)
         absent.remove(sequence)
         if sequence == delivered + 1 || held.count < maxHeld {
@@ -102,7 +108,16 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
             outcome.overflowed = 1
         }
         drain(into: &outcome)
-        plan(into: &outcome)
+        if needsFullPlan {
+            plan(into: &outcome)
+        } else if sequence > previousHead {
+            // Everything missing up to the old head is asked for already: only the new run is
+            // (this event too, when the held buffer had no room for it).
+            let end = held[sequence] == nil ? sequence : sequence - 1
+            let start = max(previousHead, delivered) + 1
+            if start <= end { request(start...end, into: &outcome) }
+            startHoldTimerIfNeeded(into: &outcome)
+        }
         return outcome
     }
 
@@ -126,6 +141,7 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
         var outcome = Outcome()
         requested.removeAll { $0 == range }
         guard complete else {
+            needsFullPlan = true
             startHoldTimer(into: &outcome)
             return outcome
         }
@@ -141,6 +157,7 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
     public mutating func retransmitFailed(_ range: ClosedRange<Int64>) -> Outcome {
         var outcome = Outcome()
         requested.removeAll { $0 == range }
+        needsFullPlan = true
         startHoldTimer(into: &outcome)
         return outcome
     }
@@ -160,6 +177,7 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
     /// ``headObserved(_:)`` or timer plans them again.
     public mutating func connectionLost() {
         requested.removeAll()
+        needsFullPlan = true
         isHoldTimerRunning = false
     }
 
@@ -189,6 +207,7 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
     /// the batch limit, while fewer than `maxInFlight` are out. Walks the covered spans (held,
     /// absent, requested) in order, so its cost does not depend on the size of the gaps.
     private mutating func plan(into outcome: inout Outcome) {
+        needsFullPlan = false
         guard head > delivered else { return }
         if requested.count < maxInFlight {
             var covered = requested
@@ -198,21 +217,33 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
             covered.sort { $0.lowerBound < $1.lowerBound }
             var next = delivered + 1
             for span in covered where span.upperBound >= next {
-                guard next <= head, requested.count < maxInFlight else { break }
+                guard next <= head, !needsFullPlan else { break }
                 if span.lowerBound > next { request(next...min(span.lowerBound - 1, head), into: &outcome) }
                 next = max(next, span.upperBound + 1)
             }
-            if next <= head, requested.count < maxInFlight { request(next...head, into: &outcome) }
+            if next <= head { request(next...head, into: &outcome) }
+        } else {
+            needsFullPlan = true
         }
+        startHoldTimerIfNeeded(into: &outcome)
+    }
+
+    private mutating func startHoldTimerIfNeeded(into outcome: inout Outcome) {
         if !isHoldTimerRunning && (hasGap || !requested.isEmpty) {
             isHoldTimerRunning = true
             outcome.startHoldTimer = true
         }
     }
 
+    /// Asks for `run` in chunks of the batch limit while fewer than `maxInFlight` are out; what
+    /// does not fit is left to a full plan later.
     private mutating func request(_ run: ClosedRange<Int64>, into outcome: inout Outcome) {
         var start = run.lowerBound
-        while start <= run.upperBound, requested.count < maxInFlight {
+        while start <= run.upperBound {
+            guard requested.count < maxInFlight else {
+                needsFullPlan = true
+                return
+            }
             let end = min(run.upperBound, start + Int64(batchLimit) - 1)
             requested.append(start...end)
             outcome.retransmit.append(start...end)
