@@ -37,13 +37,19 @@ final class EngineInbox<Input: Sendable>: Sendable {
     /// Adds an input; `false` when the loop has ended and will never take it.
     @discardableResult
     func yield(_ input: Input) -> Bool {
+        put(input, first: false)
+    }
+
+    /// Hands `input` to the waiting consumer, or buffers it (at the front when `first`).
+    @discardableResult
+    private func put(_ input: Input, first: Bool) -> Bool {
         let consumer: CheckedContinuation<Input?, Never>?? = state.withLock { state in
             if state.isClosed { return nil }
             if let consumer = state.consumer {
                 state.consumer = nil
                 return .some(consumer)
             }
-            state.buffer.append(input)
+            if first { state.buffer.prepend(input) } else { state.buffer.append(input) }
             state.peakBuffered = max(state.peakBuffered, state.buffer.count)
             return .some(nil)
         }
@@ -121,16 +127,7 @@ final class EngineInbox<Input: Sendable>: Sendable {
     /// Wakes the consumer with `input` ahead of anything buffered (used when the loop's task is
     /// cancelled).
     func interrupt(with input: Input) {
-        let consumer: CheckedContinuation<Input?, Never>? = state.withLock { state in
-            if state.isClosed { return nil }
-            if let consumer = state.consumer {
-                state.consumer = nil
-                return consumer
-            }
-            state.buffer.prepend(input)
-            return nil
-        }
-        consumer?.resume(returning: input)
+        put(input, first: true)
     }
 
     /// Refuses further inputs and returns the ones never taken, so their owners can be answered.
