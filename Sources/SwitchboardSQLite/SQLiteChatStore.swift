@@ -313,82 +313,49 @@ public final class SQLiteChatStore: ChatStore {
 
     public func apply(_ writes: [StoreWrite], scope: StoreScope) async throws {
         guard !writes.isEmpty else { return }
-        // Encoded before the transaction: a value that does not encode fails the whole batch
-        // before anything is written.
-        let encoded = try writes.map { try Self.encode($0) }
+        // One transaction: a write that fails, or a value that does not encode, rolls it all back.
         try await write { db in
-            for write in encoded { try Self.perform(write, scope: scope, db) }
+            for write in writes { try Self.perform(write, scope: scope, db) }
         }
     }
 
-    /// A write with its values encoded for the store.
-    private enum EncodedWrite: Sendable {
-        case saveConversation(ConversationID, Data)
-        case removeConversation(ConversationID)
-        case saveMessages([(Message, Data)])
-        case removeMessage(MessageID, ConversationID)
-        case removeAllMessages(ConversationID)
-        case saveReadMarker(Data, ParticipantID, ConversationID)
-        case saveSequence(Int64, ConversationID)
-        case saveCursor(Data?)
-        case saveOutboxEntry(ClientMessageID, Data)
-        case removeOutboxEntry(ClientMessageID)
-        case saveCredentials(Data)
-    }
-
-    private static func encode(_ write: StoreWrite) throws -> EncodedWrite {
-        switch write {
-        case .saveConversation(let conversation): .saveConversation(conversation.id, try encode(conversation))
-        case .removeConversation(let id): .removeConversation(id)
-        case .saveMessages(let messages): .saveMessages(try messages.map { ($0, try encode($0)) })
-        case .removeMessage(let id, let conversation): .removeMessage(id, conversation)
-        case .removeAllMessages(let conversation): .removeAllMessages(conversation)
-        case .saveReadMarker(let marker, let participant, let conversation): .saveReadMarker(try encode(marker), participant, conversation)
-        case .saveSequence(let sequence, let conversation): .saveSequence(sequence, conversation)
-        case .saveCursor(let cursor): .saveCursor(try cursor.map { try encode($0) })
-        case .saveOutboxEntry(let entry): .saveOutboxEntry(entry.clientID, try encode(entry))
-        case .removeOutboxEntry(let clientID): .removeOutboxEntry(clientID)
-        case .saveCredentials(let credentials): .saveCredentials(try encode(credentials))
-        }
-    }
-
-    private static func perform(_ write: EncodedWrite, scope: StoreScope, _ db: Database) throws {
+    private static func perform(_ write: StoreWrite, scope: StoreScope, _ db: Database) throws {
         let key = "backend = ? AND account = ?"
         switch write {
-        case .saveConversation(let id, let value):
-            try upsertKeepingOrder(value, into: "conversation", keyColumn: "id", key: id.rawValue, scope: scope, db)
+        case .saveConversation(let conversation):
+            try upsertKeepingOrder(try encode(conversation), into: "conversation", keyColumn: "id", key: conversation.id.rawValue, scope: scope, db)
         case .removeConversation(let id):
             let arguments = scope.arguments + [id.rawValue]
             try db.execute(sql: "DELETE FROM conversation WHERE \(key) AND id = ?", arguments: arguments)
             for table in ["message", "readMarker", "sequence"] {
                 try db.execute(sql: "DELETE FROM \(table) WHERE \(key) AND conversation = ?", arguments: arguments)
             }
-        case .saveMessages(let rows):
-            for (message, value) in rows { try save(message, value: value, scope: scope, db) }
+        case .saveMessages(let messages):
+            for message in messages { try save(message, value: try encode(message), scope: scope, db) }
         case .removeMessage(let id, let conversation):
             try db.execute(sql: "DELETE FROM message WHERE \(key) AND conversation = ? AND serverID = ?", arguments: scope.arguments + [conversation.rawValue, id.rawValue])
         case .removeAllMessages(let conversation):
             try db.execute(sql: "DELETE FROM message WHERE \(key) AND conversation = ?", arguments: scope.arguments + [conversation.rawValue])
-        case .saveReadMarker(let value, let participant, let conversation):
+        case .saveReadMarker(let marker, let participant, let conversation):
             try db.execute(
                 sql: "INSERT OR REPLACE INTO readMarker (backend, account, conversation, participant, value) VALUES (?, ?, ?, ?, ?)",
-                arguments: scope.arguments + [conversation.rawValue, participant.rawValue, value]
+                arguments: scope.arguments + [conversation.rawValue, participant.rawValue, try encode(marker)]
             )
         case .saveSequence(let sequence, let conversation):
             try db.execute(
                 sql: "INSERT OR REPLACE INTO sequence (backend, account, conversation, value) VALUES (?, ?, ?, ?)",
                 arguments: scope.arguments + [conversation.rawValue, sequence]
             )
-        case .saveCursor(let value?):
-            try db.execute(sql: "INSERT OR REPLACE INTO cursor (backend, account, value) VALUES (?, ?, ?)", arguments: scope.arguments + [value])
+        case .saveCursor(let cursor?):
+            try db.execute(sql: "INSERT OR REPLACE INTO cursor (backend, account, value) VALUES (?, ?, ?)", arguments: scope.arguments + [try encode(cursor)])
         case .saveCursor(nil):
             try db.execute(sql: "DELETE FROM cursor WHERE \(key)", arguments: scope.arguments)
-        case .saveOutboxEntry(let clientID, let value):
-            try upsertKeepingOrder(value, into: "outbox", keyColumn: "clientID", key: clientID.rawValue, scope: scope, db)
+        case .saveOutboxEntry(let entry):
+            try upsertKeepingOrder(try encode(entry), into: "outbox", keyColumn: "clientID", key: entry.clientID.rawValue, scope: scope, db)
         case .removeOutboxEntry(let clientID):
             try db.execute(sql: "DELETE FROM outbox WHERE \(key) AND clientID = ?", arguments: scope.arguments + [clientID.rawValue])
-        case .saveCredentials(let value):
-            try db.execute(sql: "INSERT OR REPLACE INTO credentials (backend, account, value) VALUES (?, ?, ?)", arguments: scope.arguments + [value])
+        case .saveCredentials(let credentials):
+            try db.execute(sql: "INSERT OR REPLACE INTO credentials (backend, account, value) VALUES (?, ?, ?)", arguments: scope.arguments + [try encode(credentials)])
         }
     }
 
