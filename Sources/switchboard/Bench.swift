@@ -151,58 +151,48 @@ struct Bench: Sendable {
     static func throughBus(_ count: Int, subscribers: Int) async {
         let bus = EventBus()
         let streams = (0..<subscribers).map { _ in bus.subscribe(buffering: .unbounded) }
-        await withTaskGroup(of: Void.self) { group in
-            for stream in streams {
-                group.addTask {
-                    var seen = 0
-                    for await _ in stream {
-                        seen += 1
-                        if seen == count { return }
-                    }
-                }
-            }
-            for index in 0..<count { bus.publish(event(index)) }
-            await group.waitForAll()
-        }
+        await fanOut(count, to: streams.map { stream in { await take(count, from: stream) } }) { bus.publish($0) }
     }
 
     static func throughAsyncStream(_ count: Int, subscribers: Int) async {
         let pairs = (0..<subscribers).map { _ in AsyncStream.makeStream(of: ChatEvent.self) }
-        await withTaskGroup(of: Void.self) { group in
-            for (stream, _) in pairs {
-                group.addTask {
-                    var seen = 0
-                    for await _ in stream {
-                        seen += 1
-                        if seen == count { return }
-                    }
-                }
-            }
-            for index in 0..<count {
-                let event = event(index)
-                for (_, continuation) in pairs { continuation.yield(event) }
-            }
-            await group.waitForAll()
+        await fanOut(count, to: pairs.map { stream, _ in { await take(count, from: stream) } }) { event in
+            for (_, continuation) in pairs { continuation.yield(event) }
         }
     }
 
     static func throughBareChannel(_ count: Int, subscribers: Int) async {
         let channels = (0..<subscribers).map { _ in BareChannel() }
+        let consumers: [@Sendable () async -> Void] = channels.map { channel in
+            {
+                var seen = 0
+                while seen < count, await channel.next() != nil { seen += 1 }
+            }
+        }
+        await fanOut(count, to: consumers) { event in
+            for channel in channels { channel.send(event) }
+        }
+    }
+
+    /// Runs each consumer as a child task while `publish` sends `count` events, and waits for all.
+    private static func fanOut(
+        _ count: Int,
+        to consumers: [@Sendable () async -> Void],
+        publish: (ChatEvent) -> Void
+    ) async {
         await withTaskGroup(of: Void.self) { group in
-            for channel in channels {
-                group.addTask {
-                    var seen = 0
-                    while await channel.next() != nil {
-                        seen += 1
-                        if seen == count { return }
-                    }
-                }
-            }
-            for index in 0..<count {
-                let event = event(index)
-                for channel in channels { channel.send(event) }
-            }
+            for consumer in consumers { group.addTask { await consumer() } }
+            for index in 0..<count { publish(event(index)) }
             await group.waitForAll()
+        }
+    }
+
+    /// Iterates `sequence` for `count` events, or until it ends.
+    private static func take<S: AsyncSequence & Sendable>(_ count: Int, from sequence: S) async where S.Failure == Never {
+        var seen = 0
+        for await _ in sequence {
+            seen += 1
+            if seen == count { return }
         }
     }
 
