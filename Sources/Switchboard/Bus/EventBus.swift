@@ -212,7 +212,7 @@ final class EventSubscription: Sendable {
                 if let ready { continuation.resume(returning: ready) }
             }
         } onCancel: {
-            cancelWaiter()
+            finish()
         }
     }
 
@@ -228,10 +228,6 @@ final class EventSubscription: Sendable {
         onFinish(self)
     }
 
-    /// The consumer's task was cancelled while it waited: the subscription ends.
-    private func cancelWaiter() {
-        finish()
-    }
 
     /// The gap event stands where the first dropped event stood, so it carries that event's
     /// origin and time (no clock of its own).
