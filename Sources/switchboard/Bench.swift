@@ -19,10 +19,13 @@ struct BenchCommand: AsyncParsableCommand {
 
     @Flag(help: "Tiny sizes: checks that every row runs, not how fast.") var quick = false
     @Flag(help: "Print the rows as JSON.") var json = false
+    @Option(help: "Only these figures: bus, history, decode (repeatable; all when absent).") var only: [Bench.Figure] = []
+    @Option(help: "Only these adapters' rows: webim, voximplant, cxone (repeatable; all when absent).") var adapter: [Bench.Adapter] = []
 
     func run() async throws {
         let progress = BenchProgress(enabled: isatty(STDERR_FILENO) == 1)
-        let rows = try await Bench(sizes: quick ? .quick : .full, progress: progress).run()
+        let bench = Bench(sizes: quick ? .quick : .full, progress: progress, figures: Set(only), adapters: Set(adapter))
+        let rows = try await bench.run()
         let output = StandardOutput()
         if json {
             let encoder = JSONEncoder()
@@ -88,20 +91,41 @@ struct Bench: Sendable {
         var rounds: Int
         var storedMessages: Int
         var pages: Int
+        /// Frames decoded per round, per adapter (passes over its recorded frames).
+        var decodedFrames: Int
 
-        static let full = Sizes(events: 200_000, rounds: 7, storedMessages: 100_000, pages: 200)
-        static let quick = Sizes(events: 500, rounds: 2, storedMessages: 300, pages: 5)
+        static let full = Sizes(events: 200_000, rounds: 7, storedMessages: 100_000, pages: 200, decodedFrames: 20_000)
+        static let quick = Sizes(events: 500, rounds: 2, storedMessages: 300, pages: 5, decodedFrames: 20)
+    }
+
+    /// The groups of rows.
+    enum Figure: String, CaseIterable, Sendable, ExpressibleByArgument {
+        case bus, history, decode
+    }
+
+    enum Adapter: String, CaseIterable, Sendable, ExpressibleByArgument {
+        case webim, voximplant, cxone
     }
 
     let sizes: Sizes
     let progress: BenchProgress
+    /// The groups to run; empty: all.
+    var figures: Set<Figure> = []
+    /// The adapters whose rows to run; empty: all.
+    var adapters: Set<Adapter> = []
+
+    func runs(_ figure: Figure) -> Bool { figures.isEmpty || figures.contains(figure) }
+    func runs(_ adapter: Adapter) -> Bool { adapters.isEmpty || adapters.contains(adapter) }
 
     func run() async throws -> [BenchRow] {
         var rows: [BenchRow] = []
-        for subscribers in [1, 8] {
-            rows += try await busFanOut(subscribers: subscribers)
+        if runs(.bus) {
+            for subscribers in [1, 8] {
+                rows += try await busFanOut(subscribers: subscribers)
+            }
         }
-        rows.append(try await historyPage())
+        if runs(.history) { rows.append(try await historyPage()) }
+        if runs(.decode) { rows += decodeRows(try RecordedFrames.load()) }
         progress.say("")
         return rows
     }

@@ -10,12 +10,21 @@ struct BenchTests {
     @Test func everyRowRunsOnTinySizes() async throws {
         let rows = try await Bench(sizes: .quick, progress: BenchProgress(enabled: false)).run()
         print(BenchRow.table(rows).joined(separator: "\n"))
-        #expect(rows.map(\.name).count == 5)
-        #expect(Set(rows.map(\.baselineName)) == ["AsyncStream", "bare channel", "raw indexed SELECT"])
+        #expect(rows.count == 8)
+        #expect(Set(rows.map(\.baselineName)) == ["AsyncStream", "bare channel", "raw indexed SELECT", "JSONSerialization parse"])
+        for adapter in ["Webim", "Voximplant-style", "CXone"] {
+            #expect(rows.contains { $0.name.hasPrefix("decode + normalize, \(adapter) (") }, "a decode row for \(adapter)")
+        }
         for row in rows {
             #expect(row.switchboard > 0 && row.baseline > 0 && row.ratio.isFinite, "\(row.name) against \(row.baselineName)")
         }
         let json = try JSONEncoder().encode(rows)
         #expect(try JSONDecoder().decode([BenchRow].self, from: json) == rows)
+    }
+
+    @Test func onlyAndAdapterChooseTheRows() async throws {
+        let bench = Bench(sizes: .quick, progress: BenchProgress(enabled: false), figures: [.decode], adapters: [.cxone])
+        let rows = try await bench.run()
+        #expect(rows.map(\.name) == ["decode + normalize, CXone (\(try RecordedFrames.load().cxone.count) recorded frames)"])
     }
 }

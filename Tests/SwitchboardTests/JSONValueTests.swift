@@ -54,3 +54,61 @@ let fixturesDirectory = URL(fileURLWithPath: #filePath)
     .deletingLastPathComponent()
     .deletingLastPathComponent()
     .appendingPathComponent("Fixtures")
+
+/// The hand-written parser behind `JSONValue(parsing:)`: RFC 8259 exactly, typed errors for
+/// everything else, and the same values `JSONDecoder` gives on real payloads.
+@Suite struct JSONParserTests {
+    @Test(arguments: [
+        ("0", JSONValue.int(0)), ("-0", .int(0)), ("42", .int(42)), ("-7", .int(-7)),
+        ("9223372036854775807", .int(.max)), ("-9223372036854775808", .int(.min)),
+        ("9223372036854775808", .double(9_223_372_036_854_775_808)), ("1.5", .double(1.5)), ("1e3", .double(1000)),
+        ("-2.5E-3", .double(-0.0025)), ("1.0", .double(1)), ("true", .bool(true)), ("false", .bool(false)), ("null", .null),
+        (" \n\t\r[ ] ", .array([])), ("{}", .object([:])), (#""""#, .string("")),
+        (#""a\"b\\c\/d\b\f\n\r\t""#, .string("a\"b\\c/d\u{8}\u{c}\n\r\t")), (#""\u00e9\u0041""#, .string("éA")),
+        (#""\ud83d\ude00 ok""#, .string("😀 ok")), (#""Ёлка""#, .string("Ёлка")),
+        (#"{"a":1,"a":2}"#, .object(["a": 2])), (#"[1,[2,{"b":[]}]]"#, JSONValue.array([1, .array([2, .object(["b": .array([])])])])),
+    ])
+    func parses(_ text: String, _ expected: JSONValue) throws {
+        #expect(try JSONValue(parsing: text) == expected)
+        #expect(try JSONValue(parsing: Data(text.utf8)) == expected)
+    }
+
+    @Test(arguments: [
+        "", " ", "01", "-", "1.", ".5", "1e", "1e+", "+1", "tru", "nul", "[1,]", "[1 2]", "{\"a\"}", "{\"a\":}", "{a:1}",
+        "{\"a\":1,}", "[", "{", "\"abc", "\"a\u{1}b\"", #""\x""#, #""\u12""#, #""\ud800""#, #""\ud800\u0041""#, #""\udc00""#,
+        "1e999", "-1e999", "[1]]", "nullx", "NaN", "Infinity",
+    ])
+    func rejectsWithATypedError(_ text: String) {
+        #expect { try JSONValue(parsing: text) } throws: { ($0 as? SwitchboardError)?.code == .protocolViolation }
+    }
+
+    @Test func rejectsInvalidUTF8InsideAString() {
+        for bytes: [UInt8] in [[0x22, 0xFF, 0x22], [0x22, 0xC3, 0x22], [0x22, 0xED, 0xA0, 0x80, 0x22], [0x22, 0x5C, 0x6E, 0xFE, 0x22]] {
+            #expect(throws: SwitchboardError.self) { try JSONValue(parsing: Data(bytes)) }
+        }
+    }
+
+    @Test func nestingIsLimited() throws {
+        let deepest = String(repeating: "[", count: 512) + String(repeating: "]", count: 512)
+        #expect(try JSONValue(parsing: deepest).arrayValue != nil)
+        let tooDeep = String(repeating: "[", count: 513) + String(repeating: "]", count: 513)
+        #expect { try JSONValue(parsing: tooDeep) } throws: { "\($0)".contains("nested deeper than 512") }
+        // Hostile depth fails fast, without exhausting the stack.
+        #expect(throws: SwitchboardError.self) { try JSONValue(parsing: String(repeating: "{\"a\":", count: 100_000)) }
+    }
+
+    /// On every vendor payload the parser agrees with `JSONDecoder` decoding a `JSONValue`.
+    @Test(arguments: ["webim", "cxone"])
+    func agreesWithJSONDecoderOnTheFixtures(_ vendor: String) throws {
+        let directory = fixturesDirectory.appendingPathComponent(vendor)
+        var compared = 0
+        for file in try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() where file.hasSuffix(".json") {
+            let data = try Data(contentsOf: directory.appendingPathComponent(file))
+            guard let reference = try? JSONDecoder().decode(JSONValue.self, from: data) else { continue }
+            #expect(try JSONValue(parsing: data) == reference, "\(file)")
+            compared += 1
+        }
+        print("\(vendor): the parser and JSONDecoder agree on \(compared) fixtures")
+        #expect(compared > 20)
+    }
+}

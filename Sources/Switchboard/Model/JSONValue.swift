@@ -57,16 +57,24 @@ extension JSONValue {
     /// - Throws: ``SwitchboardError`` with code ``SwitchboardError/Code/protocolViolation`` when
     ///   the data is not JSON.
     public init(parsing data: Data) throws {
-        do {
-            self = try JSONDecoder().decode(JSONValue.self, from: data)
-        } catch {
-            throw SwitchboardError(.protocolViolation, "malformed JSON (\(data.count) bytes)", underlying: error)
-        }
+        self = try data.withUnsafeBytes { raw in try Self.parse(raw.bindMemory(to: UInt8.self)) }
     }
 
     /// Parses JSON text from a string.
     public init(parsing text: String) throws {
-        try self.init(parsing: Data(text.utf8))
+        if let parsed = try text.utf8.withContiguousStorageIfAvailable(Self.parse) {
+            self = parsed
+        } else {
+            try self.init(parsing: Data(text.utf8))
+        }
+    }
+
+    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) throws -> JSONValue {
+        do {
+            return try JSONParser.parse(bytes)
+        } catch {
+            throw SwitchboardError(.protocolViolation, "malformed JSON (\(bytes.count) bytes): \(error)", underlying: error)
+        }
     }
 
     /// Compact JSON text with sorted keys, so equal values encode to equal bytes.

@@ -65,9 +65,12 @@ public enum CXoneWire {
     }
 
     public static func classify(_ text: String) -> Inbound {
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        if trimmed == "\"pong\"" || trimmed == "pong" { return .pong }
-        guard let frame = try? JSONValue(parsing: trimmed), frame.objectValue != nil else {
+        // A heartbeat answer is a few bytes; anything longer is not one.
+        if text.utf8.count < 16 {
+            let trimmed = text.filter { !$0.isWhitespace }
+            if trimmed == "\"pong\"" || trimmed == "pong" { return .pong }
+        }
+        guard let frame = try? JSONValue(parsing: text), frame.objectValue != nil else {
             return .unrecognized("not a JSON object (\(text.utf8.count) bytes)")
         }
         if let message = frame["message"]?.stringValue, !message.isEmpty, frame["connectionId"] != nil { return .serverError(message) }

@@ -25,6 +25,7 @@ final class VoximplantLink: BackendConnection {
 
     private let state = Mutex(State())
     private let replies = PendingReplies<JSONValue>()
+    private let reader: VoximplantFrameReader
 
     init(socket: TextWebSocket, configuration: VoximplantConfiguration, clock: SessionClock, logger: Logger) {
         (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
@@ -32,6 +33,7 @@ final class VoximplantLink: BackendConnection {
         self.configuration = configuration
         self.clock = clock
         self.logger = logger
+        self.reader = VoximplantFrameReader(user: configuration.user)
     }
 
     /// Logs in, announces the user's conversations, runs `body`, and keeps reading and
@@ -61,45 +63,24 @@ final class VoximplantLink: BackendConnection {
     }
 
     private func route(_ text: String) {
-        let frame: VoximplantWire.Incoming
-        do {
-            frame = try VoximplantWire.decode(VoximplantWire.Incoming.self, from: text)
-        } catch {
-            continuation.yield(.problem(error as? SwitchboardError ?? SwitchboardError(.protocolViolation, "bad frame")))
-            return
-        }
-        switch frame.type {
-        case "response":
-            guard let id = frame.id else { return }
-            let result = frame.result ?? [:]
-            // A request that logs an event gets that event as its result instead of an event
-            // frame: it goes into the stream here, in wire order, like any other event (also
-            // when the request has timed out: the event happened).
-            if result["eventType"] != nil, result["seq"] != nil, let event = try? VoximplantWire.decode(VoximplantWire.Event.self, from: result) {
-                continuation.yield(.event(VoximplantMapping.event(event, me: configuration.user)))
-            }
+        switch reader.read(text) {
+        case .event(let event):
+            continuation.yield(.event(event))
+        case .reply(let id, let result, let event):
+            if let event { continuation.yield(.event(event)) }
             replies.resolve(id, with: result)
-        case "error":
-            let code = frame.code ?? 0
-            let description = frame.description ?? "error \(code)"
-            if let id = frame.id, replies.fail(id, { name in VoximplantMapping.error(code: code, description: description, request: name) }) {
+        case .error(let id, let code, let description):
+            if let id, replies.fail(id, { name in VoximplantMapping.error(code: code, description: description, request: name) }) {
                 return
             } else if code == 3 {
                 end(SwitchboardError(.fatal, "the server revoked the session: \(description)", vendorCode: "3"))
             } else {
                 continuation.yield(.problem(VoximplantMapping.error(code: code, description: description, request: "server")))
             }
-        case "event":
-            do {
-                let event = try VoximplantWire.decode(VoximplantWire.Event.self, from: text)
-                continuation.yield(.event(VoximplantMapping.event(event, me: configuration.user)))
-            } catch {
-                continuation.yield(.problem(error as? SwitchboardError ?? SwitchboardError(.protocolViolation, "bad event")))
-            }
-        case "pong":
+        case .pong:
             break
-        default:
-            continuation.yield(.problem(SwitchboardError(.protocolViolation, "unknown frame type \(frame.type)")))
+        case .malformed(let error):
+            continuation.yield(.problem(error))
         }
     }
 

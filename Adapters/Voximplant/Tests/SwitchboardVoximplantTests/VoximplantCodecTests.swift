@@ -120,4 +120,47 @@ import Testing
             try VoximplantWire.decode(VoximplantWire.Event.self, from: #"{"type":"event"}"#)
         } throws: { ($0 as? SwitchboardError)?.code == .protocolViolation }
     }
+
+    /// The reader every frame goes through: each golden frame the server sends, told apart.
+    @Test func theFrameReaderTellsTheServersFramesApart() {
+        let reader = VoximplantFrameReader(user: me)
+        guard case .event(let message) = reader.read(GoldenFrames.messageEvent), case .messageAdded = message.kind else {
+            Issue.record("a message event")
+            return
+        }
+        guard case .reply("9", let result, nil) = reader.read(GoldenFrames.retransmitResponse) else {
+            Issue.record("a reply")
+            return
+        }
+        #expect(result["events"]?.arrayValue?.count == 1)
+        guard case .error("7", 12, "ACL error") = reader.read(GoldenFrames.aclError) else {
+            Issue.record("an error for request 7")
+            return
+        }
+        let logged = #"{"type":"response","id":"3","result":{"eventType":"sendMessage","conversation":"conv-1","seq":6,"message":{"uuid":"m6","conversation":"conv-1","sequence":6}}}"#
+        guard case .reply("3", _, let event?) = reader.read(logged), event.sequence == 6 else {
+            Issue.record("a reply carrying the event it logged")
+            return
+        }
+        for bad in [#"{"type":"pong","id":"1"}x"#, #"{"type":"surprise"}"#, #"{"type":"response"}"#, #"{"type":"event","eventType":5}"#, "[]"] {
+            guard case .malformed(let error) = reader.read(bad) else {
+                Issue.record("\(bad) is malformed")
+                continue
+            }
+            #expect(error.code == .protocolViolation)
+        }
+        guard case .pong = reader.read(#"{"type":"pong","id":"1"}"#) else {
+            Issue.record("a pong")
+            return
+        }
+    }
+
+    /// A member of the wrong type is an error, as `Codable` made it; a null one is absent.
+    @Test func wireMembersAreTyped() throws {
+        #expect(throws: SwitchboardError.self) {
+            try VoximplantWire.decode(VoximplantWire.Event.self, from: #"{"eventType":"sendMessage","seq":"5"}"#)
+        }
+        let event = try VoximplantWire.decode(VoximplantWire.Event.self, from: #"{"eventType":"sendMessage","seq":null,"message":null}"#)
+        #expect(event.seq == nil && event.message == nil)
+    }
 }

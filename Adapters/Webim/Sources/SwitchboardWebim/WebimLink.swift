@@ -19,15 +19,12 @@ final class WebimLink: BackendConnection {
     private struct State {
         var credentials: Credentials
         var revision = "0"
-        var chatState: String?
-        var operatorID: Int?
-        var clientSideIDs: [String: String] = [:]
+        /// What is known of the current chat, from the answers read so far.
+        var reader: WebimDeltaReader
         var maxUploadBytes = 10 * 1024 * 1024
         var allowedFileTypes: Set<String> = []
         var uploadAllowed = true
         var ended: SwitchboardError?
-        /// A history revision the server announced that has not been fetched yet.
-        var announcedHistoryRevision: String?
     }
 
     private let state: Mutex<State>
@@ -39,7 +36,7 @@ final class WebimLink: BackendConnection {
         self.context = context
         var credentials = configuration.clearVisitorData ? Credentials() : context.credentials
         if credentials["device-id"] == nil { credentials["device-id"] = UUID().uuidString }
-        self.state = Mutex(State(credentials: credentials))
+        self.state = Mutex(State(credentials: credentials, reader: WebimDeltaReader(baseURL: configuration.baseURL)))
     }
 
     private var base: String { configuration.baseURL }
@@ -108,20 +105,20 @@ final class WebimLink: BackendConnection {
                 timeout: configuration.requestTimeout
             )
             try Self.checkStatus(response.status, during: "init")
-            guard let json = try? JSONValue(parsing: response.body) else {
+            switch read(response.body) {
+            case .malformed:
                 throw SwitchboardError(.fatal, "init: the answer is not JSON", vendorCode: "wrong-init")
-            }
-            if let error = json["error"]?.stringValue {
+            case .error(let error):
                 if error == "reinit-required" { continue }
                 throw WebimMapping.error(error, during: "init")
-            }
-            guard let fullUpdate = json["fullUpdate"]?.nonNull, let revision = Self.revision(json["revision"]) else {
+            case .changed(let revision, let credentials?, let updates):
+                state.withLock { $0.revision = revision }
+                apply(credentials: credentials, updates: updates)
+                continuation.yield(.cursor(.revision(revision)))
+                return
+            case .unchanged, .changed:
                 throw SwitchboardError(.protocolViolation, "init: no revision or fullUpdate")
             }
-            state.withLock { $0.revision = revision }
-            apply(fullUpdate: fullUpdate)
-            continuation.yield(.cursor(.revision(revision)))
-            return
         }
         throw SwitchboardError(.connectionLost, "init: reinit-required three times", vendorCode: "reinit-required")
     }
@@ -147,22 +144,19 @@ final class WebimLink: BackendConnection {
                 end(SwitchboardError.classify(error))
                 return
             }
-            guard let json = try? JSONValue(parsing: response.body) else {
-                continuation.yield(.problem(SwitchboardError(.protocolViolation, "delta: a malformed answer of \(response.body.count) bytes")))
-                continue
-            }
-            if let error = json["error"]?.stringValue {
+            switch read(response.body) {
+            case .malformed(let error):
+                continuation.yield(.problem(SwitchboardError(.protocolViolation, "delta: \(error.message)")))
+            case .error(let error):
                 end(WebimMapping.error(error, during: "delta").fatalUnlessReinit)
                 return
+            case .unchanged:
+                continue
+            case .changed(let revision, let credentials, let updates):
+                apply(credentials: credentials, updates: updates)
+                state.withLock { $0.revision = revision }
+                continuation.yield(.cursor(.revision(revision)))
             }
-            guard let revision = Self.revision(json["revision"]) else { continue }
-            if let fullUpdate = json["fullUpdate"]?.nonNull {
-                apply(fullUpdate: fullUpdate)
-            } else {
-                for item in json["deltaList"]?.arrayValue ?? [] { apply(delta: item) }
-            }
-            state.withLock { $0.revision = revision }
-            continuation.yield(.cursor(.revision(revision)))
         }
     }
 
@@ -171,7 +165,7 @@ final class WebimLink: BackendConnection {
     /// `deleted` are removed), keep the new revision with the credentials. Errors mean "no data".
     private func syncHistoryIfAnnounced() async {
         let (announced, stored, page, token) = state.withLock {
-            ($0.announcedHistoryRevision, $0.credentials["history-revision"], $0.credentials["page-id"] ?? "", $0.credentials["auth-token"] ?? "")
+            ($0.reader.announcedHistoryRevision, $0.credentials["history-revision"], $0.credentials["page-id"] ?? "", $0.credentials["auth-token"] ?? "")
         }
         guard let announced, announced != stored else { return }
         var query = [("page-id", page), ("auth-token", token)]
@@ -180,7 +174,7 @@ final class WebimLink: BackendConnection {
             response.status == 200, let json = try? JSONValue(parsing: response.body), json["error"] == nil,
             let data = json["data"]?.nonNull
         else {
-            state.withLock { $0.announcedHistoryRevision = nil }
+            state.withLock { $0.reader.announcedHistoryRevision = nil }
             return
         }
         let context = mappingContext
@@ -195,7 +189,7 @@ final class WebimLink: BackendConnection {
         kept["history-revision"] = data["revision"]?.stringValue ?? announced
         state.withLock { state in
             state.credentials["history-revision"] = kept["history-revision"]
-            state.announcedHistoryRevision = nil
+            state.reader.announcedHistoryRevision = nil
         }
         continuation.yield(.credentials(kept))
     }
@@ -217,50 +211,22 @@ final class WebimLink: BackendConnection {
         }
     }
 
-    private func apply(fullUpdate: JSONValue) {
-        let new = WebimMapping.credentials(fromFullUpdate: fullUpdate)
-        let merged = state.withLock { state -> Credentials in
-            var new = new
-            new["device-id"] = state.credentials["device-id"]
-            state.credentials.values.merge(new.values) { _, fresh in fresh }
-            return new
-        }
-        continuation.yield(.credentials(merged))
-        if let revision = Self.revision(fullUpdate["historyRevision"]) { state.withLock { $0.announcedHistoryRevision = revision } }
-        rememberChat(fullUpdate["chat"]?.nonNull)
-        for update in WebimMapping.updates(forFullUpdate: fullUpdate, context: mappingContext) { continuation.yield(update) }
+    /// Reads one `init` or `delta` answer with the link's reader.
+    private func read(_ body: Data) -> WebimDeltaReader.Outcome {
+        let now = context.clock.date
+        return state.withLock { state in state.reader.read(body, credentials: state.credentials, now: now) }
     }
 
-    private func rememberChat(_ chat: JSONValue?) {
-        state.withLock { state in
-            state.chatState = chat?["state"]?.stringValue
-            state.operatorID = chat?["operator"]?["id"]?.intValue.map(Int.init)
-            for message in chat?["messages"]?.arrayValue ?? [] {
-                if let id = message["id"]?.stringValue, let client = message["clientSideId"]?.stringValue { state.clientSideIDs[id] = client }
+    /// The page's new credentials (a full update's) merged into the kept ones, then the updates.
+    private func apply(credentials new: Credentials?, updates: [BackendUpdate]) {
+        if var new {
+            state.withLock { state in
+                new["device-id"] = state.credentials["device-id"]
+                state.credentials.values.merge(new.values) { _, fresh in fresh }
             }
+            continuation.yield(.credentials(new))
         }
-    }
-
-    /// One `deltaList` item, in array order: what the link must remember, then the updates.
-    private func apply(delta item: JSONValue) {
-        let data = item["data"]?.nonNull
-        switch (item["objectType"]?.stringValue, item["event"]?.stringValue) {
-        case ("CHAT", "upd") where data != nil: rememberChat(data)
-        case ("CHAT", _): rememberChat(nil)
-        case ("CHAT_MESSAGE", _):
-            if let id = item["id"]?.stringValue, let client = data?["clientSideId"]?.stringValue {
-                state.withLock { $0.clientSideIDs[id] = client }
-            }
-        case ("CHAT_STATE", _): state.withLock { $0.chatState = data?.stringValue }
-        case ("CHAT_OPERATOR", _): state.withLock { $0.operatorID = data?["id"]?.intValue.map(Int.init) }
-        case ("HISTORY_REVISION", _):
-            if let revision = Self.revision(data?["revision"]) { state.withLock { $0.announcedHistoryRevision = revision } }
-        default: break
-        }
-        let operatorID = state.withLock { $0.operatorID }
-        for update in WebimMapping.updates(forDelta: item, operatorID: operatorID, context: mappingContext) {
-            continuation.yield(update)
-        }
+        for update in updates { continuation.yield(update) }
     }
 
     // MARK: Actions
@@ -312,7 +278,7 @@ final class WebimLink: BackendConnection {
         case .rateAgent(_, let agent, let rating, let comment):
             guard (1...5).contains(rating) else { throw SwitchboardError(.invalidArgument, "a rating is 1…5, not \(rating)") }
             var fields = [("rate", String(rating - 3))]
-            let operatorID = agent.map { $0.rawValue.replacingOccurrences(of: "operator-", with: "") } ?? state.withLock { $0.operatorID.map(String.init) }
+            let operatorID = agent.map { $0.rawValue.replacingOccurrences(of: "operator-", with: "") } ?? state.withLock { $0.reader.operatorID.map(String.init) }
             if let operatorID { fields.append(("operator_id", operatorID)) }
             if let comment { fields.append(("visitor_note", comment)) }
             try await action("chat.operator_rate_select", fields)
@@ -369,7 +335,7 @@ final class WebimLink: BackendConnection {
     }
 
     private func ensureChat() async throws {
-        let current = state.withLock { $0.chatState }
+        let current = state.withLock { $0.reader.chatState }
         if current == nil || ["closed", "closed_by_visitor", "closed_by_operator"].contains(current) || WebimMapping.state(current).isUnknown {
             try await startChat(ConversationDraft())
         }
@@ -382,17 +348,17 @@ final class WebimLink: BackendConnection {
         let visitorFields = draft.customFields.filter { $0.key != "department-key" && $0.key != "first-question" }
         if !visitorFields.isEmpty { fields.append(("visitor-fields", JSONValue.object(visitorFields.mapValues(JSONValue.string)).jsonString)) }
         try await action("chat.start", fields)
-        state.withLock { if $0.chatState == nil || WebimMapping.state($0.chatState).isClosed { $0.chatState = "queue" } }
+        state.withLock { if $0.reader.chatState == nil || WebimMapping.state($0.reader.chatState).isClosed { $0.reader.chatState = "queue" } }
     }
 
     private func currentConversation(defaultState: String) -> ConversationInfo {
         var info = WebimMapping.conversationInfo(nil, context: mappingContext)
-        info.state = WebimMapping.state(state.withLock { $0.chatState } ?? defaultState)
+        info.state = WebimMapping.state(state.withLock { $0.reader.chatState } ?? defaultState)
         return info
     }
 
     private func clientSideID(of message: MessageID) throws -> String {
-        guard let id = state.withLock({ $0.clientSideIDs[message.rawValue] }) else {
+        guard let id = state.withLock({ $0.reader.clientSideIDs[message.rawValue] }) else {
             throw SwitchboardError(.messageNotFound, "no client-side id known for \(message)")
         }
         return id
@@ -465,15 +431,6 @@ final class WebimLink: BackendConnection {
     static func checkStatus(_ status: Int, during request: String) throws {
         guard [200, 400, 402, 403, 404, 405, 413, 415, 500].contains(status) else {
             throw SwitchboardError(.serverError, "\(request): HTTP \(status)", vendorCode: String(status))
-        }
-    }
-
-    static func revision(_ value: JSONValue?) -> String? {
-        switch value {
-        case .int(let number)?: return String(number)
-        case .string(let text)?: return text
-        case .double(let number)?: return String(Int64(number))
-        default: return nil
         }
     }
 }

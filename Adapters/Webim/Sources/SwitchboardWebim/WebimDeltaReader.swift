@@ -1,0 +1,106 @@
+public import Foundation
+public import Switchboard
+
+/// Reads the answers of `init` and of the `delta` long-poll (protocols/webim.md §2): the JSON
+/// body to the engine's updates, keeping what later answers and requests need to know of the
+/// chat (its state, its operator, the client-side ids of its messages, an announced history
+/// revision).
+///
+/// The link reads every answer through one reader; benchmarks and fuzz targets drive the same
+/// code without a connection. It never throws: what it cannot read is a ``Outcome/malformed(_:)``.
+public struct WebimDeltaReader: Sendable {
+    /// What one answer says.
+    public enum Outcome: Sendable {
+        /// The body is not a JSON object: the link reports it and polls again.
+        case malformed(SwitchboardError)
+        /// `{"error": "…"}`: the vendor's error string.
+        case error(String)
+        /// No revision (`{}` after a poll timed out on the server): nothing changed.
+        case unchanged
+        /// A new revision with what changed: the page's credentials when the answer was a full
+        /// update, then the updates in answer order.
+        case changed(revision: String, credentials: Credentials?, updates: [BackendUpdate])
+    }
+
+    let baseURL: String
+    /// The chat's state as last reported (`CHAT_STATE`, or the chat's `state`).
+    var chatState: String?
+    /// The chat's operator as last reported.
+    var operatorID: Int?
+    /// Server message id → client-side id, for edits and deletions of the visitor's messages.
+    var clientSideIDs: [String: String] = [:]
+    /// A history revision the server announced that has not been fetched yet.
+    var announcedHistoryRevision: String?
+
+    /// A reader for the server at `baseURL` (download links of files are built from it).
+    public init(baseURL: String) {
+        self.baseURL = baseURL
+    }
+
+    /// Reads one answer body. `credentials` are the page's current ones (page id, auth token,
+    /// visitor id: download links and the visitor's own messages depend on them); `now` dates
+    /// what the answer does not.
+    public mutating func read(_ body: Data, credentials: Credentials, now: Date) -> Outcome {
+        guard let json = try? JSONValue(parsing: body), json.objectValue != nil else {
+            return .malformed(SwitchboardError(.protocolViolation, "a malformed answer of \(body.count) bytes"))
+        }
+        if let error = json["error"]?.stringValue { return .error(error) }
+        guard let revision = Self.revision(json["revision"]) else { return .unchanged }
+        let context = WebimMapping.Context(
+            baseURL: baseURL,
+            pageID: credentials["page-id"],
+            authToken: credentials["auth-token"],
+            visitorID: credentials["visitor-id"].map(ParticipantID.init),
+            now: now
+        )
+        if let fullUpdate = json["fullUpdate"]?.nonNull {
+            if let history = Self.revision(fullUpdate["historyRevision"]) { announcedHistoryRevision = history }
+            rememberChat(fullUpdate["chat"]?.nonNull)
+            return .changed(
+                revision: revision,
+                credentials: WebimMapping.credentials(fromFullUpdate: fullUpdate),
+                updates: WebimMapping.updates(forFullUpdate: fullUpdate, context: context)
+            )
+        }
+        var updates: [BackendUpdate] = []
+        for item in json["deltaList"]?.arrayValue ?? [] {
+            updates += read(delta: item, context: context)
+        }
+        return .changed(revision: revision, credentials: nil, updates: updates)
+    }
+
+    /// One `deltaList` item, in array order: what the reader must remember, then the updates.
+    private mutating func read(delta item: JSONValue, context: WebimMapping.Context) -> [BackendUpdate] {
+        let data = item["data"]?.nonNull
+        switch (item["objectType"]?.stringValue, item["event"]?.stringValue) {
+        case ("CHAT", "upd") where data != nil: rememberChat(data)
+        case ("CHAT", _): rememberChat(nil)
+        case ("CHAT_MESSAGE", _):
+            if let id = item["id"]?.stringValue, let client = data?["clientSideId"]?.stringValue { clientSideIDs[id] = client }
+        case ("CHAT_STATE", _): chatState = data?.stringValue
+        case ("CHAT_OPERATOR", _): operatorID = data?["id"]?.intValue.map(Int.init)
+        case ("HISTORY_REVISION", _):
+            if let revision = Self.revision(data?["revision"]) { announcedHistoryRevision = revision }
+        default: break
+        }
+        return WebimMapping.updates(forDelta: item, operatorID: operatorID, context: context)
+    }
+
+    private mutating func rememberChat(_ chat: JSONValue?) {
+        chatState = chat?["state"]?.stringValue
+        operatorID = chat?["operator"]?["id"]?.intValue.map(Int.init)
+        for message in chat?["messages"]?.arrayValue ?? [] {
+            if let id = message["id"]?.stringValue, let client = message["clientSideId"]?.stringValue { clientSideIDs[id] = client }
+        }
+    }
+
+    /// A revision as the server writes it: a number or a string.
+    static func revision(_ value: JSONValue?) -> String? {
+        switch value {
+        case .int(let number)?: return String(number)
+        case .string(let text)?: return text
+        case .double(let number)?: return String(Int64(number))
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import Switchboard
+import Testing
+
+@testable import SwitchboardWebim
+
+/// The reader every `init` and `delta` answer goes through: what it remembers of the chat and
+/// what it reports for answers that are not a change.
+@Suite struct WebimDeltaReaderTests {
+    let now = Date(timeIntervalSince1970: 1_700_000_000)
+
+    @Test func theSDKsDeltaResponseIsAChangeWithItsRevision() throws {
+        var reader = WebimDeltaReader(baseURL: "https://demo.webim.ru")
+        let body = try Data(contentsOf: WebimCodecTests.fixtures.appendingPathComponent("DeltaResponseTests__DELTA_RESPONSE_JSON_STRING__L34.json"))
+        guard case .changed(let revision, let credentials, let updates) = reader.read(body, credentials: Credentials(), now: now) else {
+            Issue.record("expected a change")
+            return
+        }
+        #expect(revision == "12")
+        #expect(credentials == nil, "a delta list carries no credentials")
+        #expect(!updates.isEmpty)
+    }
+
+    @Test func aFullUpdateBringsThePagesCredentialsAndIsRemembered() {
+        var reader = WebimDeltaReader(baseURL: "https://demo.webim.ru")
+        let body = Data(#"""
+            {"revision": 7, "fullUpdate": {"pageId": "p1", "authToken": "t1", "visitor": {"id": "v1"}, "historyRevision": 3,
+             "onlineStatus": "online", "chat": {"id": 1, "state": "chatting", "operator": {"id": 42, "fullname": "Ann"},
+             "messages": [{"id": "m1", "clientSideId": "c1", "kind": "visitor", "text": "hi", "ts": 1700000000}]}}}
+            """#.utf8)
+        guard case .changed(let revision, let credentials?, let updates) = reader.read(body, credentials: Credentials(), now: now) else {
+            Issue.record("expected a full update")
+            return
+        }
+        #expect(revision == "7")
+        #expect(credentials["page-id"] == "p1" && credentials["auth-token"] == "t1" && credentials["visitor-id"] == "v1")
+        #expect(updates.count >= 2, "the snapshot and the availability")
+        #expect(reader.chatState == "chatting" && reader.operatorID == 42 && reader.clientSideIDs["m1"] == "c1")
+        #expect(reader.announcedHistoryRevision == "3")
+        // A later delta moves what is remembered.
+        let delta = Data(#"{"revision": "8", "deltaList": [{"objectType": "CHAT_STATE", "event": "upd", "id": "1", "data": "closed"}]}"#.utf8)
+        guard case .changed("8", nil, let more) = reader.read(delta, credentials: credentials, now: now) else {
+            Issue.record("expected a delta")
+            return
+        }
+        #expect(more.count == 1 && reader.chatState == "closed")
+    }
+
+    @Test func answersThatAreNotAChange() {
+        var reader = WebimDeltaReader(baseURL: "https://demo.webim.ru")
+        guard case .malformed(let error) = reader.read(Data("<html>".utf8), credentials: Credentials(), now: now) else {
+            Issue.record("expected malformed")
+            return
+        }
+        #expect(error.code == .protocolViolation)
+        guard case .malformed = reader.read(Data("[1]".utf8), credentials: Credentials(), now: now) else {
+            Issue.record("an array is not an answer")
+            return
+        }
+        guard case .error("reinit-required") = reader.read(Data(#"{"error": "reinit-required"}"#.utf8), credentials: Credentials(), now: now) else {
+            Issue.record("expected the vendor error")
+            return
+        }
+        guard case .unchanged = reader.read(Data("{}".utf8), credentials: Credentials(), now: now) else {
+            Issue.record("expected no change")
+            return
+        }
+    }
+}
