@@ -19,7 +19,7 @@ struct BenchCommand: AsyncParsableCommand {
 
     @Flag(help: "Tiny sizes: checks that every row runs, not how fast.") var quick = false
     @Flag(help: "Print the rows as JSON.") var json = false
-    @Option(help: "Only these figures: bus, history, decode (repeatable; all when absent).") var only: [Bench.Figure] = []
+    @Option(help: "Only these figures: bus, history, decode, latency (repeatable; all when absent).") var only: [Bench.Figure] = []
     @Option(help: "Only these adapters' rows: webim, voximplant, cxone (repeatable; all when absent).") var adapter: [Bench.Adapter] = []
 
     func run() async throws {
@@ -93,14 +93,16 @@ struct Bench: Sendable {
         var pages: Int
         /// Frames decoded per round, per adapter (passes over its recorded frames).
         var decodedFrames: Int
+        /// Loopback exchanges per adapter, over all rounds (each way, each side).
+        var latencySamples: Int
 
-        static let full = Sizes(events: 200_000, rounds: 7, storedMessages: 100_000, pages: 200, decodedFrames: 20_000)
-        static let quick = Sizes(events: 500, rounds: 2, storedMessages: 300, pages: 5, decodedFrames: 20)
+        static let full = Sizes(events: 200_000, rounds: 7, storedMessages: 100_000, pages: 200, decodedFrames: 20_000, latencySamples: 350)
+        static let quick = Sizes(events: 500, rounds: 2, storedMessages: 300, pages: 5, decodedFrames: 20, latencySamples: 4)
     }
 
     /// The groups of rows.
     enum Figure: String, CaseIterable, Sendable, ExpressibleByArgument {
-        case bus, history, decode
+        case bus, history, decode, latency
     }
 
     enum Adapter: String, CaseIterable, Sendable, ExpressibleByArgument {
@@ -126,6 +128,7 @@ struct Bench: Sendable {
         }
         if runs(.history) { rows.append(try await historyPage()) }
         if runs(.decode) { rows += decodeRows(try RecordedFrames.load()) }
+        if runs(.latency) { rows += try await latencyRows() }
         progress.say("")
         return rows
     }

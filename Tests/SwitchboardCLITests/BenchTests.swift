@@ -10,11 +10,16 @@ struct BenchTests {
     @Test func everyRowRunsOnTinySizes() async throws {
         let rows = try await Bench(sizes: .quick, progress: BenchProgress(enabled: false)).run()
         print(BenchRow.table(rows).joined(separator: "\n"))
-        #expect(rows.count == 8)
-        #expect(Set(rows.map(\.baselineName)) == ["AsyncStream", "bare channel", "raw indexed SELECT", "JSONSerialization parse"])
+        #expect(Set(rows.map(\.baselineName)) == ["AsyncStream", "bare channel", "raw indexed SELECT", "JSONSerialization parse", "raw client"])
         for adapter in ["Webim", "Voximplant-style", "CXone"] {
             #expect(rows.contains { $0.name.hasPrefix("decode + normalize, \(adapter) (") }, "a decode row for \(adapter)")
+            for store in ["in-memory store", "SQLite file"] {
+                for figure in ["send → confirmed", "agent message → app"] {
+                    #expect(rows.filter { $0.name.hasPrefix("\(figure), \(adapter), \(store), p") }.count == 2, "\(figure) p50 and p99, \(adapter), \(store)")
+                }
+            }
         }
+        #expect(rows.count == 8 + 3 * 2 * 4)
         for row in rows {
             #expect(row.switchboard > 0 && row.baseline > 0 && row.ratio.isFinite, "\(row.name) against \(row.baselineName)")
         }
