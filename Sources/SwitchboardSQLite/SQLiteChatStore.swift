@@ -107,7 +107,7 @@ public final class SQLiteChatStore: ChatStore {
 
     public func fetchConversation(_ id: ConversationID, scope: StoreScope) async throws -> ConversationInfo? {
         try await read { db in
-            try Data.fetchOne(db, sql: "SELECT value FROM conversation WHERE backend = ? AND account = ? AND id = ?", arguments: scope.arguments + [id.rawValue])
+            try Data.fetchOne(db, cached: "SELECT value FROM conversation WHERE backend = ? AND account = ? AND id = ?", arguments: scope.arguments + [id.rawValue])
                 .map { try Self.decode(ConversationInfo.self, $0) }
         }
     }
@@ -126,7 +126,7 @@ public final class SQLiteChatStore: ChatStore {
         try await read { db in
             try Data.fetchOne(
                 db,
-                sql: "SELECT value FROM message WHERE backend = ? AND account = ? AND conversation = ? AND serverID = ?",
+                cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND conversation = ? AND serverID = ?",
                 arguments: scope.arguments + [conversation.rawValue, serverID.rawValue]
             ).map { try Self.decode(Message.self, $0) }
         }
@@ -136,9 +136,34 @@ public final class SQLiteChatStore: ChatStore {
         try await read { db in
             try Data.fetchOne(
                 db,
-                sql: "SELECT value FROM message WHERE backend = ? AND account = ? AND clientID = ? LIMIT 1",
+                cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND clientID = ? LIMIT 1",
                 arguments: scope.arguments + [clientID.rawValue]
             ).map { try Self.decode(Message.self, $0) }
+        }
+    }
+
+    public func fetchMessages(
+        serverID: MessageID?,
+        clientID: ClientMessageID?,
+        in conversation: ConversationID,
+        scope: StoreScope
+    ) async throws -> (byServerID: Message?, byClientID: Message?) {
+        try await read { db in
+            let byServerID = try serverID.flatMap {
+                try Data.fetchOne(
+                    db,
+                    cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND conversation = ? AND serverID = ?",
+                    arguments: scope.arguments + [conversation.rawValue, $0.rawValue]
+                )
+            }
+            let byClientID = try clientID.flatMap {
+                try Data.fetchOne(
+                    db,
+                    cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND clientID = ? LIMIT 1",
+                    arguments: scope.arguments + [$0.rawValue]
+                )
+            }
+            return (try byServerID.map { try Self.decode(Message.self, $0) }, try byClientID.map { try Self.decode(Message.self, $0) })
         }
     }
 
@@ -159,13 +184,13 @@ public final class SQLiteChatStore: ChatStore {
             }
             sql += " ORDER BY pending DESC, sequence DESC, time DESC, tie DESC LIMIT ?"
             arguments += [limit]
-            return try Data.fetchAll(db, sql: sql, arguments: arguments).reversed().map { try Self.decode(Message.self, $0) }
+            return try Data.fetchAll(db, cached: sql, arguments: arguments).reversed().map { try Self.decode(Message.self, $0) }
         }
     }
 
     public func countMessages(in conversation: ConversationID, scope: StoreScope) async throws -> Int {
         try await read { db in
-            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM message WHERE backend = ? AND account = ? AND conversation = ?", arguments: scope.arguments + [conversation.rawValue]) ?? 0
+            try Int.fetchOne(db, cached: "SELECT COUNT(*) FROM message WHERE backend = ? AND account = ? AND conversation = ?", arguments: scope.arguments + [conversation.rawValue]) ?? 0
         }
     }
 
@@ -180,13 +205,13 @@ public final class SQLiteChatStore: ChatStore {
         let where_ = "backend = ? AND account = ? AND conversation = ?"
         let base = scope.arguments + [message.conversationID.rawValue]
         let byServer = try message.serverID.flatMap {
-            try Int64.fetchOne(db, sql: "SELECT rowid FROM message WHERE \(where_) AND serverID = ?", arguments: base + [$0.rawValue])
+            try Int64.fetchOne(db, cached: "SELECT rowid FROM message WHERE \(where_) AND serverID = ?", arguments: base + [$0.rawValue])
         }
         let byClient = try message.clientID.flatMap {
-            try Int64.fetchOne(db, sql: "SELECT rowid FROM message WHERE \(where_) AND clientID = ?", arguments: base + [$0.rawValue])
+            try Int64.fetchOne(db, cached: "SELECT rowid FROM message WHERE \(where_) AND clientID = ?", arguments: base + [$0.rawValue])
         }
         if let byServer, let byClient, byServer != byClient {
-            try db.execute(sql: "DELETE FROM message WHERE rowid = ?", arguments: [byClient])
+            try db.execute(cached: "DELETE FROM message WHERE rowid = ?", arguments: [byClient])
         }
         let key = message.orderKey
         let columns: StatementArguments = [
@@ -195,12 +220,12 @@ public final class SQLiteChatStore: ChatStore {
         ]
         if let row = byServer ?? byClient {
             try db.execute(
-                sql: "UPDATE message SET serverID = ?, clientID = ?, pending = ?, sequence = ?, time = ?, tie = ?, value = ? WHERE rowid = ?",
+                cached: "UPDATE message SET serverID = ?, clientID = ?, pending = ?, sequence = ?, time = ?, tie = ?, value = ? WHERE rowid = ?",
                 arguments: columns + [row]
             )
         } else {
             try db.execute(
-                sql: """
+                cached: """
                     INSERT INTO message (backend, account, conversation, serverID, clientID, pending, sequence, time, tie, value)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
@@ -221,7 +246,7 @@ public final class SQLiteChatStore: ChatStore {
         try await read { db in
             try Data.fetchOne(
                 db,
-                sql: """
+                cached: """
                     SELECT value FROM message WHERE backend = ? AND account = ? AND conversation = ? AND pending = 0
                     ORDER BY pending, sequence, time, tie LIMIT 1
                     """,
@@ -232,7 +257,7 @@ public final class SQLiteChatStore: ChatStore {
 
     public func fetchPendingMessages(scope: StoreScope) async throws -> [Message] {
         try await read { db in
-            try Data.fetchAll(db, sql: "SELECT value FROM message WHERE backend = ? AND account = ? AND pending = 1 ORDER BY rowid", arguments: scope.arguments)
+            try Data.fetchAll(db, cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND pending = 1 ORDER BY rowid", arguments: scope.arguments)
                 .map { try Self.decode(Message.self, $0) }
                 .filter { $0.deliveryState == .pending }
         }
@@ -245,7 +270,7 @@ public final class SQLiteChatStore: ChatStore {
             var markers: [ParticipantID: ChatEvent.ReadMarker] = [:]
             let rows = try Row.fetchAll(
                 db,
-                sql: "SELECT participant, value FROM readMarker WHERE backend = ? AND account = ? AND conversation = ?",
+                cached: "SELECT participant, value FROM readMarker WHERE backend = ? AND account = ? AND conversation = ?",
                 arguments: scope.arguments + [conversation.rawValue]
             )
             for row in rows {
@@ -262,7 +287,7 @@ public final class SQLiteChatStore: ChatStore {
     public func fetchSequences(scope: StoreScope) async throws -> [ConversationID: Int64] {
         try await read { db in
             var sequences: [ConversationID: Int64] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT conversation, value FROM sequence WHERE backend = ? AND account = ?", arguments: scope.arguments) {
+            for row in try Row.fetchAll(db, cached: "SELECT conversation, value FROM sequence WHERE backend = ? AND account = ?", arguments: scope.arguments) {
                 sequences[ConversationID(row["conversation"])] = row["value"]
             }
             return sequences
@@ -275,7 +300,7 @@ public final class SQLiteChatStore: ChatStore {
 
     public func fetchCursor(scope: StoreScope) async throws -> SyncCursor? {
         try await read { db in
-            try Data.fetchOne(db, sql: "SELECT value FROM cursor WHERE backend = ? AND account = ?", arguments: scope.arguments)
+            try Data.fetchOne(db, cached: "SELECT value FROM cursor WHERE backend = ? AND account = ?", arguments: scope.arguments)
                 .map { try Self.decode(SyncCursor.self, $0) }
         }
     }
@@ -300,7 +325,7 @@ public final class SQLiteChatStore: ChatStore {
 
     public func fetchCredentials(scope: StoreScope) async throws -> Credentials {
         try await read { db in
-            try Data.fetchOne(db, sql: "SELECT value FROM credentials WHERE backend = ? AND account = ?", arguments: scope.arguments)
+            try Data.fetchOne(db, cached: "SELECT value FROM credentials WHERE backend = ? AND account = ?", arguments: scope.arguments)
                 .map { try Self.decode(Credentials.self, $0) } ?? Credentials()
         }
     }
@@ -326,36 +351,36 @@ public final class SQLiteChatStore: ChatStore {
             try upsertKeepingOrder(try encode(conversation), into: "conversation", keyColumn: "id", key: conversation.id.rawValue, scope: scope, db)
         case .removeConversation(let id):
             let arguments = scope.arguments + [id.rawValue]
-            try db.execute(sql: "DELETE FROM conversation WHERE \(key) AND id = ?", arguments: arguments)
+            try db.execute(cached: "DELETE FROM conversation WHERE \(key) AND id = ?", arguments: arguments)
             for table in ["message", "readMarker", "sequence"] {
-                try db.execute(sql: "DELETE FROM \(table) WHERE \(key) AND conversation = ?", arguments: arguments)
+                try db.execute(cached: "DELETE FROM \(table) WHERE \(key) AND conversation = ?", arguments: arguments)
             }
         case .saveMessages(let messages):
             for message in messages { try save(message, value: try encode(message), scope: scope, db) }
         case .removeMessage(let id, let conversation):
-            try db.execute(sql: "DELETE FROM message WHERE \(key) AND conversation = ? AND serverID = ?", arguments: scope.arguments + [conversation.rawValue, id.rawValue])
+            try db.execute(cached: "DELETE FROM message WHERE \(key) AND conversation = ? AND serverID = ?", arguments: scope.arguments + [conversation.rawValue, id.rawValue])
         case .removeAllMessages(let conversation):
-            try db.execute(sql: "DELETE FROM message WHERE \(key) AND conversation = ?", arguments: scope.arguments + [conversation.rawValue])
+            try db.execute(cached: "DELETE FROM message WHERE \(key) AND conversation = ?", arguments: scope.arguments + [conversation.rawValue])
         case .saveReadMarker(let marker, let participant, let conversation):
             try db.execute(
-                sql: "INSERT OR REPLACE INTO readMarker (backend, account, conversation, participant, value) VALUES (?, ?, ?, ?, ?)",
+                cached: "INSERT OR REPLACE INTO readMarker (backend, account, conversation, participant, value) VALUES (?, ?, ?, ?, ?)",
                 arguments: scope.arguments + [conversation.rawValue, participant.rawValue, try encode(marker)]
             )
         case .saveSequence(let sequence, let conversation):
             try db.execute(
-                sql: "INSERT OR REPLACE INTO sequence (backend, account, conversation, value) VALUES (?, ?, ?, ?)",
+                cached: "INSERT OR REPLACE INTO sequence (backend, account, conversation, value) VALUES (?, ?, ?, ?)",
                 arguments: scope.arguments + [conversation.rawValue, sequence]
             )
         case .saveCursor(let cursor?):
-            try db.execute(sql: "INSERT OR REPLACE INTO cursor (backend, account, value) VALUES (?, ?, ?)", arguments: scope.arguments + [try encode(cursor)])
+            try db.execute(cached: "INSERT OR REPLACE INTO cursor (backend, account, value) VALUES (?, ?, ?)", arguments: scope.arguments + [try encode(cursor)])
         case .saveCursor(nil):
-            try db.execute(sql: "DELETE FROM cursor WHERE \(key)", arguments: scope.arguments)
+            try db.execute(cached: "DELETE FROM cursor WHERE \(key)", arguments: scope.arguments)
         case .saveOutboxEntry(let entry):
             try upsertKeepingOrder(try encode(entry), into: "outbox", keyColumn: "clientID", key: entry.clientID.rawValue, scope: scope, db)
         case .removeOutboxEntry(let clientID):
-            try db.execute(sql: "DELETE FROM outbox WHERE \(key) AND clientID = ?", arguments: scope.arguments + [clientID.rawValue])
+            try db.execute(cached: "DELETE FROM outbox WHERE \(key) AND clientID = ?", arguments: scope.arguments + [clientID.rawValue])
         case .saveCredentials(let credentials):
-            try db.execute(sql: "INSERT OR REPLACE INTO credentials (backend, account, value) VALUES (?, ?, ?)", arguments: scope.arguments + [try encode(credentials)])
+            try db.execute(cached: "INSERT OR REPLACE INTO credentials (backend, account, value) VALUES (?, ?, ?)", arguments: scope.arguments + [try encode(credentials)])
         }
     }
 
@@ -364,7 +389,7 @@ public final class SQLiteChatStore: ChatStore {
     /// The values of `table` in the order they were first saved (`conversation`, `outbox`).
     private func fetchInOrder<T: Decodable & Sendable>(_ type: T.Type, from table: String, scope: StoreScope) async throws -> [T] {
         try await read { db in
-            try Data.fetchAll(db, sql: "SELECT value FROM \(table) WHERE backend = ? AND account = ? ORDER BY rowid", arguments: scope.arguments)
+            try Data.fetchAll(db, cached: "SELECT value FROM \(table) WHERE backend = ? AND account = ? ORDER BY rowid", arguments: scope.arguments)
                 .map { try Self.decode(type, $0) }
         }
     }
@@ -380,7 +405,7 @@ public final class SQLiteChatStore: ChatStore {
         _ db: Database
     ) throws {
         try db.execute(
-            sql: """
+            cached: """
                 INSERT INTO \(table) (backend, account, \(keyColumn), value) VALUES (?, ?, ?, ?)
                 ON CONFLICT (backend, account, \(keyColumn)) DO UPDATE SET value = excluded.value
                 """,
@@ -443,4 +468,28 @@ public final class SQLiteChatStore: ChatStore {
 extension StoreScope {
     /// The two key columns every table starts with.
     fileprivate var arguments: StatementArguments { [backend.rawValue, account] }
+}
+
+/// Statements compiled once per connection and reused (GRDB's statement cache): the engine runs
+/// the same few statements for every event, and compiling one costs more than running it.
+extension Database {
+    fileprivate func execute(cached sql: String, arguments: StatementArguments = []) throws {
+        try cachedStatement(sql: sql).execute(arguments: arguments)
+    }
+}
+
+extension DatabaseValueConvertible {
+    fileprivate static func fetchOne(_ db: Database, cached sql: String, arguments: StatementArguments = []) throws -> Self? {
+        try fetchOne(db.cachedStatement(sql: sql), arguments: arguments)
+    }
+
+    fileprivate static func fetchAll(_ db: Database, cached sql: String, arguments: StatementArguments = []) throws -> [Self] {
+        try fetchAll(db.cachedStatement(sql: sql), arguments: arguments)
+    }
+}
+
+extension Row {
+    fileprivate static func fetchAll(_ db: Database, cached sql: String, arguments: StatementArguments = []) throws -> [Row] {
+        try fetchAll(db.cachedStatement(sql: sql), arguments: arguments)
+    }
 }

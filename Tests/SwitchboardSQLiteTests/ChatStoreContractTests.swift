@@ -174,6 +174,25 @@ import Testing
         #expect(try await store.fetchPendingMessages(scope: other).isEmpty)
     }
 
+    /// The one-read lookup the engine reconciles an incoming message with agrees with the two
+    /// lookups it replaces, keys missing or not, scope kept.
+    @Test(arguments: Kind.allCases)
+    func reconciliationCandidatesInOneRead(_ kind: Kind) async throws {
+        let store = try kind.make()
+        try await store.saveMessages(
+            [message(server: "s1", client: nil, second: 1, text: "agent"), message(server: nil, client: "c1", second: 2, text: "mine, pending")],
+            scope: scope
+        )
+        let both = try await store.fetchMessages(serverID: "s1", clientID: "c1", in: conversation, scope: scope)
+        #expect(both.byServerID?.text == "agent" && both.byClientID?.text == "mine, pending", "\(kind)")
+        let none = try await store.fetchMessages(serverID: "s9", clientID: nil, in: conversation, scope: scope)
+        #expect(none.byServerID == nil && none.byClientID == nil, "\(kind)")
+        let elsewhere = try await store.fetchMessages(serverID: "s1", clientID: "c1", in: conversation, scope: other)
+        #expect(elsewhere.byServerID == nil && elsewhere.byClientID == nil, "\(kind): another account sees nothing")
+        let otherConversation = try await store.fetchMessages(serverID: "s1", clientID: nil, in: "c2", scope: scope)
+        #expect(otherConversation.byServerID == nil, "\(kind): a server id is looked up in its conversation")
+    }
+
     @Test func aSQLiteBatchThatFailsStoresNothing() async throws {
         let store = try SQLiteChatStore.inMemory()
         try await store.database.write { db in

@@ -262,6 +262,7 @@ extension ChatSession {
             case .conversationRemoved:
                 guard let conversation else { throw missingConversation(event) }
                 try await store.removeConversation(conversation, scope: scope)
+                storedConversations.remove(conversation)
                 trackers[conversation] = nil
                 storedSequences[conversation] = nil
                 publish(event.kind, conversation: conversation, sequence: event.sequence, time: time)
@@ -323,13 +324,10 @@ extension ChatSession {
 
     private func applyMessage(_ message: Message, position: ChatEvent.MessagePosition?, sequence: Int64?, time: Date?) async throws {
         let conversation = message.conversationID
-        _ = try await knownConversation(conversation, time: time)
-        let byServerID = try await message.serverID.asyncFlatMap {
-            try await store.fetchMessage(serverID: $0, in: conversation, scope: scope)
-        }
-        let byClientID = try await message.clientID.asyncFlatMap {
-            try await store.fetchMessage(clientID: $0, scope: scope)
-        }
+        try await ensureConversation(conversation, time: time)
+        let (byServerID, byClientID) = try await store.fetchMessages(
+            serverID: message.serverID, clientID: message.clientID, in: conversation, scope: scope
+        )
         // A history page is older information than whatever the store holds: it only fills in.
         if position == .history, byServerID != nil {
             statisticsValue.duplicatesDropped += 1
@@ -375,11 +373,22 @@ extension ChatSession {
     /// The stored conversation, or a new minimal one (published as added) when an event names
     /// a conversation the backend never announced.
     func knownConversation(_ id: ConversationID, time: Date?) async throws -> ConversationInfo {
-        if let info = try await store.fetchConversation(id, scope: scope) { return info }
+        if let info = try await store.fetchConversation(id, scope: scope) {
+            storedConversations.insert(id)
+            return info
+        }
         let info = ConversationInfo(id: id, createdAt: time ?? clock.date)
         try await store.saveConversation(info, scope: scope)
+        storedConversations.insert(id)
         publish(.conversationAdded(info), conversation: id, time: time)
         return info
+    }
+
+    /// ``knownConversation(_:time:)`` for a caller that needs only the conversation to exist:
+    /// no read when it is known to.
+    func ensureConversation(_ id: ConversationID, time: Date?) async throws {
+        guard !storedConversations.contains(id) else { return }
+        _ = try await knownConversation(id, time: time)
     }
 
     /// How far back a read marker turns the customer's sent messages `.read`.

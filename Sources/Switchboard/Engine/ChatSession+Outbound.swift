@@ -72,7 +72,7 @@ extension ChatSession {
         let now = clock.date
         let entry = OutboxEntry(message: outgoing, createdAt: now)
         let message = entry.pendingMessage
-        _ = try await knownConversation(conversation, time: now)
+        try await ensureConversation(conversation, time: now)
         // The message and its outbox entry in one transaction: a crash between the two would
         // leave a pending message nothing resends.
         try await store.apply([.saveMessages([message]), .saveOutboxEntry(entry)], scope: scope)

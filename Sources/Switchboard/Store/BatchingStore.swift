@@ -72,6 +72,22 @@ final class BatchingStore: ChatStore {
         return try await base.fetchMessage(clientID: clientID, scope: scope)
     }
 
+    func fetchMessages(
+        serverID: MessageID?,
+        clientID: ClientMessageID?,
+        in conversation: ConversationID,
+        scope: StoreScope
+    ) async throws -> (byServerID: Message?, byClientID: Message?) {
+        let kept = batch.withLock { batch in
+            (serverID.flatMap { batch?.messagesByServerID[conversation]?[$0] }, clientID.flatMap { batch?.messagesByClientID[$0] })
+        }
+        let missingServerID = kept.0 == nil ? serverID : nil
+        let missingClientID = kept.1 == nil ? clientID : nil
+        guard missingServerID != nil || missingClientID != nil else { return kept }
+        let stored = try await base.fetchMessages(serverID: missingServerID, clientID: missingClientID, in: conversation, scope: scope)
+        return (kept.0 ?? stored.byServerID, kept.1 ?? stored.byClientID)
+    }
+
     // MARK: Other reads: what is kept is applied first
 
     func fetchConversations(scope: StoreScope) async throws -> [ConversationInfo] {

@@ -35,6 +35,15 @@ public protocol ChatStore: Sendable {
 
     func fetchMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws -> Message?
     func fetchMessage(clientID: ClientMessageID, scope: StoreScope) async throws -> Message?
+    /// The stored messages an incoming message may be, in one read: the one with `serverID` in
+    /// `conversation`, and the one with `clientID` (the app's own send). A `nil` key is not
+    /// looked up. The default makes the two reads; a store with a cost per read overrides it.
+    func fetchMessages(
+        serverID: MessageID?,
+        clientID: ClientMessageID?,
+        in conversation: ConversationID,
+        scope: StoreScope
+    ) async throws -> (byServerID: Message?, byClientID: Message?)
     /// The `limit` newest messages older than `before` (all when `nil`), oldest first.
     func fetchMessages(
         in conversation: ConversationID,
@@ -102,4 +111,17 @@ public enum StoreWrite: Sendable, Hashable {
     case saveOutboxEntry(OutboxEntry)
     case removeOutboxEntry(ClientMessageID)
     case saveCredentials(Credentials)
+}
+
+extension ChatStore {
+    public func fetchMessages(
+        serverID: MessageID?,
+        clientID: ClientMessageID?,
+        in conversation: ConversationID,
+        scope: StoreScope
+    ) async throws -> (byServerID: Message?, byClientID: Message?) {
+        let byServerID = try await serverID.asyncFlatMap { try await fetchMessage(serverID: $0, in: conversation, scope: scope) }
+        let byClientID = try await clientID.asyncFlatMap { try await fetchMessage(clientID: $0, scope: scope) }
+        return (byServerID, byClientID)
+    }
 }
