@@ -19,7 +19,7 @@ struct BenchCommand: AsyncParsableCommand {
 
     @Flag(help: "Tiny sizes: checks that every row runs, not how fast.") var quick = false
     @Flag(help: "Print the rows as JSON.") var json = false
-    @Option(help: "Only these figures: bus, history, decode, latency (repeatable; all when absent).") var only: [Bench.Figure] = []
+    @Option(help: "Only these figures: bus, history, decode, latency, catch-up, memory (repeatable; all when absent).") var only: [Bench.Figure] = []
     @Option(help: "Only these adapters' rows: webim, voximplant, cxone (repeatable; all when absent).") var adapter: [Bench.Adapter] = []
 
     func run() async throws {
@@ -95,14 +95,27 @@ struct Bench: Sendable {
         var decodedFrames: Int
         /// Loopback exchanges per adapter, over all rounds (each way, each side).
         var latencySamples: Int
+        /// Events missed while offline, per catch-up round.
+        var catchUpEvents: Int
+        /// Idle sessions held at once: on the in-memory backend, and over real sockets.
+        var idleSessions: Int
+        var idleSocketSessions: Int
 
-        static let full = Sizes(events: 200_000, rounds: 7, storedMessages: 100_000, pages: 200, decodedFrames: 20_000, latencySamples: 350)
-        static let quick = Sizes(events: 500, rounds: 2, storedMessages: 300, pages: 5, decodedFrames: 20, latencySamples: 4)
+        static let full = Sizes(
+            events: 200_000, rounds: 7, storedMessages: 100_000, pages: 200, decodedFrames: 20_000, latencySamples: 350, catchUpEvents: 10_000,
+            idleSessions: 10_000, idleSocketSessions: 1_000
+        )
+        static let quick = Sizes(
+            events: 500, rounds: 2, storedMessages: 300, pages: 5, decodedFrames: 20, latencySamples: 4, catchUpEvents: 150, idleSessions: 50,
+            idleSocketSessions: 10
+        )
     }
 
     /// The groups of rows.
     enum Figure: String, CaseIterable, Sendable, ExpressibleByArgument {
         case bus, history, decode, latency
+        case catchUp = "catch-up"
+        case memory
     }
 
     enum Adapter: String, CaseIterable, Sendable, ExpressibleByArgument {
@@ -129,6 +142,8 @@ struct Bench: Sendable {
         if runs(.history) { rows.append(try await historyPage()) }
         if runs(.decode) { rows += decodeRows(try RecordedFrames.load()) }
         if runs(.latency) { rows += try await latencyRows() }
+        if runs(.catchUp), runs(.voximplant) { rows.append(try await catchUpRow()) }
+        if runs(.memory) { rows += try await idleMemoryRows() }
         progress.say("")
         return rows
     }

@@ -10,7 +10,11 @@ struct BenchTests {
     @Test func everyRowRunsOnTinySizes() async throws {
         let rows = try await Bench(sizes: .quick, progress: BenchProgress(enabled: false)).run()
         print(BenchRow.table(rows).joined(separator: "\n"))
-        #expect(Set(rows.map(\.baselineName)) == ["AsyncStream", "bare channel", "raw indexed SELECT", "JSONSerialization parse", "raw client"])
+        let baselines: Set<String> = [
+            "AsyncStream", "bare channel", "raw indexed SELECT", "JSONSerialization parse", "raw client",
+            "raw retransmits + one INSERT transaction", "goal",
+        ]
+        #expect(Set(rows.map(\.baselineName)) == baselines)
         for adapter in ["Webim", "Voximplant-style", "CXone"] {
             #expect(rows.contains { $0.name.hasPrefix("decode + normalize, \(adapter) (") }, "a decode row for \(adapter)")
             for store in ["in-memory store", "SQLite file"] {
@@ -19,7 +23,10 @@ struct BenchTests {
                 }
             }
         }
-        #expect(rows.count == 8 + 3 * 2 * 4)
+        #expect(rows.contains { $0.name.hasPrefix("catch-up of 150 missed events") })
+        #expect(rows.filter { $0.name.hasPrefix("idle sessions,") }.count == 2)
+        let expected = 8 + 3 * 2 * 4 + 1 + 2
+        #expect(rows.count == expected)
         for row in rows {
             #expect(row.switchboard > 0 && row.baseline > 0 && row.ratio.isFinite, "\(row.name) against \(row.baselineName)")
         }

@@ -484,6 +484,9 @@ public final class VoximplantServer: Sendable {
         let text = params["text"]?.stringValue ?? ""
         guard text.count <= 5000 else { throw VoximplantProtocolError(23) }
         try checkRate(user, state: &state)
+        // The state's copy goes, so the conversation's log and messages grow in place instead of
+        // being copied for every message.
+        state.conversations[conversation.uuid] = nil
         state.nextID += 1
         let message = VoxMessage(
             uuid: "msg-\(state.nextID)",
@@ -568,7 +571,8 @@ public final class VoximplantServer: Sendable {
         state: inout State,
         alsoTo: Set<String> = []
     ) -> JSONValue {
-        var conversation = state.conversations[uuid]!
+        // Taken out while it changes, so its log grows in place (see sendMessage).
+        var conversation = state.conversations.removeValue(forKey: uuid)!
         let sequence = conversation.lastSequence + 1
         conversation.lastUpdateTime = now
         var event = fields.objectValue ?? [:]

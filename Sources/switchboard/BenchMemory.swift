@@ -1,0 +1,92 @@
+import Foundation
+import Logging
+import Switchboard
+import SwitchboardTestKit
+import SwitchboardVoximplant
+import SwitchboardEmulation
+import VoximplantEmulator
+
+/// Memory per idle, connected session: `sessions` sessions with one shared store and bus, each
+/// connected and waiting; the process's resident memory (Linux `/proc/self/statm`) before and
+/// after, divided by the count. Over real sockets the emulator runs in the same process, so its
+/// side of each connection is counted too.
+extension Bench {
+    func idleMemoryRows() async throws -> [BenchRow] {
+        var rows: [BenchRow] = []
+        let inMemory = sizes.idleSessions
+        progress.say("idle sessions: \(inMemory) on the in-memory backend")
+        let server = InMemoryServer()
+        let perSession = try await Self.heapPerSession(inMemory) { index in
+            InMemoryBackend(server: server, user: ParticipantID("user-\(index)"))
+        }
+        rows.append(Self.memoryRow("idle sessions, in-memory backend, \(inMemory)", perSession))
+        if runs(.voximplant) {
+            let overSockets = sizes.idleSocketSessions
+            progress.say("idle sessions: \(overSockets) over WebSockets to the Voximplant-style emulator")
+            let voximplant = VoximplantServer()
+            let users = (0..<overSockets).map { voximplant.addUser("user\($0)", token: "token-\($0)", displayName: "User \($0)") }
+            let perSocketSession = try await VoximplantEmulator(server: voximplant, logger: Logger.quiet).withRunning { url in
+                try await Self.heapPerSession(overSockets) { index in
+                    VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: users[index], token: "token-\(index)"), logger: Logger.quiet)
+                }
+            }
+            rows.append(Self.memoryRow("idle sessions, Voximplant-style over WebSockets (emulator in process), \(overSockets)", perSocketSession))
+        }
+        return rows
+    }
+
+    private static func memoryRow(_ name: String, _ bytes: Double) -> BenchRow {
+        let goal = 50.0 * 1024
+        return BenchRow(
+            name: name, unit: "KB/session", switchboard: bytes / 1024, baselineName: "goal", baseline: goal / 1024, ratio: bytes / goal,
+            goal: "≤ 50 KB", met: bytes <= goal
+        )
+    }
+
+    /// Resident bytes per session with `count` sessions connected and idle.
+    private static func heapPerSession(_ count: Int, backend: (Int) -> any ChatBackend) async throws -> Double {
+        let bus = EventBus()
+        let store = InMemoryChatStore()
+        let connected = bus.subscribe(filter: .all, buffering: .unbounded)
+        releaseFreedMemory()
+        let before = try residentBytes()
+        let sessions = (0..<count).map { index in
+            ChatSession(id: SessionID("idle-\(index)"), backend: backend(index), account: "user-\(index)", store: store, bus: bus, logger: Logger.quiet)
+        }
+        return try await withThrowingDiscardingTaskGroup { group in
+            for session in sessions {
+                group.addTask { try await session.run() }
+                try await session.resume()
+            }
+            var up = 0
+            for await event in connected where event.isConnected {
+                up += 1
+                if up == count { break }
+            }
+            let after = try residentBytes()
+            group.cancelAll()
+            return Double(after - before) / Double(count)
+        }
+    }
+
+    /// Hands the allocator's free memory back to the system (glibc's `malloc_trim`, looked up at
+    /// run time), so what an earlier figure freed is not reused unseen by the next.
+    static func releaseFreedMemory() {
+        #if os(Linux)
+        typealias Trim = @convention(c) (Int) -> Int32
+        if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_trim") {
+            _ = unsafeBitCast(symbol, to: Trim.self)(0)
+        }
+        #endif
+    }
+
+    /// The process's resident memory.
+    static func residentBytes() throws -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8), case let fields = text.split(separator: " "),
+            fields.count > 1, let pages = Int(fields[1])
+        else {
+            throw SwitchboardError(.unsupported, "bench: the memory figures read /proc/self/statm (Linux)")
+        }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+}
