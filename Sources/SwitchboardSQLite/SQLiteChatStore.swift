@@ -143,28 +143,35 @@ public final class SQLiteChatStore: ChatStore {
     }
 
     public func fetchMessages(
-        serverID: MessageID?,
-        clientID: ClientMessageID?,
+        serverIDs: [MessageID],
+        clientIDs: [ClientMessageID],
         in conversation: ConversationID,
         scope: StoreScope
-    ) async throws -> (byServerID: Message?, byClientID: Message?) {
-        try await read { db in
-            let byServerID = try serverID.flatMap {
-                try Data.fetchOne(
+    ) async throws -> [Message] {
+        guard !serverIDs.isEmpty || !clientIDs.isEmpty else { return [] }
+        return try await read { db in
+            var values: [Data] = []
+            // SQLite takes at most 32,766 parameters; chunks of 500 keep each statement small.
+            for chunk in serverIDs.map(\.rawValue).chunked(500) {
+                values += try Data.fetchAll(
                     db,
-                    cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND conversation = ? AND serverID = ?",
-                    arguments: scope.arguments + [conversation.rawValue, $0.rawValue]
+                    cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND conversation = ? AND serverID IN (\(Self.placeholders(chunk.count)))",
+                    arguments: scope.arguments + StatementArguments([conversation.rawValue] + chunk)
                 )
             }
-            let byClientID = try clientID.flatMap {
-                try Data.fetchOne(
+            for chunk in clientIDs.map(\.rawValue).chunked(500) {
+                values += try Data.fetchAll(
                     db,
-                    cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND clientID = ? LIMIT 1",
-                    arguments: scope.arguments + [$0.rawValue]
+                    cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND clientID IN (\(Self.placeholders(chunk.count)))",
+                    arguments: scope.arguments + StatementArguments(Array(chunk))
                 )
             }
-            return (try byServerID.map { try Self.decode(Message.self, $0) }, try byClientID.map { try Self.decode(Message.self, $0) })
+            return try values.map { try Self.decode(Message.self, $0) }
         }
+    }
+
+    private static func placeholders(_ count: Int) -> String {
+        Array(repeating: "?", count: count).joined(separator: ", ")
     }
 
     public func fetchMessages(
@@ -491,5 +498,12 @@ extension DatabaseValueConvertible {
 extension Row {
     fileprivate static func fetchAll(_ db: Database, cached sql: String, arguments: StatementArguments = []) throws -> [Row] {
         try fetchAll(db.cachedStatement(sql: sql), arguments: arguments)
+    }
+}
+
+extension Array {
+    /// The elements in consecutive slices of at most `size`.
+    fileprivate func chunked(_ size: Int) -> [ArraySlice<Element>] {
+        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min(count, $0 + size)] }
     }
 }

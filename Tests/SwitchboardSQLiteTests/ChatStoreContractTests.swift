@@ -174,23 +174,24 @@ import Testing
         #expect(try await store.fetchPendingMessages(scope: other).isEmpty)
     }
 
-    /// The one-read lookup the engine reconciles an incoming message with agrees with the two
-    /// lookups it replaces, keys missing or not, scope kept.
+    /// The lookup incoming messages are reconciled with: by server id in the conversation, by
+    /// client id in the whole scope, any number of keys at once, another account seeing nothing.
     @Test(arguments: Kind.allCases)
     func reconciliationCandidatesInOneRead(_ kind: Kind) async throws {
         let store = try kind.make()
         try await store.saveMessages(
-            [message(server: "s1", client: nil, second: 1, text: "agent"), message(server: nil, client: "c1", second: 2, text: "mine, pending")],
+            [message(server: "s1", client: nil, second: 1, text: "agent"), message(server: nil, client: "c1", second: 2, text: "mine, pending")]
+                + (2...700).map { message(server: "s\($0)", client: nil, second: Double($0 + 2), text: "agent \($0)") },
             scope: scope
         )
-        let both = try await store.fetchMessages(serverID: "s1", clientID: "c1", in: conversation, scope: scope)
-        #expect(both.byServerID?.text == "agent" && both.byClientID?.text == "mine, pending", "\(kind)")
-        let none = try await store.fetchMessages(serverID: "s9", clientID: nil, in: conversation, scope: scope)
-        #expect(none.byServerID == nil && none.byClientID == nil, "\(kind)")
-        let elsewhere = try await store.fetchMessages(serverID: "s1", clientID: "c1", in: conversation, scope: other)
-        #expect(elsewhere.byServerID == nil && elsewhere.byClientID == nil, "\(kind): another account sees nothing")
-        let otherConversation = try await store.fetchMessages(serverID: "s1", clientID: nil, in: "c2", scope: scope)
-        #expect(otherConversation.byServerID == nil, "\(kind): a server id is looked up in its conversation")
+        let both = try await store.fetchMessages(serverIDs: ["s1"], clientIDs: ["c1"], in: conversation, scope: scope)
+        #expect(Set(both.map(\.text)) == ["agent", "mine, pending"], "\(kind)")
+        #expect(try await store.fetchMessages(serverIDs: ["s9999"], clientIDs: [], in: conversation, scope: scope).isEmpty, "\(kind)")
+        #expect(try await store.fetchMessages(serverIDs: ["s1"], clientIDs: ["c1"], in: conversation, scope: other).isEmpty, "\(kind): another account")
+        #expect(try await store.fetchMessages(serverIDs: ["s1"], clientIDs: [], in: "c2", scope: scope).isEmpty, "\(kind): by server id, in its conversation")
+        // More keys than one statement takes (chunks of 500).
+        let many = try await store.fetchMessages(serverIDs: (1...700).map { MessageID("s\($0)") }, clientIDs: [], in: conversation, scope: scope)
+        #expect(many.count == 700, "\(kind)")
     }
 
     @Test func aSQLiteBatchThatFailsStoresNothing() async throws {

@@ -8,6 +8,7 @@ import Testing
 final class CountingStore: ChatStore {
     private struct State {
         var applies = 0
+        var messageLookups = 0
         var holdNext = false
         var held: CheckedContinuation<Void, Never>?
     }
@@ -16,6 +17,8 @@ final class CountingStore: ChatStore {
     private let state = Mutex(State())
 
     var applies: Int { state.withLock { $0.applies } }
+    /// Reads of messages by key: single lookups and reconciliation reads.
+    var messageLookups: Int { state.withLock { $0.messageLookups } }
     var isHolding: Bool { state.withLock { $0.held != nil } }
 
     func holdNextApply() { state.withLock { $0.holdNext = true } }
@@ -45,9 +48,20 @@ final class CountingStore: ChatStore {
     func saveConversation(_ conversation: ConversationInfo, scope: StoreScope) async throws { try await apply([.saveConversation(conversation)], scope: scope) }
     func removeConversation(_ id: ConversationID, scope: StoreScope) async throws { try await apply([.removeConversation(id)], scope: scope) }
     func fetchMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws -> Message? {
-        await base.fetchMessage(serverID: serverID, in: conversation, scope: scope)
+        state.withLock { $0.messageLookups += 1 }
+        return await base.fetchMessage(serverID: serverID, in: conversation, scope: scope)
     }
-    func fetchMessage(clientID: ClientMessageID, scope: StoreScope) async throws -> Message? { await base.fetchMessage(clientID: clientID, scope: scope) }
+    func fetchMessage(clientID: ClientMessageID, scope: StoreScope) async throws -> Message? {
+        state.withLock { $0.messageLookups += 1 }
+        return await base.fetchMessage(clientID: clientID, scope: scope)
+    }
+    func fetchMessages(serverIDs: [MessageID], clientIDs: [ClientMessageID], in conversation: ConversationID, scope: StoreScope) async throws -> [Message] {
+        state.withLock { $0.messageLookups += 1 }
+        var found: [Message] = []
+        for id in serverIDs { if let message = await base.fetchMessage(serverID: id, in: conversation, scope: scope) { found.append(message) } }
+        for id in clientIDs { if let message = await base.fetchMessage(clientID: id, scope: scope) { found.append(message) } }
+        return found
+    }
     func fetchMessages(in conversation: ConversationID, before: MessageOrderKey?, limit: Int, scope: StoreScope) async throws -> [Message] {
         await base.fetchMessages(in: conversation, before: before, limit: limit, scope: scope)
     }
@@ -119,6 +133,37 @@ struct StoreTransactionTests {
             #expect(transactions <= 8, "updates that arrive together share a transaction")
             let stored = try await session.conversation(conversation.id).storedMessages(before: nil, limit: .max)
             #expect(stored.map(\.text) == ["first"] + (1...200).map { "burst \($0)" })
+        }
+    }
+
+    /// A catch-up by retransmit: each retransmit's events are one transaction, and the stored
+    /// messages they are reconciled with are read once per retransmit, not once per event.
+    @Test func aCatchUpIsOneTransactionAndOneReadPerRetransmit() async throws {
+        let emulator = InMemoryEmulator()
+        let conversation = emulator.server.createConversation(participants: [Participant(id: "customer", role: .customer), Participant(id: "agent", role: .agent)])
+        let agent = emulator.server.agent("agent", name: "Agent")
+        let store = CountingStore()
+        let session = ChatSession(
+            backend: InMemoryBackend(server: emulator.server, user: "customer"), store: store,
+            clock: SessionClock(TestClock()), logger: .quiet
+        )
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.first("the conversation") { $0.conversationID == conversation.id }
+            try await session.pause()
+            for index in 1...250 { try agent.send("missed \(index)", in: conversation.id) }
+            let (applies, lookups) = (store.applies, store.messageLookups)
+            try await session.resume()
+            try await recorder.first("caught up") { $0.addedMessage?.text == "missed 250" }
+            let statistics = await session.statistics
+            let transactions = store.applies - applies
+            let reads = store.messageLookups - lookups
+            print("catch-up of 250 events: \(statistics.retransmitRequests) retransmits, \(transactions) store transactions, \(reads) message reads")
+            #expect(statistics.retransmitRequests >= 3, "250 events at 100 a retransmit")
+            #expect(transactions <= statistics.retransmitRequests + 4, "a retransmit's events share a transaction")
+            #expect(reads <= statistics.retransmitRequests + 4, "a retransmit's messages are looked up together")
+            let stored = try await session.conversation(conversation.id).storedMessages(before: nil, limit: .max)
+            #expect(stored.map(\.text) == (1...250).map { "missed \($0)" })
         }
     }
 }

@@ -97,6 +97,24 @@ let fixturesDirectory = URL(fileURLWithPath: #filePath)
         #expect(throws: SwitchboardError.self) { try JSONValue(parsing: String(repeating: "{\"a\":", count: 100_000)) }
     }
 
+    /// The writer behind `jsonData()`: compact, sorted keys, minimal escapes; what it writes
+    /// reads back as the same value, a whole double stays a double.
+    @Test func writesCompactSortedTextThatReadsBack() throws {
+        let value: JSONValue = [
+            "b": 1, "a": .double(1), "c": .double(1e21), "d": .double(-0.5), "e": "q\"uote \\ slash/ é 😀 \u{1} \n\t",
+            "f": [nil, true, false], "g": .double(.infinity), "h": .int(.min),
+        ]
+        let text = value.jsonString
+        #expect(text == (#"{"a":1.0,"b":1,"c":1e+21,"d":-0.5,"e":"q\"uote \\ slash/ é 😀 \u0001 \n\t","f":[null,true,false],"g":null,"h":-9223372036854775808}"#))
+        var finite = value
+        if case .object(var members) = finite {
+            members["g"] = nil
+            finite = .object(members)
+        }
+        #expect(try JSONValue(parsing: finite.jsonData()) == finite)
+        #expect(try JSONValue(parsing: value.jsonData())["g"] == .null, "a non-finite double is written as null")
+    }
+
     /// On every vendor payload the parser agrees with `JSONDecoder` decoding a `JSONValue`.
     @Test(arguments: ["webim", "cxone"])
     func agreesWithJSONDecoderOnTheFixtures(_ vendor: String) throws {

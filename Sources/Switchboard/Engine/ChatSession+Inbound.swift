@@ -212,6 +212,7 @@ extension ChatSession {
                 conversation: conversation
             )
         }
+        await preloadReconciliation(of: outcome.deliver.map(\.1), in: conversation)
         for (_, event) in outcome.deliver {
             await deliver(event)
         }
@@ -325,9 +326,11 @@ extension ChatSession {
     private func applyMessage(_ message: Message, position: ChatEvent.MessagePosition?, sequence: Int64?, time: Date?) async throws {
         let conversation = message.conversationID
         try await ensureConversation(conversation, time: time)
-        let (byServerID, byClientID) = try await store.fetchMessages(
-            serverID: message.serverID, clientID: message.clientID, in: conversation, scope: scope
+        let candidates = try await store.fetchMessages(
+            serverIDs: message.serverID.map { [$0] } ?? [], clientIDs: message.clientID.map { [$0] } ?? [], in: conversation, scope: scope
         )
+        let byServerID = message.serverID.flatMap { id in candidates.first { $0.serverID == id && $0.conversationID == conversation } }
+        let byClientID = message.clientID.flatMap { id in candidates.first { $0.clientID == id } }
         // A history page is older information than whatever the store holds: it only fills in.
         if position == .history, byServerID != nil {
             statisticsValue.duplicatesDropped += 1
@@ -368,6 +371,19 @@ extension ChatSession {
             try await store.saveConversation(info, scope: scope)
             publish(.conversationAdded(info), conversation: info.id, sequence: sequence, time: time)
         }
+    }
+
+    /// Before a run of events is delivered in one batch: the stored messages they will be
+    /// reconciled with, read in one go instead of one read each. A failed read only loses the
+    /// shortcut (each lookup reads for itself).
+    private func preloadReconciliation(of events: [BackendEvent], in conversation: ConversationID) async {
+        let messages = events.compactMap { event -> Message? in
+            switch event.kind {
+            case .messageAdded(let message, _), .messageUpdated(let message): message
+            default: nil
+            }
+        }
+        try? await store.preload(reconciling: messages, in: conversation, scope: scope)
     }
 
     /// The stored conversation, or a new minimal one (published as added) when an event names

@@ -749,7 +749,9 @@ public actor ChatSession: Session {
         case .send(let entry):
             await sendFinished(entry, result: result)
         case .retransmit(let conversation, let range):
-            await retransmitFinished(conversation, range: range, result: result)
+            // A retransmit's events (up to a hundred) go into one store transaction, as the
+            // updates of a link that arrive together do.
+            await inOneTransaction { await retransmitFinished(conversation, range: range, result: result) }
         case .typing:
             if case .failure(let error) = result {
                 // Typing is best effort: a failure is only logged.

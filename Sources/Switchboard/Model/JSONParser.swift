@@ -286,3 +286,66 @@ struct JSONParser: ~Copyable {
         return value
     }
 }
+
+/// JSON text from a ``JSONValue``, written directly (`JSONEncoder` walks `Codable` containers for
+/// every value): compact, object keys sorted so equal values give equal bytes, `/` not escaped,
+/// non-finite doubles written as `null`.
+enum JSONWriter {
+    static func write(_ value: JSONValue) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(64)
+        write(value, into: &bytes)
+        return bytes
+    }
+
+    private static func write(_ value: JSONValue, into bytes: inout [UInt8]) {
+        switch value {
+        case .null: bytes.append(contentsOf: "null".utf8)
+        case .bool(let flag): bytes.append(contentsOf: (flag ? "true" : "false").utf8)
+        case .int(let number): bytes.append(contentsOf: String(number).utf8)
+        case .double(let number):
+            // `description` is the shortest text that reads back as the same double, and keeps a
+            // fraction or an exponent, so it reads back as a double.
+            bytes.append(contentsOf: (number.isFinite ? number.description : "null").utf8)
+        case .string(let text): writeString(text, into: &bytes)
+        case .array(let elements):
+            bytes.append(UInt8(ascii: "["))
+            for (index, element) in elements.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                write(element, into: &bytes)
+            }
+            bytes.append(UInt8(ascii: "]"))
+        case .object(let members):
+            bytes.append(UInt8(ascii: "{"))
+            for (index, key) in members.keys.sorted().enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                writeString(key, into: &bytes)
+                bytes.append(UInt8(ascii: ":"))
+                write(members[key]!, into: &bytes)
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+    }
+
+    private static func writeString(_ text: String, into bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(contentsOf: #"\""#.utf8)
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: #"\\"#.utf8)
+            case 0x0A: bytes.append(contentsOf: #"\n"#.utf8)
+            case 0x0D: bytes.append(contentsOf: #"\r"#.utf8)
+            case 0x09: bytes.append(contentsOf: #"\t"#.utf8)
+            case 0x08: bytes.append(contentsOf: #"\b"#.utf8)
+            case 0x0C: bytes.append(contentsOf: #"\f"#.utf8)
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                bytes.append(contentsOf: #"\u00"#.utf8)
+                bytes.append(hex[Int(byte >> 4)])
+                bytes.append(hex[Int(byte & 0x0F)])
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}

@@ -77,26 +77,14 @@ extension JSONValue {
         }
     }
 
-    /// Compact JSON text with sorted keys, so equal values encode to equal bytes.
+    /// Compact JSON text with sorted keys, so equal values encode to equal bytes. Non-finite
+    /// doubles are written as `null`.
     public func jsonData() -> Data {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        // Encoding a JSONValue cannot fail: every case maps onto a JSON primitive, except
-        // non-finite doubles, which are written as null.
-        return (try? encoder.encode(self.finite)) ?? Data("null".utf8)
+        Data(JSONWriter.write(self))
     }
 
     /// Compact JSON text with sorted keys.
-    public var jsonString: String { String(decoding: jsonData(), as: UTF8.self) }
-
-    private var finite: JSONValue {
-        switch self {
-        case .double(let value) where !value.isFinite: return .null
-        case .array(let values): return .array(values.map(\.finite))
-        case .object(let values): return .object(values.mapValues(\.finite))
-        default: return self
-        }
-    }
+    public var jsonString: String { String(decoding: JSONWriter.write(self), as: UTF8.self) }
 
     /// The member `key` of an object, or `nil`.
     public subscript(key: String) -> JSONValue? {

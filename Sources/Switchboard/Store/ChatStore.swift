@@ -35,15 +35,16 @@ public protocol ChatStore: Sendable {
 
     func fetchMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws -> Message?
     func fetchMessage(clientID: ClientMessageID, scope: StoreScope) async throws -> Message?
-    /// The stored messages an incoming message may be, in one read: the one with `serverID` in
-    /// `conversation`, and the one with `clientID` (the app's own send). A `nil` key is not
-    /// looked up. The default makes the two reads; a store with a cost per read overrides it.
+    /// The stored messages with any of `serverIDs` in `conversation` or any of `clientIDs` (the
+    /// app's own sends, in any conversation of the scope), in one read: what incoming messages
+    /// are reconciled with. The default makes one lookup per key; a store with a cost per read
+    /// overrides it.
     func fetchMessages(
-        serverID: MessageID?,
-        clientID: ClientMessageID?,
+        serverIDs: [MessageID],
+        clientIDs: [ClientMessageID],
         in conversation: ConversationID,
         scope: StoreScope
-    ) async throws -> (byServerID: Message?, byClientID: Message?)
+    ) async throws -> [Message]
     /// The `limit` newest messages older than `before` (all when `nil`), oldest first.
     func fetchMessages(
         in conversation: ConversationID,
@@ -115,13 +116,18 @@ public enum StoreWrite: Sendable, Hashable {
 
 extension ChatStore {
     public func fetchMessages(
-        serverID: MessageID?,
-        clientID: ClientMessageID?,
+        serverIDs: [MessageID],
+        clientIDs: [ClientMessageID],
         in conversation: ConversationID,
         scope: StoreScope
-    ) async throws -> (byServerID: Message?, byClientID: Message?) {
-        let byServerID = try await serverID.asyncFlatMap { try await fetchMessage(serverID: $0, in: conversation, scope: scope) }
-        let byClientID = try await clientID.asyncFlatMap { try await fetchMessage(clientID: $0, scope: scope) }
-        return (byServerID, byClientID)
+    ) async throws -> [Message] {
+        var found: [Message] = []
+        for id in serverIDs {
+            if let message = try await fetchMessage(serverID: id, in: conversation, scope: scope) { found.append(message) }
+        }
+        for id in clientIDs {
+            if let message = try await fetchMessage(clientID: id, scope: scope) { found.append(message) }
+        }
+        return found
     }
 }

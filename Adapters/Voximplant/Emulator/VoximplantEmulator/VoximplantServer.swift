@@ -501,11 +501,14 @@ public final class VoximplantServer: Sendable {
         conversation.messages[message.uuid] = message
         conversation.messageOrder.append(message.uuid)
         if let clientMessageId { conversation.clientMessageIDs["\(user)/\(clientMessageId)"] = message.uuid }
-        state.conversations[conversation.uuid] = conversation
-        let event = log(["eventType": "sendMessage", "action": "sendMessage", "message": message.json], in: conversation.uuid, by: user, except: client, state: &state)
-        for (robot, reply) in state.autoReplies where robot != user && conversation.member(robot) != nil {
+        let uuid = conversation.uuid
+        let members = state.autoReplies.isEmpty ? [] : Set(conversation.members.map(\.userId))
+        // The state holds the only copy again before `log` appends to it.
+        state.conversations[uuid] = consume conversation
+        let event = log(["eventType": "sendMessage", "action": "sendMessage", "message": message.json], in: uuid, by: user, except: client, state: &state)
+        for (robot, reply) in state.autoReplies where robot != user && members.contains(robot) {
             if let answer = reply(user, text) {
-                _ = try? sendMessage(["conversation": .string(conversation.uuid), "text": .string(answer)], by: robot, except: nil, state: &state)
+                _ = try? sendMessage(["conversation": .string(uuid), "text": .string(answer)], by: robot, except: nil, state: &state)
             }
         }
         return event
