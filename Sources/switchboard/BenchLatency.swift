@@ -251,6 +251,27 @@ enum RawSocket {
         throw SwitchboardError(.connectionLost, "bench: the raw client's socket closed")
     }
 
+    /// One measured exchange each way: `message` sent until a frame satisfies `confirmed`, then
+    /// the agent's `answer` (`agentSend`) until a frame satisfies `arrived`; the two times.
+    @concurrent static func exchange(
+        _ inbound: inout Inbound,
+        send message: [String: Any],
+        on outbound: WebSocketOutboundWriter,
+        confirmed: ([String: Any]) -> Bool,
+        answer: String,
+        agentSend: @Sendable (String) async throws -> Void,
+        arrived: ([String: Any]) -> Bool
+    ) async throws -> (sent: Double, received: Double) {
+        let started = ContinuousClock.now
+        try await send(message, on: outbound)
+        try await next(&inbound, where: confirmed)
+        let sent = Bench.seconds(since: started)
+        let asked = ContinuousClock.now
+        try await agentSend(answer)
+        try await next(&inbound, where: arrived)
+        return (sent, Bench.seconds(since: asked))
+    }
+
     static func send(_ object: [String: Any], on outbound: WebSocketOutboundWriter) async throws {
         let data = try JSONSerialization.data(withJSONObject: object)
         try await outbound.write(.text(String(decoding: data, as: UTF8.self)))
@@ -280,22 +301,20 @@ struct RawVoximplantClient: RawChatClient {
             try await RawSocket.next(&inbound) { $0["id"] as? String == "login" }
             for index in 0..<exchanges {
                 let id = "raw-\(round)-\(index)"
-                let started = ContinuousClock.now
-                try await RawSocket.send(
-                    [
+                let answer = "agent to raw \(round).\(index)"
+                let times = try await RawSocket.exchange(
+                    &inbound,
+                    send: [
                         "type": "request", "id": id, "name": "sendMessage",
                         "params": ["conversation": conversation, "text": "raw \(round).\(index)", "payload": [Any](), "clientMessageId": id],
                     ],
-                    on: outbound
+                    on: outbound,
+                    confirmed: { $0["id"] as? String == id },
+                    answer: answer,
+                    agentSend: agentSend,
+                    arrived: { ($0["message"] as? [String: Any])?["text"] as? String == answer }
                 )
-                try await RawSocket.next(&inbound) { $0["id"] as? String == id }
-                let sent = Bench.seconds(since: started)
-                let answer = "agent to raw \(round).\(index)"
-                let asked = ContinuousClock.now
-                try await agentSend(answer)
-                try await RawSocket.next(&inbound) { ($0["message"] as? [String: Any])?["text"] as? String == answer }
-                let received = Bench.seconds(since: asked)
-                result.withLock { $0.sends.append(sent); $0.agents.append(received) }
+                result.withLock { $0.sends.append(times.sent); $0.agents.append(times.received) }
             }
         }
         return result.withLock { $0 }
@@ -331,28 +350,26 @@ struct RawCXoneClient: RawChatClient {
             try await RawSocket.next(&inbound) { $0["eventId"] as? String == authorize }
             for index in 0..<exchanges {
                 let id = UUID().uuidString.lowercased()
-                let started = ContinuousClock.now
-                try await RawSocket.send(
-                    event(
+                let answer = "agent to raw \(round).\(index)"
+                let times = try await RawSocket.exchange(
+                    &inbound,
+                    send: event(
                         "SendMessage", id,
                         data: [
                             "thread": ["idOnExternalPlatform": thread], "idOnExternalPlatform": id,
                             "messageContent": ["type": "TEXT", "payload": ["text": "raw \(round).\(index)"]],
                         ]
                     ),
-                    on: outbound
+                    on: outbound,
+                    confirmed: { $0["eventId"] as? String == id },
+                    answer: answer,
+                    agentSend: agentSend,
+                    arrived: { object in
+                        let message = (object["data"] as? [String: Any])?["message"] as? [String: Any]
+                        return ((message?["messageContent"] as? [String: Any])?["payload"] as? [String: Any])?["text"] as? String == answer
+                    }
                 )
-                try await RawSocket.next(&inbound) { $0["eventId"] as? String == id }
-                let sent = Bench.seconds(since: started)
-                let answer = "agent to raw \(round).\(index)"
-                let asked = ContinuousClock.now
-                try await agentSend(answer)
-                try await RawSocket.next(&inbound) { object in
-                    let message = (object["data"] as? [String: Any])?["message"] as? [String: Any]
-                    return ((message?["messageContent"] as? [String: Any])?["payload"] as? [String: Any])?["text"] as? String == answer
-                }
-                let received = Bench.seconds(since: asked)
-                result.withLock { $0.sends.append(sent); $0.agents.append(received) }
+                result.withLock { $0.sends.append(times.sent); $0.agents.append(times.received) }
             }
         }
         return result.withLock { $0 }

@@ -57,10 +57,7 @@ final class CountingStore: ChatStore {
     }
     func fetchMessages(serverIDs: [MessageID], clientIDs: [ClientMessageID], in conversation: ConversationID, scope: StoreScope) async throws -> [Message] {
         state.withLock { $0.messageLookups += 1 }
-        var found: [Message] = []
-        for id in serverIDs { if let message = await base.fetchMessage(serverID: id, in: conversation, scope: scope) { found.append(message) } }
-        for id in clientIDs { if let message = await base.fetchMessage(clientID: id, scope: scope) { found.append(message) } }
-        return found
+        return try await base.fetchMessages(serverIDs: serverIDs, clientIDs: clientIDs, in: conversation, scope: scope)
     }
     func fetchMessages(in conversation: ConversationID, before: MessageOrderKey?, limit: Int, scope: StoreScope) async throws -> [Message] {
         await base.fetchMessages(in: conversation, before: before, limit: limit, scope: scope)
@@ -96,15 +93,20 @@ final class CountingStore: ChatStore {
 
 @Suite(.timeLimit(.minutes(1)))
 struct StoreTransactionTests {
-    @Test func updatesThatArriveTogetherAreStoredInOneTransaction() async throws {
+    /// A customer's session on a counting store, the agent, and their conversation.
+    static func customerSession() -> (ChatSession, CountingStore, InMemoryAgent, ConversationInfo) {
         let emulator = InMemoryEmulator()
         let conversation = emulator.server.createConversation(participants: [Participant(id: "customer", role: .customer), Participant(id: "agent", role: .agent)])
-        let agent = emulator.server.agent("agent", name: "Agent")
         let store = CountingStore()
         let session = ChatSession(
             backend: InMemoryBackend(server: emulator.server, user: "customer"), store: store,
             clock: SessionClock(TestClock()), logger: .quiet
         )
+        return (session, store, emulator.server.agent("agent", name: "Agent"), conversation)
+    }
+
+    @Test func updatesThatArriveTogetherAreStoredInOneTransaction() async throws {
+        let (session, store, agent, conversation) = Self.customerSession()
         try await withRecording(session) { recorder in
             try await session.resume()
             try await recorder.first("the conversation") { $0.conversationID == conversation.id }
@@ -139,14 +141,7 @@ struct StoreTransactionTests {
     /// A catch-up by retransmit: each retransmit's events are one transaction, and the stored
     /// messages they are reconciled with are read once per retransmit, not once per event.
     @Test func aCatchUpIsOneTransactionAndOneReadPerRetransmit() async throws {
-        let emulator = InMemoryEmulator()
-        let conversation = emulator.server.createConversation(participants: [Participant(id: "customer", role: .customer), Participant(id: "agent", role: .agent)])
-        let agent = emulator.server.agent("agent", name: "Agent")
-        let store = CountingStore()
-        let session = ChatSession(
-            backend: InMemoryBackend(server: emulator.server, user: "customer"), store: store,
-            clock: SessionClock(TestClock()), logger: .quiet
-        )
+        let (session, store, agent, conversation) = Self.customerSession()
         try await withRecording(session) { recorder in
             try await session.resume()
             try await recorder.first("the conversation") { $0.conversationID == conversation.id }
