@@ -64,10 +64,12 @@ public struct ConformanceHarness: Sendable {
     public var emulator: any EmulatorControl { context.emulator }
 
     /// Runs a session (on a new customer backend unless one is given) for the duration of
-    /// `body`: resumed and connected first unless `resume` is `false`, closed afterwards.
+    /// `body`: resumed and connected first unless `resume` is `false`, closed afterwards. It logs
+    /// to the context's logger unless one is given.
     public func withSession<T: Sendable>(
         backend given: (any ChatBackend)? = nil,
         store givenStore: (any ChatStore)? = nil,
+        logger givenLogger: Logger? = nil,
         resume: Bool = true,
         _ body: @Sendable (SessionProbe) async throws -> T
     ) async throws -> T {
@@ -82,7 +84,7 @@ public struct ConformanceHarness: Sendable {
             configuration: context.configuration,
             clock: context.makeClock(),
             random: SeededRandomNumberGenerator(seed: 0x5EED),
-            logger: context.logger
+            logger: givenLogger ?? context.logger
         )
         let recorder = EventRecorder(session.events(filter: .all, buffering: .unbounded))
         let probe = SessionProbe(session: session, recorder: recorder, emulator: emulator)

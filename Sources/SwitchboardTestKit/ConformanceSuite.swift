@@ -1,3 +1,4 @@
+import Logging
 @_spi(TestKit) public import Switchboard
 
 /// One behaviour every adapter must show, checked against its emulator.
@@ -80,7 +81,7 @@ public enum ConformanceSuite {
         connectAndClose, sendAndEcho, receiveAgentMessage, typingFromAgent, typingToAgent, readMarkers,
         historyPaging, reconnectWithoutLoss, gapFill, duplicatesDropped, outOfOrderHeldBack,
         outboxAcrossDisconnect, rejectedSendFails, unsupportedCapabilityThrows, malformedInboundSurvives,
-        fatalEndsSession, multipleSessionsOneBus, editAndDelete, loginRetried, conversationLifecycle,
+        fatalEndsSession, multipleSessionsOneBus, editAndDelete, loginRetried, conversationLifecycle, noSecretsInLogs,
     ]
 
     static let connectAndClose = ConformanceCase("connect and close") { harness in
@@ -101,6 +102,41 @@ public enum ConformanceSuite {
                 try require(error.code == .sessionClosed, "resume after close fails with sessionClosed, not \(error)")
             }
         }
+    }
+
+    /// What a session and its adapter log, at trace level, through a send, an agent's message, a
+    /// failed request and a dropped link: never a message's text, what the customer's backend is
+    /// configured with (``EmulatorControl/customerSecrets``), nor a stored credential (a token, a
+    /// page or visitor id: every value of 12 characters or more).
+    static let noSecretsInLogs = ConformanceCase("nothing secret in the logs at trace level", faults: [.disconnect, .failRequest]) {
+        harness in
+        let records = LogRecorder()
+        let backend = try await harness.emulator.makeCustomerBackend()
+        let store = InMemoryChatStore()
+        let texts = ["the customer's s3cret 4711", "the agent's s3cret 0815", "after the drop s3cret 2342"]
+        try await harness.withSession(backend: backend, store: store, logger: records.logger(level: .trace)) { probe in
+            let conversation = try await probe.openConversation()
+            let sent = try await conversation.send(text: texts[0])
+            try await probe.recorder.first("the send is confirmed") { event in
+                event.updatedMessage.map { $0.clientID == sent.clientID && $0.serverID != nil } ?? false
+            }
+            try await probe.emulator.agentSend(texts[1], in: conversation.id)
+            try await probe.waitForMessages([texts[1]], in: conversation)
+            try await probe.emulator.inject(.failNextRequest(SwitchboardError(.serverError, "injected"), named: nil))
+            try await probe.emulator.inject(.disconnect)
+            let again = try await conversation.send(text: texts[2])
+            try await probe.recorder.first("the send after the drop is confirmed") { event in
+                event.updatedMessage.map { $0.clientID == again.clientID && $0.serverID != nil } ?? false
+            }
+        }
+        let credentials = try await store.fetchCredentials(scope: StoreScope(backend: backend.descriptor.name, account: "default"))
+        let secrets = texts + harness.emulator.customerSecrets + credentials.values.values.filter { $0.count >= 12 }
+        let lines = records.recorded
+        for secret in secrets {
+            let leaks = lines.filter { $0.contains(secret) }
+            try require(leaks.isEmpty, "a log line holds a secret (\(secret.prefix(4))…): \(leaks.first ?? "")")
+        }
+        print("\(backend.descriptor.name): \(lines.count) log lines at trace level, \(secrets.count) secrets, none in the logs")
     }
 
     static let sendAndEcho = ConformanceCase("send and echo") { harness in

@@ -103,4 +103,12 @@ public protocol EmulatorControl: Sendable {
         timeout: Duration,
         until condition: @escaping @Sendable (CustomerActivity) -> Bool
     ) async throws -> CustomerActivity
+
+    /// What the customer's backend is configured with that must never reach a log: tokens,
+    /// visitor fields. (Credentials the session stores are checked besides these.)
+    var customerSecrets: [String] { get }
+}
+
+extension EmulatorControl {
+    public var customerSecrets: [String] { [] }
 }

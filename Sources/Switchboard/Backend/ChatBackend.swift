@@ -91,6 +91,13 @@ public struct Credentials: Sendable, Hashable, Codable {
     public var isEmpty: Bool { values.isEmpty }
 }
 
+/// Printed, dumped or logged, credentials show their keys only: the values are tokens and ids.
+extension Credentials: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    public var description: String { "Credentials(\(values.keys.sorted().joined(separator: ", ")); values redacted)" }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: ["keys": values.keys.sorted()], displayStyle: .struct) }
+}
+
 /// A backend's position in its update stream.
 public enum SyncCursor: Sendable, Hashable, Codable {
     /// A per-conversation event sequence (Voximplant).

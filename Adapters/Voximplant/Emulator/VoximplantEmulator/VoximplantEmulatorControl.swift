@@ -27,6 +27,8 @@ public struct VoximplantEmulatorControl: EmulatorControl {
 
     public var supportedFaults: Set<EmulatorFault.Kind> { Set(EmulatorFault.Kind.allCases) }
 
+    public var customerSecrets: [String] { [customerToken] }
+
     public func makeCustomerBackend() async throws -> any ChatBackend {
         makeBackend(url, customer, customerToken)
     }

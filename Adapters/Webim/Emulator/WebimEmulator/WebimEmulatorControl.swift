@@ -38,6 +38,9 @@ public struct WebimEmulatorControl: EmulatorControl {
         makeBackend(baseURL, visitorFields)
     }
 
+    /// The visitor's fields as configured (sent as `visitor-ext`).
+    public var customerSecrets: [String] { [visitorFields] }
+
     /// The visitor starts the chat; the robot operator takes it.
     public func prepareConversation(using session: ChatSession) async throws -> ConversationID {
         let chat = try await session.startConversation(ConversationDraft())
