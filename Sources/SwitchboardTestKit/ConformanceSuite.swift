@@ -82,6 +82,7 @@ public enum ConformanceSuite {
         historyPaging, reconnectWithoutLoss, gapFill, duplicatesDropped, outOfOrderHeldBack,
         outboxAcrossDisconnect, rejectedSendFails, unsupportedCapabilityThrows, malformedInboundSurvives,
         fatalEndsSession, multipleSessionsOneBus, editAndDelete, loginRetried, conversationLifecycle, noSecretsInLogs,
+        badInputSurvived,
     ]
 
     static let connectAndClose = ConformanceCase("connect and close") { harness in
@@ -137,6 +138,50 @@ public enum ConformanceSuite {
             try require(leaks.isEmpty, "a log line holds a secret (\(secret.prefix(4))…): \(leaks.first ?? "")")
         }
         print("\(backend.descriptor.name): \(lines.count) log lines at trace level, \(secrets.count) secrets, none in the logs")
+    }
+
+    /// Bad input the server sends the customer: each must leave the session up (the agent's next
+    /// message arrives and is stored) and lose nothing stored; each that is not a JSON object is
+    /// reported as an `.error` event before that next message.
+    static let badInput: [(name: String, text: String, isProblem: Bool)] = [
+        ("truncated JSON", #"{"type":"event","eventType":"sendMessage","conversation":"#, true),
+        ("not JSON", "<html><body>502 Bad Gateway</body></html>", true),
+        ("a JSON array", "[1, 2, 3]", true),
+        ("a JSON string", #""hello""#, true),
+        ("an empty frame", "", true),
+        ("nesting 100,000 deep", String(repeating: "[", count: 100_000), true),
+        ("a number out of range", #"{"n": 1e999}"#, true),
+        ("a lone surrogate escape", #"{"text": "\ud800"}"#, true),
+        ("a JSON object of no known shape", #"{"surprise": {"deeply": [1, 2, {"nested": null}]}}"#, false),
+        ("a 512 KB string", #"{"text": ""# + String(repeating: "a", count: 512 * 1024) + #""}"#, false),
+    ]
+
+    static let badInputSurvived = ConformanceCase("bad input is reported, never a crash or a loss", faults: [.rawFrame]) { harness in
+        try await harness.withSession { probe in
+            let conversation = try await probe.openConversation()
+            try await probe.emulator.agentSend("before the bad input", in: conversation.id)
+            try await probe.waitForMessages(["before the bad input"], in: conversation)
+            var reported = 0
+            for (index, input) in badInput.enumerated() {
+                let from = probe.recorder.events.count
+                try await probe.emulator.inject(.rawFrame(input.text))
+                let after = "after bad input \(index + 1)"
+                try await probe.emulator.agentSend(after, in: conversation.id)
+                try await probe.waitForMessages([after], in: conversation)
+                let between = probe.recorder.events.dropFirst(from).prefix { $0.addedMessage?.text != after }
+                let problem = between.contains { if case .error = $0.kind { return true } else { return false } }
+                if problem { reported += 1 }
+                try require(problem || !input.isProblem, "\(input.name) is reported as a problem")
+            }
+            let stored = try await conversation.storedMessages(before: nil, limit: .max).map(\.text)
+            let expected = ["before the bad input"] + badInput.indices.map { "after bad input \($0 + 1)" }
+            for text in expected {
+                try require(stored.filter { $0 == text }.count == 1, "\(text) is stored once after the bad input")
+            }
+            let connected = await probe.session.connectionState == .connected
+            try require(connected, "the session is still connected")
+            print("\(probe.session.descriptor.name): \(badInput.count) bad inputs, \(reported) reported as problems, session up, \(expected.count) messages stored once each")
+        }
     }
 
     static let sendAndEcho = ConformanceCase("send and echo") { harness in

@@ -17,12 +17,15 @@ public enum EmulatorFault: Sendable, Hashable {
     case rejectNextLogin(SwitchboardError)
     /// Send the customer a frame that does not decode.
     case malformedFrame
+    /// Send the customer exactly this text: a WebSocket text message, or the body of the next
+    /// long-poll answer. For tables of bad input.
+    case rawFrame(String)
     /// End the customer's session with a fatal vendor error.
     case fatal(SwitchboardError)
 
     public enum Kind: String, Sendable, Hashable, CaseIterable {
         case disconnect, dropEvents, duplicateEvents, reorderEvents, delayEvents, failRequest, rejectLogin
-        case malformedFrame, fatal
+        case malformedFrame, rawFrame, fatal
     }
 
     public var kind: Kind {
@@ -35,6 +38,7 @@ public enum EmulatorFault: Sendable, Hashable {
         case .failNextRequest: return .failRequest
         case .rejectNextLogin: return .rejectLogin
         case .malformedFrame: return .malformedFrame
+        case .rawFrame: return .rawFrame
         case .fatal: return .fatal
         }
     }

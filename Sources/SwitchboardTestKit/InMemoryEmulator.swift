@@ -65,6 +65,7 @@ public struct InMemoryEmulator: EmulatorControl {
         case .failNextRequest(let error, let name): server.failNextRequest(error, named: name)
         case .rejectNextLogin(let error): server.rejectNextLogin(error)
         case .malformedFrame: server.sendMalformedFrame()
+        case .rawFrame(let text): server.sendMalformedFrame(text)
         case .fatal(let error): server.sendFatal(error)
         }
     }

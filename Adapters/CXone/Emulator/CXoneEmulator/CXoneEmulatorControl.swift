@@ -24,7 +24,7 @@ public struct CXoneEmulatorControl: EmulatorControl {
 
     /// Threads have no sequences, so drops, reorders and delays are not offered.
     public var supportedFaults: Set<EmulatorFault.Kind> {
-        [.disconnect, .duplicateEvents, .failRequest, .rejectLogin, .malformedFrame, .fatal]
+        [.disconnect, .duplicateEvents, .failRequest, .rejectLogin, .malformedFrame, .rawFrame, .fatal]
     }
 
     public func makeCustomerBackend() async throws -> any ChatBackend {
@@ -109,6 +109,7 @@ public struct CXoneEmulatorControl: EmulatorControl {
                 server.inject(.failHandshake)
             }
         case .malformedFrame: server.inject(.malformedFrame)
+        case .rawFrame(let text): server.inject(.rawFrame(text))
         case .fatal: server.inject(.sdkVersionNotSupported)
         case .dropNext, .reorderNext, .delayNext, .releaseDelayed:
             throw SwitchboardError(.unsupported, "the CXone emulator has no \(fault.kind) fault")

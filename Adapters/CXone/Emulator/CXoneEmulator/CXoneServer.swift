@@ -78,6 +78,8 @@ public final class CXoneServer: Sendable {
         case duplicateMessages(Int)
         /// A frame that is not JSON.
         case malformedFrame
+        /// This text, as it is, to every connection.
+        case rawFrame(String)
         /// From now on the channel configuration answers `SdkVersionNotSupported`, and every socket
         /// closes: the server no longer serves this SDK (a fatal end for the client).
         case sdkVersionNotSupported
@@ -200,6 +202,8 @@ public final class CXoneServer: Sendable {
             case .duplicateMessages(let count): state.duplicateMessages += count
             case .malformedFrame:
                 for connection in state.connections.values { connection.send("{\"eventId\":\"x\",\"eventType\":") }
+            case .rawFrame(let text):
+                for connection in state.connections.values { connection.send(text) }
             default: state.faults.append(fault)
             }
             return []

@@ -67,6 +67,7 @@ public struct VoximplantEmulatorControl: EmulatorControl {
         case .rejectNextLogin(let error):
             server.rejectNextLogin(code: error.code == .authenticationFailed ? 3 : 30)
         case .malformedFrame: server.sendMalformedFrame(to: customer)
+        case .rawFrame(let text): server.sendRawFrame(text, to: customer)
         case .fatal: server.revoke(customer)
         }
     }

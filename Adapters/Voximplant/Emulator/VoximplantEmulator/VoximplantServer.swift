@@ -148,8 +148,13 @@ public final class VoximplantServer: Sendable {
 
     /// Sends text that is not a frame to every client of `user`.
     public func sendMalformedFrame(to user: String) {
+        sendRawFrame("{\"type\":\"event\",\"eventType\":", to: user)
+    }
+
+    /// Sends `text` as it is to every client of `user` (bad-input tests).
+    public func sendRawFrame(_ text: String, to user: String) {
         state.withLock { state in
-            for client in state.clients.values where client.user == user { client.send("{\"type\":\"event\",\"eventType\":") }
+            for client in state.clients.values where client.user == user { client.send(text) }
         }
     }
 

@@ -31,7 +31,7 @@ public struct WebimEmulatorControl: EmulatorControl {
     /// Webim has no sequences: dropped, reordered or delayed deltas are not something a revision
     /// log can show, so those faults are not offered.
     public var supportedFaults: Set<EmulatorFault.Kind> {
-        [.disconnect, .duplicateEvents, .failRequest, .rejectLogin, .malformedFrame, .fatal]
+        [.disconnect, .duplicateEvents, .failRequest, .rejectLogin, .malformedFrame, .rawFrame, .fatal]
     }
 
     public func makeCustomerBackend() async throws -> any ChatBackend {
@@ -82,6 +82,8 @@ public struct WebimEmulatorControl: EmulatorControl {
             server.inject(error.code == .authenticationFailed ? .error("provided-auth-token-not-found") : .status(502), on: .initialize)
         case .malformedFrame:
             server.inject(.malformed, on: .delta)
+        case .rawFrame(let text):
+            server.inject(.body(text), on: .delta)
         case .fatal:
             server.inject(.error("account-blocked"), on: .delta)
         case .dropNext, .reorderNext, .delayNext, .releaseDelayed:

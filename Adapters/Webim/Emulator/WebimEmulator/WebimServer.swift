@@ -55,6 +55,8 @@ public final class WebimServer: Sendable {
         case status(Int)
         /// A body cut off mid-JSON.
         case malformed
+        /// This body, as it is, with status 200.
+        case body(String)
         /// Answers normally, but only after this long (on the server's clock).
         case delay(Duration)
         /// Sends the headers and part of a normal-looking body, then closes the connection.
@@ -511,6 +513,7 @@ public final class WebimServer: Sendable {
         case .error(let code): return .error(code)
         case .status(let status): return Answer(status: status, body: "", contentType: "text/plain")
         case .malformed: return Answer(status: 200, body: "{\"revision\":9,\"deltaList\":[{\"objectType\":")
+        case .body(let text): return Answer(status: 200, body: text)
         case .delay: return .json([:])
         case .dropConnection: return Answer(status: 200, body: #"{"revision":9,"deltaList":[]}"#, dropsConnection: true)
         }
