@@ -209,7 +209,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchboardTestKitTests",
-            dependencies: ["Switchboard", "SwitchboardTestKit", "SwitchboardSQLite"]
+            dependencies: ["Switchboard", "SwitchboardTestKit", "SwitchboardSQLite", "SwitchboardTransport"]
         ),
         .testTarget(
             name: "SwitchboardCLITests",

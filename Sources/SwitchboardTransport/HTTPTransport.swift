@@ -39,10 +39,13 @@ public struct HTTPTransport: Sendable {
     let client: HTTPClient
     /// The largest response body accepted; larger fails with ``SwitchboardError/Code/payloadTooLarge``.
     public var maxBodySize: Int
+    /// Whether plain `http://` to a host that is not loopback is allowed (``PlainTextPolicy``).
+    public var allowsPlainText: Bool
 
-    public init(client: HTTPClient = .shared, maxBodySize: Int = 16 << 20) {
+    public init(client: HTTPClient = .shared, maxBodySize: Int = 16 << 20, allowsPlainText: Bool = false) {
         self.client = client
         self.maxBodySize = maxBodySize
+        self.allowsPlainText = allowsPlainText
     }
 
     public func get(
@@ -122,6 +125,7 @@ public struct HTTPTransport: Sendable {
     }
 
     private func execute(_ request: HTTPClientRequest, timeout: Duration) async throws -> Response {
+        try PlainTextPolicy.check(request.url, allowed: allowsPlainText)
         let response: HTTPClientResponse
         do {
             response = try await client.execute(request, timeout: .nanoseconds(Int64(timeout / .nanoseconds(1))))

@@ -45,10 +45,13 @@ public enum WebSocketTransport {
         /// ``SwitchboardError/Code/payloadTooLarge``.
         public var maxMessageSize: Int
         public var headers: [String: String]
+        /// Whether plain `ws://` to a host that is not loopback is allowed (``PlainTextPolicy``).
+        public var allowsPlainText: Bool
 
-        public init(maxMessageSize: Int = 1 << 20, headers: [String: String] = [:]) {
+        public init(maxMessageSize: Int = 1 << 20, headers: [String: String] = [:], allowsPlainText: Bool = false) {
             self.maxMessageSize = maxMessageSize
             self.headers = headers
+            self.allowsPlainText = allowsPlainText
         }
     }
 
@@ -65,6 +68,7 @@ public enum WebSocketTransport {
         logger: Logger,
         _ body: @Sendable (TextWebSocket) async throws -> Result
     ) async throws -> Result {
+        try PlainTextPolicy.check(url, allowed: configuration.allowsPlainText)
         let outcome = Mutex<Swift.Result<Result, any Error>?>(nil)
         var clientConfiguration = WebSocketClientConfiguration()
         clientConfiguration.maxFrameSize = configuration.maxMessageSize

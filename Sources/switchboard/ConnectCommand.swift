@@ -26,10 +26,12 @@ struct ConnectVoximplant: AsyncParsableCommand {
     @Option(help: "The user id, user@application.account.") var user: String
     @Option(help: "The user's token.") var token: String
     @Flag(help: "Print events as JSON lines.") var jsonl = false
+    @Flag(name: .customLong("allow-plain-text"), help: "Allow plain ws:// or http:// to a host that is not loopback (tokens and messages unencrypted).")
+    var allowPlainText = false
     @OptionGroup var storage: StorageOptions
 
     func run() async throws {
-        let backend = VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: user, token: token), logger: .quiet)
+        let backend = VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: user, token: token, allowsPlainText: allowPlainText), logger: .quiet)
         try await ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl).run()
     }
 }
@@ -45,10 +47,12 @@ struct ConnectWebim: AsyncParsableCommand {
     @Option(name: .customLong("visitor-fields"), help: "Identified visitor JSON, {\"fields\":{\"id\":…}}; anonymous without it.")
     var visitorFields: String?
     @Flag(help: "Print events as JSON lines.") var jsonl = false
+    @Flag(name: .customLong("allow-plain-text"), help: "Allow plain ws:// or http:// to a host that is not loopback (tokens and messages unencrypted).")
+    var allowPlainText = false
     @OptionGroup var storage: StorageOptions
 
     func run() async throws {
-        let backend = try WebimBackend(configuration: WebimConfiguration(accountName: url, location: location, visitorFieldsJSON: visitorFields))
+        let backend = try WebimBackend(configuration: WebimConfiguration(accountName: url, location: location, visitorFieldsJSON: visitorFields, allowsPlainText: allowPlainText))
         try await ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl).run()
     }
 }
@@ -66,6 +70,8 @@ struct ConnectCXone: AsyncParsableCommand {
     @Option(help: "The channel id.") var channel: String
     @Option(help: "The customer id; a new customer without it.") var customer: String?
     @Flag(help: "Print events as JSON lines.") var jsonl = false
+    @Flag(name: .customLong("allow-plain-text"), help: "Allow plain ws:// or http:// to a host that is not loopback (tokens and messages unencrypted).")
+    var allowPlainText = false
     @OptionGroup var storage: StorageOptions
 
     func run() async throws {
@@ -83,7 +89,7 @@ struct ConnectCXone: AsyncParsableCommand {
             throw ValidationError("give either --region, or both --chat-url and --socket-url")
         }
         let backend = try await CXoneBackend.make(
-            configuration: CXoneConfiguration(environment: resolved, brandID: brand, channelID: channel, customerID: customer)
+            configuration: CXoneConfiguration(environment: resolved, brandID: brand, channelID: channel, customerID: customer, allowsPlainText: allowPlainText)
         )
         try await ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl).run()
     }

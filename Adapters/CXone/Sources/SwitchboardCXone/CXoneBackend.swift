@@ -20,6 +20,10 @@ public struct CXoneConfiguration: Sendable {
     public var heartbeatInterval: Duration
     public var pongTimeout: Duration
     public var replyTimeout: Duration
+    /// Whether the environment's URLs may be plain `http://` / `ws://` to a host that is not
+    /// loopback (they may always be to loopback, where the emulator runs). Off: tokens and
+    /// messages travel encrypted.
+    public var allowsPlainText: Bool
 
     public init(
         environment: CXoneEnvironment,
@@ -33,7 +37,8 @@ public struct CXoneConfiguration: Sendable {
         deviceToken: String? = nil,
         heartbeatInterval: Duration = .seconds(10),
         pongTimeout: Duration = .seconds(5),
-        replyTimeout: Duration = .seconds(10)
+        replyTimeout: Duration = .seconds(10),
+        allowsPlainText: Bool = false
     ) {
         self.environment = environment
         self.brandID = brandID
@@ -47,6 +52,7 @@ public struct CXoneConfiguration: Sendable {
         self.heartbeatInterval = heartbeatInterval
         self.pongTimeout = pongTimeout
         self.replyTimeout = replyTimeout
+        self.allowsPlainText = allowsPlainText
     }
 }
 
@@ -79,6 +85,8 @@ public struct CXoneBackend: ChatBackend {
     public init(configuration: CXoneConfiguration, channel: CXoneChannelConfiguration, transport: HTTPTransport = HTTPTransport()) {
         self.configuration = configuration
         self.channel = channel
+        var transport = transport
+        if configuration.allowsPlainText { transport.allowsPlainText = true }
         self.transport = transport
         var capabilities: BackendCapabilities = [.typing, .readMarkers, .historyPaging, .customFields, .vendorRequests, .analytics]
         if channel.fileRestrictions.isAttachmentsEnabled { capabilities.insert(.files) }
@@ -105,6 +113,8 @@ public struct CXoneBackend: ChatBackend {
     /// - Throws: ``SwitchboardError`` (`fatal` with vendor code `SdkVersionNotSupported`, or what
     ///   the HTTP request or the decoding failed with).
     public static func make(configuration: CXoneConfiguration, transport: HTTPTransport = HTTPTransport()) async throws -> CXoneBackend {
+        var transport = transport
+        if configuration.allowsPlainText { transport.allowsPlainText = true }
         let channel = try await CXoneChannelConfiguration.fetch(
             environment: configuration.environment, brandID: configuration.brandID, channelID: configuration.channelID, transport: transport
         )

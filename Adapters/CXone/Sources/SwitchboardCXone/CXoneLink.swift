@@ -168,7 +168,9 @@ final class CXoneLink: BackendConnection {
     }
 
     func run<Result: Sendable>(_ body: @Sendable (any BackendConnection) async throws -> Result) async throws -> Result {
-        try await WebSocketTransport.withTextWebSocket(url: url, logger: context.logger) { socket in
+        try await WebSocketTransport.withTextWebSocket(
+            url: url, configuration: .init(allowsPlainText: configuration.allowsPlainText), logger: context.logger
+        ) { socket in
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await self.read(socket) }
                 group.addTask { await self.heartbeat(socket) }

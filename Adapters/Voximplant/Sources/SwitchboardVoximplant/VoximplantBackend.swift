@@ -14,6 +14,9 @@ public struct VoximplantConfiguration: Sendable {
     /// Silence after which the client pings, and how long it waits for the pong.
     public var heartbeatInterval: Duration
     public var pongTimeout: Duration
+    /// Whether `url` may be plain `ws://` to a host that is not loopback (it may always be to
+    /// loopback, where the emulator runs). Off: tokens and messages travel encrypted.
+    public var allowsPlainText: Bool
 
     public init(
         url: String,
@@ -21,7 +24,8 @@ public struct VoximplantConfiguration: Sendable {
         token: String,
         requestTimeout: Duration = .seconds(10),
         heartbeatInterval: Duration = .seconds(30),
-        pongTimeout: Duration = .seconds(10)
+        pongTimeout: Duration = .seconds(10),
+        allowsPlainText: Bool = false
     ) {
         self.url = url
         self.user = user
@@ -29,6 +33,7 @@ public struct VoximplantConfiguration: Sendable {
         self.requestTimeout = requestTimeout
         self.heartbeatInterval = heartbeatInterval
         self.pongTimeout = pongTimeout
+        self.allowsPlainText = allowsPlainText
     }
 }
 
@@ -69,7 +74,7 @@ public struct VoximplantBackend: ChatBackend {
     ) async throws -> Result {
         try await WebSocketTransport.withTextWebSocket(
             url: configuration.url,
-            configuration: .init(maxMessageSize: 1 << 20),
+            configuration: .init(maxMessageSize: 1 << 20, allowsPlainText: configuration.allowsPlainText),
             logger: context.logger
         ) { socket in
             let link = VoximplantLink(socket: socket, configuration: configuration, clock: context.clock, logger: context.logger)

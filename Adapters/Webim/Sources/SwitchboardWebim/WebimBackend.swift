@@ -20,6 +20,8 @@ public struct WebimBackend: ChatBackend {
     public init(configuration: WebimConfiguration, transport: HTTPTransport = HTTPTransport()) throws {
         try configuration.validate()
         self.configuration = configuration
+        var transport = transport
+        if configuration.allowsPlainText { transport.allowsPlainText = true }
         self.transport = transport
         self.descriptor = BackendDescriptor(
             name: "webim",

@@ -28,6 +28,9 @@ public struct WebimConfiguration: Sendable {
     public var pollTimeout: Duration
     /// The HTTP deadline of every other request.
     public var requestTimeout: Duration
+    /// Whether the server may be plain `http://` to a host that is not loopback (it may always
+    /// be to loopback, where the emulator runs). Off: tokens and messages travel encrypted.
+    public var allowsPlainText: Bool
 
     public init(
         accountName: String,
@@ -41,7 +44,8 @@ public struct WebimConfiguration: Sendable {
         requestHeaders: [String: String] = [:],
         clearVisitorData: Bool = false,
         pollTimeout: Duration = .seconds(60),
-        requestTimeout: Duration = .seconds(30)
+        requestTimeout: Duration = .seconds(30),
+        allowsPlainText: Bool = false
     ) {
         self.accountName = accountName
         self.location = location
@@ -55,6 +59,7 @@ public struct WebimConfiguration: Sendable {
         self.clearVisitorData = clearVisitorData
         self.pollTimeout = pollTimeout
         self.requestTimeout = requestTimeout
+        self.allowsPlainText = allowsPlainText
     }
 
     /// The server: `accountName` verbatim when it has a scheme, else `https://<account>.webim.ru`.
