@@ -1,0 +1,25 @@
+#!/bin/sh
+# Runs one fuzz target for a number of inputs, seeded with the recorded frames:
+#   Fuzz/run.sh <FuzzJSON|FuzzWebim|FuzzVoximplant|FuzzCXone> [runs, default 1000000]
+# Builds it with libFuzzer and AddressSanitizer (`-sanitize=fuzzer,address`) into Fuzz/.build-fuzz.
+# New inputs go to a temporary corpus; an input that crashes is kept as Fuzz/Crashes/<target>-crash-…
+# and becomes a regression test. Linux with the Swift toolchain's libFuzzer.
+set -eu
+cd "$(dirname "$0")"
+target=${1:?usage: Fuzz/run.sh <FuzzJSON|FuzzWebim|FuzzVoximplant|FuzzCXone> [runs]}
+runs=${2:-1000000}
+case "$target" in
+    FuzzJSON) seeds="../Tests/Fixtures/webim ../Tests/Fixtures/cxone Seeds/voximplant" ;;
+    FuzzWebim) seeds="../Tests/Fixtures/webim" ;;
+    FuzzVoximplant) seeds="Seeds/voximplant" ;;
+    FuzzCXone) seeds="../Tests/Fixtures/cxone" ;;
+    *) echo "unknown target $target" >&2; exit 64 ;;
+esac
+# lld: gold fails on the sanitized link.
+swift build -c release --product "$target" -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld --build-path .build-fuzz
+corpus=$(mktemp -d)
+trap 'rm -rf "$corpus"' EXIT
+mkdir -p Crashes
+# shellcheck disable=SC2086 # the seed folders are separate arguments
+".build-fuzz/release/$target" "$corpus" $seeds -runs="$runs" -max_len=65536 -timeout=10 \
+    -artifact_prefix="Crashes/$target-" -print_final_stats=1
