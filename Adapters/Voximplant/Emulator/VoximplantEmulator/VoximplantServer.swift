@@ -246,13 +246,14 @@ public final class VoximplantServer: Sendable {
             return ["user": user.json(forSelf: true)]
         }
         guard let user = state.clients[client]?.user else { throw VoximplantProtocolError(3) }
+        // Injected request failures are for clients; the robots' requests never take them.
+        if let index = state.requestFaults.firstIndex(where: { $0.name == nil || $0.name == name }) {
+            throw VoximplantProtocolError(state.requestFaults.remove(at: index).code)
+        }
         return try handle(name, params: params, as: user, client: client, state: &state)
     }
 
     private func handle(_ name: String, params: JSONValue, as user: String, client: Int?, state: inout State) throws -> JSONValue {
-        if let index = state.requestFaults.firstIndex(where: { $0.name == nil || $0.name == name }) {
-            throw VoximplantProtocolError(state.requestFaults.remove(at: index).code)
-        }
         let conversationID = params["conversation"]?.stringValue
         switch name {
         case "getUser":

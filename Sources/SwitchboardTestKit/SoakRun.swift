@@ -1,0 +1,166 @@
+public import Logging
+@_spi(TestKit) public import Switchboard
+
+/// A soak of one adapter against its emulator: the customer and the agent exchange messages in
+/// one conversation while seeded faults the emulator supports hit the link, then the customer's
+/// store is compared with the server's log.
+///
+/// Used by `switchboard soak` (thousands of messages, by hand) and by `swift test` (a few hundred).
+public struct SoakRun: Sendable {
+    /// What the run proves.
+    public struct Figures: Sendable, Hashable, CustomStringConvertible {
+        public var backend = ""
+        /// Messages on the server at the end (both ways).
+        public var messages = 0
+        public var faults: [String: Int] = [:]
+        public var lost = 0
+        public var duplicated = 0
+        public var outOfOrder = 0
+        public var retransmits = 0
+        public var connects = 0
+        public var seconds = 0.0
+        /// A few of the lost messages, with what the customer's store says of each.
+        public var lostExamples: [String] = []
+
+        public var isClean: Bool { lost == 0 && duplicated == 0 && outOfOrder == 0 }
+
+        public var description: String {
+            let faultList = faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            return """
+                \(backend): messages \(messages), faults [\(faultList)], lost \(lost), duplicated \(duplicated), \
+                out of order \(outOfOrder), catch-up requests \(retransmits), connects \(connects), \
+                \(Int(seconds.rounded())) s\(lostExamples.isEmpty ? "" : "; lost for example: " + lostExamples.joined(separator: "; "))
+                """
+        }
+    }
+
+    public var emulator: any EmulatorControl
+    /// Messages each way.
+    public var messages: Int
+    public var seed: UInt64
+    public var store: any ChatStore
+    public var configuration: SessionConfiguration
+    /// How long the client may take to converge after the faults stop.
+    public var convergeTimeout: Duration
+    public var progress: @Sendable (String) -> Void
+
+    public init(
+        emulator: any EmulatorControl,
+        messages: Int,
+        seed: UInt64,
+        store: any ChatStore = InMemoryChatStore(),
+        configuration: SessionConfiguration = .fastForTests,
+        convergeTimeout: Duration = .seconds(120),
+        progress: @escaping @Sendable (String) -> Void = { _ in }
+    ) {
+        self.emulator = emulator
+        self.messages = messages
+        self.seed = seed
+        self.store = store
+        self.configuration = configuration
+        self.convergeTimeout = convergeTimeout
+        self.progress = progress
+    }
+
+    /// The faults a step may inject, with their weights in 100, among those the emulator supports.
+    static func fault(_ roll: Int, count: Int, supported: Set<EmulatorFault.Kind>) -> (name: String, fault: EmulatorFault)? {
+        let candidate: (String, EmulatorFault, EmulatorFault.Kind)
+        switch roll {
+        case 0..<2: candidate = ("disconnect", .disconnect, .disconnect)
+        case 2..<5: candidate = ("drop", .dropNext(count), .dropEvents)
+        case 5..<8: candidate = ("duplicate", .duplicateNext(count), .duplicateEvents)
+        case 8..<11: candidate = ("reorder", .reorderNext(count + 1), .reorderEvents)
+        case 11..<13: candidate = ("delay", .delayNext(count), .delayEvents)
+        case 13..<14: candidate = ("release delayed", .releaseDelayed, .delayEvents)
+        case 14..<16:
+            candidate = ("failed send", .failNextRequest(SwitchboardError(.connectionLost, "soak"), named: "send"), .failRequest)
+        default: return nil
+        }
+        return supported.contains(candidate.2) ? (candidate.0, candidate.1) : nil
+    }
+
+    public func run() async throws -> Figures {
+        let started = ContinuousClock.now
+        let backend = try await emulator.makeCustomerBackend()
+        let session = ChatSession(
+            id: SessionID("soak"), backend: backend, store: store, configuration: configuration,
+            random: SeededRandomNumberGenerator(seed: seed), logger: .quiet
+        )
+        var random = SeededRandomNumberGenerator(seed: seed)
+        var figures = Figures(backend: backend.descriptor.name.rawValue)
+        let supported = emulator.supportedFaults
+        let emulator = self.emulator
+        let messages = self.messages
+        let progress = self.progress
+
+        let (conversation, truth) = try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.first("connected", timeout: .seconds(30)) { $0.isConnected }
+            let conversation = try await emulator.prepareConversation(using: session)
+            try await recorder.first("the conversation", timeout: .seconds(30)) { $0.conversationID == conversation }
+            let chat = try await session.conversation(conversation)
+            for step in 0..<messages {
+                if step % 100 == 0 { progress("\(figures.backend): \(step) of \(messages) each way") }
+                _ = try await chat.send(text: "customer \(step)")
+                try await emulator.agentSend("agent \(step)", in: conversation)
+                let roll = Int.random(in: 0..<100, using: &random)
+                let count = Int.random(in: 1...3, using: &random)
+                if let (name, fault) = Self.fault(roll, count: count, supported: supported) {
+                    try await emulator.inject(fault)
+                    figures.faults[name, default: 0] += 1
+                }
+                // Let the link breathe now and then, as traffic does.
+                if step % 10 == 0 { await Task.yield() }
+            }
+            progress("\(figures.backend): healing and converging")
+            if supported.contains(.delayEvents) { try await emulator.inject(.releaseDelayed) }
+            // One more link, so whatever the faults hid is caught up.
+            if supported.contains(.disconnect) { try await emulator.inject(.disconnect) }
+            do {
+                try await recorder.waitUntil("the client converges on the server's log", timeout: convergeTimeout) {
+                    let truth = try await emulator.serverMessages(in: conversation)
+                    guard truth.count >= 2 * messages else { return false }
+                    let stored = try await chat.storedMessages(before: nil, limit: .max)
+                    return stored.count == truth.count && stored.allSatisfy { $0.serverID != nil && $0.deliveryState != .pending }
+                }
+            } catch let failure as ConformanceFailure {
+                // Not converged: the figures below say what is missing.
+                progress("\(figures.backend): \(failure)")
+            }
+            return (conversation, try await emulator.serverMessages(in: conversation))
+        }
+
+        let stored = try await store.fetchMessages(in: conversation, before: nil, limit: .max, scope: session.scope)
+        let storedIDs = stored.compactMap(\.serverID)
+        let truthIDs = truth.map(\.serverID)
+        figures.messages = truth.count
+        figures.lost = Set(truthIDs).subtracting(storedIDs).count
+        figures.duplicated = storedIDs.count - Set(storedIDs).count
+        // The server's own duplicates of one send (a resend it did not recognise).
+        // (A conversation's preparation may have sent a first message of its own.)
+        let customerTexts = truth.filter { $0.fromCustomer && $0.text.hasPrefix("customer ") }.map(\.text)
+        figures.duplicated += customerTexts.count - Set(customerTexts).count
+        figures.lost += messages - Set(customerTexts).count
+        let sentTexts = Set(customerTexts)
+        for step in 0..<messages where !sentTexts.contains("customer \(step)") && figures.lostExamples.count < 3 {
+            let mine = stored.first { $0.text == "customer \(step)" }
+            figures.lostExamples.append("customer \(step) (stored: \(mine.map { "\($0.deliveryState)" } ?? "no"))")
+        }
+        for id in Set(truthIDs).subtracting(storedIDs).prefix(max(0, 3 - figures.lostExamples.count)) {
+            figures.lostExamples.append(truth.first { $0.serverID == id }.map { "\"\($0.text)\" from the server" } ?? id.rawValue)
+        }
+        // Order over the messages both sides have, so a lost one does not count as misordered too.
+        let storedSet = Set(storedIDs)
+        let truthSet = Set(truthIDs)
+        var seen: Set<MessageID> = []
+        let commonStored = storedIDs.filter { truthSet.contains($0) && seen.insert($0).inserted }
+        let commonTruth = truthIDs.filter { storedSet.contains($0) }
+        figures.outOfOrder = zip(commonStored, commonTruth).filter { $0 != $1 }.count
+        let statistics = await session.statistics
+        figures.retransmits = statistics.retransmitRequests
+        figures.connects = statistics.connects
+        let elapsed = started.duration(to: .now)
+        figures.seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return figures
+    }
+}
