@@ -49,15 +49,15 @@ extension Bench {
         case sqliteFile = "SQLite file"
     }
 
-    /// One adapter's emulator, the control the conformance suite drives it with, and a raw
-    /// client for the prepared conversation.
-    struct LatencyRig: Sendable {
+    /// One adapter's running emulator: the control the conformance suite drives it with, and a
+    /// raw client for a prepared conversation. The latency, catch-up and soak runs use it.
+    struct EmulatorRig: Sendable {
         var control: any EmulatorControl
         /// The raw client for `conversation` (known once the session has prepared it).
         var raw: @Sendable (ConversationID) -> any RawChatClient
     }
 
-    private func latencyRows(adapter: String, store kind: LatencyStore, _ rig: LatencyRig) async throws -> [BenchRow] {
+    private func latencyRows(adapter: String, store kind: LatencyStore, _ rig: EmulatorRig) async throws -> [BenchRow] {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -128,33 +128,33 @@ extension Bench {
 
     // MARK: Rigs
 
-    static func withVoximplantRig<T: Sendable>(_ body: @Sendable (LatencyRig) async throws -> T) async throws -> T {
+    static func withVoximplantRig<T: Sendable>(_ body: @Sendable (EmulatorRig) async throws -> T) async throws -> T {
         let server = VoximplantServer()
         return try await VoximplantEmulator(server: server, logger: Logger.quiet).withRunning { url in
             let control = VoximplantEmulatorControl(server: server, url: url) { url, user, token in
                 VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: user, token: token), logger: Logger.quiet)
             }
             return try await body(
-                LatencyRig(control: control) { conversation in
+                EmulatorRig(control: control) { conversation in
                     RawVoximplantClient(url: url, user: control.customer, token: control.customerToken, conversation: conversation.rawValue)
                 }
             )
         }
     }
 
-    static func withWebimRig<T: Sendable>(_ body: @Sendable (LatencyRig) async throws -> T) async throws -> T {
+    static func withWebimRig<T: Sendable>(_ body: @Sendable (EmulatorRig) async throws -> T) async throws -> T {
         let server = WebimServer()
         return try await WebimEmulator(server: server, logger: Logger.quiet).withRunning { baseURL in
             let control = WebimEmulatorControl(server: server, baseURL: baseURL) { baseURL, visitorFields in
                 try! WebimBackend(configuration: WebimConfiguration(accountName: baseURL, visitorFieldsJSON: visitorFields))
             }
             return try await body(
-                LatencyRig(control: control) { _ in RawWebimClient(baseURL: baseURL, visitorFields: control.visitorFields) }
+                EmulatorRig(control: control) { _ in RawWebimClient(baseURL: baseURL, visitorFields: control.visitorFields) }
             )
         }
     }
 
-    static func withCXoneRig<T: Sendable>(_ body: @Sendable (LatencyRig) async throws -> T) async throws -> T {
+    static func withCXoneRig<T: Sendable>(_ body: @Sendable (EmulatorRig) async throws -> T) async throws -> T {
         let server = CXoneServer(configuration: CXoneServer.Configuration(mode: .multi))
         return try await CXoneEmulator(server: server, logger: Logger.quiet).withRunning { endpoints in
             let channel = try CXoneChannelConfiguration(json: server.channelConfiguration)
@@ -170,7 +170,7 @@ extension Bench {
                 )
             }
             return try await body(
-                LatencyRig(control: control) { conversation in
+                EmulatorRig(control: control) { conversation in
                     RawCXoneClient(
                         socketURL: endpoints.socketURL, brandID: server.configuration.brandID, channelID: server.configuration.channelID,
                         customerID: control.customerID, thread: conversation.rawValue
