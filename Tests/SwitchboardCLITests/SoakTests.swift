@@ -36,12 +36,12 @@ struct SoakTests {
         }
     }
 
-    /// Known gap: after a reconnect the CXone adapter recovers a thread's newest page (20
-    /// messages); agent messages beyond it that arrived while the socket was down are lost.
+    /// Known loss: agent messages that arrive around a reconnect are lost (a thread's recovery
+    /// brings one page and nothing pages back over a longer gap; see Docs/Reliability.md).
     @Test func cxoneAfterLongDisconnects() async throws {
         let figures = try await Self.soak(.cxone, convergeTimeout: .seconds(15))
         #expect(figures.duplicated == 0 && figures.outOfOrder == 0)
-        withKnownIssue("CXone recovers only the newest page of a thread after a reconnect (issue #12)", isIntermittent: true) {
+        withKnownIssue("CXone loses agent messages around reconnects (issue #12)", isIntermittent: true) {
             #expect(figures.lost == 0)
         }
     }
