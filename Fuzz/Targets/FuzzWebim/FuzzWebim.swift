@@ -2,8 +2,8 @@ import Foundation
 import Switchboard
 import SwitchboardWebim
 
-/// The Webim adapter's reading of `init` and `delta` answers (`WebimDeltaReader`, which the link
-/// uses) and of push payloads: any bytes give an outcome, never a crash; a fresh reader and one
+/// The Webim adapter's reading of `init`, `delta` and `history` answers (`WebimDeltaReader`, which
+/// the link uses) and of push payloads: any bytes give an outcome, never a crash; a fresh reader and one
 /// that has read the input before both survive it.
 func fuzzWebim(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     guard let start else { return 0 }
@@ -18,6 +18,13 @@ func fuzzWebim(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
         case .malformed(let error): precondition(error.code == .protocolViolation)
         case .error, .unchanged, .changed: break
         }
+    }
+    // History answers (before and since): a page or a typed error.
+    for read in [
+        { _ = try reader.readHistoryPage(data, credentials: credentials, now: Date(timeIntervalSince1970: 1_700_000_000)) },
+        { _ = try reader.readHistoryChanges(data, credentials: credentials, now: Date(timeIntervalSince1970: 1_700_000_000)) },
+    ] as [() throws -> Void] {
+        do { try read() } catch { precondition(error is SwitchboardError, "an untyped error: \(error)") }
     }
     if let json = try? JSONValue(parsing: data) {
         _ = WebimPushNotifications.isWebim(json)

@@ -46,13 +46,7 @@ public struct WebimDeltaReader: Sendable {
         }
         if let error = json["error"]?.stringValue { return .error(error) }
         guard let revision = Self.revision(json["revision"]) else { return .unchanged }
-        let context = WebimMapping.Context(
-            baseURL: baseURL,
-            pageID: credentials["page-id"],
-            authToken: credentials["auth-token"],
-            visitorID: credentials["visitor-id"].map(ParticipantID.init),
-            now: now
-        )
+        let context = self.context(credentials, now: now)
         if let fullUpdate = json["fullUpdate"]?.nonNull {
             if let history = Self.revision(fullUpdate["historyRevision"]) { announcedHistoryRevision = history }
             rememberChat(fullUpdate["chat"]?.nonNull)
@@ -92,6 +86,60 @@ public struct WebimDeltaReader: Sendable {
         for message in chat?["messages"]?.arrayValue ?? [] {
             if let id = message["id"]?.stringValue, let client = message["clientSideId"]?.stringValue { clientSideIDs[id] = client }
         }
+    }
+
+    /// Reads a `history?before-ts=` answer (protocols/webim.md §6.2): a page of messages, oldest
+    /// first, and whether there are older ones; the anchor of the next page is the oldest
+    /// message's time in microseconds.
+    ///
+    /// - Throws: ``SwitchboardError/Code/protocolViolation`` when the body is not a JSON object;
+    ///   the vendor's error when it is `{"error": …}`.
+    public func readHistoryPage(_ body: Data, credentials: Credentials, now: Date) throws -> HistoryPage {
+        let json = try Self.object(body, during: "history")
+        let context = self.context(credentials, now: now)
+        let messages = (json["data"]?["messages"]?.arrayValue ?? []).compactMap { WebimMapping.message($0, context: context) }
+            .sorted { $0.time < $1.time }
+        return HistoryPage(
+            messages: messages,
+            hasMore: json["data"]?["hasMore"]?.boolValue ?? false,
+            nextAnchor: messages.first.map { .token(String(Int64(($0.time.timeIntervalSince1970 * 1_000_000).rounded()))) }
+        )
+    }
+
+    /// Reads a `history?since=` answer (protocols/webim.md §6.1): the changed messages as updates
+    /// (a message marked `deleted` is a removal) and the new history revision, or `nil` when the
+    /// answer says nothing changed.
+    public func readHistoryChanges(_ body: Data, credentials: Credentials, now: Date) throws -> (updates: [BackendUpdate], revision: String?)? {
+        let json = try Self.object(body, during: "history")
+        guard let data = json["data"]?.nonNull else { return nil }
+        let context = self.context(credentials, now: now)
+        var updates: [BackendUpdate] = []
+        for item in data["messages"]?.arrayValue ?? [] {
+            if item["deleted"]?.boolValue == true, let id = item["id"]?.stringValue {
+                updates.append(.event(BackendEvent(.messageRemoved(MessageID(id)), conversation: WebimMapping.conversation)))
+            } else if let message = WebimMapping.message(item, context: context) {
+                updates.append(.event(BackendEvent(.messageAdded(message, position: .history), conversation: WebimMapping.conversation, time: message.time)))
+            }
+        }
+        return (updates, data["revision"]?.stringValue)
+    }
+
+    private func context(_ credentials: Credentials, now: Date) -> WebimMapping.Context {
+        WebimMapping.Context(
+            baseURL: baseURL,
+            pageID: credentials["page-id"],
+            authToken: credentials["auth-token"],
+            visitorID: credentials["visitor-id"].map(ParticipantID.init),
+            now: now
+        )
+    }
+
+    private static func object(_ body: Data, during request: String) throws -> JSONValue {
+        guard let json = try? JSONValue(parsing: body), json.objectValue != nil else {
+            throw SwitchboardError(.protocolViolation, "\(request): a malformed answer of \(body.count) bytes")
+        }
+        if let error = json["error"]?.stringValue { throw WebimMapping.error(error, during: request) }
+        return json
     }
 
     /// A revision as the server writes it: a number or a string.

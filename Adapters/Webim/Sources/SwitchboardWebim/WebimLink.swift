@@ -170,23 +170,17 @@ final class WebimLink: BackendConnection {
         guard let announced, announced != stored else { return }
         var query = [("page-id", page), ("auth-token", token)]
         if let stored { query.insert(("since", stored), at: 0) }
+        let now = context.clock.date
         guard let response = try? await transport.get("\(base)/l/v/m/history", query: query, headers: headers, timeout: configuration.requestTimeout),
-            response.status == 200, let json = try? JSONValue(parsing: response.body), json["error"] == nil,
-            let data = json["data"]?.nonNull
+            response.status == 200,
+            let changes = try? state.withLock({ state in try state.reader.readHistoryChanges(response.body, credentials: state.credentials, now: now) })
         else {
             state.withLock { $0.reader.announcedHistoryRevision = nil }
             return
         }
-        let context = mappingContext
-        for item in data["messages"]?.arrayValue ?? [] {
-            if item["deleted"]?.boolValue == true, let id = item["id"]?.stringValue {
-                continuation.yield(.event(BackendEvent(.messageRemoved(MessageID(id)), conversation: WebimMapping.conversation)))
-            } else if let message = WebimMapping.message(item, context: context) {
-                continuation.yield(.event(BackendEvent(.messageAdded(message, position: .history), conversation: WebimMapping.conversation, time: message.time)))
-            }
-        }
+        for update in changes.updates { continuation.yield(update) }
         var kept = Credentials()
-        kept["history-revision"] = data["revision"]?.stringValue ?? announced
+        kept["history-revision"] = changes.revision ?? announced
         state.withLock { state in
             state.credentials["history-revision"] = kept["history-revision"]
             state.reader.announcedHistoryRevision = nil
@@ -415,16 +409,8 @@ final class WebimLink: BackendConnection {
             timeout: configuration.requestTimeout
         )
         try Self.checkStatus(response.status, during: "history")
-        guard let json = try? JSONValue(parsing: response.body) else { throw SwitchboardError(.protocolViolation, "history: not JSON") }
-        if let error = json["error"]?.stringValue { throw WebimMapping.error(error, during: "history") }
-        let context = mappingContext
-        let messages = (json["data"]?["messages"]?.arrayValue ?? []).compactMap { WebimMapping.message($0, context: context) }
-            .sorted { $0.time < $1.time }
-        return HistoryPage(
-            messages: messages,
-            hasMore: json["data"]?["hasMore"]?.boolValue ?? false,
-            nextAnchor: messages.first.map { .token(String(Int64(($0.time.timeIntervalSince1970 * 1_000_000).rounded()))) }
-        )
+        let now = context.clock.date
+        return try state.withLock { state in try state.reader.readHistoryPage(response.body, credentials: state.credentials, now: now) }
     }
 
     /// Statuses the SDK parses a body for; anything else is the server failing.

@@ -66,4 +66,21 @@ import Testing
             return
         }
     }
+
+    /// The SDK's history answers, before and since, through the reader the link uses.
+    @Test func historyAnswers() throws {
+        let reader = WebimDeltaReader(baseURL: "https://demo.webim.ru")
+        let folder = WebimCodecTests.fixtures
+        let before = try Data(contentsOf: folder.appendingPathComponent("HistoryBeforeResponseTests__defaultHistoryBeforeResponseJson__L36.json"))
+        let page = try reader.readHistoryPage(before, credentials: Credentials(), now: now)
+        #expect(!page.messages.isEmpty)
+        #expect(page.messages.map(\.time) == page.messages.map(\.time).sorted(), "oldest first")
+        let since = try Data(contentsOf: folder.appendingPathComponent("HistorySinceResponseTests__defaultHistorySinceResponseJson__L37.json"))
+        let changes = try #require(try reader.readHistoryChanges(since, credentials: Credentials(), now: now))
+        #expect(!changes.updates.isEmpty)
+        #expect(throws: SwitchboardError.self) { try reader.readHistoryPage(Data("[]".utf8), credentials: Credentials(), now: now) }
+        #expect { try reader.readHistoryPage(Data(#"{"error":"reinit-required"}"#.utf8), credentials: Credentials(), now: now) } throws: {
+            ($0 as? SwitchboardError)?.vendorCode == "reinit-required"
+        }
+    }
 }
