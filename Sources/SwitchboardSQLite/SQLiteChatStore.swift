@@ -123,23 +123,11 @@ public final class SQLiteChatStore: ChatStore {
     // MARK: Messages
 
     public func fetchMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws -> Message? {
-        try await read { db in
-            try Data.fetchOne(
-                db,
-                cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND conversation = ? AND serverID = ?",
-                arguments: scope.arguments + [conversation.rawValue, serverID.rawValue]
-            ).map { try Self.decode(Message.self, $0) }
-        }
+        try await read { db in try Self.messages(serverIDs: [serverID], in: conversation, scope: scope, db).first }
     }
 
     public func fetchMessage(clientID: ClientMessageID, scope: StoreScope) async throws -> Message? {
-        try await read { db in
-            try Data.fetchOne(
-                db,
-                cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND clientID = ? LIMIT 1",
-                arguments: scope.arguments + [clientID.rawValue]
-            ).map { try Self.decode(Message.self, $0) }
-        }
+        try await read { db in try Self.messages(clientIDs: [clientID], scope: scope, db).first }
     }
 
     public func fetchMessages(
@@ -150,23 +138,31 @@ public final class SQLiteChatStore: ChatStore {
     ) async throws -> [Message] {
         guard !serverIDs.isEmpty || !clientIDs.isEmpty else { return [] }
         return try await read { db in
-            var values: [Data] = []
-            // SQLite takes at most 32,766 parameters; chunks of 500 keep each statement small.
-            for chunk in serverIDs.map(\.rawValue).chunked(500) {
-                values += try Data.fetchAll(
-                    db,
-                    cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND conversation = ? AND serverID IN (\(Self.placeholders(chunk.count)))",
-                    arguments: scope.arguments + StatementArguments([conversation.rawValue] + chunk)
-                )
-            }
-            for chunk in clientIDs.map(\.rawValue).chunked(500) {
-                values += try Data.fetchAll(
-                    db,
-                    cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND clientID IN (\(Self.placeholders(chunk.count)))",
-                    arguments: scope.arguments + StatementArguments(Array(chunk))
-                )
-            }
-            return try values.map { try Self.decode(Message.self, $0) }
+            try Self.messages(serverIDs: serverIDs, in: conversation, scope: scope, db) + Self.messages(clientIDs: clientIDs, scope: scope, db)
+        }
+    }
+
+    // SQLite takes at most 32,766 parameters; chunks of 500 keep each statement small.
+
+    /// The messages of `conversation` with these server ids.
+    private static func messages(serverIDs: [MessageID], in conversation: ConversationID, scope: StoreScope, _ db: Database) throws -> [Message] {
+        try serverIDs.map(\.rawValue).chunked(500).flatMap { chunk in
+            try Data.fetchAll(
+                db,
+                cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND conversation = ? AND serverID IN (\(placeholders(chunk.count)))",
+                arguments: scope.arguments + StatementArguments([conversation.rawValue] + chunk)
+            ).map { try decode(Message.self, $0) }
+        }
+    }
+
+    /// The messages of the scope, in any conversation, with these client ids.
+    private static func messages(clientIDs: [ClientMessageID], scope: StoreScope, _ db: Database) throws -> [Message] {
+        try clientIDs.map(\.rawValue).chunked(500).flatMap { chunk in
+            try Data.fetchAll(
+                db,
+                cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND clientID IN (\(placeholders(chunk.count)))",
+                arguments: scope.arguments + StatementArguments(Array(chunk))
+            ).map { try decode(Message.self, $0) }
         }
     }
 

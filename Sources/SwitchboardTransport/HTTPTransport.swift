@@ -48,6 +48,13 @@ public struct HTTPTransport: Sendable {
         self.allowsPlainText = allowsPlainText
     }
 
+    /// This transport, also allowing plain text when `allowed` (an adapter's configuration says so).
+    public func allowingPlainText(_ allowed: Bool) -> HTTPTransport {
+        var transport = self
+        transport.allowsPlainText = transport.allowsPlainText || allowed
+        return transport
+    }
+
     public func get(
         _ url: String,
         query: [(String, String)] = [],

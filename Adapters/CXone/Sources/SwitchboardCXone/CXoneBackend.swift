@@ -85,9 +85,7 @@ public struct CXoneBackend: ChatBackend {
     public init(configuration: CXoneConfiguration, channel: CXoneChannelConfiguration, transport: HTTPTransport = HTTPTransport()) {
         self.configuration = configuration
         self.channel = channel
-        var transport = transport
-        if configuration.allowsPlainText { transport.allowsPlainText = true }
-        self.transport = transport
+        self.transport = transport.allowingPlainText(configuration.allowsPlainText)
         var capabilities: BackendCapabilities = [.typing, .readMarkers, .historyPaging, .customFields, .vendorRequests, .analytics]
         if channel.fileRestrictions.isAttachmentsEnabled { capabilities.insert(.files) }
         switch channel.mode {
@@ -113,8 +111,7 @@ public struct CXoneBackend: ChatBackend {
     /// - Throws: ``SwitchboardError`` (`fatal` with vendor code `SdkVersionNotSupported`, or what
     ///   the HTTP request or the decoding failed with).
     public static func make(configuration: CXoneConfiguration, transport: HTTPTransport = HTTPTransport()) async throws -> CXoneBackend {
-        var transport = transport
-        if configuration.allowsPlainText { transport.allowsPlainText = true }
+        let transport = transport.allowingPlainText(configuration.allowsPlainText)
         let channel = try await CXoneChannelConfiguration.fetch(
             environment: configuration.environment, brandID: configuration.brandID, channelID: configuration.channelID, transport: transport
         )

@@ -20,9 +20,7 @@ public struct WebimBackend: ChatBackend {
     public init(configuration: WebimConfiguration, transport: HTTPTransport = HTTPTransport()) throws {
         try configuration.validate()
         self.configuration = configuration
-        var transport = transport
-        if configuration.allowsPlainText { transport.allowsPlainText = true }
-        self.transport = transport
+        self.transport = transport.allowingPlainText(configuration.allowsPlainText)
         self.descriptor = BackendDescriptor(
             name: "webim",
             capabilities: [

@@ -124,7 +124,8 @@ public struct WebimDeltaReader: Sendable {
         return (updates, data["revision"]?.stringValue)
     }
 
-    private func context(_ credentials: Credentials, now: Date) -> WebimMapping.Context {
+    /// What the mapping needs: the server, and the page's credentials as of now.
+    func context(_ credentials: Credentials, now: Date) -> WebimMapping.Context {
         WebimMapping.Context(
             baseURL: baseURL,
             pageID: credentials["page-id"],

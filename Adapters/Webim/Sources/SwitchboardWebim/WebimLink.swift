@@ -194,15 +194,8 @@ final class WebimLink: BackendConnection {
     }
 
     private var mappingContext: WebimMapping.Context {
-        state.withLock { state in
-            WebimMapping.Context(
-                baseURL: base,
-                pageID: state.credentials["page-id"],
-                authToken: state.credentials["auth-token"],
-                visitorID: state.credentials["visitor-id"].map(ParticipantID.init),
-                now: context.clock.date
-            )
-        }
+        let now = context.clock.date
+        return state.withLock { state in state.reader.context(state.credentials, now: now) }
     }
 
     /// Reads one `init` or `delta` answer with the link's reader.
