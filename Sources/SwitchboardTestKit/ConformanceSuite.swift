@@ -115,7 +115,7 @@ public enum ConformanceSuite {
         let backend = try await harness.emulator.makeCustomerBackend()
         let store = InMemoryChatStore()
         let texts = ["the customer's s3cret 4711", "the agent's s3cret 0815", "after the drop s3cret 2342"]
-        try await harness.withSession(backend: backend, store: store, logger: records.logger(level: .trace)) { probe in
+        let scope = try await harness.withSession(backend: backend, store: store, logger: records.logger(level: .trace)) { probe in
             let conversation = try await probe.openConversation()
             let sent = try await conversation.send(text: texts[0])
             try await probe.recorder.first("the send is confirmed") { event in
@@ -129,8 +129,9 @@ public enum ConformanceSuite {
             try await probe.recorder.first("the send after the drop is confirmed") { event in
                 event.updatedMessage.map { $0.clientID == again.clientID && $0.serverID != nil } ?? false
             }
+            return probe.session.scope
         }
-        let credentials = try await store.fetchCredentials(scope: StoreScope(backend: backend.descriptor.name, account: "default"))
+        let credentials = try await store.fetchCredentials(scope: scope)
         let secrets = texts + harness.emulator.customerSecrets + credentials.values.values.filter { $0.count >= 12 }
         let lines = records.recorded
         for secret in secrets {

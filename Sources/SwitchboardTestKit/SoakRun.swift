@@ -159,8 +159,7 @@ public struct SoakRun: Sendable {
         let statistics = await session.statistics
         figures.retransmits = statistics.retransmitRequests
         figures.connects = statistics.connects
-        let elapsed = started.duration(to: .now)
-        figures.seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        figures.seconds = started.duration(to: .now).seconds
         return figures
     }
 }

@@ -80,8 +80,7 @@ extension RawVoximplantClient {
         let started = ContinuousClock.now
         let fetched = Mutex<[(String, Int64, Data)]>([])
         try await RawSocket.connect(url) { @concurrent inbound, outbound in
-            try await RawSocket.send(["type": "request", "id": "login", "name": "login", "params": ["user": user, "token": token]], on: outbound)
-            try await RawSocket.next(&inbound) { $0["id"] as? String == "login" }
+            try await login(&inbound, outbound)
             try await RawSocket.send(["type": "request", "id": "head", "name": "getConversations", "params": ["conversations": [conversation]]], on: outbound)
             var head: Int64 = 0
             try await RawSocket.next(&inbound) { object in

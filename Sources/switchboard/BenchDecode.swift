@@ -156,10 +156,8 @@ extension Bench {
     @inline(never) static func keep(_ value: Int) {}
 
     static func syncSeconds(_ body: () -> Void) -> Double {
-        let clock = ContinuousClock()
-        let start = clock.now
+        let start = ContinuousClock.now
         body()
-        let elapsed = start.duration(to: clock.now)
-        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return seconds(since: start)
     }
 }

@@ -118,7 +118,7 @@ extension Bench {
         return samples.rows(adapter: adapter, store: kind.rawValue)
     }
 
-    /// Waits for the first event matching `predicate` (with a 30 s watchdog).
+    /// Waits for the first event matching `predicate` (no watchdog: a hang is the test's time limit's).
     static func next(_ iterator: inout EventStream.AsyncIterator, _ what: String, _ predicate: (ChatEvent) -> Bool) async throws {
         while let event = await iterator.next() {
             if predicate(event) { return }
@@ -294,11 +294,16 @@ struct RawVoximplantClient: RawChatClient {
     let token: String
     let conversation: String
 
+    /// The `login` request and its response.
+    @concurrent func login(_ inbound: inout RawSocket.Inbound, _ outbound: WebSocketOutboundWriter) async throws {
+        try await RawSocket.send(["type": "request", "id": "login", "name": "login", "params": ["user": user, "token": token]], on: outbound)
+        try await RawSocket.next(&inbound) { $0["id"] as? String == "login" }
+    }
+
     func measure(round: Int, exchanges: Int, agentSend: @Sendable (String) async throws -> Void) async throws -> (sends: [Double], agents: [Double]) {
         let result = Mutex<(sends: [Double], agents: [Double])>(([], []))
         try await RawSocket.connect(url) { @concurrent inbound, outbound in
-            try await RawSocket.send(["type": "request", "id": "login", "name": "login", "params": ["user": user, "token": token]], on: outbound)
-            try await RawSocket.next(&inbound) { $0["id"] as? String == "login" }
+            try await login(&inbound, outbound)
             for index in 0..<exchanges {
                 let id = "raw-\(round)-\(index)"
                 let answer = "agent to raw \(round).\(index)"
@@ -327,6 +332,8 @@ struct RawCXoneClient: RawChatClient {
     let channelID: String
     let customerID: String
     let thread: String
+    /// The SDK version the raw client announces (the one the emulator accepts).
+    private let sdkVersion = "3.3.1"
 
     private func event(_ type: String, _ id: String, data: [String: Any]) -> [String: Any] {
         [
@@ -340,12 +347,12 @@ struct RawCXoneClient: RawChatClient {
 
     func measure(round: Int, exchanges: Int, agentSend: @Sendable (String) async throws -> Void) async throws -> (sends: [Double], agents: [Double]) {
         let visitor = UUID().uuidString.lowercased()
-        let url = "\(socketURL)?brandId=\(brandID)&channelId=\(channelID)&visitorId=\(visitor)&sdkPlatform=ios&sdkVersion=3.3.1"
+        let url = "\(socketURL)?brandId=\(brandID)&channelId=\(channelID)&visitorId=\(visitor)&sdkPlatform=ios&sdkVersion=\(sdkVersion)"
         let result = Mutex<(sends: [Double], agents: [Double])>(([], []))
         try await RawSocket.connect(url) { @concurrent inbound, outbound in
             let authorize = UUID().uuidString.lowercased()
             try await RawSocket.send(
-                event("AuthorizeCustomer", authorize, data: ["disableChannelInfo": true, "sdkPlatform": "ios", "sdkVersion": "3.3.1"]), on: outbound
+                event("AuthorizeCustomer", authorize, data: ["disableChannelInfo": true, "sdkPlatform": "ios", "sdkVersion": sdkVersion]), on: outbound
             )
             try await RawSocket.next(&inbound) { $0["eventId"] as? String == authorize }
             for index in 0..<exchanges {
@@ -446,12 +453,5 @@ struct RawWebimClient: RawChatClient {
             agents.append(Bench.seconds(since: asked))
         }
         return (sends, agents)
-    }
-}
-
-extension Bench {
-    static func seconds(since start: ContinuousClock.Instant) -> Double {
-        let elapsed = start.duration(to: .now)
-        return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     }
 }

@@ -187,7 +187,7 @@ extension SwitchboardError: Codable {
 
 extension Duration {
     /// The duration in seconds as a floating-point number.
-    var seconds: Double {
+    @_spi(TestKit) public var seconds: Double {
         let (seconds, attoseconds) = components
         return Double(seconds) + Double(attoseconds) / 1e18
     }
