@@ -79,6 +79,39 @@ public struct SoakRun: Sendable {
         return supported.contains(candidate.2) ? (candidate.0, candidate.1) : nil
     }
 
+    /// Keeps faults that wait for their target apart, so each is one event (see ``run()``).
+    struct FaultSpacing {
+        /// Failed send attempts when the last send fault was injected.
+        private var failedAttempts: Int?
+        /// Confirmed sends when that fault was seen to have hit.
+        private var sentAfterHit: Int?
+        /// Links opened when the last disconnect was injected.
+        private var connectsAtDisconnect: Int?
+
+        mutating func allows(_ fault: EmulatorFault, statistics: SessionStatistics) -> Bool {
+            switch fault {
+            case .failNextRequest:
+                if let failedAttempts {
+                    guard let sentAfterHit else {
+                        if statistics.sendAttemptsFailed > failedAttempts { sentAfterHit = statistics.messagesSent }
+                        return false
+                    }
+                    guard statistics.messagesSent > sentAfterHit else { return false }
+                }
+                failedAttempts = statistics.sendAttemptsFailed
+                sentAfterHit = nil
+                return true
+            case .disconnect:
+                // The next disconnect once the link it cut is back.
+                if let connectsAtDisconnect, statistics.connects <= connectsAtDisconnect { return false }
+                connectsAtDisconnect = statistics.connects
+                return true
+            default:
+                return true
+            }
+        }
+    }
+
     public func run() async throws -> Figures {
         let started = ContinuousClock.now
         let backend = try await emulator.makeCustomerBackend()
@@ -99,13 +132,22 @@ public struct SoakRun: Sendable {
             let conversation = try await emulator.prepareConversation(using: session)
             try await recorder.first("the conversation", timeout: .seconds(30)) { $0.conversationID == conversation }
             let chat = try await session.conversation(conversation)
+            // A fault is one event. A failed send hits the next send, and a Webim disconnect the next
+            // poll, even when injected while no link is up: queued back to back, they would all
+            // hit the outbox's head on link after link, which then looks like a message that kills
+            // the link every time and fails by rule (`maxLinkLossesPerSend`). So the next failed
+            // send waits until the last has hit and a later send has gone through, and the next
+            // disconnect until the link it cut is back.
+            var spacing = FaultSpacing()
             for step in 0..<messages {
                 if step % 100 == 0 { progress("\(figures.backend): \(step) of \(messages) each way") }
                 _ = try await chat.send(text: "customer \(step)")
                 try await emulator.agentSend("agent \(step)", in: conversation)
                 let roll = Int.random(in: 0..<100, using: &random)
                 let count = Int.random(in: 1...3, using: &random)
-                if let (name, fault) = Self.fault(roll, count: count, supported: supported) {
+                if let (name, fault) = Self.fault(roll, count: count, supported: supported),
+                    await spacing.allows(fault, statistics: session.statistics)
+                {
                     try await emulator.inject(fault)
                     figures.faults[name, default: 0] += 1
                 }
@@ -157,7 +199,7 @@ public struct SoakRun: Sendable {
         let commonTruth = truthIDs.filter { storedSet.contains($0) }
         figures.outOfOrder = zip(commonStored, commonTruth).filter { $0 != $1 }.count
         let statistics = await session.statistics
-        figures.retransmits = statistics.retransmitRequests
+        figures.retransmits = statistics.retransmitRequests + statistics.backfillRequests
         figures.connects = statistics.connects
         figures.seconds = started.duration(to: .now).seconds
         return figures

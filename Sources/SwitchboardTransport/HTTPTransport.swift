@@ -137,7 +137,7 @@ public struct HTTPTransport: Sendable {
         do {
             response = try await client.execute(request, timeout: .nanoseconds(Int64(timeout / .nanoseconds(1))))
         } catch {
-            throw Self.classify(error)
+            throw Self.classify(error, cancelled: Task.isCancelled)
         }
         let buffer: ByteBuffer
         do {
@@ -145,7 +145,7 @@ public struct HTTPTransport: Sendable {
         } catch let error as NIOTooManyBytesError {
             throw SwitchboardError(.payloadTooLarge, "a response body was over \(maxBodySize) bytes", underlying: error)
         } catch {
-            throw Self.classify(error)
+            throw Self.classify(error, cancelled: Task.isCancelled)
         }
         return Response(
             status: Int(response.status.code),
@@ -154,9 +154,14 @@ public struct HTTPTransport: Sendable {
         )
     }
 
-    static func classify(_ error: any Error) -> SwitchboardError {
+    /// A request torn down with its task (its link ended) did not lose its connection, whatever
+    /// the client reports as the connection closes under it (often a parser error at the cut):
+    /// it was cancelled, which the outbox does not count against the send.
+    static func classify(_ error: any Error, cancelled: Bool = false) -> SwitchboardError {
         if let error = error as? SwitchboardError { return error }
-        if error is CancellationError { return SwitchboardError(.cancelled, "cancelled", underlying: error) }
+        if cancelled || error is CancellationError || (error as? HTTPClientError) == .cancelled {
+            return SwitchboardError(.cancelled, "cancelled", underlying: error)
+        }
         if let error = error as? HTTPClientError, error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
             return SwitchboardError(.timedOut, "the HTTP request timed out", underlying: error)
         }

@@ -87,6 +87,22 @@ import Testing
         #expect(outbox.connected() == [.send(entry("a"))], "same client id, same message")
     }
 
+    @Test mutating func aLinkCountsOnceAgainstASendHoweverOftenItsRequestsFail() {
+        var outbox = OutboxStateMachine(maxLinkLosses: 2)
+        _ = outbox.enqueue(entry("a"))
+        _ = outbox.connected()
+        // A Webim action is a request of its own: it may fail several times on one link.
+        for _ in 1...4 {
+            let actions = outbox.failed("a", error: SwitchboardError(.connectionLost, "reset"), using: &random)
+            #expect(!actions.contains { if case .fail = $0 { true } else { false } }, "one link, one loss: \(actions)")
+            _ = outbox.retryTimerFired("c1")
+        }
+        #expect(outbox.disconnected(interrupting: ["a"]).isEmpty, "its own failure on this link counted already")
+        _ = outbox.connected()
+        let second = outbox.failed("a", error: SwitchboardError(.connectionLost, "reset"), using: &random)
+        #expect(second.first.map { if case .fail(_, let reason) = $0 { reason.contains("2 times") } else { false } } == true, "\(second)")
+    }
+
     @Test func restoredEntriesKeepTheirOrder() {
         var outbox = OutboxStateMachine()
         outbox.restore([entry("b", at: 2), entry("a", at: 1)])

@@ -29,6 +29,9 @@ extension ChatSession {
         for (conversation, marker) in pendingReadMarkers.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
             enqueue(.markRead(conversation, marker), lane: conversation)
         }
+        for conversation in windowFills.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
+            await performBackfill(windowFills[conversation]!.linkAvailable(), in: conversation)
+        }
     }
 
     /// Fails the sends that waited longer than the configured expiry.
@@ -46,11 +49,13 @@ extension ChatSession {
             if case .send(let entry) = work { return entry.clientID }
             return nil
         }
+        statisticsValue.sendAttemptsFailed += interrupted ? unanswered.count : 0
         for request in lanes.removeAll() {
             requestAbandoned(request.work, error: SwitchboardError(.connectionLost, "the link closed before \(request.work.request.name) was answered"))
         }
         await perform(outbox.disconnected(interrupting: interrupted ? Set(unanswered) : []))
         for key in Array(trackers.keys) { trackers[key]!.connectionLost() }
+        for key in Array(windowFills.keys) { windowFills[key]!.linkLost() }
         typing.removeAll()
         cancelTimers { event in
             switch event {
@@ -144,8 +149,34 @@ extension ChatSession {
             for item in snapshot.conversations { startedLocally.remove(item.conversation.id) }
             for id in startedLocally { stored.conversations[id] = nil }
         }
+        let filling: Set<ConversationID>
+        do {
+            filling = try await windowsWithGaps(in: snapshot, stored: stored)
+        } catch {
+            report(SwitchboardError(.storageFailure, "could not read the store for a snapshot", underlying: error))
+            return
+        }
+        var held: [ConversationID: [BackendEvent]] = [:]
         for event in SnapshotDiff.events(from: snapshot, against: stored) {
+            if let conversation = event.conversationID, filling.contains(conversation) || windowFills[conversation] != nil,
+                WindowBackfillStateMachine.holds(event)
+            {
+                if windowFills[conversation] != nil {
+                    windowFills[conversation]!.hold(event)
+                } else {
+                    held[conversation, default: []].append(event)
+                }
+                continue
+            }
             await deliver(event)
+        }
+        for conversation in filling.sorted(by: { $0.rawValue < $1.rawValue }) where windowFills[conversation] == nil {
+            statisticsValue.gapsDetected += 1
+            windowFills[conversation] = WindowBackfillStateMachine(
+                conversation: conversation, window: held[conversation] ?? [],
+                pageLimit: configuration.backfillPageSize, maxPages: configuration.maxBackfillPages
+            )
+            if isLinkOpen { await performBackfill(windowFills[conversation]!.linkAvailable(), in: conversation) }
         }
         for item in snapshot.conversations {
             if let head = item.conversation.lastSequence {
@@ -153,6 +184,70 @@ extension ChatSession {
             }
         }
         if let cursor = snapshot.cursor { await saveCursor(cursor) }
+    }
+
+    /// The conversations of a snapshot whose recent window does not reach what the store has: its
+    /// oldest message is not stored while older ones are. Only for backends that page history
+    /// and have no sequences (sequences find their gaps themselves).
+    private func windowsWithGaps(in snapshot: BackendSnapshot, stored: SnapshotDiff.Stored) async throws -> Set<ConversationID> {
+        let capabilities = descriptor.capabilities
+        guard capabilities.contains(.historyPaging), !capabilities.contains(.sequences) else { return [] }
+        var gaps: Set<ConversationID> = []
+        for item in snapshot.conversations where !item.messagesAreComplete && windowFills[item.conversation.id] == nil {
+            let id = item.conversation.id
+            guard let oldest = item.messages.min(by: { $0.orderKey < $1.orderKey }), let serverID = oldest.serverID,
+                stored.messages[id]?[serverID] == nil,
+                let storedOldest = try await store.fetchOldestConfirmedMessage(in: id, scope: scope),
+                storedOldest.orderKey < oldest.orderKey
+            else { continue }
+            gaps.insert(id)
+        }
+        return gaps
+    }
+
+    /// Performs what a window fill asks: the next page, or storing everything it held.
+    func performBackfill(_ action: WindowBackfillStateMachine.Action?, in conversation: ConversationID) async {
+        switch action {
+        case .request(let query)?:
+            statisticsValue.backfillRequests += 1
+            // Without a link the fill asks again when the next one is up.
+            if !enqueue(.backfill(query), lane: conversation) { windowFills[conversation]?.linkLost() }
+        case .deliver(let events, let unfilled)?:
+            windowFills[conversation] = nil
+            if let unfilled { report(SwitchboardError(.protocolViolation, "a gap below the recent messages stays open: \(unfilled)"), conversation: conversation) }
+            await inOneTransaction {
+                await preloadReconciliation(of: events, in: conversation)
+                for event in events { await deliver(event) }
+            }
+        case nil:
+            break
+        }
+    }
+
+    /// A history page below a window arrived (or failed).
+    func backfillFinished(_ conversation: ConversationID, result: Result<BackendResponse, SwitchboardError>) async {
+        guard windowFills[conversation] != nil else { return }
+        switch result {
+        case .success(.history(let page)):
+            let stored: [Message]
+            do {
+                let ids = page.messages.compactMap(\.serverID)
+                stored = ids.isEmpty ? [] : try await store.fetchMessages(serverIDs: ids, clientIDs: [], in: conversation, scope: scope)
+                    .filter { $0.serverID != nil }
+            } catch {
+                report(SwitchboardError(.storageFailure, "could not read the store for a history page", underlying: error), conversation: conversation)
+                return
+            }
+            await performBackfill(windowFills[conversation]!.pageArrived(page, stored: stored), in: conversation)
+        case .success(let response):
+            let error = SwitchboardError(.protocolViolation, "history answered with \(response)")
+            await performBackfill(windowFills[conversation]!.pageFailed(error), in: conversation)
+        case .failure(let error) where !isLinkOpen || error.code == .cancelled:
+            // The link went: the next link asks again.
+            windowFills[conversation]!.linkLost()
+        case .failure(let error):
+            await performBackfill(windowFills[conversation]!.pageFailed(error), in: conversation)
+        }
     }
 
     private func applyEvent(_ event: BackendEvent) async {
@@ -165,6 +260,10 @@ extension ChatSession {
             if tracker.heldCount > before { statisticsValue.heldBack += 1 }
             trackers[conversation] = tracker
             await handle(outcome, in: conversation)
+        } else if let conversation = event.conversationID, windowFills[conversation] != nil,
+            WindowBackfillStateMachine.holds(event)
+        {
+            windowFills[conversation]!.hold(event)
         } else {
             await deliver(event)
         }

@@ -135,6 +135,7 @@ extension ChatSession {
                 await perform(outbox.succeeded(entry.clientID))
             }
         case .failure(let error):
+            statisticsValue.sendAttemptsFailed += 1
             logger.debug("send failed", metadata: ["error": "\(error)", "attempts": "\(entry.attempts + 1)"])
             await perform(outbox.failed(entry.clientID, error: error, using: &random))
         }

@@ -54,6 +54,8 @@ public actor ChatSession: Session {
     var outbox: OutboxStateMachine
     var lanes: RequestLanesStateMachine<LaneWork>
     var trackers: [ConversationID: SequenceTrackerStateMachine<BackendEvent>] = [:]
+    /// Gaps below a recent window being closed by history pages (backends without sequences).
+    var windowFills: [ConversationID: WindowBackfillStateMachine] = [:]
     var storedSequences: [ConversationID: Int64] = [:]
     /// Conversations known to be in the store, so an event for one needs no read to learn it
     /// (the store's read per event was a third of an inbound message's time). Forgotten when a
@@ -702,6 +704,8 @@ public actor ChatSession: Session {
     enum LaneWork: Sendable {
         case send(OutboxEntry)
         case retransmit(ConversationID, ClosedRange<Int64>)
+        /// A history page below a recent window (``WindowBackfillStateMachine``).
+        case backfill(HistoryQuery)
         case typing(ConversationID, isTyping: Bool, draft: String?)
         case markRead(ConversationID, ChatEvent.ReadMarker)
         /// An app request; its caller waits for the answer.
@@ -711,6 +715,7 @@ public actor ChatSession: Session {
             switch self {
             case .send(let entry): .send(entry.message)
             case .retransmit(let conversation, let range): .retransmit(conversation, range)
+            case .backfill(let query): .history(query)
             case .typing(let conversation, let isTyping, let draft): .typing(conversation, isTyping: isTyping, draft: draft)
             case .markRead(let conversation, let marker): .markRead(conversation, upTo: marker)
             case .app(let request, _): request
@@ -752,6 +757,8 @@ public actor ChatSession: Session {
             // A retransmit's events (up to a hundred) go into one store transaction, as the
             // updates of a link that arrive together do.
             await inOneTransaction { await retransmitFinished(conversation, range: range, result: result) }
+        case .backfill(let query):
+            await backfillFinished(query.conversationID, result: result)
         case .typing:
             if case .failure(let error) = result {
                 // Typing is best effort: a failure is only logged.
@@ -770,8 +777,9 @@ public actor ChatSession: Session {
     /// A request that never got an answer because its link or the session went away.
     func requestAbandoned(_ work: LaneWork, error: SwitchboardError) {
         switch work {
-        case .send, .retransmit, .typing, .markRead:
-            // The outbox resends, the tracker re-plans, typing is dropped, the marker stays pending.
+        case .send, .retransmit, .backfill, .typing, .markRead:
+            // The outbox resends, the tracker and the window fill re-plan, typing is dropped, the
+            // marker stays pending.
             break
         case .app(_, let continuation):
             continuation.resume(throwing: error)

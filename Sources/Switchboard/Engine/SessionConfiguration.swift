@@ -36,6 +36,12 @@ public struct SessionConfiguration: Sendable, Hashable {
     public var maxHeldEvents: Int
     /// How far past the delivered sequence an event may be before it is refused as a problem.
     public var maxSequenceJump: Int64
+    /// For backends without sequences: how many history pages the engine fetches to close the
+    /// gap below a conversation's recent window after a reconnect (see
+    /// ``WindowBackfillStateMachine``), and how many messages it asks for per page. A gap
+    /// deeper than that is reported as a problem; older messages then come by history paging.
+    public var maxBackfillPages: Int
+    public var backfillPageSize: Int
 
     public init(
         reconnectBackoff: BackoffPolicy = BackoffPolicy(),
@@ -51,7 +57,9 @@ public struct SessionConfiguration: Sendable, Hashable {
         newConversationCatchUp: Int = 100,
         maxRetransmitsInFlight: Int = 10,
         maxHeldEvents: Int = 1000,
-        maxSequenceJump: Int64 = 1_000_000
+        maxSequenceJump: Int64 = 1_000_000,
+        maxBackfillPages: Int = 500,
+        backfillPageSize: Int = 50
     ) {
         self.reconnectBackoff = reconnectBackoff
         self.outboxBackoff = outboxBackoff
@@ -67,6 +75,8 @@ public struct SessionConfiguration: Sendable, Hashable {
         self.maxRetransmitsInFlight = max(1, maxRetransmitsInFlight)
         self.maxHeldEvents = max(1, maxHeldEvents)
         self.maxSequenceJump = max(1, maxSequenceJump)
+        self.maxBackfillPages = max(1, maxBackfillPages)
+        self.backfillPageSize = max(1, backfillPageSize)
     }
 }
 
@@ -78,12 +88,17 @@ public struct SessionStatistics: Sendable, Hashable, Codable {
     public var duplicatesDropped = 0
     public var gapsDetected = 0
     public var retransmitRequests = 0
+    /// History pages asked for to close the gap below a recent window (backends without
+    /// sequences).
+    public var backfillRequests = 0
     public var retransmittedEvents = 0
     public var heldBack = 0
     /// Out-of-order events not held because the buffer was full (asked for again).
     public var heldOverflow = 0
     public var messagesSent = 0
     public var sendRetries = 0
+    /// Send attempts that got no confirmation: refused, failed, or cut off by a lost link.
+    public var sendAttemptsFailed = 0
     public var sendFailures = 0
     public var problems = 0
     /// Outbox entries and pending messages put right at load (see ``ChatSession``).

@@ -73,6 +73,10 @@ public struct OutboxStateMachine: Sendable {
     private var order: [ConversationID] = []
     private var inFlight: Set<ConversationID> = []
     private var waitingForRetry: Set<ConversationID> = []
+    /// Sends that have counted a link loss on the current link: a link counts once per send,
+    /// however often the send's own requests fail on it (a Webim action is a request of its own,
+    /// retried within the link).
+    private var lossCountedOnThisLink: Set<ClientMessageID> = []
     public private(set) var isConnected = false
 
     public init(backoff: BackoffPolicy = BackoffPolicy(), maxLinkLosses: Int = 5) {
@@ -99,22 +103,25 @@ public struct OutboxStateMachine: Sendable {
     public mutating func connected() -> [Action] {
         isConnected = true
         waitingForRetry.removeAll()
+        lossCountedOnThisLink.removeAll()
         return order.flatMap { pump($0) }
     }
 
     /// The link is gone and every result from it has been reported. A send still marked in
     /// flight never got a result (its job died with the link): it goes again, with the same
     /// client id, on the next link. The sends in `interrupting` were on the wire when the link
-    /// failed: each counts a link loss, and one at ``maxLinkLosses`` fails.
+    /// failed: each counts a link loss (unless its own failure on this link counted one), and one at
+    /// ``maxLinkLosses`` fails.
     @discardableResult
     public mutating func disconnected(interrupting interrupted: Set<ClientMessageID> = []) -> [Action] {
         isConnected = false
         inFlight.removeAll()
         waitingForRetry.removeAll()
         var actions: [Action] = []
-        for clientID in interrupted.sorted(by: { $0.rawValue < $1.rawValue }) {
+        for clientID in interrupted.sorted(by: { $0.rawValue < $1.rawValue }) where !lossCountedOnThisLink.contains(clientID) {
             actions += countLinkLoss(clientID)
         }
+        lossCountedOnThisLink.removeAll()
         return actions
     }
 
@@ -136,7 +143,7 @@ public struct OutboxStateMachine: Sendable {
         guard let (conversation, index) = locate(clientID) else { return [] }
         inFlight.remove(conversation)
         var entry = queues[conversation]![index]
-        if error.isConnectionLost {
+        if error.isConnectionLost, lossCountedOnThisLink.insert(clientID).inserted {
             // The link died under the send: a link loss. One too many fails the send.
             entry.linkLosses += 1
             if entry.linkLosses >= maxLinkLosses {

@@ -28,6 +28,11 @@ final class CXoneLink: BackendConnection {
         /// welcome message. Welcome-message variables are filled from them.
         var customerFields: [String: String] = [:]
         var refreshingToken = false
+        /// Until the threads are recovered, pushed events wait here and follow the recovery: a
+        /// message pushed before the recovery answers must not land before the window that shows
+        /// what was missed, or the window looks already stored and the gap below it goes unseen.
+        var recovering = true
+        var pushedWhileRecovering: [BackendUpdate] = []
     }
 
     let updates: AsyncThrowingStream<BackendUpdate, any Error>
@@ -177,6 +182,11 @@ final class CXoneLink: BackendConnection {
                 defer { group.cancelAll() }
                 if !channel.isEnabled("securedSessions") { try await authorize(socket) }
                 try await loadThreads(socket)
+                state.withLock { state in
+                    for update in state.pushedWhileRecovering { continuation.yield(update) }
+                    state.pushedWhileRecovering = []
+                    state.recovering = false
+                }
                 return try await body(Sender(link: self, socket: socket))
             }
         }
@@ -241,7 +251,7 @@ final class CXoneLink: BackendConnection {
                         update = .credentials(credentials)
                     }
                     remember(update, frame: frame)
-                    continuation.yield(update)
+                    yieldPushed(update)
                 }
                 if channel.mode == .liveChat { openNewThreadIfAllClosed() }
             case .download(let url, _):
@@ -254,6 +264,18 @@ final class CXoneLink: BackendConnection {
             }
         } catch {
             continuation.yield(.problem(error as? SwitchboardError ?? SwitchboardError(.protocolViolation, "undecodable \(type ?? "event")")))
+        }
+    }
+
+    /// Yields a pushed update, or keeps an event for after the recovery (see `State.recovering`).
+    /// Under the lock, so one that arrives as the recovery ends cannot overtake the kept ones.
+    private func yieldPushed(_ update: BackendUpdate) {
+        state.withLock { state in
+            if state.recovering, case .event = update {
+                state.pushedWhileRecovering.append(update)
+            } else {
+                continuation.yield(update)
+            }
         }
     }
 

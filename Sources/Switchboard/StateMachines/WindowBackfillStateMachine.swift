@@ -1,0 +1,133 @@
+public import Foundation
+
+/// The gap below a recent window, for backends without sequences.
+///
+/// A backend without sequences says what it missed while away by sending a conversation's recent
+/// messages again (CXone's thread recovery: the newest page; a Matrix `limited` timeline). When
+/// the oldest of them is not in the store while older messages are, the messages between were
+/// never seen, and the window alone cannot say how many there are. The engine pages back through
+/// history from the window until a page reaches a message the store has (or the server has no
+/// more), and meanwhile holds the window's message events and the live ones of the conversation:
+/// everything is stored together, oldest first, once the gap is closed. Nothing held is stored
+/// before that, so a link lost half-way loses nothing: the fill starts again on the next link.
+public struct WindowBackfillStateMachine: Sendable {
+    public enum Action: Sendable {
+        /// Ask the backend for this older page.
+        case request(HistoryQuery)
+        /// The gap is closed (or can be closed no further): store these, in this order.
+        /// `unfilled` says why the fill stopped short, when it did.
+        case deliver([BackendEvent], unfilled: String?)
+    }
+
+    public let conversation: ConversationID
+    public let pageLimit: Int
+    public let maxPages: Int
+    /// Pages fetched so far, newest first.
+    private var pages: [[Message]] = []
+    /// The message events waiting for the gap, in arrival order.
+    private var held: [BackendEvent] = []
+    /// A page request is out.
+    public private(set) var isRequesting = false
+    private var nextAnchor: HistoryQuery.Anchor?
+    private var consecutiveFailures = 0
+    public private(set) var requests = 0
+    /// The oldest message of the first window: the gap is below it. A stored message below it
+    /// was stored before the gap opened; one above it may have come live since.
+    public let floor: MessageOrderKey?
+
+    /// Starts a fill below `window` (the snapshot's message events, which it holds).
+    public init(conversation: ConversationID, window: [BackendEvent], pageLimit: Int, maxPages: Int) {
+        self.conversation = conversation
+        self.pageLimit = max(1, pageLimit)
+        self.maxPages = max(1, maxPages)
+        self.held = window
+        self.floor = Self.messages(in: window).map(\.orderKey).min()
+    }
+
+    /// Whether the event waits for the fill: the conversation's message events do.
+    public static func holds(_ event: BackendEvent) -> Bool {
+        switch event.kind {
+        case .messageAdded, .messageUpdated, .messageRemoved: true
+        default: false
+        }
+    }
+
+    public mutating func hold(_ event: BackendEvent) {
+        held.append(event)
+    }
+
+    /// The next page to ask for, when none is out (after the start, or on a new link).
+    public mutating func linkAvailable() -> Action? {
+        guard !isRequesting else { return nil }
+        isRequesting = true
+        requests += 1
+        return .request(HistoryQuery(conversationID: conversation, before: nextAnchor ?? oldestAnchor, limit: pageLimit))
+    }
+
+    /// The link went away with the page request unanswered: it is asked again on the next link.
+    public mutating func linkLost() {
+        isRequesting = false
+        // A page token belongs to the link that gave it; the next link pages from the oldest
+        // message held instead.
+        nextAnchor = nil
+    }
+
+    /// A page arrived; `stored` are those of its messages the store already has. The gap is
+    /// closed when one of them is older than the window.
+    public mutating func pageArrived(_ page: HistoryPage, stored: [Message]) -> Action? {
+        isRequesting = false
+        consecutiveFailures = 0
+        pages.append(page.messages)
+        // The newest stored message below the window is where the gap starts; what is older is
+        // history, left to history paging.
+        let start = stored.map(\.orderKey).filter { key in floor.map { key < $0 } ?? true }.max()
+        if start != nil || !page.hasMore || page.messages.isEmpty {
+            return deliverAll(unfilled: nil, after: start)
+        }
+        if pages.count >= maxPages {
+            return deliverAll(unfilled: "the gap reaches back more than \(maxPages) pages; older messages come through history paging")
+        }
+        nextAnchor = page.nextAnchor ?? Self.anchor(before: page.messages)
+        return linkAvailable()
+    }
+
+    /// A page request failed on an open link: asked again up to twice, then the fill gives up and
+    /// delivers what it has.
+    public mutating func pageFailed(_ error: SwitchboardError) -> Action? {
+        isRequesting = false
+        consecutiveFailures += 1
+        if error.isTransient && consecutiveFailures < 3 { return linkAvailable() }
+        return deliverAll(unfilled: "history paging failed: \(error)")
+    }
+
+    private func deliverAll(unfilled: String?, after start: MessageOrderKey? = nil) -> Action {
+        var events: [BackendEvent] = []
+        var seen = Set<MessageID>()
+        // Oldest page first, each page oldest first; a message two pages share goes once.
+        for page in pages.reversed() {
+            for message in page.sorted(by: { $0.orderKey < $1.orderKey }) where start.map({ message.orderKey > $0 }) ?? true {
+                if let id = message.serverID, !seen.insert(id).inserted { continue }
+                events.append(BackendEvent(.messageAdded(message, position: .newest), conversation: conversation, time: message.time))
+            }
+        }
+        return .deliver(events + held, unfilled: unfilled)
+    }
+
+    /// Before the oldest message the fill has (fetched or held).
+    private var oldestAnchor: HistoryQuery.Anchor? {
+        let fetched = pages.last ?? []
+        return Self.anchor(before: fetched.isEmpty ? Self.messages(in: held) : fetched)
+    }
+
+    private static func messages(in events: [BackendEvent]) -> [Message] {
+        events.compactMap { event in
+            if case .messageAdded(let message, _) = event.kind { return message }
+            return nil
+        }
+    }
+
+    private static func anchor(before messages: [Message]) -> HistoryQuery.Anchor? {
+        guard let oldest = messages.min(by: { $0.orderKey < $1.orderKey }) else { return nil }
+        return oldest.sequence.map { .sequence($0) } ?? .time(oldest.time)
+    }
+}

@@ -1,0 +1,255 @@
+import Foundation
+import Switchboard
+import SwitchboardTestKit
+import Synchronization
+import Testing
+
+/// A backend without sequences that, like CXone's thread recovery, answers every connection with
+/// the newest `window` messages of its one conversation, pushes new ones live, and pages history
+/// by time.
+final class WindowedBackend: ChatBackend, Sendable {
+    struct State {
+        var messages: [Message] = []
+        var live: AsyncThrowingStream<BackendUpdate, any Error>.Continuation?
+        var historyRequests = 0
+        /// The history requests (1-based) on which the link drops instead of answering.
+        var dropOnHistoryRequest: Set<Int> = []
+        /// Messages that arrive (live) when the given history request comes in.
+        var arriveOnHistoryRequest: [Int: [String]] = [:]
+    }
+
+    static let conversation = ConversationID("c")
+    static let start = Date(timeIntervalSince1970: 1_700_000_000)
+    let window: Int
+    let state = Mutex(State())
+
+    var descriptor: BackendDescriptor { BackendDescriptor(name: "windowed", capabilities: [.historyPaging]) }
+
+    init(window: Int) {
+        self.window = window
+    }
+
+    /// Adds messages on the server; `push` sends them on the open link, as a live server does.
+    func add(_ texts: [String], push: Bool = true) {
+        let (live, added) = state.withLock { state in
+            let added = texts.enumerated().map { offset, text in
+                Message(
+                    serverID: MessageID(text), conversationID: Self.conversation, text: text,
+                    time: Self.start.addingTimeInterval(Double(state.messages.count + offset))
+                )
+            }
+            state.messages += added
+            return (push ? state.live : nil, added)
+        }
+        for message in added {
+            live?.yield(.event(BackendEvent(.messageAdded(message, position: .newest), conversation: Self.conversation)))
+        }
+    }
+
+    /// Ends the open link, as a dropped socket does.
+    func dropLink() {
+        let live = state.withLock { state in
+            defer { state.live = nil }
+            return state.live
+        }
+        live?.finish(throwing: SwitchboardError(.connectionLost, "dropped"))
+    }
+
+    var historyRequests: Int { state.withLock(\.historyRequests) }
+
+    func withConnection<Result: Sendable>(
+        _ context: ConnectionContext,
+        _ body: @Sendable (any BackendConnection) async throws -> Result
+    ) async throws -> Result {
+        let (updates, live) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
+        let recent = state.withLock { state in
+            state.live = live
+            return Array(state.messages.suffix(window))
+        }
+        live.yield(.snapshot(BackendSnapshot(conversations: [
+            ConversationSnapshot(conversation: ConversationInfo(id: Self.conversation, kind: .thread, state: .active), messages: recent)
+        ], isComplete: false)))
+        return try await body(Connection(backend: self, updates: updates))
+    }
+
+    struct Connection: BackendConnection {
+        let backend: WindowedBackend
+        let updates: AsyncThrowingStream<BackendUpdate, any Error>
+
+        func perform(_ request: BackendRequest) async throws -> BackendResponse {
+            guard case .history(let query) = request else { throw SwitchboardError(.unsupported, "windowed: \(request.name)") }
+            let (number, drop, arriving) = backend.state.withLock { state in
+                state.historyRequests += 1
+                return (
+                    state.historyRequests, state.dropOnHistoryRequest.contains(state.historyRequests),
+                    state.arriveOnHistoryRequest[state.historyRequests] ?? []
+                )
+            }
+            if drop {
+                backend.dropLink()
+                throw SwitchboardError(.connectionLost, "dropped during history request \(number)")
+            }
+            backend.add(arriving)
+            guard case .time(let before)? = query.before else { throw SwitchboardError(.invalidArgument, "windowed pages by time") }
+            let older = backend.state.withLock { $0.messages.filter { $0.time < before } }
+            return .history(HistoryPage(messages: Array(older.suffix(query.limit)), hasMore: older.count > query.limit))
+        }
+    }
+}
+
+@Suite(.timeLimit(.minutes(1)))
+struct WindowBackfillTests {
+    static func names(_ range: ClosedRange<Int>) -> [String] { range.map { "m\($0)" } }
+
+    /// The session over `backend`, with 4 messages per backfill page.
+    func session(_ backend: WindowedBackend, store: InMemoryChatStore) -> ChatSession {
+        var configuration = SessionConfiguration.fastForTests
+        configuration.backfillPageSize = 4
+        return ChatSession(backend: backend, store: store, configuration: configuration, random: SeededRandomNumberGenerator(seed: 5), logger: .quiet)
+    }
+
+    func stored(_ store: InMemoryChatStore, session: ChatSession) async throws -> [String] {
+        try await store.fetchMessages(in: WindowedBackend.conversation, before: nil, limit: .max, scope: session.scope).map(\.text)
+    }
+
+    /// The figures of a run: what the store holds against what the server has from `first` on.
+    func figures(_ stored: [String], expected: [String], events: [ChatEvent]) -> (lost: Int, duplicated: Int, outOfOrder: Int) {
+        let added = events.compactMap { event -> String? in
+            if case .messageAdded(let message, _) = event.kind { return message.text }
+            return nil
+        }
+        let lost = Set(expected).subtracting(stored).count
+        let duplicated = stored.count - Set(stored).count + added.count - Set(added).count
+        let outOfOrder = zip(stored, expected).filter { $0 != $1 }.count + zip(added, added.sorted { Int($0.dropFirst())! < Int($1.dropFirst())! }).filter { $0 != $1 }.count
+        return (lost, duplicated, outOfOrder)
+    }
+
+    @Test func aGapBelowTheRecentWindowIsPagedBackAndStoredInOrder() async throws {
+        let backend = WindowedBackend(window: 3)
+        backend.add(Self.names(1...5))
+        let store = InMemoryChatStore()
+        let session = session(backend, store: store)
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.first("the first window") { event in
+                if case .messageAdded(let message, _) = event.kind { return message.text == "m5" }
+                return false
+            }
+            // Fifteen messages while the link is down, and one that arrives live while the gap is
+            // being filled: it waits, so the conversation is stored in order.
+            backend.add(Self.names(6...20), push: false)
+            backend.state.withLock { $0.arriveOnHistoryRequest[1] = ["m21"] }
+            backend.dropLink()
+            try await recorder.waitUntil("the gap is closed") {
+                try await stored(store, session: session).last == "m21"
+            }
+            let texts = try await stored(store, session: session)
+            let statistics = await session.statistics
+            let (lost, duplicated, outOfOrder) = figures(texts, expected: Self.names(3...21), events: recorder.events)
+            print(
+                "window gap: 15 messages missed, 1 live during the fill; pages \(statistics.backfillRequests), " +
+                    "gaps \(statistics.gapsDetected), lost \(lost), duplicated \(duplicated), out of order \(outOfOrder)"
+            )
+            #expect(texts == Self.names(3...21), "the gap from the stored m5 on (m2 is history), the window, the live one")
+            #expect(lost == 0 && duplicated == 0 && outOfOrder == 0)
+            #expect(statistics.backfillRequests == 4, "m14…17, m10…13, m6…9, m2…5")
+            #expect(statistics.gapsDetected == 1)
+        }
+    }
+
+    @Test func aLinkLostHalfwayFillsTheGapOnTheNextLinkWithNothingTwice() async throws {
+        let backend = WindowedBackend(window: 3)
+        backend.add(Self.names(1...5))
+        let store = InMemoryChatStore()
+        let session = session(backend, store: store)
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.first("the first window") { event in
+                if case .messageAdded(let message, _) = event.kind { return message.text == "m5" }
+                return false
+            }
+            backend.add(Self.names(6...20), push: false)
+            backend.state.withLock { $0.dropOnHistoryRequest = [2] }
+            backend.dropLink()
+            try await recorder.waitUntil("the gap is closed") {
+                try await stored(store, session: session).last == "m20"
+            }
+            let texts = try await stored(store, session: session)
+            let statistics = await session.statistics
+            let (lost, duplicated, outOfOrder) = figures(texts, expected: Self.names(3...20), events: recorder.events)
+            print(
+                "window gap with the link lost on page 2: pages asked \(backend.historyRequests), connects \(statistics.connects), " +
+                    "lost \(lost), duplicated \(duplicated), out of order \(outOfOrder)"
+            )
+            #expect(texts == Self.names(3...20))
+            #expect(lost == 0 && duplicated == 0 && outOfOrder == 0)
+            #expect(statistics.connects == 3)
+            #expect(backend.historyRequests == 5, "page 1, the dropped page 2, then pages 2…4 on the next link, below the oldest fetched")
+        }
+    }
+
+    @Test func aWindowThatReachesTheStoreNeedsNoPages() async throws {
+        let backend = WindowedBackend(window: 3)
+        backend.add(Self.names(1...5))
+        let store = InMemoryChatStore()
+        let session = session(backend, store: store)
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.first("the first window") { event in
+                if case .messageAdded(let message, _) = event.kind { return message.text == "m5" }
+                return false
+            }
+            backend.add(Self.names(6...7), push: false)
+            backend.dropLink()
+            try await recorder.waitUntil("the window is stored") { try await stored(store, session: session).last == "m7" }
+            #expect(try await stored(store, session: session) == Self.names(3...7))
+            #expect(backend.historyRequests == 0)
+        }
+    }
+
+    @Test func storedMessagesNewerThanTheWindowDoNotCloseTheGap() {
+        // A live message can reach the store before the window that shows the gap; a page that
+        // holds it is still inside the gap.
+        func message(_ index: Int) -> Message {
+            Message(serverID: MessageID("m\(index)"), conversationID: "c", text: "m\(index)", time: Date(timeIntervalSince1970: Double(index)))
+        }
+        let window = (18...20).map { BackendEvent(.messageAdded(message($0), position: .newest), conversation: "c") }
+        var fill = WindowBackfillStateMachine(conversation: "c", window: window, pageLimit: 4, maxPages: 10)
+        guard case .request(let first)? = fill.linkAvailable() else {
+            Issue.record("a fill starts with a page request")
+            return
+        }
+        #expect(first.before == .time(Date(timeIntervalSince1970: 18)))
+        let inside = HistoryPage(messages: (14...17).map(message), hasMore: true)
+        guard case .request? = fill.pageArrived(inside, stored: [message(19)]) else {
+            Issue.record("a stored message above the window does not close the gap")
+            return
+        }
+        let reaching = HistoryPage(messages: (10...13).map(message), hasMore: true)
+        guard case .deliver(let events, let unfilled)? = fill.pageArrived(reaching, stored: [message(13)]) else {
+            Issue.record("a stored message below the window closes the gap")
+            return
+        }
+        #expect(unfilled == nil)
+        #expect(events.count == 7, "14…17 fetched (13 is stored, 10…12 are history), 18…20 held")
+    }
+
+    @Test func aGapDeeperThanTheLimitIsDeliveredAndReported() {
+        func message(_ index: Int) -> Message {
+            Message(serverID: MessageID("m\(index)"), conversationID: "c", text: "m\(index)", time: Date(timeIntervalSince1970: Double(index)))
+        }
+        let window = [BackendEvent(.messageAdded(message(100), position: .newest), conversation: "c")]
+        var fill = WindowBackfillStateMachine(conversation: "c", window: window, pageLimit: 2, maxPages: 2)
+        _ = fill.linkAvailable()
+        guard case .request? = fill.pageArrived(HistoryPage(messages: [message(98), message(99)], hasMore: true), stored: []) else {
+            Issue.record("the first page asks for the next")
+            return
+        }
+        guard case .deliver(let events, let unfilled)? = fill.pageArrived(HistoryPage(messages: [message(96), message(97)], hasMore: true), stored: []) else {
+            Issue.record("the limit ends the fill")
+            return
+        }
+        #expect(events.count == 5)
+        #expect(unfilled?.contains("more than 2 pages") == true)
+    }
+}
