@@ -83,6 +83,7 @@ public enum ConformanceSuite {
         outboxAcrossDisconnect, rejectedSendFails, unsupportedCapabilityThrows, malformedInboundSurvives,
         fatalEndsSession, multipleSessionsOneBus, editAndDelete, loginRetried, conversationLifecycle, noSecretsInLogs,
         badInputSurvived,
+        vendorBadInputSurvived,
     ]
 
     static let connectAndClose = ConformanceCase("connect and close") { harness in
@@ -182,6 +183,51 @@ public enum ConformanceSuite {
             let connected = await probe.session.connectionState == .connected
             try require(connected, "the session is still connected")
             print("\(probe.session.descriptor.name): \(badInput.count) bad inputs, \(reported) reported as problems, session up, \(expected.count) messages stored once each")
+        }
+    }
+
+    static let vendorBadInputSurvived = ConformanceCase("the vendor's own shapes, broken, are reported and lose nothing", faults: [.rawFrame]) { harness in
+        try await harness.withSession { probe in
+            let conversation = try await probe.openConversation()
+            try await probe.emulator.agentSend("before the vendor's bad input", in: conversation.id)
+            try await probe.waitForMessages(["before the vendor's bad input"], in: conversation)
+            let before = try await conversation.storedMessages(before: nil, limit: .max).map(\.text)
+            let inputs = try await probe.emulator.vendorBadInput(in: conversation.id)
+            try require(!inputs.isEmpty, "the emulator has a table of its vendor's bad input")
+            var reported = 0
+            var surfaced = 0
+            var dropped = 0
+            for (index, input) in inputs.enumerated() {
+                let from = probe.recorder.events.count
+                try await probe.emulator.inject(.rawFrame(input.text))
+                let after = "after vendor input \(index + 1)"
+                try await probe.emulator.agentSend(after, in: conversation.id)
+                try await probe.waitForMessages([after], in: conversation)
+                let between = probe.recorder.events.dropFirst(from).prefix { $0.addedMessage?.text != after }
+                let problem = between.contains { if case .error = $0.kind { return true } else { return false } }
+                let custom = between.contains { if case .custom = $0.kind { return true } else { return false } }
+                let refused = between.contains { event in
+                    if case .connection(_, reason: .connectionLost(let error)?) = event.kind { return error.code == .payloadTooLarge }
+                    return false
+                }
+                if problem { reported += 1 } else if custom { surfaced += 1 }
+                if refused { dropped += 1 }
+                switch input.expectation {
+                case .reported: try require(problem, "\(input.name) is reported as a problem")
+                case .surfaced: try require(problem || custom, "\(input.name) is reported or passed on as a vendor event")
+                case .dropsTheLink: try require(refused, "\(input.name) is refused as too large and the link comes back")
+                case .tolerated: break
+                }
+            }
+            let stored = try await conversation.storedMessages(before: nil, limit: .max).map(\.text)
+            let expected = before + inputs.indices.map { "after vendor input \($0 + 1)" }
+            try require(stored == expected, "the conversation holds exactly its messages, once each, in order: \(stored)")
+            let connected = await probe.session.connectionState == .connected
+            try require(connected, "the session is still connected")
+            print(
+                "\(probe.session.descriptor.name): \(inputs.count) vendor-shaped bad inputs (\(inputs.map(\.name).joined(separator: "; "))), "
+                    + "\(reported) reported, \(surfaced) passed on as vendor events, \(dropped) refused as too large, session up, nothing lost"
+            )
         }
     }
 

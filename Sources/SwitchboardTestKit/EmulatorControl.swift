@@ -111,8 +111,67 @@ public protocol EmulatorControl: Sendable {
     /// What the customer's backend is configured with that must never reach a log: tokens,
     /// visitor fields. (Credentials the session stores are checked besides these.)
     var customerSecrets: [String] { get }
+
+    /// Frames in this vendor's own shapes, broken (wrong types, missing keys, unknown event types,
+    /// numbers out of range, other conversations' ids, over the receive limit), each sent to the
+    /// customer as ``EmulatorFault/rawFrame(_:)`` by the conformance case "the vendor's own
+    /// shapes, broken". None may add a message to `conversation`.
+    func vendorBadInput(in conversation: ConversationID) async throws -> [VendorBadInput]
+}
+
+/// One frame of ``EmulatorControl/vendorBadInput(in:)``.
+public struct VendorBadInput: Sendable {
+    public enum Expectation: Sendable, Hashable {
+        /// Reported as an `.error` event before the next message.
+        case reported
+        /// Either reported, or passed to the app whole as a vendor event (`.custom`), as an event
+        /// type the adapter does not map is: visible and typed, never dropped in silence.
+        case surfaced
+        /// Need not be reported (an event of a conversation the customer is not in may be taken
+        /// for a new one); it must only leave the conversation under test alone.
+        case tolerated
+        /// Over the receive limit: the link is refused with `payloadTooLarge` and comes back.
+        case dropsTheLink
+    }
+
+    public var name: String
+    public var text: String
+    public var expectation: Expectation
+
+    public init(_ name: String, _ text: String, _ expectation: Expectation) {
+        self.name = name
+        self.text = text
+        self.expectation = expectation
+    }
+
+    public init(_ name: String, _ frame: JSONValue, _ expectation: Expectation) {
+        self.init(name, frame.jsonString, expectation)
+    }
+
+    /// A frame of `size` bytes: `prefix`, padding, `suffix`.
+    public static func oversized(_ name: String, prefix: String, suffix: String, size: Int) -> VendorBadInput {
+        VendorBadInput(name, prefix + String(repeating: "a", count: max(0, size - prefix.utf8.count - suffix.utf8.count)) + suffix, .dropsTheLink)
+    }
 }
 
 extension EmulatorControl {
     public var customerSecrets: [String] { [] }
+}
+
+extension JSONValue {
+    /// A copy with the value at `path` (object keys) replaced, or removed for `nil`; for breaking a
+    /// good frame in one place.
+    public func setting(_ path: String..., to value: JSONValue?) -> JSONValue {
+        setting(path[...], to: value)
+    }
+
+    private func setting(_ path: ArraySlice<String>, to value: JSONValue?) -> JSONValue {
+        guard let key = path.first, case .object(var object) = self else { return value ?? .null }
+        if path.count == 1 {
+            object[key] = value
+        } else {
+            object[key] = (object[key] ?? .object([:])).setting(path.dropFirst(), to: value)
+        }
+        return .object(object)
+    }
 }

@@ -1,4 +1,5 @@
 @_spi(TestKit) public import Switchboard
+import Foundation
 
 /// ``EmulatorControl`` over an ``InMemoryServer``: how the conformance suite drives the
 /// reference backend. It supports every fault.
@@ -68,6 +69,22 @@ public struct InMemoryEmulator: EmulatorControl {
         case .rawFrame(let text): server.sendMalformedFrame(text)
         case .fatal(let error): server.sendFatal(error)
         }
+    }
+
+    /// Frames of the in-memory wire (`InMemoryFrame`), broken; it has no size limit to refuse.
+    public func vendorBadInput(in conversation: ConversationID) async throws -> [VendorBadInput] {
+        func frame(_ text: String, in conversation: ConversationID, sequence: Int64?) throws -> JSONValue {
+            let message = Message(serverID: MessageID("bad-\(text)"), conversationID: conversation, senderRole: .agent, text: text, time: Date())
+            return try JSONValue(parsing: Data(InMemoryFrame.event(kind: .messageAdded(message, position: .newest), conversation: conversation, sequence: sequence, time: Date()).encoded().utf8))
+        }
+        let good = try frame("bad 1", in: conversation, sequence: 1_000)
+        return [
+            VendorBadInput("an event whose sequence is a string", good.setting("event", "sequence", to: "one thousand"), .reported),
+            VendorBadInput("an event without its kind", good.setting("event", "kind", to: nil), .reported),
+            VendorBadInput("an event of an unknown kind", good.setting("event", "kind", to: ["teleported": [:]]), .reported),
+            VendorBadInput("an event whose time is text", good.setting("event", "time", to: "yesterday"), .reported),
+            VendorBadInput("a message in a conversation the customer is not in", try frame("elsewhere", in: "not-the-customers", sequence: 1), .tolerated),
+        ]
     }
 
     public func serverMessages(in conversation: ConversationID) async throws -> [ServerMessage] {

@@ -116,6 +116,37 @@ public struct CXoneEmulatorControl: EmulatorControl {
         }
     }
 
+    /// CXone events, broken (the envelopes of `protocols/cxone.md`).
+    public func vendorBadInput(in conversation: ConversationID) async throws -> [VendorBadInput] {
+        let thread = JSONValue.string(conversation.rawValue)
+        let good: JSONValue = [
+            "eventId": "bad-event-1", "eventObject": "Message", "eventType": "MessageCreated", "createdAt": "2026-11-23T10:00:00Z",
+            "data": [
+                "brand": ["id": .int(Int64(server.configuration.brandID))], "channel": ["id": .string(server.configuration.channelID)],
+                "thread": ["idOnExternalPlatform": thread, "threadName": ""],
+                "message": [
+                    "idOnExternalPlatform": "bad-1", "threadIdOnExternalPlatform": thread, "direction": "outbound",
+                    "messageContent": ["type": "TEXT", "payload": ["text": "bad 1"]], "createdAt": "2026-11-23T10:00:00Z", "attachments": [],
+                    "authorUser": ["id": 1, "firstName": "Agent", "surname": "Emulator"],
+                ],
+            ],
+        ]
+        return [
+            VendorBadInput("a message whose id is a number", good.setting("data", "message", "idOnExternalPlatform", to: 7), .reported),
+            VendorBadInput("a MessageCreated without its message", good.setting("data", "message", to: nil), .reported),
+            VendorBadInput("a message whose text is an object", good.setting("data", "message", "messageContent", "payload", "text", to: ["a": 1]), .reported),
+            VendorBadInput("a message whose createdAt is not a date", good.setting("data", "message", "createdAt", to: "yesterday"), .reported),
+            VendorBadInput("an event of an unknown type", good.setting("eventType", to: "Teleported"), .surfaced),
+            VendorBadInput("an event without its type", good.setting("eventType", to: nil), .reported),
+            VendorBadInput(
+                "a message in a thread the customer does not have",
+                good.setting("data", "thread", "idOnExternalPlatform", to: "not-the-customers").setting("data", "message", "threadIdOnExternalPlatform", to: "not-the-customers"),
+                .tolerated
+            ),
+            .oversized("a frame over the 1 MB receive limit", prefix: #"{"eventId":"x","eventType":"SenderTypingStarted","padding":""#, suffix: #""}"#, size: (1 << 20) + 1024),
+        ]
+    }
+
     public func serverMessages(in conversation: ConversationID) async throws -> [ServerMessage] {
         server.messages(inThread: conversation.rawValue).map {
             ServerMessage(serverID: MessageID($0.id), clientID: $0.fromCustomer ? ClientMessageID($0.id) : nil, text: $0.text, fromCustomer: $0.fromCustomer, sequence: nil)

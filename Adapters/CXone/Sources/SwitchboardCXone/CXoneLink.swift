@@ -226,9 +226,13 @@ final class CXoneLink: BackendConnection {
                 continuation.yield(.problem(error))
             }
         case .event(let eventID, let type, let frame):
-            if !replies.resolve(eventID, with: Reply(type: type, frame: frame)) {
-                await apply(frame, type: type)
+            if replies.resolve(eventID, with: Reply(type: type, frame: frame)) { return }
+            guard type != nil else {
+                // Only a reply may come without an event type, and no request waits for this one.
+                continuation.yield(.problem(SwitchboardError(.protocolViolation, "dropped a frame without an eventType that answers no request")))
+                return
             }
+            await apply(frame, type: type)
         case .unrecognized(let reason):
             continuation.yield(.problem(SwitchboardError(.protocolViolation, "dropped a frame: \(reason)")))
         }

@@ -72,6 +72,31 @@ public struct VoximplantEmulatorControl: EmulatorControl {
         }
     }
 
+    /// Voximplant-style frames, broken (the shapes of `protocols/voximplant.md`).
+    public func vendorBadInput(in conversation: ConversationID) async throws -> [VendorBadInput] {
+        let uuid = JSONValue.string(conversation.rawValue)
+        let good: JSONValue = [
+            "type": "event", "eventType": "sendMessage", "action": "sendMessage", "initiator": "agent@emulator", "conversation": uuid,
+            "seq": 1_000_000, "timestamp": 1_700_000_000,
+            "message": ["uuid": "bad-1", "conversation": uuid, "sequence": 1_000_000, "sender": "agent@emulator", "text": "bad 1", "payload": [], "timestamp": 1_700_000_000],
+        ]
+        return [
+            VendorBadInput("a message event whose seq is a string", good.setting("seq", to: "five"), .reported),
+            VendorBadInput("a message event without its message", good.setting("message", to: nil).setting("seq", to: nil), .surfaced),
+            VendorBadInput("a message whose text is a number", good.setting("message", "text", to: 42), .reported),
+            VendorBadInput("an event of an unknown type", good.setting("eventType", to: "teleport").setting("action", to: "teleport").setting("seq", to: nil), .surfaced),
+            VendorBadInput("a seq out of range", good.setting("seq", to: .double(1e300)), .reported),
+            VendorBadInput("a seq far past the conversation's", good.setting("seq", to: .int(Int64.max)), .reported),
+            VendorBadInput("a frame without its type", good.setting("type", to: nil), .reported),
+            VendorBadInput(
+                "a message in a conversation the customer is not in",
+                good.setting("conversation", to: "not-the-customers").setting("message", "conversation", to: "not-the-customers").setting("seq", to: 1),
+                .tolerated
+            ),
+            .oversized("a frame over the 1 MB receive limit", prefix: #"{"type":"event","eventType":"typing","padding":""#, suffix: #""}"#, size: (1 << 20) + 1024),
+        ]
+    }
+
     public func serverMessages(in conversation: ConversationID) async throws -> [ServerMessage] {
         server.messages(in: conversation.rawValue).map {
             ServerMessage(

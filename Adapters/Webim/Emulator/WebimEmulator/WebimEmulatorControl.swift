@@ -91,6 +91,30 @@ public struct WebimEmulatorControl: EmulatorControl {
         }
     }
 
+    /// Webim `delta` answers, broken (the shapes of `protocols/webim.md`), at the visitor's
+    /// current revision so the next poll goes on from it.
+    public func vendorBadInput(in conversation: ConversationID) async throws -> [VendorBadInput] {
+        let revision = JSONValue.int(Int64(server.revision(ofVisitor: visitorID)))
+        let message: JSONValue = [
+            "objectType": "CHAT_MESSAGE", "event": "add", "id": "bad-1",
+            "data": ["id": "bad-1", "clientSideId": "bad-1", "kind": "operator", "text": "bad 1", "ts": 1_700_000_000.5, "authorId": 1, "name": "Operator"],
+        ]
+        func answer(_ item: JSONValue) -> JSONValue { ["revision": revision, "deltaList": [item]] }
+        return [
+            VendorBadInput("a delta list that is not a list", ["revision": revision, "deltaList": "CHAT_MESSAGE"], .reported),
+            VendorBadInput("a revision that is an object", ["revision": ["at": 1], "deltaList": []], .reported),
+            VendorBadInput("a revision out of range", ["revision": .double(1e300), "deltaList": []], .reported),
+            VendorBadInput("a message delta whose data is a string", answer(message.setting("data", to: "bad 1")), .reported),
+            VendorBadInput("a message delta without its text or kind", answer(message.setting("data", "text", to: nil).setting("data", "kind", to: nil)), .reported),
+            VendorBadInput("a message whose time is text", answer(message.setting("data", "ts", to: "yesterday")), .reported),
+            VendorBadInput("a delta of an unknown object type", answer(message.setting("objectType", to: "TELEPORT")), .surfaced),
+            .oversized(
+                "a delta answer over the 16 MB receive limit", prefix: #"{"revision":\#(revision.jsonString),"deltaList":[],"padding":""#, suffix: #""}"#,
+                size: (16 << 20) + 1024
+            ),
+        ]
+    }
+
     public func serverMessages(in conversation: ConversationID) async throws -> [ServerMessage] {
         server.messages(ofVisitor: visitorID).map {
             ServerMessage(

@@ -137,6 +137,11 @@ public final class WebimServer: Sendable {
         changes.signal()
     }
 
+    /// The visitor's delta revision now.
+    public func revision(ofVisitor visitorID: String) -> Int {
+        state.withLock { $0.visitors[visitorID]?.revision ?? 0 }
+    }
+
     /// The next `count` message deltas are delivered twice.
     public func duplicateNextMessages(_ count: Int) {
         state.withLock { $0.duplicateNextMessages += count }

@@ -45,7 +45,15 @@ public struct WebimDeltaReader: Sendable {
             return .malformed(SwitchboardError(.protocolViolation, "a malformed answer of \(body.count) bytes"))
         }
         if let error = json["error"]?.stringValue { return .error(error) }
-        guard let revision = Self.revision(json["revision"]) else { return .unchanged }
+        // No revision (`{}`): nothing changed. One of the wrong type, or a list that is not one, is
+        // not an answer to act on: the poll goes on from the revision it had.
+        guard let rawRevision = json["revision"]?.nonNull else { return .unchanged }
+        guard let revision = Self.revision(rawRevision) else {
+            return .malformed(SwitchboardError(.protocolViolation, "a revision that is not a whole number or a string"))
+        }
+        if let list = json["deltaList"]?.nonNull, list.arrayValue == nil {
+            return .malformed(SwitchboardError(.protocolViolation, "a deltaList that is not a list"))
+        }
         let context = self.context(credentials, now: now)
         if let fullUpdate = json["fullUpdate"]?.nonNull {
             if let history = Self.revision(fullUpdate["historyRevision"]) { announcedHistoryRevision = history }
@@ -148,7 +156,8 @@ public struct WebimDeltaReader: Sendable {
         switch value {
         case .int(let number)?: return String(number)
         case .string(let text)?: return text
-        case .double(let number)?: return String(Int64(number))
+        // Within Int64, or it is no revision (`Int64(1e300)` would trap).
+        case .double(let number)? where number.isFinite && abs(number) < 9.2e18: return String(Int64(number))
         default: return nil
         }
     }
