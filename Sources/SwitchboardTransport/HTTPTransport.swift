@@ -42,7 +42,18 @@ public struct HTTPTransport: Sendable {
     /// Whether plain `http://` to a host that is not loopback is allowed (``PlainTextPolicy``).
     public var allowsPlainText: Bool
 
-    public init(client: HTTPClient = .shared, maxBodySize: Int = 16 << 20, allowsPlainText: Bool = false) {
+    /// The client every transport uses unless given one: `HTTPClient.shared`'s settings with room
+    /// for long-polls. A Webim session holds a connection for its long-poll all the time, so a
+    /// process with many sessions on one host needs that many connections to it; `HTTPClient.shared`
+    /// allows 8 per host, and the ninth session's requests waited behind the others' polls (found
+    /// by `switchboard load webim`). Like `HTTPClient.shared`, it lives as long as the process.
+    public static let sharedClient: HTTPClient = {
+        var configuration = HTTPClient.Configuration.singletonConfiguration
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 16_384
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }()
+
+    public init(client: HTTPClient = HTTPTransport.sharedClient, maxBodySize: Int = 16 << 20, allowsPlainText: Bool = false) {
         self.client = client
         self.maxBodySize = maxBodySize
         self.allowsPlainText = allowsPlainText

@@ -55,6 +55,8 @@ extension Bench {
         var control: any EmulatorControl
         /// The raw client for `conversation` (known once the session has prepared it).
         var raw: @Sendable (ConversationID) -> any RawChatClient
+        /// A control of the same emulator for another customer, by number (the load run's).
+        var customer: @Sendable (Int) -> any EmulatorControl
     }
 
     private func latencyRows(adapter: String, store kind: LatencyStore, _ rig: EmulatorRig) async throws -> [BenchRow] {
@@ -131,13 +133,18 @@ extension Bench {
     static func withVoximplantRig<T: Sendable>(_ body: @Sendable (EmulatorRig) async throws -> T) async throws -> T {
         let server = VoximplantServer()
         return try await VoximplantEmulator(server: server, logger: Logger.quiet).withRunning { url in
-            let control = VoximplantEmulatorControl(server: server, url: url) { url, user, token in
+            let makeBackend: @Sendable (String, String, String) -> any ChatBackend = { url, user, token in
                 VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: user, token: token), logger: Logger.quiet)
             }
+            let control = VoximplantEmulatorControl(server: server, url: url, makeBackend: makeBackend)
             return try await body(
-                EmulatorRig(control: control) { conversation in
-                    RawVoximplantClient(url: url, user: control.customer, token: control.customerToken, conversation: conversation.rawValue)
-                }
+                EmulatorRig(
+                    control: control,
+                    raw: { conversation in
+                        RawVoximplantClient(url: url, user: control.customer, token: control.customerToken, conversation: conversation.rawValue)
+                    },
+                    customer: { VoximplantEmulatorControl(server: server, url: url, customerName: "customer\($0)", makeBackend: makeBackend) }
+                )
             )
         }
     }
@@ -145,11 +152,16 @@ extension Bench {
     static func withWebimRig<T: Sendable>(_ body: @Sendable (EmulatorRig) async throws -> T) async throws -> T {
         let server = WebimServer()
         return try await WebimEmulator(server: server, logger: Logger.quiet).withRunning { baseURL in
-            let control = WebimEmulatorControl(server: server, baseURL: baseURL) { baseURL, visitorFields in
+            let makeBackend: @Sendable (String, String) -> any ChatBackend = { baseURL, visitorFields in
                 try! WebimBackend(configuration: WebimConfiguration(accountName: baseURL, visitorFieldsJSON: visitorFields))
             }
+            let control = WebimEmulatorControl(server: server, baseURL: baseURL, makeBackend: makeBackend)
             return try await body(
-                EmulatorRig(control: control) { _ in RawWebimClient(baseURL: baseURL, visitorFields: control.visitorFields) }
+                EmulatorRig(
+                    control: control,
+                    raw: { _ in RawWebimClient(baseURL: baseURL, visitorFields: control.visitorFields) },
+                    customer: { WebimEmulatorControl(server: server, baseURL: baseURL, customerID: "customer-\($0)", makeBackend: makeBackend) }
+                )
             )
         }
     }
@@ -158,7 +170,7 @@ extension Bench {
         let server = CXoneServer(configuration: CXoneServer.Configuration(mode: .multi))
         return try await CXoneEmulator(server: server, logger: Logger.quiet).withRunning { endpoints in
             let channel = try CXoneChannelConfiguration(json: server.channelConfiguration)
-            let control = CXoneEmulatorControl(server: server, endpoints: endpoints) { endpoints, customer in
+            let makeBackend: @Sendable (CXoneEmulator.Endpoints, String) -> any ChatBackend = { endpoints, customer in
                 CXoneBackend(
                     configuration: CXoneConfiguration(
                         environment: CXoneEnvironment(chatURL: endpoints.chatURL, socketURL: endpoints.socketURL, tokenURL: endpoints.tokenURL),
@@ -169,13 +181,18 @@ extension Bench {
                     channel: channel
                 )
             }
+            let control = CXoneEmulatorControl(server: server, endpoints: endpoints, makeBackend: makeBackend)
             return try await body(
-                EmulatorRig(control: control) { conversation in
-                    RawCXoneClient(
-                        socketURL: endpoints.socketURL, brandID: server.configuration.brandID, channelID: server.configuration.channelID,
-                        customerID: control.customerID, thread: conversation.rawValue
-                    )
-                }
+                EmulatorRig(
+                    control: control,
+                    raw: { conversation in
+                        RawCXoneClient(
+                            socketURL: endpoints.socketURL, brandID: server.configuration.brandID, channelID: server.configuration.channelID,
+                            customerID: control.customerID, thread: conversation.rawValue
+                        )
+                    },
+                    customer: { CXoneEmulatorControl(server: server, endpoints: endpoints, customerID: "customer-\($0)", makeBackend: makeBackend) }
+                )
             )
         }
     }

@@ -48,8 +48,8 @@ extension Bench {
         let bus = EventBus()
         let store = InMemoryChatStore()
         let connected = bus.subscribe(filter: .all, buffering: .unbounded)
-        releaseFreedMemory()
-        let before = try residentBytes()
+        ProcessMemory.releaseFreed()
+        let before = try ProcessMemory.residentBytes()
         let sessions = (0..<count).map { index in
             ChatSession(id: SessionID("idle-\(index)"), backend: backend(index), account: "user-\(index)", store: store, bus: bus, logger: Logger.quiet)
         }
@@ -63,30 +63,9 @@ extension Bench {
                 up += 1
                 if up == count { break }
             }
-            let after = try residentBytes()
+            let after = try ProcessMemory.residentBytes()
             group.cancelAll()
             return Double(after - before) / Double(count)
         }
-    }
-
-    /// Hands the allocator's free memory back to the system (glibc's `malloc_trim`, looked up at
-    /// run time), so what an earlier figure freed is not reused unseen by the next.
-    static func releaseFreedMemory() {
-        #if os(Linux)
-        typealias Trim = @convention(c) (Int) -> Int32
-        if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_trim") {
-            _ = unsafeBitCast(symbol, to: Trim.self)(0)
-        }
-        #endif
-    }
-
-    /// The process's resident memory.
-    static func residentBytes() throws -> Int {
-        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8), case let fields = text.split(separator: " "),
-            fields.count > 1, let pages = Int(fields[1])
-        else {
-            throw SwitchboardError(.unsupported, "bench: the memory figures read /proc/self/statm (Linux)")
-        }
-        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
     }
 }

@@ -11,16 +11,18 @@ public struct VoximplantEmulatorControl: EmulatorControl {
     public let agent: VoximplantRobot
     let makeBackend: @Sendable (_ url: String, _ user: String, _ token: String) -> any ChatBackend
 
-    /// Adds a customer and an agent to `server`.
+    /// Adds a customer and an agent to `server`; several controls of one server (a load run) name
+    /// their customers apart with `customerName`.
     public init(
         server: VoximplantServer,
         url: String,
+        customerName: String = "alice",
         makeBackend: @escaping @Sendable (_ url: String, _ user: String, _ token: String) -> any ChatBackend
     ) {
         self.server = server
         self.url = url
-        self.customerToken = "customer-token"
-        self.customer = server.addUser("alice", token: customerToken, displayName: "Alice")
+        self.customerToken = "\(customerName)-token"
+        self.customer = server.addUser(customerName, token: customerToken, displayName: "Alice")
         self.agent = server.robot(server.addUser("bob", token: "agent-token", displayName: "Bob"))
         self.makeBackend = makeBackend
     }

@@ -1,0 +1,175 @@
+public import Foundation
+import Synchronization
+public import Logging
+@_spi(TestKit) public import Switchboard
+
+/// Many sessions in one process against one emulator: each its own customer with a conversation,
+/// all connected at once, exchanging messages with the agent, then every session's store compared
+/// with the server's log.
+///
+/// Used by `switchboard load` (2,000 sessions, by hand) and by `swift test` (a few dozen).
+public struct LoadRun: Sendable {
+    public struct Figures: Sendable, CustomStringConvertible {
+        public var backend = ""
+        public var sessions = 0
+        /// Messages on the server at the end, all conversations, both ways.
+        public var messages = 0
+        public var lost = 0
+        public var duplicated = 0
+        public var outOfOrder = 0
+        /// Resident memory the connected, idle sessions added (with the emulator's side of each
+        /// connection, which runs in the same process), per session.
+        public var bytesPerConnectedSession = 0.0
+        /// Resident memory at the end of the traffic, over the start, per session.
+        public var bytesPerSessionAfterTraffic = 0.0
+        public var secondsToConnect = 0.0
+        public var secondsOfTraffic = 0.0
+
+        public var isClean: Bool { lost == 0 && duplicated == 0 && outOfOrder == 0 }
+
+        public var description: String {
+            """
+            \(backend): \(sessions) sessions, messages \(messages), lost \(lost), duplicated \(duplicated), \
+            out of order \(outOfOrder); memory per session \(Int((bytesPerConnectedSession / 1024).rounded())) KB connected, \
+            \(Int((bytesPerSessionAfterTraffic / 1024).rounded())) KB after the traffic; \
+            connect \(String(format: "%.1f", secondsToConnect)) s, traffic \(String(format: "%.1f", secondsOfTraffic)) s
+            """
+        }
+    }
+
+    /// One control per customer, all of the same emulator.
+    public var controls: [any EmulatorControl]
+    /// Messages each way per session.
+    public var messagesPerSession: Int
+    public var configuration: SessionConfiguration
+    public var timeout: Duration
+    public var progress: @Sendable (String) -> Void
+
+    public init(
+        controls: [any EmulatorControl],
+        messagesPerSession: Int,
+        configuration: SessionConfiguration = SessionConfiguration(),
+        timeout: Duration = .seconds(300),
+        progress: @escaping @Sendable (String) -> Void = { _ in }
+    ) {
+        self.controls = controls
+        self.messagesPerSession = messagesPerSession
+        self.configuration = configuration
+        self.timeout = timeout
+        self.progress = progress
+    }
+
+    public func run() async throws -> Figures {
+        let bus = EventBus()
+        let store = InMemoryChatStore()
+        let changed = AsyncSignal()
+        let watcher = bus.subscribe(filter: .all, buffering: .unbounded)
+        let count = controls.count
+        var figures = Figures(sessions: count)
+        ProcessMemory.releaseFreed()
+        let start = try ProcessMemory.residentBytes()
+        var sessions: [ChatSession] = []
+        for (index, control) in controls.enumerated() {
+            sessions.append(
+                ChatSession(
+                    id: SessionID("load-\(index)"), backend: try await control.makeCustomerBackend(), account: "customer-\(index)",
+                    store: store, bus: bus, configuration: configuration, logger: Logger(label: "load", factory: { _ in SwiftLogNoOpLogHandler() })
+                )
+            )
+        }
+        figures.backend = sessions.first?.descriptor.name.rawValue ?? ""
+        let connected = ConnectedSessions()
+        let started = ContinuousClock.now
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask {
+                for await event in watcher {
+                    if event.isConnected { connected.insert(event.origin.session) }
+                    changed.signal()
+                }
+            }
+            for session in sessions {
+                group.addTask { try await session.run() }
+                try await session.resume()
+            }
+            try await waitUntil("\(count) sessions connected", timeout: timeout, signal: changed) { connected.count >= count }
+            figures.secondsToConnect = started.duration(to: .now).seconds
+            figures.bytesPerConnectedSession = Double(try ProcessMemory.residentBytes() - start) / Double(count)
+            progress("\(figures.backend): \(count) sessions connected; traffic")
+
+            let traffic = ContinuousClock.now
+            let messages = messagesPerSession
+            let timeout = self.timeout
+            let results = try await withThrowingTaskGroup(of: (ConversationID, Int).self) { traffic in
+                for (index, (session, control)) in zip(sessions, controls).enumerated() {
+                    traffic.addTask {
+                        let conversation = try await control.prepareConversation(using: session)
+                        try await waitUntil("session \(index) knows its conversation", timeout: timeout, signal: changed) {
+                            try await session.conversations().contains { $0.id == conversation }
+                        }
+                        let chat = try await session.conversation(conversation)
+                        for step in 0..<messages {
+                            _ = try await chat.send(text: "customer \(index) \(step)")
+                            try await control.agentSend("agent \(index) \(step)", in: conversation)
+                        }
+                        try await waitUntil("session \(index) converges on the server's log", timeout: timeout, signal: changed) {
+                            let truth = try await control.serverMessages(in: conversation)
+                            guard truth.count >= 2 * messages else { return false }
+                            let stored = try await chat.storedMessages(before: nil, limit: .max)
+                            return stored.count >= truth.count && stored.allSatisfy { $0.serverID != nil && $0.deliveryState != .pending }
+                        }
+                        return (conversation, index)
+                    }
+                }
+                var results: [(ConversationID, Int)] = []
+                for try await result in traffic { results.append(result) }
+                return results
+            }
+            figures.secondsOfTraffic = traffic.duration(to: .now).seconds
+            figures.bytesPerSessionAfterTraffic = Double(try ProcessMemory.residentBytes() - start) / Double(count)
+
+            for (conversation, index) in results {
+                let truth = try await controls[index].serverMessages(in: conversation).map(\.serverID)
+                let stored = try await store.fetchMessages(in: conversation, before: nil, limit: .max, scope: sessions[index].scope)
+                    .compactMap(\.serverID)
+                figures.messages += truth.count
+                figures.lost += Set(truth).subtracting(stored).count
+                figures.duplicated += stored.count - Set(stored).count
+                let common = Set(truth).intersection(stored)
+                figures.outOfOrder += zip(stored.filter(common.contains), truth.filter(common.contains)).filter { $0 != $1 }.count
+            }
+            group.cancelAll()
+        }
+        return figures
+    }
+
+    /// The sessions seen connected, by the watcher task; read by the waits.
+    private final class ConnectedSessions: Sendable {
+        private let ids = Mutex<Set<SessionID>>([])
+        func insert(_ id: SessionID) { ids.withLock { _ = $0.insert(id) } }
+        var count: Int { ids.withLock(\.count) }
+    }
+}
+
+/// The process's memory as the load run and `switchboard bench` measure it.
+public enum ProcessMemory {
+    /// Hands the allocator's free memory back to the system (glibc's `malloc_trim`, looked up at
+    /// run time), so what an earlier figure freed is not reused unseen by the next.
+    public static func releaseFreed() {
+        #if os(Linux)
+        typealias Trim = @convention(c) (Int) -> Int32
+        if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "malloc_trim") {
+            _ = unsafeBitCast(symbol, to: Trim.self)(0)
+        }
+        #endif
+    }
+
+    /// The process's resident memory (Linux `/proc/self/statm`).
+    public static func residentBytes() throws -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8), case let fields = text.split(separator: " "),
+            fields.count > 1, let pages = Int(fields[1])
+        else {
+            throw SwitchboardError(.unsupported, "the memory figures read /proc/self/statm (Linux)")
+        }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+}

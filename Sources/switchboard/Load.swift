@@ -1,0 +1,56 @@
+import ArgumentParser
+import Foundation
+import Switchboard
+import SwitchboardTestKit
+
+struct LoadCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "load",
+        abstract: "Hold many sessions in one process against an adapter's emulator, exchange messages in all of them, and check nothing was lost.",
+        discussion: """
+            Each session is its own customer with its own conversation; all connect at once, then each \
+            sends and the agent answers the given number of messages while the others do the same. \
+            Prints resident memory per session (connected, and after the traffic; the emulator runs \
+            in the same process, so its side of each connection counts too) and messages lost, \
+            doubled or reordered. Exits non-zero on any.
+            """
+    )
+
+    enum Target: String, ExpressibleByArgument, CaseIterable {
+        case webim, voximplant, cxone
+    }
+
+    @Argument(help: "webim, voximplant or cxone.") var target: Target
+    @Option(help: "Concurrent sessions.") var sessions = 2_000
+    @Option(help: "Messages each way per session.") var messages = 5
+
+    func run() async throws {
+        let progress = BenchProgress(enabled: isatty(STDERR_FILENO) == 1)
+        let figures = try await Load(sessions: sessions, messages: messages, progress: progress).run(target)
+        progress.say("")
+        StandardOutput().write(figures.description)
+        if !figures.isClean { throw ExitCode(1) }
+    }
+}
+
+/// A load run of one adapter against its emulator.
+struct Load: Sendable {
+    let sessions: Int
+    let messages: Int
+    let progress: BenchProgress
+
+    func run(_ target: LoadCommand.Target) async throws -> LoadRun.Figures {
+        switch target {
+        case .voximplant: try await Bench.withVoximplantRig { try await load($0) }
+        case .webim: try await Bench.withWebimRig { try await load($0) }
+        case .cxone: try await Bench.withCXoneRig { try await load($0) }
+        }
+    }
+
+    private func load(_ rig: Bench.EmulatorRig) async throws -> LoadRun.Figures {
+        let progress = self.progress
+        return try await LoadRun(
+            controls: (0..<sessions).map(rig.customer), messagesPerSession: messages, progress: { progress.say($0) }
+        ).run()
+    }
+}
