@@ -158,6 +158,18 @@ public enum ConformanceSuite {
         ("a 512 KB string", #"{"text": ""# + String(repeating: "a", count: 512 * 1024) + #""}"#, false),
     ]
 
+    /// Sends `text` to the customer as it is, then has the agent write `after`; the events in
+    /// between, once `after` is stored.
+    private static func eventsAfter(
+        rawFrame text: String, until after: String, in conversation: any Conversation, _ probe: SessionProbe
+    ) async throws -> ArraySlice<ChatEvent> {
+        let from = probe.recorder.events.count
+        try await probe.emulator.inject(.rawFrame(text))
+        try await probe.emulator.agentSend(after, in: conversation.id)
+        try await probe.waitForMessages([after], in: conversation)
+        return probe.recorder.events.dropFirst(from).prefix { $0.addedMessage?.text != after }
+    }
+
     static let badInputSurvived = ConformanceCase("bad input is reported, never a crash or a loss", faults: [.rawFrame]) { harness in
         try await harness.withSession { probe in
             let conversation = try await probe.openConversation()
@@ -165,12 +177,7 @@ public enum ConformanceSuite {
             try await probe.waitForMessages(["before the bad input"], in: conversation)
             var reported = 0
             for (index, input) in badInput.enumerated() {
-                let from = probe.recorder.events.count
-                try await probe.emulator.inject(.rawFrame(input.text))
-                let after = "after bad input \(index + 1)"
-                try await probe.emulator.agentSend(after, in: conversation.id)
-                try await probe.waitForMessages([after], in: conversation)
-                let between = probe.recorder.events.dropFirst(from).prefix { $0.addedMessage?.text != after }
+                let between = try await eventsAfter(rawFrame: input.text, until: "after bad input \(index + 1)", in: conversation, probe)
                 let problem = between.contains { if case .error = $0.kind { return true } else { return false } }
                 if problem { reported += 1 }
                 try require(problem || !input.isProblem, "\(input.name) is reported as a problem")
@@ -198,12 +205,7 @@ public enum ConformanceSuite {
             var surfaced = 0
             var dropped = 0
             for (index, input) in inputs.enumerated() {
-                let from = probe.recorder.events.count
-                try await probe.emulator.inject(.rawFrame(input.text))
-                let after = "after vendor input \(index + 1)"
-                try await probe.emulator.agentSend(after, in: conversation.id)
-                try await probe.waitForMessages([after], in: conversation)
-                let between = probe.recorder.events.dropFirst(from).prefix { $0.addedMessage?.text != after }
+                let between = try await eventsAfter(rawFrame: input.text, until: "after vendor input \(index + 1)", in: conversation, probe)
                 let problem = between.contains { if case .error = $0.kind { return true } else { return false } }
                 let custom = between.contains { if case .custom = $0.kind { return true } else { return false } }
                 let refused = between.contains { event in

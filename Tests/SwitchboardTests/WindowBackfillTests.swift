@@ -108,6 +108,15 @@ struct WindowBackfillTests {
         return ChatSession(backend: backend, store: store, configuration: configuration, random: SeededRandomNumberGenerator(seed: 5), logger: .quiet)
     }
 
+    /// Connects `session` and waits for the first window (m3…m5) to be stored.
+    func connectedWithFirstWindow(_ session: ChatSession, _ recorder: EventRecorder) async throws {
+        try await session.resume()
+        try await recorder.first("the first window") { event in
+            if case .messageAdded(let message, _) = event.kind { return message.text == "m5" }
+            return false
+        }
+    }
+
     func stored(_ store: InMemoryChatStore, session: ChatSession) async throws -> [String] {
         try await store.fetchMessages(in: WindowedBackend.conversation, before: nil, limit: .max, scope: session.scope).map(\.text)
     }
@@ -130,11 +139,7 @@ struct WindowBackfillTests {
         let store = InMemoryChatStore()
         let session = session(backend, store: store)
         try await withRecording(session) { recorder in
-            try await session.resume()
-            try await recorder.first("the first window") { event in
-                if case .messageAdded(let message, _) = event.kind { return message.text == "m5" }
-                return false
-            }
+            try await connectedWithFirstWindow(session, recorder)
             // Fifteen messages while the link is down, and one that arrives live while the gap is
             // being filled: it waits, so the conversation is stored in order.
             backend.add(Self.names(6...20), push: false)
@@ -163,11 +168,7 @@ struct WindowBackfillTests {
         let store = InMemoryChatStore()
         let session = session(backend, store: store)
         try await withRecording(session) { recorder in
-            try await session.resume()
-            try await recorder.first("the first window") { event in
-                if case .messageAdded(let message, _) = event.kind { return message.text == "m5" }
-                return false
-            }
+            try await connectedWithFirstWindow(session, recorder)
             backend.add(Self.names(6...20), push: false)
             backend.state.withLock { $0.dropOnHistoryRequest = [2] }
             backend.dropLink()
@@ -194,11 +195,7 @@ struct WindowBackfillTests {
         let store = InMemoryChatStore()
         let session = session(backend, store: store)
         try await withRecording(session) { recorder in
-            try await session.resume()
-            try await recorder.first("the first window") { event in
-                if case .messageAdded(let message, _) = event.kind { return message.text == "m5" }
-                return false
-            }
+            try await connectedWithFirstWindow(session, recorder)
             backend.add(Self.names(6...7), push: false)
             backend.dropLink()
             try await recorder.waitUntil("the window is stored") { try await stored(store, session: session).last == "m7" }
