@@ -50,6 +50,9 @@ public struct HTTPTransport: Sendable {
     public static let sharedClient: HTTPClient = {
         var configuration = HTTPClient.Configuration.singletonConfiguration
         configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 16_384
+        // An idle connection is closed after 10 s (60 s in `HTTPClient.shared`): an emulator or a
+        // server shutting down gracefully waits for the idle connections its clients keep.
+        configuration.connectionPool.idleTimeout = .seconds(10)
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }()
 
