@@ -1,6 +1,6 @@
-public import Foundation
+import Foundation
 import Synchronization
-public import Logging
+import Logging
 @_spi(TestKit) public import Switchboard
 
 /// Many sessions in one process against one emulator: each its own customer with a conversation,

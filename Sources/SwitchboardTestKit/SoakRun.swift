@@ -1,4 +1,4 @@
-public import Logging
+import Logging
 @_spi(TestKit) public import Switchboard
 
 /// A soak of one adapter against its emulator: the customer and the agent exchange messages in

@@ -1,4 +1,4 @@
-public import Switchboard
+import Switchboard
 import Foundation
 
 /// Plain `http://` and `ws://` carry tokens and messages anyone on the way can read. The

@@ -2,8 +2,8 @@ import Foundation
 import Switchboard
 import SwitchboardWebim
 
-/// The Webim adapter's reading of `init`, `delta` and `history` answers (`WebimDeltaReader`, which
-/// the link uses) and of push payloads: any bytes give an outcome, never a crash; a fresh reader and one
+/// The Webim adapter's reading of `init`, `delta`, `history` and `upload` answers
+/// (`WebimDeltaReader`, which the link uses) and of push payloads: any bytes give an outcome, never a crash; a fresh reader and one
 /// that has read the input before both survive it.
 func fuzzWebim(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     guard let start else { return 0 }
@@ -19,8 +19,9 @@ func fuzzWebim(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
         case .error, .unchanged, .changed: break
         }
     }
-    // History answers (before and since): a page or a typed error.
+    // History answers (before and since) and the upload answer: a value or a typed error.
     for read in [
+        { _ = try WebimDeltaReader.readUploadAnswer(data) },
         { _ = try reader.readHistoryPage(data, credentials: credentials, now: Date(timeIntervalSince1970: 1_700_000_000)) },
         { _ = try reader.readHistoryChanges(data, credentials: credentials, now: Date(timeIntervalSince1970: 1_700_000_000)) },
     ] as [() throws -> Void] {

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// The gap below a recent window, for backends without sequences.
 ///

@@ -379,9 +379,7 @@ final class WebimLink: BackendConnection {
                 timeout: configuration.requestTimeout
             )
             try Self.checkStatus(response.status, during: "upload")
-            if let error = (try? JSONValue(parsing: response.body))?["error"]?.stringValue {
-                throw WebimMapping.error(error, during: "upload")
-            }
+            _ = try WebimDeltaReader.readUploadAnswer(response.body)
         }
     }
 

@@ -241,4 +241,16 @@ import Testing
         let emptyMessages: [JSONValue] = empty["data"]?["messages"]?.arrayValue ?? []
         #expect(emptyMessages.isEmpty, "a null messages list is an empty page")
     }
+
+    @Test func anUploadAnswerGivesItsFileOrATypedError() throws {
+        let ok = try WebimDeltaReader.readUploadAnswer(Data(#"{"result":"ok","data":{"guid":"g1","filename":"a.png","content_type":"image/png","size":3}}"#.utf8))
+        #expect(ok["guid"]?.stringValue == "g1")
+        #expect(throws: SwitchboardError.self) { try WebimDeltaReader.readUploadAnswer(Data("<html>502</html>".utf8)) }
+        do {
+            _ = try WebimDeltaReader.readUploadAnswer(Data(#"{"error":"max_file_size_exceeded"}"#.utf8))
+            Issue.record("a vendor error is thrown")
+        } catch let error as SwitchboardError {
+            #expect(error.code == .payloadTooLarge && error.vendorCode == "max_file_size_exceeded")
+        }
+    }
 }
