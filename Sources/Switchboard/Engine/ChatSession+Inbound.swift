@@ -235,7 +235,9 @@ extension ChatSession {
                 stored = ids.isEmpty ? [] : try await store.fetchMessages(serverIDs: ids, clientIDs: [], in: conversation, scope: scope)
                     .filter { $0.serverID != nil }
             } catch {
-                report(SwitchboardError(.storageFailure, "could not read the store for a history page", underlying: error), conversation: conversation)
+                // The page cannot be placed: the fill stops and stores what it holds, with a problem.
+                let failure = SwitchboardError(.storageFailure, "could not read the store for a history page", underlying: error)
+                await performBackfill(windowFills[conversation]!.pageFailed(failure), in: conversation)
                 return
             }
             await performBackfill(windowFills[conversation]!.pageArrived(page, stored: stored), in: conversation)
