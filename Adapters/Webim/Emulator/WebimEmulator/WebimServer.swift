@@ -127,6 +127,9 @@ public final class WebimServer: Sendable {
         }
     }
 
+    /// Every visitor the server has made or been given, sorted.
+    public var visitorIDs: [String] { state.withLock { $0.visitors.keys.sorted() } }
+
     public func chatState(ofVisitor visitor: String) -> String? {
         state.withLock { $0.visitors[visitor]?.chat?.state }
     }

@@ -1,5 +1,6 @@
 public import Switchboard
 public import SwitchboardTransport
+import Synchronization
 
 /// The adapter for the real Webim mobile API (protocols/webim.md): `GET /l/v/m/init`, the
 /// `/l/v/m/delta` long-poll, FIFO `POST /l/v/m/action`, `history`, `upload` — pointed at
@@ -41,8 +42,25 @@ public struct WebimBackend: ChatBackend {
         _ context: ConnectionContext,
         _ body: @Sendable (any BackendConnection) async throws -> Result
     ) async throws -> Result {
-        let link = WebimLink(configuration: configuration, transport: transport, context: context)
+        // `clearVisitorData` starts a new visitor once, for the session this backend was built
+        // for: its later links (after a network drop) keep the visitor the first one made.
+        let clear = configuration.clearVisitorData && visitorDataToClear.take()
+        let link = WebimLink(configuration: configuration, transport: transport, context: context, clearVisitorData: clear)
         return try await link.run(body)
+    }
+
+    private let visitorDataToClear = Once()
+
+    /// `true` the first time only.
+    private final class Once: Sendable {
+        private let taken = Mutex(false)
+
+        func take() -> Bool {
+            taken.withLock { taken in
+                defer { taken = true }
+                return !taken
+            }
+        }
     }
 }
 

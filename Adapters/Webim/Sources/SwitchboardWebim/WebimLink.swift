@@ -29,12 +29,12 @@ final class WebimLink: BackendConnection {
 
     private let state: Mutex<State>
 
-    init(configuration: WebimConfiguration, transport: HTTPTransport, context: ConnectionContext) {
+    init(configuration: WebimConfiguration, transport: HTTPTransport, context: ConnectionContext, clearVisitorData: Bool) {
         (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
         self.configuration = configuration
         self.transport = transport
         self.context = context
-        var credentials = configuration.clearVisitorData ? Credentials() : context.credentials
+        var credentials = clearVisitorData ? Credentials() : context.credentials
         if credentials["device-id"] == nil { credentials["device-id"] = UUID().uuidString }
         self.state = Mutex(State(credentials: credentials, reader: WebimDeltaReader(baseURL: configuration.baseURL)))
     }

@@ -117,7 +117,8 @@ enum WebimMapping {
             isEdited: json["edited"]?.boolValue ?? false,
             isDeleted: json["deleted"]?.boolValue ?? false,
             quote: quote,
-            deliveryState: isVisitors && (json["read"]?.boolValue ?? false) ? .read : .sent
+            // A visitor's message without `read` counts as read (protocols/webim.md: missing means read).
+            deliveryState: isVisitors && (json["read"]?.boolValue ?? true) ? .read : .sent
         )
     }
 

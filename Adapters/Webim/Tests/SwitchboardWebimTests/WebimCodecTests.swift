@@ -1,5 +1,6 @@
 import Foundation
 import Switchboard
+import SwitchboardTestKit
 import Testing
 
 @testable import SwitchboardWebim
@@ -31,6 +32,14 @@ import Testing
         #expect(message.text == "42")
         #expect(message.time == Date(timeIntervalSince1970: 1_518_609_964.579372))
         #expect(message.sequence == nil, "Webim orders by time, not sequence")
+    }
+
+    @Test func aVisitorMessageWithoutReadIsRead() throws {
+        // protocols/webim.md §7: `read` missing ⇒ true.
+        let base: JSONValue = ["id": "1", "clientSideId": "c1", "kind": "visitor", "text": "hi", "name": "", "ts": 1_700_000_000.0]
+        #expect(WebimMapping.message(base, context: context)?.deliveryState == .read)
+        #expect(WebimMapping.message(base.setting("read", to: false), context: context)?.deliveryState == .sent)
+        #expect(WebimMapping.message(base.setting("read", to: true), context: context)?.deliveryState == .read)
     }
 
     /// Every message fixture maps, or is dropped for the reasons the SDK drops it; none crashes.

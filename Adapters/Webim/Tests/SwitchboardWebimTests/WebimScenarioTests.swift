@@ -207,6 +207,26 @@ struct WebimScenarioTests {
         }
     }
 
+    /// `clearVisitorData` starts a new visitor when the session is built, not on every link: a
+    /// network drop keeps the visitor (it made a new anonymous visitor per drop).
+    @Test func clearVisitorDataClearsOncePerSessionNotPerLink() async throws {
+        try await withWebimEmulator { control in
+            let backend = try WebimBackend(configuration: WebimConfiguration(accountName: control.baseURL, clearVisitorData: true))
+            let session = ChatSession(backend: backend, configuration: .fastForTests, logger: .quiet)
+            try await withRecording(session) { recorder in
+                try await session.resume()
+                try await recorder.first("connected") { $0.isConnected }
+                let first = control.server.visitorIDs
+                control.server.inject(.dropConnection, on: .delta)
+                try await recorder.waitUntil("reconnected") { $0.filter(\.isConnected).count >= 2 }
+                let after = control.server.visitorIDs
+                print("clearVisitorData across a drop: visitors \(first.count) before, \(after.count) after")
+                #expect(first.count == 1)
+                #expect(after == first, "the same visitor after the drop")
+            }
+        }
+    }
+
     @Test func theOperatorReadingTurnsTheVisitorsMessagesRead() async throws {
         try await withWebimEmulator { control in
             try await harness(control).withSession { probe in
