@@ -228,8 +228,13 @@ final class CXoneLink: BackendConnection {
         case .event(let eventID, let type, let frame):
             if replies.resolve(eventID, with: Reply(type: type, frame: frame)) { return }
             guard type != nil else {
-                // Only a reply may come without an event type, and no request waits for this one.
-                continuation.yield(.problem(SwitchboardError(.protocolViolation, "dropped a frame without an eventType that answers no request")))
+                // A bare acknowledgment (`{"eventId": …}`) no request waits for any more (it timed
+                // out, or the request did not wait) is nothing; a frame with content but no event
+                // type is not one of the protocol's.
+                let content = frame.objectValue?.filter { $0.key != "eventId" && $0.value != .null } ?? [:]
+                if !content.isEmpty {
+                    continuation.yield(.problem(SwitchboardError(.protocolViolation, "dropped a frame without an eventType that answers no request")))
+                }
                 return
             }
             await apply(frame, type: type)
