@@ -108,12 +108,22 @@ struct WindowBackfillTests {
         return ChatSession(backend: backend, store: store, configuration: configuration, random: SeededRandomNumberGenerator(seed: 5), logger: .quiet)
     }
 
-    /// Connects `session` and waits for the first window (m3…m5) to be stored.
-    func connectedWithFirstWindow(_ session: ChatSession, _ recorder: EventRecorder) async throws {
-        try await session.resume()
-        try await recorder.first("the first window") { event in
-            if case .messageAdded(let message, _) = event.kind { return message.text == "m5" }
-            return false
+    /// Runs `body` with a session connected to a server holding m1…m5 (a window of 3), once the
+    /// first window (m3…m5) is stored; `stored` reads the conversation's stored texts.
+    func withFirstWindowStored(
+        _ body: (WindowedBackend, ChatSession, EventRecorder, _ stored: @escaping @Sendable () async throws -> [String]) async throws -> Void
+    ) async throws {
+        let backend = WindowedBackend(window: 3)
+        backend.add(Self.names(1...5))
+        let store = InMemoryChatStore()
+        let session = session(backend, store: store)
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.first("the first window") { event in
+                if case .messageAdded(let message, _) = event.kind { return message.text == "m5" }
+                return false
+            }
+            try await body(backend, session, recorder) { try await stored(store, session: session) }
         }
     }
 
@@ -134,21 +144,16 @@ struct WindowBackfillTests {
     }
 
     @Test func aGapBelowTheRecentWindowIsPagedBackAndStoredInOrder() async throws {
-        let backend = WindowedBackend(window: 3)
-        backend.add(Self.names(1...5))
-        let store = InMemoryChatStore()
-        let session = session(backend, store: store)
-        try await withRecording(session) { recorder in
-            try await connectedWithFirstWindow(session, recorder)
+        try await withFirstWindowStored { backend, session, recorder, stored in
             // Fifteen messages while the link is down, and one that arrives live while the gap is
             // being filled: it waits, so the conversation is stored in order.
             backend.add(Self.names(6...20), push: false)
             backend.state.withLock { $0.arriveOnHistoryRequest[1] = ["m21"] }
             backend.dropLink()
             try await recorder.waitUntil("the gap is closed") {
-                try await stored(store, session: session).last == "m21"
+                try await stored().last == "m21"
             }
-            let texts = try await stored(store, session: session)
+            let texts = try await stored()
             let statistics = await session.statistics
             let (lost, duplicated, outOfOrder) = figures(texts, expected: Self.names(3...21), events: recorder.events)
             print(
@@ -163,19 +168,14 @@ struct WindowBackfillTests {
     }
 
     @Test func aLinkLostHalfwayFillsTheGapOnTheNextLinkWithNothingTwice() async throws {
-        let backend = WindowedBackend(window: 3)
-        backend.add(Self.names(1...5))
-        let store = InMemoryChatStore()
-        let session = session(backend, store: store)
-        try await withRecording(session) { recorder in
-            try await connectedWithFirstWindow(session, recorder)
+        try await withFirstWindowStored { backend, session, recorder, stored in
             backend.add(Self.names(6...20), push: false)
             backend.state.withLock { $0.dropOnHistoryRequest = [2] }
             backend.dropLink()
             try await recorder.waitUntil("the gap is closed") {
-                try await stored(store, session: session).last == "m20"
+                try await stored().last == "m20"
             }
-            let texts = try await stored(store, session: session)
+            let texts = try await stored()
             let statistics = await session.statistics
             let (lost, duplicated, outOfOrder) = figures(texts, expected: Self.names(3...20), events: recorder.events)
             print(
@@ -190,16 +190,11 @@ struct WindowBackfillTests {
     }
 
     @Test func aWindowThatReachesTheStoreNeedsNoPages() async throws {
-        let backend = WindowedBackend(window: 3)
-        backend.add(Self.names(1...5))
-        let store = InMemoryChatStore()
-        let session = session(backend, store: store)
-        try await withRecording(session) { recorder in
-            try await connectedWithFirstWindow(session, recorder)
+        try await withFirstWindowStored { backend, session, recorder, stored in
             backend.add(Self.names(6...7), push: false)
             backend.dropLink()
-            try await recorder.waitUntil("the window is stored") { try await stored(store, session: session).last == "m7" }
-            #expect(try await stored(store, session: session) == Self.names(3...7))
+            try await recorder.waitUntil("the window is stored") { try await stored().last == "m7" }
+            #expect(try await stored() == Self.names(3...7))
             #expect(backend.historyRequests == 0)
         }
     }

@@ -156,27 +156,27 @@ extension ChatSession {
             report(SwitchboardError(.storageFailure, "could not read the store for a snapshot", underlying: error))
             return
         }
-        var held: [ConversationID: [BackendEvent]] = [:]
-        for event in SnapshotDiff.events(from: snapshot, against: stored) {
-            if let conversation = event.conversationID, filling.contains(conversation) || windowFills[conversation] != nil,
-                WindowBackfillStateMachine.holds(event)
-            {
-                if windowFills[conversation] != nil {
-                    windowFills[conversation]!.hold(event)
-                } else {
-                    held[conversation, default: []].append(event)
-                }
-                continue
-            }
-            await deliver(event)
-        }
-        for conversation in filling.sorted(by: { $0.rawValue < $1.rawValue }) where windowFills[conversation] == nil {
+        // A new fill holds its window's message events from the start; an open one holds them too.
+        let events = SnapshotDiff.events(from: snapshot, against: stored)
+        for conversation in filling.sorted(by: { $0.rawValue < $1.rawValue }) {
             statisticsValue.gapsDetected += 1
             windowFills[conversation] = WindowBackfillStateMachine(
-                conversation: conversation, window: held[conversation] ?? [],
+                conversation: conversation,
+                window: events.filter { $0.conversationID == conversation && WindowBackfillStateMachine.holds($0) },
                 pageLimit: configuration.backfillPageSize, maxPages: configuration.maxBackfillPages
             )
-            if isLinkOpen { await performBackfill(windowFills[conversation]!.linkAvailable(), in: conversation) }
+        }
+        for event in events {
+            if let conversation = event.conversationID, windowFills[conversation] != nil, WindowBackfillStateMachine.holds(event) {
+                if !filling.contains(conversation) { windowFills[conversation]!.hold(event) }
+            } else {
+                await deliver(event)
+            }
+        }
+        if isLinkOpen {
+            for conversation in filling.sorted(by: { $0.rawValue < $1.rawValue }) {
+                await performBackfill(windowFills[conversation]!.linkAvailable(), in: conversation)
+            }
         }
         for item in snapshot.conversations {
             if let head = item.conversation.lastSequence {

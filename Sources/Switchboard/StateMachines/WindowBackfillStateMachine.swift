@@ -30,7 +30,6 @@ public struct WindowBackfillStateMachine: Sendable {
     public private(set) var isRequesting = false
     private var nextAnchor: HistoryQuery.Anchor?
     private var consecutiveFailures = 0
-    public private(set) var requests = 0
     /// The oldest message of the first window: the gap is below it. A stored message below it
     /// was stored before the gap opened; one above it may have come live since.
     public let floor: MessageOrderKey?
@@ -60,7 +59,6 @@ public struct WindowBackfillStateMachine: Sendable {
     public mutating func linkAvailable() -> Action? {
         guard !isRequesting else { return nil }
         isRequesting = true
-        requests += 1
         return .request(HistoryQuery(conversationID: conversation, before: nextAnchor ?? oldestAnchor, limit: pageLimit))
     }
 
