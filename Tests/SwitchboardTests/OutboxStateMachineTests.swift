@@ -125,7 +125,7 @@ import Testing
         #expect(typing.userTyping(draft: "hel", now: .milliseconds(600)).isEmpty)
         #expect(typing.timerFired(now: .seconds(1)) == [.send(isTyping: true, draft: "hel"), .scheduleTimer(at: .seconds(2))])
         #expect(typing.timerFired(now: .seconds(2)) == [.scheduleTimer(at: .milliseconds(5600))])
-        #expect(typing.timerFired(now: .milliseconds(5600)) == [.send(isTyping: false, draft: nil)])
+        #expect(typing.timerFired(now: .milliseconds(5600)) == [.send(isTyping: false, draft: "hel")], "an automatic stop keeps the draft")
     }
 
     @Test func coalesceStopIsImmediate() {

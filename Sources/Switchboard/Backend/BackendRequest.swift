@@ -6,6 +6,8 @@ public enum BackendRequest: Sendable, Hashable {
     case send(OutgoingMessage)
     case edit(ConversationID, MessageID, text: String, payload: JSONValue?)
     case delete(ConversationID, MessageID)
+    /// The user's typing. `isTyping: false` with a draft is an automatic stop after silence: the
+    /// user paused and the draft stays; without one the user stopped (sent or cleared it).
     case typing(ConversationID, isTyping: Bool, draft: String?)
     case markRead(ConversationID, upTo: ChatEvent.ReadMarker)
     case startConversation(ConversationDraft)

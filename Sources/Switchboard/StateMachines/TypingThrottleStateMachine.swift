@@ -3,6 +3,10 @@
 /// Inputs are the user's keystrokes (``userTyping(draft:now:)``), an explicit stop, and the
 /// firing of the one timer it asks for. Time is the owner's monotonic clock reading, passed in,
 /// so the machine is pure.
+///
+/// An explicit stop sends "stopped" without a draft (the user cleared or sent it); an automatic
+/// stop after silence sends "stopped" with the last draft, which stays: a backend that keeps
+/// drafts (Webim's `del-message-draft=0`) keeps it.
 public struct TypingThrottleStateMachine: Sendable, Hashable {
     public enum Action: Sendable, Hashable {
         case send(isTyping: Bool, draft: String?)
@@ -14,6 +18,8 @@ public struct TypingThrottleStateMachine: Sendable, Hashable {
     private var isTyping = false
     private var lastSentAt: Duration?
     private var lastKeystrokeAt: Duration?
+    /// The draft of the latest keystroke, kept through an automatic stop.
+    private var lastDraft: String?
     private var pendingDraft: String??
     private var timerAt: Duration?
 
@@ -23,6 +29,7 @@ public struct TypingThrottleStateMachine: Sendable, Hashable {
 
     public mutating func userTyping(draft: String?, now: Duration) -> [Action] {
         lastKeystrokeAt = now
+        lastDraft = draft
         switch policy {
         case .coalesce(let interval, let autoStop):
             if let last = lastSentAt, now - last < interval {
@@ -43,6 +50,11 @@ public struct TypingThrottleStateMachine: Sendable, Hashable {
     }
 
     public mutating func userStopped(now: Duration) -> [Action] {
+        stop(now: now, keeping: nil)
+    }
+
+    /// Sends "stopped" (with `draft`, the draft that stays, for an automatic stop).
+    private mutating func stop(now: Duration, keeping draft: String?) -> [Action] {
         pendingDraft = nil
         timerAt = nil
         switch policy {
@@ -52,7 +64,7 @@ public struct TypingThrottleStateMachine: Sendable, Hashable {
             guard isTyping else { return [] }
             isTyping = false
             lastSentAt = now
-            return [.send(isTyping: false, draft: nil)]
+            return [.send(isTyping: false, draft: draft)]
         }
     }
 
@@ -67,7 +79,7 @@ public struct TypingThrottleStateMachine: Sendable, Hashable {
         case .coalesce(let interval, let autoStop):
             let idle = now - (lastKeystrokeAt ?? now)
             if idle >= autoStop {
-                return userStopped(now: now)
+                return stop(now: now, keeping: lastDraft)
             }
             if let draft = pendingDraft {
                 pendingDraft = nil
@@ -77,7 +89,7 @@ public struct TypingThrottleStateMachine: Sendable, Hashable {
             return schedule(at: (lastKeystrokeAt ?? now) + autoStop)
         case .startEnd(let autoStop):
             let idle = now - (lastKeystrokeAt ?? now)
-            if idle >= autoStop { return userStopped(now: now) }
+            if idle >= autoStop { return stop(now: now, keeping: lastDraft) }
             return schedule(at: (lastKeystrokeAt ?? now) + autoStop)
         }
     }

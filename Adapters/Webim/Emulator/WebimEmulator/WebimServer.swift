@@ -89,11 +89,13 @@ public final class WebimServer: Sendable {
         var nextID = 0
         var lastMicros: Int64 = 0
         var nextChatID = 1
-        var typingLog: [(visitor: String, typing: Bool, draft: String?)] = []
+        var typingLog: [WebimTypingRecord] = []
         var readLog: [(visitor: String, messageID: String?)] = []
         var ratings: [(visitor: String, operatorID: Int, rate: Int)] = []
         var surveyAnswers: [(visitor: String, surveyID: String, question: Int, answer: String)] = []
         var actions: [(visitor: String, action: String)] = []
+        /// The parameters of the latest request of each action.
+        var lastParameters: [String: [String: String]] = [:]
         var initLocations: [String] = []
         var autoReply: (robot: WebimOperatorRobot, reply: @Sendable (String) -> String?)?
     }
@@ -111,10 +113,16 @@ public final class WebimServer: Sendable {
 
     // MARK: The server's truth and faults
 
-    public var typingLog: [(visitor: String, typing: Bool, draft: String?)] { state.withLock { $0.typingLog } }
+    /// Every accepted `chat.visitor_typing`, in order.
+    public var typingLog: [WebimTypingRecord] { state.withLock { $0.typingLog } }
     public var readLog: [(visitor: String, messageID: String?)] { state.withLock { $0.readLog } }
     public var ratings: [(visitor: String, operatorID: Int, rate: Int)] { state.withLock { $0.ratings } }
     public var actions: [(visitor: String, action: String)] { state.withLock { $0.actions } }
+
+    /// The form of the latest request of `action` (without `page-id` and `auth-token`).
+    public func lastParameters(of action: String) -> [String: String]? {
+        state.withLock { $0.lastParameters[action] }
+    }
     /// Every accepted `survey.answer`, in order (`question` is the index within the form).
     public var surveyAnswers: [(visitor: String, surveyID: String, question: Int, answer: String)] { state.withLock { $0.surveyAnswers } }
     /// The `location` of every init, in order.
@@ -249,6 +257,7 @@ public final class WebimServer: Sendable {
             if let fault = takeFault(.action, action: name, state: &state) { return answer(for: fault) }
             let visitorID = page.visitorID
             state.actions.append((visitorID, name))
+            state.lastParameters[name] = params.filter { $0.key != "page-id" && $0.key != "auth-token" && $0.key != "action" }
             switch name {
             case "chat.start":
                 startChat(visitorID, state: &state)
@@ -270,8 +279,10 @@ public final class WebimServer: Sendable {
                 state.visitors[visitorID]!.chat = chat
                 record(["objectType": "CHAT_MESSAGE", "event": "del", "id": .string(removed.id), "data": .null], for: visitorID, state: &state)
             case "chat.visitor_typing":
-                let typing = params["typing"] == "1"
-                state.typingLog.append((visitorID, typing, params["message-draft"]))
+                guard let typing = params["typing"], ["0", "1"].contains(typing), let delete = params["del-message-draft"], ["0", "1"].contains(delete) else {
+                    return .error("argument-missing")
+                }
+                state.typingLog.append(WebimTypingRecord(visitor: visitorID, typing: typing == "1", draft: params["message-draft"], deletesDraft: delete == "1"))
             case "chat.read_by_visitor":
                 state.readLog.append((visitorID, params["message_id"]))
                 if state.visitors[visitorID]?.chat != nil {
@@ -526,4 +537,13 @@ public final class WebimServer: Sendable {
         case .dropConnection: return Answer(status: 200, body: #"{"revision":9,"deltaList":[]}"#, dropsConnection: true)
         }
     }
+}
+
+/// One `chat.visitor_typing` the emulator accepted: `typing`, `message-draft` and
+/// `del-message-draft` as the visitor sent them.
+public struct WebimTypingRecord: Sendable, Hashable {
+    public var visitor: String
+    public var typing: Bool
+    public var draft: String?
+    public var deletesDraft: Bool
 }

@@ -1,5 +1,16 @@
 import Switchboard
 
+/// Which Webim Mobile SDK's wire the adapter speaks where the versions differ
+/// (protocols/webim.md §12).
+public enum WebimSDKVersion: String, Sendable, Hashable, CaseIterable {
+    /// 3.43: the visitor may close a chat (`chat.close`); `chat.start` names its fields `custom_fields`.
+    case v3_43 = "3.43"
+    /// 4.0 (the default): `chat.close` is gone, so ``Conversation/close()`` throws
+    /// ``SwitchboardError/Code/unsupported`` before anything is sent; `chat.start` names its fields
+    /// `visitor-fields`.
+    case v4_0 = "4.0"
+}
+
 /// Webim's SessionBuilder as a value: which account and location, who the visitor is, and how the
 /// client presents itself.
 public struct WebimConfiguration: Sendable {
@@ -31,6 +42,8 @@ public struct WebimConfiguration: Sendable {
     /// Whether the server may be plain `http://` to a host that is not loopback (it may always
     /// be to loopback, where the emulator runs). Off: tokens and messages travel encrypted.
     public var allowsPlainText: Bool
+    /// The SDK whose wire the adapter speaks where versions differ; 4.0 by default.
+    public var sdkVersion: WebimSDKVersion
 
     public init(
         accountName: String,
@@ -45,7 +58,8 @@ public struct WebimConfiguration: Sendable {
         clearVisitorData: Bool = false,
         pollTimeout: Duration = .seconds(60),
         requestTimeout: Duration = .seconds(30),
-        allowsPlainText: Bool = false
+        allowsPlainText: Bool = false,
+        sdkVersion: WebimSDKVersion = .v4_0
     ) {
         self.accountName = accountName
         self.location = location
@@ -60,6 +74,7 @@ public struct WebimConfiguration: Sendable {
         self.pollTimeout = pollTimeout
         self.requestTimeout = requestTimeout
         self.allowsPlainText = allowsPlainText
+        self.sdkVersion = sdkVersion
     }
 
     /// The server: `accountName` verbatim when it has a scheme, else `https://<account>.webim.ru`.

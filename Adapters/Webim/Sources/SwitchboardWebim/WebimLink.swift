@@ -247,9 +247,7 @@ final class WebimLink: BackendConnection {
             try await action("chat.delete_message", [("client-side-id", try clientSideID(of: message))])
             return .done
         case .typing(_, let isTyping, let draft):
-            var fields = [("typing", isTyping ? "1" : "0"), ("del-message-draft", isTyping && draft != nil ? "0" : "1")]
-            if isTyping, let draft { fields.append(("message-draft", draft)) }
-            try await action("chat.visitor_typing", fields)
+            try await action("chat.visitor_typing", Self.typingFields(isTyping: isTyping, draft: draft))
             return .done
         case .markRead(_, let marker):
             if case .message(let id) = marker { try await action("chat.read_by_visitor", [("message_id", id.rawValue)]) } else {
@@ -260,6 +258,9 @@ final class WebimLink: BackendConnection {
             try await startChat(draft)
             return .conversation(currentConversation(defaultState: "queue"))
         case .closeConversation:
+            guard configuration.sdkVersion == .v3_43 else {
+                throw SwitchboardError(.unsupported, "Webim Mobile SDK 4.0 removed chat.close: the operator or the server closes a chat (WebimConfiguration.sdkVersion .v3_43 sends it)")
+            }
             try await action("chat.close", [])
             return .done
         case .rateAgent(_, let agent, let rating, let comment):
@@ -329,11 +330,11 @@ final class WebimLink: BackendConnection {
     }
 
     private func startChat(_ draft: ConversationDraft) async throws {
-        var fields = [("client-side-id", UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()), ("force-online", "0")]
+        var fields = [("client-side-id", UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()), ("force-online", "0"), ("force-start", "1")]
         if let department = draft.customFields["department-key"] { fields.append(("department-key", department)) }
         if let question = draft.customFields["first-question"] { fields.append(("first-question", question)) }
         let visitorFields = draft.customFields.filter { $0.key != "department-key" && $0.key != "first-question" }
-        if !visitorFields.isEmpty { fields.append(("visitor-fields", JSONValue.object(visitorFields.mapValues(JSONValue.string)).jsonString)) }
+        if !visitorFields.isEmpty { fields.append((configuration.sdkVersion == .v3_43 ? "custom_fields" : "visitor-fields", JSONValue.object(visitorFields.mapValues(JSONValue.string)).jsonString)) }
         try await action("chat.start", fields)
         state.withLock { if $0.reader.chatState == nil || WebimMapping.state($0.reader.chatState).isClosed { $0.reader.chatState = "queue" } }
     }
@@ -402,6 +403,20 @@ final class WebimLink: BackendConnection {
         try Self.checkStatus(response.status, during: "history")
         let now = context.clock.date
         return try state.withLock { state in try state.reader.readHistoryPage(response.body, credentials: state.credentials, now: now) }
+    }
+
+    /// `chat.visitor_typing` as the SDK's composing handler sends it (protocols/webim.md §8.1):
+    /// a draft → `typing=1, del-message-draft=0` with it; an empty draft → `typing=0,
+    /// del-message-draft=1, message-draft=""`; stopped → `typing=0, del-message-draft=1`; the
+    /// automatic stop after 5 s of silence keeps the draft: `typing=0, del-message-draft=0`.
+    static func typingFields(isTyping: Bool, draft: String?) -> [(String, String)] {
+        switch (isTyping, draft) {
+        case (true, ""?): return [("typing", "0"), ("del-message-draft", "1"), ("message-draft", "")]
+        case (true, let draft?): return [("typing", "1"), ("del-message-draft", "0"), ("message-draft", draft)]
+        case (true, nil): return [("typing", "1"), ("del-message-draft", "0")]
+        case (false, _?): return [("typing", "0"), ("del-message-draft", "0")]
+        case (false, nil): return [("typing", "0"), ("del-message-draft", "1")]
+        }
     }
 
     /// Statuses the SDK parses a body for; anything else is the server failing.

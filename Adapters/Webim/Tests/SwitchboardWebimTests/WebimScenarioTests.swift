@@ -290,6 +290,18 @@ struct WebimScenarioTests {
                 let activity = try await control.waitForCustomerActivity(in: chat.id, timeout: .seconds(10)) { $0.typing.count == 3 }
                 #expect(activity.typing == [true, true, false])
                 #expect(control.server.typingLog.map(\.draft) == ["H", "Hel", nil], "the latest draft after 1 s, then a stop")
+                #expect(control.server.typingLog.map(\.deletesDraft) == [false, false, false], "the automatic stop keeps the draft (SDK: del-message-draft=0)")
+                // An emptied draft and an explicit stop both delete the draft (protocols/webim.md §8.1).
+                clock.advance(by: .seconds(1))
+                try await chat.userTyping(draft: "")
+                _ = try await control.waitForCustomerActivity(in: chat.id, timeout: .seconds(10)) { $0.typing.count == 4 }
+                try await chat.userStoppedTyping()
+                _ = try await control.waitForCustomerActivity(in: chat.id, timeout: .seconds(10)) { $0.typing.count == 5 }
+                let last = control.server.typingLog.suffix(2)
+                #expect(last.map(\.typing) == [false, false])
+                #expect(last.map(\.draft) == ["", nil])
+                #expect(last.map(\.deletesDraft) == [true, true])
+                print("webim typing: \(control.server.typingLog.map { "typing=\($0.typing ? 1 : 0) del=\($0.deletesDraft ? 1 : 0) draft=\($0.draft.map { "\"\($0)\"" } ?? "-")" })")
             }
         }
     }
@@ -358,6 +370,40 @@ struct WebimHistorySinceTests {
                 let stored = try await probe.session.conversation(WebimBackend.conversationID).storedMessages(before: nil, limit: .max)
                 let truth = try await control.serverMessages(in: WebimBackend.conversationID)
                 #expect(stored.compactMap(\.serverID) == truth.map(\.serverID), "both chats, once each, in order")
+            }
+        }
+    }
+}
+
+/// Wire details the review against protocols/webim.md found differing from the SDK (issue 13 §3).
+@Suite(.timeLimit(.minutes(2)))
+struct WebimWireDetailTests {
+    @Test func chatStartForcesAStartAndFourPointZeroCannotCloseAChat() async throws {
+        try await withWebimEmulator { control in
+            try await ConformanceHarness(context: ConformanceContext(emulator: control)).withSession { probe in
+                let chat = try await probe.session.startConversation(ConversationDraft(customFields: ["department-key": "sales", "name": "Alice"]))
+                let start = try #require(control.server.lastParameters(of: "chat.start"))
+                #expect(start["force-start"] == "1", "SDK 4.0 sends force-start=1")
+                #expect(start["department-key"] == "sales")
+                #expect(start["visitor-fields"].map { $0.contains("Alice") } == true, "4.0 names the fields visitor-fields")
+                #expect(start["client-side-id"]?.count == 32)
+                let actionsBefore = control.server.actions.count
+                let error = await #expect(throws: SwitchboardError.self) { try await chat.close() }
+                #expect(error?.code == .unsupported)
+                #expect(control.server.actions.count == actionsBefore, "nothing is sent")
+                print("webim 4.0: chat.start \(start.keys.sorted()); close refused: \(error?.message ?? "-")")
+            }
+        }
+    }
+
+    @Test func threePointFourThreeClosesWithChatClose() async throws {
+        try await withWebimEmulator(sdkVersion: .v3_43) { control in
+            try await ConformanceHarness(context: ConformanceContext(emulator: control)).withSession { probe in
+                let chat = try await probe.session.startConversation(ConversationDraft(customFields: ["name": "Alice"]))
+                #expect(control.server.lastParameters(of: "chat.start")?["custom_fields"]?.contains("Alice") == true, "3.x names them custom_fields")
+                try await chat.close()
+                #expect(control.server.actions.last?.action == "chat.close")
+                #expect(control.server.chatState(ofVisitor: control.visitorID) == "closed_by_visitor")
             }
         }
     }
