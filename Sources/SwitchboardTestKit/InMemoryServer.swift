@@ -468,6 +468,8 @@ public final class InMemoryServer: Sendable {
         case .vendor(let name, let payload):
             guard name == "echo" else { throw SwitchboardError(.unsupported, "no vendor request \(name)") }
             return .vendor(payload)
+        case .poll:
+            throw SwitchboardError(.unsupported, "the in-memory server pushes its events; it has no poll")
         }
     }
 

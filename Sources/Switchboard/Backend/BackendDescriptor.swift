@@ -27,11 +27,16 @@ public struct BackendCapabilities: OptionSet, Sendable, Hashable, Codable, Custo
     public static let archive = BackendCapabilities(rawValue: 1 << 15)
     /// Vendor-specific requests (``BackendRequest/vendor(name:payload:)``).
     public static let vendorRequests = BackendCapabilities(rawValue: 1 << 16)
+    /// The backend pushes nothing: changes are fetched (Webim's offline appeals). The engine
+    /// asks for them (``BackendRequest/poll(forced:)``) when a link opens, every
+    /// ``SessionConfiguration/pollInterval`` while it is up, and when the app calls
+    /// ``Session/refresh(forced:)``.
+    public static let polling = BackendCapabilities(rawValue: 1 << 17)
 
     public static let all: BackendCapabilities = [
         .typing, .readMarkers, .sequences, .historyPaging, .files, .threads, .participantsManagement,
         .conversationUpdate, .conversationLifecycle, .agentRating, .customFields, .analytics, .edit, .delete,
-        .quotes, .archive, .vendorRequests,
+        .quotes, .archive, .vendorRequests, .polling,
     ]
 
     private static let names: [(BackendCapabilities, String)] = [
@@ -41,6 +46,7 @@ public struct BackendCapabilities: OptionSet, Sendable, Hashable, Codable, Custo
         (.conversationLifecycle, "conversationLifecycle"), (.agentRating, "agentRating"),
         (.customFields, "customFields"), (.analytics, "analytics"), (.edit, "edit"), (.delete, "delete"),
         (.quotes, "quotes"), (.archive, "archive"), (.vendorRequests, "vendorRequests"),
+        (.polling, "polling"),
     ]
 
     public var description: String {

@@ -26,6 +26,10 @@ public enum BackendRequest: Sendable, Hashable {
     case retransmit(ConversationID, ClosedRange<Int64>)
     /// A vendor-only call, used by typed vendor extensions.
     case vendor(name: String, payload: JSONValue)
+    /// Fetches what changed on a backend that pushes nothing (``BackendCapabilities/polling``):
+    /// everything again when `forced`, else what changed since the cursor the backend keeps in
+    /// its credentials. Answered with ``BackendResponse/updates(_:)``.
+    case poll(forced: Bool)
 
     /// The capability a backend must list for the engine to send this request.
     public var requiredCapability: BackendCapabilities? {
@@ -46,6 +50,7 @@ public enum BackendRequest: Sendable, Hashable {
         case .history: return .historyPaging
         case .retransmit: return .sequences
         case .vendor: return .vendorRequests
+        case .poll: return .polling
         }
     }
 
@@ -62,7 +67,7 @@ public enum BackendRequest: Sendable, Hashable {
             conversation
         case .setCustomFields(let conversation, _): conversation
         case .history(let query): query.conversationID
-        case .startConversation, .vendor: nil
+        case .startConversation, .vendor, .poll: nil
         }
     }
 
@@ -86,6 +91,7 @@ public enum BackendRequest: Sendable, Hashable {
         case .history: return "history"
         case .retransmit: return "retransmit"
         case .vendor(let name, _): return "vendor(\(name))"
+        case .poll(let forced): return forced ? "poll(forced)" : "poll"
         }
     }
 }
@@ -109,6 +115,12 @@ public enum BackendResponse: Sendable, Hashable {
     /// proves absence.
     case retransmitted([BackendEvent], isComplete: Bool)
     case vendor(JSONValue)
+    /// What a poll found, in the order the backend read it: the engine applies these as it
+    /// applies a link's updates, in one store transaction, before the caller hears back.
+    case updates([BackendUpdate])
+    /// A conversation a start made together with its first messages (a Webim appeal is made by
+    /// its first message): the engine stores both before the caller hears back.
+    case startedConversation(ConversationSnapshot)
 }
 
 /// A new conversation to start.
@@ -120,6 +132,9 @@ public struct ConversationDraft: Sendable, Hashable {
     public var customData: JSONValue?
     /// Pre-chat fields (CXone survey, Webim department).
     public var customFields: [String: String]
+    /// A message the conversation starts with, for backends where the first message makes the
+    /// conversation (Webim offline appeals); the others ignore it.
+    public var firstMessage: MessageDraft?
 
     public init(
         kind: ConversationInfo.Kind = .supportChat,
@@ -127,8 +142,10 @@ public struct ConversationDraft: Sendable, Hashable {
         participants: [Participant] = [],
         flags: ConversationInfo.Flags = [],
         customData: JSONValue? = nil,
-        customFields: [String: String] = [:]
+        customFields: [String: String] = [:],
+        firstMessage: MessageDraft? = nil
     ) {
+        self.firstMessage = firstMessage
         self.kind = kind
         self.title = title
         self.participants = participants

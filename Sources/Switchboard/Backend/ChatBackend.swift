@@ -109,7 +109,7 @@ public enum SyncCursor: Sendable, Hashable, Codable {
 }
 
 /// One inbound item from a backend.
-public enum BackendUpdate: Sendable {
+public enum BackendUpdate: Sendable, Hashable {
     /// The full state of a scope (Webim `fullUpdate`, CXone thread recovery). The engine diffs
     /// it against the store, so a re-init never duplicates or loses anything.
     case snapshot(BackendSnapshot)

@@ -32,6 +32,8 @@ extension ChatSession {
         for conversation in windowFills.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
             await performBackfill(windowFills[conversation]!.linkAvailable(), in: conversation)
         }
+        // A backend that pushes nothing is asked for what changed while the session was away.
+        pollNow()
     }
 
     /// Fails the sends that waited longer than the configured expiry.
@@ -59,7 +61,7 @@ extension ChatSession {
         typing.removeAll()
         cancelTimers { event in
             switch event {
-            case .hold, .outboxRetry, .typing: true
+            case .hold, .outboxRetry, .typing, .poll: true
             case .reconnect, .linkStable: false
             }
         }

@@ -24,15 +24,29 @@ extension ChatSession {
     }
 
     public func startConversation(_ draft: ConversationDraft) async throws -> any Conversation {
+        if let first = draft.firstMessage { try checkSendable(first) }
         let response = try await performNow(.startConversation(draft))
-        guard case .conversation(let info) = response else {
-            throw SwitchboardError(.protocolViolation, "startConversation answered with \(response)")
+        let started: ConversationSnapshot
+        switch response {
+        case .conversation(let info): started = ConversationSnapshot(conversation: info)
+        case .startedConversation(let snapshot): started = snapshot
+        default: throw SwitchboardError(.protocolViolation, "startConversation answered with \(response)")
         }
         try await onLoop { session in
-            session.startedLocally.insert(info.id)
-            await session.deliver(BackendEvent(.conversationAdded(info), conversation: info.id))
+            session.startedLocally.insert(started.conversation.id)
+            await session.inOneTransaction {
+                await session.deliver(BackendEvent(.conversationAdded(started.conversation), conversation: started.conversation.id))
+                for message in started.messages {
+                    await session.deliver(BackendEvent(.messageAdded(message, position: .newest), conversation: started.conversation.id, time: message.time))
+                }
+            }
         }
-        return SessionConversation(session: self, id: info.id)
+        return SessionConversation(session: self, id: started.conversation.id)
+    }
+
+    public func refresh(forced: Bool) async throws {
+        // The updates it answers with are applied before the answer reaches here (`requestFinished`).
+        _ = try await performNow(.poll(forced: forced))
     }
 
     public func setCustomFields(_ fields: [String: String]) async throws {
@@ -46,6 +60,12 @@ extension ChatSession {
     // MARK: Sending
 
     func send(_ draft: MessageDraft, in conversation: ConversationID) async throws -> Message {
+        try checkSendable(draft)
+        return try await onLoop { session in try await session.enqueueSend(draft, in: conversation) }
+    }
+
+    /// What the backend refuses of any message, checked before anything is stored or sent.
+    nonisolated func checkSendable(_ draft: MessageDraft) throws {
         if !draft.attachments.isEmpty { try requireCapability(.files) }
         if draft.quote != nil { try requireCapability(.quotes) }
         let limits = descriptor.limits
@@ -58,7 +78,6 @@ extension ChatSession {
         if let payload = draft.payload, payload.jsonData().count > limits.maxPayloadBytes {
             throw SwitchboardError(.payloadTooLarge, "payload is over the limit of \(limits.maxPayloadBytes) bytes")
         }
-        return try await onLoop { session in try await session.enqueueSend(draft, in: conversation) }
     }
 
     /// Stores the message and its outbox entry, announces it pending, and hands it to the outbox.

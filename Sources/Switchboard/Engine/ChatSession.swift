@@ -73,6 +73,8 @@ public actor ChatSession: Session {
     var startedLocally: Set<ConversationID> = []
     var credentials = Credentials()
     var cursor: SyncCursor?
+    /// A timed poll is queued or in flight (backends that push nothing).
+    var pollQueued = false
 
     // The loop's own state.
     nonisolated let inbox: EngineInbox<Input>
@@ -611,6 +613,8 @@ public actor ChatSession: Session {
         case typing(ConversationID)
         case reconnect
         case linkStable(Int)
+        /// The next timed poll of a backend that pushes nothing.
+        case poll
     }
 
     /// The deadlines the loop keeps, and the one sleeper that waits for the earliest.
@@ -695,6 +699,8 @@ public actor ChatSession: Session {
             let actions = throttle.timerFired(now: clock.now)
             typing[conversation] = throttle
             performTyping(actions, in: conversation)
+        case .poll:
+            pollNow()
         }
     }
 
@@ -708,6 +714,8 @@ public actor ChatSession: Session {
         case backfill(HistoryQuery)
         case typing(ConversationID, isTyping: Bool, draft: String?)
         case markRead(ConversationID, ChatEvent.ReadMarker)
+        /// The engine's own poll of a backend that pushes nothing.
+        case poll
         /// An app request; its caller waits for the answer.
         case app(BackendRequest, CheckedContinuation<BackendResponse, any Error>)
 
@@ -718,6 +726,7 @@ public actor ChatSession: Session {
             case .backfill(let query): .history(query)
             case .typing(let conversation, let isTyping, let draft): .typing(conversation, isTyping: isTyping, draft: draft)
             case .markRead(let conversation, let marker): .markRead(conversation, upTo: marker)
+            case .poll: .poll(forced: false)
             case .app(let request, _): request
             }
         }
@@ -750,6 +759,10 @@ public actor ChatSession: Session {
         defer { finishDrainingIfDone() }
         guard let finished else { return }
         if case .success = result, link?.id == linkID { linkProvedHealthy() }
+        if case .success(.updates(let updates)) = result {
+            // What a poll found is stored and published before its caller hears back.
+            await inOneTransaction { for update in updates { await apply(update) } }
+        }
         switch finished.work {
         case .send(let entry):
             await sendFinished(entry, result: result)
@@ -769,9 +782,32 @@ public actor ChatSession: Session {
             case .success: readMarkerSent(marker, in: conversation)
             case .failure(let error): readMarkerFailed(error, in: conversation)
             }
+        case .poll:
+            if case .failure(let error) = result, error.code != .cancelled {
+                logger.debug("poll failed", metadata: ["error": "\(error)"])
+            }
+            pollFinished()
         case .app(_, let continuation):
             continuation.resume(with: result.mapError { $0 as any Error })
         }
+    }
+
+    // MARK: Polling
+
+    /// Asks a backend that pushes nothing for its changes, unless a timed poll is already queued.
+    func pollNow() {
+        guard descriptor.capabilities.contains(.polling), !pollQueued, isLinkOpen else { return }
+        cancelTimer(.poll)
+        if enqueue(.poll, lane: nil) {
+            pollQueued = true
+            statisticsValue.polls += 1
+        }
+    }
+
+    /// The timed poll answered (or failed): the next one is due a poll interval from now.
+    private func pollFinished() {
+        pollQueued = false
+        if isLinkOpen { setTimer(.poll, after: configuration.pollInterval) }
     }
 
     /// A request that never got an answer because its link or the session went away.
@@ -781,6 +817,9 @@ public actor ChatSession: Session {
             // The outbox resends, the tracker and the window fill re-plan, typing is dropped, the
             // marker stays pending.
             break
+        case .poll:
+            // The next link polls when it opens.
+            pollQueued = false
         case .app(_, let continuation):
             continuation.resume(throwing: error)
         }

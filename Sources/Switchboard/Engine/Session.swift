@@ -28,6 +28,11 @@ public protocol Session: Sendable {
     func startConversation(_ draft: ConversationDraft) async throws -> any Conversation
     /// Sets custom fields of the customer (needs ``BackendCapabilities/customFields``).
     func setCustomFields(_ fields: [String: String]) async throws
+    /// Fetches what changed now, on a backend that pushes nothing (needs
+    /// ``BackendCapabilities/polling``; the engine also polls on its own every
+    /// ``SessionConfiguration/pollInterval``). `forced` reads everything again; what is already
+    /// stored is not announced twice. Returns when what it found is stored and published.
+    func refresh(forced: Bool) async throws
     /// A vendor-only call (needs ``BackendCapabilities/vendorRequests``); typed vendor
     /// extensions are built on it.
     func performVendorRequest(_ name: String, payload: JSONValue) async throws -> BackendResponse
@@ -35,6 +40,7 @@ public protocol Session: Sendable {
 
 extension Session {
     public func events() -> EventStream { events(filter: .all, buffering: .bounded(1024)) }
+    public func refresh() async throws { try await refresh(forced: false) }
 }
 
 /// The app-facing handle on one conversation.

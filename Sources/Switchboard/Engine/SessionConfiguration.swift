@@ -42,6 +42,10 @@ public struct SessionConfiguration: Sendable, Hashable {
     /// deeper than that is reported as a problem; older messages then come by history paging.
     public var maxBackfillPages: Int
     public var backfillPageSize: Int
+    /// For backends that push nothing (``BackendCapabilities/polling``): how often the engine
+    /// asks for changes while a link is up (it asks once when a link opens, and when the app calls
+    /// ``Session/refresh(forced:)``).
+    public var pollInterval: Duration
 
     public init(
         reconnectBackoff: BackoffPolicy = BackoffPolicy(),
@@ -59,7 +63,8 @@ public struct SessionConfiguration: Sendable, Hashable {
         maxHeldEvents: Int = 1000,
         maxSequenceJump: Int64 = 1_000_000,
         maxBackfillPages: Int = 500,
-        backfillPageSize: Int = 50
+        backfillPageSize: Int = 50,
+        pollInterval: Duration = .seconds(30)
     ) {
         self.reconnectBackoff = reconnectBackoff
         self.outboxBackoff = outboxBackoff
@@ -77,6 +82,7 @@ public struct SessionConfiguration: Sendable, Hashable {
         self.maxSequenceJump = max(1, maxSequenceJump)
         self.maxBackfillPages = max(1, maxBackfillPages)
         self.backfillPageSize = max(1, backfillPageSize)
+        self.pollInterval = max(.milliseconds(1), pollInterval)
     }
 }
 
@@ -91,6 +97,8 @@ public struct SessionStatistics: Sendable, Hashable, Codable {
     /// History pages asked for to close the gap below a recent window (backends without
     /// sequences).
     public var backfillRequests = 0
+    /// Polls of a backend that pushes nothing (timed, on connect, and the app's refreshes).
+    public var polls = 0
     public var retransmittedEvents = 0
     public var heldBack = 0
     /// Out-of-order events not held because the buffer was full (asked for again).

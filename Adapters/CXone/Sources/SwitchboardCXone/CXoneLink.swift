@@ -710,7 +710,7 @@ final class CXoneLink: BackendConnection {
             return .vendor(try await analytics(String(name.dropFirst("analytics.".count)), data: payload))
         case .vendor(let name, _):
             throw SwitchboardError(.unsupported, "CXone has no vendor request \(name)")
-        case .edit, .delete, .rateAgent, .addParticipants, .updateParticipants, .removeParticipants, .retransmit:
+        case .edit, .delete, .rateAgent, .addParticipants, .updateParticipants, .removeParticipants, .retransmit, .poll:
             throw SwitchboardError(.unsupported, "CXone has no \(request.name)")
         }
     }

@@ -220,7 +220,7 @@ final class VoximplantLink: BackendConnection {
             return .history(try await history(query))
         case .vendor(let name, let payload):
             return .vendor(try await self.request(name, payload))
-        case .archiveConversation, .rateAgent, .setCustomFields:
+        case .archiveConversation, .rateAgent, .setCustomFields, .poll:
             throw SwitchboardError(.unsupported, "Voximplant has no \(request.name)")
         }
     }

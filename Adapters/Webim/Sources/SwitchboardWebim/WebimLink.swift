@@ -291,7 +291,7 @@ final class WebimLink: BackendConnection {
         case .vendor(let name, let payload):
             let fields = (payload.objectValue ?? [:]).map { ($0.key, $0.value.stringValue ?? $0.value.jsonString) }.sorted { $0.0 < $1.0 }
             return .vendor(try await action(name, fields))
-        case .archiveConversation, .updateConversation, .addParticipants, .updateParticipants, .removeParticipants, .retransmit:
+        case .archiveConversation, .updateConversation, .addParticipants, .updateParticipants, .removeParticipants, .retransmit, .poll:
             throw SwitchboardError(.unsupported, "Webim has no \(request.name)")
         }
     }
