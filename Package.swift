@@ -164,7 +164,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchboardWebimTests",
-            dependencies: ["Switchboard", "SwitchboardTestKit", "SwitchboardWebim", "WebimEmulator"],
+            dependencies: ["Switchboard", "SwitchboardTestKit", "SwitchboardWebim", "WebimEmulator", "SwitchboardSQLite"],
             path: "Adapters/Webim/Tests/SwitchboardWebimTests"
         ),
         .testTarget(

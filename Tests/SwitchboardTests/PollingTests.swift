@@ -145,6 +145,26 @@ struct PollingTests {
         }
     }
 
+    /// A resume given before `run()` must not open a link on empty credentials: the first link
+    /// carries what the store kept (here the poll cursor), or a restarted app would start over.
+    @Test func aResumeBeforeRunConnectsWithTheStoredCredentials() async throws {
+        let backend = PollingBackend()
+        backend.agentWrites("old", in: "a")
+        backend.agentWrites("new", in: "a")
+        let store = InMemoryChatStore()
+        var stored = Credentials()
+        stored["since"] = "1"
+        try await store.saveCredentials(stored, scope: StoreScope(backend: "polled", account: "default"))
+        let session = ChatSession(backend: backend, store: store, configuration: .fastForTests, clock: SessionClock(TestClock()), logger: .quiet)
+        try await session.resume()
+        try await withRecording(session) { recorder in
+            try await recorder.first("the poll on connect") { $0.addedMessage != nil }
+            try await session.refresh()
+            let added = recorder.events.compactMap(\.addedMessage).map(\.text)
+            #expect(added == ["new"], "polled from the stored cursor, not from the start")
+        }
+    }
+
     @Test func aBackendThatPushesHasNoRefresh() async throws {
         let session = ChatSession(backend: WindowedBackend(window: 1), configuration: .fastForTests, logger: .quiet)
         try await withRecording(session) { _ in

@@ -135,6 +135,10 @@ public struct ConversationDraft: Sendable, Hashable {
     /// A message the conversation starts with, for backends where the first message makes the
     /// conversation (Webim offline appeals); the others ignore it.
     public var firstMessage: MessageDraft?
+    /// The client's id of the start (Webim's `chat.start` `client-side-id`, the client id of an
+    /// appeal's first message), so a retried start is recognised. The session makes one from its
+    /// random source when `nil`.
+    public var clientID: ClientMessageID?
 
     public init(
         kind: ConversationInfo.Kind = .supportChat,
@@ -143,9 +147,11 @@ public struct ConversationDraft: Sendable, Hashable {
         flags: ConversationInfo.Flags = [],
         customData: JSONValue? = nil,
         customFields: [String: String] = [:],
-        firstMessage: MessageDraft? = nil
+        firstMessage: MessageDraft? = nil,
+        clientID: ClientMessageID? = nil
     ) {
         self.firstMessage = firstMessage
+        self.clientID = clientID
         self.kind = kind
         self.title = title
         self.participants = participants

@@ -25,6 +25,8 @@ extension ChatSession {
 
     public func startConversation(_ draft: ConversationDraft) async throws -> any Conversation {
         if let first = draft.firstMessage { try checkSendable(first) }
+        var draft = draft
+        if draft.clientID == nil { draft.clientID = ClientMessageID.random(using: &random) }
         let response = try await performNow(.startConversation(draft))
         let started: ConversationSnapshot
         switch response {

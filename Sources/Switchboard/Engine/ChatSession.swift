@@ -430,6 +430,9 @@ public actor ChatSession: Session {
     /// Opens a link when the lifecycle wants one and none is up or coming; ends it when not.
     func reconcileLink() {
         if lifecycle.wantsConnection {
+            // Before `run()` has loaded the stored credentials and cursor (a resume given before
+            // the session runs), no link: `run()` opens it once they are loaded.
+            guard didLoadState else { return }
             if link == nil && !isWaitingToReconnect { startLink() }
         } else {
             cancelTimer(.reconnect)

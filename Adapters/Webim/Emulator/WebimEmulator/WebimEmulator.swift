@@ -40,14 +40,17 @@ public struct WebimEmulator: HostedEmulator {
             return Self.respond(server.action(Self.decodeForm(String(buffer: body))))
         }
         router.post("/l/v/m/upload") { request, _ in
-            let body = try await request.body.collect(upTo: 64 << 20)
-            guard let boundary = request.headers[.contentType].flatMap(Self.boundary),
-                let parts = Self.multipart(Data(buffer: body), boundary: boundary),
-                let file = parts.first(where: { $0.name == "webim_upload_file" }), let filename = file.filename
-            else { return Self.respond(.error("argument-missing")) }
-            var fields: [String: String] = [:]
-            for part in parts where part.filename == nil { fields[part.name] = String(decoding: part.data, as: UTF8.self) }
-            return Self.respond(server.upload(fields: fields, filename: filename, contentType: file.contentType ?? "application/octet-stream", data: file.data))
+            try await Self.upload(request) { server.upload(fields: $0, filename: $1, contentType: $2, data: $3) }
+        }
+        // The offline appeals of Mobile SDK 2.3, on the legacy paths (protocols/webim.md §12a).
+        router.get("/l/v/delta") { request, _ in Self.respond(server.offlineInitialize(Self.query(request))) }
+        router.get("/l/v/history") { request, _ in Self.respond(server.offlineHistory(Self.query(request))) }
+        router.post("/l/v/action") { request, _ in
+            let body = try await request.body.collect(upTo: 1 << 20)
+            return Self.respond(server.offlineAction(Self.decodeForm(String(buffer: body))))
+        }
+        router.post("/l/v/upload") { request, _ in
+            try await Self.upload(request) { server.offlineUpload(fields: $0, filename: $1, contentType: $2, data: $3) }
         }
         router.get("/l/v/m/download/:guid/:name") { request, context in
             let query = Self.query(request)
@@ -59,6 +62,22 @@ public struct WebimEmulator: HostedEmulator {
             )
         }
         return router
+    }
+
+    /// Reads a multipart upload (the file part `webim_upload_file` and the plain fields) and
+    /// answers with what `accept` makes of it.
+    static func upload(
+        _ request: Request,
+        _ accept: ([String: String], String, String, Data) -> WebimServer.Answer
+    ) async throws -> Response {
+        let body = try await request.body.collect(upTo: 64 << 20)
+        guard let boundary = request.headers[.contentType].flatMap(Self.boundary),
+            let parts = Self.multipart(Data(buffer: body), boundary: boundary),
+            let file = parts.first(where: { $0.name == "webim_upload_file" }), let filename = file.filename
+        else { return Self.respond(.error("argument-missing")) }
+        var fields: [String: String] = [:]
+        for part in parts where part.filename == nil { fields[part.name] = String(decoding: part.data, as: UTF8.self) }
+        return Self.respond(accept(fields, filename, file.contentType ?? "application/octet-stream", file.data))
     }
 
     static func respond(_ answer: WebimServer.Answer) -> Response {

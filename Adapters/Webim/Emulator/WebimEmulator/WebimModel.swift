@@ -31,13 +31,15 @@ struct WebimMessage {
     var canBeReplied = true
     var data: JSONValue?
     var quote: JSONValue?
+    /// The appeal it belongs to (offline messages name their chat).
+    var chatID: Int?
 
     var json: JSONValue {
         var object: [String: JSONValue] = [
             "id": .string(id), "clientSideId": .string(clientSideId), "kind": .string(kind), "text": .string(text),
             "name": .string(name), "ts": .double(Double(tsMicros) / 1_000_000), "ts_m": .int(tsMicros),
             "read": .bool(read), "edited": .bool(edited), "canBeEdited": .bool(canBeEdited),
-            "canBeReplied": .bool(canBeReplied), "chatId": .null,
+            "canBeReplied": .bool(canBeReplied), "chatId": chatID.map { .string(String($0)) } ?? .null,
         ]
         if let authorId { object["authorId"] = .int(Int64(authorId)) }
         if let avatar { object["avatar"] = .string(avatar) }
@@ -103,6 +105,8 @@ struct WebimVisitor {
     var pushToken: String?
     var onlineStatus = "online"
     var survey: WebimSurvey?
+    /// Offline appeals (protocols/webim.md §12a), oldest first.
+    var appeals: [WebimAppeal] = []
 
     var visitorJSON: JSONValue { ["id": .string(id), "fields": .object(fields.mapValues(JSONValue.string))] }
 
@@ -113,6 +117,37 @@ struct WebimPage {
     var pageID: String
     var authToken: String
     var visitorID: String
+    /// An offline (2.x) page: forgotten 30 min after its last request.
+    var lastUsed: Duration?
+}
+
+/// An offline appeal (Mobile SDK 2.3's `WMChat`): a chat the visitor wrote to while no operator
+/// was online, answered later.
+struct WebimAppeal {
+    var id: Int
+    var clientSideId: String
+    var state = "queue"
+    var messages: [WebimMessage] = []
+    var operatorInChat: WebimOperator?
+    var departmentKey: String?
+    var subject: String?
+    /// The first message the visitor has not read, as unix seconds (`nil`: all read).
+    var unreadByVisitorSinceTs: Double?
+    var unreadByOperatorSinceTs: Double?
+    /// When the chat's own fields (not its messages) last changed, in µs.
+    var changedMicros: Int64
+
+    var json: JSONValue {
+        var object: [String: JSONValue] = [
+            "id": .int(Int64(id)), "clientSideId": .string(clientSideId), "state": .string(state), "offline": true,
+            "messages": .array(messages.map(\.json)), "operator": operatorInChat?.json ?? .null, "operatorTyping": false,
+            "unreadByVisitorSinceTs": unreadByVisitorSinceTs.map(JSONValue.double) ?? .null,
+            "unreadByOperatorSinceTs": unreadByOperatorSinceTs.map(JSONValue.double) ?? .null,
+        ]
+        if let subject { object["subject"] = .string(subject) }
+        if let departmentKey { object["departmentKey"] = .string(departmentKey) }
+        return .object(object)
+    }
 }
 
 /// A survey shown to the visitor (protocols/webim.md §2.5 `SurveyItem`): one config of forms, and

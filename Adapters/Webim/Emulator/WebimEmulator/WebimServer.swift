@@ -98,6 +98,10 @@ public final class WebimServer: Sendable {
         var lastParameters: [String: [String: String]] = [:]
         var initLocations: [String] = []
         var autoReply: (robot: WebimOperatorRobot, reply: @Sendable (String) -> String?)?
+        var appealReply: (robot: WebimOperatorRobot, delay: Duration, reply: @Sendable (String) -> String?)?
+        var pendingAnswers: [PendingAnswer] = []
+        /// The `since` of every offline history request, in order.
+        var historySinces: [String] = []
     }
 
     public let configuration: Configuration
@@ -521,12 +525,12 @@ public final class WebimServer: Sendable {
         return page
     }
 
-    private func takeFault(_ endpoint: Endpoint, action: String?, state: inout State) -> Fault? {
+    func takeFault(_ endpoint: Endpoint, action: String?, state: inout State) -> Fault? {
         guard let index = state.faults[endpoint]?.firstIndex(where: { $0.action == nil || $0.action == action }) else { return nil }
         return state.faults[endpoint]!.remove(at: index).fault
     }
 
-    private func answer(for fault: Fault) -> Answer {
+    func answer(for fault: Fault) -> Answer {
         switch fault {
         case .reinitRequired: return .error("reinit-required")
         case .error(let code): return .error(code)

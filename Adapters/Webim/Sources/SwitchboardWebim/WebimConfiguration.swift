@@ -78,7 +78,11 @@ public struct WebimConfiguration: Sendable {
     }
 
     /// The server: `accountName` verbatim when it has a scheme, else `https://<account>.webim.ru`.
-    public var baseURL: String {
+    public var baseURL: String { Self.baseURL(ofAccount: accountName) }
+
+    /// `accountName` verbatim when it has a scheme (one trailing `/` dropped), else
+    /// `https://<account>.webim.ru`.
+    public static func baseURL(ofAccount accountName: String) -> String {
         if accountName.contains("://") {
             return accountName.hasSuffix("/") ? String(accountName.dropLast()) : accountName
         }

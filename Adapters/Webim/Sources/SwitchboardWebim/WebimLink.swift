@@ -330,7 +330,7 @@ final class WebimLink: BackendConnection {
     }
 
     private func startChat(_ draft: ConversationDraft) async throws {
-        var fields = [("client-side-id", UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()), ("force-online", "0"), ("force-start", "1")]
+        var fields = [("client-side-id", Self.clientSideID(draft.clientID)), ("force-online", "0"), ("force-start", "1")]
         if let department = draft.customFields["department-key"] { fields.append(("department-key", department)) }
         if let question = draft.customFields["first-question"] { fields.append(("first-question", question)) }
         let visitorFields = draft.customFields.filter { $0.key != "department-key" && $0.key != "first-question" }
@@ -403,6 +403,12 @@ final class WebimLink: BackendConnection {
         try Self.checkStatus(response.status, during: "history")
         let now = context.clock.date
         return try state.withLock { state in try state.reader.readHistoryPage(response.body, credentials: state.credentials, now: now) }
+    }
+
+    /// A client-side id as the SDK makes them (32 lowercase hex digits): the client's id without
+    /// its dashes, or a fresh one.
+    static func clientSideID(_ id: ClientMessageID?) -> String {
+        (id?.rawValue ?? UUID().uuidString).replacingOccurrences(of: "-", with: "").lowercased()
     }
 
     /// `chat.visitor_typing` as the SDK's composing handler sends it (protocols/webim.md §8.1):

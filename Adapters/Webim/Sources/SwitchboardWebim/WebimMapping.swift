@@ -295,7 +295,7 @@ enum WebimMapping {
             return SwitchboardError(.fatal, message, vendorCode: code)
         case "max_file_size_exceeded", "max-message-length-exceeded":
             return SwitchboardError(.payloadTooLarge, message, vendorCode: code)
-        case "no-chat", "chat-required", "no_previous_chats":
+        case "no-chat", "chat-required", "no_previous_chats", "chat-not-found":
             return SwitchboardError(.conversationNotFound, message, vendorCode: code)
         case "message_not_found", "uploaded-file-not-found", "file-not-found", "quoted-message-not-found":
             return SwitchboardError(.messageNotFound, message, vendorCode: code)

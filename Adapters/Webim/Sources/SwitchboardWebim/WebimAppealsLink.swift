@@ -1,0 +1,320 @@
+import Foundation
+import Logging
+import Switchboard
+import SwitchboardTransport
+import Synchronization
+
+/// One offline appeals page (protocols/webim.md §12a): init on `GET /l/v/delta?event=init`, then
+/// requests only — nothing is pushed. The server forgets a page 30 minutes after its last
+/// request, so a request after longer re-initialises first, and one answered `reinit-required`
+/// re-initialises and is tried once more.
+///
+/// The lock guards the page's credentials and the time of the last request; requests go one at a
+/// time (the gate), as the SDK's action queue does.
+final class WebimAppealsLink: BackendConnection {
+    let updates: AsyncThrowingStream<BackendUpdate, any Error>
+    private let continuation: AsyncThrowingStream<BackendUpdate, any Error>.Continuation
+    private let configuration: WebimAppealsConfiguration
+    private let transport: HTTPTransport
+    private let context: ConnectionContext
+    private let gate = AsyncGate()
+
+    private struct State {
+        var credentials: Credentials
+        var lastRequest: Duration?
+    }
+
+    private let state: Mutex<State>
+
+    /// How long the server keeps a page without a request.
+    static let pageLifetime: Duration = .seconds(30 * 60)
+
+    init(configuration: WebimAppealsConfiguration, transport: HTTPTransport, context: ConnectionContext) {
+        (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
+        self.configuration = configuration
+        self.transport = transport
+        self.context = context
+        // What is kept for another user is not sent: that user's visitor is not this one's.
+        var credentials = context.credentials
+        if credentials["user-token"] != configuration.userToken {
+            credentials["visitor"] = nil
+            credentials["visit-session-id"] = nil
+        }
+        self.state = Mutex(State(credentials: credentials))
+    }
+
+    private var base: String { configuration.baseURL }
+    private var headers: [(String, String)] {
+        [("User-Agent", "Switchboard Webim adapter (offline appeals)")] + configuration.requestHeaders.map { ($0.key, $0.value) }
+    }
+
+    func run<Result: Sendable>(_ body: @Sendable (any BackendConnection) async throws -> Result) async throws -> Result {
+        defer { continuation.finish() }
+        try await gate.withGate { try await initialize() }
+        return try await body(self)
+    }
+
+    // MARK: Init
+
+    /// `GET /l/v/delta?event=init`: `server-not-ready` is tried again after 1 s and 2 s, as the
+    /// SDK does. A visitor other than the stored one drops the stored appeals.
+    private func initialize() async throws {
+        var delays: [Duration] = [.seconds(1), .seconds(2)]
+        while true {
+            let stored = state.withLock { $0.credentials }
+            var query: [(String, String)] = [
+                ("event", "init"), ("since", "0"), ("location", configuration.location), ("title", configuration.pageTitle),
+                ("platform", "ios"), ("ts", String(Int64(context.clock.date.timeIntervalSince1970))), ("push-token", configuration.userToken),
+            ]
+            if let session = stored["visit-session-id"] { query.append(("visit-session-id", session)) }
+            if configuration.visitorFieldsJSON == nil, let visitor = stored["visitor"] { query.append(("visitor", visitor)) }
+            if let fields = configuration.visitorFieldsJSON { query.append(("visitor-ext", fields)) }
+            let response = try await transport.get("\(base)/l/v/delta", query: query, headers: headers, timeout: configuration.requestTimeout)
+            try WebimLink.checkStatus(response.status, during: "init")
+            guard let json = try? JSONValue(parsing: response.body), json.objectValue != nil else {
+                throw SwitchboardError(.fatal, "init: the answer is not JSON", vendorCode: "wrong-init")
+            }
+            if let error = json["error"]?.stringValue {
+                if error == "server-not-ready", !delays.isEmpty {
+                    try await context.clock.sleep(for: delays.removeFirst())
+                    continue
+                }
+                throw WebimMapping.error(error, during: "init").fatalUnlessReinit
+            }
+            guard let fullUpdate = json["fullUpdate"]?.nonNull, let visitorID = fullUpdate["visitor"]?["id"]?.stringValue else {
+                throw SwitchboardError(.protocolViolation, "init: no fullUpdate with a visitor")
+            }
+            var fresh = WebimMapping.credentials(fromFullUpdate: fullUpdate)
+            fresh["user-token"] = configuration.userToken
+            if let previous = stored["visitor-id"], previous != visitorID {
+                // Another user: the appeals kept for the previous one go, and history starts over.
+                fresh["appeals-since"] = "0"
+                continuation.yield(.snapshot(BackendSnapshot(conversations: [], isComplete: true)))
+            }
+            state.withLock { state in
+                state.credentials.values.merge(fresh.values) { _, new in new }
+                state.lastRequest = context.clock.now
+            }
+            continuation.yield(.credentials(fresh))
+            return
+        }
+    }
+
+    // MARK: Requests
+
+    func perform(_ request: BackendRequest) async throws -> BackendResponse {
+        switch request {
+        case .poll(let forced):
+            return .updates(try await poll(forced: forced))
+        case .startConversation(let draft):
+            guard let first = draft.firstMessage else {
+                throw SwitchboardError(.invalidArgument, "a Webim appeal is made by its first message (ConversationDraft.firstMessage)")
+            }
+            var fields = try await messageFields(first, clientID: WebimLink.clientSideID(draft.clientID))
+            if let department = draft.customFields["department-key"] { fields.append(("department-key", department)) }
+            if let subject = draft.title { fields.append(("subject", subject)) }
+            let json = try await action("chat.offline_message", fields)
+            guard let chat = json["data"]?.nonNull, let snapshot = WebimAppealsMapping.appeal(chat, context: mappingContext) else {
+                throw SwitchboardError(.protocolViolation, "chat.offline_message: no chat in the answer")
+            }
+            return .startedConversation(snapshot)
+        case .send(let outgoing):
+            var fields = try await messageFields(outgoing.content, clientID: outgoing.clientID.rawValue)
+            fields.append(("chat-id", outgoing.conversationID.rawValue))
+            let json = try await action("chat.offline_message", fields)
+            guard let data = json["data"]?.nonNull,
+                let message = WebimAppealsMapping.message(data, in: outgoing.conversationID, context: mappingContext)
+            else { return .done }
+            return .message(message)
+        case .markRead(let conversation, _):
+            try await action("chat.read_by_visitor", [("chat-id", conversation.rawValue)], notFoundIsDone: true)
+            return .done
+        case .archiveConversation(let conversation):
+            try await action("chat.delete", [("chat-id", conversation.rawValue)], notFoundIsDone: true)
+            return .updates([.event(BackendEvent(.conversationRemoved, conversation: conversation))])
+        case .closeConversation:
+            throw SwitchboardError(.unsupported, "the operator closes an appeal; archive() deletes it")
+        case .edit, .delete, .typing, .updateConversation, .rateAgent, .setCustomFields, .addParticipants,
+            .updateParticipants, .removeParticipants, .history, .retransmit, .vendor:
+            throw SwitchboardError(.unsupported, "Webim offline appeals have no \(request.name)")
+        }
+    }
+
+    /// `GET /l/v/history?visitor-id&since`: what changed since the stored `lastChangeTs`, or
+    /// everything (`since=0`) when forced — then appeals the server no longer lists are dropped.
+    private func poll(forced: Bool) async throws -> [BackendUpdate] {
+        let json = try await request("history") { credentials in
+            guard let visitor = credentials["visitor-id"] else {
+                throw SwitchboardError(.conversationNotFound, "history is available after the first message")
+            }
+            let since = forced ? "0" : credentials["appeals-since"] ?? "0"
+            return try await self.transport.get(
+                "\(self.base)/l/v/history",
+                query: [("visitor-id", visitor), ("since", since), ("page-id", credentials["page-id"] ?? "")],
+                headers: self.headers, timeout: self.configuration.requestTimeout
+            )
+        }
+        var updates = WebimAppealsMapping.changes(json, complete: forced, context: mappingContext)
+        if let last = json["lastChangeTs"]?.nonNull, let since = WebimDeltaReader.revision(last) {
+            var cursor = Credentials()
+            cursor["appeals-since"] = since
+            state.withLock { $0.credentials["appeals-since"] = since }
+            updates.append(.credentials(cursor))
+        }
+        return updates
+    }
+
+    /// The text, or the uploaded files, of a message, as `chat.offline_message` fields.
+    private func messageFields(_ content: MessageDraft, clientID: String) async throws -> [(String, String)] {
+        var fields = [("client-message-id", clientID), ("visitor-fields", "{}")]
+        if content.attachments.isEmpty {
+            guard !content.text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+                throw SwitchboardError(.invalidArgument, "an appeal message needs text or a file")
+            }
+            fields.append(("text", content.text))
+        } else {
+            var descriptors: [JSONValue] = []
+            for attachment in content.attachments { descriptors.append(try await upload(attachment)) }
+            fields.append(("file-descs", JSONValue.array(descriptors).jsonString))
+        }
+        return fields
+    }
+
+    /// `POST /l/v/upload` with `chat-mode=offline`; returns the file's descriptor.
+    private func upload(_ attachment: Message.Attachment) async throws -> JSONValue {
+        guard let url = attachment.url, url.isFileURL else {
+            throw SwitchboardError(.invalidArgument, "an attachment to upload needs a local file URL")
+        }
+        let data: Data
+        do { data = try Data(contentsOf: url) } catch {
+            throw SwitchboardError(.invalidArgument, "cannot read \(url.lastPathComponent)", underlying: error)
+        }
+        let file = HTTPTransport.FilePart(
+            field: "webim_upload_file", filename: attachment.name, contentType: attachment.mimeType ?? "application/octet-stream", data: data
+        )
+        let json = try await request("upload") { credentials in
+            try await self.transport.postMultipart(
+                "\(self.base)/l/v/upload",
+                fields: [("chat-mode", "offline"), ("page-id", credentials["page-id"] ?? ""), ("visit-session-id", credentials["visitor-id"] ?? "")],
+                file: file, headers: self.headers, timeout: self.configuration.requestTimeout
+            )
+        }
+        guard let descriptor = json["data"]?.nonNull, descriptor["guid"]?.stringValue != nil else {
+            throw SwitchboardError(.protocolViolation, "upload: no file descriptor in the answer")
+        }
+        return descriptor
+    }
+
+    /// `POST /l/v/action`; `notFoundIsDone` treats `chat-not-found` as success (read, delete).
+    @discardableResult
+    private func action(_ name: String, _ fields: [(String, String)], notFoundIsDone: Bool = false) async throws -> JSONValue {
+        do {
+            return try await request(name) { credentials in
+                try await self.transport.postForm(
+                    "\(self.base)/l/v/action",
+                    fields: [("action", name)] + fields + [("page-id", credentials["page-id"] ?? "")],
+                    headers: self.headers, timeout: self.configuration.requestTimeout
+                )
+            }
+        } catch let error as SwitchboardError where notFoundIsDone && error.vendorCode == "chat-not-found" {
+            return [:]
+        }
+    }
+
+    /// One request, one at a time: re-initialises first when the page has expired, and once more
+    /// when the server answers `reinit-required`. Returns the answer's JSON object.
+    private func request(_ name: String, _ send: @Sendable (Credentials) async throws -> HTTPTransport.Response) async throws -> JSONValue {
+        try await gate.withGate {
+            let expired = state.withLock { state in state.lastRequest.map { context.clock.now - $0 > Self.pageLifetime } ?? true }
+            if expired { try await initialize() }
+            for attempt in 0..<2 {
+                let credentials = state.withLock { $0.credentials }
+                let response = try await send(credentials)
+                state.withLock { $0.lastRequest = context.clock.now }
+                try WebimLink.checkStatus(response.status, during: name)
+                guard let json = try? JSONValue(parsing: response.body), json.objectValue != nil else {
+                    throw SwitchboardError(.protocolViolation, "\(name): the answer is not JSON")
+                }
+                guard let error = json["error"]?.stringValue else { return json }
+                if error == "reinit-required", attempt == 0 {
+                    try await initialize()
+                    continue
+                }
+                let mapped = WebimMapping.error(error, during: name)
+                if mapped.isFatal { continuation.finish(throwing: mapped) }
+                throw mapped
+            }
+            throw SwitchboardError(.connectionLost, "\(name): reinit-required twice", vendorCode: "reinit-required")
+        }
+    }
+
+    private var mappingContext: WebimMapping.Context {
+        let credentials = state.withLock { $0.credentials }
+        return WebimMapping.Context(
+            baseURL: base, pageID: credentials["page-id"], authToken: credentials["auth-token"],
+            visitorID: credentials["visitor-id"].map(ParticipantID.init), now: context.clock.date
+        )
+    }
+}
+
+/// The 2.3 offline JSON (protocols/webim.md §12a) to the normalized model.
+enum WebimAppealsMapping {
+    /// An appeal's id as the conversation's: the chat's `id`, a number or a string.
+    static func conversationID(_ value: JSONValue?) -> ConversationID? {
+        switch value {
+        case .int(let number)?: return ConversationID(String(number))
+        case .string(let text)? where !text.isEmpty: return ConversationID(text)
+        default: return nil
+        }
+    }
+
+    /// One chat object as a conversation with its messages.
+    static func appeal(_ chat: JSONValue, context: WebimMapping.Context) -> ConversationSnapshot? {
+        guard let id = conversationID(chat["id"]) else { return nil }
+        let messages = (chat["messages"]?.arrayValue ?? []).compactMap { message($0, in: id, context: context) }
+        var info = WebimMapping.conversationInfo(chat, context: context)
+        info.id = id
+        info.title = chat["subject"]?.stringValue
+        // Unread: the others' messages since `unreadByVisitorSinceTs` (present and not null).
+        if let since = chat["unreadByVisitorSinceTs"]?.doubleValue {
+            info.unreadCount = messages.filter { $0.senderRole != .customer && $0.time.timeIntervalSince1970 >= since - 0.000_001 }.count
+        } else {
+            info.unreadCount = 0
+        }
+        var data = info.customData?.objectValue ?? [:]
+        for key in ["offline", "departmentKey", "unreadByOperatorSinceTs", "clientSideId"] {
+            if let value = chat[key]?.nonNull { data[key] = value }
+        }
+        info.customData = data.isEmpty ? nil : .object(data)
+        info.createdAt = messages.first?.time
+        return ConversationSnapshot(conversation: info, messages: messages)
+    }
+
+    static func message(_ json: JSONValue, in conversation: ConversationID, context: WebimMapping.Context) -> Message? {
+        guard var message = WebimMapping.message(json, context: context) else { return nil }
+        message.conversationID = conversation
+        return message
+    }
+
+    /// A history answer: the chats listed (new or changed) as one snapshot — complete when it was
+    /// a forced re-read — then each loose message in the chat its `chatId` names.
+    static func changes(_ json: JSONValue, complete: Bool, context: WebimMapping.Context) -> [BackendUpdate] {
+        var updates: [BackendUpdate] = []
+        let chats = json["chats"]?.arrayValue ?? []
+        let snapshots = chats.compactMap { appeal($0, context: context) }
+        if snapshots.count < chats.count {
+            updates.append(.problem(SwitchboardError(.protocolViolation, "history: \(chats.count - snapshots.count) chats without an id")))
+        }
+        if complete || !snapshots.isEmpty {
+            updates.append(.snapshot(BackendSnapshot(conversations: snapshots, isComplete: complete)))
+        }
+        for item in json["messages"]?.arrayValue ?? [] {
+            guard let chat = conversationID(item["chatId"]), let message = message(item, in: chat, context: context) else {
+                updates.append(.problem(SwitchboardError(.protocolViolation, "history: a message without its chat, id, text or time")))
+                continue
+            }
+            updates.append(.event(BackendEvent(.messageAdded(message, position: .newest), conversation: chat, time: message.time)))
+        }
+        return updates
+    }
+}
