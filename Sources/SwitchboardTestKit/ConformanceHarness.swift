@@ -4,12 +4,13 @@ import Synchronization
 
 extension SessionConfiguration {
     /// Short delays for tests against local emulators: reconnect and resend within
-    /// milliseconds, re-request gaps after 100 ms.
+    /// milliseconds, re-request gaps after 100 ms, poll a backend that pushes nothing every 20 ms.
     public static var fastForTests: SessionConfiguration {
         SessionConfiguration(
             reconnectBackoff: BackoffPolicy(initial: .milliseconds(5), maximum: .milliseconds(50)),
             outboxBackoff: BackoffPolicy(initial: .milliseconds(5), maximum: .milliseconds(50)),
-            holdTimeout: .milliseconds(100)
+            holdTimeout: .milliseconds(100),
+            pollInterval: .milliseconds(20)
         )
     }
 }

@@ -569,7 +569,10 @@ public enum ConformanceSuite {
     static let conversationLifecycle = ConformanceCase("start and close (or leave) a conversation", capabilities: .conversationLifecycle) {
         harness in
         try await harness.withSession { probe in
-            let conversation = try await probe.session.startConversation(ConversationDraft(title: "New question"))
+            // A first message, for backends where it makes the conversation (the others ignore it).
+            let conversation = try await probe.session.startConversation(
+                ConversationDraft(title: "New question", firstMessage: MessageDraft(text: "My question"))
+            )
             try await probe.recorder.first("the new conversation") {
                 if case .conversationAdded(let info) = $0.kind { return info.id == conversation.id }
                 return false

@@ -26,6 +26,13 @@ extension WebimServer {
         }
     }
 
+    /// The messages of one appeal, oldest first.
+    public func appealMessages(ofVisitor visitor: String, chatID: Int) -> [(id: String, clientSideId: String, kind: String, text: String)] {
+        state.withLock { state in
+            (state.visitors[visitor]?.appeals.first { $0.id == chatID }?.messages ?? []).map { ($0.id, $0.clientSideId, $0.kind, $0.text) }
+        }
+    }
+
     /// The `since` of every offline history request so far, in order.
     public var historySinces: [String] { state.withLock { $0.historySinces } }
 
@@ -104,7 +111,11 @@ extension WebimServer {
             let appeals = state.visitors[page.visitorID]!.appeals
             let changed = appeals.filter { $0.changedMicros > since }
             let changedIDs = Set(changed.map(\.id))
-            let messages = appeals.filter { !changedIDs.contains($0.id) }.flatMap { $0.messages.filter { $0.tsMicros > since } }
+            var messages = appeals.filter { !changedIDs.contains($0.id) }.flatMap { $0.messages.filter { $0.tsMicros > since } }
+            // The `duplicateNextMessages` fault: loose messages listed twice.
+            let twice = min(state.duplicateNextMessages, messages.count)
+            state.duplicateNextMessages -= twice
+            messages = messages.prefix(twice).flatMap { [$0, $0] } + messages.dropFirst(twice)
             let last = appeals.flatMap { [$0.changedMicros] + $0.messages.map(\.tsMicros) }.max() ?? since
             return .json([
                 "result": "ok", "chats": .array(changed.map(\.json)), "messages": .array(messages.map(\.json)),
@@ -241,6 +252,18 @@ extension WebimOperatorRobot {
                 throw WebimEmulatorError(description: "visitor \(visitor) has no appeal \(chatID)")
             }
             answerAppeal(chatID, of: visitor, text: text, state: &state)
+        }
+    }
+
+    /// Reads the visitor's messages in the appeal (`unreadByOperatorSinceTs` becomes null).
+    public func readAppeal(_ chatID: Int, of visitor: String) throws {
+        defer { server.changes.signal() }
+        try server.state.withLock { state throws(WebimEmulatorError) in
+            guard let index = state.visitors[visitor]?.appeals.firstIndex(where: { $0.id == chatID }) else {
+                throw WebimEmulatorError(description: "visitor \(visitor) has no appeal \(chatID)")
+            }
+            state.visitors[visitor]!.appeals[index].unreadByOperatorSinceTs = nil
+            state.visitors[visitor]!.appeals[index].changedMicros = server.nextMicros(&state)
         }
     }
 

@@ -22,6 +22,8 @@ final class WebimAppealsLink: BackendConnection {
     private struct State {
         var credentials: Credentials
         var lastRequest: Duration?
+        /// The newest of the visitor's messages the operator has read, per appeal, as last reported.
+        var operatorRead: [ConversationID: MessageID] = [:]
     }
 
     private let state: Mutex<State>
@@ -129,11 +131,10 @@ final class WebimAppealsLink: BackendConnection {
         case .markRead(let conversation, _):
             try await action("chat.read_by_visitor", [("chat-id", conversation.rawValue)], notFoundIsDone: true)
             return .done
-        case .archiveConversation(let conversation):
+        case .archiveConversation(let conversation), .closeConversation(let conversation):
+            // The visitor cannot close an appeal, only delete it: both remove it from the list.
             try await action("chat.delete", [("chat-id", conversation.rawValue)], notFoundIsDone: true)
             return .updates([.event(BackendEvent(.conversationRemoved, conversation: conversation))])
-        case .closeConversation:
-            throw SwitchboardError(.unsupported, "the operator closes an appeal; archive() deletes it")
         case .edit, .delete, .typing, .updateConversation, .rateAgent, .setCustomFields, .addParticipants,
             .updateParticipants, .removeParticipants, .history, .retransmit, .vendor:
             throw SwitchboardError(.unsupported, "Webim offline appeals have no \(request.name)")
@@ -143,7 +144,37 @@ final class WebimAppealsLink: BackendConnection {
     /// `GET /l/v/history?visitor-id&since`: what changed since the stored `lastChangeTs`, or
     /// everything (`since=0`) when forced — then appeals the server no longer lists are dropped.
     private func poll(forced: Bool) async throws -> [BackendUpdate] {
-        let json = try await request("history") { credentials in
+        let json: JSONValue
+        do {
+            json = try await history(forced: forced)
+        } catch let error as SwitchboardError where error.code == .protocolViolation {
+            // An answer that is not one: reported, and the next poll asks again from the same time.
+            return [.problem(error)]
+        }
+        var updates = WebimAppealsMapping.changes(json, complete: forced, context: mappingContext)
+        // The operator's reading, as a read marker when it moved.
+        for chat in json["chats"]?.arrayValue ?? [] {
+            guard let id = WebimAppealsMapping.conversationID(chat["id"]), let read = WebimAppealsMapping.operatorRead(chat) else { continue }
+            let moved = state.withLock { state in
+                defer { state.operatorRead[id] = read }
+                return state.operatorRead[id] != read
+            }
+            if moved {
+                let reader = ParticipantID(chat["operator"]?["id"]?.intValue.map { "operator-\($0)" } ?? "operator")
+                updates.append(.event(BackendEvent(.readMarker(reader, .message(read)), conversation: id)))
+            }
+        }
+        if let last = json["lastChangeTs"]?.nonNull, let since = WebimDeltaReader.revision(last) {
+            var cursor = Credentials()
+            cursor["appeals-since"] = since
+            state.withLock { $0.credentials["appeals-since"] = since }
+            updates.append(.credentials(cursor))
+        }
+        return updates
+    }
+
+    private func history(forced: Bool) async throws -> JSONValue {
+        try await request("history") { credentials in
             guard let visitor = credentials["visitor-id"] else {
                 throw SwitchboardError(.conversationNotFound, "history is available after the first message")
             }
@@ -154,14 +185,6 @@ final class WebimAppealsLink: BackendConnection {
                 headers: self.headers, timeout: self.configuration.requestTimeout
             )
         }
-        var updates = WebimAppealsMapping.changes(json, complete: forced, context: mappingContext)
-        if let last = json["lastChangeTs"]?.nonNull, let since = WebimDeltaReader.revision(last) {
-            var cursor = Credentials()
-            cursor["appeals-since"] = since
-            state.withLock { $0.credentials["appeals-since"] = since }
-            updates.append(.credentials(cursor))
-        }
-        return updates
     }
 
     /// The text, or the uploaded files, of a message, as `chat.offline_message` fields.
@@ -229,9 +252,17 @@ final class WebimAppealsLink: BackendConnection {
             if expired { try await initialize() }
             for attempt in 0..<2 {
                 let credentials = state.withLock { $0.credentials }
-                let response = try await send(credentials)
-                state.withLock { $0.lastRequest = context.clock.now }
-                try WebimLink.checkStatus(response.status, during: name)
+                let response: HTTPTransport.Response
+                do {
+                    response = try await send(credentials)
+                    state.withLock { $0.lastRequest = context.clock.now }
+                    try WebimLink.checkStatus(response.status, during: name)
+                } catch {
+                    // The server went away mid-request: the link is lost, and the engine reconnects.
+                    let lost = SwitchboardError.classify(error)
+                    if [.connectionLost, .timedOut, .serverError].contains(lost.code) { continuation.finish(throwing: lost) }
+                    throw lost
+                }
                 guard let json = try? JSONValue(parsing: response.body), json.objectValue != nil else {
                     throw SwitchboardError(.protocolViolation, "\(name): the answer is not JSON")
                 }
@@ -290,6 +321,18 @@ enum WebimAppealsMapping {
         return ConversationSnapshot(conversation: info, messages: messages)
     }
 
+    /// The newest of the visitor's messages the operator has read: all of them when
+    /// `unreadByOperatorSinceTs` is null, else those before it; `nil` when none is read.
+    static func operatorRead(_ chat: JSONValue) -> MessageID? {
+        let unreadSince = chat["unreadByOperatorSinceTs"]?.doubleValue
+        let visitors = (chat["messages"]?.arrayValue ?? []).filter { ["visitor", "file_visitor"].contains($0["kind"]?.stringValue) }
+        let read = visitors.last { message in
+            guard let since = unreadSince else { return true }
+            return (message["ts"]?.doubleValue ?? .infinity) < since - 0.000_001
+        }
+        return read?["id"]?.stringValue.map(MessageID.init)
+    }
+
     static func message(_ json: JSONValue, in conversation: ConversationID, context: WebimMapping.Context) -> Message? {
         guard var message = WebimMapping.message(json, context: context) else { return nil }
         message.conversationID = conversation
@@ -300,6 +343,9 @@ enum WebimAppealsMapping {
     /// a forced re-read — then each loose message in the chat its `chatId` names.
     static func changes(_ json: JSONValue, complete: Bool, context: WebimMapping.Context) -> [BackendUpdate] {
         var updates: [BackendUpdate] = []
+        for key in ["chats", "messages"] where json[key]?.nonNull != nil && json[key]?.arrayValue == nil {
+            updates.append(.problem(SwitchboardError(.protocolViolation, "history: \(key) is not a list")))
+        }
         let chats = json["chats"]?.arrayValue ?? []
         let snapshots = chats.compactMap { appeal($0, context: context) }
         if snapshots.count < chats.count {
