@@ -46,12 +46,34 @@ struct ConnectWebim: AsyncParsableCommand {
     @Option(help: "The location.") var location: String = "mobile"
     @Option(name: .customLong("visitor-fields"), help: "Identified visitor JSON, {\"fields\":{\"id\":…}}; anonymous without it.")
     var visitorFields: String?
+    @Flag(help: "Offline appeals (Mobile SDK 2.3): each appeal is a conversation; /appeal TEXT writes a new one, answers come on polls.")
+    var offline = false
+    @Option(name: .customLong("user-token"), help: "With --offline: the user's stable token, which finds the same appeals from any device.")
+    var userToken: String?
+    @Option(name: .customLong("poll-interval"), help: "With --offline: seconds between polls for answers.") var pollInterval: Int = 30
     @Flag(help: "Print events as JSON lines.") var jsonl = false
     @Flag(name: .customLong("allow-plain-text"), help: "Allow plain ws:// or http:// to a host that is not loopback (tokens and messages unencrypted).")
     var allowPlainText = false
     @OptionGroup var storage: StorageOptions
 
+    func validate() throws {
+        if offline && userToken == nil { throw ValidationError("--offline needs --user-token") }
+        if !offline && userToken != nil { throw ValidationError("--user-token is for --offline") }
+        if pollInterval < 1 { throw ValidationError("--poll-interval is at least 1 second") }
+    }
+
     func run() async throws {
+        if offline, let userToken {
+            let backend = try WebimAppealsBackend(
+                configuration: WebimAppealsConfiguration(
+                    accountName: url, location: location, userToken: userToken, visitorFieldsJSON: visitorFields, allowsPlainText: allowPlainText
+                )
+            )
+            var configuration = SessionConfiguration()
+            configuration.pollInterval = .seconds(pollInterval)
+            try await ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, configuration: configuration).run()
+            return
+        }
         let backend = try WebimBackend(configuration: WebimConfiguration(accountName: url, location: location, visitorFieldsJSON: visitorFields, allowsPlainText: allowPlainText))
         try await ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl).run()
     }
@@ -111,10 +133,11 @@ struct ConsoleRunner: Sendable {
     let backend: any ChatBackend
     let store: any ChatStore
     let jsonl: Bool
+    var configuration = SessionConfiguration()
 
     func run() async throws {
         let output = StandardOutput()
-        let session = ChatSession(backend: backend, store: store, logger: .quiet)
+        let session = ChatSession(backend: backend, store: store, configuration: configuration, logger: .quiet)
         let formatter = EventFormatter(format: jsonl ? .jsonLines : .timeline, start: Date())
         let console = Console(session: session)
         let events = session.events(filter: .all, buffering: .unbounded)

@@ -15,8 +15,8 @@ actor Console {
 
     static let help = """
         commands: TEXT or /send TEXT · /typing [DRAFT] · /read · /history N · /conversations (/threads)
-                  /open ID · /create TITLE [USER…] · /new [FIELD=VALUE…] · /add USER · /remove USER
-                  /rename TITLE · /archive · /close · /end · /rate N · /file PATH · /quit
+                  /open ID · /create TITLE [USER…] · /new [FIELD=VALUE…] · /appeal TEXT · /add USER · /remove USER
+                  /rename TITLE · /archive (/delete) · /close · /end · /rate N · /file PATH · /refresh [forced] · /quit
         """
 
     /// Runs one command line; returns what to print, or `nil` to quit.
@@ -61,6 +61,15 @@ actor Console {
                 current = chat.id
                 oldestLoaded = nil
                 return ["created and opened \(chat.id)"]
+            case "/appeal":
+                // A conversation its first message makes (Webim offline appeals).
+                let chat = try await session.startConversation(ConversationDraft(firstMessage: MessageDraft(text: argument)))
+                current = chat.id
+                oldestLoaded = nil
+                return ["wrote and opened appeal \(chat.id)"]
+            case "/refresh":
+                try await session.refresh(forced: argument == "forced")
+                return ["refreshed"]
             default:
                 return try await inConversation(command, argument)
             }
@@ -98,8 +107,9 @@ actor Console {
         case "/close", "/end":
             try await chat.close()
             return ["closed \(id)"]
-        case "/archive":
+        case "/archive", "/delete":
             try await chat.archive()
+            if current == id { current = nil }
             return ["archived \(id)"]
         case "/rename":
             try await chat.update(ConversationChanges(title: argument))

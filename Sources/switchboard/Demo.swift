@@ -180,12 +180,17 @@ struct Demo: Sendable {
         sessions.append(messenger.summary)
         let webim = try await runWebim(bus: bus, events: events, configuration: configuration, narrate: narrate)
         sessions.append(webim.summary)
+        let appeals = try await runWebimAppeals(bus: bus, events: events, configuration: configuration, narrate: narrate)
+        sessions.append(appeals.summary)
         let cxone = try await runCXone(bus: bus, events: events, configuration: configuration, narrate: narrate)
         sessions.append(cxone.summary)
         events.finish()
         bus.finish()
         printer.flush()
-        let summary = Summary(sessions: sessions, serverMessages: truth.count + messenger.serverMessages + webim.serverMessages + cxone.serverMessages)
+        let summary = Summary(
+            sessions: sessions,
+            serverMessages: truth.count + messenger.serverMessages + webim.serverMessages + appeals.serverMessages + cxone.serverMessages
+        )
         if format == .timeline { write(render(summary)) }
         return summary
     }
@@ -329,6 +334,54 @@ struct Demo: Sendable {
             }
             let truth = server.messages(ofVisitor: visitor).map { MessageID($0.id) }
             return (try await Self.summarize(session, store: store, conversation: WebimBackend.conversationID, truth: truth), truth.count)
+        }
+    }
+
+    /// Webim's offline appeals: no operator is online, so Alice writes an appeal; the operator
+    /// answers later and the app's next poll (here a pull to refresh) brings the answer.
+    private func runWebimAppeals(
+        bus: EventBus,
+        events: EventRecorder,
+        configuration: SessionConfiguration,
+        narrate: @escaping @Sendable (String) -> Void
+    ) async throws -> (summary: SessionSummary, serverMessages: Int) {
+        narrate("Webim offline appeals: no operator online, Alice writes an appeal; the answer comes on a later poll")
+        let server = WebimServer(configuration: WebimServer.Configuration(deltaHold: .seconds(2)))
+        let olga = server.robot(id: 3, name: "Olga")
+        let store = InMemoryChatStore()
+        let seed = self.seed
+        return try await WebimEmulator(server: server, logger: Logger.quiet).withRunning { url in
+            let session = ChatSession(
+                id: "alice-appeals",
+                backend: try WebimAppealsBackend(configuration: WebimAppealsConfiguration(accountName: url, userToken: "alice-user-token")),
+                store: store,
+                bus: bus,
+                configuration: configuration,
+                random: Self.randomness(seed, for: "alice-appeals"),
+                logger: Logger.quiet
+            )
+            let appealID = try await session.withRunning { session in
+                try await session.resume()
+                try await events.first("the appeals session connects") { $0.origin.session == session.id && $0.isConnected }
+                let appeal = try await session.startConversation(
+                    ConversationDraft(title: "Refund for order #4711", customFields: ["department-key": "billing"], firstMessage: MessageDraft(text: "Where is my refund?"))
+                )
+                guard let visitor = server.visitor(ofUserToken: "alice-user-token"), let chatID = Int(appeal.id.rawValue) else {
+                    throw SwitchboardError(.protocolViolation, "the emulator has no appeal for Alice")
+                }
+                narrate("Olga answers the appeal later; Alice's app refreshes, reads it and marks it read")
+                try olga.answerAppeal(chatID, of: visitor, text: "The refund left on Monday; allow three days.")
+                try await session.refresh()
+                try await events.first("Olga's answer") { $0.origin.session == session.id && $0.addedMessage?.text.hasPrefix("The refund left") == true }
+                try await appeal.markRead()
+                await session.close()
+                try await disconnectedByTheApp(session.id, events, "the appeals session disconnects")
+                return appeal.id
+            }
+            let truth = server.appeals(ofVisitor: server.visitor(ofUserToken: "alice-user-token") ?? "").flatMap { appeal in
+                server.appealMessages(ofVisitor: server.visitor(ofUserToken: "alice-user-token") ?? "", chatID: appeal.id).map { MessageID($0.id) }
+            }
+            return (try await Self.summarize(session, store: store, conversation: appealID, truth: truth), truth.count)
         }
     }
 
@@ -514,7 +567,7 @@ struct Demo: Sendable {
                 ? "The servers logged \(summary.serverMessages) messages; every session's store holds each once, in the server's order."
                 : "MISMATCH: a session's store differs from the server's log."
         )
-        lines.append("Adapters in this build: in-memory (reference), Voximplant-style, Webim, CXone.")
+        lines.append("Adapters in this build: in-memory (reference), Voximplant-style, Webim (online chat and offline appeals), CXone.")
         return lines.joined(separator: "\n")
     }
 }

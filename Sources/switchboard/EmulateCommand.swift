@@ -52,10 +52,12 @@ struct EmulateWebim: AsyncParsableCommand {
 
     @Option(help: "The port to listen on (0 picks a free one).") var port: Int = 0
     @Option(help: "How long a delta long-poll is held, in seconds.") var hold: Int = 20
+    @Option(name: .customLong("appeal-delay"), help: "Seconds before the robot answers an offline appeal.") var appealDelay: Int = 10
 
     func run() async throws {
         let server = WebimServer(configuration: WebimServer.Configuration(deltaHold: .seconds(hold)))
         server.autoReply(as: server.robot(id: 7, name: "Bob (robot)")) { text in "You wrote: \(text)" }
+        server.answerAppealsLater(as: server.robot(id: 8, name: "Olga (robot)"), after: .seconds(appealDelay)) { text in "About your appeal: \(text)" }
         let output = StandardOutput()
         try await WebimEmulator(server: server, logger: Logger(label: "webim-emulator")).run(port: port) { url in
             output.write(
@@ -63,6 +65,7 @@ struct EmulateWebim: AsyncParsableCommand {
                 Webim emulator at \(url) (location mobile)
                 an operator robot takes every chat and answers
                 connect with: swift run switchboard connect webim --url \(url) --visitor-fields '{"fields":{"id":"alice","display_name":"Alice"}}'
+                offline appeals (answered after \(appealDelay) s): swift run switchboard connect webim --url \(url) --offline --user-token alice-token
                 """
             )
         }

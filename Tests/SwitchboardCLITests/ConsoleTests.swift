@@ -6,6 +6,8 @@ import SwitchboardVoximplant
 import SwitchboardEmulation
 import Testing
 import VoximplantEmulator
+import SwitchboardWebim
+import WebimEmulator
 
 @testable import switchboard
 
@@ -45,6 +47,48 @@ struct ConsoleTests {
                 #expect(server.readLog.contains { $0.user == alice })
             }
         }
+    }
+}
+
+/// `switchboard connect webim --offline`: the console's appeal commands against the emulator.
+@Suite(.timeLimit(.minutes(1)))
+struct AppealsConsoleTests {
+    @Test func appealsAreWrittenListedAnsweredReadAndDeleted() async throws {
+        let server = WebimServer()
+        let olga = server.robot(id: 3, name: "Olga")
+        try await WebimEmulator(server: server, logger: .quiet).withRunning { url in
+            let session = ChatSession(
+                backend: try WebimAppealsBackend(configuration: WebimAppealsConfiguration(accountName: url, userToken: "cli-user")),
+                configuration: .fastForTests,
+                logger: .quiet
+            )
+            try await withRecording(session) { recorder in
+                try await session.resume()
+                try await recorder.waitUntil("connected") { $0.contains(where: \.isConnected) }
+                let console = Console(session: session)
+                let wrote = try #require(await console.handle("/appeal My parcel never came"))
+                #expect(wrote.first?.hasPrefix("wrote and opened appeal") == true)
+                let visitor = try #require(server.visitor(ofUserToken: "cli-user"))
+                let chatID = try #require(server.appeals(ofVisitor: visitor).first?.id)
+                try olga.answerAppeal(chatID, of: visitor, text: "We are on it")
+                #expect(try #require(await console.handle("/refresh")) == ["refreshed"])
+                try await recorder.first("the answer") { $0.addedMessage?.text == "We are on it" }
+                #expect(try #require(await console.handle("/conversations")).first?.contains("\(chatID)") == true)
+                #expect(try #require(await console.handle("it is order 4711")).first?.hasPrefix("queued") == true)
+                try await recorder.first("sent") { $0.updatedMessage?.text == "it is order 4711" && $0.updatedMessage?.serverID != nil }
+                #expect(try #require(await console.handle("/read")) == ["marked read"])
+                #expect(try #require(await console.handle("/delete")) == ["archived \(chatID)"])
+                #expect(server.appeals(ofVisitor: visitor).isEmpty)
+                #expect(try #require(await console.handle("/conversations")) == ["no conversations"])
+                #expect(server.readLog.contains { $0.messageID == "\(chatID)" })
+            }
+        }
+    }
+
+    @Test func offlineNeedsAUserToken() {
+        #expect(throws: (any Error).self) { try ConnectWebim.parse(["--url", "http://127.0.0.1:1", "--offline"]) }
+        #expect(throws: (any Error).self) { try ConnectWebim.parse(["--url", "http://127.0.0.1:1", "--user-token", "t"]) }
+        #expect(throws: Never.self) { try ConnectWebim.parse(["--url", "http://127.0.0.1:1", "--offline", "--user-token", "t"]) }
     }
 }
 

@@ -19,7 +19,7 @@ struct DemoTests {
         let text = output.all.joined(separator: "\n")
         print("demo printed \(output.all.count) lines; server messages \(summary.serverMessages)")
         #expect(summary.isClean)
-        #expect(summary.sessions.map(\.backend) == ["in-memory", "in-memory", "voximplant", "webim", "cxone"])
+        #expect(summary.sessions.map(\.backend) == ["in-memory", "in-memory", "voximplant", "webim", "webim-appeals", "cxone"])
         #expect(summary.sessions.allSatisfy { $0.storedMessages > 0 && $0.lost == 0 })
         #expect(summary.sessions[0].statistics.retransmitRequests > 0, "the scripted gap was filled by retransmit")
         #expect(text.contains("── Summary"))
@@ -48,6 +48,6 @@ struct DemoTests {
         }
         #expect(added.contains { $0["message"]?["sender"]?["role"]?.stringValue == "agent" })
         #expect(added.contains { $0["message"]?["kind"]?.stringValue == "rich" && $0["message"]?["richType"]?.stringValue == "QUICK_REPLIES" })
-        #expect(Set(events.map(\.origin.session)) == ["alice-phone", "alice-tablet", "alice-messenger", "alice-webim", "alice-cxone"])
+        #expect(Set(events.map(\.origin.session)) == ["alice-phone", "alice-tablet", "alice-messenger", "alice-webim", "alice-appeals", "alice-cxone"])
     }
 }
