@@ -35,6 +35,7 @@ public struct WebimEmulator: HostedEmulator {
         router.get("/l/v/m/init") { request, _ in Self.respond(server.initialize(Self.query(request))) }
         router.get("/l/v/m/delta") { request, _ in Self.respond(await server.delta(Self.query(request))) }
         router.get("/l/v/m/history") { request, _ in Self.respond(server.history(Self.query(request))) }
+        router.get("/l/v/m/get-online-status") { request, _ in Self.respond(server.onlineStatus(Self.query(request))) }
         router.post("/l/v/m/action") { request, _ in
             let body = try await request.body.collect(upTo: 1 << 20)
             return Self.respond(server.action(Self.decodeForm(String(buffer: body))))

@@ -104,11 +104,20 @@ struct WebimVisitor {
     var historyRevision = 1
     var pushToken: String?
     var onlineStatus = "online"
+    /// The visit session state is `offline-message`: no operator takes chats, the visitor may
+    /// leave a message.
+    var offlineMessage = false
     var survey: WebimSurvey?
     /// Offline appeals (protocols/webim.md §12a), oldest first.
     var appeals: [WebimAppeal] = []
 
     var visitorJSON: JSONValue { ["id": .string(id), "fields": .object(fields.mapValues(JSONValue.string))] }
+
+    /// The visit session state a full update reports.
+    var visitSessionState: String {
+        if offlineMessage { return "offline-message" }
+        return chat.map { $0.isClosed ? "idle-after-chat" : "chat" } ?? "idle"
+    }
 
     var allMessages: [WebimMessage] { history + (chat?.messages ?? []) }
 }

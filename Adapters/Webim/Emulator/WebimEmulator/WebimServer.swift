@@ -100,6 +100,8 @@ public final class WebimServer: Sendable {
         var autoReply: (robot: WebimOperatorRobot, reply: @Sendable (String) -> String?)?
         var appealReply: (robot: WebimOperatorRobot, delay: Duration, reply: @Sendable (String) -> String?)?
         var pendingAnswers: [PendingAnswer] = []
+        /// The account's online status: `online`, `busy_online`, `busy_offline` or `offline`.
+        var onlineStatus = "online"
         /// The `since` of every offline history request, in order.
         var historySinces: [String] = []
     }
@@ -152,6 +154,36 @@ public final class WebimServer: Sendable {
         changes.signal()
     }
 
+    /// Every operator goes `online`, `busy_online`, `busy_offline` or `offline`. Each visitor's
+    /// online status follows; going offline (or busy offline) puts a visitor without an open
+    /// chat into the visit session state `offline-message` (a `VISIT_SESSION_STATE` delta), and
+    /// coming back takes them out of it.
+    public func setOnlineStatus(_ status: String) {
+        defer { changes.signal() }
+        state.withLock { state in
+            state.onlineStatus = status
+            for id in state.visitors.keys.sorted() {
+                state.visitors[id]!.onlineStatus = status
+                let offline = Self.isOffline(status) && (state.visitors[id]!.chat?.isClosed ?? true)
+                guard offline != state.visitors[id]!.offlineMessage else { continue }
+                state.visitors[id]!.offlineMessage = offline
+                let visitState = state.visitors[id]!.visitSessionState
+                record(["objectType": "VISIT_SESSION_STATE", "event": "upd", "id": "visit-session", "data": .string(visitState)], for: id, state: &state)
+            }
+        }
+    }
+
+    static func isOffline(_ status: String) -> Bool { status == "offline" || status == "busy_offline" }
+
+    /// `GET /l/v/m/get-online-status`: the account's status and whether an operator is online.
+    func onlineStatus(_ params: [String: String]) -> Answer {
+        state.withLock { state in
+            guard let page = authorized(params, state: state) else { return .error("reinit-required") }
+            let status = state.visitors[page.visitorID]?.onlineStatus ?? state.onlineStatus
+            return .json(["onlineStatus": .string(status), "onlineOperators": .bool(status == "online" || status == "busy_online")])
+        }
+    }
+
     /// The visitor's delta revision now.
     public func revision(ofVisitor visitorID: String) -> Int {
         state.withLock { $0.visitors[visitorID]?.revision ?? 0 }
@@ -202,7 +234,10 @@ public final class WebimServer: Sendable {
             }
             let id = visitorID ?? newID("visitor", &state)
             if state.visitors[id] == nil {
-                state.visitors[id] = WebimVisitor(id: id, fields: fields, visitSessionID: newID("session", &state))
+                var visitor = WebimVisitor(id: id, fields: fields, visitSessionID: newID("session", &state))
+                visitor.onlineStatus = state.onlineStatus
+                visitor.offlineMessage = Self.isOffline(state.onlineStatus)
+                state.visitors[id] = visitor
             }
             if let token = params["push-token"] { state.visitors[id]!.pushToken = token }
             let page = WebimPage(pageID: newID("page", &state), authToken: newID("token", &state), visitorID: id)
@@ -513,7 +548,7 @@ public final class WebimServer: Sendable {
     private func fullUpdate(_ visitor: WebimVisitor, page: WebimPage) -> JSONValue {
         [
             "pageId": .string(page.pageID), "authToken": .string(page.authToken), "visitSessionId": .string(visitor.visitSessionID),
-            "visitor": visitor.visitorJSON, "state": .string(visitor.chat.map { $0.isClosed ? "idle-after-chat" : "chat" } ?? "idle"),
+            "visitor": visitor.visitorJSON, "state": .string(visitor.visitSessionState),
             "onlineStatus": .string(visitor.onlineStatus), "chat": visitor.chat?.json ?? .null, "hintsEnabled": false,
             "historyRevision": .int(Int64(visitor.historyRevision)), "departments": [],
             "survey": visitor.survey?.json ?? .null,

@@ -44,6 +44,10 @@ public struct WebimConfiguration: Sendable {
     public var allowsPlainText: Bool
     /// The SDK whose wire the adapter speaks where versions differ; 4.0 by default.
     public var sdkVersion: WebimSDKVersion
+    /// How often to ask `get-online-status` while connected (the SDK's
+    /// `onlineStatusRequestFrequencyInMillis`); `nil` (the default) relies on the full update and
+    /// the visit session state alone.
+    public var onlineStatusPollInterval: Duration?
 
     public init(
         accountName: String,
@@ -59,7 +63,8 @@ public struct WebimConfiguration: Sendable {
         pollTimeout: Duration = .seconds(60),
         requestTimeout: Duration = .seconds(30),
         allowsPlainText: Bool = false,
-        sdkVersion: WebimSDKVersion = .v4_0
+        sdkVersion: WebimSDKVersion = .v4_0,
+        onlineStatusPollInterval: Duration? = nil
     ) {
         self.accountName = accountName
         self.location = location
@@ -75,6 +80,7 @@ public struct WebimConfiguration: Sendable {
         self.requestTimeout = requestTimeout
         self.allowsPlainText = allowsPlainText
         self.sdkVersion = sdkVersion
+        self.onlineStatusPollInterval = onlineStatusPollInterval
     }
 
     /// The server: `accountName` verbatim when it has a scheme, else `https://<account>.webim.ru`.

@@ -31,6 +31,16 @@ public struct WebimDeltaReader: Sendable {
     var clientSideIDs: [String: String] = [:]
     /// A history revision the server announced that has not been fetched yet.
     var announcedHistoryRevision: String?
+    /// The online status as last reported (a full update, or `get-online-status`).
+    var onlineStatus: String?
+    /// The visit session state as last reported (`state` of a full update, `VISIT_SESSION_STATE`).
+    var visitSessionState: String?
+
+    /// What the app is told: the online status, or offline while the visit session state is
+    /// `offline-message`.
+    public var availability: ChatEvent.Availability {
+        WebimMapping.availability(onlineStatus, visitSessionState: visitSessionState)
+    }
 
     /// A reader for the server at `baseURL` (download links of files are built from it).
     public init(baseURL: String) {
@@ -58,6 +68,8 @@ public struct WebimDeltaReader: Sendable {
         if let fullUpdate = json["fullUpdate"]?.nonNull {
             if let history = Self.revision(fullUpdate["historyRevision"]) { announcedHistoryRevision = history }
             rememberChat(fullUpdate["chat"]?.nonNull)
+            onlineStatus = fullUpdate["onlineStatus"]?.stringValue
+            visitSessionState = fullUpdate["state"]?.stringValue
             return .changed(
                 revision: revision,
                 credentials: WebimMapping.credentials(fromFullUpdate: fullUpdate),
@@ -83,6 +95,14 @@ public struct WebimDeltaReader: Sendable {
         case ("CHAT_OPERATOR", _): operatorID = data?["id"]?.intValue.map(Int.init)
         case ("HISTORY_REVISION", _):
             if let revision = Self.revision(data?["revision"]) { announcedHistoryRevision = revision }
+        case ("VISIT_SESSION_STATE", "upd"):
+            let before = availability
+            visitSessionState = data?.stringValue
+            // Entering or leaving `offline-message` changes what the app may offer.
+            if availability != before {
+                return WebimMapping.updates(forDelta: item, operatorID: operatorID, context: context)
+                    + [.event(BackendEvent(.availability(availability)))]
+            }
         default: break
         }
         return WebimMapping.updates(forDelta: item, operatorID: operatorID, context: context)
@@ -94,6 +114,16 @@ public struct WebimDeltaReader: Sendable {
         for message in chat?["messages"]?.arrayValue ?? [] {
             if let id = message["id"]?.stringValue, let client = message["clientSideId"]?.stringValue { clientSideIDs[id] = client }
         }
+    }
+
+    /// Reads a `get-online-status` answer (`{"onlineStatus": …, "onlineOperators": …}`): the
+    /// availability to announce when it changed, else `nil`. An answer without a status (or not
+    /// an object) changes nothing.
+    public mutating func readOnlineStatus(_ body: Data) -> ChatEvent.Availability? {
+        guard let json = try? JSONValue(parsing: body), let status = json["onlineStatus"]?.stringValue else { return nil }
+        let before = availability
+        onlineStatus = status
+        return availability == before ? nil : availability
     }
 
     /// Reads an `upload` answer (protocols/webim.md §1 #8): `{"result":"ok","data":{file params}}`;

@@ -57,6 +57,9 @@ final class WebimLink: BackendConnection {
         try await initialize()
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await self.pollLoop() }
+            if let interval = configuration.onlineStatusPollInterval {
+                group.addTask { await self.onlineStatusLoop(every: interval) }
+            }
             defer { group.cancelAll() }
             return try await body(self)
         }
@@ -156,6 +159,25 @@ final class WebimLink: BackendConnection {
                 apply(credentials: credentials, updates: updates)
                 state.withLock { $0.revision = revision }
                 continuation.yield(.cursor(.revision(revision)))
+            }
+        }
+    }
+
+    /// `GET /l/v/m/get-online-status` every `interval`: a changed status is announced. A failed
+    /// request is skipped; the delta loop notices a lost server.
+    private func onlineStatusLoop(every interval: Duration) async {
+        while !Task.isCancelled {
+            do { try await context.clock.sleep(for: interval) } catch { return }
+            let (page, token) = state.withLock { ($0.credentials["page-id"] ?? "", $0.credentials["auth-token"] ?? "") }
+            guard let response = try? await transport.get(
+                "\(base)/l/v/m/get-online-status",
+                query: [("location", location), ("page-id", page), ("auth-token", token)],
+                headers: headers,
+                timeout: configuration.requestTimeout
+            ), response.status == 200
+            else { continue }
+            if let changed = state.withLock({ $0.reader.readOnlineStatus(response.body) }) {
+                continuation.yield(.event(BackendEvent(.availability(changed))))
             }
         }
     }

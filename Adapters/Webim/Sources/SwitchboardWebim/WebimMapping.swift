@@ -210,8 +210,14 @@ enum WebimMapping {
                     isComplete: true
                 )
             ),
-            .event(BackendEvent(.availability(availability(fullUpdate["onlineStatus"]?.stringValue)))),
+            .event(BackendEvent(.availability(availability(fullUpdate["onlineStatus"]?.stringValue, visitSessionState: fullUpdate["state"]?.stringValue)))),
         ]
+        if let state = fullUpdate["state"]?.stringValue {
+            // The visit session state (chat, offline-message, department-selection, …), as the
+            // VISIT_SESSION_STATE delta that would have set it.
+            let item: JSONValue = ["objectType": "VISIT_SESSION_STATE", "event": "upd", "id": "visit-session", "data": .string(state)]
+            updates.append(.event(BackendEvent(.custom(name: "webim.VISIT_SESSION_STATE", payload: item))))
+        }
         if let departments = fullUpdate["departments"]?.nonNull, departments != [] {
             updates.append(.event(BackendEvent(.settingsChanged(["departments": departments]))))
         }
@@ -267,6 +273,13 @@ enum WebimMapping {
         }
     }
 
+    /// The online status, except that the visit session state `offline-message` means no
+    /// operator takes chats: offline, whatever the last status was (protocols/webim.md §2.3).
+    static func availability(_ raw: String?, visitSessionState: String?) -> ChatEvent.Availability {
+        visitSessionState == "offline-message" ? .offline : availability(raw)
+    }
+
+    /// `online`, `busy_online`, `offline`, `busy_offline`; anything else is unknown.
     static func availability(_ raw: String?) -> ChatEvent.Availability {
         switch raw {
         case "online": return .online

@@ -83,4 +83,28 @@ import Testing
             ($0 as? SwitchboardError)?.vendorCode == "reinit-required"
         }
     }
+
+    /// The four online statuses, and `offline-message` forcing offline whatever the status was
+    /// (protocols/webim.md §2.3); leaving it brings the last status back.
+    @Test func availabilityFollowsTheStatusAndTheVisitSessionState() {
+        var reader = WebimDeltaReader(baseURL: "https://demo.webim.ru")
+        func availabilities(_ updates: [BackendUpdate]) -> [ChatEvent.Availability] {
+            updates.compactMap { update in
+                if case .event(let event) = update, case .availability(let availability) = event.kind { return availability }
+                return nil
+            }
+        }
+        let full = Data(#"{"revision": 1, "fullUpdate": {"pageId": "p", "authToken": "t", "visitor": {"id": "v"}, "state": "offline-message", "onlineStatus": "online", "chat": null}}"#.utf8)
+        guard case .changed(_, _, let updates) = reader.read(full, credentials: Credentials(), now: now) else { Issue.record("a full update"); return }
+        #expect(availabilities(updates) == [.offline], "offline-message forces offline")
+        let back = Data(#"{"revision": 2, "deltaList": [{"id": "s", "objectType": "VISIT_SESSION_STATE", "event": "upd", "data": "idle"}]}"#.utf8)
+        guard case .changed(_, _, let moved) = reader.read(back, credentials: Credentials(), now: now) else { Issue.record("a delta"); return }
+        #expect(availabilities(moved) == [.online], "leaving offline-message brings the status back")
+        var seen: [ChatEvent.Availability?] = []
+        for status in ["busy_online", "busy_offline", "offline", "online", "online", "surprise"] {
+            seen.append(reader.readOnlineStatus(Data(#"{"onlineStatus": "\#(status)", "onlineOperators": true}"#.utf8)))
+        }
+        #expect(seen == [.busyOnline, .busyOffline, .offline, .online, nil, .unknown], "each change once; an unknown string is unknown")
+        #expect(reader.readOnlineStatus(Data("<html>".utf8)) == nil, "an answer that is not one changes nothing")
+    }
 }

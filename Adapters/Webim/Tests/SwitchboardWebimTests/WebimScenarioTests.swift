@@ -408,3 +408,69 @@ struct WebimWireDetailTests {
         }
     }
 }
+
+/// Online status (issue 13 §2): the four statuses, the `offline-message` visit session state,
+/// the `get-online-status` poller, and an app that offers "leave a message" while no operator is
+/// online.
+@Suite(.timeLimit(.minutes(2)))
+struct WebimOnlineStatusTests {
+    static func availability(_ event: ChatEvent) -> ChatEvent.Availability? {
+        if case .availability(let availability) = event.kind { return availability }
+        return nil
+    }
+
+    @Test func thePollerReportsEachOfTheFourStatuses() async throws {
+        try await withWebimEmulator { control in
+            let backend = try WebimBackend(
+                configuration: WebimConfiguration(accountName: control.baseURL, visitorFieldsJSON: control.visitorFields, onlineStatusPollInterval: .milliseconds(20))
+            )
+            try await ConformanceHarness(context: ConformanceContext(emulator: control)).withSession(backend: backend) { probe in
+                _ = try await probe.openConversation()
+                var seen: [ChatEvent.Availability] = []
+                for (status, expected) in [("busy_online", ChatEvent.Availability.busyOnline), ("busy_offline", .busyOffline), ("offline", .offline), ("online", .online)] {
+                    let from = probe.recorder.events.count
+                    control.server.setOnlineStatus(status)
+                    try await probe.recorder.waitUntil("\(status)") { events in
+                        events.dropFirst(from).contains { Self.availability($0) == expected }
+                    }
+                    seen += probe.recorder.events.dropFirst(from).compactMap(Self.availability)
+                }
+                #expect(seen == [.busyOnline, .busyOffline, .offline, .online])
+                print("webim online status (open chat, get-online-status every 20 ms): \(seen.map(\.rawValue))")
+            }
+        }
+    }
+
+    @Test func anAppLeavesAMessageWhileNoOperatorIsOnlineAndChatsWhenOneIsBack() async throws {
+        try await withWebimEmulator { control in
+            try await ConformanceHarness(context: ConformanceContext(emulator: control)).withSession { probe in
+                try await probe.recorder.first("online at first") { Self.availability($0) == .online }
+                control.server.setOnlineStatus("offline")
+                try await probe.recorder.first("offline: leave a message") { Self.availability($0) == .offline }
+                // What the app shows instead of a chat: an appeal, answered later.
+                let appeals = ChatSession(
+                    backend: try WebimAppealsBackend(configuration: WebimAppealsConfiguration(accountName: control.baseURL, userToken: "switching-user")),
+                    configuration: .fastForTests, logger: .quiet
+                )
+                let appealID = try await withRecording(appeals) { recorder in
+                    try await appeals.resume()
+                    try await recorder.waitUntil("the appeals session connects") { $0.contains(where: \.isConnected) }
+                    let id = try await appeals.startConversation(ConversationDraft(firstMessage: MessageDraft(text: "Call me back, please"))).id
+                    await appeals.close()
+                    return id
+                }
+                let visitor = try #require(control.server.visitor(ofUserToken: "switching-user"))
+                #expect(control.server.appeals(ofVisitor: visitor).map(\.texts) == [["Call me back, please"]])
+                control.server.setOnlineStatus("online")
+                try await probe.recorder.waitUntil("online again") { events in
+                    events.drop { Self.availability($0) != .offline }.contains { Self.availability($0) == .online }
+                }
+                let chat = try await probe.openConversation()
+                try await chat.send(text: "I am back in the chat")
+                try await probe.recorder.first("chatting again") { $0.updatedMessage?.text == "I am back in the chat" && $0.updatedMessage?.serverID != nil }
+                let states = probe.recorder.events.compactMap(Self.availability)
+                print("webim leave a message: availability \(states.map(\.rawValue)), appeal \(appealID) written while offline, chat after")
+            }
+        }
+    }
+}
