@@ -33,6 +33,8 @@ struct WebimMessage {
     var quote: JSONValue?
     /// The appeal it belongs to (offline messages name their chat).
     var chatID: Int?
+    /// The visitor's history revision when it last changed (history-since pages by it).
+    var revision = 0
 
     var json: JSONValue {
         var object: [String: JSONValue] = [

@@ -33,7 +33,7 @@ extension WebimServer {
         }
     }
 
-    /// The `since` of every offline history request so far, in order.
+    /// The `since` of every history-since request so far (online and offline), in order.
     public var historySinces: [String] { state.withLock { $0.historySinces } }
 
     /// The `since` of the latest offline history request.

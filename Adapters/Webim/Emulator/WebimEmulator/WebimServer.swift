@@ -23,6 +23,11 @@ public final class WebimServer: Sendable {
         public var maxMessageLength: Int
         /// Messages a `history?before-ts=` page holds.
         public var historyPageSize: Int
+        /// Messages a `history?since=` answer holds before it says `hasMore`.
+        public var historySincePageSize: Int
+        /// Whether the server announces history revisions (`fullUpdate.historyRevision`,
+        /// `HISTORY_REVISION`); without them a client polls history every 60 s.
+        public var announcesHistoryRevisions: Bool
 
         public init(
             location: String = "mobile",
@@ -32,7 +37,9 @@ public final class WebimServer: Sendable {
             uploadAllowed: Bool = true,
             messageEditing: Bool = true,
             maxMessageLength: Int = 20_000,
-            historyPageSize: Int = 25
+            historyPageSize: Int = 25,
+            historySincePageSize: Int = 100,
+            announcesHistoryRevisions: Bool = true
         ) {
             self.location = location
             self.deltaHold = deltaHold
@@ -42,6 +49,8 @@ public final class WebimServer: Sendable {
             self.messageEditing = messageEditing
             self.maxMessageLength = maxMessageLength
             self.historyPageSize = historyPageSize
+            self.historySincePageSize = max(1, historySincePageSize)
+            self.announcesHistoryRevisions = announcesHistoryRevisions
         }
     }
 
@@ -102,8 +111,10 @@ public final class WebimServer: Sendable {
         var pendingAnswers: [PendingAnswer] = []
         /// The account's online status: `online`, `busy_online`, `busy_offline` or `offline`.
         var onlineStatus = "online"
-        /// The `since` of every offline history request, in order.
+        /// The `since` of every history-since request, in order.
         var historySinces: [String] = []
+        /// Every online `history` request (since, before, or the first).
+        var historyRequests = 0
     }
 
     public let configuration: Configuration
@@ -183,6 +194,9 @@ public final class WebimServer: Sendable {
             return .json(["onlineStatus": .string(status), "onlineOperators": .bool(status == "online" || status == "busy_online")])
         }
     }
+
+    /// How many online `history` requests were answered.
+    public var historyRequests: Int { state.withLock { $0.historyRequests } }
 
     /// The visitor's delta revision now.
     public func revision(ofVisitor visitorID: String) -> Int {
@@ -354,19 +368,35 @@ public final class WebimServer: Sendable {
     }
 
     func history(_ params: [String: String]) -> Answer {
-        state.withLock { state in
+        defer { changes.signal() }
+        return state.withLock { state in
             guard let page = authorized(params, state: state) else { return .error("reinit-required") }
             if let fault = takeFault(.history, action: nil, state: &state) { return answer(for: fault) }
+            state.historyRequests += 1
             let visitor = state.visitors[page.visitorID]!
-            let all = visitor.allMessages
+            let all = visitor.allMessages.sorted { $0.tsMicros < $1.tsMicros }
             if let before = params["before-ts"].flatMap(Int64.init) {
                 let older = all.filter { $0.tsMicros < before }
                 let pageItems = Array(older.suffix(configuration.historyPageSize))
                 return .json(["result": "ok", "data": ["hasMore": .bool(older.count > pageItems.count), "messages": .array(pageItems.map(\.json))]])
             }
+            guard let since = params["since"] else {
+                // The first request of a device: everything there is.
+                return .json([
+                    "result": "ok",
+                    "data": ["hasMore": false, "revision": .string(String(visitor.historyRevision)), "messages": .array(all.map(\.json))],
+                ])
+            }
+            // What changed after `since`, a page at a time in the order it changed; the revision
+            // of a page that is not the last is its last message's, so the next asks from there.
+            state.historySinces.append(since)
+            let changed = all.filter { $0.revision > Int(since) ?? 0 }.sorted { $0.revision < $1.revision }
+            let batch = changed.prefix(configuration.historySincePageSize)
+            let hasMore = changed.count > batch.count
+            let revision = hasMore ? batch.last!.revision : visitor.historyRevision
             return .json([
                 "result": "ok",
-                "data": ["hasMore": false, "revision": .string(String(visitor.historyRevision)), "messages": .array(all.map(\.json))],
+                "data": ["hasMore": .bool(hasMore), "revision": .string(String(revision)), "messages": .array(batch.map(\.json))],
             ])
         }
     }
@@ -416,7 +446,7 @@ public final class WebimServer: Sendable {
         if let old = state.visitors[visitorID]?.chat {
             state.visitors[visitorID]!.history += old.messages
             state.visitors[visitorID]!.historyRevision += 1
-            record(["objectType": "HISTORY_REVISION", "event": "upd", "id": "history", "data": ["revision": .string(String(state.visitors[visitorID]!.historyRevision))]], for: visitorID, state: &state)
+            announceHistoryRevision(of: visitorID, state: &state)
         }
         let chat = WebimChat(
             id: state.nextChatID, clientSideId: newID("chat", &state), state: "queue",
@@ -518,13 +548,45 @@ public final class WebimServer: Sendable {
     }
 
     func appendMessage(_ message: WebimMessage, visitorID: String, state: inout State) {
-        state.visitors[visitorID]!.chat!.messages.append(message)
+        var message = message
         state.visitors[visitorID]!.historyRevision += 1
+        message.revision = state.visitors[visitorID]!.historyRevision
+        state.visitors[visitorID]!.chat!.messages.append(message)
         let item: JSONValue = ["objectType": "CHAT_MESSAGE", "event": "add", "id": .string(message.id), "data": message.json]
         record(item, for: visitorID, state: &state)
         if state.duplicateNextMessages > 0 {
             state.duplicateNextMessages -= 1
             state.visitors[visitorID]!.deltas.append((state.visitors[visitorID]!.revision, item))
+        }
+    }
+
+    /// A `HISTORY_REVISION` delta with the visitor's history revision, if the server announces them.
+    func announceHistoryRevision(of visitorID: String, state: inout State) {
+        guard configuration.announcesHistoryRevisions else { return }
+        record(["objectType": "HISTORY_REVISION", "event": "upd", "id": "history", "data": ["revision": .string(String(state.visitors[visitorID]!.historyRevision))]], for: visitorID, state: &state)
+    }
+
+    /// A chat the visitor had elsewhere (another device), closed: its messages are history only,
+    /// found by history-since. Returns their ids.
+    @discardableResult
+    public func addPastChat(ofVisitor visitorID: String, operator robot: WebimOperatorRobot, texts: [String]) -> [String] {
+        defer { changes.signal() }
+        return state.withLock { state in
+            guard state.visitors[visitorID] != nil else { return [] }
+            var ids: [String] = []
+            for text in texts {
+                state.visitors[visitorID]!.historyRevision += 1
+                var message = WebimMessage(
+                    id: newID("msg", &state), clientSideId: newID("csid", &state), kind: "operator", text: text,
+                    name: robot.name, authorId: robot.id, tsMicros: nextMicros(&state)
+                )
+                message.revision = state.visitors[visitorID]!.historyRevision
+                // Older than the current chat's messages in time? No: a chat on another device now.
+                state.visitors[visitorID]!.history.append(message)
+                ids.append(message.id)
+            }
+            announceHistoryRevision(of: visitorID, state: &state)
+            return ids
         }
     }
 
@@ -546,13 +608,14 @@ public final class WebimServer: Sendable {
     }
 
     private func fullUpdate(_ visitor: WebimVisitor, page: WebimPage) -> JSONValue {
-        [
+        let revision: JSONValue? = configuration.announcesHistoryRevisions ? .int(Int64(visitor.historyRevision)) : nil
+        let update: JSONValue = [
             "pageId": .string(page.pageID), "authToken": .string(page.authToken), "visitSessionId": .string(visitor.visitSessionID),
             "visitor": visitor.visitorJSON, "state": .string(visitor.visitSessionState),
             "onlineStatus": .string(visitor.onlineStatus), "chat": visitor.chat?.json ?? .null, "hintsEnabled": false,
-            "historyRevision": .int(Int64(visitor.historyRevision)), "departments": [],
-            "survey": visitor.survey?.json ?? .null,
+            "departments": [], "survey": visitor.survey?.json ?? .null,
         ]
+        return update.setting("historyRevision", to: revision)
     }
 
     private func authorized(_ params: [String: String], state: State) -> WebimPage? {

@@ -30,7 +30,12 @@ public struct WebimDeltaReader: Sendable {
     /// Server message id → client-side id, for edits and deletions of the visitor's messages.
     var clientSideIDs: [String: String] = [:]
     /// A history revision the server announced that has not been fetched yet.
-    var announcedHistoryRevision: String?
+    var announcedHistoryRevision: String? {
+        didSet { if announcedHistoryRevision != nil { announcesHistory = true } }
+    }
+    /// Whether this server announces history revisions at all; one that does not is polled
+    /// every 60 s (protocols/webim.md §6.1).
+    var announcesHistory = false
     /// The online status as last reported (a full update, or `get-online-status`).
     var onlineStatus: String?
     /// The visit session state as last reported (`state` of a full update, `VISIT_SESSION_STATE`).
@@ -154,9 +159,9 @@ public struct WebimDeltaReader: Sendable {
     }
 
     /// Reads a `history?since=` answer (protocols/webim.md §6.1): the changed messages as updates
-    /// (a message marked `deleted` is a removal) and the new history revision, or `nil` when the
-    /// answer says nothing changed.
-    public func readHistoryChanges(_ body: Data, credentials: Credentials, now: Date) throws -> (updates: [BackendUpdate], revision: String?)? {
+    /// (a message marked `deleted` is a removal), the new history revision, and whether more
+    /// changes wait (`hasMore`: asked for again at once); `nil` when the answer says nothing changed.
+    public func readHistoryChanges(_ body: Data, credentials: Credentials, now: Date) throws -> (updates: [BackendUpdate], revision: String?, hasMore: Bool)? {
         let json = try Self.object(body, during: "history")
         guard let data = json["data"]?.nonNull else { return nil }
         let context = self.context(credentials, now: now)
@@ -168,7 +173,7 @@ public struct WebimDeltaReader: Sendable {
                 updates.append(.event(BackendEvent(.messageAdded(message, position: .history), conversation: WebimMapping.conversation, time: message.time)))
             }
         }
-        return (updates, data["revision"]?.stringValue)
+        return (updates, data["revision"]?.stringValue, data["hasMore"]?.boolValue ?? false)
     }
 
     /// What the mapping needs: the server, and the page's credentials as of now.

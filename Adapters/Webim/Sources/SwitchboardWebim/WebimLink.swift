@@ -15,6 +15,8 @@ final class WebimLink: BackendConnection {
     private let transport: HTTPTransport
     private let context: ConnectionContext
     private let actions = AsyncGate()
+    /// One history-since sync at a time (the delta loop's and the 60 s poll's).
+    private let historySync = AsyncGate()
 
     private struct State {
         var credentials: Credentials
@@ -57,6 +59,7 @@ final class WebimLink: BackendConnection {
         try await initialize()
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await self.pollLoop() }
+            group.addTask { await self.historyPollLoop() }
             if let interval = configuration.onlineStatusPollInterval {
                 group.addTask { await self.onlineStatusLoop(every: interval) }
             }
@@ -182,32 +185,63 @@ final class WebimLink: BackendConnection {
         }
     }
 
-    /// The history-since poller (protocols/webim.md §6.1), driven by the revisions the server
-    /// announces: fetch what changed since the stored history revision, upsert it (messages marked
-    /// `deleted` are removed), keep the new revision with the credentials. Errors mean "no data".
+    /// The history-since poller (protocols/webim.md §6.1) of a server that announces no history
+    /// revisions: a sync when the link opens, then every 60 s. A server that announces them is
+    /// synced when it does (``syncHistoryIfAnnounced()``), so this one only sleeps.
+    private func historyPollLoop() async {
+        var first = true
+        while !Task.isCancelled {
+            if !first {
+                do { try await context.clock.sleep(for: .seconds(60)) } catch { return }
+            }
+            first = false
+            if !state.withLock({ $0.reader.announcesHistory }) { await syncHistory() }
+        }
+    }
+
+    /// Before each long-poll: a sync when the server announced a history revision other than
+    /// the stored one.
     private func syncHistoryIfAnnounced() async {
-        let (announced, stored, page, token) = state.withLock {
-            ($0.reader.announcedHistoryRevision, $0.credentials["history-revision"], $0.credentials["page-id"] ?? "", $0.credentials["auth-token"] ?? "")
-        }
+        let (announced, stored) = state.withLock { ($0.reader.announcedHistoryRevision, $0.credentials["history-revision"]) }
         guard let announced, announced != stored else { return }
-        var query = [("page-id", page), ("auth-token", token)]
-        if let stored { query.insert(("since", stored), at: 0) }
-        let now = context.clock.date
-        guard let response = try? await transport.get("\(base)/l/v/m/history", query: query, headers: headers, timeout: configuration.requestTimeout),
-            response.status == 200,
-            let changes = try? state.withLock({ state in try state.reader.readHistoryChanges(response.body, credentials: state.credentials, now: now) })
-        else {
-            state.withLock { $0.reader.announcedHistoryRevision = nil }
-            return
+        await syncHistory()
+    }
+
+    /// Fetches what changed since the stored history revision (everything, the first time),
+    /// upserts it (messages marked `deleted` are removed) and keeps the new revision with the
+    /// credentials; an answer with `hasMore` after the first is asked for again at once. Errors
+    /// mean "no data", as in the SDK.
+    private func syncHistory() async {
+        await historySync.withGate {
+            var pages = 0
+            while !Task.isCancelled && pages < 1000 {
+                pages += 1
+                let (announced, stored, page, token) = state.withLock {
+                    ($0.reader.announcedHistoryRevision, $0.credentials["history-revision"], $0.credentials["page-id"] ?? "", $0.credentials["auth-token"] ?? "")
+                }
+                var query = [("page-id", page), ("auth-token", token)]
+                if let stored { query.insert(("since", stored), at: 0) }
+                let now = context.clock.date
+                guard let response = try? await transport.get("\(base)/l/v/m/history", query: query, headers: headers, timeout: configuration.requestTimeout),
+                    response.status == 200,
+                    let changes = try? state.withLock({ state in try state.reader.readHistoryChanges(response.body, credentials: state.credentials, now: now) })
+                else {
+                    state.withLock { $0.reader.announcedHistoryRevision = nil }
+                    return
+                }
+                for update in changes.updates { continuation.yield(update) }
+                var kept = Credentials()
+                kept["history-revision"] = changes.revision ?? announced ?? stored
+                state.withLock { state in
+                    state.credentials["history-revision"] = kept["history-revision"]
+                    if state.reader.announcedHistoryRevision == announced { state.reader.announcedHistoryRevision = nil }
+                }
+                continuation.yield(.credentials(kept))
+                // More changes wait: ask again from the new revision (the first sync's `hasMore`
+                // means older history, which paging reaches).
+                guard changes.hasMore, stored != nil, kept["history-revision"] != stored else { return }
+            }
         }
-        for update in changes.updates { continuation.yield(update) }
-        var kept = Credentials()
-        kept["history-revision"] = changes.revision ?? announced
-        state.withLock { state in
-            state.credentials["history-revision"] = kept["history-revision"]
-            state.reader.announcedHistoryRevision = nil
-        }
-        continuation.yield(.credentials(kept))
     }
 
     private func end(_ error: SwitchboardError) {

@@ -1,11 +1,11 @@
 import Foundation
 import Logging
 import Switchboard
-import SwitchboardTestKit
+@_spi(TestKit) import SwitchboardTestKit
 import SwitchboardTransport
 import SwitchboardWebim
 import Testing
-import WebimEmulator
+@_spi(TestKit) import WebimEmulator
 
 @Suite(.timeLimit(.minutes(3)))
 struct WebimScenarioTests {
@@ -375,14 +375,72 @@ struct WebimHistorySinceTests {
     }
 }
 
+extension WebimHistorySinceTests {
+    /// More changes than one answer holds (`hasMore`) are asked for again at once, from each
+    /// page's revision, not on the next announcement.
+    @Test func moreChangesThanOneAnswerHoldsAreFetchedAtOnce() async throws {
+        try await withWebimEmulator(configuration: .init(deltaHold: .seconds(2), historySincePageSize: 3)) { control in
+            let harness = ConformanceHarness(context: ConformanceContext(emulator: control))
+            let store = InMemoryChatStore()
+            try await harness.withSession(store: store) { probe in
+                let chat = try await probe.openConversation()
+                try control.agent.send("first", to: control.visitorID)
+                try await probe.waitForMessages(["first"], in: chat)
+            }
+            let elsewhere = (1...7).map { "on another device \($0)" }
+            control.server.addPastChat(ofVisitor: control.visitorID, operator: control.agent, texts: elsewhere)
+            try await harness.withSession(store: store) { probe in
+                try await probe.waitForMessages(elsewhere, in: try await probe.session.conversation(WebimBackend.conversationID))
+                let sinces = control.server.historySinces
+                let stored = try await probe.session.conversation(WebimBackend.conversationID).storedMessages(before: nil, limit: .max)
+                let truth = try await control.serverMessages(in: WebimBackend.conversationID)
+                #expect(Set(stored.compactMap(\.serverID)) == Set(truth.map(\.serverID)))
+                #expect(stored.count == truth.count, "nothing twice")
+                #expect(sinces.count == 3, "8 changes in pages of 3: three requests in a row, \(sinces)")
+                print("webim history-since: 8 changed messages, pages of 3, \(sinces.count) requests (since \(sinces)), \(stored.count) stored of \(truth.count)")
+            }
+        }
+    }
+
+    /// A server that announces no history revisions is asked when the link opens and every 60 s
+    /// after (protocols/webim.md §6.1), so chats from another device arrive.
+    @Test func aServerWithoutRevisionsIsPolledEverySixtySeconds() async throws {
+        try await withWebimEmulator(configuration: .init(deltaHold: .seconds(2), announcesHistoryRevisions: false)) { control in
+            let clock = TestClock()
+            let session = ChatSession(backend: try await control.makeCustomerBackend(), configuration: .fastForTests, clock: SessionClock(clock), logger: .quiet)
+            try await withRecording(session) { recorder in
+                try await session.resume()
+                try await recorder.waitUntil("connected") { $0.contains(where: \.isConnected) }
+                try await waitUntil("the sync when the link opens", timeout: .seconds(20), signal: control.server.changes) {
+                    control.server.historyRequests == 1
+                }
+                #expect(await clock.waitForSleepers(2), "the engine's timer and the 60 s history poll")
+                control.server.addPastChat(ofVisitor: control.visitorID, operator: control.agent, texts: ["from another device"])
+                clock.advance(by: .seconds(59))
+                #expect(control.server.historySinces.isEmpty, "not before 60 s")
+                clock.advance(by: .seconds(1))
+                let event = try await recorder.first("the 60 s poll") { $0.addedMessage?.text == "from another device" }
+                if case .messageAdded(_, let position) = event.kind { #expect(position == .history) }
+                #expect(control.server.historySinces.count == 1)
+                print("webim history without revisions: polled at link open and after 60 s, since \(control.server.historySinces)")
+                await session.close()
+            }
+        }
+    }
+}
+
 /// Wire details the review against protocols/webim.md found differing from the SDK (issue 13 §3).
 @Suite(.timeLimit(.minutes(2)))
 struct WebimWireDetailTests {
     @Test func chatStartForcesAStartAndFourPointZeroCannotCloseAChat() async throws {
         try await withWebimEmulator { control in
             try await ConformanceHarness(context: ConformanceContext(emulator: control)).withSession { probe in
-                let chat = try await probe.session.startConversation(ConversationDraft(customFields: ["department-key": "sales", "name": "Alice"]))
+                // The app's own client-side id for the start (SDK 4.0 `startChat(clientSideID:)`).
+                let chat = try await probe.session.startConversation(
+                    ConversationDraft(customFields: ["department-key": "sales", "name": "Alice"], clientID: "6f1c2d3e-4a5b-4c6d-8e7f-90a1b2c3d4e5")
+                )
                 let start = try #require(control.server.lastParameters(of: "chat.start"))
+                #expect(start["client-side-id"] == "6f1c2d3e4a5b4c6d8e7f90a1b2c3d4e5", "the app's id, as the SDK's 32 hex digits")
                 #expect(start["force-start"] == "1", "SDK 4.0 sends force-start=1")
                 #expect(start["department-key"] == "sales")
                 #expect(start["visitor-fields"].map { $0.contains("Alice") } == true, "4.0 names the fields visitor-fields")
@@ -470,6 +528,34 @@ struct WebimOnlineStatusTests {
                 try await probe.recorder.first("chatting again") { $0.updatedMessage?.text == "I am back in the chat" && $0.updatedMessage?.serverID != nil }
                 let states = probe.recorder.events.compactMap(Self.availability)
                 print("webim leave a message: availability \(states.map(\.rawValue)), appeal \(appealID) written while offline, chat after")
+            }
+        }
+    }
+}
+
+extension WebimWireDetailTests {
+    /// `server-not-ready` (the server is starting: Android and Rox retry, iOS 4.0 does not
+    /// special-case it) and `session_not_found` (the server forgot the page) are retried: the
+    /// adapter re-initialises after the engine's backoff instead of ending the session, as it does
+    /// for `reinit-required`. On init and on the long-poll alike.
+    @Test(arguments: [("server-not-ready", WebimServer.Endpoint.initialize), ("server-not-ready", .delta), ("session_not_found", .delta), ("session_not_found", .initialize)])
+    func aServerThatIsNotReadyOrLostThePageIsRetried(_ code: String, _ endpoint: WebimServer.Endpoint) async throws {
+        try await withWebimEmulator { control in
+            try await ConformanceHarness(context: ConformanceContext(emulator: control)).withSession(resume: endpoint == .delta) { probe in
+                let before = control.server.initLocations.count
+                control.server.inject(.error(code), on: endpoint)
+                if endpoint == .initialize { try await probe.session.resume() }
+                try await probe.recorder.waitUntil("initialised after \(code)") { _ in control.server.initLocations.count > before }
+                let chat = try await probe.openConversation()
+                try await chat.send(text: "after \(code)")
+                try await probe.recorder.first("sent") { $0.updatedMessage?.text == "after \(code)" && $0.updatedMessage?.serverID != nil }
+                #expect(await probe.session.isClosed == false)
+                #expect(!probe.recorder.events.contains { if case .fatal = $0.kind { return true } else { return false } })
+                let errors = probe.recorder.events.compactMap { event -> String? in
+                    if case .connection(_, .connectionLost(let error)?) = event.kind { return error.vendorCode }
+                    return nil
+                }
+                print("webim \(code) on \(endpoint.rawValue): retried, \(control.server.initLocations.count - before) init(s), link losses \(errors)")
             }
         }
     }
