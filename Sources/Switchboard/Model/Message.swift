@@ -216,18 +216,24 @@ public struct MessageDraft: Sendable, Hashable, Codable {
     public var attachments: [Message.Attachment]
     public var payload: JSONValue?
     public var quote: Message.Quote?
+    /// Send options only one backend understands, under the keys its adapter documents (Webim:
+    /// `hint_question` = `1` for a question the visitor picked from the hints); other adapters
+    /// ignore them. Kept with the outbox entry, so a resend carries them.
+    public var vendorOptions: [String: String]?
 
     public init(
         text: String,
         kind: Message.Kind = .text,
         attachments: [Message.Attachment] = [],
         payload: JSONValue? = nil,
-        quote: Message.Quote? = nil
+        quote: Message.Quote? = nil,
+        vendorOptions: [String: String]? = nil
     ) {
         self.kind = kind
         self.text = text
         self.attachments = attachments
         self.payload = payload
         self.quote = quote
+        self.vendorOptions = vendorOptions
     }
 }

@@ -41,6 +41,24 @@ public struct WebimOperatorRobot: Sendable {
         try post(visitor, kind: kind, text: text)
     }
 
+    /// A system message (`info`), such as "the operator left the chat".
+    @discardableResult
+    public func sendInfo(_ text: String, to visitor: String) throws -> String {
+        try post(visitor, kind: "info", text: text)
+    }
+
+    /// The "all operators are busy" notice (`operator_busy`).
+    @discardableResult
+    public func sendOperatorBusy(_ text: String = "All operators are busy", to visitor: String) throws -> String {
+        try post(visitor, kind: "operator_busy", text: text)
+    }
+
+    /// An action request (`action_request`): the visitor is asked to act, such as to call back.
+    @discardableResult
+    public func sendActionRequest(_ text: String, to visitor: String) throws -> String {
+        try post(visitor, kind: "action_request", text: text)
+    }
+
     /// Sends a file as the operator; returns the message id.
     @discardableResult
     public func sendFile(named filename: String, contentType: String, data: Data, to visitor: String) throws -> String {

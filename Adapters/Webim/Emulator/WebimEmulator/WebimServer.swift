@@ -28,6 +28,10 @@ public final class WebimServer: Sendable {
         /// Whether the server announces history revisions (`fullUpdate.historyRevision`,
         /// `HISTORY_REVISION`); without them a client polls history every 60 s.
         public var announcesHistoryRevisions: Bool
+        /// The account's private key for identified visitors (identification v2): when set, a
+        /// provided visitor's `hash` must be the HMAC-SHA256 ``WebimServer/visitorHash(fields:expires:privateKey:)``,
+        /// else init answers `wrong-provided-visitor-hash-value`.
+        public var visitorHashKey: String?
 
         public init(
             location: String = "mobile",
@@ -39,7 +43,8 @@ public final class WebimServer: Sendable {
             maxMessageLength: Int = 20_000,
             historyPageSize: Int = 25,
             historySincePageSize: Int = 100,
-            announcesHistoryRevisions: Bool = true
+            announcesHistoryRevisions: Bool = true,
+            visitorHashKey: String? = nil
         ) {
             self.location = location
             self.deltaHold = deltaHold
@@ -51,6 +56,7 @@ public final class WebimServer: Sendable {
             self.historyPageSize = historyPageSize
             self.historySincePageSize = max(1, historySincePageSize)
             self.announcesHistoryRevisions = announcesHistoryRevisions
+            self.visitorHashKey = visitorHashKey
         }
     }
 
@@ -225,10 +231,17 @@ public final class WebimServer: Sendable {
         defer { changes.signal() }
         return state.withLock { state in
             if let fault = takeFault(.initialize, action: nil, state: &state) { return answer(for: fault) }
-            guard params["event"] == "init" || params["event"] == nil, params["device-id"] != nil, let location = params["location"] else {
+            guard params["event"] == "init" || params["event"] == nil, params["device-id"] != nil, let location = params["location"],
+                params["platform"] != nil, params["title"].map({ !$0.isEmpty }) == true
+            else {
                 return .error("argument-missing")
             }
+            // A push token comes with its service; an app version, when sent, is not empty.
+            if params["push-token"] != nil, !["apns", "fcm"].contains(params["push-service"] ?? "") { return .error("wrong-argument-value") }
+            if params["push-token"] == nil, params["push-service"] != nil { return .error("argument-missing") }
+            if params["app-version"]?.isEmpty == true { return .error("wrong-argument-value") }
             state.initLocations.append(location)
+            state.lastParameters["init"] = params
             var visitorID: String?
             var fields: [String: String] = [:]
             if let ext = params["visitor-ext"], let provided = try? JSONValue(parsing: ext) {
@@ -238,6 +251,12 @@ public final class WebimServer: Sendable {
                 }
                 if let expires = provided["expires"]?.intValue, expires < Int64(clock.date.timeIntervalSince1970) {
                     return .error("provided-visitor-expired")
+                }
+                if let key = configuration.visitorHashKey {
+                    let values = providedFields.compactMapValues(\.stringValue)
+                    guard let hash = provided["hash"]?.stringValue,
+                        hash.lowercased() == Self.visitorHash(fields: values, expires: provided["expires"]?.intValue, privateKey: key)
+                    else { return .error("wrong-provided-visitor-hash-value") }
                 }
                 visitorID = "provided-\(id)"
                 fields = providedFields.compactMapValues(\.stringValue)
@@ -354,6 +373,9 @@ public final class WebimServer: Sendable {
                 state.visitors[visitorID]!.chat!.rates[operatorID] = rate
                 state.ratings.append((visitorID, operatorID, rate))
                 record(["objectType": "OPERATOR_RATE", "event": "upd", "id": .string(String(operatorID)), "data": ["operatorId": .int(Int64(operatorID)), "rating": .int(Int64(rate))]], for: visitorID, state: &state)
+            case "chat.clear_history":
+                state.visitors[visitorID]!.history.removeAll()
+                if state.visitors[visitorID]!.chat != nil { state.visitors[visitorID]!.chat!.messages.removeAll() }
             case "set_push_token":
                 state.visitors[visitorID]!.pushToken = params["push-token"] == "none" ? nil : params["push-token"]
             case "survey.answer":
@@ -421,6 +443,15 @@ public final class WebimServer: Sendable {
             appendMessage(message, visitorID: page.visitorID, state: &state)
             return .json(["result": "ok", "data": upload.params])
         }
+    }
+
+    /// The hash of identification v2 (protocols/webim.md §5): the lowercase hex HMAC-SHA256,
+    /// keyed by the account's private key, of the fields' values in the order of their sorted
+    /// names, then `expires`.
+    public static func visitorHash(fields: [String: String], expires: Int64?, privateKey: String) -> String {
+        let message = fields.keys.sorted().map { fields[$0]! }.joined() + (expires.map(String.init) ?? "")
+        return HMAC<SHA256>.authenticationCode(for: Data(message.utf8), using: SymmetricKey(data: Data(privateKey.utf8)))
+            .map { String(format: "%02x", $0) }.joined()
     }
 
     /// The bytes of an upload, if the signature (HMAC-SHA256 of guid + expires, keyed by the

@@ -42,11 +42,13 @@ public struct WebimAppealsConfiguration: Sendable {
     /// The server, by the same rule as ``WebimConfiguration/baseURL``.
     public var baseURL: String { WebimConfiguration.baseURL(ofAccount: accountName) }
 
-    /// - Throws: ``SwitchboardError/Code/invalidArgument`` for an empty account, location or user token.
+    /// - Throws: ``SwitchboardError/Code/invalidArgument`` (a ``WebimBuilderError``) for an empty
+    ///   account, location or user token, or visitor fields that are not JSON with an id.
     public func validate() throws {
-        if accountName.isEmpty { throw SwitchboardError(.invalidArgument, "nilAccountName: the account name is empty") }
-        if location.isEmpty { throw SwitchboardError(.invalidArgument, "nilLocation: the location is empty") }
-        if userToken.isEmpty { throw SwitchboardError(.invalidArgument, "an offline session needs the user's stable token") }
+        if accountName.isEmpty { throw WebimBuilderError.nilAccountName.error("the account name is empty") }
+        if location.isEmpty { throw WebimBuilderError.nilLocation.error("the location is empty") }
+        if userToken.isEmpty { throw WebimBuilderError.nilUserToken.error("an offline session needs the user's stable token") }
+        try WebimBuilderError.checkVisitorFields(visitorFieldsJSON)
     }
 }
 

@@ -110,6 +110,20 @@ public struct WebimRequests: Sendable {
         try await call("chat.resolution_survey_select", ["answer": .string(resolved ? "1" : "0"), "operator_id": .string(String(operatorID))])
     }
 
+    /// `chat.clear_history`: the server forgets the visitor's messages, and the session's store
+    /// removes them (a `historyCleared` event: the SDK's `removedAllMessages`).
+    public func clearHistory() async throws {
+        _ = try await session.performVendorRequest("chat.clear_history", payload: [:])
+    }
+
+    /// The visitor's last rating of an operator on the app's 1–5 scale, as the server reported
+    /// it (kept up to date by `OPERATOR_RATE`); `nil` when never rated. The SDK's
+    /// `getLastRatingOfOperatorWith(id:)`.
+    public func lastRating(ofOperator operatorID: Int) async throws -> Int? {
+        let chat = try await session.conversation(WebimBackend.conversationID)
+        return try await chat.info().customData?["operatorRatings"]?[String(operatorID)]?.intValue.map(Int.init)
+    }
+
     /// `chat.send_chat_history`: mail the transcript.
     @discardableResult
     public func sendChatHistory(to email: String) async throws -> JSONValue {

@@ -97,21 +97,17 @@ public struct WebimConfiguration: Sendable {
 
     /// Checks what SessionBuilder checks.
     ///
-    /// - Throws: ``SwitchboardError/Code/invalidArgument``.
+    /// - Throws: ``SwitchboardError/Code/invalidArgument`` whose vendor code is a
+    ///   ``WebimBuilderError`` (read it with ``WebimBuilderError/init(_:)``).
     public func validate() throws {
-        if accountName.isEmpty { throw SwitchboardError(.invalidArgument, "nilAccountName: the account name is empty") }
-        if location.isEmpty { throw SwitchboardError(.invalidArgument, "nilLocation: the location is empty") }
+        if accountName.isEmpty { throw WebimBuilderError.nilAccountName.error("the account name is empty") }
+        if location.isEmpty { throw WebimBuilderError.nilLocation.error("the location is empty") }
         if deviceToken != nil, pushSystem == nil {
-            throw SwitchboardError(.invalidArgument, "invalidRemoteNotificationConfiguration: a device token needs a push system")
+            throw WebimBuilderError.invalidRemoteNotificationConfiguration.error("a device token needs a push system")
         }
         if visitorFieldsJSON != nil, providedAuthorizationToken != nil {
-            throw SwitchboardError(.invalidArgument, "invalidAuthentificatorParameters: visitor fields and a provided token exclude each other")
+            throw WebimBuilderError.invalidAuthentificatorParameters.error("visitor fields and a provided token exclude each other")
         }
-        if let fields = visitorFieldsJSON {
-            let value = try JSONValue(parsing: fields)
-            guard (value["fields"]?["id"] ?? value["id"])?.stringValue != nil else {
-                throw SwitchboardError(.invalidArgument, "visitor fields need an id")
-            }
-        }
+        try WebimBuilderError.checkVisitorFields(visitorFieldsJSON)
     }
 }

@@ -27,6 +27,9 @@ public struct WebimDeltaReader: Sendable {
     var chatState: String?
     /// The chat's operator as last reported.
     var operatorID: Int?
+    /// The chat as last reported, without its messages, kept current by the deltas that change
+    /// its fields (state, operator, unread count, ratings).
+    var chat: JSONValue?
     /// Server message id → client-side id, for edits and deletions of the visitor's messages.
     var clientSideIDs: [String: String] = [:]
     /// A history revision the server announced that has not been fetched yet.
@@ -96,8 +99,24 @@ public struct WebimDeltaReader: Sendable {
         case ("CHAT", _): rememberChat(nil)
         case ("CHAT_MESSAGE", _):
             if let id = item["id"]?.stringValue, let client = data?["clientSideId"]?.stringValue { clientSideIDs[id] = client }
-        case ("CHAT_STATE", _): chatState = data?.stringValue
-        case ("CHAT_OPERATOR", _): operatorID = data?["id"]?.intValue.map(Int.init)
+        case ("CHAT_STATE", _):
+            chatState = data?.stringValue
+            chat = chat?.with("state", data ?? .null)
+        case ("CHAT_OPERATOR", _):
+            operatorID = data?["id"]?.intValue.map(Int.init)
+            chat = chat?.with("operator", data ?? .null)
+        case ("UNREAD_BY_VISITOR", _):
+            chat = chat?.with("unreadByVisitorMsgCnt", data?["msgCnt"] ?? 0)
+        case ("OPERATOR_RATE", _):
+            // A rating (not a resolution answer) refreshes the conversation's ratings.
+            if let id = data?["operatorId"]?.intValue, let rating = data?["rating"]?.intValue, let current = chat {
+                var rates = current["operatorIdToRate"]?.objectValue ?? [:]
+                rates[String(id)] = ["operatorId": .int(id), "rating": .int(rating)]
+                chat = current.with("operatorIdToRate", .object(rates))
+                let info = WebimMapping.conversationInfo(chat, context: context)
+                return WebimMapping.updates(forDelta: item, operatorID: operatorID, context: context)
+                    + [.snapshot(BackendSnapshot(conversations: [ConversationSnapshot(conversation: info)], isComplete: false))]
+            }
         case ("HISTORY_REVISION", _):
             if let revision = Self.revision(data?["revision"]) { announcedHistoryRevision = revision }
         case ("VISIT_SESSION_STATE", "upd"):
@@ -114,6 +133,7 @@ public struct WebimDeltaReader: Sendable {
     }
 
     private mutating func rememberChat(_ chat: JSONValue?) {
+        self.chat = chat?.with("messages", [])
         chatState = chat?["state"]?.stringValue
         operatorID = chat?["operator"]?["id"]?.intValue.map(Int.init)
         for message in chat?["messages"]?.arrayValue ?? [] {
@@ -204,5 +224,14 @@ public struct WebimDeltaReader: Sendable {
         case .double(let number)? where number.isFinite && abs(number) < 9.2e18: return String(Int64(number))
         default: return nil
         }
+    }
+}
+
+extension JSONValue {
+    /// This object with `key` set to `value` (anything but an object stays as it is).
+    func with(_ key: String, _ value: JSONValue) -> JSONValue {
+        guard case .object(var object) = self else { return self }
+        object[key] = value
+        return .object(object)
     }
 }

@@ -81,6 +81,12 @@ final class WebimLink: BackendConnection {
         ), response.status == 200, let json = try? JSONValue(parsing: response.body)
         else { return }
         let account = json["accountConfig"]
+        // The account's and the location's settings, for the app (rating, editing, quoting, the
+        // contact fields the location asks for, …).
+        var settings: [String: JSONValue] = [:]
+        if let account = account?.nonNull { settings["accountConfig"] = account }
+        if let location = json["locationSettings"]?.nonNull { settings["locationSettings"] = location }
+        if !settings.isEmpty { continuation.yield(.event(BackendEvent(.settingsChanged(.object(settings))))) }
         state.withLock { state in
             if let megabytes = account?["max_visitor_upload_file_size"]?.intValue { state.maxUploadBytes = Int(megabytes) * 1024 * 1024 }
             if let types = account?["allowed_upload_file_types"]?.stringValue {
@@ -288,6 +294,7 @@ final class WebimLink: BackendConnection {
                 fields.append(("quote", #"{"ref":{"msgId":"\#(quoted.rawValue)","msgChannelSideId":null,"chatId":null}}"#))
             }
             if let payload = content.payload { fields.append(("data", payload.jsonString)) }
+            if let hint = content.vendorOptions?["hint_question"] { fields.append(("hint_question", hint == "1" || hint == "true" ? "1" : "0")) }
             do {
                 try await action("chat.message", fields)
             } catch let error as SwitchboardError where error.vendorCode == "chat-required" {
@@ -344,6 +351,11 @@ final class WebimLink: BackendConnection {
             continuation.yield(.credentials(changed))
             end(SwitchboardError(.connectionLost, "location changed to \(newLocation); re-initialising", vendorCode: "reinit-required"))
             return .vendor(["location": .string(newLocation)])
+        case .vendor("chat.clear_history", _):
+            // The server forgets the visitor's history; so does the store (the SDK's
+            // `removedAllMessages`).
+            try await action("chat.clear_history", [])
+            return .updates([.event(BackendEvent(.historyCleared, conversation: WebimMapping.conversation))])
         case .vendor(let name, let payload):
             let fields = (payload.objectValue ?? [:]).map { ($0.key, $0.value.stringValue ?? $0.value.jsonString) }.sorted { $0.0 < $1.0 }
             return .vendor(try await action(name, fields))

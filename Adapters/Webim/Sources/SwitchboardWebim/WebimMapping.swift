@@ -50,7 +50,15 @@ enum WebimMapping {
         if let agent { participants.append(agent) }
         var customData: [String: JSONValue] = [:]
         if let id = chat?["id"] { customData["chatId"] = id }
-        if let rates = chat?["operatorIdToRate"]?.nonNull { customData["operatorIdToRate"] = rates }
+        if let rates = chat?["operatorIdToRate"]?.nonNull {
+            customData["operatorIdToRate"] = rates
+            // The SDK's scale: the wire's −2…2 plus 3.
+            var ratings: [String: JSONValue] = [:]
+            for (id, entry) in rates.objectValue ?? [:] {
+                if let rating = entry["rating"]?.intValue, (-2...2).contains(rating) { ratings[id] = .int(rating + 3) }
+            }
+            if !ratings.isEmpty { customData["operatorRatings"] = .object(ratings) }
+        }
         return ConversationInfo(
             id: conversation,
             kind: .supportChat,
@@ -99,6 +107,10 @@ enum WebimMapping {
         }
         var payload: [String: JSONValue] = [:]
         if let data = json["data"]?.nonNull { payload["data"] = data }
+        // The sender's picture for this message (a path on the server, or a URL).
+        if let avatar = json["avatar"]?.stringValue, !avatar.isEmpty {
+            payload["avatarURL"] = .string(avatar.hasPrefix("http") ? avatar : context.baseURL + avatar)
+        }
         if kind == .file { payload["rawText"] = .string(text) }
         if case .rich = kind { payload["rawText"] = .string(text) }
         let isVisitors = role == .customer
@@ -217,6 +229,10 @@ enum WebimMapping {
             // VISIT_SESSION_STATE delta that would have set it.
             let item: JSONValue = ["objectType": "VISIT_SESSION_STATE", "event": "upd", "id": "visit-session", "data": .string(state)]
             updates.append(.event(BackendEvent(.custom(name: "webim.VISIT_SESSION_STATE", payload: item))))
+        }
+        if let hints = fullUpdate["hintsEnabled"]?.boolValue {
+            // The location setting the SDK exposes as `LocationSettings.areHintsEnabled()`.
+            updates.append(.event(BackendEvent(.settingsChanged(["hintsEnabled": .bool(hints)]))))
         }
         if let departments = fullUpdate["departments"]?.nonNull, departments != [] {
             updates.append(.event(BackendEvent(.settingsChanged(["departments": departments]))))

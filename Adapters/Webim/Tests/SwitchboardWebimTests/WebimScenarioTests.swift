@@ -560,3 +560,158 @@ extension WebimWireDetailTests {
         }
     }
 }
+
+/// The SDK's fields the adapter did not map before (issue 13 §3), each end to end.
+@Suite(.timeLimit(.minutes(2)))
+struct WebimMappedFieldTests {
+    func harness(_ control: WebimEmulatorControl) -> ConformanceHarness {
+        ConformanceHarness(context: ConformanceContext(emulator: control))
+    }
+
+    @Test func theAccountAndLocationSettingsAndHintsEnabledReachTheApp() async throws {
+        try await withWebimEmulator { control in
+            try await harness(control).withSession { probe in
+                @Sendable func settings(_ events: [ChatEvent]) -> [JSONValue] {
+                    events.compactMap { event in
+                        if case .settingsChanged(let value) = event.kind { return value }
+                        return nil
+                    }
+                }
+                try await probe.recorder.waitUntil("hintsEnabled") { settings($0).contains { $0["hintsEnabled"]?.boolValue == false } }
+                try await probe.recorder.waitUntil("the account's settings") { events in
+                    settings(events).contains { $0["accountConfig"]?["visitor_message_editing"]?.boolValue == true && $0["locationSettings"] != nil }
+                }
+            }
+        }
+    }
+
+    @Test func aHintQuestionIsSentAsOne() async throws {
+        try await withWebimEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                try await chat.send(MessageDraft(text: "How do I return an item?", vendorOptions: ["hint_question": "1"]))
+                try await probe.recorder.first("sent") { $0.updatedMessage?.serverID != nil && $0.updatedMessage?.text == "How do I return an item?" }
+                #expect(control.server.lastParameters(of: "chat.message")?["hint_question"] == "1")
+                try await chat.send(text: "plain")
+                try await probe.recorder.first("sent plain") { $0.updatedMessage?.serverID != nil && $0.updatedMessage?.text == "plain" }
+                #expect(control.server.lastParameters(of: "chat.message")?["hint_question"] == nil, "only when asked")
+            }
+        }
+    }
+
+    @Test func theOperatorsAvatarAndTheLastRatingOnTheAppsScale() async throws {
+        try await withWebimEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                try control.agent.send("Hello", to: control.visitorID)
+                let message = try await probe.recorder.first("the operator's message") { $0.addedMessage?.text == "Hello" }.addedMessage
+                let avatar = message?.payload?["avatarURL"]?.stringValue
+                #expect(avatar == "\(control.baseURL)/webim/images/avatar/\(control.agent.id).png", "the per-message avatar, as a full URL")
+                let webim = WebimRequests(session: probe.session)
+                #expect(try await webim.lastRating(ofOperator: control.agent.id) == nil, "never rated")
+                try await chat.rateAgent(nil, rating: 4, comment: nil)
+                // OPERATOR_RATE refreshes the conversation: 4 on the app's scale (1 on the wire).
+                try await probe.recorder.first("the conversation carries the rating") { event in
+                    if case .conversationUpdated(let info) = event.kind { return info.customData?["operatorRatings"]?[String(control.agent.id)]?.intValue == 4 }
+                    return false
+                }
+                #expect(try await webim.lastRating(ofOperator: control.agent.id) == 4)
+                #expect(control.server.ratings.last?.rate == 1, "the wire's −2…2")
+            }
+        }
+    }
+
+    @Test func clearingTheHistoryRemovesEveryStoredMessage() async throws {
+        try await withWebimEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                try control.agent.send("one", to: control.visitorID)
+                try await probe.waitForMessages(["one"], in: chat)
+                try await WebimRequests(session: probe.session).clearHistory()
+                #expect(try await chat.storedMessages(before: nil, limit: .max).isEmpty, "removed before the call returned")
+                #expect(probe.recorder.events.contains { if case .historyCleared = $0.kind { return true } else { return false } })
+                #expect(control.server.messages(ofVisitor: control.visitorID).isEmpty)
+            }
+        }
+    }
+
+    @Test func infoBusyActionRequestAndInvitationMessages() async throws {
+        try await withWebimEmulator { control in
+            try await harness(control).withSession { probe in
+                // An invitation: the operator starts a chat the visitor did not ask for.
+                try control.agent.invite(visitor: control.visitorID, text: "Can I help you?")
+                try await probe.recorder.first("invited") { event in
+                    if case .conversationStateChanged(.invitation, _) = event.kind { return true }
+                    if case .conversationAdded(let info) = event.kind { return info.state == .invitation }
+                    if case .conversationUpdated(let info) = event.kind { return info.state == .invitation }
+                    return false
+                }
+                try control.agent.sendInfo("Olga joined the chat", to: control.visitorID)
+                try control.agent.sendOperatorBusy(to: control.visitorID)
+                try control.agent.sendActionRequest("Please call us back", to: control.visitorID)
+                let chat = try await probe.session.conversation(WebimBackend.conversationID)
+                try await probe.waitForMessages(["Olga joined the chat", "All operators are busy", "Please call us back"], in: chat)
+                let kinds = Dictionary(uniqueKeysWithValues: try await chat.storedMessages(before: nil, limit: .max).map { ($0.text, $0.kind) })
+                #expect(kinds["Olga joined the chat"] == .system)
+                #expect(kinds["All operators are busy"] == .agentBusy)
+                #expect(kinds["Please call us back"] == .actionRequest)
+                #expect(kinds["Can I help you?"] == .text)
+            }
+        }
+    }
+
+    @Test func initCarriesTheAppsDetailsAndTheServerChecksTheVisitorHash() async throws {
+        let key = "e64e35642555f3ecd64ae7dbb600dca8"
+        // The identification v2 vector of the Webim knowledge base (protocols/webim.md §5).
+        let vector = WebimServer.visitorHash(
+            fields: ["id": "12345", "display_name": "Евгений", "phone": "+78123855337", "email": "abc@webim.ru"], expires: 1_481_195_621, privateKey: key
+        )
+        #expect(vector.hasPrefix("07ef16b8") && vector.hasSuffix("cd86f"), "the emulator's hash is the published one: \(vector)")
+        try await withWebimEmulator(configuration: .init(deltaHold: .seconds(2), visitorHashKey: key)) { control in
+            let expires: Int64 = 4_102_444_800
+            let fields = ["id": "alice", "display_name": "Alice"]
+            let hash = WebimServer.visitorHash(fields: fields, expires: expires, privateKey: key)
+            let signed = #"{"fields":{"id":"alice","display_name":"Alice"},"expires":\#(expires),"hash":"\#(hash)"}"#
+            let backend = try WebimBackend(configuration: WebimConfiguration(
+                accountName: control.baseURL, appVersion: "2.7.1", visitorFieldsJSON: signed, pageTitle: "Shop", deviceToken: "apns-token-1", pushSystem: .apns
+            ))
+            try await harness(control).withSession(backend: backend) { _ in
+                let sent = try #require(control.server.lastParameters(of: "init"))
+                #expect(sent["app-version"] == "2.7.1" && sent["title"] == "Shop" && sent["platform"] == "ios")
+                #expect(sent["push-token"] == "apns-token-1" && sent["push-service"] == "apns")
+            }
+            let forged = signed.replacingOccurrences(of: hash, with: String(hash.reversed()))
+            let refused = try WebimBackend(configuration: WebimConfiguration(accountName: control.baseURL, visitorFieldsJSON: forged))
+            try await harness(control).withSession(backend: refused, resume: false) { probe in
+                try await probe.session.resume()
+                let event = try await probe.recorder.first("fatal") { if case .fatal = $0.kind { return true } else { return false } }
+                guard case .fatal(let error) = event.kind else { return }
+                #expect(WebimFatalError(error) == .wrongProvidedVisitorHash, "a typed reason, not a string")
+            }
+        }
+    }
+
+    @Test func builderErrorsAreTyped() {
+        let cases: [(WebimConfiguration, WebimBuilderError)] = [
+            (WebimConfiguration(accountName: ""), .nilAccountName),
+            (WebimConfiguration(accountName: "demo", location: ""), .nilLocation),
+            (WebimConfiguration(accountName: "demo", deviceToken: "t"), .invalidRemoteNotificationConfiguration),
+            (WebimConfiguration(accountName: "demo", visitorFieldsJSON: #"{"id":"a"}"#, providedAuthorizationToken: "p"), .invalidAuthentificatorParameters),
+            (WebimConfiguration(accountName: "demo", visitorFieldsJSON: "not json"), .invalidVisitorFields),
+        ]
+        for (configuration, expected) in cases {
+            do {
+                try configuration.validate()
+                Issue.record("\(expected) was accepted")
+            } catch let error as SwitchboardError {
+                #expect(WebimBuilderError(error) == expected, "\(error)")
+            } catch {
+                Issue.record("\(error)")
+            }
+        }
+        #expect(throws: SwitchboardError.self) { try WebimAppealsConfiguration(accountName: "demo", userToken: "").validate() }
+        #expect(WebimFatalError(SwitchboardError(.fatal, "x", vendorCode: "visitor_banned")) == .visitorBanned)
+        #expect(WebimFatalError(SwitchboardError(.fatal, "x", vendorCode: "domain-not-from-whitelist")) == .unknown("domain-not-from-whitelist"))
+        #expect(WebimFatalError(SwitchboardError(.connectionLost, "x", vendorCode: "reinit-required")) == nil)
+    }
+}
