@@ -141,9 +141,26 @@ struct ConsoleRunner: Sendable {
         let formatter = EventFormatter(format: jsonl ? .jsonLines : .timeline, start: Date())
         let console = Console(session: session)
         let events = session.events(filter: .all, buffering: .unbounded)
+        let firstConnection = session.events(filter: .all, buffering: .unbounded)
         try await session.withRunning { session in
             try await session.resume()
             if !jsonl { output.write(Console.help) }
+            // Commands typed (or piped) before the first connection wait for it, up to 10 s: a
+            // start or a send right away then goes through instead of failing as not connected.
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for await event in firstConnection {
+                        switch event.kind {
+                        case .connection(.connected, _), .fatal: return
+                        default: continue
+                        }
+                    }
+                }
+                group.addTask { try? await Task.sleep(for: .seconds(10)) }
+                await group.next()
+                group.cancelAll()
+            }
+            firstConnection.finish()
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
                     for await event in events {

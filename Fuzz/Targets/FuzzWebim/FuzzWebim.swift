@@ -3,7 +3,7 @@ import Switchboard
 import SwitchboardWebim
 
 /// The Webim adapter's reading of `init`, `delta`, `history` and `upload` answers
-/// (`WebimDeltaReader`, which the link uses) and of push payloads: any bytes give an outcome, never a crash; a fresh reader and one
+/// (`WebimDeltaReader`, which the link uses), of offline appeals' `history` answers, and of push payloads: any bytes give an outcome, never a crash; a fresh reader and one
 /// that has read the input before both survive it.
 func fuzzWebim(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     guard let start else { return 0 }
@@ -24,6 +24,13 @@ func fuzzWebim(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
         { _ = try WebimDeltaReader.readUploadAnswer(data) },
         { _ = try reader.readHistoryPage(data, credentials: credentials, now: Date(timeIntervalSince1970: 1_700_000_000)) },
         { _ = try reader.readHistoryChanges(data, credentials: credentials, now: Date(timeIntervalSince1970: 1_700_000_000)) },
+        {
+            for complete in [false, true] {
+                _ = try WebimAppealsBackend.readHistoryAnswer(
+                    data, complete: complete, baseURL: "https://fuzz.example", credentials: credentials, now: Date(timeIntervalSince1970: 1_700_000_000)
+                )
+            }
+        },
     ] as [() throws -> Void] {
         do { try read() } catch { precondition(error is SwitchboardError, "an untyped error: \(error)") }
     }

@@ -41,6 +41,11 @@ public protocol Session: Sendable {
 extension Session {
     public func events() -> EventStream { events(filter: .all, buffering: .bounded(1024)) }
     public func refresh() async throws { try await refresh(forced: false) }
+
+    /// A fake that does not poll (the requirement came after `Session` was published).
+    public func refresh(forced: Bool) async throws {
+        throw SwitchboardError(.unsupported, "this session does not poll")
+    }
 }
 
 /// The app-facing handle on one conversation.

@@ -1,6 +1,6 @@
-import Foundation
+public import Foundation
 import Logging
-import Switchboard
+public import Switchboard
 import SwitchboardTransport
 import Synchronization
 
@@ -285,6 +285,33 @@ final class WebimAppealsLink: BackendConnection {
             baseURL: base, pageID: credentials["page-id"], authToken: credentials["auth-token"],
             visitorID: credentials["visitor-id"].map(ParticipantID.init), now: context.clock.date
         )
+    }
+}
+
+extension WebimAppealsBackend {
+    /// Reads an offline `history` answer (protocols/webim.md §12a) as the link does: the appeals
+    /// listed (a complete list when `complete`, a forced re-read), their messages, the loose
+    /// messages, the newest of the visitor's messages the operator read per appeal. Fuzz targets
+    /// and benchmarks drive it without a connection.
+    ///
+    /// - Throws: ``SwitchboardError/Code/protocolViolation`` when the body is not a JSON object,
+    ///   the vendor's error when it is `{"error": …}`.
+    public static func readHistoryAnswer(
+        _ body: Data, complete: Bool, baseURL: String, credentials: Credentials, now: Date
+    ) throws -> (updates: [BackendUpdate], operatorRead: [ConversationID: MessageID]) {
+        guard let json = try? JSONValue(parsing: body), json.objectValue != nil else {
+            throw SwitchboardError(.protocolViolation, "history: a malformed answer of \(body.count) bytes")
+        }
+        if let error = json["error"]?.stringValue { throw WebimMapping.error(error, during: "history") }
+        let context = WebimMapping.Context(
+            baseURL: baseURL, pageID: credentials["page-id"], authToken: credentials["auth-token"],
+            visitorID: credentials["visitor-id"].map(ParticipantID.init), now: now
+        )
+        var read: [ConversationID: MessageID] = [:]
+        for chat in json["chats"]?.arrayValue ?? [] {
+            if let id = WebimAppealsMapping.conversationID(chat["id"]), let message = WebimAppealsMapping.operatorRead(chat) { read[id] = message }
+        }
+        return (WebimAppealsMapping.changes(json, complete: complete, context: context), read)
     }
 }
 
