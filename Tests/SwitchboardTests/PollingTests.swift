@@ -90,6 +90,16 @@ struct PollingTests {
         return ChatSession(backend: backend, configuration: configuration, clock: SessionClock(clock), random: SeededRandomNumberGenerator(seed: 9), logger: .quiet)
     }
 
+    /// Runs a session over `backend` on a test clock, connected, for `body`.
+    func connected(_ backend: PollingBackend, _ body: (ChatSession, EventRecorder) async throws -> Void) async throws {
+        let session = session(backend, clock: TestClock())
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.waitUntil("connected") { $0.contains(where: \.isConnected) }
+            try await body(session, recorder)
+        }
+    }
+
     @Test func theEnginePollsOnConnectAndEveryIntervalAndStoresWhatItFinds() async throws {
         let backend = PollingBackend()
         backend.agentWrites("waiting for you", in: "a")
@@ -113,11 +123,7 @@ struct PollingTests {
 
     @Test func aRefreshReturnsOnceWhatItFoundIsStoredAndAForcedOneAddsNothingTwice() async throws {
         let backend = PollingBackend()
-        let clock = TestClock()
-        let session = session(backend, clock: clock)
-        try await withRecording(session) { recorder in
-            try await session.resume()
-            try await recorder.waitUntil("connected") { $0.contains(where: \.isConnected) }
+        try await connected(backend) { session, recorder in
             backend.agentWrites("one", in: "a")
             backend.agentWrites("two", in: "b")
             try await session.refresh()
@@ -133,11 +139,7 @@ struct PollingTests {
 
     @Test func aConversationMadeByItsFirstMessageHoldsItWhenStartReturns() async throws {
         let backend = PollingBackend()
-        let clock = TestClock()
-        let session = session(backend, clock: clock)
-        try await withRecording(session) { recorder in
-            try await session.resume()
-            try await recorder.waitUntil("connected") { $0.contains(where: \.isConnected) }
+        try await connected(backend) { session, recorder in
             let appeal = try await session.startConversation(ConversationDraft(firstMessage: MessageDraft(text: "my order is late")))
             #expect(try await appeal.storedMessages(before: nil, limit: .max).map(\.text) == ["my order is late"])
             try await session.refresh(forced: true)

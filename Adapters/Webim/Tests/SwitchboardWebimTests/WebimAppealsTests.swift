@@ -55,6 +55,15 @@ struct WebimAppealsTests {
         }
     }
 
+    /// The same user deletes the appeal from another device (a session of its own).
+    func deleteOnAnotherDevice(_ appeal: ConversationID, _ rig: Rig) async throws {
+        let other = rig.session(try rig.backend())
+        try await connected(other) { _ in
+            try await other.refresh()
+            try await (try await other.conversation(appeal)).archive()
+        }
+    }
+
     /// Lets the outbox's resend timer (milliseconds, on the test clock) fire once it is set.
     func advancePastResend(_ clock: TestClock) async {
         for _ in 0..<100_000 {
@@ -139,11 +148,7 @@ struct WebimAppealsTests {
                 #expect(try await session.conversations().map(\.id) == [kept.id])
                 #expect(rig.server.appeals(ofVisitor: try rig.visitor()).count == 1)
                 // Deleted elsewhere first: chat-not-found counts as done.
-                let other = rig.session(try rig.backend())
-                try await connected(other) { _ in
-                    try await other.refresh()
-                    try await (try await other.conversation(kept.id)).archive()
-                }
+                try await deleteOnAnotherDevice(kept.id, rig)
                 try await kept.archive()
                 #expect(try await session.conversations().isEmpty)
                 #expect(rig.server.actions.filter { $0.action == "chat.delete" }.count == 3)
@@ -165,11 +170,7 @@ struct WebimAppealsTests {
                 try await session.refresh(forced: true)
                 try await session.refresh(forced: true)
                 // Deleted on the server by another device of the same user.
-                let other = rig.session(try rig.backend())
-                try await connected(other) { _ in
-                    try await other.refresh()
-                    try await (try await other.conversation(ids[1])).archive()
-                }
+                try await deleteOnAnotherDevice(ids[1], rig)
                 try await session.refresh(forced: true)
                 let added = recorder.events.compactMap(\.addedMessage).compactMap(\.serverID)
                 let stored = try await session.conversations().map(\.id)
