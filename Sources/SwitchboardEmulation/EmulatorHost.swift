@@ -6,19 +6,25 @@ public import Logging
 /// tests never collide. In-process (tests, the demo) it runs for the duration of a closure;
 /// standalone (`switchboard emulate`) until the task is cancelled or the process is signalled.
 public enum EmulatorHost {
+    /// The largest WebSocket frame the host reads (1 MiB); an emulator refuses what its protocol
+    /// does not allow below that with the protocol's own error. (Hummingbird's default, 16 KiB,
+    /// closed the socket with 1009 on legal frames.)
+    public static let maxWebSocketFrame = 1 << 20
+
     /// Runs the emulator around `body`, which gets the bound port; stops it when `body` returns.
     public static func withRunning<Result: Sendable>(
         router: Router<BasicWebSocketRequestContext>,
         webSocketRouter: Router<BasicWebSocketRequestContext>,
         host: String = "127.0.0.1",
         port: Int = 0,
+        maxWebSocketFrame: Int = EmulatorHost.maxWebSocketFrame,
         logger: Logger,
         _ body: @Sendable (Int) async throws -> Result
     ) async throws -> Result {
         let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
         let application = Application(
             router: router,
-            server: .http1WebSocketUpgrade(webSocketRouter: webSocketRouter),
+            server: .http1WebSocketUpgrade(webSocketRouter: webSocketRouter, configuration: WebSocketServerConfiguration(maxFrameSize: maxWebSocketFrame)),
             configuration: ApplicationConfiguration(address: .hostname(host, port: port)),
             onServerRunning: { channel in
                 portContinuation.yield(channel.localAddress?.port ?? port)
@@ -48,12 +54,13 @@ public enum EmulatorHost {
         webSocketRouter: Router<BasicWebSocketRequestContext>,
         host: String = "127.0.0.1",
         port: Int = 0,
+        maxWebSocketFrame: Int = EmulatorHost.maxWebSocketFrame,
         logger: Logger,
         onBound: @escaping @Sendable (Int) async -> Void
     ) async throws {
         let application = Application(
             router: router,
-            server: .http1WebSocketUpgrade(webSocketRouter: webSocketRouter),
+            server: .http1WebSocketUpgrade(webSocketRouter: webSocketRouter, configuration: WebSocketServerConfiguration(maxFrameSize: maxWebSocketFrame)),
             configuration: ApplicationConfiguration(address: .hostname(host, port: port)),
             onServerRunning: { channel in await onBound(channel.localAddress?.port ?? port) },
             logger: logger

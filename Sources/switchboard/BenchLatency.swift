@@ -296,7 +296,11 @@ enum RawSocket {
 
     static func connect(_ url: String, _ body: @concurrent @Sendable (inout Inbound, WebSocketOutboundWriter) async throws -> Void) async throws {
         try await withoutActuallyEscaping(body) { body in
-            _ = try await WebSocketClient.connect(url: url, logger: Logger.quiet) { inbound, outbound, _ in
+            // Frames as large as a client of the protocols accepts (a retransmit page is ~0.5 MB in
+            // one frame; WSClient's default is 16 KiB).
+            var configuration = WebSocketClientConfiguration()
+            configuration.maxFrameSize = 1 << 24
+            _ = try await WebSocketClient.connect(url: url, configuration: configuration, logger: Logger.quiet) { inbound, outbound, _ in
                 var messages = inbound.messages(maxSize: 1 << 24).makeAsyncIterator()
                 try await body(&messages, outbound)
                 try await outbound.close(.normalClosure, reason: nil)

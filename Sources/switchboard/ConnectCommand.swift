@@ -32,7 +32,7 @@ struct ConnectVoximplant: AsyncParsableCommand {
 
     func run() async throws {
         let backend = VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: user, token: token, allowsPlainText: allowPlainText), logger: .quiet)
-        try await ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl).run()
+        try await ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, me: ParticipantID(user)).run()
     }
 }
 
@@ -134,11 +134,13 @@ struct ConsoleRunner: Sendable {
     let store: any ChatStore
     let jsonl: Bool
     var configuration = SessionConfiguration()
+    /// The logged-in user, where the backend's peers share one role.
+    var me: ParticipantID?
 
     func run() async throws {
         let output = StandardOutput()
         let session = ChatSession(backend: backend, store: store, configuration: configuration, logger: .quiet)
-        let formatter = EventFormatter(format: jsonl ? .jsonLines : .timeline, start: Date())
+        let formatter = EventFormatter(format: jsonl ? .jsonLines : .timeline, start: Date(), me: me)
         let console = Console(session: session)
         let events = session.events(filter: .all, buffering: .unbounded)
         let firstConnection = session.events(filter: .all, buffering: .unbounded)

@@ -24,9 +24,9 @@ struct EmulateVoximplant: AsyncParsableCommand {
 
     func run() async throws {
         let server = VoximplantServer()
-        let alice = server.addUser("alice", token: "alice-token", displayName: "Alice")
-        let bob = server.addUser("bob", token: "bob-token", displayName: "Bob (agent robot)")
-        let carol = server.addUser("carol", token: "carol-token", displayName: "Carol")
+        let alice = server.addUser("alice", token: "secret-a", displayName: "Alice")
+        let bob = server.addUser("bob", token: "secret-b", displayName: "Bob (agent robot)")
+        let carol = server.addUser("carol", token: "secret-c", displayName: "Carol")
         let conversation = try server.robot(bob).createConversation(title: "Support", with: [alice])
         try server.robot(bob).send("Hi Alice, Bob here. What can I do for you?", in: conversation)
         server.autoReply(as: bob) { from, text in "Bob: got \"\(text)\" from \(from)" }
@@ -35,9 +35,9 @@ struct EmulateVoximplant: AsyncParsableCommand {
             output.write(
                 """
                 Voximplant-style emulator at \(url)
-                users: \(alice) / alice-token, \(bob) / bob-token (robot), \(carol) / carol-token
+                users: \(alice) / secret-a, \(bob) / secret-b (robot), \(carol) / secret-c (the users of the spec's golden frames)
                 conversation \(conversation) between alice and bob
-                connect with: swift run switchboard connect voximplant --url \(url) --user \(alice) --token alice-token
+                connect with: swift run switchboard connect voximplant --url \(url) --user \(alice) --token secret-a
                 """
             )
         }

@@ -10,11 +10,14 @@ struct EventFormatter: Sendable {
 
     let format: Format
     let start: Date
+    /// The user the session is logged in as, where peers share one role (Voximplant-style): their
+    /// messages are `"mine": true` in JSON lines.
+    var me: ParticipantID?
 
     func line(for event: ChatEvent) -> String {
         switch format {
         case .jsonLines:
-            return Self.jsonLine(for: event)
+            return Self.jsonLine(for: event, me: me)
         case .timeline:
             let offset = String(format: "+%7.3fs", event.time.timeIntervalSince(start))
             let origin = "\(event.origin.backend)/\(event.origin.session)".padding(toLength: 27, withPad: " ", startingAt: 0)
@@ -28,8 +31,10 @@ struct EventFormatter: Sendable {
 
     /// One JSON object per event (Docs/CLI.md): flat fields for scripts (`kind`, `backend`,
     /// `session`, `conversation`, `time`, `sequence`, and `message` for message events), plus the
-    /// whole event as `event`, which decodes as a ``ChatEvent``.
-    static func jsonLine(for event: ChatEvent) -> String {
+    /// whole event as `event`, which decodes as a ``ChatEvent``. `sequence` is the event's, else
+    /// its message's (history pages carry no event sequence), `null` when neither has one (a
+    /// pending send).
+    static func jsonLine(for event: ChatEvent, me: ParticipantID? = nil) -> String {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
         guard let data = try? encoder.encode(event), let whole = try? JSONValue(parsing: data) else {
@@ -46,7 +51,8 @@ struct EventFormatter: Sendable {
         if let sequence = event.sequence { line["sequence"] = .int(sequence) }
         switch event.kind {
         case .messageAdded(let message, _), .messageUpdated(let message):
-            line["message"] = Self.json(message)
+            line["message"] = Self.json(message, me: me)
+            line["sequence"] = (event.sequence ?? message.sequence).map { .int($0) } ?? .null
         case .messageRemoved(let id):
             line["message"] = ["id": .string(id.rawValue)]
         default:
@@ -55,8 +61,13 @@ struct EventFormatter: Sendable {
         return JSONValue.object(line).jsonString
     }
 
-    static func json(_ message: Message) -> JSONValue {
+    static func json(_ message: Message, me: ParticipantID? = nil) -> JSONValue {
+        // The app user's own: a customer's message in a support chat, the logged-in user's among
+        // peers, or one still pending (only the app's own are).
+        let mine = message.senderRole == .customer || message.deliveryState == .pending || (me != nil && message.sender == me)
         var object: [String: JSONValue] = [
+            "mine": .bool(mine),
+            "sequence": message.sequence.map { .int($0) } ?? .null,
             "text": .string(message.text),
             "kind": .string(kindName(message.kind)),
             "deliveryState": .string(stateName(message.deliveryState)),

@@ -104,3 +104,31 @@ struct AppealsConsoleTests {
         #expect(try StorageOptions.parse([]).makeStore() is InMemoryChatStore)
     }
 }
+
+/// JSON lines a script can use: every message has its sequence at the top level and says
+/// whether it is the user's own (Voximplant-style peers all have the role `user`).
+@Suite struct JSONLinesTests {
+    func line(_ kind: ChatEvent.Kind, sequence: Int64? = nil, me: ParticipantID? = "alice@app.acc") throws -> JSONValue {
+        let event = ChatEvent(
+            origin: ChatEvent.Origin(session: "s", backend: "voximplant"), conversationID: "c", time: Date(timeIntervalSince1970: 0),
+            sequence: sequence, kind: kind
+        )
+        return try JSONValue(parsing: EventFormatter.jsonLine(for: event, me: me))
+    }
+
+    @Test func historyAndPendingMessagesCarryTheirSequenceAndOwnMessagesAreMarked() throws {
+        let bobs = Message(serverID: "m5", conversationID: "c", sequence: 5, sender: "bob@app.acc", senderRole: .user, text: "old", time: .distantPast)
+        let history = try line(.messageAdded(bobs, position: .history))
+        #expect(history["sequence"]?.intValue == 5, "a history page's message has no event sequence; its own is used")
+        #expect(history["message"]?["mine"]?.boolValue == false)
+        var alices = bobs
+        alices.sender = "alice@app.acc"
+        alices.sequence = 6
+        let live = try line(.messageAdded(alices, position: .newest), sequence: 6)
+        #expect(live["sequence"]?.intValue == 6 && live["message"]?["mine"]?.boolValue == true, "the logged-in user's own, though its role is user")
+        let pending = Message(clientID: "c-1", conversationID: "c", sender: "alice@app.acc", text: "new", time: .distantPast, deliveryState: .pending)
+        let queued = try line(.messageAdded(pending, position: .newest))
+        #expect(queued["sequence"] == .null, "present, and null: not sent yet")
+        #expect(queued["message"]?["mine"]?.boolValue == true)
+    }
+}

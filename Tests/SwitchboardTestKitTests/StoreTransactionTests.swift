@@ -146,6 +146,12 @@ struct StoreTransactionTests {
             try await session.resume()
             try await recorder.first("the conversation") { $0.conversationID == conversation.id }
             try await session.pause()
+            // A link ended on purpose lets its requests in flight answer first (the first catch-up
+            // of a new conversation, say), and keeps delivering meanwhile: wait until it is down.
+            try await recorder.first("paused") {
+                if case .connection(.disconnected, _) = $0.kind { return true }
+                return false
+            }
             for index in 1...250 { try agent.send("missed \(index)", in: conversation.id) }
             let (applies, lookups) = (store.applies, store.messageLookups)
             try await session.resume()

@@ -142,9 +142,18 @@ struct VoxConversation {
 /// A protocol error as the server sends it: a code of §7 and its text.
 public struct VoximplantProtocolError: Error, Sendable, CustomStringConvertible {
     public var code: Int
-    public var description: String { Self.texts[code] ?? "Something went wrong. Check input" }
+    /// The limit in the text of 32 and 33 (§7: `N` is filled in).
+    public var limit: Int?
+    public var description: String {
+        let text = Self.texts[code] ?? "Something went wrong. Check input"
+        guard let limit, text.hasPrefix("N ") else { return text }
+        return "\(limit)" + text.dropFirst(1)
+    }
 
-    public init(_ code: Int) { self.code = code }
+    public init(_ code: Int, limit: Int? = nil) {
+        self.code = code
+        self.limit = limit
+    }
 
     static let texts: [Int: String] = [
         0: "Something went wrong. Check input", 1: "Transport message structure is wrong",

@@ -25,7 +25,7 @@ public struct VoximplantEmulator: HostedEmulator {
         let webSocketRouter = Router(context: BasicWebSocketRequestContext.self)
         let server = self.server
         webSocketRouter.ws("/ws") { inbound, outbound, _ in
-            await EmulatedSocket.serve(inbound: inbound, outbound: outbound, maxFrameSize: 64 * 1024) { socket in
+            await EmulatedSocket.serve(inbound: inbound, outbound: outbound, maxFrameSize: EmulatorHost.maxWebSocketFrame) { socket in
                 let client = server.attach(send: socket.send, close: socket.close)
                 return EmulatedSocket.Handlers(
                     receive: { frame in
@@ -33,7 +33,7 @@ public struct VoximplantEmulator: HostedEmulator {
                         case .text(let text): server.receive(text, from: client)
                         case .binary: socket.send(VoximplantProtocolError(1).frame(id: nil).jsonString)
                         case .failed:
-                            // Over the frame limit or a broken socket: say so if possible, then close.
+                            // Over the host's 1 MiB or a broken socket: say so if possible, then close.
                             socket.send(VoximplantProtocolError(1).frame(id: nil).jsonString)
                             socket.close()
                         }

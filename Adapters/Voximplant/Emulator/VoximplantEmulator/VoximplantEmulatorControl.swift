@@ -95,7 +95,7 @@ public struct VoximplantEmulatorControl: EmulatorControl {
                 good.setting("conversation", to: "not-the-customers").setting("message", "conversation", to: "not-the-customers").setting("seq", to: 1),
                 .tolerated
             ),
-            .oversized("a frame over the 1 MB receive limit", prefix: #"{"type":"event","eventType":"typing","padding":""#, suffix: #""}"#, size: (1 << 20) + 1024),
+            .oversized("a frame over the 16 MiB receive limit", prefix: #"{"type":"event","eventType":"typing","padding":""#, suffix: #""}"#, size: (16 << 20) + 1024),
         ]
     }
 

@@ -50,6 +50,9 @@ public final class VoximplantServer: Sendable {
         var dropped = 0
         var duplicateSends = 0
         var retransmittedEvents = 0
+        var oversizedFrames = 0
+        var pingsSent: [String] = []
+        var pongs: [String?] = []
         var autoReplies: [String: @Sendable (_ from: String, _ text: String) -> String?] = [:]
     }
 
@@ -65,6 +68,33 @@ public final class VoximplantServer: Sendable {
     }
 
     var now: Int64 { Int64(clock.date.timeIntervalSince1970) }
+
+    /// §1: the largest frame a client may send.
+    public static let maxClientFrameBytes = 64 * 1024
+    /// §4.3: the most Unicode code points a message text holds.
+    public static let maxTextCodePoints = 5000
+
+    /// Client frames refused for their size.
+    public var oversizedFrames: Int { state.withLock { $0.oversizedFrames } }
+
+    /// Sends a `ping` to every client of `user` (§2: both directions); returns its id. The pongs
+    /// come back in ``pongs``.
+    @discardableResult
+    public func ping(user: String) -> String {
+        defer { changes.signal() }
+        return state.withLock { state in
+            state.nextID += 1
+            let id = "srv-ping-\(state.nextID)"
+            state.pingsSent.append(id)
+            for (_, client) in state.clients where client.user == user {
+                client.send(JSONValue.object(["type": "ping", "id": .string(id)]).jsonString)
+            }
+            return id
+        }
+    }
+
+    /// The ids of the pongs clients answered the server's pings with, in order.
+    public var pongs: [String?] { state.withLock { $0.pongs } }
 
     // MARK: Users and the server's truth
 
@@ -198,6 +228,12 @@ public final class VoximplantServer: Sendable {
         defer { changes.signal() }
         state.withLock { state in
             guard let sender = state.clients[client] else { return }
+            guard text.utf8.count <= Self.maxClientFrameBytes else {
+                // §1: refused with error 1 and not read; the connection stays.
+                state.oversizedFrames += 1
+                sender.send(VoximplantProtocolError(1).frame(id: nil).jsonString)
+                return
+            }
             let frame: JSONValue
             do {
                 frame = try JSONValue(parsing: text)
@@ -209,6 +245,8 @@ public final class VoximplantServer: Sendable {
             switch frame["type"]?.stringValue {
             case "ping":
                 sender.send(JSONValue.object(["type": "pong", "id": id.map(JSONValue.string) ?? .null]).jsonString)
+            case "pong":
+                state.pongs.append(id)
             case "request":
                 guard let name = frame["name"]?.stringValue else {
                     sender.send(VoximplantProtocolError(1).frame(id: id).jsonString)
@@ -216,6 +254,7 @@ public final class VoximplantServer: Sendable {
                 }
                 let params = frame["params"] ?? [:]
                 do {
+                    try Self.checkTypes(params)
                     let result = try handle(name, params: params, client: client, state: &state)
                     state.clients[client]?.send(JSONValue.object(["type": "response", "id": id.map(JSONValue.string) ?? .null, "result": result]).jsonString)
                 } catch let error as VoximplantProtocolError {
@@ -226,6 +265,38 @@ public final class VoximplantServer: Sendable {
             default:
                 sender.send(VoximplantProtocolError(2).frame(id: id).jsonString)
             }
+        }
+    }
+
+    /// §5: a parameter of the protocol given with the wrong JSON type (`"seq": "3"`) makes the
+    /// frame ill-formed: error 1, and nothing is done (it is not read as 0 or as absent).
+    enum ParameterType: Sendable {
+        case string, integer, bool, array, object, payload
+
+        func matches(_ value: JSONValue) -> Bool {
+            switch self {
+            case .string: value.stringValue != nil
+            case .integer: value.intValue != nil
+            case .bool: value.boolValue != nil
+            case .array: value.arrayValue != nil
+            case .object: value.objectValue != nil || value.isNull
+            case .payload: value.arrayValue != nil || value.isNull
+            }
+        }
+    }
+
+    static let parameterTypes: [String: ParameterType] = [
+        "user": .string, "token": .string, "imId": .integer, "users": .array, "online": .bool,
+        "customData": .object, "privateCustomData": .object, "conversation": .string, "conversations": .array,
+        "title": .string, "participants": .array, "direct": .bool, "uber": .bool, "publicJoin": .bool,
+        "text": .string, "payload": .payload, "clientMessageId": .string, "message": .string,
+        "seq": .integer, "eventsFrom": .integer, "eventsTo": .integer, "count": .integer,
+    ]
+
+    static func checkTypes(_ params: JSONValue) throws {
+        guard let object = params.objectValue else { throw VoximplantProtocolError(1) }
+        for (key, value) in object {
+            if let type = parameterTypes[key], !type.matches(value) { throw VoximplantProtocolError(1) }
         }
     }
 
@@ -388,7 +459,7 @@ public final class VoximplantServer: Sendable {
             if name == "editMessage" {
                 guard own ? caller.canEdit : caller.canEditAll else { throw VoximplantProtocolError(12) }
                 if let text = params["text"]?.stringValue {
-                    guard text.count <= 5000 else { throw VoximplantProtocolError(23) }
+                    guard text.unicodeScalars.count <= Self.maxTextCodePoints else { throw VoximplantProtocolError(23) }
                     message.text = text
                 }
                 if let payload = params["payload"], !payload.isNull { message.payload = payload }
@@ -421,16 +492,19 @@ public final class VoximplantServer: Sendable {
         case "read":
             var conversation = try find(conversationID, state: state)
             guard let index = conversation.members.firstIndex(where: { $0.userId == user }) else { throw VoximplantProtocolError(19) }
-            let sequence = params["seq"]?.intValue ?? 0
-            guard sequence <= conversation.lastSequence else { throw VoximplantProtocolError(24) }
-            conversation.members[index].lastReadSequence = max(0, sequence)
+            guard let given = params["seq"]?.intValue else { throw VoximplantProtocolError(1) }
+            guard given <= conversation.lastSequence else { throw VoximplantProtocolError(24) }
+            // §5: the marker goes where the client puts it (back too: "unread from here"); below 1
+            // it is 1, as the SDK's `markAsRead`: everything but the first event unread.
+            let sequence = max(1, given)
+            conversation.members[index].lastReadSequence = sequence
             state.conversations[conversation.uuid] = conversation
-            state.readLog.append((user, conversation.uuid, max(0, sequence)))
-            let event: JSONValue = ["type": "event", "eventType": "read", "action": "read", "initiator": .string(user), "conversation": .string(conversation.uuid), "seq": .int(max(0, sequence)), "timestamp": .int(now)]
+            state.readLog.append((user, conversation.uuid, sequence))
+            let event: JSONValue = ["type": "event", "eventType": "read", "action": "read", "initiator": .string(user), "conversation": .string(conversation.uuid), "seq": .int(sequence), "timestamp": .int(now)]
             for (id, target) in state.clients where id != client && conversation.member(target.user ?? "") != nil {
                 target.send(event.jsonString)
             }
-            return ["conversation": .string(conversation.uuid), "seq": .int(max(0, sequence))]
+            return ["conversation": .string(conversation.uuid), "seq": .int(sequence)]
         case "retransmitEvents":
             let result = try retransmit(params, for: user, state: state)
             state.retransmittedEvents += result["events"]?.arrayValue?.count ?? 0
@@ -488,7 +562,7 @@ public final class VoximplantServer: Sendable {
             return original
         }
         let text = params["text"]?.stringValue ?? ""
-        guard text.count <= 5000 else { throw VoximplantProtocolError(23) }
+        guard text.unicodeScalars.count <= Self.maxTextCodePoints else { throw VoximplantProtocolError(23) }
         try checkRate(user, state: &state)
         // The state's copy goes, so the conversation's log and messages grow in place instead of
         // being copied for every message.
@@ -524,8 +598,8 @@ public final class VoximplantServer: Sendable {
         let second = now
         var times = state.sendTimes[user] ?? []
         while let first = times.first, first <= second - 60 { times.removeFirst() }
-        if let limit = configuration.messagesPerSecond, times.filter({ $0 == second }).count >= limit { throw VoximplantProtocolError(32) }
-        if let limit = configuration.messagesPerMinute, times.count >= limit { throw VoximplantProtocolError(33) }
+        if let limit = configuration.messagesPerSecond, times.filter({ $0 == second }).count >= limit { throw VoximplantProtocolError(32, limit: limit) }
+        if let limit = configuration.messagesPerMinute, times.count >= limit { throw VoximplantProtocolError(33, limit: limit) }
         times.append(second)
         state.sendTimes[user] = times
     }
@@ -542,24 +616,25 @@ public final class VoximplantServer: Sendable {
         guard given < 3 else { throw VoximplantProtocolError(36) }
         guard given == 2 else { throw VoximplantProtocolError(41) }
         let last = conversation.lastSequence
-        var range: ClosedRange<Int64>
-        if let from, let to {
-            guard from <= to else { throw VoximplantProtocolError(28) }
-            guard to - from + 1 <= 100 else { throw VoximplantProtocolError(22) }
-            guard from >= 1, to <= last else { throw VoximplantProtocolError(24) }
-            range = from...to
-        } else if let count {
+        // §6, in this order: `count` out of 1…100 (21, 22), a bound below 1 (21), `from > to` (28),
+        // a bound above `lastSequence` (24), then a span over 100 (22).
+        if let count {
             guard count >= 1 else { throw VoximplantProtocolError(21) }
             guard count <= 100 else { throw VoximplantProtocolError(22) }
-            if let from {
-                guard from >= 1, from <= last else { throw VoximplantProtocolError(24) }
-                range = from...min(last, from + count - 1)
-            } else {
-                let to = to!
-                guard to >= 1, to <= last else { throw VoximplantProtocolError(24) }
-                range = max(1, to - count + 1)...to
-            }
-        } else {
+        }
+        for bound in [from, to].compactMap({ $0 }) where bound < 1 { throw VoximplantProtocolError(21) }
+        if let from, let to, from > to { throw VoximplantProtocolError(28) }
+        for bound in [from, to].compactMap({ $0 }) where bound > last { throw VoximplantProtocolError(24) }
+        let range: ClosedRange<Int64>
+        switch (from, to, count) {
+        case (let from?, let to?, nil):
+            guard to - from + 1 <= 100 else { throw VoximplantProtocolError(22) }
+            range = from...to
+        case (let from?, nil, let count?):
+            range = from...min(last, from + count - 1)
+        case (nil, let to?, let count?):
+            range = max(1, to - count + 1)...to
+        default:
             throw VoximplantProtocolError(41)
         }
         let events = range.filter { conversation.canSee(user, sequence: $0) }.map { conversation.log[Int($0 - 1)] }

@@ -11,6 +11,11 @@ public struct VoximplantConfiguration: Sendable {
     public var token: String
     /// How long a request may go unanswered (the SDK's 10 s, error 10002).
     public var requestTimeout: Duration
+    /// The largest frame a client sends (§1); the engine's payload limits keep sends below it.
+    public static let maxClientFrameBytes = 64 * 1024
+    /// The largest frame a client accepts from the server (§1).
+    public static let maxServerFrameBytes = 16 << 20
+
     /// Silence after which the client pings, and how long it waits for the pong.
     public var heartbeatInterval: Duration
     public var pongTimeout: Duration
@@ -74,7 +79,9 @@ public struct VoximplantBackend: ChatBackend {
     ) async throws -> Result {
         try await WebSocketTransport.withTextWebSocket(
             url: configuration.url,
-            configuration: .init(maxMessageSize: 1 << 20, allowsPlainText: configuration.allowsPlainText),
+            // §1: the server's frames are not bound by the 64 KiB of a client's (a retransmit page of
+            // 100 long messages is ~0.5 MB); a client takes up to 16 MiB.
+            configuration: .init(maxMessageSize: VoximplantConfiguration.maxServerFrameBytes, allowsPlainText: configuration.allowsPlainText),
             logger: context.logger
         ) { socket in
             let link = VoximplantLink(socket: socket, configuration: configuration, clock: context.clock, logger: context.logger)

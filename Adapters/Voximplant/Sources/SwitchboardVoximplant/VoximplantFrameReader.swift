@@ -16,7 +16,11 @@ public struct VoximplantFrameReader: Sendable {
         /// A protocol error (§7), for request `id` when it names one.
         case error(id: String?, code: Int, description: String)
         case pong
-        /// Not a frame of the protocol: undecodable, or of an unknown type.
+        /// The server's `ping`: the client answers with a `pong` of the same `id` (§2).
+        case ping(id: String?)
+        /// A frame of a type this client does not know: ignored, as §2 says (a newer server).
+        case ignored(type: String)
+        /// Not a frame of the protocol: undecodable, or an event or response it cannot read.
         case malformed(SwitchboardError)
     }
 
@@ -51,8 +55,10 @@ public struct VoximplantFrameReader: Sendable {
             return .event(VoximplantMapping.event(event, me: user))
         case "pong":
             return .pong
+        case "ping":
+            return .ping(id: frame.id)
         default:
-            return .malformed(SwitchboardError(.protocolViolation, "unknown frame type \(frame.type)"))
+            return .ignored(type: frame.type)
         }
     }
 }

@@ -54,7 +54,7 @@ final class VoximplantLink: BackendConnection {
         do {
             for try await text in socket.messages {
                 state.withLock { $0.lastInbound = clock.now }
-                route(text)
+                await route(text)
             }
             end(SwitchboardError(.connectionLost, "the server closed the WebSocket"))
         } catch {
@@ -62,7 +62,7 @@ final class VoximplantLink: BackendConnection {
         }
     }
 
-    private func route(_ text: String) {
+    private func route(_ text: String) async {
         switch reader.read(text) {
         case .event(let event):
             continuation.yield(.event(event))
@@ -79,6 +79,11 @@ final class VoximplantLink: BackendConnection {
             }
         case .pong:
             break
+        case .ping(let id):
+            // A failed pong is a failing socket, which the read loop sees next.
+            try? await socket.send(VoximplantWire.encode(VoximplantWire.Pong(id: id)))
+        case .ignored(let type):
+            logger.debug("ignored a frame of unknown type", metadata: ["type": "\(type)"])
         case .malformed(let error):
             continuation.yield(.problem(error))
         }
@@ -126,6 +131,10 @@ final class VoximplantLink: BackendConnection {
             return String(state.nextID)
         }
         let text = VoximplantWire.encode(VoximplantWire.Request(id: id, name: name, params: params))
+        // §1: the server would refuse it unread, and its error could not name the request.
+        guard text.utf8.count <= VoximplantConfiguration.maxClientFrameBytes else {
+            throw SwitchboardError(.payloadTooLarge, "\(name): a frame of \(text.utf8.count) bytes is over the protocol's 64 KiB")
+        }
         let timeout = configuration.requestTimeout
         return try await replies.request(
             id,

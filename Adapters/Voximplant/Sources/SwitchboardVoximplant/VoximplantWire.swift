@@ -16,6 +16,12 @@ enum VoximplantWire {
         var id: String
     }
 
+    /// The answer to the server's `ping` (§2: both directions), with its `id` when it had one.
+    struct Pong: Encodable {
+        let type = "pong"
+        var id: String?
+    }
+
     /// Any frame from the server, read once: the envelope, and for an event frame (whose fields
     /// sit beside `type`) the event.
     struct Incoming: WireDecodable {

@@ -142,7 +142,7 @@ import Testing
             Issue.record("a reply carrying the event it logged")
             return
         }
-        for bad in [#"{"type":"pong","id":"1"}x"#, #"{"type":"surprise"}"#, #"{"type":"response"}"#, #"{"type":"event","eventType":5}"#, "[]"] {
+        for bad in [#"{"type":"pong","id":"1"}x"#, #"{"type":"response"}"#, #"{"type":"event","eventType":5}"#, "[]"] {
             guard case .malformed(let error) = reader.read(bad) else {
                 Issue.record("\(bad) is malformed")
                 continue
@@ -151,6 +151,15 @@ import Testing
         }
         guard case .pong = reader.read(#"{"type":"pong","id":"1"}"#) else {
             Issue.record("a pong")
+            return
+        }
+        // §2: the server may ping too (answered with a pong of its id); an unknown type is ignored.
+        guard case .ping(id: "s-1") = reader.read(#"{"type":"ping","id":"s-1"}"#) else {
+            Issue.record("a ping")
+            return
+        }
+        guard case .ignored(type: "surprise") = reader.read(#"{"type":"surprise","id":"x"}"#) else {
+            Issue.record("an unknown type is ignored, not an error")
             return
         }
     }

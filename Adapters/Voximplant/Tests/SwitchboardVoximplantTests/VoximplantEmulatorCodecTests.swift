@@ -91,3 +91,106 @@ import Testing
         #expect(typing.count == 1, "one notification per 10 s reaches the others")
     }
 }
+
+/// Rules the spec left open, written into it (Docs/Protocols/voximplant-style.md) after an
+/// independent implementation chose differently; the server's side, frame by frame.
+@Suite struct VoximplantSpecRuleTests {
+    let codec = VoximplantEmulatorCodecTests()
+
+    /// Logs Alice in and returns a sender of requests that answers with the frame the server sent.
+    func session() -> (VoximplantServer, String, (String, JSONValue) -> JSONValue) {
+        let (server, conversation) = codec.server()
+        let (client, frames) = codec.attach(server)
+        server.receive(GoldenFrames.loginRequest, from: client)
+        var next = 100
+        let request: (String, JSONValue) -> JSONValue = { name, params in
+            next += 1
+            let frame: JSONValue = ["type": "request", "id": .string(String(next)), "name": .string(name), "params": params]
+            server.receive(frame.jsonString, from: client)
+            return frames.all.last ?? .null
+        }
+        return (server, conversation, request)
+    }
+
+    @Test func parametersOfTheWrongTypeAreAMalformedFrameAndChangeNothing() {
+        let (server, conversation, request) = session()
+        _ = request("read", ["conversation": .string(conversation), "seq": 1])
+        let answer = request("read", ["conversation": .string(conversation), "seq": "3"])
+        #expect(answer["code"]?.intValue == 1, "\(answer)")
+        #expect(server.readLog.map(\.sequence) == [1], "the marker did not move (it was reset to 0 before)")
+        #expect(request("sendMessage", ["conversation": .string(conversation), "text": 5, "clientMessageId": "c"])["code"]?.intValue == 1)
+        #expect(request("noSuchRequest", [:])["code"]?.intValue == 2, "an unknown request name is 2")
+    }
+
+    @Test func aReadBelowOneLeavesOnlyTheFirstEventReadAndAMarkerMayMoveBack() {
+        let (server, conversation, request) = session()
+        for index in 1...3 { _ = try? server.robot("bob@app.acc").send("m\(index)", in: conversation) }
+        #expect(request("read", ["conversation": .string(conversation), "seq": 4])["result"]?["seq"]?.intValue == 4)
+        #expect(request("read", ["conversation": .string(conversation), "seq": 2])["result"]?["seq"]?.intValue == 2, "back, as the client asks")
+        #expect(request("read", ["conversation": .string(conversation), "seq": 0])["result"]?["seq"]?.intValue == 1, "the SDK: all but event 1 unread")
+        #expect(server.readLog.map(\.sequence) == [4, 2, 1])
+    }
+
+    @Test func retransmitsOwnErrorsComeInTheSpecsOrder() {
+        let (_, conversation, request) = session()
+        func code(_ params: JSONValue) -> Int64? {
+            var object = params.objectValue!
+            object["conversation"] = .string(conversation)
+            return request("retransmitEvents", .object(object))["code"]?.intValue
+        }
+        #expect(code(["eventsFrom": 1, "eventsTo": 101]) == 24, "a bound above lastSequence before a span over 100")
+        #expect(code(["eventsFrom": 0, "eventsTo": 1]) == 21, "a bound below 1")
+        #expect(code(["eventsFrom": 2, "eventsTo": 1]) == 28)
+        #expect(code(["eventsFrom": 0, "count": 101]) == 22, "count before bounds")
+        #expect(code(["eventsFrom": 1, "eventsTo": 1, "count": 1]) == 36)
+        #expect(code(["eventsFrom": 1]) == 41)
+    }
+
+    @Test func fiveThousandCountsCodePointsAndRateLimitTextsSayTheirLimit() {
+        let (server, conversation, request) = session()
+        let emoji = String(repeating: "😀", count: 5000)
+        #expect(emoji.utf8.count > 16 * 1024, "a legal text larger than the socket's old 16 KiB")
+        #expect(request("sendMessage", ["conversation": .string(conversation), "text": .string(emoji), "clientMessageId": "c-1"])["type"] == "response")
+        // 2,501 characters as a person counts them, 5,002 code points: over the limit.
+        let decomposed = String(repeating: "e\u{301}", count: 2501)
+        #expect(decomposed.count == 2501 && decomposed.unicodeScalars.count == 5002)
+        #expect(request("sendMessage", ["conversation": .string(conversation), "text": .string(decomposed), "clientMessageId": "c-2"])["code"]?.intValue == 23)
+        _ = server
+        let limited = VoximplantServer(configuration: .init(messagesPerSecond: 1), clock: SessionClock(ContinuousClock(), wallClock: { Date(timeIntervalSince1970: 1_700_000_000) }))
+        let alice = limited.addUser("alice", token: "secret-a")
+        let room = (try? limited.robot(alice).createConversation(title: "x", with: [])) ?? ""
+        _ = try? limited.robot(alice).send("one", in: room)
+        do {
+            try limited.robot(alice).send("two", in: room)
+            Issue.record("a second message in the second was allowed")
+        } catch let error as VoximplantProtocolError {
+            #expect(error.code == 32)
+            #expect(error.description == "1 messages per second limit reached. Try again later", "N is filled in")
+        } catch {
+            Issue.record("\(error)")
+        }
+    }
+
+    @Test func aFrameOver64KiBIsRefusedUnreadAndTheConnectionStays() {
+        let (server, _) = codec.server()
+        let (client, frames) = codec.attach(server)
+        server.receive(GoldenFrames.loginRequest, from: client)
+        let big = #"{"type":"request","id":"7","name":"getUser","params":{"user":"\#(String(repeating: "x", count: 70 * 1024))"}}"#
+        server.receive(big, from: client)
+        #expect(frames.all.last == ["type": "error", "id": .null, "code": 1, "description": "Transport message structure is wrong"])
+        #expect(server.oversizedFrames == 1)
+        server.receive(#"{"type":"request","id":"8","name":"getSubscriptions","params":{}}"#, from: client)
+        #expect(frames.all.last?["type"] == "response", "the next frame is answered")
+    }
+
+    @Test func theServersPingIsAnsweredAndAPongIsNoError() {
+        let (server, _) = codec.server()
+        let (client, frames) = codec.attach(server)
+        server.receive(GoldenFrames.loginRequest, from: client)
+        let id = server.ping(user: "alice@app.acc")
+        #expect(frames.all.last == ["type": "ping", "id": .string(id)])
+        server.receive(#"{"type":"pong","id":"\#(id)"}"#, from: client)
+        #expect(server.pongs == [id])
+        #expect(frames.all.last?["type"] == "ping", "a pong is not answered with an error")
+    }
+}

@@ -1,10 +1,10 @@
 import Foundation
 import Logging
 import Switchboard
-import SwitchboardTestKit
+@_spi(TestKit) import SwitchboardTestKit
 import SwitchboardVoximplant
 import Testing
-import VoximplantEmulator
+@_spi(TestKit) import VoximplantEmulator
 
 /// The issue's scenarios, adapter against emulator over a real WebSocket.
 @Suite(.timeLimit(.minutes(3)))
@@ -182,7 +182,11 @@ struct VoximplantScenarioTests {
                     (15, "joinConversation", ["conversation": .string(closedToAlice)]),
                     (19, "sendMessage", ["conversation": .string(closedToAlice), "text": "x", "clientMessageId": "c-19"]),
                     (21, "retransmitEvents", ["conversation": .string(mine), "eventsFrom": 1, "count": 0]),
-                    (22, "retransmitEvents", ["conversation": .string(mine), "eventsFrom": 1, "eventsTo": 101]),
+                    (22, "retransmitEvents", ["conversation": .string(mine), "eventsFrom": 1, "count": 101]),
+                    // §6's order: a bound above lastSequence (24) before a span over 100 (22).
+                    (24, "retransmitEvents", ["conversation": .string(mine), "eventsFrom": 1, "eventsTo": 101]),
+                    (21, "retransmitEvents", ["conversation": .string(mine), "eventsFrom": 0, "eventsTo": 1]),
+                    (1, "read", ["conversation": .string(mine), "seq": "3"]),
                     (23, "sendMessage", ["conversation": .string(mine), "text": .string(String(repeating: "x", count: 5001)), "clientMessageId": "c-23"]),
                     (24, "retransmitEvents", ["conversation": .string(mine), "eventsFrom": 999, "count": 1]),
                     (24, "read", ["conversation": .string(mine), "seq": 999]),
@@ -232,6 +236,68 @@ struct VoximplantScenarioTests {
                 let delivered = control.server.deliveries.filter { $0.user == control.customer && $0.conversation == chat.id.rawValue }
                     .map(\.sequence)
                 #expect(delivered == [1, 3], "sequence 2 was dropped for the customer and came by retransmit instead")
+            }
+        }
+    }
+}
+
+/// The client's side of the rules an independent implementation of the spec found unclear.
+@Suite(.timeLimit(.minutes(2)))
+struct VoximplantSpecClientTests {
+    func harness(_ control: VoximplantEmulatorControl) -> ConformanceHarness {
+        ConformanceHarness(context: ConformanceContext(emulator: control))
+    }
+
+    @Test func aLongNonASCIIMessageGoesThroughAndAnOversizedRequestIsRefusedHere() async throws {
+        try await withVoximplantEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                let long = String(repeating: "😀", count: 5000)
+                let sent = try await chat.send(text: long)
+                try await probe.recorder.first("5,000 emoji confirmed") { $0.updatedMessage.map { $0.clientID == sent.clientID && $0.serverID != nil } ?? false }
+                let decomposed = try await chat.send(text: String(repeating: "e\u{301}", count: 2501))
+                let failed = try await probe.recorder.first("5,002 code points refused") {
+                    $0.updatedMessage.map { $0.clientID == decomposed.clientID && $0.deliveryState.isFailed } ?? false
+                }
+                #expect(failed.updatedMessage?.serverID == nil)
+                do {
+                    _ = try await probe.session.performVendorRequest("getUser", payload: ["user": .string(String(repeating: "x", count: 70 * 1024))])
+                    Issue.record("a 70 KiB frame was sent")
+                } catch let error as SwitchboardError {
+                    #expect(error.code == .payloadTooLarge)
+                }
+                #expect(control.server.oversizedFrames == 0, "nothing over 64 KiB reached the server")
+                #expect(await probe.session.connectionState == .connected)
+                print("voximplant: a 5,000-emoji message (\(long.utf8.count) bytes of UTF-8) sent, 5,002 code points refused with 23, a 70 KiB request refused before sending")
+            }
+        }
+    }
+
+    @Test func theClientAnswersTheServersPingAndIgnoresAnUnknownFrameType() async throws {
+        try await withVoximplantEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                let id = control.server.ping(user: control.customer)
+                try await waitUntil("the pong", timeout: .seconds(15), signal: control.server.changes) { control.server.pongs.contains(id) }
+                let from = probe.recorder.events.count
+                try await control.inject(.rawFrame(#"{"type":"presence","id":"p-1","users":[]}"#))
+                try await control.agentSend("after the unknown frame", in: chat.id)
+                try await probe.waitForMessages(["after the unknown frame"], in: chat)
+                let problems = probe.recorder.events.dropFirst(from).filter { if case .error = $0.kind { return true } else { return false } }
+                #expect(problems.isEmpty, "§2: a client ignores an unknown type")
+            }
+        }
+    }
+
+    @Test func markingReadBelowOneLeavesTheFirstEventRead() async throws {
+        try await withVoximplantEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                try await control.agentSend("one", in: chat.id)
+                try await probe.waitForMessages(["one"], in: chat)
+                try await chat.markRead(upTo: .sequence(0))
+                _ = try await control.waitForCustomerActivity(in: chat.id, timeout: .seconds(15)) { $0.readMarkers >= 1 }
+                #expect(control.server.readLog.last?.sequence == 1)
             }
         }
     }
