@@ -167,9 +167,10 @@ extension ChatSession {
 
     // MARK: Typing and read markers
 
-    func userTyping(_ isTyping: Bool, draft: String?, in conversation: ConversationID) async throws {
+    @discardableResult
+    func userTyping(_ isTyping: Bool, draft: String?, in conversation: ConversationID) async throws -> TypingOutcome {
         try requireCapability(.typing)
-        try await onLoop { session in
+        return try await onLoop { session in
             try session.lifecycle.checkOpen()
             var throttle =
                 session.typing[conversation]
@@ -178,6 +179,9 @@ extension ChatSession {
             let actions = isTyping ? throttle.userTyping(draft: draft, now: now) : throttle.userStopped(now: now)
             session.typing[conversation] = throttle
             session.performTyping(actions, in: conversation)
+            if actions.contains(where: { if case .send = $0 { return true } else { return false } }) { return .sent }
+            if case .minimumInterval = throttle.policy { return .throttled }
+            return .coalesced
         }
     }
 
@@ -328,7 +332,8 @@ struct SessionConversation: Conversation {
         try await apply(.delete(id, message))
     }
 
-    func userTyping(draft: String?) async throws { try await session.userTyping(true, draft: draft, in: id) }
+    @discardableResult
+    func userTyping(draft: String?) async throws -> TypingOutcome { try await session.userTyping(true, draft: draft, in: id) }
     func userStoppedTyping() async throws { try await session.userTyping(false, draft: nil, in: id) }
     func markRead(upTo marker: ChatEvent.ReadMarker?) async throws { try await session.markRead(upTo: marker, in: id) }
 

@@ -68,7 +68,8 @@ public protocol Conversation: Sendable {
     func delete(_ message: MessageID) async throws
 
     /// The user typed; throttled as the backend requires.
-    func userTyping(draft: String?) async throws
+    @discardableResult
+    func userTyping(draft: String?) async throws -> TypingOutcome
     func userStoppedTyping() async throws
     /// Marks the conversation read up to `marker` (the newest message when `nil`). Sent now,
     /// or on the next connect when offline.
@@ -100,4 +101,16 @@ extension Conversation {
     public func send(text: String) async throws -> Message { try await send(MessageDraft(text: text)) }
     public func markRead() async throws { try await markRead(upTo: nil) }
     public func events() -> EventStream { events(buffering: .bounded(1024)) }
+}
+
+/// What became of one ``Conversation/userTyping(draft:)`` under the backend's typing policy.
+public enum TypingOutcome: Sendable, Hashable {
+    /// Sent to the backend now (offline it is dropped: typing is best effort).
+    case sent
+    /// Not sent now, but not lost: the backend already shows the user typing, or gets the latest
+    /// draft with the next update the policy allows (Webim's one per second, CXone's start/end).
+    case coalesced
+    /// Discarded: within the backend's minimum interval (Voximplant's 10 s — the SDK's error
+    /// 10000, "call discarded"). Nothing is sent for it later.
+    case throttled
 }

@@ -53,6 +53,15 @@ public struct VoximplantRobot: Sendable {
         _ = try server.perform("addParticipants", params: ["conversation": .string(conversation), "participants": .array(users.map { ["userId": .string($0)] })], as: user)
     }
 
+    /// Sets a participant's permissions (`editParticipants`); the keys are the protocol's
+    /// (`canWrite`, `canEdit`, `canEditAll`, `canRemove`, `canRemoveAll`, `canManageParticipants`,
+    /// `isOwner`), the others keep their defaults.
+    public func editParticipant(_ participant: String, in conversation: String, _ permissions: [String: Bool]) throws {
+        var entry: [String: JSONValue] = ["userId": .string(participant)]
+        for (key, value) in permissions { entry[key] = .bool(value) }
+        _ = try server.perform("editParticipants", params: ["conversation": .string(conversation), "participants": [.object(entry)]], as: user)
+    }
+
     public func removeParticipants(_ users: [String], from conversation: String) throws {
         _ = try server.perform("removeParticipants", params: ["conversation": .string(conversation), "participants": .array(users.map(JSONValue.string))], as: user)
     }

@@ -125,6 +125,11 @@ public final class VoximplantServer: Sendable {
         }
     }
 
+    /// The conversation as the server has it now (§4.2), `nil` when there is none.
+    public func conversationJSON(_ conversation: String) -> JSONValue? {
+        state.withLock { $0.conversations[conversation]?.json }
+    }
+
     public func lastSequence(of conversation: String) -> Int64 {
         state.withLock { $0.conversations[conversation]?.lastSequence ?? 0 }
     }
@@ -396,7 +401,9 @@ public final class VoximplantServer: Sendable {
             let caller = try member(user, of: conversation)
             guard !conversation.direct else { throw VoximplantProtocolError(name == "addParticipants" ? 37 : 39) }
             guard caller.canManageParticipants else { throw VoximplantProtocolError(12) }
-            let participants = (params["participants"]?.arrayValue ?? []).compactMap(VoxMember.init(json:))
+            // A user listed twice in one request counts once (the first entry), as the SDK says.
+            var listed = Set<String>()
+            let participants = (params["participants"]?.arrayValue ?? []).compactMap(VoxMember.init(json:)).filter { listed.insert($0.userId).inserted }
             guard !participants.isEmpty else { throw VoximplantProtocolError(21) }
             for participant in participants {
                 guard state.users[participant.userId] != nil else { throw VoximplantProtocolError(25) }
@@ -423,7 +430,8 @@ public final class VoximplantServer: Sendable {
             let caller = try member(user, of: conversation)
             guard !conversation.direct else { throw VoximplantProtocolError(38) }
             guard caller.canManageParticipants else { throw VoximplantProtocolError(12) }
-            let ids = (params["participants"]?.arrayValue ?? []).compactMap { $0.stringValue ?? $0["userId"]?.stringValue }
+            var listed = Set<String>()
+            let ids = (params["participants"]?.arrayValue ?? []).compactMap { $0.stringValue ?? $0["userId"]?.stringValue }.filter { listed.insert($0).inserted }
             for id in ids where conversation.member(id) == nil { throw VoximplantProtocolError(19) }
             let event = log(["eventType": "editConversation", "action": "removeParticipants", "participants": .array(ids.map(JSONValue.string))], in: conversation.uuid, by: user, except: client, state: &state, alsoTo: Set(ids))
             conversation = state.conversations[conversation.uuid]!

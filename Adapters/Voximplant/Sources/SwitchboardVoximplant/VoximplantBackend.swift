@@ -121,25 +121,40 @@ public struct VoximplantRequests: Sendable {
     public func getConversations(_ conversations: [ConversationID]) async throws -> JSONValue {
         try await call("getConversations", ["conversations": .array(conversations.map { .string($0.rawValue) })])
     }
-    public func getPublicConversations() async throws -> JSONValue { try await call("getPublicConversations", [:]) }
-    public func joinConversation(_ conversation: ConversationID) async throws -> JSONValue {
-        try await call("joinConversation", ["conversation": .string(conversation.rawValue)])
+    /// The public conversations anyone may join (`getPublicConversations`).
+    public func publicConversations() async throws -> [ConversationID] {
+        try await call("getPublicConversations", [:])["conversations"]?.arrayValue?.compactMap(\.stringValue).map(ConversationID.init) ?? []
+    }
+
+    /// Joins a public conversation; it is in the session's store when this returns.
+    ///
+    /// - Throws: the server's refusal: 15 (not public), 13 (already in), 39 (direct).
+    public func joinConversation(_ conversation: ConversationID) async throws -> any Conversation {
+        let response = try await session.performVendorRequest("joinConversation", payload: ["conversation": .string(conversation.rawValue)])
+        guard case .updates = response else { throw SwitchboardError(.protocolViolation, "joinConversation answered with \(response)") }
+        return try await session.conversation(conversation)
     }
 
     /// `retransmitEventsFrom:to:`, `from:count:` and `to:count:` in one call: pass exactly two
     /// of the bounds (the server answers 36 or 41 otherwise), at most 100 events. The session's
-    /// own gap fill does not need this; it is for apps that read the log themselves.
+    /// own gap fill does not need this; it is for apps that read the log themselves. Returns the
+    /// events the caller may see, typed and in sequence order (each with its `sequence`), as the
+    /// engine's gap fill gets them; they are not applied to the store.
     public func retransmitEvents(
         in conversation: ConversationID,
         from: Int64? = nil,
         to: Int64? = nil,
         count: Int? = nil
-    ) async throws -> JSONValue {
+    ) async throws -> [BackendEvent] {
         var params: [String: JSONValue] = ["conversation": .string(conversation.rawValue)]
         if let from { params["eventsFrom"] = .int(from) }
         if let to { params["eventsTo"] = .int(to) }
         if let count { params["count"] = .int(Int64(count)) }
-        return try await call("retransmitEvents", params)
+        let response = try await session.performVendorRequest("retransmitEvents", payload: .object(params))
+        guard case .retransmitted(let events, _) = response else {
+            throw SwitchboardError(.protocolViolation, "retransmitEvents answered with \(response)")
+        }
+        return events
     }
 
     private func call(_ name: String, _ params: [String: JSONValue]) async throws -> JSONValue {

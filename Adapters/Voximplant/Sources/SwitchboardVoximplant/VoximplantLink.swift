@@ -213,12 +213,14 @@ final class VoximplantLink: BackendConnection {
             if let isPublic = changes.isPublicJoin { params["publicJoin"] = .bool(isPublic) }
             if let customData = changes.customData { params["customData"] = customData }
             return try await conversationResponse("editConversation", .object(params))
+        // A user listed twice in one call counts once, as the SDK says (the first entry wins).
         case .addParticipants(let conversation, let participants):
-            return try await conversationResponse("addParticipants", ["conversation": .string(conversation.rawValue), "participants": .array(participants.map(VoximplantMapping.wireParticipant))])
+            return try await conversationResponse("addParticipants", ["conversation": .string(conversation.rawValue), "participants": .array(Self.once(participants).map(VoximplantMapping.wireParticipant))])
         case .updateParticipants(let conversation, let participants):
-            return try await conversationResponse("editParticipants", ["conversation": .string(conversation.rawValue), "participants": .array(participants.map(VoximplantMapping.wireParticipant))])
+            return try await conversationResponse("editParticipants", ["conversation": .string(conversation.rawValue), "participants": .array(Self.once(participants).map(VoximplantMapping.wireParticipant))])
         case .removeParticipants(let conversation, let ids):
-            return try await conversationResponse("removeParticipants", ["conversation": .string(conversation.rawValue), "participants": .array(ids.map { .string($0.rawValue) })])
+            var seen = Set<ParticipantID>()
+            return try await conversationResponse("removeParticipants", ["conversation": .string(conversation.rawValue), "participants": .array(ids.filter { seen.insert($0).inserted }.map { .string($0.rawValue) })])
         case .retransmit(let conversation, let range):
             let events = try await retransmit(conversation, ["eventsFrom": .int(range.lowerBound), "eventsTo": .int(range.upperBound)])
             // The reply lists every event of the range it covers that this user may see (§6):
@@ -227,11 +229,30 @@ final class VoximplantLink: BackendConnection {
             return .retransmitted(events.events, isComplete: isComplete)
         case .history(let query):
             return .history(try await history(query))
+        case .vendor("joinConversation", let payload):
+            // The conversation as of the join, applied before the caller hears back, makes it
+            // known; the join's logged event itself comes through the stream, in sequence.
+            let event = try VoximplantWire.decode(VoximplantWire.Event.self, from: try await self.request("joinConversation", payload))
+            guard let snapshot = event.conversationSnapshot else { throw SwitchboardError(.protocolViolation, "joinConversation result without a conversation") }
+            let info = VoximplantMapping.conversation(snapshot)
+            return .updates([.event(BackendEvent(.conversationAdded(info), conversation: info.id))])
+        case .vendor("retransmitEvents", let payload):
+            // An app's own retransmit: typed events, as the engine's gap fill gets them.
+            guard let conversation = payload["conversation"]?.stringValue else { throw SwitchboardError(.invalidArgument, "retransmitEvents needs a conversation") }
+            var bounds = payload.objectValue ?? [:]
+            bounds["conversation"] = nil
+            return .retransmitted(try await retransmit(ConversationID(conversation), bounds).events, isComplete: true)
         case .vendor(let name, let payload):
             return .vendor(try await self.request(name, payload))
         case .archiveConversation, .rateAgent, .setCustomFields, .poll:
             throw SwitchboardError(.unsupported, "Voximplant has no \(request.name)")
         }
+    }
+
+    /// Each participant once, the first entry of a user winning.
+    static func once(_ participants: [Participant]) -> [Participant] {
+        var seen = Set<ParticipantID>()
+        return participants.filter { seen.insert($0.id).inserted }
     }
 
     private func messageResponse(_ name: String, _ params: JSONValue, keepSequence: Bool) async throws -> BackendResponse {

@@ -302,3 +302,123 @@ struct VoximplantSpecClientTests {
         }
     }
 }
+
+/// Participants and conversation changes through the typed `Conversation` calls, with the
+/// emulator enforcing the permission rules (§5), each allowed and refused (issue 14).
+@Suite(.timeLimit(.minutes(2)))
+struct VoximplantParticipantTests {
+    func refused(_ body: () async throws -> Void) async -> String? {
+        do {
+            try await body()
+            return nil
+        } catch let error as SwitchboardError {
+            return error.vendorCode
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    @Test func permissionsDecideWhatTheUserMayDoAndTheServerHoldsIt() async throws {
+        try await withVoximplantEmulator { control in
+            let dave = control.server.addUser("dave", token: "d", displayName: "Dave")
+            try await ConformanceHarness(context: ConformanceContext(emulator: control)).withSession { probe in
+                let chat = try await probe.openConversation()
+                let id = chat.id.rawValue
+                let bob = control.agent
+                let bobs = try bob.send("Bob's message", in: id)
+                let mine = try await chat.send(text: "Alice's message")
+                let confirmed = try await probe.recorder.first("sent") { $0.updatedMessage.map { $0.clientID == mine.clientID && $0.serverID != nil } ?? false }
+                let mineID = try #require(confirmed.updatedMessage?.serverID)
+                var outcomes: [String] = []
+                // Default permissions: her own messages only; no participants; not the owner.
+                try await chat.edit(mineID, text: "Alice's message, edited")
+                #expect(await refused { try await chat.edit(MessageID(bobs.uuid), text: "x") } == "12", "canEditAll")
+                #expect(await refused { try await chat.delete(MessageID(bobs.uuid)) } == "12", "canRemoveAll")
+                #expect(await refused { try await chat.addParticipants([Participant(id: ParticipantID(dave), role: .user)]) } == "12", "canManageParticipants")
+                #expect(await refused { try await chat.removeParticipants([ParticipantID(bob.user)]) } == "12")
+                #expect(await refused { try await chat.update(ConversationChanges(title: "Mine now")) } == "12", "owner only")
+                outcomes.append("defaults: own edit ok; others' edit/remove, participants, update refused (12)")
+                // Bob grants everything but ownership.
+                try bob.editParticipant(control.customer, in: id, ["canEditAll": true, "canRemoveAll": true, "canManageParticipants": true])
+                try await probe.recorder.waitUntil("the grant") { _ in control.server.lastSequence(of: id) >= 5 }
+                try await chat.edit(MessageID(bobs.uuid), text: "Bob's, edited by Alice")
+                try await chat.delete(MessageID(bobs.uuid))
+                let daveAsParticipant = Participant(id: ParticipantID(dave), role: .user)
+                try await chat.addParticipants([daveAsParticipant, daveAsParticipant])   // listed twice: added once
+                var restricted = daveAsParticipant
+                restricted.permissions.canWrite = false
+                try await chat.updateParticipants([restricted])
+                #expect(await refused { try await chat.updateParticipants([Participant(id: ParticipantID(bob.user), role: .user)]) } == "12", "editing the owner needs isOwner")
+                #expect(throws: VoximplantProtocolError.self) { try control.server.robot(dave).send("Dave may not write", in: id) }
+                try await chat.removeParticipants([ParticipantID(dave), ParticipantID(dave)])
+                outcomes.append("manager: others' edit/remove ok, add (a duplicate ignored), restrict, remove ok; the owner untouchable (12)")
+                // Ownership: the conversation's title, public join and custom data.
+                try bob.editParticipant(control.customer, in: id, ["isOwner": true, "canManageParticipants": true])
+                try await probe.recorder.waitUntil("owner") { _ in control.server.conversationJSON(id)?["participants"]?.arrayValue?.contains { $0["userId"]?.stringValue == control.customer && $0["isOwner"]?.boolValue == true } == true }
+                try await chat.update(ConversationChanges(title: "Alice's now", isPublicJoin: true, customData: ["topic": "billing"]))
+                let info = try await chat.info()
+                #expect(info.title == "Alice's now" && info.flags.contains(.publicJoin) && info.customData?["topic"] == "billing")
+                let server = try #require(control.server.conversationJSON(id))
+                #expect(server["title"] == "Alice's now" && server["publicJoin"] == true && server["customData"]?["topic"] == "billing")
+                // Without canWrite her sends fail.
+                try bob.editParticipant(control.customer, in: id, ["canWrite": false])
+                try await probe.recorder.waitUntil("muted") { _ in control.server.conversationJSON(id)?["participants"]?.arrayValue?.contains { $0["userId"]?.stringValue == control.customer && $0["canWrite"]?.boolValue == false } == true }
+                let muted = try await chat.send(text: "muted")
+                try await probe.recorder.first("refused") { $0.updatedMessage.map { $0.clientID == muted.clientID && $0.deliveryState.isFailed } ?? false }
+                outcomes.append("owner: title, public join, custom data ok; without canWrite a send fails")
+                let members = server["participants"]?.arrayValue?.compactMap { $0["userId"]?.stringValue } ?? []
+                #expect(!members.contains(dave), "Dave was removed")
+                print("voximplant permissions: \(outcomes.joined(separator: "; "))")
+            }
+        }
+    }
+
+    @Test func publicConversationsAreListedAndJoinedThroughTypedCalls() async throws {
+        try await withVoximplantEmulator { control in
+            let lobby = try control.agent.createConversation(title: "Lobby", with: [], publicJoin: true)
+            let closed = try control.agent.createConversation(title: "Staff", with: [])
+            try await ConformanceHarness(context: ConformanceContext(emulator: control)).withSession { probe in
+                let requests = VoximplantRequests(session: probe.session)
+                #expect(try await requests.publicConversations() == [ConversationID(lobby)])
+                let joined = try await requests.joinConversation(ConversationID(lobby))
+                #expect(try await joined.info().title == "Lobby", "stored when the call returns")
+                try await joined.send(text: "hello, lobby")
+                try await probe.recorder.first("sent") { $0.updatedMessage?.text == "hello, lobby" && $0.updatedMessage?.serverID != nil }
+                do {
+                    _ = try await requests.joinConversation(ConversationID(closed))
+                    Issue.record("joined a conversation that is not public")
+                } catch let error as SwitchboardError {
+                    #expect(error.vendorCode == "15")
+                }
+            }
+        }
+    }
+
+    @Test func anAppsOwnRetransmitYieldsTypedEvents() async throws {
+        try await withVoximplantEmulator { control in
+            try await ConformanceHarness(context: ConformanceContext(emulator: control)).withSession { probe in
+                let chat = try await probe.openConversation()
+                for index in 1...5 { try control.agent.send("logged \(index)", in: chat.id.rawValue) }
+                try await probe.waitForMessages((1...5).map { "logged \($0)" }, in: chat)
+                let events = try await VoximplantRequests(session: probe.session).retransmitEvents(in: chat.id, from: 2, count: 3)
+                #expect(events.map(\.sequence) == [2, 3, 4])
+                let texts = events.compactMap { event -> String? in
+                    if case .messageAdded(let message, _) = event.kind { return message.text }
+                    return nil
+                }
+                #expect(texts == ["logged 1", "logged 2", "logged 3"], "sequence 1 is the conversation's creation")
+                #expect(events.allSatisfy { $0.conversationID == chat.id })
+            }
+        }
+    }
+
+    @Test func typingFasterThanTheLimitSaysItWasThrottled() async throws {
+        try await withVoximplantEmulator { control in
+            try await ConformanceHarness(context: ConformanceContext(emulator: control)).withSession { probe in
+                let chat = try await probe.openConversation()
+                #expect(try await chat.userTyping(draft: nil) == .sent)
+                #expect(try await chat.userTyping(draft: nil) == .throttled, "within 10 s: discarded, as the SDK's 10000")
+            }
+        }
+    }
+}
