@@ -142,6 +142,9 @@ public final class CXoneServer: Sendable {
         var tokenRequests: [JSONValue] = []
         var visitors: [String: JSONValue] = [:]
         var popupAnswers: [(thread: String, postback: String)] = []
+        /// `LoadMoreMessages` requests whose `oldestMessageDatetime` was (true) or was not (false)
+        /// the oldest message the client had.
+        var oldestChecks: [Bool] = []
     }
 
     public let configuration: Configuration
@@ -162,6 +165,9 @@ public final class CXoneServer: Sendable {
     /// Every inactivity pop-up answer (`SendMessage` with `isInactivityPopupAnswer`): the thread and
     /// the button's postback.
     public var popupAnswers: [(thread: String, postback: String)] { state.withLock { $0.popupAnswers } }
+    /// For each `LoadMoreMessages` with a page to give: whether its `oldestMessageDatetime` named
+    /// the oldest message the client had loaded (protocols/cxone.md §3.7).
+    public var oldestMessageChecks: [Bool] { state.withLock { $0.oldestChecks } }
     /// The last visitor record (H3 PUT) of each visitor id.
     public var visitors: [String: JSONValue] { state.withLock { $0.visitors } }
     /// How many WebSockets the server has accepted.
@@ -463,6 +469,15 @@ public final class CXoneServer: Sendable {
                 token.hasPrefix("before:"), let end = Int(token.dropFirst("before:".count))
             else {
                 reply(eventID, "MoreMessagesLoaded", data: ["messages": [], "scrollToken": ""], to: connection, state: &state)
+                return
+            }
+            // The client names the oldest message it has (the first after this page), to the second.
+            let named = data["oldestMessageDatetime"]?.stringValue.flatMap { try? Self.wireDate.parse($0) }
+            let expected = end < thread.messages.count ? thread.messages[end].createdAt : nil
+            let matches = named != nil && expected.map { abs($0.timeIntervalSince(named!)) < 1 } ?? true
+            state.oldestChecks.append(matches)
+            guard matches else {
+                state.connections[connection]?.send(operationError(eventID, "InconsistentData", "oldestMessageDatetime is not the oldest message loaded"))
                 return
             }
             let start = max(0, end - configuration.pageSize)

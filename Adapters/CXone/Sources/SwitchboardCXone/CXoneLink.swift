@@ -13,6 +13,8 @@ final class CXoneLink: BackendConnection {
         var name: String?
         var contactID: String?
         var scrollToken: String?
+        /// The oldest message loaded (recovery, then each older page): `LoadMoreMessages` names it.
+        var oldestLoaded: Date?
         var closed = false
         /// The customer has sent into it: the server knows it.
         var sent = false
@@ -299,6 +301,7 @@ final class CXoneLink: BackendConnection {
                     thread.closed = item.conversation.state.isClosed
                     if let contact = item.conversation.customData?["contactId"]?.stringValue { thread.contactID = contact }
                     if let token = item.conversation.customData?["scrollToken"]?.stringValue { thread.scrollToken = token }
+                    if let oldest = item.messages.map(\.time).min() { thread.oldestLoaded = min(oldest, thread.oldestLoaded ?? oldest) }
                     state.threads[item.conversation.id.rawValue] = thread
                 }
             case .credentials(let credentials):
@@ -754,8 +757,10 @@ final class CXoneLink: BackendConnection {
         }
         if case .token(let given)? = query.before { token = given }
         guard let scrollToken = token, !scrollToken.isEmpty else { return HistoryPage(messages: [], hasMore: false) }
+        // §3.7: the `createdAt` of the oldest message loaded so far (not "now", which the server
+        // would take as the page's end).
         let oldest: Date
-        if case .time(let date)? = query.before { oldest = date } else { oldest = context.clock.date }
+        if case .time(let date)? = query.before { oldest = date } else { oldest = state.withLock { $0.threads[id]?.oldestLoaded } ?? context.clock.date }
         guard let reply = try await send(
             "LoadMoreMessages",
             data: ["scrollToken": .string(scrollToken), "thread": ["idOnExternalPlatform": .string(id)], "oldestMessageDatetime": .string(oldest.formatted(CXoneServerDate.seconds))],
@@ -764,7 +769,10 @@ final class CXoneLink: BackendConnection {
         guard case .moreMessages(let messages, let next) = try CXoneMapping.outcome(of: reply.frame, type: reply.type) else {
             throw SwitchboardError(.protocolViolation, "LoadMoreMessages answered with \(reply.type ?? "nothing")")
         }
-        state.withLock { $0.threads[id, default: Thread()].scrollToken = next }
+        state.withLock { state in
+            state.threads[id, default: Thread()].scrollToken = next
+            if let page = messages.map(\.time).min() { state.threads[id]!.oldestLoaded = min(page, state.threads[id]!.oldestLoaded ?? page) }
+        }
         return HistoryPage(messages: messages.sorted { $0.time < $1.time }, hasMore: !next.isEmpty, nextAnchor: next.isEmpty ? nil : .token(next))
     }
 

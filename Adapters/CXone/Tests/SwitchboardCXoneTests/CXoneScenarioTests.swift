@@ -120,8 +120,10 @@ struct CXoneScenarioTests {
                     pages += 1
                 }
                 let truth = try await control.serverMessages(in: id).map(\.serverID)
-                print("cxone paging: \(truth.count) messages in \(pages) pages of ≤7")
+                let checks = control.server.oldestMessageChecks
+                print("cxone paging: \(truth.count) messages in \(pages) pages of ≤7; oldestMessageDatetime named the oldest loaded message \(checks.filter { $0 }.count) of \(checks.count) times")
                 #expect(all.compactMap(\.serverID) == truth)
+                #expect(checks.count >= 3 && checks.allSatisfy { $0 }, "every LoadMoreMessages names the oldest message loaded, the second page on too")
             }
         }
     }
