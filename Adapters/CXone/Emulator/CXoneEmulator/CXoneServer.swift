@@ -145,6 +145,8 @@ public final class CXoneServer: Sendable {
         /// `LoadMoreMessages` requests whose `oldestMessageDatetime` was (true) or was not (false)
         /// the oldest message the client had.
         var oldestChecks: [Bool] = []
+        var triggers: [(customer: String, trigger: String, destination: String)] = []
+        var seenForUnknownThreads = 0
     }
 
     public let configuration: Configuration
@@ -168,6 +170,10 @@ public final class CXoneServer: Sendable {
     /// For each `LoadMoreMessages` with a page to give: whether its `oldestMessageDatetime` named
     /// the oldest message the client had loaded (protocols/cxone.md §3.7).
     public var oldestMessageChecks: [Bool] { state.withLock { $0.oldestChecks } }
+    /// Every accepted `ExecuteTrigger`: the customer, the trigger and the destination it named.
+    public var triggers: [(customer: String, trigger: String, destination: String)] { state.withLock { $0.triggers } }
+    /// `MessageSeenByCustomer` for threads the server does not have (a client must not send them).
+    public var seenForUnknownThreads: Int { state.withLock { $0.seenForUnknownThreads } }
     /// The last visitor record (H3 PUT) of each visitor id.
     public var visitors: [String: JSONValue] { state.withLock { $0.visitors } }
     /// How many WebSockets the server has accepted.
@@ -379,6 +385,19 @@ public final class CXoneServer: Sendable {
                 sender.pause(delay)
             }
             let data = payload["data"] ?? .null
+            if type == "ExecuteTrigger" {
+                // §3.14: its own envelope, naming the destination and the visitor.
+                guard let destination = payload["destination"]?["id"]?.stringValue, payload["visitor"]?["id"]?.stringValue != nil,
+                    let trigger = data["trigger"]?["id"]?.stringValue
+                else {
+                    sender.send(operationError(eventID, "InconsistentData", "ExecuteTrigger needs destination.id, visitor.id and data.trigger.id"))
+                    return
+                }
+                state.triggers.append((customer, trigger, destination))
+            }
+            if type == "MessageSeenByCustomer", let thread = data["thread"]?["idOnExternalPlatform"]?.stringValue?.lowercased(), state.threads[thread] == nil {
+                state.seenForUnknownThreads += 1
+            }
             state.received.append((customer, type, data))
             handle(type, eventID: eventID, data: data, customer: customer, connection: connection, state: &state)
         }

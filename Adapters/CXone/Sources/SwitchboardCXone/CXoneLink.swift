@@ -346,11 +346,11 @@ final class CXoneLink: BackendConnection {
 
     /// Sends one event; waits for the reply with the same `eventId` when `awaitReply`.
     @discardableResult
-    private func send(_ eventType: String, data: JSONValue? = nil, awaitReply: Bool, socket: TextWebSocket) async throws -> Reply? {
+    private func send(_ eventType: String, data: JSONValue? = nil, destination: String? = nil, awaitReply: Bool, socket: TextWebSocket) async throws -> Reply? {
         if let ended = state.withLock({ $0.ended }) { throw ended }
         if !Self.authorizationEvents.contains(eventType) { try await refreshTokenIfDue(socket) }
         let eventID = UUID().uuidString.lowercased()
-        let text = CXoneWire.event(eventType, eventID: eventID, identity: identity, data: data).jsonString
+        let text = CXoneWire.event(eventType, eventID: eventID, identity: identity, data: data, destination: destination).jsonString
         guard awaitReply else {
             try await socket.send(text)
             return nil
@@ -628,7 +628,13 @@ final class CXoneLink: BackendConnection {
             try await send(isTyping ? "SenderTypingStarted" : "SenderTypingEnded", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)]], awaitReply: false, socket: socket)
             return .done
         case .markRead(let conversation, _):
-            try await send("MessageSeenByCustomer", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)]], awaitReply: false, socket: socket)
+            // §3.13: with the thread's name; not for a thread the server does not know yet (the
+            // local one before its first message), a closed one, or one still pending.
+            let thread = state.withLock { $0.threads[conversation.rawValue] }
+            guard let thread, thread.sent || thread.contactID != nil, !thread.closed else { return .done }
+            var threadJSON: [String: JSONValue] = ["idOnExternalPlatform": .string(conversation.rawValue)]
+            if let name = thread.name { threadJSON["threadName"] = .string(name) }
+            try await send("MessageSeenByCustomer", data: ["thread": .object(threadJSON)], awaitReply: false, socket: socket)
             return .done
         case .startConversation(let draft):
             try channel.validatePreChat(draft.customFields)
@@ -701,7 +707,15 @@ final class CXoneLink: BackendConnection {
             )
             return .vendor(["answered": true])
         case .vendor("ExecuteTrigger", let payload):
-            try await send("ExecuteTrigger", data: ["trigger": ["id": payload["trigger"] ?? .null]], awaitReply: false, socket: socket)
+            // §3.14: its own envelope (the destination and the visitor). Chat is available: a live
+            // chat's link opens only while it is online.
+            guard let trigger = payload["trigger"]?.stringValue, !trigger.isEmpty else {
+                throw SwitchboardError(.invalidArgument, "ExecuteTrigger needs a trigger id")
+            }
+            guard state.withLock({ $0.credentials["customer-id"] }) != nil else {
+                throw SwitchboardError(.invalidState, "no customer yet", vendorCode: "customerAssociationFailure")
+            }
+            try await send("ExecuteTrigger", data: ["trigger": ["id": .string(trigger)]], destination: destinationID, awaitReply: false, socket: socket)
             return .vendor([:])
         case .vendor("signOut", _):
             // As the SDK's signOut: forget the customer, the visitor, the tokens and the visit,

@@ -30,7 +30,7 @@ public enum CXoneWire {
     static let consumerIdentityEvents: Set<String> = ["ReconnectCustomer", "RefreshToken", "SendOutbound", "EndContact", "SendTranscript"]
 
     /// One outgoing event: `{"action", "eventId", "payload": {brand, channel, identity, eventType, data, visitor}}`.
-    public static func event(_ eventType: String, eventID: String, identity: Identity, data: JSONValue? = nil) -> JSONValue {
+    public static func event(_ eventType: String, eventID: String, identity: Identity, data: JSONValue? = nil, destination: String? = nil) -> JSONValue {
         var person: [String: JSONValue] = ["idOnExternalPlatform": .string(identity.customerID)]
         if let first = identity.firstName { person["firstName"] = .string(first) }
         if let last = identity.lastName { person["lastName"] = .string(last) }
@@ -41,6 +41,8 @@ public enum CXoneWire {
         ]
         if let data { payload["data"] = data }
         if let visitor = identity.visitorID { payload["visitor"] = ["id": .string(visitor)] }
+        // `ExecuteTrigger`'s own envelope names the destination (protocols/cxone.md §3.14).
+        if let destination { payload["destination"] = ["id": .string(destination)] }
         return [
             "action": .string(eventType == "AuthorizeCustomer" ? "register" : "chatWindowEvent"),
             "eventId": .string(eventID.lowercased()),

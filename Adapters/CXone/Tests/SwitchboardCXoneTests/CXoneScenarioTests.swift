@@ -507,3 +507,48 @@ struct CXoneScenarioTests {
         }
     }
 }
+
+/// Wire details the review against protocols/cxone.md found differing (issue 14).
+@Suite(.timeLimit(.minutes(2)))
+struct CXoneWireDetailTests {
+    func harness(_ control: CXoneEmulatorControl) -> ConformanceHarness {
+        ConformanceHarness(context: ConformanceContext(emulator: control))
+    }
+
+    @Test func executeTriggerNamesTheDestinationAndTheVisitor() async throws {
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            try await harness(control).withSession { probe in
+                _ = try await probe.openConversation()
+                try await CXoneRequests(session: probe.session).executeTrigger("trigger-42")
+                try await waitUntilReceived(control, "ExecuteTrigger")
+                let trigger = try #require(control.server.triggers.last)
+                #expect(trigger.trigger == "trigger-42")
+                #expect(!trigger.destination.isEmpty, "§3.14's own envelope: destination.id")
+                await #expect(throws: SwitchboardError.self) { try await CXoneRequests(session: probe.session).executeTrigger("") }
+            }
+        }
+    }
+
+    @Test func seenIsSentWithTheThreadNameAndNeverForAThreadTheServerDoesNotKnow() async throws {
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            try await harness(control).withSession { probe in
+                let thread = try await probe.session.startConversation(ConversationDraft(title: "Billing"))
+                try await thread.markRead(upTo: .time(Date()))
+                try await thread.send(text: "now the server knows it")
+                try await probe.recorder.first("sent") { $0.updatedMessage?.text == "now the server knows it" && $0.updatedMessage?.serverID != nil }
+                try await thread.markRead(upTo: .time(Date().addingTimeInterval(1)))
+                try await waitUntilReceived(control, "MessageSeenByCustomer")
+                let seen = control.server.received.filter { $0.eventType == "MessageSeenByCustomer" }
+                #expect(seen.count == 1, "none for the local thread before its first message")
+                #expect(seen.first?.data["thread"]?["threadName"] == "Billing")
+                #expect(control.server.seenForUnknownThreads == 0)
+            }
+        }
+    }
+
+    func waitUntilReceived(_ control: CXoneEmulatorControl, _ eventType: String) async throws {
+        try await waitUntil(eventType, timeout: .seconds(15), signal: control.server.changes) {
+            control.server.received.contains { $0.eventType == eventType }
+        }
+    }
+}
