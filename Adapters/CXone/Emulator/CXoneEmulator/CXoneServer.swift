@@ -108,6 +108,8 @@ public final class CXoneServer: Sendable {
         var assignee: JSONValue?
         var messages: [StoredMessage] = []
         var positionInQueue: Int?
+        /// The contact's custom fields: ident → value.
+        var contactFields: [String: String] = [:]
     }
 
     struct Connection {
@@ -146,6 +148,8 @@ public final class CXoneServer: Sendable {
         /// the oldest message the client had.
         var oldestChecks: [Bool] = []
         var triggers: [(customer: String, trigger: String, destination: String)] = []
+        /// Each customer's custom fields: ident → value.
+        var customerFields: [String: [String: String]] = [:]
         var seenForUnknownThreads = 0
     }
 
@@ -170,6 +174,11 @@ public final class CXoneServer: Sendable {
     /// For each `LoadMoreMessages` with a page to give: whether its `oldestMessageDatetime` named
     /// the oldest message the client had loaded (protocols/cxone.md §3.7).
     public var oldestMessageChecks: [Bool] { state.withLock { $0.oldestChecks } }
+    /// The customer's custom fields as the server keeps them.
+    public func customerFields(of customer: String) -> [String: String] { state.withLock { $0.customerFields[customer] ?? [:] } }
+    /// A thread's contact custom fields as the server keeps them.
+    public func contactFields(ofThread thread: String) -> [String: String] { state.withLock { $0.threads[thread.lowercased()]?.contactFields ?? [:] } }
+
     /// Every accepted `ExecuteTrigger`: the customer, the trigger and the destination it named.
     public var triggers: [(customer: String, trigger: String, destination: String)] { state.withLock { $0.triggers } }
     /// `MessageSeenByCustomer` for threads the server does not have (a client must not send them).
@@ -399,6 +408,7 @@ public final class CXoneServer: Sendable {
                 state.seenForUnknownThreads += 1
             }
             state.received.append((customer, type, data))
+            keepCustomFields(type, data: data, customer: customer, state: &state)
             handle(type, eventID: eventID, data: data, customer: customer, connection: connection, state: &state)
         }
     }
@@ -481,7 +491,7 @@ public final class CXoneServer: Sendable {
                 // A live chat's messages come newest first (protocols/cxone.md §4.6).
                 "messages": .array((live ? page.reversed() : page).map(messageJSON)),
                 "messagesScrollToken": .string(older ? "before:\(thread.messages.count - page.count)" : ""),
-                "thread": threadJSON(thread), "customer": ["customFields": []],
+                "thread": threadJSON(thread), "customer": ["customFields": Self.fieldsJSON(state.customerFields[customer] ?? [:], at: clock.date)],
             ], to: connection, state: &state)
         case "LoadMoreMessages":
             guard let threadID, let thread = state.threads[threadID], let token = data["scrollToken"]?.stringValue,
@@ -559,6 +569,37 @@ public final class CXoneServer: Sendable {
     }
 
     /// The thread a customer's first message (or welcome message) creates.
+    /// The custom fields a request carries (protocols/cxone.md §3.8, §3.17, §3.18), kept: the
+    /// customer's from `SendMessage` and `SetCustomerCustomFields`, a contact's from `SendMessage`
+    /// and `SetContactCustomFields`. An empty value removes a field.
+    private func keepCustomFields(_ type: String, data: JSONValue, customer: String, state: inout State) {
+        func merge(_ fields: JSONValue?, into target: inout [String: String]) {
+            for field in fields?.arrayValue ?? [] {
+                guard let ident = field["ident"]?.stringValue, let value = field["value"]?.stringValue else { continue }
+                target[ident] = value.isEmpty ? nil : value
+            }
+        }
+        let thread = data["thread"]?["idOnExternalPlatform"]?.stringValue?.lowercased()
+        switch type {
+        case "SendMessage":
+            merge(data["customer"]?["customFields"], into: &state.customerFields[customer, default: [:]])
+            if let thread {
+                openThread(thread, customer: customer, data: data, state: &state)
+                merge(data["contact"]?["customFields"], into: &state.threads[thread]!.contactFields)
+            }
+        case "SetCustomerCustomFields":
+            merge(data["customFields"], into: &state.customerFields[customer, default: [:]])
+        case "SetContactCustomFields":
+            if let thread, state.threads[thread] != nil { merge(data["customFields"], into: &state.threads[thread]!.contactFields) }
+        default:
+            break
+        }
+    }
+
+    static func fieldsJSON(_ fields: [String: String], at date: Date) -> JSONValue {
+        .array(fields.sorted { $0.key < $1.key }.map { ["ident": .string($0.key), "value": .string($0.value), "updatedAt": .string(Self.date(date))] })
+    }
+
     private func openThread(_ threadID: String, customer: String, data: JSONValue, state: inout State) {
         guard state.threads[threadID] == nil else { return }
         state.nextID += 1
@@ -636,7 +677,7 @@ public final class CXoneServer: Sendable {
     }
 
     func contactJSON(_ thread: StoredThread) -> JSONValue {
-        ["id": .string(thread.contactID), "threadIdOnExternalPlatform": .string(thread.id), "status": .string(thread.status), "createdAt": .string(Self.date(clock.date)), "customFields": []]
+        ["id": .string(thread.contactID), "threadIdOnExternalPlatform": .string(thread.id), "status": .string(thread.status), "createdAt": .string(Self.date(clock.date)), "customFields": Self.fieldsJSON(thread.contactFields, at: clock.date)]
     }
 
     func messageJSON(_ message: StoredMessage) -> JSONValue {

@@ -307,6 +307,12 @@ final class CXoneLink: BackendConnection {
             case .credentials(let credentials):
                 state.credentials.values.merge(credentials.values) { _, new in new }
             case .event(let event):
+                if case .custom(CXoneMapping.customerFieldsEvent, let fields) = event.kind {
+                    // What the server has; a field this link set since is newer.
+                    let server = (fields.objectValue ?? [:]).compactMapValues(\.stringValue)
+                    state.customerFields = server.merging(state.customerFields) { _, local in local }
+                    return
+                }
                 guard let id = event.conversationID?.rawValue else { return }
                 if let contact = frame["data"]?["case"]?["id"]?.stringValue { state.threads[id, default: Thread()].contactID = contact }
                 if case .conversationStateChanged(let new, _) = event.kind { state.threads[id, default: Thread()].closed = new.isClosed }
@@ -680,8 +686,12 @@ final class CXoneLink: BackendConnection {
             try await send("SetContactCustomFields", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)], "contact": ["id": .string(contact)], "customFields": Self.fields(fields, clock: context.clock)], awaitReply: false, socket: socket)
             return .done
         case .setCustomFields(nil, let fields):
-            state.withLock { $0.customerFields.merge(fields) { _, new in new } }
-            try await send("SetCustomerCustomFields", data: ["customFields": Self.fields(fields.filter { !$0.value.isEmpty }, clock: context.clock)], awaitReply: false, socket: socket)
+            // §3.18: every current field of the customer, not only the new ones (empty ones left out).
+            let all = state.withLock { state in
+                state.customerFields.merge(fields) { _, new in new }
+                return state.customerFields
+            }
+            try await send("SetCustomerCustomFields", data: ["customFields": Self.fields(all.filter { !$0.value.isEmpty }, clock: context.clock)], awaitReply: false, socket: socket)
             return .done
         case .history(let query):
             return .history(try await history(query, socket: socket))
@@ -706,6 +716,8 @@ final class CXoneLink: BackendConnection {
                 parameters: ["isInactivityPopupAnswer": true], contactFields: [], attachments: [], token: token, socket: socket
             )
             return .vendor(["answered": true])
+        case .vendor("customerCustomFields", _):
+            return .vendor(.object(state.withLock { $0.customerFields }.filter { !$0.value.isEmpty }.mapValues(JSONValue.string)))
         case .vendor("ExecuteTrigger", let payload):
             // §3.14: its own envelope (the destination and the visitor). Chat is available: a live
             // chat's link opens only while it is online.
@@ -741,7 +753,8 @@ final class CXoneLink: BackendConnection {
             "thread": thread,
             "messageContent": ["type": "TEXT", "payload": ["text": .string(text)], "parameters": parameters, "postback": postback],
             "idOnExternalPlatform": .string(messageID),
-            "customer": ["customFields": []],
+            // §3.8: all of the customer's fields ride on every message.
+            "customer": ["customFields": Self.fields(state.withLock { $0.customerFields }.filter { !$0.value.isEmpty }, clock: context.clock)],
             "contact": ["customFields": contactFields],
             "attachments": .array(attachments),
             "deviceFingerprint": Self.fingerprint(configuration),

@@ -4,6 +4,18 @@ public import Switchboard
 /// CXone DTOs (protocols/cxone.md §5) to the normalized model, and inbound events (§2.4) to
 /// updates. Pure functions over `JSONValue`; what the SDK refuses is a typed error naming the key.
 public enum CXoneMapping {
+    /// The event carrying the customer's custom fields (ident → value) after a recovery.
+    public static let customerFieldsEvent = "cxone.CustomerCustomFields"
+
+    /// `[CustomFieldDTO{ident, value, updatedAt}]` as ident → value.
+    public static func fieldValues(_ fields: JSONValue?) -> [String: String] {
+        var values: [String: String] = [:]
+        for field in fields?.arrayValue ?? [] {
+            if let ident = field["ident"]?.stringValue, let value = field["value"]?.stringValue { values[ident] = value }
+        }
+        return values
+    }
+
     /// ISO 8601 as the fixtures write it: `Z`, `+00:00` or `+0000`; fractional seconds are accepted
     /// (the SDK drops such events; a client that keeps them loses nothing).
     public static func date(_ value: JSONValue?) -> Date? {
@@ -198,6 +210,8 @@ public enum CXoneMapping {
             var custom = info.customData?.objectValue ?? [:]
             if let contactID = contact?["id"] { custom["contactId"] = contactID }
             if let token = data["messagesScrollToken"] { custom["scrollToken"] = token }
+            // The thread's (contact's) custom fields, ident → value.
+            custom["customFields"] = .object(fieldValues(contact?["customFields"]).mapValues(JSONValue.string))
             info.customData = .object(custom)
             let raw = data["messages"]?.arrayValue ?? []
             // Oldest first, as the SDK keeps a thread: a live chat's come newest first, and equal
@@ -205,6 +219,10 @@ public enum CXoneMapping {
             let messages = try (type == "LivechatRecovered" ? raw.reversed() : raw).compactMap(message)
                 .enumerated().sorted { ($0.element.time, $0.offset) < ($1.element.time, $1.offset) }.map(\.element)
             var updates: [BackendUpdate] = [.snapshot(BackendSnapshot(conversations: [ConversationSnapshot(conversation: info, messages: messages)], isComplete: false))]
+            if let customer = data["customer"]?.nonNull {
+                // The customer's custom fields as the server has them.
+                updates.append(.event(BackendEvent(.custom(name: customerFieldsEvent, payload: .object(fieldValues(customer["customFields"]).mapValues(JSONValue.string))))))
+            }
             // A live chat's messages come newest first: a pop-up on top is still waiting for an answer.
             if type == "LivechatRecovered", let newest = raw.first, CXoneInactivityPopup.isPopup(newest) {
                 let popup = try CXoneInactivityPopup(message: newest)

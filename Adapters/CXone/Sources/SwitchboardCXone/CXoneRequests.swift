@@ -72,6 +72,21 @@ public struct CXoneRequests: Sendable {
         )
     }
 
+    /// The customer's custom fields: what the server returned with the last thread recovery, with
+    /// what the app set since (the SDK's `customerCustomFields.get()`).
+    public func customerCustomFields() async throws -> [String: String] {
+        let response = try await session.performVendorRequest("customerCustomFields", payload: [:])
+        guard case .vendor(let fields) = response else { throw SwitchboardError(.protocolViolation, "customerCustomFields answered with \(response)") }
+        return (fields.objectValue ?? [:]).compactMapValues(\.stringValue)
+    }
+
+    /// A thread's (contact's) custom fields as the server last reported them (its recovery), from
+    /// the session's store (the SDK's `threads.customFields.get(for:)`).
+    public func customFields(ofThread thread: ConversationID) async throws -> [String: String] {
+        let info = try await session.conversation(thread).info()
+        return (info.customData?["customFields"]?.objectValue ?? [:]).compactMapValues(\.stringValue)
+    }
+
     /// `ExecuteTrigger` with the trigger's id.
     public func executeTrigger(_ id: String) async throws {
         _ = try await session.performVendorRequest("ExecuteTrigger", payload: ["trigger": .string(id)])

@@ -552,3 +552,47 @@ struct CXoneWireDetailTests {
         }
     }
 }
+
+/// Custom fields written and read (protocols/cxone.md §3.8, §3.17, §3.18, §3.5).
+@Suite(.timeLimit(.minutes(2)))
+struct CXoneCustomFieldTests {
+    @Test func customerAndThreadFieldsAreSentWholeKeptByTheServerAndReadBackOnRecovery() async throws {
+        try await withCXoneEmulator(.init(mode: .single)) { control in
+            let harness = ConformanceHarness(context: ConformanceContext(emulator: control))
+            let threadID = try await harness.withSession { probe in
+                let chat = try await probe.openConversation()
+                try await probe.session.setCustomFields(["age": "24"])
+                try await chat.setCustomFields(["department": "Sales"])
+                try await chat.send(text: "hello")
+                try await probe.recorder.first("sent") { $0.updatedMessage?.text == "hello" && $0.updatedMessage?.serverID != nil }
+                let message = try #require(control.server.received.last { $0.eventType == "SendMessage" })
+                #expect(CXoneMapping.fieldValues(message.data["customer"]?["customFields"]) == ["age": "24"], "all of the customer's fields ride on the message")
+                // The thread's fields go with the message while its contact is unknown, else by
+                // SetContactCustomFields (§3.17).
+                let contactSet = control.server.received.filter { $0.eventType == "SetContactCustomFields" }.map { CXoneMapping.fieldValues($0.data["customFields"]) }
+                #expect(CXoneMapping.fieldValues(message.data["contact"]?["customFields"]) == ["department": "Sales"] || contactSet.contains(["department": "Sales"]))
+                try await probe.session.setCustomFields(["city": "Prague"])
+                try await waitUntil("the second set", timeout: .seconds(15), signal: control.server.changes) {
+                    control.server.received.filter { $0.eventType == "SetCustomerCustomFields" }.count == 2
+                }
+                let second = try #require(control.server.received.last { $0.eventType == "SetCustomerCustomFields" })
+                #expect(CXoneMapping.fieldValues(second.data["customFields"]) == ["age": "24", "city": "Prague"], "every current field, not only the new one")
+                return chat.id
+            }
+            let customer = try #require(control.server.received.first?.customer)
+            #expect(control.server.customerFields(of: customer) == ["age": "24", "city": "Prague"])
+            #expect(control.server.contactFields(ofThread: threadID.rawValue) == ["department": "Sales"])
+            // Another device: the recovery brings both back.
+            try await harness.withSession { probe in
+                try await probe.recorder.first("the recovered thread") { $0.conversationID == threadID && $0.kind.category == .conversation }
+                let requests = CXoneRequests(session: probe.session)
+                try await probe.recorder.first("the customer's fields") {
+                    if case .custom(CXoneMapping.customerFieldsEvent, _) = $0.kind { return true } else { return false }
+                }
+                #expect(try await requests.customerCustomFields() == ["age": "24", "city": "Prague"])
+                #expect(try await requests.customFields(ofThread: threadID) == ["department": "Sales"])
+                print("cxone custom fields: customer [age, city] and thread [department] written whole, kept by the server, read back after a recovery")
+            }
+        }
+    }
+}
