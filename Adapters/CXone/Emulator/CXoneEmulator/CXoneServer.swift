@@ -96,6 +96,10 @@ public final class CXoneServer: Sendable {
         var attachments: [JSONValue] = []
         var readAt: Date?
         var content: JSONValue?
+
+        var isHidden: Bool {
+            content?["parameters"]?["isInitialMessage"]?.boolValue == true || content?["parameters"]?["isUnsupportedMessageTypeAnswer"]?.boolValue == true
+        }
     }
 
     struct StoredThread {
@@ -201,8 +205,16 @@ public final class CXoneServer: Sendable {
     }
 
     /// A thread's messages, oldest first: id, text, whether the customer sent it.
+    /// The thread's messages the customer may see, oldest first (hidden ones — a live chat's
+    /// "Begin Conversation" — are the agent's only: ``hiddenMessages(inThread:)``).
     public func messages(inThread thread: String) -> [(id: String, text: String, fromCustomer: Bool)] {
-        state.withLock { ($0.threads[thread.lowercased()]?.messages ?? []).map { ($0.id, $0.text, $0.direction == "inbound") } }
+        state.withLock { ($0.threads[thread.lowercased()]?.messages ?? []).filter { !$0.isHidden }.map { ($0.id, $0.text, $0.direction == "inbound") } }
+    }
+
+    /// The thread's hidden messages (`isInitialMessage`, `isUnsupportedMessageTypeAnswer`): what the
+    /// agent sees that the customer's app does not show.
+    public func hiddenMessages(inThread thread: String) -> [String] {
+        state.withLock { ($0.threads[thread.lowercased()]?.messages ?? []).filter(\.isHidden).map(\.text) }
     }
 
     public func threads(of customer: String) -> [String] {
@@ -502,7 +514,8 @@ public final class CXoneServer: Sendable {
             }
             // The client names the oldest message it has (the first after this page), to the second.
             let named = data["oldestMessageDatetime"]?.stringValue.flatMap { try? Self.wireDate.parse($0) }
-            let expected = end < thread.messages.count ? thread.messages[end].createdAt : nil
+            // (Hidden messages are not the customer's to count.)
+            let expected = thread.messages[min(end, thread.messages.count)...].first { !$0.isHidden }?.createdAt
             let matches = named != nil && expected.map { abs($0.timeIntervalSince(named!)) < 1 } ?? true
             state.oldestChecks.append(matches)
             guard matches else {
@@ -539,7 +552,7 @@ public final class CXoneServer: Sendable {
             if let position = state.threads[threadID]!.positionInQueue, state.threads[threadID]!.assignee == nil {
                 push(["eventId": .string(UUID().uuidString.lowercased()), "eventType": "SetPositionInQueue", "data": ["consumerContact": ["id": .string(state.threads[threadID]!.contactID)], "positionInQueue": .int(Int64(position))]], toCustomer: customer, state: &state)
             }
-            if let (robot, answer) = state.autoReply, let text = answer(message.text) {
+            if !message.isHidden, let (robot, answer) = state.autoReply, let text = answer(message.text) {
                 if state.threads[threadID]!.assignee == nil { robot.assign(threadID, server: self, state: &state) }
                 robot.post(text, in: threadID, content: nil, server: self, state: &state)
             }

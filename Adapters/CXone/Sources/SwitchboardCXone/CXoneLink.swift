@@ -18,6 +18,8 @@ final class CXoneLink: BackendConnection {
         var closed = false
         /// The customer has sent into it: the server knows it.
         var sent = false
+        /// Live chat: the hidden "Begin Conversation" went out.
+        var begun = false
     }
 
     private struct State {
@@ -470,6 +472,13 @@ final class CXoneLink: BackendConnection {
                 }
             }
             continuation.yield(.snapshot(listing))
+            // The open threads past the first 20 get their metadata instead (§3.6): the last
+            // message and the owner; their messages come when the app opens or pages them.
+            for id in open.dropFirst(20) {
+                if let reply = try await send("LoadThreadMetadata", data: ["thread": ["idOnExternalPlatform": .string(id)]], awaitReply: true, socket: socket) {
+                    await apply(reply.frame, type: reply.type)
+                }
+            }
         case .singleThread, .liveChat:
             let cached = state.withLock { $0.credentials["thread-id"] }
             let data: JSONValue? = cached.map { ["thread": ["idOnExternalPlatform": .string($0)]] }
@@ -481,7 +490,35 @@ final class CXoneLink: BackendConnection {
                 // RecoveringThreadFailed: nothing to recover.
             }
             openNewThreadIfAllClosed(reuseLocal: true)
+            // The SDK's automatic create(): a live chat starts at once, so an agent sees it.
+            if channel.mode == .liveChat, let local = state.withLock({ $0.credentials["local-thread"] }), !local.isEmpty {
+                try await beginLiveChatIfNeeded(local, socket: socket)
+            }
         }
+    }
+
+    /// §3.8: a live chat's create() sends the hidden `"Begin Conversation"` (`isInitialMessage`),
+    /// which opens the contact so an agent sees the customer before they write; the customer's
+    /// side never shows it. After the agent closes a chat, the next one begins with the
+    /// customer's first message.
+    private func beginLiveChatIfNeeded(_ id: String, socket: TextWebSocket) async throws {
+        guard channel.mode == .liveChat else { return }
+        let (thread, token) = state.withLock { ($0.threads[id], $0.credentials["access-token"]) }
+        guard let thread, !thread.begun, !thread.sent, !thread.closed else { return }
+        var threadJSON: [String: JSONValue] = ["idOnExternalPlatform": .string(id)]
+        if let name = thread.name { threadJSON["threadName"] = .string(name) }
+        try await sendWelcomeIfPending(in: id, threadJSON: .object(threadJSON), contactFields: [], token: token, socket: socket)
+        try await sendMessage(
+            in: .object(threadJSON), messageID: UUID().uuidString.lowercased(), text: "Begin Conversation", postback: .null,
+            parameters: ["isInitialMessage": true], contactFields: [], attachments: [], token: token, socket: socket
+        )
+        state.withLock { state in
+            state.threads[id]?.begun = true
+            state.threads[id]?.sent = true
+        }
+        var known: [String: String] = ["thread-id": id]
+        if state.withLock({ $0.credentials["local-thread"] == id }) { known["local-thread"] = "" }
+        keep(known)
     }
 
     /// As the SDK's create(): with no open thread (none yet, or the live chat just closed), a
@@ -619,6 +656,7 @@ final class CXoneLink: BackendConnection {
             if let name = thread.name { threadJSON["threadName"] = .string(name) }
             let contactFields = Self.fields(fields ?? [:], clock: context.clock)
             try await sendWelcomeIfPending(in: id, threadJSON: .object(threadJSON), contactFields: contactFields, token: token, socket: socket)
+            try await beginLiveChatIfNeeded(id, socket: socket)
             let attachments = try await upload(outgoing.content.attachments)
             state.withLock { $0.threads[id, default: Thread()].sent = true }
             try await sendMessage(
@@ -655,6 +693,7 @@ final class CXoneLink: BackendConnection {
             if channel.mode != .multiThread { keep(["thread-id": id, "local-thread": id]) }
             let info = ConversationInfo(id: ConversationID(id), kind: .thread, title: draft.title, state: .queued)
             announceLocalThread(info)
+            try await beginLiveChatIfNeeded(id, socket: socket)
             return .conversation(info)
         case .closeConversation(let conversation):
             if channel.mode == .liveChat {

@@ -87,6 +87,10 @@ public enum CXoneMapping {
         let created = try required(date(json["createdAt"]), "message.createdAt")
         let direction = try required(json["direction"]?.stringValue, "message.direction")
         let type = try required(content["type"]?.stringValue, "messageContent.type")
+        // The SDK's hidden messages (a live chat's "Begin Conversation", the automatic answer to an
+        // unsupported message) are for the agent: never shown to the customer (§3.8).
+        let parameters = content["parameters"]
+        if parameters?["isInitialMessage"]?.boolValue == true || parameters?["isUnsupportedMessageTypeAnswer"]?.boolValue == true { return nil }
         let fromAgent = direction == "outbound"
         var kind: Message.Kind
         var text: String

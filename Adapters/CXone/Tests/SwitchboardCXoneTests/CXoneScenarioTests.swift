@@ -596,3 +596,97 @@ struct CXoneCustomFieldTests {
         }
     }
 }
+
+extension CXoneWireDetailTests {
+    /// More than 20 open threads: the first 20 are recovered, the rest get `LoadThreadMetadata`
+    /// (their last message and owner), so every thread shows with its newest message.
+    @Test func openThreadsPastTwentyGetTheirMetadata() async throws {
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            let harness = ConformanceHarness(context: ConformanceContext(emulator: control))
+            let ids = try await harness.withSession { probe in
+                var ids: [ConversationID] = []
+                for index in 1...23 {
+                    let thread = try await probe.session.startConversation(ConversationDraft(title: "Thread \(index)"))
+                    try await thread.send(text: "newest of \(index)")
+                    ids.append(thread.id)
+                }
+                try await probe.recorder.waitUntil("all sent") { events in
+                    Set(events.compactMap { $0.updatedMessage?.serverID != nil ? $0.updatedMessage?.text : nil }).count == 23
+                }
+                return ids
+            }
+            let before = control.server.received.count
+            try await harness.withSession { probe in
+                try await probe.recorder.waitUntil("every thread's newest message") { events in
+                    Set(events.compactMap { $0.addedMessage?.text }.filter { $0.hasPrefix("newest of ") }).count == 23
+                }
+                let requests = control.server.received.dropFirst(before).map(\.eventType)
+                let recovered = requests.filter { $0 == "RecoverThread" }.count
+                let metadata = requests.filter { $0 == "LoadThreadMetadata" }.count
+                #expect(recovered == 20 && metadata == 3, "recovered \(recovered), metadata \(metadata)")
+                #expect(Set(try await probe.session.conversations().map(\.id)) == Set(ids))
+                print("cxone: 23 open threads: \(recovered) recovered, \(metadata) by LoadThreadMetadata, every newest message shown")
+            }
+        }
+    }
+}
+
+/// Live chat's hidden first message, ending the contact, the transcript, a postback and an
+/// attachment, each reaching the emulator (issue 14).
+@Suite(.timeLimit(.minutes(2)))
+struct CXoneLiveChatTests {
+    func harness(_ control: CXoneEmulatorControl) -> ConformanceHarness {
+        ConformanceHarness(context: ConformanceContext(emulator: control))
+    }
+
+    @Test func aLiveChatBeginsAtOnceEndsByEndContactAndMailsItsTranscript() async throws {
+        try await withCXoneEmulator(.init(mode: .live)) { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                // The agent sees the contact before the customer writes: the hidden first message.
+                try await waitUntil("Begin Conversation", timeout: .seconds(15), signal: control.server.changes) {
+                    control.server.hiddenMessages(inThread: chat.id.rawValue) == ["Begin Conversation"]
+                }
+                let begin = try #require(control.server.received.first { $0.eventType == "SendMessage" })
+                #expect(begin.data["messageContent"]?["parameters"]?["isInitialMessage"] == true)
+                try await chat.send(text: "Hi, my card was charged twice")
+                try await probe.recorder.first("sent") { $0.updatedMessage?.text == "Hi, my card was charged twice" && $0.updatedMessage?.serverID != nil }
+                let stored = try await chat.storedMessages(before: nil, limit: .max).map(\.text)
+                #expect(!stored.contains("Begin Conversation") && stored.contains("Hi, my card was charged twice"), "the customer never sees it: \(stored)")
+                let begins = control.server.received.filter { $0.eventType == "SendMessage" && $0.data["messageContent"]?["parameters"]?["isInitialMessage"] == true }
+                #expect(begins.count == 1, "begun once")
+                try await CXoneRequests(session: probe.session).sendTranscript(of: chat.id, to: "alice@example.com")
+                #expect(control.server.received.contains { $0.eventType == "SendTranscript" && $0.data["consumerRecipients"]?[0]?["idOnExternalPlatform"] == "alice@example.com" })
+                try await chat.close()
+                try await waitUntil("EndContact", timeout: .seconds(15), signal: control.server.changes) {
+                    control.server.received.contains { $0.eventType == "EndContact" }
+                }
+                #expect(control.server.status(ofThread: chat.id.rawValue) == "closed")
+                print("cxone live chat: Begin Conversation before the customer wrote (hidden from them), transcript mailed, EndContact closed the contact")
+            }
+        }
+    }
+
+    @Test func aPostbackAndAnAttachmentReachTheServer() async throws {
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                // The answer to a quick reply: its text, with the option's postback.
+                try await chat.send(MessageDraft(text: "Tomorrow", payload: ["postback": "delivery-day-2"]))
+                try await probe.recorder.first("the answer") { $0.updatedMessage?.text == "Tomorrow" && $0.updatedMessage?.serverID != nil }
+                let answer = try #require(control.server.received.last { $0.eventType == "SendMessage" })
+                #expect(answer.data["messageContent"]?["postback"] == "delivery-day-2")
+                let file = FileManager.default.temporaryDirectory.appendingPathComponent("invoice-\(UUID().uuidString).pdf")
+                try Data("%PDF-1.4 invoice".utf8).write(to: file)
+                defer { try? FileManager.default.removeItem(at: file) }
+                try await chat.send(MessageDraft(text: "the invoice", kind: .file, attachments: [Message.Attachment(name: file.lastPathComponent, mimeType: "application/pdf", url: file)]))
+                let sent = try await probe.recorder.first("the file") { $0.updatedMessage.map { !$0.attachments.isEmpty && $0.serverID != nil } ?? false }
+                let withFile = try #require(control.server.received.last { $0.eventType == "SendMessage" })
+                let attachment = try #require(withFile.data["attachments"]?[0])
+                #expect(attachment["friendlyName"]?.stringValue == file.lastPathComponent && attachment["mimeType"] == "application/pdf")
+                #expect(attachment["url"]?.stringValue?.isEmpty == false, "uploaded first, then sent by its URL")
+                #expect(sent.updatedMessage?.attachments.first?.name == file.lastPathComponent)
+            }
+        }
+    }
+}
