@@ -755,6 +755,13 @@ final class CXoneLink: BackendConnection {
                 parameters: ["isInactivityPopupAnswer": true], contactFields: [], attachments: [], token: token, socket: socket
             )
             return .vendor(["answered": true])
+        case .vendor("identity", _):
+            let credentials = state.withLock { $0.credentials }
+            return .vendor(["customerId": credentials["customer-id"].map(JSONValue.string) ?? .null, "visitorId": credentials["visitor-id"].map(JSONValue.string) ?? .null])
+        case .vendor("hasMoreMessages", let payload):
+            // Unknown until a thread is recovered on this link (the first page brings its token).
+            guard let id = payload["conversation"]?.stringValue, let token = state.withLock({ $0.threads[id]?.scrollToken }) else { return .vendor(.null) }
+            return .vendor(.bool(!token.isEmpty))
         case .vendor("customerCustomFields", _):
             return .vendor(.object(state.withLock { $0.customerFields }.filter { !$0.value.isEmpty }.mapValues(JSONValue.string)))
         case .vendor("ExecuteTrigger", let payload):

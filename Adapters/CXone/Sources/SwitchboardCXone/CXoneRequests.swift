@@ -72,6 +72,25 @@ public struct CXoneRequests: Sendable {
         )
     }
 
+    /// The customer's id (`nil` before the server made one) and the visitor's id (made by the
+    /// client, the SDK's `analytics.visitorId`), as the link keeps them.
+    public func identity() async throws -> (customerID: String?, visitorID: String?) {
+        let response = try await session.performVendorRequest("identity", payload: [:])
+        guard case .vendor(let ids) = response else { throw SwitchboardError(.protocolViolation, "identity answered with \(response)") }
+        return (ids["customerId"]?.stringValue, ids["visitorId"]?.stringValue)
+    }
+
+    /// Whether older messages of the thread can be loaded (the SDK's `hasMoreMessagesToLoad`):
+    /// `nil` until the thread's first page is known on this connection.
+    public func hasMoreMessages(in thread: ConversationID) async throws -> Bool? {
+        let response = try await session.performVendorRequest("hasMoreMessages", payload: ["conversation": .string(thread.rawValue)])
+        guard case .vendor(let value) = response else { throw SwitchboardError(.protocolViolation, "hasMoreMessages answered with \(response)") }
+        return value.boolValue
+    }
+
+    /// The CXone mobile SDK whose wire the adapter speaks (sent as `sdkVersion`).
+    public static let sdkVersion = CXoneWire.sdkVersion
+
     /// The customer's custom fields: what the server returned with the last thread recovery, with
     /// what the app set since (the SDK's `customerCustomFields.get()`).
     public func customerCustomFields() async throws -> [String: String] {

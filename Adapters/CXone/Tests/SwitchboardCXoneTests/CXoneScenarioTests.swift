@@ -690,3 +690,30 @@ struct CXoneLiveChatTests {
         }
     }
 }
+
+extension CXoneWireDetailTests {
+    @Test func theAccessorsAnAppExpectsAnswer() async throws {
+        try await withCXoneEmulator(.init(mode: .single, pageSize: 3)) { control in
+            let harness = ConformanceHarness(context: ConformanceContext(emulator: control))
+            let id = try await harness.withSession { probe in
+                let chat = try await probe.openConversation()
+                for index in 1...8 { control.agent.send("m\(index)", in: chat.id.rawValue) }
+                try await probe.waitForMessages(["m8"], in: chat)
+                return chat.id
+            }
+            try await harness.withSession { probe in
+                try await probe.recorder.first("recovered") { $0.conversationID == id && $0.kind.category == .conversation }
+                let requests = CXoneRequests(session: probe.session)
+                let (customer, visitor) = try await requests.identity()
+                #expect(customer != nil && customer == control.server.received.last?.customer)
+                #expect(visitor?.isEmpty == false)
+                #expect(try await requests.hasMoreMessages(in: id) == true, "3 of 9 recovered")
+                let chat = try await probe.session.conversation(id)
+                var before: MessageOrderKey?
+                while let oldest = try await chat.history(before: before, limit: 3).first { before = oldest.orderKey }
+                #expect(try await requests.hasMoreMessages(in: id) == false, "paged to the start")
+                #expect(CXoneRequests.sdkVersion == "3.3.1")
+            }
+        }
+    }
+}
