@@ -12,7 +12,7 @@ public struct CXoneRequests: Sendable {
     }
 
     /// What became of a proactive action.
-    public enum ProactiveOutcome: String, Sendable {
+    public enum ProactiveOutcome: String, Sendable, CaseIterable {
         case displayed = "ProactiveActionDisplayed"
         case clicked = "ProactiveActionClicked"
         case succeeded = "ProactiveActionSuccess"

@@ -341,6 +341,28 @@ struct CXoneScenarioTests {
         }
     }
 
+    /// Every outcome of both kinds of proactive action reaches the analytics endpoint as the SDK
+    /// sends it.
+    @Test func everyProactiveActionOutcomeOfEveryKindIsSent() async throws {
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            try await harness(control).withSession { probe in
+                let analytics = CXoneRequests(session: probe.session)
+                _ = try await analytics.viewPage(title: "Home", url: "/")
+                var sent: [String] = []
+                for kind in ["WelcomeMessage", "CustomPopupBox"] {
+                    for outcome in CXoneRequests.ProactiveOutcome.allCases {
+                        _ = try await analytics.proactiveAction(outcome, actionID: "\(kind)-1", name: kind, type: kind)
+                        sent.append("\(outcome.rawValue)/\(kind)")
+                    }
+                }
+                let received = control.server.analytics.filter { $0["type"]?.stringValue?.hasPrefix("ProactiveAction") == true }
+                #expect(received.map { "\($0["type"]?.stringValue ?? "")/\($0["data"]?["actionType"]?.stringValue ?? "")" } == sent)
+                #expect(received.allSatisfy { $0["data"]?["actionId"]?.stringValue?.hasSuffix("-1") == true && $0["destination"]?["id"] != nil })
+                print("cxone proactive actions: \(received.count) outcome events (\(CXoneRequests.ProactiveOutcome.allCases.count) outcomes × 2 kinds)")
+            }
+        }
+    }
+
     @Test func analyticsFollowTheVisitAndPageRules() async throws {
         try await withCXoneEmulator(.init(mode: .multi)) { control in
             try await harness(control).withSession { probe in
