@@ -82,10 +82,14 @@ public struct CXoneBackend: ChatBackend {
         }
     }
 
+    /// Analytics, with or without a connection (the visitor the socket connects as).
+    public let analytics: CXoneAnalytics
+
     public init(configuration: CXoneConfiguration, channel: CXoneChannelConfiguration, transport: HTTPTransport = HTTPTransport()) {
         self.configuration = configuration
         self.channel = channel
         self.transport = transport.allowingPlainText(configuration.allowsPlainText)
+        self.analytics = CXoneAnalytics(configuration: configuration, transport: transport)
         var capabilities: BackendCapabilities = [.typing, .readMarkers, .historyPaging, .customFields, .vendorRequests, .analytics]
         if channel.fileRestrictions.isAttachmentsEnabled { capabilities.insert(.files) }
         switch channel.mode {
@@ -173,7 +177,7 @@ public struct CXoneBackend: ChatBackend {
             // As the SDK: an offline live chat opens no socket. The engine tries again after its backoff.
             guard online else { throw SwitchboardError(.notConnected, "the live chat is offline", vendorCode: "offline") }
         }
-        let link = try await CXoneLink.open(configuration: configuration, channel: current, transport: transport, context: context)
+        let link = try await CXoneLink.open(configuration: configuration, channel: current, transport: transport, context: context, analytics: analytics)
         return try await link.run(body)
     }
 }

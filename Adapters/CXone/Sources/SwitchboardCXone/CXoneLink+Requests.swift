@@ -142,6 +142,7 @@ extension CXoneLink {
             // As the SDK's signOut: forget the customer, the visitor, the tokens and the visit,
             // then drop the link. The next connection is a new customer; close the session to stop.
             keep(Self.cleared(Self.customerCredentials))
+            analytics.forget()
             end(SwitchboardError(.connectionLost, "signed out", vendorCode: "signOut"))
             return .vendor([:])
         case .vendor(let name, let payload) where name.hasPrefix("analytics."):

@@ -59,10 +59,16 @@ final class CXoneLink: BackendConnection {
 
     let replies = PendingReplies<Reply>()
     let url: String
-    /// The SDK makes a new destination id on every prepare; here, on every link.
-    let destinationID = UUID().uuidString.lowercased()
+    /// The backend's analytics: the visitor, the visit and the page, shared with the app.
+    let analytics: CXoneAnalytics
+    /// The SDK makes a new destination id on every prepare; here, per backend (its analytics').
+    var destinationID: String { analytics.destinationID }
 
-    init(configuration: CXoneConfiguration, channel: CXoneChannelConfiguration, transport: HTTPTransport, context: ConnectionContext, credentials: Credentials, url: String) {
+    init(
+        configuration: CXoneConfiguration, channel: CXoneChannelConfiguration, transport: HTTPTransport, context: ConnectionContext,
+        credentials: Credentials, url: String, analytics: CXoneAnalytics
+    ) {
+        self.analytics = analytics
         (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
         self.configuration = configuration
         self.channel = channel
@@ -73,11 +79,17 @@ final class CXoneLink: BackendConnection {
     }
 
     /// Prepares a link: ids, the transaction token for secured sessions, the socket URL.
-    static func open(configuration: CXoneConfiguration, channel: CXoneChannelConfiguration, transport: HTTPTransport, context: ConnectionContext) async throws -> CXoneLink {
+    static func open(
+        configuration: CXoneConfiguration, channel: CXoneChannelConfiguration, transport: HTTPTransport, context: ConnectionContext,
+        analytics: CXoneAnalytics
+    ) async throws -> CXoneLink {
         var credentials = context.credentials
         // The session merges credentials, so a cleared one (sign-out) is stored as "".
         credentials.values = credentials.values.filter { !$0.value.isEmpty }
-        if credentials["visitor-id"] == nil { credentials["visitor-id"] = UUID().uuidString.lowercased() }
+        // One visitor for analytics and the socket: what was stored, unless the app's analytics
+        // made one before this first connection (then that one).
+        analytics.adopt(credentials)
+        credentials["visitor-id"] = analytics.visitorID
         if credentials["customer-id"] == nil { credentials["customer-id"] = configuration.customerID ?? UUID().uuidString.lowercased() }
         await putVisitor(configuration: configuration, transport: transport, credentials: credentials)
         var token: String?
@@ -87,7 +99,7 @@ final class CXoneLink: BackendConnection {
         let url = try configuration.environment.webSocketURL(
             brandID: configuration.brandID, channelID: configuration.channelID, visitorID: credentials["visitor-id"]!, transactionToken: token
         )
-        let link = CXoneLink(configuration: configuration, channel: channel, transport: transport, context: context, credentials: credentials, url: url)
+        let link = CXoneLink(configuration: configuration, channel: channel, transport: transport, context: context, credentials: credentials, url: url, analytics: analytics)
         link.continuation.yield(.credentials(credentials))
         return link
     }

@@ -739,3 +739,44 @@ extension CXoneWireDetailTests {
         }
     }
 }
+
+/// Analytics before the socket opens, as the SDK sends them after `prepare` (issue 14).
+@Suite(.timeLimit(.minutes(2)))
+struct CXoneAnalyticsTests {
+    func backend(_ control: CXoneEmulatorControl) async throws -> CXoneBackend {
+        try await CXoneBackend.make(configuration: CXoneConfiguration(
+            environment: CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL),
+            brandID: control.server.configuration.brandID, channelID: control.server.configuration.channelID
+        ))
+    }
+
+    @Test func pagesAreViewedBeforeConnectingAndTheSocketIsTheSameVisitor() async throws {
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            let store = InMemoryChatStore()
+            let app = try await backend(control)
+            // No session yet: only the channel configuration is loaded.
+            let early = try await app.analytics.viewPage(title: "Home", url: "/")
+            #expect(early.compactMap { $0["type"]?.stringValue } == ["VisitorVisit", "PageView"])
+            #expect(control.server.socketsAccepted == 0, "no socket for analytics")
+            let visitor = app.analytics.visitorID
+            let visit = try #require(early.first?["visitId"]?.stringValue)
+            let session = ChatSession(backend: app, store: store, configuration: .fastForTests, logger: .quiet)
+            try await withRecording(session) { recorder in
+                try await session.resume()
+                try await recorder.waitUntil("connected") { $0.contains(where: \.isConnected) }
+                #expect(try await CXoneRequests(session: session).identity().visitorID == visitor, "the socket connects as the analytics' visitor")
+                let opened = try await CXoneRequests(session: session).chatWindowOpen()
+                #expect(opened.first?["visitId"]?.stringValue == visit, "the same visit")
+                await session.close()
+            }
+            // A restarted app restores the visitor and the visit from the session's store.
+            let restarted = try await backend(control)
+            try await restarted.analytics.restore(from: store)
+            #expect(restarted.analytics.visitorID == visitor)
+            let again = try await restarted.analytics.viewPage(title: "Cart", url: "/cart")
+            #expect(again.compactMap { $0["type"]?.stringValue } == ["TimeSpentOnPage", "PageView"], "no new visit; the last page ended")
+            #expect(again.allSatisfy { $0["visitId"]?.stringValue == visit })
+            print("cxone analytics before connecting: \(control.server.analytics.count) events in one visit of one visitor, before the socket, through it, and after a restart")
+        }
+    }
+}
