@@ -624,6 +624,25 @@ public final class CXoneServer: Sendable {
     /// as a workflow fires it; returns the action id.
     @discardableResult
     public func fireWelcomeMessage(toCustomer customer: String, bodyText: String, handoverFields: [String: String] = [:]) -> String {
+        fireProactiveAction(toCustomer: customer, name: "Welcome", type: "WelcomeMessage", data: [
+            "content": ["bodyText": .string(bodyText)],
+            "handover": ["customFields": .array(handoverFields.sorted { $0.key < $1.key }.map {
+                ["ident": .string($0.key), "value": .string($0.value), "updatedAt": .string(Self.date(clock.date))]
+            })],
+        ])
+    }
+
+    /// A `CustomPopupBox` proactive action (a headline and a body, as a workflow's pop-up);
+    /// returns the action id.
+    @discardableResult
+    public func fireCustomPopup(toCustomer customer: String, headline: String, body: String) -> String {
+        fireProactiveAction(toCustomer: customer, name: "Offer", type: "CustomPopupBox", data: [
+            "content": ["headlineText": .string(headline), "bodyText": .string(body)],
+            "handover": ["customFields": []],
+        ])
+    }
+
+    private func fireProactiveAction(toCustomer customer: String, name: String, type: String, data: JSONValue) -> String {
         defer { changes.signal() }
         let actionID = UUID().uuidString.lowercased()
         state.withLock { state in
@@ -632,17 +651,7 @@ public final class CXoneServer: Sendable {
                 "createdAt": .string(Self.date(clock.date)),
                 "data": [
                     "destination": ["id": .string(UUID().uuidString)],
-                    "proactiveAction": [
-                        "action": [
-                            "actionId": .string(actionID), "actionName": "Welcome", "actionType": "WelcomeMessage",
-                            "data": [
-                                "content": ["bodyText": .string(bodyText)],
-                                "handover": ["customFields": .array(handoverFields.sorted { $0.key < $1.key }.map {
-                                    ["ident": .string($0.key), "value": .string($0.value), "updatedAt": .string(Self.date(clock.date))]
-                                })],
-                            ],
-                        ]
-                    ],
+                    "proactiveAction": ["action": ["actionId": .string(actionID), "actionName": .string(name), "actionType": .string(type), "data": data]],
                 ],
             ], toCustomer: customer, state: &state)
         }

@@ -341,6 +341,30 @@ struct CXoneScenarioTests {
         }
     }
 
+    /// A `CustomPopupBox` reaches the app whole, as a vendor event (the SDK 3.3.1 ignores these;
+    /// the app may show it), and its outcome goes back as analytics.
+    @Test func aCustomPopupBoxReachesTheAppAsAVendorEvent() async throws {
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            try await harness(control).withSession { probe in
+                _ = try await probe.openConversation()
+                let (customer, _) = try await CXoneRequests(session: probe.session).identity()
+                let actionID = control.server.fireCustomPopup(toCustomer: try #require(customer), headline: "10% off", body: "Today only")
+                let event = try await probe.recorder.first("the pop-up") {
+                    if case .custom("cxone.FireProactiveAction", let payload) = $0.kind { return payload["proactiveAction"]?["action"]?["actionId"]?.stringValue == actionID }
+                    return false
+                }
+                guard case .custom(_, let payload) = event.kind else { return }
+                #expect(payload["proactiveAction"]?["action"]?["actionType"] == "CustomPopupBox")
+                #expect(payload["proactiveAction"]?["action"]?["data"]?["content"]?["headlineText"] == "10% off")
+                let analytics = CXoneRequests(session: probe.session)
+                _ = try await analytics.viewPage(title: "Home", url: "/")
+                let sent = try await analytics.proactiveAction(.displayed, actionID: actionID, name: "Offer", type: "CustomPopupBox")
+                #expect(sent.first?["data"]?["actionId"]?.stringValue == actionID)
+                #expect(try await probe.session.conversations().allSatisfy { $0.kind == .thread }, "not a message, not a thread")
+            }
+        }
+    }
+
     /// Every outcome of both kinds of proactive action reaches the analytics endpoint as the SDK
     /// sends it.
     @Test func everyProactiveActionOutcomeOfEveryKindIsSent() async throws {
