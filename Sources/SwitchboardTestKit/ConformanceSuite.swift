@@ -132,7 +132,7 @@ public enum ConformanceSuite {
             }
             return probe.session.scope
         }
-        let credentials = try await store.fetchCredentials(scope: scope)
+        let credentials = await store.fetchCredentials(scope: scope)
         let secrets = texts + harness.emulator.customerSecrets + credentials.values.values.filter { $0.count >= 12 }
         let lines = records.recorded
         for secret in secrets {

@@ -29,12 +29,11 @@ struct CategoryLevelHandler: LogHandler {
         set {}
     }
 
-    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
-             file: String, function: String, line: UInt) {
-        let backend = (metadata?["backend"] ?? wrapped.metadata["backend"]).map { "\($0)" }
+    func log(event: LogEvent) {
+        let backend = (event.metadata?["backend"] ?? wrapped.metadata["backend"]).map { "\($0)" }
         let wanted = backend.flatMap { levels[$0] } ?? levels[label] ?? defaultLevel
-        guard level >= wanted else { return }
-        wrapped.log(level: level, message: message, metadata: metadata, source: source, file: file, function: function, line: line)
+        guard event.level >= wanted else { return }
+        wrapped.log(event: event)
     }
 }
 
@@ -49,11 +48,10 @@ struct FileLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
-             file: String, function: String, line: UInt) {
-        let all = self.metadata.merging(metadata ?? [:]) { _, new in new }
+    func log(event: LogEvent) {
+        let all = self.metadata.merging(event.metadata ?? [:]) { _, new in new }
         let fields = all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-        let text = "\(Date().formatted(.iso8601)) \(level) \(label) \(fields) \(message)\n"
+        let text = "\(Date().formatted(.iso8601)) \(event.level) \(label) \(fields) \(event.message)\n"
         self.file.write(Data(text.utf8))   // FileHandle writes are serialized by the system
     }
 }
@@ -67,8 +65,8 @@ final class RecordingLogHandler: LogHandler, @unchecked Sendable {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
-    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String, line: UInt) {
-        records.withLock { $0.append("\(level) \(message)") }
+    func log(event: LogEvent) {
+        records.withLock { $0.append("\(event.level) \(event.message)") }
     }
 }
 
@@ -87,7 +85,7 @@ final class RecordingLogHandler: LogHandler, @unchecked Sendable {
 
     @Test func theFileHandlerAppendsOneLinePerRecord() throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("logging-guide-\(UUID().uuidString).log").path
-        FileManager.default.createFile(atPath: path, contents: nil)
+        _ = FileManager.default.createFile(atPath: path, contents: nil)
         defer { try? FileManager.default.removeItem(atPath: path) }
         let file = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
         let logger = Logger(label: "switchboard.session") { label in FileLogHandler(label: label, file: file) }
