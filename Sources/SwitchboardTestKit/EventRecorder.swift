@@ -1,3 +1,4 @@
+public import Foundation
 @_spi(TestKit) public import Switchboard
 import Synchronization
 
@@ -9,19 +10,29 @@ import Synchronization
 public final class EventRecorder: Sendable {
     private let stream: EventStream
     private let recorded = Mutex<[ChatEvent]>([])
+    private let arrived = Mutex<[Date]>([])
+    private let now: @Sendable () -> Date
     private let signal = AsyncSignal()
 
-    public init(_ stream: EventStream) {
+    /// - Parameter now: when an event arrives (``arrivals``); the wall clock by default.
+    public init(_ stream: EventStream, now: @escaping @Sendable () -> Date = { Date() }) {
         self.stream = stream
+        self.now = now
     }
 
     /// Drains the subscription until it finishes.
     public func run() async {
         for await event in stream {
+            let time = now()
             recorded.withLock { $0.append(event) }
+            arrived.withLock { $0.append(time) }
             signal.signal()
         }
     }
+
+    /// When each recorded event arrived, in the order of ``events`` (the app's clock, not the
+    /// server's time in the event).
+    public var arrivals: [Date] { arrived.withLock { $0 } }
 
     /// Ends the subscription (and so ``run()``).
     public func finish() { stream.finish() }

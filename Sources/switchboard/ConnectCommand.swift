@@ -166,7 +166,7 @@ struct ConsoleRunner: Sendable {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
                     for await event in events {
-                        output.write(formatter.line(for: event))
+                        output.write(formatter.line(for: event, receivedAt: Date()))
                         if case .fatal = event.kind { return }
                     }
                 }

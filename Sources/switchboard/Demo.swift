@@ -313,8 +313,11 @@ struct Demo: Sendable {
                     in: session.id
                 )
                 try bob.markRead(visitor: visitor)
-                try await events.first("Bob read it") {
-                    if case .readMarker = $0.kind { return $0.origin.session == session.id } else { return false }
+                // Both of Alice's messages read (two markers), before the next step's heading.
+                try await events.waitUntil("Bob read both") { recorded in
+                    recorded.filter { event in
+                        if case .readMarker = event.kind { return event.origin.session == session.id } else { return false }
+                    }.count >= 2
                 }
 
                 narrate("The server demands a re-init; the client re-initialises and diffs the full update: no duplicates")
@@ -517,7 +520,10 @@ struct Demo: Sendable {
         func flush() {
             printed.withLock { printed in
                 let recorded = events.events
-                for event in recorded.dropFirst(printed) { write(formatter.line(for: event)) }
+                let arrivals = events.arrivals
+                for (index, event) in recorded.enumerated().dropFirst(printed) {
+                    write(formatter.line(for: event, receivedAt: index < arrivals.count ? arrivals[index] : nil))
+                }
                 printed = recorded.count
             }
         }

@@ -14,18 +14,23 @@ struct EventFormatter: Sendable {
     /// messages are `"mine": true` in JSON lines.
     var me: ParticipantID?
 
-    func line(for event: ChatEvent) -> String {
+    /// One line for `event`. The timeline's clock is when the app received it (`receivedAt`,
+    /// since `start`); the server's time is added only where it differs by half a second or more
+    /// (a server clock of whole seconds, a message sent while the app was away).
+    func line(for event: ChatEvent, receivedAt: Date? = nil) -> String {
         switch format {
         case .jsonLines:
             return Self.jsonLine(for: event, me: me)
         case .timeline:
-            let offset = String(format: "+%7.3fs", event.time.timeIntervalSince(start))
+            let received = receivedAt ?? event.time
+            let offset = String(format: "+%7.3fs", received.timeIntervalSince(start))
+            let server = abs(event.time.timeIntervalSince(received)) >= 0.5 ? String(format: "  (server %+.3fs)", event.time.timeIntervalSince(start)) : ""
             let origin = "\(event.origin.backend)/\(event.origin.session)".padding(toLength: 27, withPad: " ", startingAt: 0)
             let conversation = (event.conversationID.map { id in
                 "[\(id.rawValue.count > 8 ? String(id.rawValue.prefix(7)) + "…" : id.rawValue)]"
             } ?? "").padding(toLength: 10, withPad: " ", startingAt: 0)
             let sequence = event.sequence.map { " #\($0)" } ?? ""
-            return "\(offset)  \(origin) \(conversation) \(describe(event.kind))\(sequence)"
+            return "\(offset)  \(origin) \(conversation) \(describe(event.kind))\(sequence)\(server)"
         }
     }
 
