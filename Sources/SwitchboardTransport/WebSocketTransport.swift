@@ -69,57 +69,68 @@ public enum WebSocketTransport {
         _ body: @Sendable (TextWebSocket) async throws -> Result
     ) async throws -> Result {
         try PlainTextPolicy.check(url, allowed: configuration.allowsPlainText)
-        let outcome = Mutex<Swift.Result<Result, any Error>?>(nil)
         var clientConfiguration = WebSocketClientConfiguration()
         clientConfiguration.maxFrameSize = configuration.maxMessageSize
         for (name, value) in configuration.headers {
             if let field = HTTPField.Name(name) { clientConfiguration.additionalHeaders[field] = value }
         }
-        do {
-            try await withoutActuallyEscaping(body) { body in
-                _ = try await WebSocketClient.connect(url: url, configuration: clientConfiguration, logger: logger) {
-                    inbound, outbound, _ in
-                    let (messages, continuation) = AsyncThrowingStream.makeStream(of: String.self)
-                    let socket = TextWebSocket(messages: messages, outbound: outbound)
-                    await withTaskGroup(of: Void.self) { group in
-                        group.addTask {
-                            do {
-                                for try await message in inbound.messages(maxSize: configuration.maxMessageSize) {
-                                    switch message {
-                                    case .text(let text):
-                                        continuation.yield(text)
-                                    case .binary:
-                                        continuation.finish(
-                                            throwing: SwitchboardError(.protocolViolation, "the peer sent a binary message")
-                                        )
-                                        return
+        // The client's handler may outlive a failed connection inside WSClient, so it must not
+        // capture `body`: it hands the open socket out here, and waits until `body` is done.
+        let (opened, openedContinuation) = AsyncStream.makeStream(of: TextWebSocket.self)
+        let (done, doneContinuation) = AsyncStream.makeStream(of: Never.self)
+        let client = clientConfiguration
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                defer { openedContinuation.finish() }
+                do {
+                    _ = try await WebSocketClient.connect(url: url, configuration: client, logger: logger) { inbound, outbound, _ in
+                        let (messages, continuation) = AsyncThrowingStream.makeStream(of: String.self)
+                        let socket = TextWebSocket(messages: messages, outbound: outbound)
+                        await withTaskGroup(of: Void.self) { reader in
+                            reader.addTask {
+                                do {
+                                    for try await message in inbound.messages(maxSize: configuration.maxMessageSize) {
+                                        switch message {
+                                        case .text(let text):
+                                            continuation.yield(text)
+                                        case .binary:
+                                            continuation.finish(throwing: SwitchboardError(.protocolViolation, "the peer sent a binary message"))
+                                            return
+                                        }
                                     }
+                                    continuation.finish()
+                                } catch {
+                                    continuation.finish(throwing: Self.classify(error, limit: configuration.maxMessageSize))
                                 }
-                                continuation.finish()
-                            } catch {
-                                continuation.finish(throwing: Self.classify(error, limit: configuration.maxMessageSize))
                             }
+                            openedContinuation.yield(socket)
+                            // Until `body` is done (or the link's scope is cancelled).
+                            for await _ in done {}
+                            reader.cancelAll()
+                            await socket.close()
                         }
-                        let result: Swift.Result<Result, any Error>
-                        do {
-                            result = .success(try await body(socket))
-                        } catch {
-                            result = .failure(error)
-                        }
-                        outcome.withLock { $0 = result }
-                        group.cancelAll()
-                        await socket.close()
                     }
+                } catch {
+                    throw Self.classify(error, limit: configuration.maxMessageSize)
                 }
             }
-        } catch {
-            if let result = outcome.withLock({ $0 }) { return try result.get() }
-            throw Self.classify(error, limit: configuration.maxMessageSize)
+            var sockets = opened.makeAsyncIterator()
+            guard let socket = await sockets.next() else {
+                // No socket: the connection failed (its error), or closed during the handshake.
+                try await group.waitForAll()
+                throw SwitchboardError(.connectionLost, "the WebSocket to \(url) closed during the handshake")
+            }
+            let result: Swift.Result<Result, any Error>
+            do {
+                result = .success(try await body(socket))
+            } catch {
+                result = .failure(error)
+            }
+            doneContinuation.finish()
+            // How the connection ends after `body` does not change what `body` returned.
+            while !group.isEmpty { _ = try? await group.next() }
+            return try result.get()
         }
-        guard let result = outcome.withLock({ $0 }) else {
-            throw SwitchboardError(.connectionLost, "the WebSocket to \(url) closed during the handshake")
-        }
-        return try result.get()
     }
 
     static func classify(_ error: any Error, limit: Int) -> SwitchboardError {

@@ -147,22 +147,6 @@ struct ConsoleRunner: Sendable {
         try await session.withRunning { session in
             try await session.resume()
             if !jsonl { output.write(Console.help) }
-            // Commands typed (or piped) before the first connection wait for it, up to 10 s: a
-            // start or a send right away then goes through instead of failing as not connected.
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    for await event in firstConnection {
-                        switch event.kind {
-                        case .connection(.connected, _), .fatal: return
-                        default: continue
-                        }
-                    }
-                }
-                group.addTask { try? await Task.sleep(for: .seconds(10)) }
-                await group.next()
-                group.cancelAll()
-            }
-            firstConnection.finish()
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
                     for await event in events {
@@ -170,6 +154,22 @@ struct ConsoleRunner: Sendable {
                         if case .fatal = event.kind { return }
                     }
                 }
+                // Commands typed (or piped) before the first connection wait for it, up to 10 s:
+                // a start or a send right away then goes through instead of failing as not connected.
+                await withTaskGroup(of: Void.self) { wait in
+                    wait.addTask {
+                        for await event in firstConnection {
+                            switch event.kind {
+                            case .connection(.connected, _), .fatal: return
+                            default: continue
+                            }
+                        }
+                    }
+                    wait.addTask { try? await Task.sleep(for: .seconds(10)) }
+                    await wait.next()
+                    wait.cancelAll()
+                }
+                firstConnection.finish()
                 for await line in StandardInput.lines() {
                     guard let reply = await console.handle(line) else { break }
                     for text in reply { FileHandle.standardError.write(Data((text + "\n").utf8)) }
