@@ -179,7 +179,24 @@ public struct HTTPTransport: Sendable {
         if let error = error as? HTTPClientError, error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
             return SwitchboardError(.timedOut, "the HTTP request timed out", underlying: error)
         }
-        return SwitchboardError(.connectionLost, "HTTP failure: \(type(of: error))", underlying: error)
+        return SwitchboardError(.connectionLost, "HTTP failure: \(failureReason(error))", underlying: error)
+    }
+
+    /// A network failure in a few words a person reads: "connection refused", "host not found", a
+    /// TLS failure; else the error's type. Never the error's whole description, which may hold a
+    /// URL with a token in it.
+    public static func failureReason(_ error: any Error) -> String {
+        let text = String(describing: error).lowercased()
+        let reasons: [(needles: [String], reason: String)] = [
+            (["refused"], "connection refused"),
+            (["nodename nor servname", "name or service not known", "no address", "getaddrinfo", "resolv", "unknownhost", "nxdomain"], "host not found"),
+            (["tls", "ssl", "certificate", "handshake"], "TLS failure"),
+            (["reset by peer", "connection reset"], "connection reset"),
+            (["unreachable"], "network unreachable"),
+            (["timed out", "timeout"], "timed out"),
+        ]
+        for entry in reasons where entry.needles.contains(where: text.contains) { return entry.reason }
+        return "\(type(of: error))"
     }
 
     /// `k=v&k=v` with strict RFC 3986 percent-encoding (space as `%20`, never `+`), as the Webim

@@ -139,6 +139,6 @@ public enum WebSocketTransport {
         if "\(error)".localizedCaseInsensitiveContains("too large") || "\(error)".contains("messageTooLarge") {
             return SwitchboardError(.payloadTooLarge, "a message was over \(limit) bytes", underlying: error)
         }
-        return SwitchboardError(.connectionLost, "WebSocket failure: \(type(of: error))", underlying: error)
+        return SwitchboardError(.connectionLost, "WebSocket failure: \(HTTPTransport.failureReason(error))", underlying: error)
     }
 }

@@ -18,6 +18,7 @@ struct WebSocketTransportTests {
                 }
             } catch let error as SwitchboardError {
                 #expect(error.code == .connectionLost, "\(error)")
+                #expect(error.message.contains("connection refused"), "a reason a person reads: \(error.message)")
             }
         }
     }

@@ -186,18 +186,22 @@ extension CXoneLink {
     /// `LoadMoreMessages` with the thread's scroll token; an empty token means there is no more.
     func history(_ query: HistoryQuery, socket: TextWebSocket) async throws -> HistoryPage {
         let id = query.conversationID.rawValue
-        var token = state.withLock { $0.threads[id]?.scrollToken }
-        if token == nil {
-            // Never recovered on this link: recover it; its messages arrive as a snapshot.
-            try await recover(id, socket: socket)
-            token = state.withLock { $0.threads[id]?.scrollToken }
+        // §3.7 names a page by its scroll token and the `createdAt` of the oldest message loaded
+        // above it: the two go together. A token this adapter handed out carries its date (so it
+        // stays whole on another link); otherwise the thread's own pair is used — a time anchor
+        // cannot be sent, and pages older than needed are dropped as duplicates by the engine.
+        var pair: (token: String, oldest: Date?)?
+        if case .token(let given)? = query.before {
+            pair = Self.decodeHistoryAnchor(given)
+        } else {
+            if state.withLock({ $0.threads[id]?.scrollToken }) == nil {
+                // Never recovered on this link: recover it; its messages arrive as a snapshot.
+                try await recover(id, socket: socket)
+            }
+            pair = state.withLock { state in state.threads[id]?.scrollToken.map { ($0, state.threads[id]?.oldestLoaded) } }
         }
-        if case .token(let given)? = query.before { token = given }
-        guard let scrollToken = token, !scrollToken.isEmpty else { return HistoryPage(messages: [], hasMore: false) }
-        // §3.7: the `createdAt` of the oldest message loaded so far (not "now", which the server
-        // would take as the page's end).
-        let oldest: Date
-        if case .time(let date)? = query.before { oldest = date } else { oldest = state.withLock { $0.threads[id]?.oldestLoaded } ?? context.clock.date }
+        guard let (scrollToken, loaded) = pair, !scrollToken.isEmpty else { return HistoryPage(messages: [], hasMore: false) }
+        let oldest = loaded ?? context.clock.date
         guard let reply = try await send(
             "LoadMoreMessages",
             data: ["scrollToken": .string(scrollToken), "thread": ["idOnExternalPlatform": .string(id)], "oldestMessageDatetime": .string(oldest.formatted(CXoneServerDate.seconds))],
@@ -206,11 +210,26 @@ extension CXoneLink {
         guard case .moreMessages(let messages, let next) = try CXoneMapping.outcome(of: reply.frame, type: reply.type) else {
             throw SwitchboardError(.protocolViolation, "LoadMoreMessages answered with \(reply.type ?? "nothing")")
         }
+        let pageOldest = messages.map(\.time).min() ?? oldest
         state.withLock { state in
             state.threads[id, default: Thread()].scrollToken = next
-            if let page = messages.map(\.time).min() { state.threads[id]!.oldestLoaded = min(page, state.threads[id]!.oldestLoaded ?? page) }
+            state.threads[id]!.oldestLoaded = pageOldest
         }
-        return HistoryPage(messages: messages.sorted { $0.time < $1.time }, hasMore: !next.isEmpty, nextAnchor: next.isEmpty ? nil : .token(next))
+        return HistoryPage(
+            messages: messages.sorted { $0.time < $1.time }, hasMore: !next.isEmpty,
+            nextAnchor: next.isEmpty ? nil : .token(Self.encodeHistoryAnchor(next, oldest: pageOldest))
+        )
+    }
+
+    /// A history anchor: the scroll token and the oldest message's time above it, in seconds.
+    static func encodeHistoryAnchor(_ token: String, oldest: Date) -> String {
+        "\(Int64(oldest.timeIntervalSince1970.rounded(.down)))|\(token)"
+    }
+
+    /// The pair of ``encodeHistoryAnchor(_:oldest:)``; a bare token (from an older version) has no date.
+    static func decodeHistoryAnchor(_ anchor: String) -> (token: String, oldest: Date?) {
+        guard let bar = anchor.firstIndex(of: "|"), let seconds = Int64(anchor[..<bar]) else { return (anchor, nil) }
+        return (String(anchor[anchor.index(after: bar)...]), Date(timeIntervalSince1970: TimeInterval(seconds)))
     }
 
     /// H5: one base64 JSON upload per file, after the channel's limits.
