@@ -3,7 +3,7 @@ import PackageDescription
 
 let package = Package(
     name: "switchboard",
-    platforms: [.macOS(.v15), .iOS(.v18)],
+    platforms: [.macOS(.v14), .iOS(.v16)],
     products: [
         .library(name: "Switchboard", targets: ["Switchboard"]),
         .library(name: "SwitchboardTestKit", targets: ["SwitchboardTestKit"]),

@@ -24,7 +24,7 @@ public enum EmulatorHost {
         let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
         let application = Application(
             router: router,
-            server: .http1WebSocketUpgrade(webSocketRouter: webSocketRouter, configuration: WebSocketServerConfiguration(maxFrameSize: maxWebSocketFrame)),
+            server: .http1WebSocketUpgrade(webSocketRouter: webSocketRouter, configuration: .init(ws: WebSocketServerConfiguration(maxFrameSize: maxWebSocketFrame))),
             configuration: ApplicationConfiguration(address: .hostname(host, port: port)),
             onServerRunning: { channel in
                 portContinuation.yield(channel.localAddress?.port ?? port)
@@ -60,7 +60,7 @@ public enum EmulatorHost {
     ) async throws {
         let application = Application(
             router: router,
-            server: .http1WebSocketUpgrade(webSocketRouter: webSocketRouter, configuration: WebSocketServerConfiguration(maxFrameSize: maxWebSocketFrame)),
+            server: .http1WebSocketUpgrade(webSocketRouter: webSocketRouter, configuration: .init(ws: WebSocketServerConfiguration(maxFrameSize: maxWebSocketFrame))),
             configuration: ApplicationConfiguration(address: .hostname(host, port: port)),
             onServerRunning: { channel in await onBound(channel.localAddress?.port ?? port) },
             logger: logger

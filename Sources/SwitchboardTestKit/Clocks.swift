@@ -1,4 +1,4 @@
-import Synchronization
+import Switchboard
 
 /// A clock whose time moves only when a test calls ``advance(by:)``: sleepers wake exactly when
 /// their deadline is reached, so timeouts, backoff and throttles are tested without sleeping.
@@ -24,7 +24,7 @@ public final class TestClock: Clock, Sendable {
         var nextID = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init() {}
 
@@ -88,7 +88,7 @@ public final class TestClock: Clock, Sendable {
 public final class ImmediateClock: Clock, Sendable {
     public typealias Instant = TestClock.Instant
 
-    private let current = Mutex(Instant(offset: .zero))
+    private let current = Locked(Instant(offset: .zero))
 
     public init() {}
 

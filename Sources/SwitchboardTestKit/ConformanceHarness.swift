@@ -1,6 +1,5 @@
 public import Logging
 @_spi(TestKit) public import Switchboard
-import Synchronization
 
 extension SessionConfiguration {
     /// Short delays for tests against local emulators: reconnect and resend within
@@ -163,7 +162,7 @@ extension ChatEvent {
 
 /// Hands out 1, 2, 3… The lock guards the last number.
 private final class SessionNumbers: Sendable {
-    private let last = Mutex(0)
+    private let last = Locked(0)
 
     func next() -> Int {
         last.withLock { last in

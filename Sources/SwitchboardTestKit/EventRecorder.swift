@@ -1,6 +1,5 @@
 public import Foundation
 @_spi(TestKit) public import Switchboard
-import Synchronization
 
 /// Records every event of a bus subscription, so a test can wait for what it expects and then
 /// look at everything that happened. Run ``run()`` in the test's task group; it ends when the
@@ -9,8 +8,8 @@ import Synchronization
 /// The lock guards the recorded events.
 public final class EventRecorder: Sendable {
     private let stream: EventStream
-    private let recorded = Mutex<[ChatEvent]>([])
-    private let arrived = Mutex<[Date]>([])
+    private let recorded = Locked<[ChatEvent]>([])
+    private let arrived = Locked<[Date]>([])
     private let now: @Sendable () -> Date
     private let signal = AsyncSignal()
 

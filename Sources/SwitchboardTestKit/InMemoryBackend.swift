@@ -1,5 +1,4 @@
 @_spi(TestKit) public import Switchboard
-import Synchronization
 
 /// The reference backend: a complete adapter over ``InMemoryServer``, supporting every
 /// capability. It is the conformance suite's self-test and the first thing an adapter author

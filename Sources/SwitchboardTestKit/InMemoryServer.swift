@@ -1,7 +1,6 @@
 import DequeModule
 import Foundation
 @_spi(TestKit) public import Switchboard
-import Synchronization
 
 /// The server side of ``InMemoryBackend``: conversations with an immutable, gap-free event log
 /// per conversation (sequences from 1), participants with permissions, messages de-duplicated
@@ -71,7 +70,7 @@ public final class InMemoryServer: Sendable {
 
     public let configuration: Configuration
     let clock: SessionClock
-    let state = Mutex(State())
+    let state = Locked(State())
     /// Fires after every change a request or the robot makes.
     @_spi(TestKit) public let changes = AsyncSignal()
 

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Logging
 @_spi(TestKit) public import Switchboard
 
@@ -80,7 +79,7 @@ public struct LoadRun: Sendable {
         figures.backend = sessions.first?.descriptor.name.rawValue ?? ""
         let connected = ConnectedSessions()
         let started = ContinuousClock.now
-        try await withThrowingDiscardingTaskGroup { group in
+        try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 for await event in watcher {
                     if event.isConnected { connected.insert(event.origin.session) }
@@ -129,7 +128,7 @@ public struct LoadRun: Sendable {
 
             for (conversation, index) in results {
                 let truth = try await controls[index].serverMessages(in: conversation).map(\.serverID)
-                let stored = try await store.fetchMessages(in: conversation, before: nil, limit: .max, scope: sessions[index].scope)
+                let stored = await store.fetchMessages(in: conversation, before: nil, limit: .max, scope: sessions[index].scope)
                     .compactMap(\.serverID)
                 figures.messages += truth.count
                 figures.lost += Set(truth).subtracting(stored).count
@@ -144,7 +143,7 @@ public struct LoadRun: Sendable {
 
     /// The sessions seen connected, by the watcher task; read by the waits.
     private final class ConnectedSessions: Sendable {
-        private let ids = Mutex<Set<SessionID>>([])
+        private let ids = Locked<Set<SessionID>>([])
         func insert(_ id: SessionID) { ids.withLock { _ = $0.insert(id) } }
         var count: Int { ids.withLock(\.count) }
     }

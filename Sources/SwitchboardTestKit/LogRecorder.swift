@@ -1,10 +1,10 @@
 public import Logging
-import Synchronization
+import Switchboard
 
 /// Keeps every log line a logger made, at every level: for tests that check what a session
 /// writes to its logs (nothing secret, at trace level included).
 public final class LogRecorder: Sendable {
-    private let lines = Mutex<[String]>([])
+    private let lines = Locked<[String]>([])
 
     public init() {}
 

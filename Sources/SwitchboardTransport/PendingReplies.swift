@@ -1,5 +1,4 @@
 public import Switchboard
-import Synchronization
 
 /// Requests on a socket that wait for their replies, by request id.
 ///
@@ -17,7 +16,7 @@ public final class PendingReplies<Reply: Sendable>: Sendable {
         var closed: (any Error)?
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init() {}
 

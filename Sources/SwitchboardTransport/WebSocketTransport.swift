@@ -3,7 +3,6 @@ import Switchboard
 import Foundation
 import HTTPTypes
 import NIOWebSocket
-import Synchronization
 import WSClient
 
 /// A text WebSocket, valid inside ``WebSocketTransport/withTextWebSocket(url:configuration:logger:_:)``.

@@ -4,7 +4,6 @@ import Foundation
 import GRDB
 import Switchboard
 import SwitchboardSQLite
-import Synchronization
 
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -151,7 +150,7 @@ struct Bench: Sendable {
     // MARK: Bus fan-out
 
     /// Events per second delivered to `subscribers` consumers that iterate, through the bus,
-    /// through one `AsyncStream` each, and through a bare `Mutex<Deque>` + continuation channel
+    /// through one `AsyncStream` each, and through a bare `Locked<Deque>` + continuation channel
     /// (the limit of the bus's own design).
     func busFanOut(subscribers: Int) async throws -> [BenchRow] {
         let count = sizes.events
@@ -335,7 +334,7 @@ final class BareChannel: Sendable {
         var waiter: CheckedContinuation<ChatEvent?, Never>?
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     func send(_ event: ChatEvent) {
         let waiter: CheckedContinuation<ChatEvent?, Never>? = state.withLock { state in

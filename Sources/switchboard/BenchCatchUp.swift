@@ -5,7 +5,6 @@ import Switchboard
 import SwitchboardSQLite
 import SwitchboardTestKit
 import SwitchboardVoximplant
-import Synchronization
 import VoximplantEmulator
 import WSClient
 
@@ -78,7 +77,7 @@ extension RawVoximplantClient {
             )
         }
         let started = ContinuousClock.now
-        let fetched = Mutex<[(String, Int64, Data)]>([])
+        let fetched = Locked<[(String, Int64, Data)]>([])
         try await RawSocket.connect(url) { @concurrent inbound, outbound in
             try await login(&inbound, outbound)
             try await RawSocket.send(["type": "request", "id": "head", "name": "getConversations", "params": ["conversations": [conversation]]], on: outbound)

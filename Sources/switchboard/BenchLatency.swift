@@ -6,7 +6,6 @@ import NIOCore
 import NIOFoundationCompat
 import NIOHTTP1
 import NIOWebSocket
-import Synchronization
 import Switchboard
 import SwitchboardCXone
 import SwitchboardEmulation
@@ -322,7 +321,7 @@ struct RawVoximplantClient: RawChatClient {
     }
 
     func measure(round: Int, exchanges: Int, agentSend: @Sendable (String) async throws -> Void) async throws -> (sends: [Double], agents: [Double]) {
-        let result = Mutex<(sends: [Double], agents: [Double])>(([], []))
+        let result = Locked<(sends: [Double], agents: [Double])>(([], []))
         try await RawSocket.connect(url) { @concurrent inbound, outbound in
             try await login(&inbound, outbound)
             for index in 0..<exchanges {
@@ -369,7 +368,7 @@ struct RawCXoneClient: RawChatClient {
     func measure(round: Int, exchanges: Int, agentSend: @Sendable (String) async throws -> Void) async throws -> (sends: [Double], agents: [Double]) {
         let visitor = UUID().uuidString.lowercased()
         let url = "\(socketURL)?brandId=\(brandID)&channelId=\(channelID)&visitorId=\(visitor)&sdkPlatform=ios&sdkVersion=\(sdkVersion)"
-        let result = Mutex<(sends: [Double], agents: [Double])>(([], []))
+        let result = Locked<(sends: [Double], agents: [Double])>(([], []))
         try await RawSocket.connect(url) { @concurrent inbound, outbound in
             let authorize = UUID().uuidString.lowercased()
             try await RawSocket.send(

@@ -7,7 +7,6 @@ import SwitchboardCXone
 import SwitchboardTestKit
 import SwitchboardVoximplant
 import SwitchboardWebim
-import Synchronization
 import VoximplantEmulator
 import WebimEmulator
 
@@ -509,7 +508,7 @@ struct Demo: Sendable {
         let events: EventRecorder
         let formatter: EventFormatter
         let write: @Sendable (String) -> Void
-        private let printed = Mutex(0)
+        private let printed = Locked(0)
 
         init(events: EventRecorder, formatter: EventFormatter, write: @escaping @Sendable (String) -> Void) {
             self.events = events

@@ -5,7 +5,6 @@ import SwitchboardSQLite
 @_spi(TestKit) import SwitchboardTestKit
 import SwitchboardVoximplant
 import SwitchboardWebim
-import Synchronization
 import Testing
 @_spi(TestKit) import VoximplantEmulator
 @_spi(TestKit) import WebimEmulator
@@ -163,7 +162,7 @@ final class Child: @unchecked Sendable {
     private let process = Process()
     private let input = Pipe()
     private let errors = Pipe()
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// The `switchboard` executable beside the test bundle.
     static var executable: URL {

@@ -1,6 +1,5 @@
 import Foundation
 import Switchboard
-import Synchronization
 import Testing
 
 @testable import switchboard
@@ -8,7 +7,7 @@ import Testing
 @Suite(.timeLimit(.minutes(1)))
 struct DemoTests {
     final class Lines: Sendable {
-        let lines = Mutex<[String]>([])
+        let lines = Locked<[String]>([])
         func append(_ line: String) { lines.withLock { $0.append(line) } }
         var all: [String] { lines.withLock { $0 } }
     }

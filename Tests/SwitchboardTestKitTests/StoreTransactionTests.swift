@@ -1,6 +1,5 @@
 import Switchboard
 import SwitchboardTestKit
-import Synchronization
 import Testing
 
 /// A store that counts its transactions and can hold one until the test lets it go, so a test
@@ -14,7 +13,7 @@ final class CountingStore: ChatStore {
     }
 
     let base = InMemoryChatStore()
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     var applies: Int { state.withLock { $0.applies } }
     /// Reads of messages by key: single lookups and reconciliation reads.

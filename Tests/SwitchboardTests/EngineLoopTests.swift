@@ -1,7 +1,6 @@
 import Foundation
 @_spi(TestKit) import Switchboard
 @_spi(TestKit) import SwitchboardTestKit
-import Synchronization
 import Testing
 
 /// A backend that logs every request it performs in arrival order, can hold a request on the
@@ -25,7 +24,7 @@ private final class RecordingBackend: ChatBackend {
         var nextServerID = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     let arrived = AsyncSignal()
     let conversation = ConversationID("chat")
     /// Sends with this text close the link, as a server that drops the socket on a frame.
@@ -136,7 +135,7 @@ private final class SequencedBackend: ChatBackend {
     }
 
     let head: Int64
-    let ranges = Mutex<[ClosedRange<Int64>]>([])
+    let ranges = Locked<[ClosedRange<Int64>]>([])
     let descriptor = BackendDescriptor(name: "sequenced", capabilities: [.sequences])
 
     init(head: Int64) { self.head = head }
@@ -166,7 +165,8 @@ private final class LostReplyBackend: ChatBackend {
                 serverID: "s1", conversationID: outgoing.conversationID, senderRole: .customer,
                 text: outgoing.content.text, time: Date(timeIntervalSince1970: 100), deliveryState: .sent
             )
-            if backend.attempts.wrappingAdd(1, ordering: .relaxed).oldValue == 0 {
+            let attempt = backend.attempts.withLock { attempts in defer { attempts += 1 }; return attempts }
+            if attempt == 0 {
                 push.yield(.event(BackendEvent(.messageAdded(stored, position: .newest), conversation: outgoing.conversationID)))
                 throw SwitchboardError(.timedOut, "the reply was lost")
             }
@@ -175,7 +175,7 @@ private final class LostReplyBackend: ChatBackend {
         }
     }
 
-    let attempts = Atomic<Int>(0)
+    let attempts = Locked(0)
     let conversation = ConversationID("chat")
     let descriptor = BackendDescriptor(name: "lost-reply", capabilities: [])
 

@@ -1,7 +1,6 @@
 import Foundation
 import Logging
 import Switchboard
-import Synchronization
 import Testing
 
 // The handlers of Docs/Logging.md, as the guide shows them (kept in step by hand; the test below
@@ -58,7 +57,7 @@ struct FileLogHandler: LogHandler {
 
 /// Records what reaches it, for the test.
 final class RecordingLogHandler: LogHandler, @unchecked Sendable {
-    let records = Mutex<[String]>([])
+    let records = Locked<[String]>([])
     var metadata: Logger.Metadata = [:]
     var logLevel: Logger.Level = .trace
     subscript(metadataKey key: String) -> Logger.Metadata.Value? {

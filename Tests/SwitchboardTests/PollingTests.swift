@@ -1,7 +1,6 @@
 import Foundation
 import Switchboard
 import SwitchboardTestKit
-import Synchronization
 import Testing
 
 /// A backend that pushes nothing, like Webim's offline appeals: its server holds conversations
@@ -16,7 +15,7 @@ final class PollingBackend: ChatBackend, Sendable {
     }
 
     static let start = Date(timeIntervalSince1970: 1_700_000_000)
-    let state = Mutex(State())
+    let state = Locked(State())
 
     var descriptor: BackendDescriptor { BackendDescriptor(name: "polled", capabilities: [.polling, .conversationLifecycle]) }
 
@@ -156,7 +155,7 @@ struct PollingTests {
         let store = InMemoryChatStore()
         var stored = Credentials()
         stored["since"] = "1"
-        try await store.saveCredentials(stored, scope: StoreScope(backend: "polled", account: "default"))
+        await store.saveCredentials(stored, scope: StoreScope(backend: "polled", account: "default"))
         let session = ChatSession(backend: backend, store: store, configuration: .fastForTests, clock: SessionClock(TestClock()), logger: .quiet)
         try await session.resume()
         try await withRecording(session) { recorder in

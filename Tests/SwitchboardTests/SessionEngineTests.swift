@@ -2,12 +2,11 @@ import Foundation
 import Logging
 import Switchboard
 import SwitchboardTestKit
-import Synchronization
 import Testing
 
 /// A backend whose every connect fails, counting the attempts.
 private final class FailingBackend: ChatBackend {
-    let attempts = Atomic<Int>(0)
+    let attempts = Locked(0)
     let error: SwitchboardError
     var descriptor: BackendDescriptor { BackendDescriptor(name: "failing", capabilities: []) }
 
@@ -19,7 +18,7 @@ private final class FailingBackend: ChatBackend {
         _ context: ConnectionContext,
         _ body: @Sendable (any BackendConnection) async throws -> Result
     ) async throws -> Result {
-        attempts.add(1, ordering: .relaxed)
+        attempts.withLock { $0 += 1 }
         throw error
     }
 }
@@ -92,7 +91,7 @@ struct SessionEngineTests {
             var delays: [Duration] = []
             for attempt in 1...6 {
                 #expect(await clock.waitForSleepers(1), "the engine waits on the clock before attempt \(attempt + 1)")
-                #expect(backend.attempts.load(ordering: .relaxed) == attempt, "no attempt before its delay has passed")
+                #expect(backend.attempts.withLock { $0 } == attempt, "no attempt before its delay has passed")
                 let delay = try #require(clock.pendingDeadlines.first)
                 delays.append(delay)
                 clock.advance(by: delay)

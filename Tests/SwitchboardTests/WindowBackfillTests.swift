@@ -1,7 +1,6 @@
 import Foundation
 import Switchboard
 import SwitchboardTestKit
-import Synchronization
 import Testing
 
 /// A backend without sequences that, like CXone's thread recovery, answers every connection with
@@ -21,7 +20,7 @@ final class WindowedBackend: ChatBackend, Sendable {
     static let conversation = ConversationID("c")
     static let start = Date(timeIntervalSince1970: 1_700_000_000)
     let window: Int
-    let state = Mutex(State())
+    let state = Locked(State())
 
     var descriptor: BackendDescriptor { BackendDescriptor(name: "windowed", capabilities: [.historyPaging]) }
 
@@ -128,7 +127,7 @@ struct WindowBackfillTests {
     }
 
     func stored(_ store: InMemoryChatStore, session: ChatSession) async throws -> [String] {
-        try await store.fetchMessages(in: WindowedBackend.conversation, before: nil, limit: .max, scope: session.scope).map(\.text)
+        await store.fetchMessages(in: WindowedBackend.conversation, before: nil, limit: .max, scope: session.scope).map(\.text)
     }
 
     /// The figures of a run: what the store holds against what the server has from `first` on.

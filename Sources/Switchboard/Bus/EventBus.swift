@@ -1,6 +1,5 @@
 import DequeModule
 import Foundation
-import Synchronization
 
 /// One bus for the events of every session, whatever its backend.
 ///
@@ -28,7 +27,7 @@ public final class EventBus: Sendable {
     }
 
     /// The live subscriptions, replaced (never mutated in place) so a publish reads it by retain.
-    private let subscribers = Mutex<[EventSubscription]>([])
+    private let subscribers = Locked<[EventSubscription]>([])
 
     public init() {}
 
@@ -149,7 +148,7 @@ final class EventSubscription: Sendable {
 
     let filter: EventFilter
     private let capacity: Int?
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let onFinish: @Sendable (EventSubscription) -> Void
 
     init(

@@ -1,5 +1,4 @@
 import DequeModule
-import Synchronization
 
 /// A FIFO async lock: bodies run one at a time, in the order they arrived, each to completion
 /// (across its suspension points). For adapters whose protocol wants requests strictly one at a
@@ -14,7 +13,7 @@ public final class AsyncGate: Sendable {
         var waiters: Deque<CheckedContinuation<Void, Never>> = []
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init() {}
 

@@ -1,4 +1,3 @@
-import Synchronization
 
 /// A broadcast wake-up: tasks wait for the generation to move past the one they saw; a
 /// signal moves it and wakes them all. Waiting ends early when the waiting task is cancelled.
@@ -10,7 +9,7 @@ import Synchronization
         var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init() {}
 

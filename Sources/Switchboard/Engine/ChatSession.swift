@@ -203,12 +203,12 @@ public actor ChatSession: Session {
         hasRun = true
         await loadState()
         await withTaskCancellationHandler {
-            await withDiscardingTaskGroup { group in
+            await ChildTasks.withScope { group in
                 reconcileLink()
-                startSpawns(in: &group)
+                await startSpawns(in: &group)
                 while !isFinished, let input = await inbox.next() {
                     await handle(input)
-                    startSpawns(in: &group)
+                    await startSpawns(in: &group)
                 }
                 group.cancelAll()
             }
@@ -403,7 +403,7 @@ public actor ChatSession: Session {
         }
     }
 
-    private func startSpawns(in group: inout DiscardingTaskGroup) {
+    private func startSpawns(in group: inout ChildTasks) async {
         guard !spawns.isEmpty else { return }
         let work = spawns
         spawns.removeAll(keepingCapacity: true)
@@ -411,12 +411,12 @@ public actor ChatSession: Session {
             inbox.taskStarted()
             switch spawn {
             case .link(let id, let context, let jobs):
-                group.addTask { [self] in
+                await group.addTask { [self] in
                     await self.runLink(id, context: context, jobs: jobs)
                     self.inbox.taskEnded()
                 }
             case .sleeper(let generation, let deadline, let wakeGeneration):
-                group.addTask { [self] in
+                await group.addTask { [self] in
                     await self.sleep(until: deadline, unlessWokenSince: wakeGeneration)
                     self.inbox.yield(.timerTick(generation: generation))
                     self.inbox.taskEnded()
@@ -488,9 +488,9 @@ public actor ChatSession: Session {
         do {
             try await backend.withConnection(context) { connection in
                 inbox.yield(.linkOpened(id))
-                await withDiscardingTaskGroup { group in
+                await ChildTasks.withScope { group in
                     inbox.taskStarted()
-                    group.addTask {
+                    await group.addTask {
                         defer { inbox.taskEnded() }
                         do {
                             for try await update in connection.updates {
@@ -503,7 +503,7 @@ public actor ChatSession: Session {
                     }
                     for await job in jobs {
                         inbox.taskStarted()
-                        group.addTask {
+                        await group.addTask {
                             defer { inbox.taskEnded() }
                             let result: Result<BackendResponse, SwitchboardError>
                             do {

@@ -1,5 +1,4 @@
 import DequeModule
-import Synchronization
 
 /// The engine's one input queue: every input of a ``ChatSession`` — an update from the link, an
 /// app command, a timer tick, a request's outcome — goes in here, and the session's loop takes
@@ -26,9 +25,8 @@ final class EngineInbox<Input: Sendable>: Sendable {
 
     /// How many inbound updates may wait in the queue before the link's reader waits.
     let updateWindow: Int
-    private let state = Mutex(State())
-    private let tasks = Atomic<Int>(0)
-    private let peakTasks = Atomic<Int>(0)
+    private let state = Locked(State())
+    private let tasks = Locked((live: 0, peak: 0))
 
     init(updateWindow: Int) {
         self.updateWindow = max(1, updateWindow)
@@ -157,18 +155,15 @@ final class EngineInbox<Input: Sendable>: Sendable {
 
     /// Counts a child task of the engine for the statistics; call ``taskEnded()`` when it ends.
     func taskStarted() {
-        let now = tasks.wrappingAdd(1, ordering: .relaxed).newValue
-        var peak = peakTasks.load(ordering: .relaxed)
-        while now > peak {
-            let (exchanged, original) = peakTasks.compareExchange(expected: peak, desired: now, ordering: .relaxed)
-            if exchanged { break }
-            peak = original
+        tasks.withLock { tasks in
+            tasks.live += 1
+            tasks.peak = Swift.max(tasks.peak, tasks.live)
         }
     }
 
-    func taskEnded() { tasks.wrappingSubtract(1, ordering: .relaxed) }
+    func taskEnded() { tasks.withLock { $0.live -= 1 } }
 
     /// Child tasks of the engine alive now (the link, its reader, requests in flight, the timer).
-    var liveTasks: Int { tasks.load(ordering: .relaxed) }
-    var peakLiveTasks: Int { peakTasks.load(ordering: .relaxed) }
+    var liveTasks: Int { tasks.withLock { $0.live } }
+    var peakLiveTasks: Int { tasks.withLock { $0.peak } }
 }

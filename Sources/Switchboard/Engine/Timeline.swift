@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// A live window over one conversation for a UI: the items in order, and ordered diffs
 /// (insert / update / remove at index) as messages arrive, change or go.
@@ -39,14 +38,14 @@ public final class Timeline: AsyncSequence, Sendable {
     private let conversation: any Conversation
     private let events: EventStream
     /// Guards the items, the window size and the older pages waiting for their marker.
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     init(conversation: any Conversation, limit: Int) async throws {
         self.conversation = conversation
         // Subscribe before reading the store, so nothing falls between the two.
         self.events = conversation.events(buffering: .bounded(4096))
         let initial = try await conversation.storedMessages(before: nil, limit: limit)
-        self.state = Mutex(State(timeline: TimelineState(items: initial), limit: Swift.max(1, limit)))
+        self.state = Locked(State(timeline: TimelineState(items: initial), limit: Swift.max(1, limit)))
     }
 
     /// The items now, oldest first, as of the last update handed out.

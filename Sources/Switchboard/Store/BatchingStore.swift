@@ -1,4 +1,3 @@
-import Synchronization
 
 /// The store as the engine's loop sees it: while a batch is open, writes are kept and applied
 /// together, as one transaction, when the batch commits; reads by key see the kept writes. A
@@ -20,7 +19,7 @@ final class BatchingStore: ChatStore {
     }
 
     let base: any ChatStore
-    private let batch = Mutex<Batch?>(nil)
+    private let batch = Locked<Batch?>(nil)
 
     init(_ base: any ChatStore) {
         self.base = base

@@ -1,7 +1,6 @@
 import Foundation
 @_spi(TestKit) public import Switchboard
 import SwitchboardTestKit
-import Synchronization
 
 /// The server side of CXone Digital First chat as protocols/cxone.md describes it: channel
 /// configurations for each mode, customers and tokens, threads with cases (contacts) and their
@@ -159,7 +158,7 @@ public final class CXoneServer: Sendable {
 
     public let configuration: Configuration
     let clock: SessionClock
-    let state = Mutex(State())
+    let state = Locked(State())
     @_spi(TestKit) public let changes = AsyncSignal()
 
     public init(configuration: Configuration = Configuration(), clock: SessionClock = .continuous) {

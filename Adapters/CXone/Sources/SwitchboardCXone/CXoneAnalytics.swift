@@ -1,7 +1,6 @@
-public import Foundation
+import Foundation
 public import Switchboard
 public import SwitchboardTransport
-import Synchronization
 
 /// CXone's analytics (protocols/cxone.md §3.15) over HTTP (H4), with the SDK's visit and page
 /// rules. They need no socket: as in the SDK, which sends them once the channel configuration is
@@ -37,7 +36,7 @@ public final class CXoneAnalytics: Sendable {
     let clock: SessionClock
     /// The SDK makes a new destination id on every prepare; here, per backend.
     let destinationID = UUID().uuidString.lowercased()
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// The credential keys this keeps (the session persists them for a link).
     static let keys = ["visitor-id", "visit-id", "visit-expires", "page-title", "page-url", "page-since"]

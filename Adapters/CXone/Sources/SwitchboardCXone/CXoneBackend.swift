@@ -1,6 +1,5 @@
 public import Switchboard
 public import SwitchboardTransport
-import Synchronization
 
 /// Who the customer is and which brand and channel they talk to.
 public struct CXoneConfiguration: Sendable {
@@ -72,7 +71,7 @@ public struct CXoneBackend: ChatBackend {
     private let unusedChannel = UnusedChannel()
 
     private final class UnusedChannel: Sendable {
-        private let value = Mutex<CXoneChannelConfiguration?>(nil)
+        private let value = Locked<CXoneChannelConfiguration?>(nil)
         func put(_ channel: CXoneChannelConfiguration) { value.withLock { $0 = channel } }
         func take() -> CXoneChannelConfiguration? {
             value.withLock { channel in

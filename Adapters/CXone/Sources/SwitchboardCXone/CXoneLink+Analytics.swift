@@ -2,7 +2,6 @@ import Foundation
 import Logging
 import Switchboard
 import SwitchboardTransport
-import Synchronization
 
 // Analytics over HTTP with the SDK's visit and page rules (protocols/cxone.md §3.15).
 extension CXoneLink {

@@ -2,7 +2,6 @@ import Foundation
 import Logging
 import Switchboard
 import SwitchboardTransport
-import Synchronization
 
 // The link's authorization: the visitor record (H3), the transaction token of secured sessions
 // (H6), `AuthorizeCustomer` or `ReconnectCustomer`, and the token refresh before a send

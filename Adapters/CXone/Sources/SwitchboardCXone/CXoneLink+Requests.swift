@@ -2,7 +2,6 @@ import Foundation
 import Logging
 import Switchboard
 import SwitchboardTransport
-import Synchronization
 
 // The engine's requests on the open socket: sends (with uploads), read and typing, threads'
 // lifecycle, custom fields, history, and the vendor calls (protocols/cxone.md §3).

@@ -2,7 +2,6 @@ import Foundation
 import Logging
 import Switchboard
 import SwitchboardTransport
-import Synchronization
 
 // The link's threads: listing or recovering them on connect, the local thread the next message
 // creates, a live chat's beginning, and welcome messages (protocols/cxone.md §4.6, §4.7, §3.9).

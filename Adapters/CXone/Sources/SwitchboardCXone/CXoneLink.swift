@@ -2,7 +2,6 @@ import Foundation
 import Logging
 import Switchboard
 import SwitchboardTransport
-import Synchronization
 
 /// One CXone WebSocket: authorization, thread recovery or listing, requests matched to replies
 /// by `eventId`, push events as updates, the heartbeat, and large events fetched from S3.
@@ -50,7 +49,7 @@ final class CXoneLink: BackendConnection {
     let channel: CXoneChannelConfiguration
     let transport: HTTPTransport
     let context: ConnectionContext
-    let state: Mutex<State>
+    let state: Locked<State>
     /// A reply: the event type (`nil` for a bare acknowledgment) and the frame.
     struct Reply: Sendable {
         var type: String?
@@ -74,7 +73,7 @@ final class CXoneLink: BackendConnection {
         self.channel = channel
         self.transport = transport
         self.context = context
-        self.state = Mutex(State(credentials: credentials))
+        self.state = Locked(State(credentials: credentials))
         self.url = url
     }
 

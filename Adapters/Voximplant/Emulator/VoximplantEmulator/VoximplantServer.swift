@@ -2,7 +2,6 @@ import DequeModule
 import Foundation
 @_spi(TestKit) public import Switchboard
 import SwitchboardTestKit
-import Synchronization
 
 /// The server side of the Voximplant-style protocol (Docs/Protocols/voximplant-style.md):
 /// users and tokens, conversations with an immutable per-conversation log, broadcast to every
@@ -58,7 +57,7 @@ public final class VoximplantServer: Sendable {
 
     public let configuration: Configuration
     let clock: SessionClock
-    let state = Mutex(State())
+    let state = Locked(State())
     /// Fires after every change.
     @_spi(TestKit) public let changes = AsyncSignal()
 

@@ -2,7 +2,6 @@ import Foundation
 import Logging
 import Switchboard
 import SwitchboardTransport
-import Synchronization
 
 /// One logged-in WebSocket: correlates requests with responses, turns events into updates,
 /// keeps the link alive, and maps ``BackendRequest``s onto protocol requests.
@@ -23,7 +22,7 @@ final class VoximplantLink: BackendConnection {
         var closed: SwitchboardError?
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let replies = PendingReplies<JSONValue>()
     private let reader: VoximplantFrameReader
 

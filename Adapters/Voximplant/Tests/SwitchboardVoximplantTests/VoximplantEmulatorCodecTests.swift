@@ -1,6 +1,5 @@
 import Foundation
 import Switchboard
-import Synchronization
 import Testing
 
 @testable import VoximplantEmulator
@@ -8,7 +7,7 @@ import Testing
 /// The emulator's side of the wire against the spec's golden frames, without a socket.
 @Suite struct VoximplantEmulatorCodecTests {
     final class Frames: Sendable {
-        let frames = Mutex<[String]>([])
+        let frames = Locked<[String]>([])
         var all: [JSONValue] { frames.withLock { $0 }.compactMap { try? JSONValue(parsing: $0) } }
     }
 

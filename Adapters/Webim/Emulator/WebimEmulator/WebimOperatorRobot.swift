@@ -1,6 +1,5 @@
 public import Foundation
 @_spi(TestKit) import Switchboard
-import Synchronization
 
 /// An error of the emulator's robot API (not of the protocol).
 public struct WebimEmulatorError: Error, Sendable, CustomStringConvertible {

@@ -1,6 +1,5 @@
 import Foundation
 @_spi(TestKit) import Switchboard
-import Synchronization
 
 /// The offline appeals of Mobile SDK 2.3 (protocols/webim.md §12a) on the legacy paths:
 /// `GET /l/v/delta?event=init`, `GET /l/v/history?visitor-id&since`, `POST /l/v/action`

@@ -2,7 +2,6 @@ import Crypto
 import Foundation
 @_spi(TestKit) public import Switchboard
 import SwitchboardTestKit
-import Synchronization
 
 /// The server side of the Webim mobile API as protocols/webim.md describes it: init, the
 /// server-held delta long-poll with a revision counter, form-encoded actions, history since and
@@ -125,7 +124,7 @@ public final class WebimServer: Sendable {
 
     public let configuration: Configuration
     let clock: SessionClock
-    let state = Mutex(State())
+    let state = Locked(State())
     /// Fires after every change; long-polls and tests wait on it.
     @_spi(TestKit) public let changes = AsyncSignal()
 

@@ -2,7 +2,6 @@ public import Foundation
 import Logging
 public import Switchboard
 import SwitchboardTransport
-import Synchronization
 
 /// One offline appeals page (protocols/webim.md §12a): init on `GET /l/v/delta?event=init`, then
 /// requests only — nothing is pushed. The server forgets a page 30 minutes after its last
@@ -26,7 +25,7 @@ final class WebimAppealsLink: BackendConnection {
         var operatorRead: [ConversationID: MessageID] = [:]
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     /// How long the server keeps a page without a request.
     static let pageLifetime: Duration = .seconds(30 * 60)
@@ -42,7 +41,7 @@ final class WebimAppealsLink: BackendConnection {
             credentials["visitor"] = nil
             credentials["visit-session-id"] = nil
         }
-        self.state = Mutex(State(credentials: credentials))
+        self.state = Locked(State(credentials: credentials))
     }
 
     private var base: String { configuration.baseURL }

@@ -1,6 +1,5 @@
 public import Switchboard
 public import SwitchboardTransport
-import Synchronization
 
 /// The adapter for the real Webim mobile API (protocols/webim.md): `GET /l/v/m/init`, the
 /// `/l/v/m/delta` long-poll, FIFO `POST /l/v/m/action`, `history`, `upload` — pointed at
@@ -53,7 +52,7 @@ public struct WebimBackend: ChatBackend {
 
     /// `true` the first time only.
     private final class Once: Sendable {
-        private let taken = Mutex(false)
+        private let taken = Locked(false)
 
         func take() -> Bool {
             taken.withLock { taken in

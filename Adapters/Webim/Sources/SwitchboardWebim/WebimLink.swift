@@ -2,7 +2,6 @@ import Foundation
 import Logging
 import Switchboard
 import SwitchboardTransport
-import Synchronization
 
 /// One Webim page: init, then the delta long-poll in the link's scope, and actions one at a time.
 ///
@@ -29,7 +28,7 @@ final class WebimLink: BackendConnection {
         var ended: SwitchboardError?
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     init(configuration: WebimConfiguration, transport: HTTPTransport, context: ConnectionContext, clearVisitorData: Bool) {
         (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
@@ -38,7 +37,7 @@ final class WebimLink: BackendConnection {
         self.context = context
         var credentials = clearVisitorData ? Credentials() : context.credentials
         if credentials["device-id"] == nil { credentials["device-id"] = UUID().uuidString }
-        self.state = Mutex(State(credentials: credentials, reader: WebimDeltaReader(baseURL: configuration.baseURL)))
+        self.state = Locked(State(credentials: credentials, reader: WebimDeltaReader(baseURL: configuration.baseURL)))
     }
 
     private var base: String { configuration.baseURL }
