@@ -215,7 +215,7 @@ let package = Package(
             name: "SwitchboardCLITests",
             dependencies: [
                 "switchboard", "Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator",
-                "SwitchboardWebim", "WebimEmulator", "SwitchboardSQLite", "SwitchboardEmulation",
+                "SwitchboardWebim", "WebimEmulator", "SwitchboardCXone", "CXoneEmulator", "SwitchboardSQLite", "SwitchboardEmulation",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -14,6 +14,48 @@ struct EmulateCommand: AsyncParsableCommand {
     )
 }
 
+/// The options every `emulate` command shares: how the agent answers.
+struct AgentOptions: ParsableArguments {
+    @Option(help: "How the agent answers: echo, scripted or manual (you type the agent's side on standard input).")
+    var agent: AgentMode = .echo
+    @Option(help: "With --agent scripted: a file with one reply per line ({text} is what the customer wrote).")
+    var script: String?
+
+    /// What the agent answers to `text`: nothing in manual mode. Prints what the customer wrote.
+    func replies(output: StandardOutput) throws -> @Sendable (String) -> String? {
+        let script = try script.map(AgentScript.init(contentsOf:)) ?? AgentScript()
+        let mode = agent
+        return { text in
+            output.write("customer: \(text)")
+            switch mode {
+            case .echo: return "You wrote: \(text)"
+            case .scripted: return script.reply(to: text)
+            case .manual: return nil
+            }
+        }
+    }
+
+    /// Runs `serve` and, beside it, the agent's console on standard input (in every mode: the
+    /// fault commands work with a robot agent too). The console ends with its input; the
+    /// emulator runs until the process is signalled.
+    func run(desk: any AgentDesk, output: StandardOutput, serve: @escaping @Sendable () async throws -> Void) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await serve() }
+            group.addTask { await AgentConsole(desk: desk).run(lines: StandardInput.lines(), output: output) }
+            try await group.next()
+            try await group.next()
+        }
+    }
+
+    var banner: String {
+        switch agent {
+        case .echo: return "the agent answers every message (--agent echo); type /help for agent and fault commands"
+        case .scripted: return "the agent answers from a script (--agent scripted); type /help for agent and fault commands"
+        case .manual: return "you are the agent (--agent manual): type what it says; /help lists the commands"
+        }
+    }
+}
+
 struct EmulateVoximplant: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "voximplant",
@@ -21,6 +63,7 @@ struct EmulateVoximplant: AsyncParsableCommand {
     )
 
     @Option(help: "The port to listen on (0 picks a free one).") var port: Int = 0
+    @OptionGroup var agent: AgentOptions
 
     func run() async throws {
         let server = VoximplantServer()
@@ -29,17 +72,23 @@ struct EmulateVoximplant: AsyncParsableCommand {
         let carol = server.addUser("carol", token: "secret-c", displayName: "Carol")
         let conversation = try server.robot(bob).createConversation(title: "Support", with: [alice])
         try server.robot(bob).send("Hi Alice, Bob here. What can I do for you?", in: conversation)
-        server.autoReply(as: bob) { from, text in "Bob: got \"\(text)\" from \(from)" }
         let output = StandardOutput()
-        try await VoximplantEmulator(server: server, logger: Logger(label: "voximplant-emulator")).run(port: port) { url in
-            output.write(
-                """
-                Voximplant-style emulator at \(url)
-                users: \(alice) / secret-a, \(bob) / secret-b (robot), \(carol) / secret-c (the users of the spec's golden frames)
-                conversation \(conversation) between alice and bob
-                connect with: swift run switchboard connect voximplant --url \(url) --user \(alice) --token secret-a
-                """
-            )
+        let reply = try agent.replies(output: output)
+        server.autoReply(as: bob) { _, text in reply(text) }
+        let desk = VoximplantDesk(server: server, agent: bob, customer: alice, conversation: conversation)
+        let port = self.port
+        let banner = agent.banner
+        try await agent.run(desk: desk, output: output) {
+            try await VoximplantEmulator(server: server, logger: Logger(label: "voximplant-emulator")).run(port: port) { url in
+                output.write(
+                    """
+                    Voximplant-style emulator at \(url)
+                    users: \(alice) / secret-a, \(bob) / secret-b (the agent), \(carol) / secret-c (the users of the spec's golden frames)
+                    conversation \(conversation) between alice and bob; \(banner)
+                    connect with: swift run switchboard connect voximplant --url \(url) --user \(alice) --token secret-a
+                    """
+                )
+            }
         }
     }
 }
@@ -53,21 +102,27 @@ struct EmulateWebim: AsyncParsableCommand {
     @Option(help: "The port to listen on (0 picks a free one).") var port: Int = 0
     @Option(help: "How long a delta long-poll is held, in seconds.") var hold: Int = 20
     @Option(name: .customLong("appeal-delay"), help: "Seconds before the robot answers an offline appeal.") var appealDelay: Int = 10
+    @OptionGroup var agent: AgentOptions
 
     func run() async throws {
         let server = WebimServer(configuration: WebimServer.Configuration(deltaHold: .seconds(hold)))
-        server.autoReply(as: server.robot(id: 7, name: "Bob (robot)")) { text in "You wrote: \(text)" }
-        server.answerAppealsLater(as: server.robot(id: 8, name: "Olga (robot)"), after: .seconds(appealDelay)) { text in "About your appeal: \(text)" }
         let output = StandardOutput()
-        try await WebimEmulator(server: server, logger: Logger(label: "webim-emulator")).run(port: port) { url in
-            output.write(
-                """
-                Webim emulator at \(url) (location mobile)
-                an operator robot takes every chat and answers
-                connect with: swift run switchboard connect webim --url \(url) --visitor-fields '{"fields":{"id":"alice","display_name":"Alice"}}'
-                offline appeals (answered after \(appealDelay) s): swift run switchboard connect webim --url \(url) --offline --user-token alice-token
-                """
-            )
+        let bob = server.robot(id: 7, name: "Bob")
+        server.autoReply(as: bob, try agent.replies(output: output))
+        server.answerAppealsLater(as: server.robot(id: 8, name: "Olga (robot)"), after: .seconds(appealDelay)) { text in "About your appeal: \(text)" }
+        let desk = WebimDesk(server: server, agent: bob, colleague: server.robot(id: 9, name: "Carol"))
+        let (port, appealDelay, banner) = (self.port, self.appealDelay, agent.banner)
+        try await agent.run(desk: desk, output: output) {
+            try await WebimEmulator(server: server, logger: Logger(label: "webim-emulator")).run(port: port) { url in
+                output.write(
+                    """
+                    Webim emulator at \(url) (location mobile)
+                    operator Bob takes every chat; \(banner)
+                    connect with: swift run switchboard connect webim --url \(url) --visitor-fields '{"fields":{"id":"alice","display_name":"Alice"}}'
+                    offline appeals (answered after \(appealDelay) s): swift run switchboard connect webim --url \(url) --offline --user-token alice-token
+                    """
+                )
+            }
         }
     }
 }
@@ -80,22 +135,28 @@ struct EmulateCXone: AsyncParsableCommand {
 
     @Option(help: "The port to listen on (0 picks a free one).") var port: Int = 0
     @Option(help: "The channel mode: single, multi or live.") var mode: String = "multi"
+    @OptionGroup var agent: AgentOptions
 
     func run() async throws {
         guard let mode = CXoneServer.Mode(rawValue: mode) else {
             throw ValidationError("--mode is one of \(CXoneServer.Mode.allCases.map(\.rawValue).joined(separator: ", "))")
         }
         let server = CXoneServer(configuration: CXoneServer.Configuration(mode: mode))
-        server.autoReply(as: server.agent()) { text in "You wrote: \(text)" }
         let output = StandardOutput()
-        try await CXoneEmulator(server: server, logger: Logger(label: "cxone-emulator")).run(port: port) { endpoints in
-            output.write(
-                """
-                CXone emulator at \(endpoints.chatURL) (brand \(server.configuration.brandID), channel \(server.configuration.channelID), mode \(mode.rawValue))
-                an agent robot takes every thread and answers
-                connect with: swift run switchboard connect cxone --chat-url \(endpoints.chatURL) --socket-url \(endpoints.socketURL) --brand \(server.configuration.brandID) --channel \(server.configuration.channelID)
-                """
-            )
+        let david = server.agent()
+        server.autoReply(as: david, try agent.replies(output: output))
+        let desk = CXoneDesk(server: server, agent: david, colleague: server.agent(id: 62_713_629, firstName: "Carol", surname: "Lane"))
+        let (port, banner) = (self.port, agent.banner)
+        try await agent.run(desk: desk, output: output) {
+            try await CXoneEmulator(server: server, logger: Logger(label: "cxone-emulator")).run(port: port) { endpoints in
+                output.write(
+                    """
+                    CXone emulator at \(endpoints.chatURL) (brand \(server.configuration.brandID), channel \(server.configuration.channelID), mode \(mode.rawValue))
+                    agent David takes every thread; \(banner)
+                    connect with: swift run switchboard connect cxone --chat-url \(endpoints.chatURL) --socket-url \(endpoints.socketURL) --brand \(server.configuration.brandID) --channel \(server.configuration.channelID)
+                    """
+                )
+            }
         }
     }
 }
