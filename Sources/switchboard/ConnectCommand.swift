@@ -29,10 +29,15 @@ struct ConnectVoximplant: AsyncParsableCommand {
     @Flag(name: .customLong("allow-plain-text"), help: "Allow plain ws:// or http:// to a host that is not loopback (tokens and messages unencrypted).")
     var allowPlainText = false
     @OptionGroup var storage: StorageOptions
+    @OptionGroup var policy: ConnectPolicyOptions
+
+    func validate() throws {
+        try validateURL(url, option: "--url", schemes: ["ws", "wss"])
+    }
 
     func run() async throws {
         let backend = VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: user, token: token, allowsPlainText: allowPlainText), logger: .quiet)
-        try await ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, me: ParticipantID(user)).run()
+        try await ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, me: ParticipantID(user), target: url, retry: policy.retry).run().exit()
     }
 }
 
@@ -55,8 +60,10 @@ struct ConnectWebim: AsyncParsableCommand {
     @Flag(name: .customLong("allow-plain-text"), help: "Allow plain ws:// or http:// to a host that is not loopback (tokens and messages unencrypted).")
     var allowPlainText = false
     @OptionGroup var storage: StorageOptions
+    @OptionGroup var policy: ConnectPolicyOptions
 
     func validate() throws {
+        if url.contains("://") { try validateURL(url, option: "--url", schemes: ["http", "https"]) }
         if offline && userToken == nil { throw ValidationError("--offline needs --user-token") }
         if !offline && userToken != nil { throw ValidationError("--user-token is for --offline") }
         if pollInterval < 1 { throw ValidationError("--poll-interval is at least 1 second") }
@@ -71,11 +78,12 @@ struct ConnectWebim: AsyncParsableCommand {
             )
             var configuration = SessionConfiguration()
             configuration.pollInterval = .seconds(pollInterval)
-            try await ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, configuration: configuration).run()
+            try await ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, configuration: configuration, target: url, retry: policy.retry)
+                .run().exit()
             return
         }
         let backend = try WebimBackend(configuration: WebimConfiguration(accountName: url, location: location, visitorFieldsJSON: visitorFields, allowsPlainText: allowPlainText))
-        try await ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl).run()
+        try await ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, target: url, retry: policy.retry).run().exit()
     }
 }
 
@@ -95,6 +103,12 @@ struct ConnectCXone: AsyncParsableCommand {
     @Flag(name: .customLong("allow-plain-text"), help: "Allow plain ws:// or http:// to a host that is not loopback (tokens and messages unencrypted).")
     var allowPlainText = false
     @OptionGroup var storage: StorageOptions
+    @OptionGroup var policy: ConnectPolicyOptions
+
+    func validate() throws {
+        if let chatURL { try validateURL(chatURL, option: "--chat-url", schemes: ["http", "https"]) }
+        if let socketURL { try validateURL(socketURL, option: "--socket-url", schemes: ["ws", "wss"]) }
+    }
 
     func run() async throws {
         let regions: [String: CXoneEnvironment] = ["na1": .na1, "eu1": .eu1, "au1": .au1, "ca1": .ca1, "uk1": .uk1, "jp1": .jp1]
@@ -110,10 +124,18 @@ struct ConnectCXone: AsyncParsableCommand {
         default:
             throw ValidationError("give either --region, or both --chat-url and --socket-url")
         }
-        let backend = try await CXoneBackend.make(
-            configuration: CXoneConfiguration(environment: resolved, brandID: brand, channelID: channel, customerID: customer, allowsPlainText: allowPlainText)
-        )
-        try await ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl).run()
+        let backend: CXoneBackend
+        do {
+            backend = try await CXoneBackend.make(
+                configuration: CXoneConfiguration(environment: resolved, brandID: brand, channelID: channel, customerID: customer, allowsPlainText: allowPlainText)
+            )
+        } catch let error as SwitchboardError {
+            // The channel's configuration is read before anything else: a wrong URL, an unknown
+            // host or a refused channel ends here, in one line.
+            try ConsoleRunner.Outcome.failed("error: cannot load the channel configuration from \(resolved.chatURL): \(error.message)").exit()
+            return
+        }
+        try await ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, target: resolved.socketURL, retry: policy.retry).run().exit()
     }
 }
 
@@ -129,6 +151,10 @@ struct StorageOptions: ParsableArguments {
 }
 
 /// Runs a session with a console on stdin and the event timeline on stdout.
+///
+/// The exit policy: a fatal error ends the run with one line; so does a first connection that
+/// fails (a wrong URL, an unreachable server, a TLS failure, refused credentials) unless `retry`
+/// keeps trying as an app would. Once connected, drops are reconnected and shown as events.
 struct ConsoleRunner: Sendable {
     let backend: any ChatBackend
     let store: any ChatStore
@@ -136,47 +162,122 @@ struct ConsoleRunner: Sendable {
     var configuration = SessionConfiguration()
     /// The logged-in user, where the backend's peers share one role.
     var me: ParticipantID?
+    /// What the session connects to, for the line that says it could not.
+    var target: String
+    var retry = false
+    var progress = ProgressReporter.standardError
+    /// How long commands wait for the first connection before they run anyway.
+    var firstConnectionWait: Duration = .seconds(10)
 
-    func run() async throws {
-        let output = StandardOutput()
+    /// How a run ended.
+    enum Outcome: Sendable, Equatable {
+        /// The input ended or asked to quit.
+        case ended
+        /// One line to print on standard error; the command exits with status 1.
+        case failed(String)
+    }
+
+    func run(
+        lines: AsyncStream<String> = StandardInput.lines(),
+        output: @escaping @Sendable (String) -> Void = { StandardOutput().write($0) },
+        replies: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }
+    ) async throws -> Outcome {
         let session = ChatSession(backend: backend, store: store, configuration: configuration, logger: .quiet)
         let formatter = EventFormatter(format: jsonl ? .jsonLines : .timeline, start: Date(), me: me)
-        let console = Console(session: session)
+        let console = Console(session: session, progress: progress)
         let events = session.events(filter: .all, buffering: .unbounded)
         let firstConnection = session.events(filter: .all, buffering: .unbounded)
-        try await session.withRunning { session in
+        let (target, retry, progress, wait) = (self.target, self.retry, self.progress, firstConnectionWait)
+        return try await session.withRunning { session in
             try await session.resume()
-            if !jsonl { output.write(Console.help) }
-            await withTaskGroup(of: Void.self) { group in
+            if !jsonl { output(Console.help) }
+            return await withTaskGroup(of: Outcome?.self) { group in
                 group.addTask {
+                    var connected = false
+                    var catchUp = CatchUpProgress()
                     for await event in events {
-                        output.write(formatter.line(for: event, receivedAt: Date()))
-                        if case .fatal = event.kind { return }
-                    }
-                }
-                // Commands typed (or piped) before the first connection wait for it, up to 10 s:
-                // a start or a send right away then goes through instead of failing as not connected.
-                await withTaskGroup(of: Void.self) { wait in
-                    wait.addTask {
-                        for await event in firstConnection {
-                            switch event.kind {
-                            case .connection(.connected, _), .fatal: return
-                            default: continue
-                            }
+                        output(formatter.line(for: event, receivedAt: Date()))
+                        if let line = catchUp.observe(event) { progress.report(line) }
+                        switch event.kind {
+                        case .connection(.connected, _):
+                            connected = true
+                        case .connection(.waitingToReconnect, .connectionLost(let error)?) where !connected && !retry:
+                            return .failed(Self.firstConnectionFailure(error, target: target))
+                        case .fatal(let error):
+                            return .failed("error: \(error.message)")
+                        default:
+                            continue
                         }
                     }
-                    wait.addTask { try? await Task.sleep(for: .seconds(10)) }
-                    await wait.next()
-                    wait.cancelAll()
+                    return nil
                 }
-                firstConnection.finish()
-                for await line in StandardInput.lines() {
-                    guard let reply = await console.handle(line) else { break }
-                    for text in reply { FileHandle.standardError.write(Data((text + "\n").utf8)) }
-                    if await session.isClosed { break }
+                group.addTask {
+                    // Commands typed (or piped) before the first connection wait for it: a start
+                    // or a send right away then goes through instead of failing as not connected.
+                    await withTaskGroup(of: Void.self) { waiting in
+                        waiting.addTask {
+                            for await event in firstConnection {
+                                switch event.kind {
+                                case .connection(.connected, _), .fatal: return
+                                default: continue
+                                }
+                            }
+                        }
+                        waiting.addTask { try? await Task.sleep(for: wait) }
+                        await waiting.next()
+                        waiting.cancelAll()
+                    }
+                    firstConnection.finish()
+                    for await line in lines {
+                        guard let reply = await console.handle(line) else { break }
+                        for text in reply { replies(text) }
+                        if await session.isClosed { break }
+                    }
+                    return .ended
+                }
+                var outcome = Outcome.ended
+                for await finished in group {
+                    guard let finished else { continue }
+                    outcome = finished
+                    break
                 }
                 events.finish()
+                group.cancelAll()
+                return outcome
             }
         }
+    }
+
+    /// One line for a first connection that failed: what was tried and why, never a stack trace.
+    static func firstConnectionFailure(_ error: SwitchboardError, target: String) -> String {
+        let reason: String
+        switch error.code {
+        case .authenticationFailed: reason = "the server refused the credentials (\(error.message))"
+        case .timedOut: reason = "no answer in time"
+        default: reason = error.message
+        }
+        return "error: cannot connect to \(target): \(reason) (--retry keeps trying)"
+    }
+}
+
+/// How `connect` handles a first connection that fails.
+struct ConnectPolicyOptions: ParsableArguments {
+    @Flag(help: "Keep retrying when the first connection fails, as an app would, instead of exiting with the reason.")
+    var retry = false
+}
+
+extension ConsoleRunner.Outcome {
+    /// Ends the command: prints the failure's line and exits with status 1.
+    func exit() throws {
+        guard case .failed(let line) = self else { return }
+        FileHandle.standardError.write(Data((line + "\n").utf8))
+        throw ExitCode.failure
+    }
+}
+
+/// Checks a URL option before anything connects: a scheme from `schemes` and a host.
+func validateURL(_ text: String, option: String, schemes: [String]) throws {
+    guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), schemes.contains(scheme), url.host?.isEmpty == false else {
+        throw ValidationError("\(option) is not a \(schemes.map { "\($0)://" }.joined(separator: " or ")) URL with a host: \(text)")
     }
 }

@@ -9,8 +9,11 @@ actor Console {
     private(set) var current: ConversationID?
     private var oldestLoaded: MessageOrderKey?
 
-    init(session: ChatSession) {
+    private let progress: ProgressReporter
+
+    init(session: ChatSession, progress: ProgressReporter = .off) {
         self.session = session
+        self.progress = progress
     }
 
     static let help = """
@@ -94,10 +97,18 @@ actor Console {
             try await chat.markRead()
             return ["marked read"]
         case "/history":
-            let page = try await chat.history(before: oldestLoaded, limit: Int(argument) ?? 20)
-            oldestLoaded = page.first?.orderKey ?? oldestLoaded
-            if page.isEmpty { return ["no older messages"] }
-            return page.map { "  #\($0.sequence.map(String.init) ?? "-") \($0.sender?.rawValue ?? "me"): \($0.text)" }
+            // Loaded in pages of up to 100, saying how far it has come on a long load.
+            let wanted = max(1, Int(argument) ?? 20)
+            var loaded: [Message] = []
+            while loaded.count < wanted {
+                let page = try await chat.history(before: oldestLoaded, limit: min(100, wanted - loaded.count))
+                guard !page.isEmpty else { break }
+                oldestLoaded = page.first?.orderKey ?? oldestLoaded
+                loaded.insert(contentsOf: page, at: 0)
+                if wanted > 100 { progress.report("history: \(loaded.count) of \(wanted) loaded") }
+            }
+            if loaded.isEmpty { return ["no older messages"] }
+            return loaded.map { "  #\($0.sequence.map(String.init) ?? "-") \($0.sender?.rawValue ?? "me"): \($0.text)" }
         case "/add":
             try await chat.addParticipants([Participant(id: ParticipantID(argument), role: .user)])
             return ["added \(argument)"]

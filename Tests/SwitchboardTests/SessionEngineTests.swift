@@ -23,6 +23,25 @@ private final class FailingBackend: ChatBackend {
     }
 }
 
+/// A backend whose connect never finishes by itself (a server that accepts and never answers, a
+/// client that retries a refused port until its deadline); it records being cancelled.
+private final class HangingBackend: ChatBackend {
+    let connects = Locked(0)
+    let cancelled = Locked(0)
+    var descriptor: BackendDescriptor { BackendDescriptor(name: "hanging", capabilities: []) }
+
+    func withConnection<Result: Sendable>(
+        _ context: ConnectionContext,
+        _ body: @Sendable (any BackendConnection) async throws -> Result
+    ) async throws -> Result {
+        connects.withLock { $0 += 1 }
+        let (never, _) = AsyncStream.makeStream(of: Void.self)
+        for await _ in never {}
+        cancelled.withLock { $0 += 1 }
+        throw CancellationError()
+    }
+}
+
 /// A backend whose one link yields what the test pushes and starts conversations locally.
 private final class ScriptedBackend: ChatBackend {
     struct Connection: BackendConnection {
@@ -123,6 +142,33 @@ struct SessionEngineTests {
             if case .connection(.disconnected, .fatal?) = event.kind { break }
         }
         #expect(sawFatal)
+    }
+
+    /// Closing or pausing a session whose link is still connecting cancels the connect instead
+    /// of waiting for it: `switchboard connect webim` to a refused port took the HTTP client's
+    /// whole deadline (60 s) to exit.
+    @Test func pausingOrClosingWhileConnectingCancelsTheConnect() async throws {
+        let backend = HangingBackend()
+        let session = ChatSession(backend: backend, clock: SessionClock(TestClock()), logger: .quiet)
+        let events = session.events(filter: .all, buffering: .unbounded)
+        try await session.withRunning { session in
+            try await session.resume()
+            for await event in events {
+                if case .connection(.connecting, _) = event.kind { break }
+            }
+            try await session.pause()
+            for await event in events {
+                if case .connection(.disconnected, .userInitiated?) = event.kind { break }
+            }
+            #expect(backend.cancelled.withLock { $0 } == 1, "the pause cancelled the connect")
+            try await session.resume()
+            for await event in events {
+                if case .connection(.connecting, _) = event.kind { break }
+            }
+        }
+        // Reaching here means the close did not wait for the second connect either.
+        print("connects abandoned: \(backend.connects.withLock { $0 }) started, \(backend.cancelled.withLock { $0 }) cancelled by a pause or the close")
+        #expect(backend.connects.withLock { $0 } == 2 && backend.cancelled.withLock { $0 } == 2)
     }
 
     @Test func typingIsThrottledLocallyToTheBackendsPolicy() async throws {

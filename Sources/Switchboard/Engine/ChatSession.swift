@@ -315,7 +315,7 @@ public actor ChatSession: Session {
 
     /// A child task the loop decided to start.
     enum Spawn: Sendable {
-        case link(Int, ConnectionContext, AsyncStream<LinkJob>)
+        case link(Int, ConnectionContext, AsyncStream<LinkJob>, aborted: AsyncStream<Void>)
         case sleeper(generation: Int, deadline: Duration, wakeGeneration: Int)
     }
 
@@ -329,6 +329,8 @@ public actor ChatSession: Session {
     struct LinkState {
         let id: Int
         let jobs: AsyncStream<LinkJob>.Continuation
+        /// Finished to abandon a link that has not opened yet (its connect is cancelled).
+        let abort: AsyncStream<Void>.Continuation
         var isOpen = false
         var isEnding = false
         /// Ended on purpose with requests in flight: their answers are awaited before the link
@@ -410,9 +412,9 @@ public actor ChatSession: Session {
         for spawn in work {
             inbox.taskStarted()
             switch spawn {
-            case .link(let id, let context, let jobs):
+            case .link(let id, let context, let jobs, let aborted):
                 await group.addTask { [self] in
-                    await self.runLink(id, context: context, jobs: jobs)
+                    await self.runLink(id, context: context, jobs: jobs, aborted: aborted)
                     self.inbox.taskEnded()
                 }
             case .sleeper(let generation, let deadline, let wakeGeneration):
@@ -450,7 +452,8 @@ public actor ChatSession: Session {
         let id = nextLinkID
         nextLinkID += 1
         let (jobs, continuation) = AsyncStream.makeStream(of: LinkJob.self)
-        link = LinkState(id: id, jobs: continuation)
+        let (aborted, abort) = AsyncStream.makeStream(of: Void.self)
+        link = LinkState(id: id, jobs: continuation, abort: abort)
         let context = ConnectionContext(
             session: self.id,
             credentials: credentials,
@@ -459,7 +462,7 @@ public actor ChatSession: Session {
             clock: clock,
             logger: logger
         )
-        spawns.append(.link(id, context, jobs))
+        spawns.append(.link(id, context, jobs, aborted: aborted))
     }
 
     /// Stops handing the link work; its scope ends and reports `linkClosed`. A link ended on
@@ -471,6 +474,9 @@ public actor ChatSession: Session {
         state.isDraining = failure == nil && !loopEnded && state.jobsOut > 0
         link = state
         if !state.isDraining { state.jobs.finish() }
+        // A link still connecting has nothing to drain: its connect (a server that does not
+        // answer, a long-poll client retrying a refused port) is cancelled, not waited for.
+        if !state.isOpen { state.abort.finish() }
     }
 
     /// The last request a draining link waited for has answered: the link may close.
@@ -482,45 +488,58 @@ public actor ChatSession: Session {
 
     /// One link's scope: opens it, reads its updates, performs the requests the loop hands it as
     /// child tasks (each forgotten when done), and reports how it ended.
-    private nonisolated func runLink(_ id: Int, context: ConnectionContext, jobs: AsyncStream<LinkJob>) async {
-        let inbox = self.inbox
+    private nonisolated func runLink(_ id: Int, context: ConnectionContext, jobs: AsyncStream<LinkJob>, aborted: AsyncStream<Void>) async {
         var failure: SwitchboardError?
         do {
-            try await backend.withConnection(context) { connection in
-                inbox.yield(.linkOpened(id))
-                await ChildTasks.withScope { group in
-                    inbox.taskStarted()
-                    await group.addTask {
-                        defer { inbox.taskEnded() }
-                        do {
-                            for try await update in connection.updates {
-                                guard await inbox.yieldUpdate(.update(id, update)) else { return }
-                            }
-                            inbox.yield(.linkFailed(id, SwitchboardError(.connectionLost, "the backend closed the link")))
-                        } catch {
-                            inbox.yield(.linkFailed(id, SwitchboardError.classify(error)))
-                        }
-                    }
-                    for await job in jobs {
-                        inbox.taskStarted()
-                        await group.addTask {
-                            defer { inbox.taskEnded() }
-                            let result: Result<BackendResponse, SwitchboardError>
-                            do {
-                                result = .success(try await connection.perform(job.request))
-                            } catch {
-                                result = .failure(SwitchboardError.classify(error))
-                            }
-                            inbox.yield(.requestFinished(id, ticket: job.ticket, result))
-                        }
-                    }
-                    group.cancelAll()
-                }
+            // The link's scope beside a watcher of `aborted`: whichever ends first ends the other.
+            // An aborted connect is cancelled and its error dropped (the link ended on purpose).
+            try await withThrowingTaskGroup(of: Void.self) { scope in
+                scope.addTask { try await self.openLink(id, context: context, jobs: jobs) }
+                scope.addTask { for await _ in aborted {} }
+                try await scope.next()
+                scope.cancelAll()
             }
         } catch {
             failure = SwitchboardError.classify(error)
         }
         inbox.yield(.linkClosed(id, failure))
+    }
+
+    /// Opens the backend's link and serves it: reads its updates and performs the requests the
+    /// loop hands it, each as a child task.
+    private nonisolated func openLink(_ id: Int, context: ConnectionContext, jobs: AsyncStream<LinkJob>) async throws {
+        let inbox = self.inbox
+        try await backend.withConnection(context) { connection in
+            inbox.yield(.linkOpened(id))
+            await ChildTasks.withScope { group in
+                inbox.taskStarted()
+                await group.addTask {
+                    defer { inbox.taskEnded() }
+                    do {
+                        for try await update in connection.updates {
+                            guard await inbox.yieldUpdate(.update(id, update)) else { return }
+                        }
+                        inbox.yield(.linkFailed(id, SwitchboardError(.connectionLost, "the backend closed the link")))
+                    } catch {
+                        inbox.yield(.linkFailed(id, SwitchboardError.classify(error)))
+                    }
+                }
+                for await job in jobs {
+                    inbox.taskStarted()
+                    await group.addTask {
+                        defer { inbox.taskEnded() }
+                        let result: Result<BackendResponse, SwitchboardError>
+                        do {
+                            result = .success(try await connection.perform(job.request))
+                        } catch {
+                            result = .failure(SwitchboardError.classify(error))
+                        }
+                        inbox.yield(.requestFinished(id, ticket: job.ticket, result))
+                    }
+                }
+                group.cancelAll()
+            }
+        }
     }
 
     /// The link's scope has ended: everything it carried has reported. Decide what comes next.
