@@ -172,6 +172,12 @@ let package = Package(
             dependencies: ["Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator"],
             path: "Adapters/Voximplant/Tests/SwitchboardVoximplantTests"
         ),
+        // A command-line chat app on the public API only, as an app uses it (Examples/README.md).
+        .executableTarget(
+            name: "SupportChat",
+            dependencies: ["Switchboard", "SwitchboardVoximplant"],
+            path: "Examples/SupportChat"
+        ),
         .executableTarget(
             name: "switchboard",
             dependencies: [
@@ -214,7 +220,7 @@ let package = Package(
         .testTarget(
             name: "SwitchboardCLITests",
             dependencies: [
-                "switchboard", "Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator",
+                "switchboard", "SupportChat", "Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator",
                 "SwitchboardWebim", "WebimEmulator", "SwitchboardCXone", "CXoneEmulator", "SwitchboardSQLite", "SwitchboardEmulation",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
