@@ -49,8 +49,11 @@ public struct ConformanceCase: Sendable, CustomStringConvertible {
     /// that is not listed fails (a case must not pass by skipping), and so does a listed case
     /// that ran (the list would go stale). Prints the skip with its reason.
     ///
-    /// - Parameter expectedSkips: the names of the cases this adapter skips, by capability or
-    ///   fault it lacks.
+    /// - Parameters:
+    ///   - context: the adapter's emulator and how to make its sessions.
+    ///   - expectedSkips: the names of the cases this adapter skips, by capability or fault it
+    ///     lacks.
+    ///   - label: names the run in the printed skips (the adapter and its mode).
     /// - Throws: ``ConformanceFailure`` or the error that broke the case.
     public func run(_ context: ConformanceContext, expectingSkips expectedSkips: Set<String>, label: String) async throws {
         let outcome = try await run(context)

@@ -13,7 +13,9 @@ public final class EventRecorder: Sendable {
     private let now: @Sendable () -> Date
     private let signal = AsyncSignal()
 
-    /// - Parameter now: when an event arrives (``arrivals``); the wall clock by default.
+    /// - Parameters:
+    ///   - stream: the events to record (a session's or a bus's subscription).
+    ///   - now: when an event arrives (``arrivals``); the wall clock by default.
     public init(_ stream: EventStream, now: @escaping @Sendable () -> Date = { Date() }) {
         self.stream = stream
         self.now = now

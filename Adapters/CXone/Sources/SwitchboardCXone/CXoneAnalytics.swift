@@ -41,7 +41,10 @@ public final class CXoneAnalytics: Sendable {
     /// The credential keys this keeps (the session persists them for a link).
     static let keys = ["visitor-id", "visit-id", "visit-expires", "page-title", "page-url", "page-since"]
 
-    /// - Parameter clock: dates the events (the app's clock; links use their session's).
+    /// - Parameters:
+    ///   - configuration: the channel's environment, brand and channel.
+    ///   - transport: the HTTP client the events go out on.
+    ///   - clock: dates the events (the app's clock; links use their session's).
     public init(configuration: CXoneConfiguration, transport: HTTPTransport = HTTPTransport(), clock: SessionClock = .continuous) {
         self.configuration = configuration
         self.transport = transport.allowingPlainText(configuration.allowsPlainText)

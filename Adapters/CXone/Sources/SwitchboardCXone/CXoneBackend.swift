@@ -111,7 +111,7 @@ public struct CXoneBackend: ChatBackend {
 
     /// Reads the channel configuration (H1) and makes the backend for its mode.
     ///
-    /// - Throws: ``SwitchboardError`` (`fatal` with vendor code `SdkVersionNotSupported`, or what
+    /// - Throws: `SwitchboardError` (`fatal` with vendor code `SdkVersionNotSupported`, or what
     ///   the HTTP request or the decoding failed with).
     public static func make(configuration: CXoneConfiguration, transport: HTTPTransport = HTTPTransport()) async throws -> CXoneBackend {
         let transport = transport.allowingPlainText(configuration.allowsPlainText)

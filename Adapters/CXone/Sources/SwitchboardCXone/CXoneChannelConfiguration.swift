@@ -50,8 +50,8 @@ public struct CXoneChannelConfiguration: Sendable, Hashable {
 
     /// Decodes an H1 answer.
     ///
-    /// - Throws: ``SwitchboardError`` with vendor code `SdkVersionNotSupported` for that answer,
-    ///   ``SwitchboardError/Code/protocolViolation`` naming the key for anything the SDK refuses.
+    /// - Throws: `SwitchboardError` with vendor code `SdkVersionNotSupported` for that answer,
+    ///   `SwitchboardError.Code.protocolViolation` naming the key for anything the SDK refuses.
     public init(json: JSONValue) throws {
         try CXoneWire.checkSDKVersion(json)
         func required<T>(_ value: T?, _ key: String) throws -> T {
@@ -102,7 +102,7 @@ public struct CXoneChannelConfiguration: Sendable, Hashable {
 
     /// Checks pre-chat answers against the survey.
     ///
-    /// - Throws: ``SwitchboardError/Code/invalidArgument`` naming the missing required fields or the
+    /// - Throws: `SwitchboardError.Code.invalidArgument` naming the missing required fields or the
     ///   values that are not options (vendor code `missingPreChatCustomFields`).
     public func validatePreChat(_ answers: [String: String]) throws {
         let missing = preChatFields.filter { $0.isRequired && (answers[$0.ident] ?? "").isEmpty }.map(\.ident)

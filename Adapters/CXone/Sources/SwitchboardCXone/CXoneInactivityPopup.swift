@@ -40,7 +40,7 @@ public struct CXoneInactivityPopup: Sendable, Hashable {
     }
 
     /// Decodes a pop-up from its wire message — the payload of a `cxone.InactivityPopup` event.
-    /// - Throws: ``SwitchboardError/Code/protocolViolation`` naming what is missing.
+    /// - Throws: `SwitchboardError.Code.protocolViolation` naming what is missing.
     public init(message json: JSONValue) throws {
         func missing(_ what: String) -> SwitchboardError {
             SwitchboardError(.protocolViolation, "CXone inactivity pop-up: missing or bad \(what)")

@@ -2,7 +2,7 @@ public import Foundation
 public import Switchboard
 
 /// CXone's requests that have no vendor-neutral form: analytics (§3.15), transcripts and
-/// triggers. Each goes through ``Switchboard/Session/performVendorRequest(_:payload:)``, so it
+/// triggers. Each goes through `Switchboard.Session.performVendorRequest(_:payload:)`, so it
 /// needs a connected session.
 public struct CXoneRequests: Sendable {
     public let session: any Session

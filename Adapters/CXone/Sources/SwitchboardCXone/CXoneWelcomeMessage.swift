@@ -18,7 +18,7 @@ public struct CXoneWelcomeMessage: Sendable, Hashable {
     /// The welcome message of a `FireProactiveAction` event's `data`, or `nil` when the action is
     /// of another type (`CustomPopupBox`, which the SDK ignores, stays a `cxone.FireProactiveAction`
     /// event).
-    /// - Throws: ``SwitchboardError/Code/protocolViolation`` (vendor code `invalidData`, as the SDK)
+    /// - Throws: `SwitchboardError.Code.protocolViolation` (vendor code `invalidData`, as the SDK)
     ///   for a welcome message without `bodyText`.
     public init?(proactiveActionData data: JSONValue) throws {
         guard let action = data["proactiveAction"]?["action"], action["actionType"]?.stringValue == "WelcomeMessage" else { return nil }

@@ -4,7 +4,7 @@ import Switchboard
 import SwitchboardTransport
 
 /// One logged-in WebSocket: correlates requests with responses, turns events into updates,
-/// keeps the link alive, and maps ``BackendRequest``s onto protocol requests.
+/// keeps the link alive, and maps `BackendRequest`s onto protocol requests.
 ///
 /// The lock guards the id counter and the time of the last inbound frame; `replies` holds the
 /// requests waiting for their responses.

@@ -1,7 +1,7 @@
 import Foundation
 import Switchboard
 
-/// Wire objects to the normalized model, and protocol error codes to ``SwitchboardError``.
+/// Wire objects to the normalized model, and protocol error codes to `SwitchboardError`.
 enum VoximplantMapping {
     static func participant(_ wire: VoximplantWire.Participant) -> Participant {
         Participant(
@@ -118,7 +118,7 @@ enum VoximplantMapping {
 
     static func date(_ seconds: Int64) -> Date { Date(timeIntervalSince1970: TimeInterval(seconds)) }
 
-    /// A protocol error (§7) as a classified ``SwitchboardError``; the code stays as the vendor code.
+    /// A protocol error (§7) as a classified `SwitchboardError`; the code stays as the vendor code.
     static func error(code: Int, description: String, request: String) -> SwitchboardError {
         let vendorCode = String(code)
         let message = "\(request): \(description)"

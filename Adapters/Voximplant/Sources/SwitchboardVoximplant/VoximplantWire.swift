@@ -173,7 +173,7 @@ enum VoximplantWire {
 }
 
 /// A wire value read from parsed JSON: a missing or null optional member is `nil`, a member of
-/// the wrong type is a ``SwitchboardError/Code/protocolViolation``.
+/// the wrong type is a `SwitchboardError.Code.protocolViolation`.
 protocol WireDecodable {
     init(json: JSONValue) throws
 }

@@ -42,7 +42,7 @@ public struct WebimAppealsConfiguration: Sendable {
     /// The server, by the same rule as ``WebimConfiguration/baseURL``.
     public var baseURL: String { WebimConfiguration.baseURL(ofAccount: accountName) }
 
-    /// - Throws: ``SwitchboardError/Code/invalidArgument`` (a ``WebimBuilderError``) for an empty
+    /// - Throws: `SwitchboardError.Code.invalidArgument` (a ``WebimBuilderError``) for an empty
     ///   account, location or user token, or visitor fields that are not JSON with an id.
     public func validate() throws {
         if accountName.isEmpty { throw WebimBuilderError.nilAccountName.error("the account name is empty") }
@@ -56,25 +56,25 @@ public struct WebimAppealsConfiguration: Sendable {
 /// answered later. Each appeal is a conversation of the session, so the bus, the store, the outbox
 /// and timelines work as for any backend:
 ///
-/// - ``Session/startConversation(_:)`` with a ``ConversationDraft/firstMessage`` writes a new
+/// - `Session.startConversation(_:)` with a `ConversationDraft.firstMessage` writes a new
 ///   appeal (`chat.offline_message` without `chat-id`); `customFields["department-key"]` picks a
 ///   department, the draft's title is the subject;
 /// - a send into an appeal is `chat.offline_message` with its `chat-id`; files are uploaded with
 ///   `chat-mode=offline` first;
-/// - ``Conversation/markRead(upTo:)`` is `chat.read_by_visitor`, ``Conversation/archive()`` deletes
+/// - `Conversation.markRead(upTo:)` is `chat.read_by_visitor`, `Conversation.archive()` deletes
 ///   the appeal (`chat.delete`); a `chat-not-found` answer counts as done for both;
-/// - answers are fetched, never pushed: the engine polls `history` (``BackendCapabilities/polling``)
-///   on connect, every ``SessionConfiguration/pollInterval`` and on ``Session/refresh(forced:)``;
+/// - answers are fetched, never pushed: the engine polls `history` (`BackendCapabilities.polling`)
+///   on connect, every `SessionConfiguration.pollInterval` and on `Session.refresh(forced:)`;
 ///   a forced refresh re-reads every appeal and drops the ones the server no longer has.
 ///
 /// A different visitor on init (another user token or visitor) drops the appeals stored for the
-/// previous one. Closing an appeal is the operator's: ``Conversation/close()`` is unsupported.
+/// previous one. Closing an appeal is the operator's: `Conversation.close()` is unsupported.
 public struct WebimAppealsBackend: ChatBackend {
     public let configuration: WebimAppealsConfiguration
     public let descriptor: BackendDescriptor
     let transport: HTTPTransport
 
-    /// - Throws: ``SwitchboardError/Code/invalidArgument`` for a configuration ``WebimAppealsConfiguration/validate()`` refuses.
+    /// - Throws: `SwitchboardError.Code.invalidArgument` for a configuration ``WebimAppealsConfiguration/validate()`` refuses.
     public init(configuration: WebimAppealsConfiguration, transport: HTTPTransport = HTTPTransport()) throws {
         try configuration.validate()
         self.configuration = configuration

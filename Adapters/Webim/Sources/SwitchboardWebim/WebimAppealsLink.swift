@@ -293,7 +293,7 @@ extension WebimAppealsBackend {
     /// messages, the newest of the visitor's messages the operator read per appeal. Fuzz targets
     /// and benchmarks drive it without a connection.
     ///
-    /// - Throws: ``SwitchboardError/Code/protocolViolation`` when the body is not a JSON object,
+    /// - Throws: `SwitchboardError.Code.protocolViolation` when the body is not a JSON object,
     ///   the vendor's error when it is `{"error": …}`.
     public static func readHistoryAnswer(
         _ body: Data, complete: Bool, baseURL: String, credentials: Credentials, now: Date

@@ -16,7 +16,7 @@ public struct WebimBackend: ChatBackend {
     public let descriptor: BackendDescriptor
     let transport: HTTPTransport
 
-    /// - Throws: ``SwitchboardError/Code/invalidArgument`` for what SessionBuilder refuses.
+    /// - Throws: `SwitchboardError.Code.invalidArgument` for what SessionBuilder refuses.
     public init(configuration: WebimConfiguration, transport: HTTPTransport = HTTPTransport()) throws {
         try configuration.validate()
         self.configuration = configuration

@@ -5,8 +5,8 @@ import Switchboard
 public enum WebimSDKVersion: String, Sendable, Hashable, CaseIterable {
     /// 3.43: the visitor may close a chat (`chat.close`); `chat.start` names its fields `custom_fields`.
     case v3_43 = "3.43"
-    /// 4.0 (the default): `chat.close` is gone, so ``Conversation/close()`` throws
-    /// ``SwitchboardError/Code/unsupported`` before anything is sent; `chat.start` names its fields
+    /// 4.0 (the default): `chat.close` is gone, so `Conversation.close()` throws
+    /// `SwitchboardError.Code.unsupported` before anything is sent; `chat.start` names its fields
     /// `visitor-fields`.
     case v4_0 = "4.0"
 }
@@ -97,7 +97,7 @@ public struct WebimConfiguration: Sendable {
 
     /// Checks what SessionBuilder checks.
     ///
-    /// - Throws: ``SwitchboardError/Code/invalidArgument`` whose vendor code is a
+    /// - Throws: `SwitchboardError.Code.invalidArgument` whose vendor code is a
     ///   ``WebimBuilderError`` (read it with ``WebimBuilderError/init(_:)``).
     public func validate() throws {
         if accountName.isEmpty { throw WebimBuilderError.nilAccountName.error("the account name is empty") }

@@ -154,7 +154,7 @@ public struct WebimDeltaReader: Sendable {
     /// Reads an `upload` answer (protocols/webim.md §1 #8): `{"result":"ok","data":{file params}}`;
     /// returns the file parameters (`null` when the server sent none).
     ///
-    /// - Throws: ``SwitchboardError/Code/protocolViolation`` when the body is not a JSON object;
+    /// - Throws: `SwitchboardError.Code.protocolViolation` when the body is not a JSON object;
     ///   the vendor's error (`max_file_size_exceeded`, …) when it is `{"error": …}`.
     public static func readUploadAnswer(_ body: Data) throws -> JSONValue {
         try object(body, during: "upload")["data"] ?? .null
@@ -164,7 +164,7 @@ public struct WebimDeltaReader: Sendable {
     /// first, and whether there are older ones; the anchor of the next page is the oldest
     /// message's time in microseconds.
     ///
-    /// - Throws: ``SwitchboardError/Code/protocolViolation`` when the body is not a JSON object;
+    /// - Throws: `SwitchboardError.Code.protocolViolation` when the body is not a JSON object;
     ///   the vendor's error when it is `{"error": …}`.
     public func readHistoryPage(_ body: Data, credentials: Credentials, now: Date) throws -> HistoryPage {
         let json = try Self.object(body, during: "history")

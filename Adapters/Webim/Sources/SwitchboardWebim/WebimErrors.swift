@@ -1,7 +1,7 @@
 public import Switchboard
 
 /// Why a Webim session ended for good: the SDK's `FatalErrorType`, read from a
-/// ``SwitchboardError`` of code ``SwitchboardError/Code/fatal`` (its vendor code is the server's
+/// `SwitchboardError` of code `SwitchboardError.Code.fatal` (its vendor code is the server's
 /// string, protocols/webim.md §4.2).
 ///
 /// ```swift
@@ -38,7 +38,7 @@ public enum WebimFatalError: Sendable, Hashable {
 }
 
 /// Why a Webim configuration was refused (the SDK's `SessionBuilder.SessionBuilderError`), read
-/// from the ``SwitchboardError/Code/invalidArgument`` that ``WebimConfiguration/validate()`` and
+/// from the `SwitchboardError.Code.invalidArgument` that ``WebimConfiguration/validate()`` and
 /// ``WebimAppealsConfiguration/validate()`` throw.
 public enum WebimBuilderError: String, Sendable, Hashable, CaseIterable {
     case nilAccountName

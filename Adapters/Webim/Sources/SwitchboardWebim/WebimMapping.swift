@@ -3,7 +3,7 @@ import Foundation
 import Switchboard
 
 /// Webim JSON (protocols/webim.md §2, §7) to the normalized model, and Webim error strings to
-/// ``SwitchboardError``. Pure functions over `JSONValue`.
+/// `SwitchboardError`. Pure functions over `JSONValue`.
 enum WebimMapping {
     /// Everything a mapping needs to know about the link.
     struct Context: Sendable {

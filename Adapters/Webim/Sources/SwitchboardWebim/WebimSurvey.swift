@@ -51,7 +51,7 @@ public struct WebimSurvey: Sendable, Hashable {
     }
 
     /// Decodes a survey object.
-    /// - Throws: ``SwitchboardError/Code/protocolViolation`` naming the missing field.
+    /// - Throws: `SwitchboardError.Code.protocolViolation` naming the missing field.
     public init(json: JSONValue) throws {
         func missing(_ field: String) -> SwitchboardError {
             SwitchboardError(.protocolViolation, "a Webim survey without \(field)")
