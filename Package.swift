@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "WebimEmulator", targets: ["WebimEmulator"]),
         .library(name: "SwitchboardCXone", targets: ["SwitchboardCXone"]),
         .library(name: "CXoneEmulator", targets: ["CXoneEmulator"]),
+        .library(name: "SwitchboardMatrix", targets: ["SwitchboardMatrix"]),
         .executable(name: "switchboard", targets: ["switchboard"]),
     ],
     dependencies: [
@@ -163,6 +164,25 @@ let package = Package(
             name: "SwitchboardCXoneTests",
             dependencies: ["Switchboard", "SwitchboardTestKit", "SwitchboardCXone", "CXoneEmulator"],
             path: "Adapters/CXone/Tests/SwitchboardCXoneTests"
+        ),
+        // Matrix: an open protocol, tested against a real Synapse homeserver (issue #16).
+        .target(
+            name: "SwitchboardMatrix",
+            dependencies: [
+                "Switchboard",
+                "SwitchboardTransport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
+            path: "Adapters/Matrix/Sources/SwitchboardMatrix"
+        ),
+        .testTarget(
+            name: "SwitchboardMatrixTests",
+            dependencies: [
+                "Switchboard", "SwitchboardTestKit", "SwitchboardMatrix", "SwitchboardSQLite", "SwitchboardTransport",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Adapters/Matrix/Tests/SwitchboardMatrixTests"
         ),
         .testTarget(
             name: "SwitchboardWebimTests",

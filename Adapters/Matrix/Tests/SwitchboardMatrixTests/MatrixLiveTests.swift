@@ -1,0 +1,246 @@
+import Foundation
+import Switchboard
+import SwitchboardMatrix
+import SwitchboardSQLite
+import SwitchboardTestKit
+import Testing
+
+/// The adapter against a real Synapse: the app is a `ChatSession` on `MatrixBackend`; the other
+/// side is a second Matrix user driven through the client-server API (``MatrixTestUser``).
+/// Skipped, saying so, when Synapse is not installed.
+@Suite(.serialized, .enabled(if: Synapse.isInstalled, Synapse.skipNote), .timeLimit(.minutes(3)))
+struct MatrixLiveTests {
+    func backend(_ server: SynapseServer, _ user: MatrixTestUser, timelineLimit: Int = 20) throws -> MatrixBackend {
+        try MatrixBackend(
+            configuration: MatrixConfiguration(
+                homeserver: server.baseURL, login: .password(user: user.localPart, password: user.password),
+                deviceID: "SWITCHBOARDTEST", syncTimeout: .seconds(5), requestTimeout: .seconds(10),
+                timelineLimit: timelineLimit, allowsPlainText: true
+            )
+        )
+    }
+
+    func session(_ backend: MatrixBackend, store: any ChatStore = InMemoryChatStore()) -> ChatSession {
+        ChatSession(backend: backend, store: store, configuration: .fastForTests, logger: .quiet)
+    }
+
+    /// Runs `session` with a recorder until `body` returns; connected first.
+    func connected<T: Sendable>(_ session: ChatSession, _ body: (EventRecorder) async throws -> T) async throws -> T {
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.waitUntil("connected") { $0.contains(where: \.isConnected) }
+            let result = try await body(recorder)
+            await session.close()
+            return result
+        }
+    }
+
+    /// The agent's room with the customer invited; the customer's session joins it.
+    func joinedRoom(_ session: ChatSession, _ recorder: EventRecorder, agent: MatrixTestUser, customer: MatrixTestUser) async throws -> ConversationID {
+        let room = try await agent.createRoom(name: "Support", inviting: [customer.userID])
+        try await recorder.first("the invitation") { event in
+            if case .conversationAdded(let info) = event.kind { return info.id == room }
+            return false
+        }
+        try await MatrixRequests(session: session).join(room.rawValue)
+        try await recorder.waitUntil("the room joined, with both members", check: {
+            let info = try await session.conversation(room).info()
+            return info.state == .active && info.participants.count == 2
+        })
+        return room
+    }
+
+    @Test func aConversationBothWays() async throws {
+        try await Synapse.withServer { server in
+            let agent = try await server.register("agent")
+            let customer = try await server.register("alice")
+            let session = session(try backend(server, customer))
+            try await connected(session) { recorder in
+                let room = try await joinedRoom(session, recorder, agent: agent, customer: customer)
+                let chat = try await session.conversation(room)
+
+                // Agent → app.
+                let hello = try await agent.send("Hello, how can I help?", in: room)
+                try await recorder.first("the agent's message") { $0.addedMessage?.serverID == hello }
+
+                // App → agent: stored once, with the server's id; the server has it once.
+                _ = try await chat.send(text: "Where is my order?")
+                try await recorder.waitUntil("the send confirmed", check: {
+                    try await chat.storedMessages(before: nil, limit: 10).contains { $0.text == "Where is my order?" && $0.serverID != nil }
+                })
+                let serverTexts = try await agent.texts(in: room)
+                #expect(serverTexts.filter { $0 == "Where is my order?" }.count == 1)
+
+                // Typing both ways.
+                _ = try await chat.userTyping(draft: nil)
+                try await agent.waitForSync("the customer typing") { sync in
+                    sync["rooms"]?["join"]?[room.rawValue]?["ephemeral"]?["events"]?.arrayValue?.contains {
+                        $0["type"]?.stringValue == "m.typing" && ($0["content"]?["user_ids"]?.arrayValue ?? []).contains(.string(customer.userID))
+                    } ?? false
+                }
+                try await agent.typing(true, in: room)
+                try await recorder.first("the agent typing") { event in
+                    if case .typing(let who, true, _) = event.kind { return who.rawValue == agent.userID }
+                    return false
+                }
+
+                // Read markers both ways.
+                try await chat.markRead()
+                try await agent.waitForSync("the customer's read receipt") { sync in
+                    sync["rooms"]?["join"]?[room.rawValue]?["ephemeral"]?["events"]?.arrayValue?.contains {
+                        $0["type"]?.stringValue == "m.receipt" && $0.jsonString.contains(customer.userID)
+                    } ?? false
+                }
+                let mine = try #require(try await chat.storedMessages(before: nil, limit: 10).first { $0.text == "Where is my order?" }?.serverID)
+                try await agent.markRead(mine, in: room)
+                try await recorder.first("the agent's read marker") { event in
+                    if case .readMarker(let who, .message(let id)) = event.kind { return who.rawValue == agent.userID && id == mine }
+                    return false
+                }
+
+                // An edit and a redaction by the agent.
+                try await agent.edit(hello, in: room, to: "Hello! How can I help?")
+                try await recorder.first("the edit") { $0.updatedMessage.map { $0.serverID == hello && $0.text == "Hello! How can I help?" && $0.isEdited } ?? false }
+                let typo = try await agent.send("typo", in: room)
+                try await recorder.first("the typo") { $0.addedMessage?.serverID == typo }
+                try await agent.redact(typo, in: room)
+                try await recorder.first("the redaction") { event in
+                    if case .messageRemoved(let id) = event.kind { return id == typo }
+                    return false
+                }
+
+                // The app edits its own message; the server shows the replacement.
+                try await chat.edit(mine, text: "Where is order 1234?")
+                try await recorder.first("the app's edit echoed") { $0.updatedMessage.map { $0.serverID == mine && $0.text == "Where is order 1234?" } ?? false }
+
+                let stored = try await chat.storedMessages(before: nil, limit: 100)
+                #expect(stored.map(\.text) == ["Hello! How can I help?", "Where is order 1234?"])
+                let added = recorder.events.compactMap(\.addedMessage).compactMap(\.serverID)
+                print("matrix live: a conversation both ways on Synapse — \(stored.count) messages stored, \(added.count) added events, duplicates \(added.count - Set(added).count), typing and read markers both ways, 1 edit each way, 1 redaction")
+            }
+        }
+    }
+
+    @Test func aResentTransactionIsDeliveredOnce() async throws {
+        try await Synapse.withServer { server in
+            let agent = try await server.register("agent")
+            let customer = try await server.register("alice")
+            let backend = try backend(server, customer)
+            let session = session(backend)
+            let room = try await connected(session) { recorder in try await joinedRoom(session, recorder, agent: agent, customer: customer) }
+            // The same send three times on one link, as the outbox resends after a lost answer:
+            // the client id is the transaction id, so the server keeps one event.
+            let clientID = ClientMessageID("resend-\(UUID().uuidString)")
+            let outgoing = OutgoingMessage(clientID: clientID, conversationID: room, content: MessageDraft(text: "sent three times"))
+            let eventIDs = try await backend.withConnection(ConnectionContext(session: "direct", clock: .continuous, logger: .quiet)) { link in
+                var ids: Set<MessageID> = []
+                for _ in 0..<3 {
+                    if case .message(let message) = try await link.perform(.send(outgoing)), let id = message.serverID { ids.insert(id) }
+                }
+                return ids
+            }
+            let texts = try await agent.texts(in: room).filter { $0 == "sent three times" }
+            print("matrix live: one transaction sent 3 times — \(eventIDs.count) event id, \(texts.count) on the server, duplicated \(texts.count - 1)")
+            #expect(eventIDs.count == 1)
+            #expect(texts.count == 1)
+        }
+    }
+
+    @Test func aGapIsFilledFromHistoryWithNoDuplicate() async throws {
+        try await Synapse.withServer { server in
+            let agent = try await server.register("agent")
+            let customer = try await server.register("alice")
+            // A timeline of 5 per sync: 40 messages sent while the app is away make a gap.
+            let session = session(try backend(server, customer, timelineLimit: 5))
+            try await connected(session) { recorder in
+                let room = try await joinedRoom(session, recorder, agent: agent, customer: customer)
+                for index in 0..<3 { try await agent.send("before \(index)", in: room) }
+                try await recorder.waitUntil("the first three") { events in events.compactMap(\.addedMessage).filter { $0.text.hasPrefix("before") }.count == 3 }
+                try await session.pause()
+                for index in 0..<40 { try await agent.send("away \(index)", in: room) }
+                try await session.resume()
+                let chat = try await session.conversation(room)
+                try await recorder.waitUntil("all 43 stored", check: { try await chat.storedMessages(before: nil, limit: 1000).count == 43 })
+                let stored = try await chat.storedMessages(before: nil, limit: 1000).map(\.text)
+                let expected = (0..<3).map { "before \($0)" } + (0..<40).map { "away \($0)" }
+                let statistics = await session.statistics
+                let ids = try await chat.storedMessages(before: nil, limit: 1000).compactMap(\.serverID)
+                print("matrix live: a gap of 40 behind a timeline of 5 — stored \(stored.count) of 43, lost \(43 - Set(stored).count), duplicated \(ids.count - Set(ids).count), out of order \(stored == expected ? 0 : 1), gaps detected \(statistics.gapsDetected), backfill requests \(statistics.backfillRequests)")
+                #expect(stored == expected)
+                #expect(statistics.gapsDetected >= 1)
+            }
+        }
+    }
+
+    @Test func aRestartWithTheSQLiteStoreResumesFromTheStoredSince() async throws {
+        try await Synapse.withServer { server in
+            let agent = try await server.register("agent")
+            let customer = try await server.register("alice")
+            let path = server.directory.appendingPathComponent("app.sqlite").path
+            let first = session(try backend(server, customer), store: try SQLiteChatStore(path: path))
+            let room = try await connected(first) { recorder in
+                let room = try await joinedRoom(first, recorder, agent: agent, customer: customer)
+                try await agent.send("before the restart", in: room)
+                try await recorder.first("the first message") { $0.addedMessage?.text == "before the restart" }
+                return room
+            }
+            for index in 0..<10 { try await agent.send("while closed \(index)", in: room) }
+            let second = session(try backend(server, customer), store: try SQLiteChatStore(path: path))
+            try await connected(second) { recorder in
+                let chat = try await second.conversation(room)
+                try await recorder.waitUntil("the ten sent while closed", check: { try await chat.storedMessages(before: nil, limit: 100).count == 11 })
+                let added = recorder.events.compactMap(\.addedMessage).map(\.text)
+                let stored = try await chat.storedMessages(before: nil, limit: 100).map(\.text)
+                print("matrix live: a restart on SQLite — \(added.count) messages announced after it (10 new), \(stored.count) stored, lost \(11 - stored.count), duplicated \(added.count - Set(added).count)")
+                #expect(stored == ["before the restart"] + (0..<10).map { "while closed \($0)" })
+                #expect(added == (0..<10).map { "while closed \($0)" }, "only what came while closed is new")
+            }
+        }
+    }
+
+    @Test func historyPagesBackToTheFirstMessage() async throws {
+        try await Synapse.withServer { server in
+            let agent = try await server.register("agent")
+            let customer = try await server.register("alice")
+            let room = try await agent.createRoom(name: "Archive", inviting: [customer.userID])
+            try await customer.join(room)
+            for index in 0..<120 { try await agent.send("old \(index)", in: room) }
+            let session = session(try backend(server, customer, timelineLimit: 10))
+            try await connected(session) { recorder in
+                try await recorder.first("the room") { event in
+                    if case .conversationAdded(let info) = event.kind { return info.id == room }
+                    return false
+                }
+                let chat = try await session.conversation(room)
+                try await recorder.waitUntil("the recent window", check: { try await chat.storedMessages(before: nil, limit: 200).count >= 10 })
+                var oldest = try await chat.storedMessages(before: nil, limit: 200).first?.orderKey
+                var pages = 0
+                while true {
+                    let page = try await chat.history(before: oldest, limit: 50)
+                    guard let first = page.first, first.orderKey != oldest else { break }
+                    oldest = first.orderKey
+                    pages += 1
+                }
+                let stored = try await chat.storedMessages(before: nil, limit: 200).map(\.text)
+                print("matrix live: history paging — \(pages) pages, \(stored.count) of 120 stored, in order \(stored == (0..<120).map { "old \($0)" })")
+                #expect(stored == (0..<120).map { "old \($0)" })
+            }
+        }
+    }
+
+    @Test func aWrongPasswordEndsWithAuthenticationFailed() async throws {
+        try await Synapse.withServer { server in
+            let customer = try await server.register("alice")
+            let backend = try MatrixBackend(
+                configuration: MatrixConfiguration(homeserver: server.baseURL, login: .password(user: customer.localPart, password: "wrong"), allowsPlainText: true)
+            )
+            do {
+                try await backend.withConnection(ConnectionContext(session: "direct", clock: .continuous, logger: .quiet)) { _ in }
+                Issue.record("a wrong password connected")
+            } catch let error as SwitchboardError {
+                #expect(error.code == .authenticationFailed)
+                #expect(error.vendorCode == "M_FORBIDDEN")
+            }
+        }
+    }
+}

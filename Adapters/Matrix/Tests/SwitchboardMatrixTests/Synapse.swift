@@ -1,0 +1,230 @@
+import Crypto
+import Foundation
+import Testing
+import Switchboard
+import SwitchboardTransport
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A real Synapse homeserver for the live tests: installed by `scripts/synapse.sh install`
+/// (`.ci/run` does it), started per test on a free loopback port in a temporary directory, and
+/// stopped afterwards.
+enum Synapse {
+    static let repository = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The virtual environment `scripts/synapse.sh install` made (or `SYNAPSE_VENV`).
+    static var venv: String {
+        ProcessInfo.processInfo.environment["SYNAPSE_VENV"] ?? repository.appendingPathComponent(".build-synapse/venv").path
+    }
+
+    static var isInstalled: Bool {
+        FileManager.default.isExecutableFile(atPath: venv + "/bin/python")
+    }
+
+    static let skipNote: Comment = "the live Matrix tests need Synapse: run scripts/synapse.sh install (CI does), then swift test"
+
+    /// The shared secret of `scripts/synapse.sh`'s test configuration.
+    static let registrationSecret = "switchboard-test-registration-secret"
+
+    static let transport = HTTPTransport(allowsPlainText: true)
+
+    /// Runs a fresh homeserver around `body`.
+    static func withServer<T: Sendable>(_ body: (SynapseServer) async throws -> T) async throws -> T {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("synapse-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let port = try freePort()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [repository.appendingPathComponent("scripts/synapse.sh").path, "run", directory.path, String(port)]
+        let output = directory.appendingPathComponent("stdout.log")
+        FileManager.default.createFile(atPath: output.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: output)
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        let server = SynapseServer(baseURL: "http://127.0.0.1:\(port)", directory: directory)
+        defer {
+            // SIGKILL: the child may inherit a blocked SIGTERM from the test process, and a
+            // throwaway server has nothing to save.
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            try? handle.close()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        try await waitUntilReady(server, running: { process.isRunning }, log: output)
+        return try await body(server)
+    }
+
+    /// Asks `/versions` until the server answers. The only wait in these tests that is not on an
+    /// event: a process starting up announces nothing else; it is bounded (60 s) and fails with
+    /// the server's own output.
+    private static func waitUntilReady(_ server: SynapseServer, running: () -> Bool, log: URL) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            if let response = try? await transport.get(server.baseURL + "/_matrix/client/versions", timeout: .seconds(2)), response.status == 200 {
+                return
+            }
+            guard running() else { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+        throw SwitchboardError(.notConnected, "Synapse did not start: \(text.suffix(2000))")
+    }
+
+    /// A port nobody listens on now: bound on 127.0.0.1 port 0, read, released.
+    private static func freePort() throws -> Int {
+        #if canImport(Glibc)
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let descriptor = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard descriptor >= 0 else { throw SwitchboardError(.notConnected, "no socket") }
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0 }
+        }
+        guard bound else { throw SwitchboardError(.notConnected, "could not bind a loopback port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+/// One running homeserver.
+struct SynapseServer: Sendable {
+    let baseURL: String
+    let directory: URL
+
+    /// Registers a user by the shared secret (Synapse's admin API); the password is `secret-<name>`.
+    func register(_ name: String) async throws -> MatrixTestUser {
+        let nonce = try await MatrixTestUser.call(baseURL, "GET", "/_synapse/admin/v1/register", token: nil)["nonce"]?.stringValue ?? ""
+        let password = "secret-\(name)"
+        let message = [nonce, name, password, "notadmin"].joined(separator: "\0")
+        let mac = HMAC<Insecure.SHA1>.authenticationCode(for: Data(message.utf8), using: SymmetricKey(data: Data(Synapse.registrationSecret.utf8)))
+        let answer = try await MatrixTestUser.call(
+            baseURL, "POST", "/_synapse/admin/v1/register",
+            body: ["nonce": .string(nonce), "username": .string(name), "password": .string(password), "admin": false,
+                   "mac": .string(mac.map { String(format: "%02x", $0) }.joined())],
+            token: nil
+        )
+        guard let token = answer["access_token"]?.stringValue, let userID = answer["user_id"]?.stringValue else {
+            throw SwitchboardError(.protocolViolation, "register: \(answer)")
+        }
+        return MatrixTestUser(baseURL: baseURL, token: token, userID: userID, password: password)
+    }
+}
+
+/// The other side of a test: a Matrix user driven through the client-server API directly, as
+/// another client (an agent, a peer) would. Written here without the adapter's code.
+struct MatrixTestUser: Sendable {
+    let baseURL: String
+    let token: String
+    let userID: String
+    let password: String
+
+    var localPart: String { String(userID.dropFirst().prefix { $0 != ":" }) }
+
+    static func call(_ base: String, _ method: String, _ path: String, query: [(String, String)] = [], body: JSONValue? = nil, token: String?) async throws -> JSONValue {
+        var headers: [(String, String)] = []
+        if let token { headers.append(("Authorization", "Bearer \(token)")) }
+        let response: HTTPTransport.Response
+        if method == "GET" {
+            response = try await Synapse.transport.get(base + path, query: query, headers: headers, timeout: .seconds(40))
+        } else {
+            response = try await Synapse.transport.postJSON(base + path, body: body ?? [:], method: method, headers: headers, timeout: .seconds(40))
+        }
+        let json = (try? JSONValue(parsing: response.body)) ?? .null
+        guard response.status == 200 else { throw SwitchboardError(.messageRejected, "\(method) \(path): \(response.status) \(json)") }
+        return json
+    }
+
+    func call(_ method: String, _ path: String, query: [(String, String)] = [], body: JSONValue? = nil) async throws -> JSONValue {
+        try await Self.call(baseURL, method, path, query: query, body: body, token: token)
+    }
+
+    static func encode(_ segment: String) -> String { HTTPTransport.percentEncode(segment) }
+
+    func createRoom(name: String, inviting: [String]) async throws -> ConversationID {
+        let answer = try await call(
+            "POST", "/_matrix/client/v3/createRoom",
+            body: ["name": .string(name), "preset": "private_chat", "invite": .array(inviting.map { .string($0) })]
+        )
+        return ConversationID(answer["room_id"]?.stringValue ?? "")
+    }
+
+    func join(_ room: ConversationID) async throws {
+        _ = try await call("POST", "/_matrix/client/v3/join/\(Self.encode(room.rawValue))", body: [:])
+    }
+
+    @discardableResult
+    func send(_ text: String, in room: ConversationID, transaction: String = UUID().uuidString) async throws -> MessageID {
+        let answer = try await call(
+            "PUT", "/_matrix/client/v3/rooms/\(Self.encode(room.rawValue))/send/m.room.message/\(Self.encode(transaction))",
+            body: ["msgtype": "m.text", "body": .string(text)]
+        )
+        return MessageID(answer["event_id"]?.stringValue ?? "")
+    }
+
+    func edit(_ message: MessageID, in room: ConversationID, to text: String) async throws {
+        _ = try await call(
+            "PUT", "/_matrix/client/v3/rooms/\(Self.encode(room.rawValue))/send/m.room.message/\(UUID().uuidString)",
+            body: ["msgtype": "m.text", "body": .string("* \(text)"), "m.new_content": ["msgtype": "m.text", "body": .string(text)],
+                   "m.relates_to": ["rel_type": "m.replace", "event_id": .string(message.rawValue)]]
+        )
+    }
+
+    func redact(_ message: MessageID, in room: ConversationID) async throws {
+        _ = try await call("PUT", "/_matrix/client/v3/rooms/\(Self.encode(room.rawValue))/redact/\(Self.encode(message.rawValue))/\(UUID().uuidString)", body: [:])
+    }
+
+    func typing(_ isTyping: Bool, in room: ConversationID) async throws {
+        _ = try await call("PUT", "/_matrix/client/v3/rooms/\(Self.encode(room.rawValue))/typing/\(Self.encode(userID))", body: ["typing": .bool(isTyping), "timeout": 30_000])
+    }
+
+    func markRead(_ message: MessageID, in room: ConversationID) async throws {
+        _ = try await call("POST", "/_matrix/client/v3/rooms/\(Self.encode(room.rawValue))/receipt/m.read/\(Self.encode(message.rawValue))", body: [:])
+    }
+
+    /// Every `m.room.message` of the room, oldest first (the server's truth).
+    func messages(in room: ConversationID) async throws -> [JSONValue] {
+        var events: [JSONValue] = []
+        var from: String?
+        repeat {
+            var query = [("dir", "b"), ("limit", "100"), ("filter", #"{"types":["m.room.message"]}"#)]
+            if let from { query.append(("from", from)) }
+            let page = try await call("GET", "/_matrix/client/v3/rooms/\(Self.encode(room.rawValue))/messages", query: query)
+            events += page["chunk"]?.arrayValue ?? []
+            from = page["end"]?.stringValue
+        } while from != nil
+        return events.reversed()
+    }
+
+    /// The texts of the room's messages that are not edits, oldest first.
+    func texts(in room: ConversationID) async throws -> [String] {
+        try await messages(in: room).filter { $0["content"]?["m.relates_to"]?["rel_type"]?.stringValue != "m.replace" }
+            .compactMap { $0["content"]?["body"]?.stringValue }
+    }
+
+    /// Long-polls `/sync` until `condition` holds for one of its answers (15 s at most).
+    func waitForSync(_ what: String, _ condition: (JSONValue) -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(15)
+        var since: String?
+        while ContinuousClock.now < deadline {
+            var query = [("timeout", "2000")]
+            if let since { query.append(("since", since)) }
+            let answer = try await call("GET", "/_matrix/client/v3/sync", query: query)
+            if condition(answer) { return }
+            since = answer["next_batch"]?.stringValue
+        }
+        throw SwitchboardError(.timedOut, "\(userID) never saw \(what)")
+    }
+}
