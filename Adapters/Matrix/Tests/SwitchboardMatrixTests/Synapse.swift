@@ -214,9 +214,9 @@ struct MatrixTestUser: Sendable {
             .compactMap { $0["content"]?["body"]?.stringValue }
     }
 
-    /// Long-polls `/sync` until `condition` holds for one of its answers (15 s at most).
-    func waitForSync(_ what: String, _ condition: (JSONValue) -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(15)
+    /// Long-polls `/sync` until `condition` holds for one of its answers (`timeout` at most).
+    func waitForSync(_ what: String, timeout: Duration = .seconds(15), _ condition: (JSONValue) -> Bool) async throws {
+        let deadline = ContinuousClock.now + timeout
         var since: String?
         while ContinuousClock.now < deadline {
             var query = [("timeout", "2000")]
