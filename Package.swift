@@ -87,6 +87,12 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
+                // The fault proxy: a loopback HTTP server (NIO) forwarding with AsyncHTTPClient.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
             ]
         ),
         .target(
@@ -179,8 +185,11 @@ let package = Package(
         .testTarget(
             name: "SwitchboardMatrixTests",
             dependencies: [
-                "Switchboard", "SwitchboardTestKit", "SwitchboardMatrix", "SwitchboardSQLite", "SwitchboardTransport",
+                "Switchboard", "SwitchboardTestKit", "SwitchboardMatrix", "SwitchboardSQLite", "SwitchboardTransport", "SwitchboardEmulation",
                 .product(name: "Crypto", package: "swift-crypto"),
+                // FaultProxyTests' small upstream.
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             ],
             path: "Adapters/Matrix/Tests/SwitchboardMatrixTests"
         ),

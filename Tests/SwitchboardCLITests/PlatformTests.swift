@@ -24,7 +24,7 @@ import Testing
     /// The modules an app links: the core, store, transport, test kit and the adapters.
     static let libraryDirectories = [
         "Sources/Switchboard", "Sources/SwitchboardSQLite", "Sources/SwitchboardTransport", "Sources/SwitchboardTestKit",
-        "Adapters/Webim/Sources", "Adapters/Voximplant/Sources", "Adapters/CXone/Sources",
+        "Adapters/Webim/Sources", "Adapters/Voximplant/Sources", "Adapters/CXone/Sources", "Adapters/Matrix/Sources",
     ]
 
     @Test func libraryModulesUseNothingNewerThanTheDeclaredMinimum() throws {

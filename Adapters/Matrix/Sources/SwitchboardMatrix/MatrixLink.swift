@@ -114,6 +114,14 @@ final class MatrixLink: BackendConnection {
                 body = try await send("GET", "/_matrix/client/v3/sync", query: query, request: "sync", timeout: configuration.syncTimeout + configuration.requestTimeout)
             } catch let error as SwitchboardError where error.code == .timedOut {
                 continue
+            } catch let error as SwitchboardError where since != nil && Self.refusesCursor(error) {
+                // A cursor this server does not know (another server's, a restored backup, a
+                // corrupted store): start over with a full sync; the snapshot and the history
+                // below its windows catch up, and the engine drops what it already has.
+                continuation.yield(.problem(SwitchboardError(.protocolViolation, "the stored sync cursor was refused; syncing from the start", underlying: error)))
+                since = nil
+                first = true
+                continue
             } catch {
                 end(SwitchboardError.classify(error))
                 return
@@ -143,6 +151,13 @@ final class MatrixLink: BackendConnection {
             since = batch.nextBatch
             first = false
         }
+    }
+
+    /// Synapse answers an unknown `since` with 400 (`M_UNKNOWN` "Invalid stream token" or
+    /// `M_INVALID_PARAM`).
+    static func refusesCursor(_ error: SwitchboardError) -> Bool {
+        (error.code == .messageRejected || error.code == .invalidArgument)
+            && (error.vendorCode == "M_UNKNOWN" || error.vendorCode == "M_INVALID_PARAM" || error.vendorCode == "400")
     }
 
     /// An edit of a message the reader has not seen: the original, fetched with its latest edit.

@@ -1,25 +1,32 @@
 import Foundation
 import Switchboard
+import SwitchboardEmulation
 import SwitchboardMatrix
 import SwitchboardTestKit
 
 /// `EmulatorControl` over a real Synapse: the "agent" is a second Matrix user driven through the
-/// client-server API; the server's truth is what `/messages` returns to it. Faults need a proxy
-/// between client and server, which this control does not put there yet: it supports none, and
-/// the cases that need one are skipped (each listed in `MatrixConformanceTests`).
+/// client-server API; the server's truth is what `/messages` returns to it. The customer's
+/// backend talks to Synapse through a `FaultProxy`, which injects the faults.
 struct SynapseControl: EmulatorControl {
     let server: SynapseServer
+    let proxy: FaultProxy
+    /// The proxy's URL: where the customer's backend connects.
+    let proxyURL: String
     let agent: MatrixTestUser
     let customer: MatrixTestUser
 
-    var supportedFaults: Set<EmulatorFault.Kind> { [] }
+    /// Matrix has no per-room event sequences to drop or reorder; a repeated `/sync` answer is
+    /// its duplicate delivery.
+    var supportedFaults: Set<EmulatorFault.Kind> {
+        [.disconnect, .duplicateEvents, .failRequest, .rejectLogin, .malformedFrame, .rawFrame, .fatal]
+    }
 
     var customerSecrets: [String] { [customer.password, customer.token] }
 
     func makeCustomerBackend() async throws -> any ChatBackend {
         try MatrixBackend(
             configuration: MatrixConfiguration(
-                homeserver: server.baseURL, login: .password(user: customer.localPart, password: customer.password),
+                homeserver: proxyURL, login: .password(user: customer.localPart, password: customer.password),
                 syncTimeout: .seconds(5), requestTimeout: .seconds(10), allowsPlainText: true
             )
         )
@@ -52,7 +59,61 @@ struct SynapseControl: EmulatorControl {
     }
 
     func inject(_ fault: EmulatorFault) async throws {
-        throw SwitchboardError(.unsupported, "no fault proxy between the client and Synapse yet: \(fault.kind)")
+        switch fault {
+        case .disconnect:
+            proxy.disconnectAll()
+        case .failNextRequest(let error, let name):
+            let action = Self.action(for: error, login: false)
+            if let name {
+                let fragment = Self.pathFragments[name] ?? "/\(name)"
+                proxy.inject(action, where: { $0.path.contains(fragment) })
+            } else {
+                proxy.inject(action)
+            }
+        case .rejectNextLogin(let error):
+            proxy.inject(Self.action(for: error, login: true), where: { $0.path.hasSuffix("/login") || $0.path.hasSuffix("/account/whoami") })
+        case .malformedFrame:
+            proxy.inject(.replaceAnswer(#"{"next_batch": "#), where: { Self.isSync($0) })
+        case .rawFrame(let text):
+            // `{{since}}` in a frame stands for the request's own cursor, so an answer the client
+            // accepts leaves it where it was and nothing is skipped.
+            proxy.inject(.rewriteAnswer({ request, _ in Data(text.replacingOccurrences(of: "{{since}}", with: Self.since(of: request)).utf8) }), where: { Self.isSync($0) })
+        case .duplicateNext(let count):
+            proxy.inject(.repeatAnswer, count: count, answerMatches: { String(decoding: $0, as: UTF8.self).contains("m.room.message") }, where: { Self.isSync($0) })
+        case .fatal:
+            proxy.inject(.answer(status: 403, body: #"{"errcode":"M_USER_DEACTIVATED","error":"This account has been deactivated"}"#))
+            proxy.disconnectAll()
+        case .dropNext, .reorderNext, .delayNext, .releaseDelayed:
+            throw SwitchboardError(.unsupported, "Matrix has no per-room sequences to \(fault.kind)")
+        }
+    }
+
+    /// Where each request the suite names goes.
+    static let pathFragments = ["send": "/send/m.room.message/", "typing": "/typing/", "markRead": "/receipt/", "history": "/messages"]
+
+    static func isSync(_ request: FaultProxy.Request) -> Bool { request.path.hasSuffix("/sync") }
+
+    static func since(of request: FaultProxy.Request) -> String {
+        URLComponents(string: request.uri)?.queryItems?.first { $0.name == "since" }?.value ?? ""
+    }
+
+    /// A failure as Synapse would answer it; a lost connection is the request cut.
+    static func action(for error: SwitchboardError, login: Bool) -> FaultProxy.Action {
+        switch error.code {
+        case .connectionLost, .timedOut, .notConnected:
+            return .cut
+        case .authenticationFailed:
+            return login ? .answer(status: 403, body: #"{"errcode":"M_FORBIDDEN","error":"Invalid username or password"}"#)
+                : .answer(status: 401, body: #"{"errcode":"M_UNKNOWN_TOKEN","error":"Invalid access token passed."}"#)
+        case .rateLimited:
+            return .answer(status: 429, body: #"{"errcode":"M_LIMIT_EXCEEDED","error":"Too Many Requests","retry_after_ms":50}"#)
+        case .permissionDenied:
+            return .answer(status: 403, body: #"{"errcode":"M_FORBIDDEN","error":"injected"}"#)
+        case .serverError:
+            return .answer(status: 500, body: #"{"errcode":"M_UNKNOWN","error":"Internal server error"}"#)
+        default:
+            return .answer(status: 400, body: #"{"errcode":"M_UNKNOWN","error":"injected"}"#)
+        }
     }
 
     /// The room's messages as the agent reads them, oldest first; edits are not messages.
@@ -92,5 +153,23 @@ struct SynapseControl: EmulatorControl {
         return activity
     }
 
-    func vendorBadInput(in conversation: ConversationID) async throws -> [VendorBadInput] { [] }
+    /// `/sync` answers broken in Matrix's own shapes; each keeps the client's cursor
+    /// (`{{since}}`), so the message after it comes with the next sync.
+    func vendorBadInput(in conversation: ConversationID) async throws -> [VendorBadInput] {
+        let room = conversation.rawValue
+        func sync(_ roomBody: JSONValue) -> JSONValue { ["next_batch": "{{since}}", "rooms": ["join": .object([room: roomBody])]] }
+        func timeline(_ events: JSONValue) -> JSONValue { sync(["timeline": ["events": events, "limited": false]]) }
+        return [
+            VendorBadInput("next_batch is a number", ["next_batch": 42, "rooms": [:]], .reported),
+            VendorBadInput("no next_batch", ["rooms": ["join": [:]]], .reported),
+            VendorBadInput("a joined room that is a string", sync("not a room"), .tolerated),
+            VendorBadInput("a message without an event id", timeline([["type": "m.room.message", "sender": .string(agent.userID), "content": ["msgtype": "m.text", "body": "x"]]]), .surfaced),
+            VendorBadInput("an event type nobody knows", timeline([["type": "org.example.unknown", "event_id": "$unknown", "sender": .string(agent.userID), "content": [:]]]), .surfaced),
+            VendorBadInput("an event that is not an object", timeline([42, "text", .null]), .surfaced),
+            VendorBadInput("typing user ids that are not a list", sync(["ephemeral": ["events": [["type": "m.typing", "content": ["user_ids": "x"]]]]]), .tolerated),
+            VendorBadInput("a receipt of the wrong shape", sync(["ephemeral": ["events": [["type": "m.receipt", "content": [1, 2]]]]]), .tolerated),
+            VendorBadInput("state events that are not a list", sync(["state": ["events": "x"]]), .tolerated),
+            .oversized("an answer over 16 MB", prefix: #"{"next_batch":"{{since}}","padding":""#, suffix: #""}"#, size: 17 << 20),
+        ]
+    }
 }

@@ -1,0 +1,100 @@
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import Switchboard
+import SwitchboardEmulation
+import SwitchboardTestKit
+import SwitchboardTransport
+import Testing
+
+/// The fault proxy on its own, in front of a small upstream that counts what reaches it: every
+/// action does what it says, with no homeserver needed.
+@Suite(.timeLimit(.minutes(1)))
+struct FaultProxyTests {
+    /// Runs an upstream on 127.0.0.1 (`/count` answers how many requests reached it; `/hold`
+    /// answers only when cancelled) and a proxy in front of it.
+    func withProxy(_ body: @Sendable (FaultProxy, String, Locked<Int>, AsyncStream<Void>) async throws -> Void) async throws {
+        let hits = Locked(0)
+        let (held, heldContinuation) = AsyncStream.makeStream(of: Void.self)
+        let router = Router(context: BasicWebSocketRequestContext.self)
+        router.get("/count") { _, _ in
+            let count = hits.withLock { value in
+                value += 1
+                return value
+            }
+            return #"{"n":\#(count)}"#
+        }
+        router.get("/hold") { _, _ -> String in
+            heldContinuation.yield()
+            try await Task.sleep(for: .seconds(60))
+            return "{}"
+        }
+        try await EmulatorHost.withRunning(router: router, webSocketRouter: Router(context: BasicWebSocketRequestContext.self), logger: .quiet) { port in
+            try await FaultProxy.withRunning(upstream: "http://127.0.0.1:\(port)", logger: .quiet) { proxy, url in
+                try await body(proxy, url, hits, held)
+            }
+        }
+    }
+
+    static let transport = HTTPTransport(allowsPlainText: true)
+
+    func get(_ url: String) async throws -> (status: Int, text: String) {
+        let response = try await Self.transport.get(url, timeout: .seconds(10))
+        return (response.status, String(decoding: response.body, as: UTF8.self))
+    }
+
+    @Test func eachActionDoesWhatItSays() async throws {
+        try await withProxy { proxy, url, hits, _ in
+            let forwarded = try await get(url + "/count")
+            #expect(forwarded.text == #"{"n":1}"#, "forwarded")
+
+            proxy.inject(.answer(status: 503, body: "busy"), where: { $0.path == "/count" })
+            let answered = try await get(url + "/count")
+            #expect(answered.status == 503 && answered.text == "busy")
+            #expect(hits.withLock { $0 } == 1, "an answered request never reaches the server")
+
+            proxy.inject(.cut)
+            await #expect(throws: SwitchboardError.self) { try await get(url + "/count") }
+            #expect(hits.withLock { $0 } == 1, "a cut request never reaches the server")
+
+            proxy.inject(.loseAnswer)
+            await #expect(throws: SwitchboardError.self) { try await get(url + "/count") }
+            #expect(hits.withLock { $0 } == 2, "a lost answer was served")
+
+            proxy.inject(.replaceAnswer("replaced"))
+            let replaced = try await get(url + "/count")
+            #expect(replaced.text == "replaced")
+            proxy.inject(.rewriteAnswer({ request, answer in Data((request.path + " " + String(decoding: answer, as: UTF8.self)).utf8) }))
+            let rewritten = try await get(url + "/count?x=1")
+            #expect(rewritten.text == #"/count {"n":4}"#)
+
+            proxy.inject(.repeatAnswer, count: 1, answerMatches: { String(decoding: $0, as: UTF8.self).contains("5") })
+            let original = try await get(url + "/count")
+            #expect(original.text == #"{"n":5}"#)
+            let repeated = try await get(url + "/count")
+            #expect(repeated.text == #"{"n":5}"#, "the previous answer, again")
+            let later = try await get(url + "/count")
+            #expect(later.text == #"{"n":6}"#, "then the server's again")
+
+            let figures = proxy.statistics
+            print("fault proxy: forwarded \(figures.forwarded), faults \(figures.faults), every action as specified")
+            #expect(figures.faults == 6)
+        }
+    }
+
+    @Test func disconnectingEndsARequestInFlight() async throws {
+        try await withProxy { proxy, url, _, held in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    await #expect(throws: SwitchboardError.self) { try await get(url + "/hold") }
+                }
+                // Once the server holds the request, the link is dropped under it.
+                for await _ in held { break }
+                proxy.disconnectAll()
+                try await group.waitForAll()
+            }
+            #expect(proxy.statistics.disconnects == 1)
+        }
+    }
+}
