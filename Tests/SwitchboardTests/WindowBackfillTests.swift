@@ -243,4 +243,38 @@ struct WindowBackfillTests {
         #expect(events.count == 5)
         #expect(unfilled?.contains("more than 2 pages") == true)
     }
+
+    @Test func aGapTheBackendBoundsIsFilledWholeThoughTheAppsOwnSendsInItAreStored() {
+        // Matrix: a `limited` timeline skipped what came after the sync's `since`. The app's own
+        // sends in the gap are stored already (their answers confirmed them); they must not stop
+        // the fill above the agent's messages between them.
+        func message(_ index: Int, mine: Bool = false) -> Message {
+            Message(serverID: MessageID("m\(index)"), clientID: mine ? ClientMessageID("c\(index)") : nil, conversationID: "c", text: "m\(index)", time: Date(timeIntervalSince1970: Double(index)))
+        }
+        let window = (18...20).map { BackendEvent(.messageAdded(message($0), position: .newest), conversation: "c") }
+        var fill = WindowBackfillStateMachine(conversation: "c", window: window, lowerBound: .token("s10"), pageLimit: 4, maxPages: 10)
+        guard case .request(let first)? = fill.linkAvailable() else {
+            Issue.record("a fill starts with a page request")
+            return
+        }
+        #expect(first.after == .token("s10"), "the page is bounded by the gap's start")
+        let full = HistoryPage(messages: (14...17).map { message($0, mine: $0 == 15) }, hasMore: true, nextAnchor: .token("p1"))
+        guard case .request(let second)? = fill.pageArrived(full, stored: [message(15, mine: true)]) else {
+            Issue.record("an own send in the gap does not close it")
+            return
+        }
+        #expect(second.before == .token("p1") && second.after == .token("s10"))
+        let last = HistoryPage(messages: (11...13).map { message($0, mine: $0 == 12) }, hasMore: false)
+        guard case .deliver(let events, let unfilled)? = fill.pageArrived(last, stored: [message(12, mine: true)]) else {
+            Issue.record("the bounded page that reaches the start closes the gap")
+            return
+        }
+        #expect(unfilled == nil)
+        let texts = events.compactMap { event -> String? in
+            if case .messageAdded(let message, _) = event.kind { return message.text }
+            return nil
+        }
+        #expect(texts == (11...20).map { "m\($0)" }, "everything in the gap, in order; the stored sends are dropped as duplicates when applied")
+        print("window backfill, bounded: a gap of 7 with 2 own sends in it, 2 pages, 10 messages delivered in order, 0 left out")
+    }
 }

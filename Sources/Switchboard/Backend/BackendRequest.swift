@@ -189,11 +189,16 @@ public struct HistoryQuery: Sendable, Hashable {
     public var conversationID: ConversationID
     /// `nil` for the newest page.
     public var before: Anchor?
+    /// Where the pages stop, when the engine fills a gap the backend bounded
+    /// (``ConversationSnapshot/skippedAfter``): a page holds only messages after it, and the last
+    /// one answers `hasMore: false`. `nil` for ordinary history.
+    public var after: Anchor?
     public var limit: Int
 
-    public init(conversationID: ConversationID, before: Anchor?, limit: Int) {
+    public init(conversationID: ConversationID, before: Anchor?, after: Anchor? = nil, limit: Int) {
         self.conversationID = conversationID
         self.before = before
+        self.after = after
         self.limit = limit
     }
 }

@@ -174,10 +174,23 @@ public struct ConversationSnapshot: Sendable, Hashable {
     /// `true` when `messages` are all the conversation's messages: stored messages missing from
     /// them were removed on the server. `false` when they are a recent window.
     public var messagesAreComplete: Bool
+    /// Set when the server says it skipped events between a point the client had reached and
+    /// this window (Matrix's `limited` timeline, whose gap starts at the sync's `since`): the
+    /// engine then fills the gap from history down to that point — asking with
+    /// ``HistoryQuery/after`` — and stores everything it finds there, even where the window's
+    /// oldest message is one the store already has (the app's own send, confirmed by its answer).
+    /// `nil` when the backend cannot tell; the engine then infers a gap from what it has stored.
+    public var skippedAfter: HistoryQuery.Anchor?
 
-    public init(conversation: ConversationInfo, messages: [Message] = [], messagesAreComplete: Bool = false) {
+    public init(
+        conversation: ConversationInfo,
+        messages: [Message] = [],
+        messagesAreComplete: Bool = false,
+        skippedAfter: HistoryQuery.Anchor? = nil
+    ) {
         self.conversation = conversation
         self.messages = messages
         self.messagesAreComplete = messagesAreComplete
+        self.skippedAfter = skippedAfter
     }
 }

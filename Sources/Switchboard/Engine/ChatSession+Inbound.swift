@@ -165,6 +165,7 @@ extension ChatSession {
             windowFills[conversation] = WindowBackfillStateMachine(
                 conversation: conversation,
                 window: events.filter { $0.conversationID == conversation && WindowBackfillStateMachine.holds($0) },
+                lowerBound: snapshot.conversations.first { $0.conversation.id == conversation }?.skippedAfter,
                 pageLimit: configuration.backfillPageSize, maxPages: configuration.maxBackfillPages
             )
         }
@@ -197,6 +198,12 @@ extension ChatSession {
         var gaps: Set<ConversationID> = []
         for item in snapshot.conversations where !item.messagesAreComplete && windowFills[item.conversation.id] == nil {
             let id = item.conversation.id
+            if item.skippedAfter != nil {
+                // The backend says events were skipped below the window: a gap, wherever the
+                // window starts, once the store has anything older to fill down to.
+                if !item.messages.isEmpty, try await store.fetchOldestConfirmedMessage(in: id, scope: scope) != nil { gaps.insert(id) }
+                continue
+            }
             guard let oldest = item.messages.min(by: { $0.orderKey < $1.orderKey }), let serverID = oldest.serverID,
                 stored.messages[id]?[serverID] == nil,
                 let storedOldest = try await store.fetchOldestConfirmedMessage(in: id, scope: scope),

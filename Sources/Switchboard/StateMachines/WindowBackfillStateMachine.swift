@@ -33,13 +33,24 @@ public struct WindowBackfillStateMachine: Sendable {
     /// The oldest message of the first window: the gap is below it. A stored message below it
     /// was stored before the gap opened; one above it may have come live since.
     public let floor: MessageOrderKey?
+    /// Where the backend says the gap starts (``ConversationSnapshot/skippedAfter``): pages stop
+    /// there, and everything they hold is the gap.
+    public let lowerBound: HistoryQuery.Anchor?
 
-    /// Starts a fill below `window` (the snapshot's message events, which it holds).
-    public init(conversation: ConversationID, window: [BackendEvent], pageLimit: Int, maxPages: Int) {
+    /// Starts a fill below `window` (the snapshot's message events, which it holds), down to
+    /// `lowerBound` when the backend knows where the gap starts.
+    public init(
+        conversation: ConversationID,
+        window: [BackendEvent],
+        lowerBound: HistoryQuery.Anchor? = nil,
+        pageLimit: Int,
+        maxPages: Int
+    ) {
         self.conversation = conversation
         self.pageLimit = max(1, pageLimit)
         self.maxPages = max(1, maxPages)
         self.held = window
+        self.lowerBound = lowerBound
         self.floor = Self.messages(in: window).map(\.orderKey).min()
     }
 
@@ -59,7 +70,7 @@ public struct WindowBackfillStateMachine: Sendable {
     public mutating func linkAvailable() -> Action? {
         guard !isRequesting else { return nil }
         isRequesting = true
-        return .request(HistoryQuery(conversationID: conversation, before: nextAnchor ?? oldestAnchor, limit: pageLimit))
+        return .request(HistoryQuery(conversationID: conversation, before: nextAnchor ?? oldestAnchor, after: lowerBound, limit: pageLimit))
     }
 
     /// The link went away with the page request unanswered: it is asked again on the next link.
@@ -76,6 +87,16 @@ public struct WindowBackfillStateMachine: Sendable {
         isRequesting = false
         consecutiveFailures = 0
         pages.append(page.messages)
+        if lowerBound != nil {
+            // The backend bounds the pages by the gap: all they hold is the gap, the app's own
+            // sends in it included (stored already, they are dropped as duplicates).
+            if !page.hasMore || page.messages.isEmpty { return deliverAll(unfilled: nil) }
+            if pages.count >= maxPages {
+                return deliverAll(unfilled: "the gap reaches back more than \(maxPages) pages; older messages come through history paging")
+            }
+            nextAnchor = page.nextAnchor ?? Self.anchor(before: page.messages)
+            return linkAvailable()
+        }
         // The newest stored message below the window is where the gap starts; what is older is
         // history, left to history paging.
         let start = stored.map(\.orderKey).filter { key in floor.map { key < $0 } ?? true }.max()

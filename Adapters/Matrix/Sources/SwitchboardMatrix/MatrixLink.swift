@@ -131,7 +131,7 @@ final class MatrixLink: BackendConnection {
                 batch = try state.withLock { state throws(SwitchboardError) in
                     guard var reader = state.reader else { throw SwitchboardError(.notConnected, "sync before login") }
                     defer { state.reader = reader }
-                    return try reader.read(body, first: first)
+                    return try reader.read(body, first: first, since: since)
                 }
             } catch {
                 // Asked again from the same cursor, after a second: a server answering garbage at
@@ -317,6 +317,12 @@ final class MatrixLink: BackendConnection {
         }
         var parameters: [(String, String)] = [("dir", "b"), ("limit", String(query.limit)), ("filter", #"{"types":["m.room.message"]}"#)]
         if let from { parameters.append(("from", from)) }
+        // A gap the engine fills: the pages stop at the sync position it starts from.
+        var bounded = false
+        if case .token(let to)? = query.after {
+            parameters.append(("to", to))
+            bounded = true
+        }
         let answer = try await call("GET", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/messages", query: parameters, request: "messages")
         let userID = me
         var messages: [Message] = []
@@ -328,7 +334,10 @@ final class MatrixLink: BackendConnection {
         messages.reverse()
         state.withLock { state in for message in messages { state.reader?.remember(message) } }
         let end = answer["end"]?.stringValue
-        return HistoryPage(messages: messages, hasMore: end != nil, nextAnchor: end.map { .token($0) })
+        let chunk = answer["chunk"]?.arrayValue?.count ?? 0
+        // Bounded by `to`, a short page is the last; the server may still name an `end`.
+        let hasMore = end != nil && (!bounded || chunk >= query.limit)
+        return HistoryPage(messages: messages, hasMore: hasMore, nextAnchor: end.map { .token($0) })
     }
 
     /// The pagination token just before the event nearest `time` (at or before it).

@@ -71,8 +71,9 @@ public struct MatrixSyncReader: Sendable {
     }
 
     /// Reads one `/sync` answer. `first`: the link's first sync (`full_state=true`), read as a
-    /// complete snapshot.
-    public mutating func read(_ body: Data, first: Bool) throws(SwitchboardError) -> Batch {
+    /// complete snapshot. `since`: the cursor it was asked from, where the gap of a `limited`
+    /// timeline starts.
+    public mutating func read(_ body: Data, first: Bool, since: String? = nil) throws(SwitchboardError) -> Batch {
         let json: JSONValue
         do {
             json = try JSONValue(parsing: body)
@@ -89,7 +90,7 @@ public struct MatrixSyncReader: Sendable {
 
         for (roomID, room) in (rooms?["join"]?.objectValue ?? [:]).sorted(by: { $0.key < $1.key }) {
             guard case .object = room else { continue }
-            let read = readJoined(roomID, room, first: first, snapshot: &snapshot)
+            let read = readJoined(roomID, room, first: first, since: since, snapshot: &snapshot)
             if first { after += read } else { items += read }
         }
         for (roomID, room) in (rooms?["invite"]?.objectValue ?? [:]).sorted(by: { $0.key < $1.key }) {
@@ -127,6 +128,7 @@ public struct MatrixSyncReader: Sendable {
         _ roomID: String,
         _ room: JSONValue,
         first: Bool,
+        since: String?,
         snapshot: inout [ConversationSnapshot]
     ) -> [Item] {
         var items: [Item] = []
@@ -206,8 +208,11 @@ public struct MatrixSyncReader: Sendable {
 
         let info = conversation(roomID, state)
         if first || !known || limited {
-            // A room's full state; with its window when the server skipped events before it.
-            let item = ConversationSnapshot(conversation: info, messages: limited ? window : [])
+            // A room's full state; with its window when the server skipped events before it,
+            // and where they start (the sync's `since`), so the engine fills exactly the gap.
+            let item = ConversationSnapshot(
+                conversation: info, messages: limited ? window : [], skippedAfter: limited ? since.map { .token($0) } : nil
+            )
             if first {
                 snapshot.append(item)
             } else {

@@ -93,7 +93,7 @@ import Testing
         var reader = MatrixSyncReader(me: me, homeserver: "http://127.0.0.1:8008")
         _ = try reader.read(try Self.data("sync-initial.json"), first: true)
         _ = try reader.read(try Self.data("sync-incremental.json"), first: false)
-        let batch = try reader.read(try Self.data("sync-limited.json"), first: false)
+        let batch = try reader.read(try Self.data("sync-limited.json"), first: false, since: "s-before")
         let snapshots = Self.updates(batch).compactMap { update -> BackendSnapshot? in
             if case .snapshot(let snapshot) = update { return snapshot }
             return nil
@@ -102,6 +102,7 @@ import Testing
         #expect(!snapshot.isComplete, "one room's window, not the account's list")
         #expect(snapshot.conversations.first?.messages.map(\.text) == (15..<25).map { "burst \($0)" })
         #expect(snapshot.conversations.first?.messagesAreComplete == false)
+        #expect(snapshot.conversations.first?.skippedAfter == .token("s-before"), "the gap starts at the sync's since")
         let sync = try JSONValue(parsing: try Self.data("sync-limited.json"))
         #expect(reader.windows[room]?.prevBatch == sync["rooms"]?["join"]?[room.rawValue]?["timeline"]?["prev_batch"]?.stringValue)
         #expect(reader.windows[room]?.oldest == snapshot.conversations.first?.messages.first?.time)

@@ -1,5 +1,6 @@
 import Foundation
 import Switchboard
+import SwitchboardEmulation
 import SwitchboardMatrix
 import SwitchboardSQLite
 import SwitchboardTestKit
@@ -10,10 +11,10 @@ import Testing
 /// Skipped, saying so, when Synapse is not installed.
 @Suite(.serialized, .enabled(if: Synapse.isInstalled, Synapse.skipNote), .timeLimit(.minutes(3)))
 struct MatrixLiveTests {
-    func backend(_ server: SynapseServer, _ user: MatrixTestUser, timelineLimit: Int = 20) throws -> MatrixBackend {
+    func backend(_ server: SynapseServer, _ user: MatrixTestUser, timelineLimit: Int = 20, through proxy: String? = nil) throws -> MatrixBackend {
         try MatrixBackend(
             configuration: MatrixConfiguration(
-                homeserver: server.baseURL, login: .password(user: user.localPart, password: user.password),
+                homeserver: proxy ?? server.baseURL, login: .password(user: user.localPart, password: user.password),
                 deviceID: "SWITCHBOARDTEST", syncTimeout: .seconds(5), requestTimeout: .seconds(10),
                 timelineLimit: timelineLimit, allowsPlainText: true
             )
@@ -143,6 +144,113 @@ struct MatrixLiveTests {
             print("matrix live: one transaction sent 3 times — \(eventIDs.count) event id, \(texts.count) on the server, duplicated \(texts.count - 1)")
             #expect(eventIDs.count == 1)
             #expect(texts.count == 1)
+        }
+    }
+
+    @Test func aSendWhoseAnswerIsLostIsDeliveredOnce() async throws {
+        try await Synapse.withServer { server in
+            let agent = try await server.register("agent")
+            let customer = try await server.register("alice")
+            try await FaultProxy.withRunning(upstream: server.baseURL, logger: .quiet) { proxy, url in
+                let session = session(try backend(server, customer, through: url))
+                try await connected(session) { recorder in
+                    let room = try await joinedRoom(session, recorder, agent: agent, customer: customer)
+                    let chat = try await session.conversation(room)
+                    // Synapse stores the event; the answer never reaches the app, whose outbox
+                    // sends again with the same transaction id.
+                    proxy.inject(.loseAnswer, where: { $0.path.contains("/send/m.room.message/") })
+                    let pending = try await chat.send(text: "the answer was lost")
+                    try await recorder.first("the send confirmed") { event in
+                        event.updatedMessage.map { $0.clientID == pending.clientID && $0.serverID != nil } ?? false
+                    }
+                    let onServer = try await agent.texts(in: room).filter { $0 == "the answer was lost" }.count
+                    let stored = try await chat.storedMessages(before: nil, limit: 100).filter { $0.clientID == pending.clientID }.count
+                    let attempts = await session.statistics.sendAttemptsFailed
+                    print("matrix live: a send whose answer was lost — \(attempts) failed attempt, \(onServer) on the server, \(stored) stored, duplicated \(onServer - 1)")
+                    #expect(onServer == 1)
+                    #expect(stored == 1)
+                }
+            }
+        }
+    }
+
+    /// Messages both ways while the proxy drops the link, loses `/sync` and send answers, cuts
+    /// sends, delays requests and repeats `/sync` answers, chosen by a seed: nothing lost, nothing
+    /// twice, each side's messages in the server's order.
+    @Test(arguments: [16, 23, 42] as [UInt64])
+    func messagesBothWaysSurviveFaults(seed: UInt64) async throws {
+        try await Synapse.withServer { server in
+            let agent = try await server.register("agent")
+            let customer = try await server.register("alice")
+            try await FaultProxy.withRunning(upstream: server.baseURL, logger: .quiet) { proxy, url in
+                let session = session(try backend(server, customer, timelineLimit: 5, through: url))
+                try await connected(session) { recorder in
+                    let room = try await joinedRoom(session, recorder, agent: agent, customer: customer)
+                    let chat = try await session.conversation(room)
+                    var random = SeededRandomNumberGenerator(seed: seed)
+                    let rounds = 12
+                    var faults: [String: Int] = [:]
+                    for round in 0..<rounds {
+                        let fault = Self.injectFault(Int.random(in: 0..<6, using: &random), into: proxy)
+                        faults[fault, default: 0] += 1
+                        for index in 0..<5 {
+                            try await agent.send("agent \(round).\(index)", in: room)
+                            _ = try await chat.send(text: "app \(round).\(index)")
+                        }
+                    }
+                    let total = rounds * 10
+                    try await recorder.waitUntil("every message stored", timeout: .seconds(60), check: {
+                        try await chat.storedMessages(before: nil, limit: 1000).filter { $0.serverID != nil }.count >= total
+                    })
+                    try await recorder.waitUntil("the outbox empty", timeout: .seconds(60), check: { await session.pendingSends.isEmpty })
+                    let truth = try await agent.messages(in: room).compactMap { $0["event_id"]?.stringValue }
+                    let stored = try await chat.storedMessages(before: nil, limit: 1000)
+                    let ids: [String] = stored.compactMap { $0.serverID?.rawValue }
+                    let serverTexts = try await agent.texts(in: room)
+                    let lost = Set(truth).subtracting(ids).count
+                    let duplicated = ids.count - Set(ids).count + (serverTexts.count - Set(serverTexts).count)
+                    // Each side's messages in the server's order (the two sides interleave within a
+                    // millisecond, where time cannot order them).
+                    var outOfOrder = 0
+                    for prefix in ["agent ", "app "] {
+                        let side: [String] = stored.filter { $0.text.hasPrefix(prefix) }.compactMap { $0.serverID?.rawValue }
+                        let wanted = Set(side)
+                        let expected: [String] = truth.filter { wanted.contains($0) }
+                        if side != expected { outOfOrder += 1 }
+                    }
+                    let injected = faults.values.reduce(0, +)
+                    let kinds = faults.keys.sorted().map { key in "\(key) \(faults[key] ?? 0)" }.joined(separator: ", ")
+                    print("matrix live: seed \(seed): \(total) messages both ways through \(injected) faults (\(kinds)) — on the server \(serverTexts.count), stored \(stored.count), lost \(lost), duplicated \(duplicated), out of order \(outOfOrder)")
+                    #expect(serverTexts.count == total)
+                    #expect(lost == 0 && duplicated == 0 && outOfOrder == 0)
+                }
+            }
+        }
+    }
+
+    /// One of six faults, by number; returns its name.
+    static func injectFault(_ number: Int, into proxy: FaultProxy) -> String {
+        let isSync: @Sendable (FaultProxy.Request) -> Bool = { $0.path.hasSuffix("/sync") }
+        let isSend: @Sendable (FaultProxy.Request) -> Bool = { $0.path.contains("/send/m.room.message/") }
+        switch number {
+        case 0:
+            proxy.disconnectAll()
+            return "disconnect"
+        case 1:
+            proxy.inject(.loseAnswer, where: isSync)
+            return "lost sync answer"
+        case 2:
+            proxy.inject(.loseAnswer, where: isSend)
+            return "lost send answer"
+        case 3:
+            proxy.inject(.cut, where: isSend)
+            return "cut send"
+        case 4:
+            proxy.inject(.delay(.milliseconds(300)))
+            return "delayed request"
+        default:
+            proxy.inject(.repeatAnswer, answerMatches: { String(decoding: $0, as: UTF8.self).contains("m.room.message") }, where: isSync)
+            return "repeated sync answer"
         }
     }
 
