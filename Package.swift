@@ -220,6 +220,7 @@ let package = Package(
                 "WebimEmulator",
                 "SwitchboardCXone",
                 "CXoneEmulator",
+                "SwitchboardMatrix",
                 "SwitchboardSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "DequeModule", package: "swift-collections"),

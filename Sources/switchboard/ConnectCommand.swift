@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Switchboard
 import SwitchboardCXone
+import SwitchboardMatrix
 import SwitchboardSQLite
 import SwitchboardTestKit
 import SwitchboardVoximplant
@@ -12,7 +13,7 @@ struct ConnectCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "connect",
         abstract: "Connect to a real or emulated service: commands on stdin, normalized events on stdout.",
-        subcommands: [ConnectVoximplant.self, ConnectWebim.self, ConnectCXone.self]
+        subcommands: [ConnectVoximplant.self, ConnectWebim.self, ConnectCXone.self, ConnectMatrix.self]
     )
 }
 
@@ -37,7 +38,9 @@ struct ConnectVoximplant: AsyncParsableCommand {
 
     func run() async throws {
         let backend = VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: user, token: token, allowsPlainText: allowPlainText), logger: .quiet)
-        try await ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, me: ParticipantID(user), target: url, retry: policy.retry).run().exit()
+        var runner = ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, me: ParticipantID(user), target: url, retry: policy.retry)
+        runner.join = { session, id in try await VoximplantRequests(session: session).joinConversation(ConversationID(id)).id }
+        try await runner.run().exit()
     }
 }
 
@@ -139,6 +142,47 @@ struct ConnectCXone: AsyncParsableCommand {
     }
 }
 
+struct ConnectMatrix: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "matrix",
+        abstract: "Connect to a Matrix homeserver (Synapse, or any other) as a user: joined rooms are conversations."
+    )
+
+    @Option(help: "The homeserver's base URL, such as https://matrix.example.org or http://127.0.0.1:8008.") var homeserver: String
+    @Option(help: "The user: a local part (alice) or a user id (@alice:example.org).") var user: String?
+    @Option(help: "The user's password (a login whose token is kept with --store).") var password: String?
+    @Option(help: "An access token instead of a password.") var token: String?
+    @Option(name: .customLong("device-id"), help: "The device to log in as; keep it stable with --store.") var deviceID: String?
+    @Flag(help: "Print events as JSON lines.") var jsonl = false
+    @Flag(name: .customLong("allow-plain-text"), help: "Allow plain http:// to a host that is not loopback (tokens and messages unencrypted).")
+    var allowPlainText = false
+    @OptionGroup var storage: StorageOptions
+    @OptionGroup var policy: ConnectPolicyOptions
+
+    func validate() throws {
+        try validateURL(homeserver, option: "--homeserver", schemes: ["http", "https"])
+        switch (password, token) {
+        case (_?, _?): throw ValidationError("give either --password or --token, not both")
+        case (_?, nil): if user == nil { throw ValidationError("--password needs --user") }
+        case (nil, nil): throw ValidationError("give --user with --password, or --token")
+        case (nil, _?): break
+        }
+    }
+
+    func run() async throws {
+        let login: MatrixConfiguration.Login
+        if let token { login = .accessToken(token) } else { login = .password(user: user ?? "", password: password ?? "") }
+        let backend = try MatrixBackend(
+            configuration: MatrixConfiguration(homeserver: homeserver, login: login, deviceID: deviceID, allowsPlainText: allowPlainText)
+        )
+        // Messages of the logged-in user are `"mine": true` in JSON lines when the user id is given.
+        let me = user.flatMap { $0.hasPrefix("@") ? ParticipantID($0) : nil }
+        var runner = ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, me: me, target: homeserver, retry: policy.retry)
+        runner.join = { session, room in try await MatrixRequests(session: session).join(room) }
+        try await runner.run().exit()
+    }
+}
+
 /// Where a `connect` session keeps its state.
 struct StorageOptions: ParsableArguments {
     @Option(help: "Keep the session in this SQLite file: history, the outbox and the credentials (the same visitor or customer next time) survive between runs. In memory without it.")
@@ -168,6 +212,8 @@ struct ConsoleRunner: Sendable {
     var progress = ProgressReporter.standardError
     /// How long commands wait for the first connection before they run anyway.
     var firstConnectionWait: Duration = .seconds(10)
+    /// What `/join ID` does, for backends that join conversations by id or address.
+    var join: Console.Joiner?
 
     /// How a run ended.
     enum Outcome: Sendable, Equatable {
@@ -184,7 +230,7 @@ struct ConsoleRunner: Sendable {
     ) async throws -> Outcome {
         let session = ChatSession(backend: backend, store: store, configuration: configuration, logger: .quiet)
         let formatter = EventFormatter(format: jsonl ? .jsonLines : .timeline, start: Date(), me: me)
-        let console = Console(session: session, progress: progress)
+        let console = Console(session: session, progress: progress, join: join)
         let events = session.events(filter: .all, buffering: .unbounded)
         let firstConnection = session.events(filter: .all, buffering: .unbounded)
         let (target, retry, progress, wait) = (self.target, self.retry, self.progress, firstConnectionWait)

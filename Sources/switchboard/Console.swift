@@ -10,16 +10,23 @@ actor Console {
     private var oldestLoaded: MessageOrderKey?
 
     private let progress: ProgressReporter
+    /// How this backend joins a conversation by id or address (`/join`), where it can.
+    private let join: Joiner?
 
-    init(session: ChatSession, progress: ProgressReporter = .off) {
+    /// Joins a conversation (a Matrix room id or alias, a public Voximplant-style conversation).
+    typealias Joiner = @Sendable (ChatSession, String) async throws -> ConversationID
+
+    init(session: ChatSession, progress: ProgressReporter = .off, join: Joiner? = nil) {
         self.session = session
         self.progress = progress
+        self.join = join
     }
 
     static let help = """
         commands: TEXT or /send TEXT · /typing [DRAFT] · /read · /history N · /conversations (/threads)
                   /open ID · /create TITLE [USER…] · /new [FIELD=VALUE…] · /appeal TEXT · /add USER · /remove USER
-                  /rename TITLE · /archive (/delete) · /close · /end · /rate N · /file PATH · /refresh [forced] · /quit
+                  /rename TITLE · /archive (/delete) · /close · /end · /rate N · /file PATH · /refresh [forced]
+                  /join ID · /quit
         """
 
     /// Runs one command line; returns what to print, or `nil` to quit.
@@ -70,6 +77,14 @@ actor Console {
                 current = chat.id
                 oldestLoaded = nil
                 return ["wrote and opened appeal \(chat.id)"]
+            case "/join":
+                guard let join else {
+                    throw SwitchboardError(.unsupported, "joining by id is not offered by \(session.descriptor.name)")
+                }
+                let id = try await join(session, argument)
+                current = id
+                oldestLoaded = nil
+                return ["joined and opened \(id)"]
             case "/refresh":
                 try await session.refresh(forced: argument == "forced")
                 return ["refreshed"]

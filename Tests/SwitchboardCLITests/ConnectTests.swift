@@ -43,6 +43,12 @@ struct ConnectTests {
         #expect(throws: (any Error).self) { try ConnectWebim.parse(["--url", "ftp://example.com"]) }
         _ = try ConnectVoximplant.parse(["--url", "ws://127.0.0.1:8080/ws", "--user", "a", "--token", "b", "--retry"])
         _ = try ConnectWebim.parse(["--url", "demo"])
+        #expect(throws: (any Error).self) { try ConnectMatrix.parse(["--homeserver", "matrix.org", "--token", "t"]) }
+        #expect(throws: (any Error).self) { try ConnectMatrix.parse(["--homeserver", "https://m.org", "--user", "a", "--password", "p", "--token", "t"]) }
+        #expect(throws: (any Error).self) { try ConnectMatrix.parse(["--homeserver", "https://m.org", "--password", "p"]) }
+        #expect(throws: (any Error).self) { try ConnectMatrix.parse(["--homeserver", "https://m.org"]) }
+        _ = try ConnectMatrix.parse(["--homeserver", "https://m.org", "--user", "alice", "--password", "p"])
+        _ = try ConnectMatrix.parse(["--homeserver", "http://127.0.0.1:8008", "--token", "t"])
     }
 
     /// The app was away while the agent wrote 300 messages: the catch-up says how far it has come
