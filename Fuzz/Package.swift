@@ -18,6 +18,7 @@ let package = Package(
         fuzzTarget("FuzzWebim", products: ["Switchboard", "SwitchboardWebim"]),
         fuzzTarget("FuzzVoximplant", products: ["Switchboard", "SwitchboardVoximplant"]),
         fuzzTarget("FuzzCXone", products: ["Switchboard", "SwitchboardCXone"]),
+        fuzzTarget("FuzzMatrix", products: ["Switchboard", "SwitchboardMatrix"]),
         .target(name: "FuzzDriver", path: "Targets/FuzzDriver"),
     ]
 )

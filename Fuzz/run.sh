@@ -1,18 +1,19 @@
 #!/bin/sh
 # Runs one fuzz target for a number of inputs, seeded with the recorded frames:
-#   Fuzz/run.sh <FuzzJSON|FuzzWebim|FuzzVoximplant|FuzzCXone> [runs, default 1000000]
+#   Fuzz/run.sh <FuzzJSON|FuzzWebim|FuzzVoximplant|FuzzCXone|FuzzMatrix> [runs, default 1000000]
 # Builds it with libFuzzer and AddressSanitizer (`-sanitize=fuzzer,address`) into Fuzz/.build-fuzz.
 # New inputs go to a temporary corpus; an input that crashes is kept as Fuzz/Crashes/<target>-crash-…
 # and becomes a regression test. Linux with the Swift toolchain's libFuzzer.
 set -eu
 cd "$(dirname "$0")"
-target=${1:?usage: Fuzz/run.sh <FuzzJSON|FuzzWebim|FuzzVoximplant|FuzzCXone> [runs]}
+target=${1:?usage: Fuzz/run.sh <FuzzJSON|FuzzWebim|FuzzVoximplant|FuzzCXone|FuzzMatrix> [runs]}
 runs=${2:-1000000}
 case "$target" in
     FuzzJSON) seeds="../Tests/Fixtures/webim ../Tests/Fixtures/cxone Seeds/voximplant" ;;
     FuzzWebim) seeds="../Tests/Fixtures/webim" ;;
     FuzzVoximplant) seeds="Seeds/voximplant" ;;
     FuzzCXone) seeds="../Tests/Fixtures/cxone" ;;
+    FuzzMatrix) seeds="../Tests/Fixtures/matrix" ;;
     *) echo "unknown target $target" >&2; exit 64 ;;
 esac
 # lld: gold fails on the sanitized link.

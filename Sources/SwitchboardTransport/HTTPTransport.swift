@@ -113,6 +113,22 @@ public struct HTTPTransport: Sendable {
         return try await execute(request, timeout: timeout)
     }
 
+    /// A POST of raw bytes with their content type (a media upload).
+    public func postData(
+        _ url: String,
+        data: Data,
+        contentType: String,
+        headers: [(String, String)] = [],
+        timeout: Duration
+    ) async throws -> Response {
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        request.headers.replaceOrAdd(name: "Content-Type", value: contentType)
+        request.body = .bytes(ByteBuffer(data: data))
+        return try await execute(request, timeout: timeout)
+    }
+
     /// `multipart/form-data` POST with text fields and one file.
     public func postMultipart(
         _ url: String,

@@ -185,7 +185,7 @@ final class Child: @unchecked Sendable {
             self?.received(handle.availableData)
         }
         process.terminationHandler = { [weak self] _ in self?.ended() }
-        try process.run()
+        try ChildProcesses.run(process)
     }
 
     func send(_ line: String) throws {

@@ -16,7 +16,7 @@ public import SwitchboardTransport
 /// }
 /// ```
 ///
-/// Not offered (each throws `unsupported`): files (upload), threads, end-to-end encryption
+/// Not offered (each throws `unsupported`): threads, end-to-end encryption
 /// (encrypted rooms' messages arrive as `matrix.m.room.encrypted` custom events), changing a
 /// member's power level, presence. See `Adapters/Matrix/README.md`.
 public struct MatrixBackend: ChatBackend {
@@ -31,7 +31,7 @@ public struct MatrixBackend: ChatBackend {
         self.descriptor = BackendDescriptor(
             name: "matrix",
             capabilities: [
-                .typing, .readMarkers, .historyPaging, .edit, .delete, .quotes, .conversationLifecycle,
+                .typing, .readMarkers, .historyPaging, .files, .edit, .delete, .quotes, .conversationLifecycle,
                 .conversationUpdate, .participantsManagement, .vendorRequests,
             ],
             limits: BackendLimits(

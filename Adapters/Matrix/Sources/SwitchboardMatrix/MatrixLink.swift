@@ -183,18 +183,28 @@ final class MatrixLink: BackendConnection {
         switch request {
         case .send(let outgoing):
             let room = outgoing.conversationID
+            var content = MatrixMapping.content(of: outgoing.content)
+            var attachments: [Message.Attachment] = []
+            if var attachment = try single(outgoing.content.attachments) {
+                let (mxc, size) = try await upload(attachment)
+                attachment.size = attachment.size ?? Int64(size)
+                content = MatrixMapping.fileContent(of: attachment, mxc: mxc, caption: outgoing.content.text)
+                var sent = attachment
+                sent.url = MatrixMapping.downloadURL(mxc: mxc, homeserver: base)
+                attachments = [sent]
+            }
             // The client id is the transaction id: a resend of the same message is the same
             // transaction, which the server answers with the first event instead of a second one.
             let answer = try await call(
                 "PUT", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/send/m.room.message/\(segment(outgoing.clientID.rawValue))",
-                body: MatrixMapping.content(of: outgoing.content), request: "send"
+                body: content, request: "send"
             )
             guard let eventID = answer["event_id"]?.stringValue else { throw SwitchboardError(.protocolViolation, "send: no event_id") }
             return .message(
                 Message(
                     serverID: MessageID(eventID), clientID: outgoing.clientID, conversationID: room, sender: ParticipantID(me),
-                    senderRole: .user, kind: outgoing.content.kind, text: outgoing.content.text, time: context.clock.date,
-                    quote: outgoing.content.quote
+                    senderRole: .user, kind: attachments.isEmpty ? outgoing.content.kind : .file, text: outgoing.content.text,
+                    attachments: attachments, time: context.clock.date, quote: outgoing.content.quote
                 )
             )
         case .edit(let room, let message, let text, _):
@@ -268,6 +278,39 @@ final class MatrixLink: BackendConnection {
         default:
             throw SwitchboardError(.unsupported, "\(request.name) is not offered by the Matrix adapter")
         }
+    }
+
+    /// A Matrix event carries one file.
+    private func single(_ attachments: [Message.Attachment]) throws -> Message.Attachment? {
+        guard attachments.count <= 1 else {
+            throw SwitchboardError(.invalidArgument, "a Matrix message carries one file: send each in a message of its own")
+        }
+        return attachments.first
+    }
+
+    /// `POST /_matrix/media/v3/upload?filename=…` with the file's bytes; returns its `mxc://`
+    /// address and the size sent. The server's size limit answers `M_TOO_LARGE`
+    /// (`payloadTooLarge`).
+    private func upload(_ attachment: Message.Attachment) async throws -> (mxc: String, size: Int) {
+        guard let url = attachment.url, url.isFileURL else {
+            throw SwitchboardError(.invalidArgument, "an attachment to upload needs a local file URL")
+        }
+        let data: Data
+        do { data = try Data(contentsOf: url) } catch {
+            throw SwitchboardError(.invalidArgument, "cannot read \(url.lastPathComponent)", underlying: error)
+        }
+        let response = try await transport.postData(
+            base + "/_matrix/media/v3/upload?" + HTTPTransport.formEncode([("filename", attachment.name)]),
+            data: data,
+            contentType: attachment.mimeType ?? "application/octet-stream",
+            headers: [("User-Agent", "Switchboard Matrix adapter"), ("Authorization", "Bearer \(state.withLock { $0.token })")],
+            timeout: configuration.requestTimeout
+        )
+        guard response.status == 200 else { throw MatrixMapping.error(status: response.status, body: response.body, request: "upload") }
+        guard let mxc = (try? JSONValue(parsing: response.body))?["content_uri"]?.stringValue else {
+            throw SwitchboardError(.protocolViolation, "upload: no content_uri")
+        }
+        return (mxc, data.count)
     }
 
     /// `POST /createRoom`: a private room with the draft's title and invitations; its first

@@ -128,6 +128,36 @@ public enum MatrixMapping {
         return URL(string: "\(base)/_matrix/client/v1/media/download/\(parts[0])/\(parts[1])")
     }
 
+    /// The content of a file message: `m.image`, `m.video`, `m.audio` by the file's type, else
+    /// `m.file`; the caption (the draft's text) as `body` where there is one, the name as
+    /// `filename`.
+    public static func fileContent(of attachment: Message.Attachment, mxc: String, caption: String) -> JSONValue {
+        let mimeType = attachment.mimeType ?? "application/octet-stream"
+        let msgtype: String
+        if mimeType.hasPrefix("image/") {
+            msgtype = "m.image"
+        } else if mimeType.hasPrefix("video/") {
+            msgtype = "m.video"
+        } else if mimeType.hasPrefix("audio/") {
+            msgtype = "m.audio"
+        } else {
+            msgtype = "m.file"
+        }
+        var info: [String: JSONValue] = ["mimetype": .string(mimeType)]
+        if let size = attachment.size { info["size"] = .int(size) }
+        if let image = attachment.imageSize {
+            info["w"] = .int(Int64(image.width))
+            info["h"] = .int(Int64(image.height))
+        }
+        return [
+            "msgtype": .string(msgtype),
+            "body": .string(caption.isEmpty ? attachment.name : caption),
+            "filename": .string(attachment.name),
+            "url": .string(mxc),
+            "info": .object(info),
+        ]
+    }
+
     /// `origin_server_ts` (milliseconds since 1970).
     static func date(_ value: JSONValue?) -> Date {
         Date(timeIntervalSince1970: Double(value?.intValue ?? 0) / 1000)

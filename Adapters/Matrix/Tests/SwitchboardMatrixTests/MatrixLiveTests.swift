@@ -4,6 +4,7 @@ import SwitchboardEmulation
 import SwitchboardMatrix
 import SwitchboardSQLite
 import SwitchboardTestKit
+import SwitchboardTransport
 import Testing
 
 /// The adapter against a real Synapse: the app is a `ChatSession` on `MatrixBackend`; the other
@@ -118,6 +119,58 @@ struct MatrixLiveTests {
                 #expect(stored.map(\.text) == ["Hello! How can I help?", "Where is order 1234?"])
                 let added = recorder.events.compactMap(\.addedMessage).compactMap(\.serverID)
                 print("matrix live: a conversation both ways on Synapse — \(stored.count) messages stored, \(added.count) added events, duplicates \(added.count - Set(added).count), typing and read markers both ways, 1 edit each way, 1 redaction")
+            }
+        }
+    }
+
+    @Test func filesBothWays() async throws {
+        try await Synapse.withServer { server in
+            let agent = try await server.register("agent")
+            let customer = try await server.register("alice")
+            let session = session(try backend(server, customer))
+            try await connected(session) { recorder in
+                let room = try await joinedRoom(session, recorder, agent: agent, customer: customer)
+                let chat = try await session.conversation(room)
+                // The app sends a file: uploaded, then an `m.file` event naming it.
+                let bytes = Data((0..<3000).map { UInt8($0 % 251) })
+                let path = server.directory.appendingPathComponent("receipt.pdf")
+                try bytes.write(to: path)
+                let pending = try await chat.send(
+                    MessageDraft(text: "my receipt", attachments: [Message.Attachment(name: "receipt.pdf", mimeType: "application/pdf", url: path)])
+                )
+                try await recorder.first("the file confirmed") { event in
+                    event.updatedMessage.map { $0.clientID == pending.clientID && $0.serverID != nil } ?? false
+                }
+                let event = try #require(try await agent.messages(in: room).last)
+                #expect(event["content"]?["msgtype"]?.stringValue == "m.file")
+                #expect(event["content"]?["filename"]?.stringValue == "receipt.pdf")
+                #expect(event["content"]?["body"]?.stringValue == "my receipt")
+                let mxc = try #require(event["content"]?["url"]?.stringValue)
+                let parts = mxc.dropFirst("mxc://".count).split(separator: "/")
+                let download = try await Synapse.transport.get(
+                    server.baseURL + "/_matrix/client/v1/media/download/\(parts[0])/\(parts[1])",
+                    headers: [("Authorization", "Bearer \(agent.token)")], timeout: .seconds(10)
+                )
+                #expect(download.status == 200 && download.body == bytes, "the agent downloads the same bytes")
+                let stored = try #require(try await chat.storedMessages(before: nil, limit: 10).first { $0.clientID == pending.clientID })
+                #expect(stored.kind == .file && stored.attachments.first?.name == "receipt.pdf")
+                #expect(stored.attachments.first?.url?.absoluteString.contains("/_matrix/client/v1/media/download/") == true)
+
+                // The agent sends an image: the app gets a file message with its download URL.
+                let upload = try await Synapse.transport.postData(
+                    server.baseURL + "/_matrix/media/v3/upload?filename=photo.png", data: Data([0x89, 0x50, 0x4E, 0x47]), contentType: "image/png",
+                    headers: [("Authorization", "Bearer \(agent.token)")], timeout: .seconds(10)
+                )
+                let photo = try #require(try JSONValue(parsing: upload.body)["content_uri"]?.stringValue)
+                _ = try await agent.call(
+                    "PUT", "/_matrix/client/v3/rooms/\(MatrixTestUser.encode(room.rawValue))/send/m.room.message/photo",
+                    body: ["msgtype": "m.image", "body": "photo.png", "url": .string(photo), "info": ["mimetype": "image/png", "w": 640, "h": 480, "size": 4]]
+                )
+                let received = try await recorder.first("the agent's image") { $0.addedMessage?.kind == .file && $0.addedMessage?.sender?.rawValue == agent.userID }
+                let image = try #require(received.addedMessage?.attachments.first)
+                #expect(image.mimeType == "image/png" && image.imageSize == .init(width: 640, height: 480))
+                #expect(image.url?.absoluteString.hasSuffix(photo.dropFirst("mxc://".count)) == true)
+                print("matrix live: files both ways — 3,000 bytes uploaded and downloaded back equal, an image received with its size and download URL")
             }
         }
     }

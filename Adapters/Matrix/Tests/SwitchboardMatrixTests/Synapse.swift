@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Testing
 import Switchboard
+import SwitchboardTestKit
 import SwitchboardTransport
 
 #if canImport(Glibc)
@@ -47,18 +48,33 @@ enum Synapse {
         let handle = try FileHandle(forWritingTo: output)
         process.standardOutput = handle
         process.standardError = handle
-        try process.run()
+        let (exits, exited) = AsyncStream.makeStream(of: Void.self)
+        process.terminationHandler = { _ in
+            exited.yield()
+            exited.finish()
+        }
+        try ChildProcesses.run(process)
         let server = SynapseServer(baseURL: "http://127.0.0.1:\(port)", directory: directory)
-        defer {
-            // SIGKILL: the child may inherit a blocked SIGTERM from the test process, and a
-            // throwaway server has nothing to save.
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+        do {
+            try await waitUntilReady(server, running: { process.isRunning }, log: output)
+            let result = try await body(server)
+            await stop(process, exits: exits)
             try? handle.close()
             try? FileManager.default.removeItem(at: directory)
+            return result
+        } catch {
+            await stop(process, exits: exits)
+            try? handle.close()
+            try? FileManager.default.removeItem(at: directory)
+            throw error
         }
-        try await waitUntilReady(server, running: { process.isRunning }, log: output)
-        return try await body(server)
+    }
+
+    /// SIGKILL (the child may inherit a blocked SIGTERM from the test process, and a throwaway
+    /// server has nothing to save), then the exit awaited: `waitUntilExit()` spins a run loop.
+    private static func stop(_ process: Process, exits: AsyncStream<Void>) async {
+        kill(process.processIdentifier, SIGKILL)
+        for await _ in exits { break }
     }
 
     /// Asks `/versions` until the server answers. The only wait in these tests that is not on an
