@@ -123,6 +123,51 @@ struct MatrixLiveTests {
         }
     }
 
+    @Test func roomsAsConversationsWithTheirLifecycle() async throws {
+        try await Synapse.withServer { server in
+            let agent = try await server.register("agent")
+            let customer = try await server.register("alice")
+            let session = session(try backend(server, customer))
+            try await connected(session) { recorder in
+                // Start: a private room with a title, the agent invited.
+                let chat = try await session.startConversation(
+                    ConversationDraft(kind: .group, title: "Billing", participants: [Participant(id: ParticipantID(agent.userID), role: .user)])
+                )
+                try await agent.waitForSync("the invitation") { $0["rooms"]?["invite"]?[chat.id.rawValue] != nil }
+                try await agent.join(chat.id)
+                try await recorder.first("the agent joined") { event in
+                    if case .participantsAdded(let added) = event.kind { return added.contains { $0.id.rawValue == agent.userID } }
+                    return false
+                }
+                // Title and topic.
+                try await chat.update(ConversationChanges(title: "Billing and refunds", customData: ["topic": "Order 1234"]))
+                let state = try await agent.call("GET", "/_matrix/client/v3/rooms/\(MatrixTestUser.encode(chat.id.rawValue))/state")
+                let events = state.arrayValue ?? []
+                #expect(events.contains { $0["type"]?.stringValue == "m.room.name" && $0["content"]?["name"]?.stringValue == "Billing and refunds" })
+                #expect(events.contains { $0["type"]?.stringValue == "m.room.topic" && $0["content"]?["topic"]?.stringValue == "Order 1234" })
+                try await recorder.waitUntil("the new title stored", check: { try await chat.info().title == "Billing and refunds" })
+                // The creator outranks everyone; a member may not manage participants.
+                let info = try await chat.info()
+                #expect(info.participants.first { $0.id.rawValue == customer.userID }?.permissions.isOwner == true)
+                #expect(info.participants.first { $0.id.rawValue == agent.userID }?.permissions.canManageParticipants == false)
+                // Remove (kick) the agent, then leave.
+                try await chat.removeParticipants([ParticipantID(agent.userID)])
+                try await recorder.first("the agent removed") { event in
+                    if case .participantsRemoved(let removed) = event.kind { return removed.contains(ParticipantID(agent.userID)) }
+                    return false
+                }
+                try await chat.close()
+                try await recorder.first("the room left") { event in
+                    if case .conversationRemoved = event.kind { return event.conversationID == chat.id }
+                    return false
+                }
+                let remaining = try await session.conversations().map(\.id)
+                #expect(!remaining.contains(chat.id))
+                print("matrix live: a room's lifecycle — created with an invitation, joined, renamed, topic set, a member kicked, left; the store follows each step")
+            }
+        }
+    }
+
     @Test func filesBothWays() async throws {
         try await Synapse.withServer { server in
             let agent = try await server.register("agent")
