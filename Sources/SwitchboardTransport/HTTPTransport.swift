@@ -89,12 +89,7 @@ public struct HTTPTransport: Sendable {
         headers: [(String, String)] = [],
         timeout: Duration
     ) async throws -> Response {
-        var request = HTTPClientRequest(url: url)
-        request.method = .POST
-        for (name, value) in headers { request.headers.add(name: name, value: value) }
-        request.headers.replaceOrAdd(name: "Content-Type", value: "application/x-www-form-urlencoded")
-        request.body = .bytes(ByteBuffer(string: Self.formEncode(fields)))
-        return try await execute(request, timeout: timeout)
+        try await postData(url, data: Data(Self.formEncode(fields).utf8), contentType: "application/x-www-form-urlencoded", headers: headers, timeout: timeout)
     }
 
     /// A JSON POST (or PUT).

@@ -11,9 +11,7 @@ struct MatrixConformanceTests {
 
     @Test(arguments: ConformanceSuite.cases)
     func conformance(_ conformanceCase: ConformanceCase) async throws {
-        try await Synapse.withServer { server in
-            let agent = try await server.register("agent")
-            let customer = try await server.register("customer")
+        try await Synapse.withUsers(customer: "customer") { server, agent, customer in
             try await FaultProxy.withRunning(upstream: server.baseURL, logger: .quiet) { proxy, url in
                 let control = SynapseControl(server: server, proxy: proxy, proxyURL: url, agent: agent, customer: customer)
                 try await conformanceCase.run(ConformanceContext(emulator: control), expectingSkips: Self.expectedSkips, label: "matrix")

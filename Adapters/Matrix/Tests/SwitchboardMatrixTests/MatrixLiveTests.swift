@@ -53,9 +53,7 @@ struct MatrixLiveTests {
     }
 
     @Test func aConversationBothWays() async throws {
-        try await Synapse.withServer { server in
-            let agent = try await server.register("agent")
-            let customer = try await server.register("alice")
+        try await Synapse.withUsers { server, agent, customer in
             let session = session(try backend(server, customer))
             try await connected(session) { recorder in
                 let room = try await joinedRoom(session, recorder, agent: agent, customer: customer)
@@ -124,9 +122,7 @@ struct MatrixLiveTests {
     }
 
     @Test func roomsAsConversationsWithTheirLifecycle() async throws {
-        try await Synapse.withServer { server in
-            let agent = try await server.register("agent")
-            let customer = try await server.register("alice")
+        try await Synapse.withUsers { server, agent, customer in
             let session = session(try backend(server, customer))
             try await connected(session) { recorder in
                 // Start: a private room with a title, the agent invited.
@@ -169,9 +165,7 @@ struct MatrixLiveTests {
     }
 
     @Test func filesBothWays() async throws {
-        try await Synapse.withServer { server in
-            let agent = try await server.register("agent")
-            let customer = try await server.register("alice")
+        try await Synapse.withUsers { server, agent, customer in
             let session = session(try backend(server, customer))
             try await connected(session) { recorder in
                 let room = try await joinedRoom(session, recorder, agent: agent, customer: customer)
@@ -221,9 +215,7 @@ struct MatrixLiveTests {
     }
 
     @Test func aResentTransactionIsDeliveredOnce() async throws {
-        try await Synapse.withServer { server in
-            let agent = try await server.register("agent")
-            let customer = try await server.register("alice")
+        try await Synapse.withUsers { server, agent, customer in
             let backend = try backend(server, customer)
             let session = session(backend)
             let room = try await connected(session) { recorder in try await joinedRoom(session, recorder, agent: agent, customer: customer) }
@@ -246,9 +238,7 @@ struct MatrixLiveTests {
     }
 
     @Test func aSendWhoseAnswerIsLostIsDeliveredOnce() async throws {
-        try await Synapse.withServer { server in
-            let agent = try await server.register("agent")
-            let customer = try await server.register("alice")
+        try await Synapse.withUsers { server, agent, customer in
             try await FaultProxy.withRunning(upstream: server.baseURL, logger: .quiet) { proxy, url in
                 let session = session(try backend(server, customer, through: url))
                 try await connected(session) { recorder in
@@ -277,9 +267,7 @@ struct MatrixLiveTests {
     /// twice, each side's messages in the server's order.
     @Test(arguments: [16, 23, 42] as [UInt64])
     func messagesBothWaysSurviveFaults(seed: UInt64) async throws {
-        try await Synapse.withServer { server in
-            let agent = try await server.register("agent")
-            let customer = try await server.register("alice")
+        try await Synapse.withUsers { server, agent, customer in
             try await FaultProxy.withRunning(upstream: server.baseURL, logger: .quiet) { proxy, url in
                 let session = session(try backend(server, customer, timelineLimit: 5, through: url))
                 try await connected(session) { recorder in
@@ -353,9 +341,7 @@ struct MatrixLiveTests {
     }
 
     @Test func aGapIsFilledFromHistoryWithNoDuplicate() async throws {
-        try await Synapse.withServer { server in
-            let agent = try await server.register("agent")
-            let customer = try await server.register("alice")
+        try await Synapse.withUsers { server, agent, customer in
             // A timeline of 5 per sync: 40 messages sent while the app is away make a gap.
             let session = session(try backend(server, customer, timelineLimit: 5))
             try await connected(session) { recorder in
@@ -379,9 +365,7 @@ struct MatrixLiveTests {
     }
 
     @Test func aRestartWithTheSQLiteStoreResumesFromTheStoredSince() async throws {
-        try await Synapse.withServer { server in
-            let agent = try await server.register("agent")
-            let customer = try await server.register("alice")
+        try await Synapse.withUsers { server, agent, customer in
             let path = server.directory.appendingPathComponent("app.sqlite").path
             let first = session(try backend(server, customer), store: try SQLiteChatStore(path: path))
             let room = try await connected(first) { recorder in
@@ -405,9 +389,7 @@ struct MatrixLiveTests {
     }
 
     @Test func historyPagesBackToTheFirstMessage() async throws {
-        try await Synapse.withServer { server in
-            let agent = try await server.register("agent")
-            let customer = try await server.register("alice")
+        try await Synapse.withUsers { server, agent, customer in
             let room = try await agent.createRoom(name: "Archive", inviting: [customer.userID])
             try await customer.join(room)
             for index in 0..<120 { try await agent.send("old \(index)", in: room) }

@@ -77,6 +77,17 @@ enum Synapse {
         for await _ in exits { break }
     }
 
+    /// A fresh homeserver with two registered users: the agent (the other side) and the app's
+    /// customer, named `customer`.
+    static func withUsers<T: Sendable>(
+        customer name: String = "alice",
+        _ body: (SynapseServer, _ agent: MatrixTestUser, _ customer: MatrixTestUser) async throws -> T
+    ) async throws -> T {
+        try await withServer { server in
+            try await body(server, try await server.register("agent"), try await server.register(name))
+        }
+    }
+
     /// Asks `/versions` until the server answers. The only wait in these tests that is not on an
     /// event: a process starting up announces nothing else; it is bounded (60 s) and fails with
     /// the server's own output.
