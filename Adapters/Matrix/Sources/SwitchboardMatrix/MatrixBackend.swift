@@ -63,14 +63,20 @@ public struct MatrixRequests: Sendable {
         self.session = session
     }
 
-    /// Joins a room by id or alias (`#support:example.org`), or accepts an invitation; the room
-    /// arrives as a conversation with the next sync. Returns the room id.
+    /// Joins a room by id or alias (`#support:example.org`), or accepts an invitation. The room is
+    /// a conversation of the session when this returns (its name, topic and members follow with
+    /// the next sync). Returns the room id.
     @discardableResult
     public func join(_ roomIDOrAlias: String) async throws -> ConversationID {
         let response = try await session.performVendorRequest("join", payload: ["room": .string(roomIDOrAlias)])
-        guard case .vendor(let result) = response, let room = result["room_id"]?.stringValue else {
+        guard case .updates(let updates) = response,
+            let room = updates.lazy.compactMap({ update -> ConversationID? in
+                if case .event(let event) = update { return event.conversationID }
+                return nil
+            }).first
+        else {
             throw SwitchboardError(.protocolViolation, "join answered with \(response)")
         }
-        return ConversationID(room)
+        return room
     }
 }

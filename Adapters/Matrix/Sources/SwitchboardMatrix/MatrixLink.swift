@@ -272,7 +272,14 @@ final class MatrixLink: BackendConnection {
             return .history(try await history(query))
         case .vendor("join", let payload):
             guard let room = payload["room"]?.stringValue else { throw SwitchboardError(.invalidArgument, "join needs a room") }
-            return .vendor(try await call("POST", "/_matrix/client/v3/join/\(segment(room))", body: [:], request: "join"))
+            let answer = try await call("POST", "/_matrix/client/v3/join/\(segment(room))", body: [:], request: "join")
+            guard let roomID = answer["room_id"]?.stringValue else { throw SwitchboardError(.protocolViolation, "join: no room_id") }
+            // Known at once, so the app can open it when `join` returns; the next sync brings its
+            // state and members.
+            let info = ConversationInfo(
+                id: ConversationID(roomID), kind: .group, state: .active, participants: [Participant(id: ParticipantID(me), role: .user)]
+            )
+            return .updates([.event(BackendEvent(.conversationAdded(info), conversation: info.id, time: context.clock.date))])
         case .updateParticipants:
             throw SwitchboardError(.unsupported, "changing a member's power level is not offered by the Matrix adapter")
         default:
