@@ -185,7 +185,7 @@ final class Child: @unchecked Sendable {
             self?.received(handle.availableData)
         }
         process.terminationHandler = { [weak self] _ in self?.ended() }
-        try ChildProcesses.run(process)
+        try process.run()
     }
 
     func send(_ line: String) throws {

@@ -262,6 +262,32 @@ struct MatrixLiveTests {
         }
     }
 
+    @Test func aRateLimitedSendWaitsAndGoesThroughOnce() async throws {
+        try await Synapse.withUsers { server, agent, customer in
+            try await FaultProxy.withRunning(upstream: server.baseURL, logger: .quiet) { proxy, url in
+                let session = session(try backend(server, customer, through: url))
+                try await connected(session) { recorder in
+                    let room = try await joinedRoom(session, recorder, agent: agent, customer: customer)
+                    let chat = try await session.conversation(room)
+                    // Synapse's own answer to a client over its rate: 429 with how long to wait.
+                    proxy.inject(
+                        .answer(status: 429, body: #"{"errcode":"M_LIMIT_EXCEEDED","error":"Too Many Requests","retry_after_ms":300}"#),
+                        where: { $0.path.contains("/send/m.room.message/") }
+                    )
+                    let pending = try await chat.send(text: "slowly")
+                    try await recorder.first("the send confirmed") { event in
+                        event.updatedMessage.map { $0.clientID == pending.clientID && $0.serverID != nil } ?? false
+                    }
+                    let onServer = try await agent.texts(in: room).filter { $0 == "slowly" }.count
+                    let retries = await session.statistics.sendRetries
+                    print("matrix live: a rate-limited send (429, retry_after_ms 300) — \(retries) retry, \(onServer) on the server")
+                    #expect(onServer == 1)
+                    #expect(retries >= 1)
+                }
+            }
+        }
+    }
+
     /// Messages both ways while the proxy drops the link, loses `/sync` and send answers, cuts
     /// sends, delays requests and repeats `/sync` answers, chosen by a seed: nothing lost, nothing
     /// twice, each side's messages in the server's order.

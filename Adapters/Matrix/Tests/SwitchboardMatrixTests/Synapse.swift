@@ -2,7 +2,6 @@ import Crypto
 import Foundation
 import Testing
 import Switchboard
-import SwitchboardTestKit
 import SwitchboardTransport
 
 #if canImport(Glibc)
@@ -40,41 +39,18 @@ enum Synapse {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("synapse-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let port = try freePort()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [repository.appendingPathComponent("scripts/synapse.sh").path, "run", directory.path, String(port)]
         let output = directory.appendingPathComponent("stdout.log")
-        FileManager.default.createFile(atPath: output.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: output)
-        process.standardOutput = handle
-        process.standardError = handle
-        let (exits, exited) = AsyncStream.makeStream(of: Void.self)
-        process.terminationHandler = { _ in
-            exited.yield()
-            exited.finish()
-        }
-        try ChildProcesses.run(process)
+        let child = try SpawnedChild(
+            ["/bin/bash", repository.appendingPathComponent("scripts/synapse.sh").path, "run", directory.path, String(port)],
+            output: output.path
+        )
         let server = SynapseServer(baseURL: "http://127.0.0.1:\(port)", directory: directory)
-        do {
-            try await waitUntilReady(server, running: { process.isRunning }, log: output)
-            let result = try await body(server)
-            await stop(process, exits: exits)
-            try? handle.close()
+        defer {
+            child.kill()
             try? FileManager.default.removeItem(at: directory)
-            return result
-        } catch {
-            await stop(process, exits: exits)
-            try? handle.close()
-            try? FileManager.default.removeItem(at: directory)
-            throw error
         }
-    }
-
-    /// SIGKILL (the child may inherit a blocked SIGTERM from the test process, and a throwaway
-    /// server has nothing to save), then the exit awaited: `waitUntilExit()` spins a run loop.
-    private static func stop(_ process: Process, exits: AsyncStream<Void>) async {
-        kill(process.processIdentifier, SIGKILL)
-        for await _ in exits { break }
+        try await waitUntilReady(server, running: { child.isRunning }, log: output)
+        return try await body(server)
     }
 
     /// A fresh homeserver with two registered users: the agent (the other side) and the app's
@@ -255,3 +231,81 @@ struct MatrixTestUser: Sendable {
         throw SwitchboardError(.timedOut, "\(userID) never saw \(what)")
     }
 }
+
+/// A child process started with `posix_spawn`, not Foundation's `Process`: `Process.run()` crashed
+/// the test process (signal 11 in `memcpy`, twice in CI) when a Synapse started or stopped while the
+/// crash tests launched their own children. Output goes to a file; the child is killed and reaped
+/// with SIGKILL and `waitpid` (a throwaway server has nothing to save).
+#if canImport(Glibc)
+final class SpawnedChild: Sendable {
+    let pid: pid_t
+    private let reaped = Locked(false)
+
+    init(_ arguments: [String], output: String) throws {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // The child starts with no signal blocked, whatever the test process blocks.
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
+        let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, environ)
+        guard result == 0 else { throw SwitchboardError(.notConnected, "could not start \(arguments[0]): error \(result)") }
+        self.pid = pid
+    }
+
+    /// Whether the child has not exited (reaping it if it has).
+    var isRunning: Bool {
+        reaped.withLock { reaped in
+            if reaped { return false }
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid { reaped = true }
+            return !reaped
+        }
+    }
+
+    /// SIGKILL, then the exit reaped (at once: the signal cannot be caught).
+    func kill() {
+        reaped.withLock { reaped in
+            guard !reaped else { return }
+            _ = Glibc.kill(pid, SIGKILL)
+            var status: Int32 = 0
+            _ = waitpid(pid, &status, 0)
+            reaped = true
+        }
+    }
+}
+#else
+/// On Apple systems, Foundation's `Process` (the crash above is swift-corelibs-foundation's).
+final class SpawnedChild: @unchecked Sendable {
+    private let process = Process()
+
+    init(_ arguments: [String], output: String) throws {
+        FileManager.default.createFile(atPath: output, contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+        process.executableURL = URL(fileURLWithPath: arguments[0])
+        process.arguments = Array(arguments.dropFirst())
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+    }
+
+    var isRunning: Bool { process.isRunning }
+
+    func kill() {
+        guard process.isRunning else { return }
+        _ = Darwin.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+}
+#endif
