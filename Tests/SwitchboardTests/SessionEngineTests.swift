@@ -48,6 +48,7 @@ private final class ScriptedBackend: ChatBackend {
         let updates: AsyncThrowingStream<BackendUpdate, any Error>
         func perform(_ request: BackendRequest) async throws -> BackendResponse {
             guard case .startConversation(let draft) = request else { throw SwitchboardError(.unsupported, "scripted: \(request.name)") }
+            if draft.title == "banned" { throw SwitchboardError(.fatal, "visitor banned") }
             return .conversation(ConversationInfo(id: ConversationID(draft.title ?? "local"), kind: .thread, state: .queued))
         }
     }
@@ -142,6 +143,28 @@ struct SessionEngineTests {
             if case .connection(.disconnected, .fatal?) = event.kind { break }
         }
         #expect(sawFatal)
+    }
+
+    /// A fatal answer ends the session whichever request gets it, not only the link's own
+    /// connect or updates: the account is gone for every request after it too.
+    @Test func aFatalAnswerToARequestEndsTheSession() async throws {
+        let backend = ScriptedBackend()
+        let session = ChatSession(backend: backend, clock: SessionClock(TestClock()), logger: .quiet)
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.first("connected") { $0.kind == .connection(.connected, reason: nil) }
+            do {
+                _ = try await session.startConversation(ConversationDraft(title: "banned"))
+                Issue.record("a start refused with a fatal error succeeded")
+            } catch let error as SwitchboardError {
+                #expect(error.code == .fatal)
+            }
+            let fatal = try await recorder.first("the fatal event") { if case .fatal = $0.kind { true } else { false } }
+            try await recorder.first("disconnected for good") { if case .connection(.disconnected, .fatal?) = $0.kind { true } else { false } }
+            #expect(await session.isClosed)
+            print("a fatal answer to a request: \(fatal.kind), session closed: \(await session.isClosed)")
+            await #expect(throws: SwitchboardError.self) { _ = try await session.startConversation(ConversationDraft(title: "later")) }
+        }
     }
 
     /// Closing or pausing a session whose link is still connecting cancels the connect instead

@@ -779,6 +779,13 @@ public actor ChatSession: Session {
         let (finished, next) = lanes.finished(ticket)
         dispatch(next)
         defer { finishDrainingIfDone() }
+        if case .failure(let error) = result, error.code == .fatal, link?.id == linkID {
+            // The backend ended the session for good, whichever request heard it first (a send
+            // refused because the account was deactivated, an action refused to a banned
+            // visitor): the link ends with that error and the reconnect machine gives up.
+            logger.debug("a request answered with a fatal error", metadata: ["error": "\(error)"])
+            endLink(failure: error)
+        }
         guard let finished else { return }
         if case .success = result, link?.id == linkID { linkProvedHealthy() }
         if case .success(.updates(let updates)) = result {
