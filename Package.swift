@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "Switchboard", targets: ["Switchboard"]),
         .library(name: "SwitchboardTestKit", targets: ["SwitchboardTestKit"]),
         .library(name: "SwitchboardSQLite", targets: ["SwitchboardSQLite"]),
+        .library(name: "SwitchboardPostgres", targets: ["SwitchboardPostgres"]),
         .library(name: "SwitchboardTransport", targets: ["SwitchboardTransport"]),
         .library(name: "SwitchboardEmulation", targets: ["SwitchboardEmulation"]),
         .library(name: "SwitchboardVoximplant", targets: ["SwitchboardVoximplant"]),
@@ -31,6 +32,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         // `swift package generate-documentation` for the DocC catalogs (checked in CI, Docs/CONTRIBUTING.md).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -60,6 +62,16 @@ let package = Package(
             dependencies: [
                 "Switchboard",
                 .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        // The shared store for several processes: PostgreSQL through PostgresNIO (migrations, one
+        // transaction per call, a schema per deployment).
+        .target(
+            name: "SwitchboardPostgres",
+            dependencies: [
+                "Switchboard",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // Network clients shared by adapters (WebSocket today; HTTP with the Webim adapter).
@@ -243,6 +255,13 @@ let package = Package(
             dependencies: [
                 "Switchboard", "SwitchboardTestKit", "SwitchboardSQLite",
                 .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        .testTarget(
+            name: "SwitchboardPostgresTests",
+            dependencies: [
+                "Switchboard", "SwitchboardTestKit", "SwitchboardPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
         .testTarget(

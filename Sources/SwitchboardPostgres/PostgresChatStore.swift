@@ -1,0 +1,664 @@
+import Foundation
+public import Logging
+public import PostgresNIO
+public import Switchboard
+
+/// The `ChatStore` for several processes: PostgreSQL through PostgresNIO. Gateways behind a
+/// load balancer share one database; what a session stores — conversations, messages, read
+/// markers, sequences, the cursor, the outbox and the credentials — is there for whichever process
+/// runs the session next.
+///
+/// The store uses a running `PostgresClient` (its connection pool): the owner runs
+/// `client.run()` in its task group for as long as the store is used, or lets
+/// ``withStore(url:schema:logger:_:)`` do it. Tables live in one PostgreSQL schema
+/// (`switchboard` unless told), created and migrated on the first call, under an advisory lock so
+/// processes starting together migrate once.
+///
+/// Every call is one transaction and runs to its end even when the calling task is cancelled: a
+/// session that closes right after a send is confirmed must not lose the write that takes the send
+/// out of the outbox. Writes to one scope are serialized by a transaction-level advisory lock on the
+/// scope, as SQLite's single writer serializes them, so concurrent saves of one message never race
+/// on its unique index. Values are stored as the JSON of the model's `Codable` form (`bytea`)
+/// beside the columns the queries need, as in `ChatStore` implementations elsewhere in the
+/// package, so a model field added later needs no migration.
+///
+/// ```swift
+/// try await PostgresChatStore.withStore(url: "postgres://gateway:secret@db:5432/chat") { store in
+///     let session = ChatSession(backend: backend, store: store)
+///     try await session.withRunning { session in … }
+/// }
+/// ```
+///
+/// PostgreSQL's `text` cannot hold U+0000: an identifier (conversation, message, participant)
+/// containing it is refused with `storageFailure` (`SwitchboardError.Code`). Message texts and every
+/// other value are stored as bytes and may hold anything.
+public final class PostgresChatStore: ChatStore {
+    /// The PostgresNIO client the store queries through, for an app that wants the same pool.
+    public let client: PostgresClient
+    /// The PostgreSQL schema holding the store's tables.
+    public let schema: String
+    let logger: Logger
+    private let migrated = Locked(false)
+
+    /// The current schema version; ``migrate()`` brings an older schema up to it.
+    public static let schemaVersion = 1
+
+    /// A store in `schema` of the database `client` connects to. Nothing is read until the first
+    /// call, which creates or migrates the tables.
+    /// - Parameters:
+    ///   - client: A PostgresNIO client whose `run()` the owner runs while the store is used.
+    ///   - schema: The PostgreSQL schema of the store's tables; deployments that share a database
+    ///     keep apart by schema.
+    ///   - logger: Where migrations and failures are logged.
+    /// - Throws: `invalidArgument` (`SwitchboardError.Code`) when `schema` is not a plain lower-case
+    ///   SQL identifier (letters, digits and `_`, at most 63 characters, not starting with a digit).
+    public init(client: PostgresClient, schema: String = "switchboard", logger: Logger = Logger(label: "switchboard.postgres")) throws {
+        guard Self.isPlainIdentifier(schema) else {
+            throw SwitchboardError(.invalidArgument, "the schema name \(schema) is not a plain lower-case SQL identifier")
+        }
+        self.client = client
+        self.schema = schema
+        self.logger = logger
+    }
+
+    /// Runs a client for `configuration` around `body`, which gets a migrated store; the client's
+    /// connections close when `body` returns or throws.
+    /// - Parameters:
+    ///   - configuration: The PostgresNIO client configuration (``configuration(url:)`` makes one).
+    ///   - schema: The PostgreSQL schema of the store's tables.
+    ///   - logger: Where the store and the client log.
+    ///   - body: What runs with the store.
+    public static func withStore<T: Sendable>(
+        configuration: PostgresClient.Configuration,
+        schema: String = "switchboard",
+        logger: Logger = Logger(label: "switchboard.postgres"),
+        _ body: @Sendable (PostgresChatStore) async throws -> T
+    ) async throws -> T {
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        let store = try PostgresChatStore(client: client, schema: schema, logger: logger)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            try await store.migrate()
+            return try await body(store)
+        }
+    }
+
+    /// Runs a client for the database at `url` around `body`, which gets a migrated store; the
+    /// client's connections close when `body` returns or throws. One connection is made first, on
+    /// its own, so wrong credentials or an unreachable server fail at once with the server's reason
+    /// (the pool would retry them until a lease timed out).
+    /// - Parameters:
+    ///   - url: `postgres://user:password@host:port/database`, see ``configuration(url:)``.
+    ///   - schema: The PostgreSQL schema of the store's tables.
+    ///   - logger: Where the store and the client log.
+    ///   - body: What runs with the store.
+    /// - Throws: `invalidArgument` (`SwitchboardError.Code`) for a bad URL,
+    ///   `storageFailure` (`SwitchboardError.Code`) when the server refuses or cannot be reached.
+    public static func withStore<T: Sendable>(
+        url: String,
+        schema: String = "switchboard",
+        logger: Logger = Logger(label: "switchboard.postgres"),
+        _ body: @Sendable (PostgresChatStore) async throws -> T
+    ) async throws -> T {
+        let endpoint = try Endpoint(url: url)
+        do {
+            let connection = try await PostgresConnection.connect(configuration: try endpoint.connectionConfiguration(), id: 0, logger: logger)
+            try await connection.close()
+        } catch {
+            throw classify(error, what: "connecting to PostgreSQL at \(endpoint.host):\(endpoint.port)")
+        }
+        return try await withStore(configuration: endpoint.clientConfiguration, schema: schema, logger: logger, body)
+    }
+
+    /// A client configuration from a `postgres://user:password@host:port/database` URL. The
+    /// query may say `sslmode=disable` (plain TCP, for loopback), `prefer` (the default) or
+    /// `require`.
+    /// - Throws: `invalidArgument` (`SwitchboardError.Code`) for a URL that is not of that form.
+    public static func configuration(url: String) throws -> PostgresClient.Configuration {
+        try Endpoint(url: url).clientConfiguration
+    }
+
+    /// Where a `postgres://` URL points.
+    struct Endpoint {
+        enum TLSMode { case disable, prefer, require }
+        var host: String
+        var port: Int
+        var username: String
+        var password: String?
+        var database: String?
+        var tls: TLSMode
+
+        init(url: String) throws {
+            guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
+                let host = components.host, !host.isEmpty, let user = components.user, !user.isEmpty
+            else {
+                throw SwitchboardError(.invalidArgument, "\(PostgresChatStore.redacted(url)) is not a postgres://user:password@host:port/database URL")
+            }
+            switch components.queryItems?.first(where: { $0.name == "sslmode" })?.value ?? "prefer" {
+            case "disable": tls = .disable
+            case "prefer", "allow": tls = .prefer
+            case "require", "verify-ca", "verify-full": tls = .require
+            case let mode: throw SwitchboardError(.invalidArgument, "unknown sslmode \(mode) in \(PostgresChatStore.redacted(url))")
+            }
+            let database = String(components.path.drop { $0 == "/" })
+            self.host = host
+            self.port = components.port ?? 5432
+            self.username = user
+            self.password = components.password
+            self.database = database.isEmpty ? nil : database
+        }
+
+        var clientConfiguration: PostgresClient.Configuration {
+            let tls: PostgresClient.Configuration.TLS
+            switch self.tls {
+            case .disable: tls = .disable
+            case .prefer: tls = .prefer(.makeClientConfiguration())
+            case .require: tls = .require(.makeClientConfiguration())
+            }
+            return PostgresClient.Configuration(host: host, port: port, username: username, password: password, database: database, tls: tls)
+        }
+
+        func connectionConfiguration() throws -> PostgresConnection.Configuration {
+            let tls: PostgresConnection.Configuration.TLS
+            switch self.tls {
+            case .disable: tls = .disable
+            case .prefer: tls = .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            case .require: tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            }
+            return PostgresConnection.Configuration(host: host, port: port, username: username, password: password, database: database, tls: tls)
+        }
+    }
+
+    /// `url` with its password replaced, for error messages and logs.
+    static func redacted(_ url: String) -> String {
+        guard var components = URLComponents(string: url), components.password != nil else { return url }
+        components.password = "…"
+        return components.string ?? "the URL"
+    }
+
+    static func isPlainIdentifier(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, name.unicodeScalars.count <= 63, !("0"..."9").contains(first) else { return false }
+        return name.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_" }
+    }
+
+    // MARK: Schema
+
+    /// Creates the schema and its tables, or brings them up to ``schemaVersion``. Every call does
+    /// this once by itself; an app may call it at start-up to fail early on a bad database.
+    public func migrate() async throws {
+        if migrated.withLock({ $0 }) { return }
+        try await transaction("migration") { connection, logger in
+            try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\("switchboard.migrate." + self.schema), 0))", logger: logger)
+            try await connection.query("CREATE SCHEMA IF NOT EXISTS \(unescaped: self.schema)", logger: logger)
+            try await connection.query(
+                "CREATE TABLE IF NOT EXISTS \(unescaped: self.table("migration")) (version integer PRIMARY KEY, applied timestamptz NOT NULL DEFAULT now())",
+                logger: logger
+            )
+            var current = 0
+            for try await version in try await connection.query("SELECT coalesce(max(version), 0) FROM \(unescaped: self.table("migration"))", logger: logger).decode(Int.self) {
+                current = version
+            }
+            guard current <= Self.schemaVersion else {
+                throw SwitchboardError(.storageFailure, "the schema \(self.schema) is at version \(current), newer than this library's \(Self.schemaVersion)")
+            }
+            for (version, statements) in self.migrations.enumerated() where version + 1 > current {
+                for statement in statements { try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger) }
+                try await connection.query("INSERT INTO \(unescaped: self.table("migration")) (version) VALUES (\(version + 1))", logger: logger)
+                logger.info("migrated the store", metadata: ["schema": "\(self.schema)", "version": "\(version + 1)"])
+            }
+        }
+        migrated.withLock { $0 = true }
+    }
+
+    /// The statements of each version, in order. The indexes are SQLite's.
+    private var migrations: [[String]] {
+        [
+            [
+                """
+                CREATE TABLE \(table("conversation")) (
+                    backend text NOT NULL, account text NOT NULL, id text NOT NULL,
+                    position bigint GENERATED ALWAYS AS IDENTITY, value bytea NOT NULL,
+                    PRIMARY KEY (backend, account, id))
+                """,
+                "CREATE INDEX conversation_order ON \(table("conversation")) (backend, account, position)",
+                """
+                CREATE TABLE \(table("message")) (
+                    position bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    backend text NOT NULL, account text NOT NULL, conversation text NOT NULL,
+                    server_id text, client_id text,
+                    pending boolean NOT NULL, sequence bigint NOT NULL, time double precision NOT NULL, tie text COLLATE "C" NOT NULL,
+                    value bytea NOT NULL)
+                """,
+                "CREATE UNIQUE INDEX message_server ON \(table("message")) (backend, account, conversation, server_id) WHERE server_id IS NOT NULL",
+                "CREATE UNIQUE INDEX message_client ON \(table("message")) (backend, account, conversation, client_id) WHERE client_id IS NOT NULL",
+                "CREATE INDEX message_client_scope ON \(table("message")) (backend, account, client_id) WHERE client_id IS NOT NULL",
+                "CREATE INDEX message_order ON \(table("message")) (backend, account, conversation, pending, sequence, time, tie)",
+                """
+                CREATE TABLE \(table("read_marker")) (
+                    backend text NOT NULL, account text NOT NULL, conversation text NOT NULL, participant text NOT NULL,
+                    value bytea NOT NULL, PRIMARY KEY (backend, account, conversation, participant))
+                """,
+                """
+                CREATE TABLE \(table("sequence")) (
+                    backend text NOT NULL, account text NOT NULL, conversation text NOT NULL, value bigint NOT NULL,
+                    PRIMARY KEY (backend, account, conversation))
+                """,
+                "CREATE TABLE \(table("cursor")) (backend text NOT NULL, account text NOT NULL, value bytea NOT NULL, PRIMARY KEY (backend, account))",
+                """
+                CREATE TABLE \(table("outbox")) (
+                    backend text NOT NULL, account text NOT NULL, client_id text NOT NULL,
+                    position bigint GENERATED ALWAYS AS IDENTITY, value bytea NOT NULL,
+                    PRIMARY KEY (backend, account, client_id))
+                """,
+                "CREATE INDEX outbox_order ON \(table("outbox")) (backend, account, position)",
+                "CREATE TABLE \(table("credentials")) (backend text NOT NULL, account text NOT NULL, value bytea NOT NULL, PRIMARY KEY (backend, account))",
+            ]
+        ]
+    }
+
+    /// A table of the store's schema, for SQL.
+    func table(_ name: String) -> String { "\(schema).\(name)" }
+
+    // MARK: Conversations
+
+    public func fetchConversations(scope: StoreScope) async throws -> [ConversationInfo] {
+        try await values(ConversationInfo.self, "SELECT value FROM \(unescaped: table("conversation")) WHERE \(scope: scope) ORDER BY position")
+    }
+
+    public func fetchConversation(_ id: ConversationID, scope: StoreScope) async throws -> ConversationInfo? {
+        try await values(ConversationInfo.self, "SELECT value FROM \(unescaped: table("conversation")) WHERE \(scope: scope) AND id = \(id.rawValue)").first
+    }
+
+    public func saveConversation(_ conversation: ConversationInfo, scope: StoreScope) async throws {
+        try await apply([.saveConversation(conversation)], scope: scope)
+    }
+
+    public func removeConversation(_ id: ConversationID, scope: StoreScope) async throws {
+        try await apply([.removeConversation(id)], scope: scope)
+    }
+
+    // MARK: Messages
+
+    public func fetchMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws -> Message? {
+        try await fetchMessages(serverIDs: [serverID], clientIDs: [], in: conversation, scope: scope).first
+    }
+
+    public func fetchMessage(clientID: ClientMessageID, scope: StoreScope) async throws -> Message? {
+        try await fetchMessages(serverIDs: [], clientIDs: [clientID], in: "", scope: scope).first
+    }
+
+    /// One statement whatever the number of keys: the keys go as two array parameters.
+    public func fetchMessages(
+        serverIDs: [MessageID],
+        clientIDs: [ClientMessageID],
+        in conversation: ConversationID,
+        scope: StoreScope
+    ) async throws -> [Message] {
+        guard !serverIDs.isEmpty || !clientIDs.isEmpty else { return [] }
+        return try await values(
+            Message.self,
+            """
+            SELECT value FROM \(unescaped: table("message")) WHERE \(scope: scope)
+            AND ((conversation = \(conversation.rawValue) AND server_id = ANY(\(serverIDs.map(\.rawValue))))
+                OR client_id = ANY(\(clientIDs.map(\.rawValue))))
+            ORDER BY position
+            """
+        )
+    }
+
+    public func fetchMessages(
+        in conversation: ConversationID,
+        before: MessageOrderKey?,
+        limit: Int,
+        scope: StoreScope
+    ) async throws -> [Message] {
+        guard limit > 0 else { return [] }
+        let newestFirst: PostgresQuery
+        if let before {
+            // `MessageOrderKey`'s order as a row comparison: pending last, then sequence, time, id.
+            newestFirst = """
+                SELECT value FROM \(unescaped: table("message")) WHERE \(scope: scope) AND conversation = \(conversation.rawValue)
+                AND (pending, sequence, time, tie) < (\(before.isPending), \(before.sequence), \(before.time.timeIntervalSinceReferenceDate), \(before.tieBreaker))
+                ORDER BY pending DESC, sequence DESC, time DESC, tie DESC LIMIT \(Int64(limit))
+                """
+        } else {
+            newestFirst = """
+                SELECT value FROM \(unescaped: table("message")) WHERE \(scope: scope) AND conversation = \(conversation.rawValue)
+                ORDER BY pending DESC, sequence DESC, time DESC, tie DESC LIMIT \(Int64(limit))
+                """
+        }
+        return try await values(Message.self, newestFirst).reversed()
+    }
+
+    public func countMessages(in conversation: ConversationID, scope: StoreScope) async throws -> Int {
+        try await read("count") { connection, logger in
+            var count = 0
+            let rows = try await connection.query(
+                "SELECT count(*) FROM \(unescaped: self.table("message")) WHERE \(scope: scope) AND conversation = \(conversation.rawValue)",
+                logger: logger
+            )
+            for try await value in rows.decode(Int.self) { count = value }
+            return count
+        }
+    }
+
+    public func saveMessages(_ messages: [Message], scope: StoreScope) async throws {
+        try await apply([.saveMessages(messages)], scope: scope)
+    }
+
+    public func removeMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws {
+        try await apply([.removeMessage(serverID, in: conversation)], scope: scope)
+    }
+
+    public func removeAllMessages(in conversation: ConversationID, scope: StoreScope) async throws {
+        try await apply([.removeAllMessages(in: conversation)], scope: scope)
+    }
+
+    public func fetchOldestConfirmedMessage(in conversation: ConversationID, scope: StoreScope) async throws -> Message? {
+        try await values(
+            Message.self,
+            """
+            SELECT value FROM \(unescaped: table("message")) WHERE \(scope: scope) AND conversation = \(conversation.rawValue) AND NOT pending
+            ORDER BY pending, sequence, time, tie LIMIT 1
+            """
+        ).first
+    }
+
+    public func fetchPendingMessages(scope: StoreScope) async throws -> [Message] {
+        try await values(Message.self, "SELECT value FROM \(unescaped: table("message")) WHERE \(scope: scope) AND pending ORDER BY position")
+            .filter { $0.deliveryState == .pending }
+    }
+
+    /// Replaces the row stored under the message's server id, else under its client id, else adds
+    /// one. A row under the client id that another row's server id wins over is dropped: the
+    /// confirmed message replaces its pending copy.
+    private func save(_ message: Message, scope: StoreScope, on connection: PostgresConnection, logger: Logger) async throws {
+        let value = try Self.encode(message)
+        var byServer: Int64?
+        if let serverID = message.serverID {
+            byServer = try await first(Int64.self, "SELECT position FROM \(unescaped: table("message")) WHERE \(scope: scope) AND conversation = \(message.conversationID.rawValue) AND server_id = \(serverID.rawValue)", on: connection, logger: logger)
+        }
+        var byClient: Int64?
+        if let clientID = message.clientID {
+            byClient = try await first(Int64.self, "SELECT position FROM \(unescaped: table("message")) WHERE \(scope: scope) AND conversation = \(message.conversationID.rawValue) AND client_id = \(clientID.rawValue)", on: connection, logger: logger)
+        }
+        if let byServer, let byClient, byServer != byClient {
+            try await connection.query("DELETE FROM \(unescaped: table("message")) WHERE position = \(byClient)", logger: logger)
+        }
+        let key = message.orderKey
+        let time = key.time.timeIntervalSinceReferenceDate
+        if let row = byServer ?? byClient {
+            try await connection.query(
+                """
+                UPDATE \(unescaped: table("message")) SET server_id = \(message.serverID?.rawValue), client_id = \(message.clientID?.rawValue),
+                pending = \(key.isPending), sequence = \(key.sequence), time = \(time), tie = \(key.tieBreaker), value = \(value)
+                WHERE position = \(row)
+                """,
+                logger: logger
+            )
+        } else {
+            try await connection.query(
+                """
+                INSERT INTO \(unescaped: table("message")) (backend, account, conversation, server_id, client_id, pending, sequence, time, tie, value)
+                VALUES (\(scope.backend.rawValue), \(scope.account), \(message.conversationID.rawValue), \(message.serverID?.rawValue),
+                \(message.clientID?.rawValue), \(key.isPending), \(key.sequence), \(time), \(key.tieBreaker), \(value))
+                """,
+                logger: logger
+            )
+        }
+    }
+
+    // MARK: Read markers, sequences, cursor
+
+    public func fetchReadMarkers(in conversation: ConversationID, scope: StoreScope) async throws -> [ParticipantID: ChatEvent.ReadMarker] {
+        try await read("read markers") { connection, logger in
+            var markers: [ParticipantID: ChatEvent.ReadMarker] = [:]
+            let rows = try await connection.query(
+                "SELECT participant, value FROM \(unescaped: self.table("read_marker")) WHERE \(scope: scope) AND conversation = \(conversation.rawValue)",
+                logger: logger
+            )
+            for try await (participant, value) in rows.decode((String, Data).self) {
+                markers[ParticipantID(participant)] = try Self.decode(ChatEvent.ReadMarker.self, value)
+            }
+            return markers
+        }
+    }
+
+    public func saveReadMarker(_ marker: ChatEvent.ReadMarker, of participant: ParticipantID, in conversation: ConversationID, scope: StoreScope) async throws {
+        try await apply([.saveReadMarker(marker, of: participant, in: conversation)], scope: scope)
+    }
+
+    public func fetchSequences(scope: StoreScope) async throws -> [ConversationID: Int64] {
+        try await read("sequences") { connection, logger in
+            var sequences: [ConversationID: Int64] = [:]
+            let rows = try await connection.query("SELECT conversation, value FROM \(unescaped: self.table("sequence")) WHERE \(scope: scope)", logger: logger)
+            for try await (conversation, value) in rows.decode((String, Int64).self) { sequences[ConversationID(conversation)] = value }
+            return sequences
+        }
+    }
+
+    public func saveSequence(_ sequence: Int64, for conversation: ConversationID, scope: StoreScope) async throws {
+        try await apply([.saveSequence(sequence, for: conversation)], scope: scope)
+    }
+
+    public func fetchCursor(scope: StoreScope) async throws -> SyncCursor? {
+        try await values(SyncCursor.self, "SELECT value FROM \(unescaped: table("cursor")) WHERE \(scope: scope)").first
+    }
+
+    public func saveCursor(_ cursor: SyncCursor?, scope: StoreScope) async throws {
+        try await apply([.saveCursor(cursor)], scope: scope)
+    }
+
+    // MARK: Outbox and credentials
+
+    public func fetchOutbox(scope: StoreScope) async throws -> [OutboxEntry] {
+        try await values(OutboxEntry.self, "SELECT value FROM \(unescaped: table("outbox")) WHERE \(scope: scope) ORDER BY position")
+    }
+
+    public func saveOutboxEntry(_ entry: OutboxEntry, scope: StoreScope) async throws {
+        try await apply([.saveOutboxEntry(entry)], scope: scope)
+    }
+
+    public func removeOutboxEntry(_ clientID: ClientMessageID, scope: StoreScope) async throws {
+        try await apply([.removeOutboxEntry(clientID)], scope: scope)
+    }
+
+    public func fetchCredentials(scope: StoreScope) async throws -> Credentials {
+        try await values(Credentials.self, "SELECT value FROM \(unescaped: table("credentials")) WHERE \(scope: scope)").first ?? Credentials()
+    }
+
+    public func saveCredentials(_ credentials: Credentials, scope: StoreScope) async throws {
+        try await apply([.saveCredentials(credentials)], scope: scope)
+    }
+
+    // MARK: Transactions
+
+    public func apply(_ writes: [StoreWrite], scope: StoreScope) async throws {
+        guard !writes.isEmpty else { return }
+        try await migrate()
+        // One transaction: a write that fails, or a value that does not encode, rolls it all back.
+        try await transaction("write") { connection, logger in
+            try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(scope.lockKey), 0))", logger: logger)
+            for write in writes { try await self.perform(write, scope: scope, on: connection, logger: logger) }
+        }
+    }
+
+    private func perform(_ write: StoreWrite, scope: StoreScope, on connection: PostgresConnection, logger: Logger) async throws {
+        switch write {
+        case .saveConversation(let conversation):
+            try await connection.query(
+                """
+                INSERT INTO \(unescaped: table("conversation")) (backend, account, id, value)
+                VALUES (\(scope.backend.rawValue), \(scope.account), \(conversation.id.rawValue), \(try Self.encode(conversation)))
+                ON CONFLICT (backend, account, id) DO UPDATE SET value = excluded.value
+                """,
+                logger: logger
+            )
+        case .removeConversation(let id):
+            try await connection.query("DELETE FROM \(unescaped: table("conversation")) WHERE \(scope: scope) AND id = \(id.rawValue)", logger: logger)
+            for name in ["message", "read_marker", "sequence"] {
+                try await connection.query("DELETE FROM \(unescaped: table(name)) WHERE \(scope: scope) AND conversation = \(id.rawValue)", logger: logger)
+            }
+        case .saveMessages(let messages):
+            for message in messages { try await save(message, scope: scope, on: connection, logger: logger) }
+        case .removeMessage(let id, let conversation):
+            try await connection.query(
+                "DELETE FROM \(unescaped: table("message")) WHERE \(scope: scope) AND conversation = \(conversation.rawValue) AND server_id = \(id.rawValue)",
+                logger: logger
+            )
+        case .removeAllMessages(let conversation):
+            try await connection.query("DELETE FROM \(unescaped: table("message")) WHERE \(scope: scope) AND conversation = \(conversation.rawValue)", logger: logger)
+        case .saveReadMarker(let marker, let participant, let conversation):
+            try await connection.query(
+                """
+                INSERT INTO \(unescaped: table("read_marker")) (backend, account, conversation, participant, value)
+                VALUES (\(scope.backend.rawValue), \(scope.account), \(conversation.rawValue), \(participant.rawValue), \(try Self.encode(marker)))
+                ON CONFLICT (backend, account, conversation, participant) DO UPDATE SET value = excluded.value
+                """,
+                logger: logger
+            )
+        case .saveSequence(let sequence, let conversation):
+            try await connection.query(
+                """
+                INSERT INTO \(unescaped: table("sequence")) (backend, account, conversation, value)
+                VALUES (\(scope.backend.rawValue), \(scope.account), \(conversation.rawValue), \(sequence))
+                ON CONFLICT (backend, account, conversation) DO UPDATE SET value = excluded.value
+                """,
+                logger: logger
+            )
+        case .saveCursor(let cursor?):
+            try await connection.query(
+                """
+                INSERT INTO \(unescaped: table("cursor")) (backend, account, value) VALUES (\(scope.backend.rawValue), \(scope.account), \(try Self.encode(cursor)))
+                ON CONFLICT (backend, account) DO UPDATE SET value = excluded.value
+                """,
+                logger: logger
+            )
+        case .saveCursor(nil):
+            try await connection.query("DELETE FROM \(unescaped: table("cursor")) WHERE \(scope: scope)", logger: logger)
+        case .saveOutboxEntry(let entry):
+            try await connection.query(
+                """
+                INSERT INTO \(unescaped: table("outbox")) (backend, account, client_id, value)
+                VALUES (\(scope.backend.rawValue), \(scope.account), \(entry.clientID.rawValue), \(try Self.encode(entry)))
+                ON CONFLICT (backend, account, client_id) DO UPDATE SET value = excluded.value
+                """,
+                logger: logger
+            )
+        case .removeOutboxEntry(let clientID):
+            try await connection.query("DELETE FROM \(unescaped: table("outbox")) WHERE \(scope: scope) AND client_id = \(clientID.rawValue)", logger: logger)
+        case .saveCredentials(let credentials):
+            try await connection.query(
+                """
+                INSERT INTO \(unescaped: table("credentials")) (backend, account, value)
+                VALUES (\(scope.backend.rawValue), \(scope.account), \(try Self.encode(credentials)))
+                ON CONFLICT (backend, account) DO UPDATE SET value = excluded.value
+                """,
+                logger: logger
+            )
+        }
+    }
+
+    // MARK: Plumbing
+
+    /// The decoded `value` column of every row `query` selects.
+    private func values<T: Decodable & Sendable>(_ type: T.Type, _ query: PostgresQuery) async throws -> [T] {
+        try await read("read of \(type)") { connection, logger in
+            var values: [T] = []
+            for try await value in try await connection.query(query, logger: logger).decode(Data.self) {
+                values.append(try Self.decode(type, value))
+            }
+            return values
+        }
+    }
+
+    /// The first column of the first row `query` selects, in a transaction's connection.
+    private func first<T: PostgresDecodable & Sendable>(_ type: T.Type, _ query: PostgresQuery, on connection: PostgresConnection, logger: Logger) async throws -> T? {
+        for try await value in try await connection.query(query, logger: logger).decode(type) { return value }
+        return nil
+    }
+
+    /// One read on a pooled connection (a single statement is its own transaction).
+    private func read<T: Sendable>(_ what: String, _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T) async throws -> T {
+        try await migrate()
+        return try await finishing(what) {
+            try await self.client.withConnection { connection in try await body(connection, self.logger) }
+        }
+    }
+
+    /// One transaction on a pooled connection: committed when `body` returns, rolled back when it
+    /// throws.
+    private func transaction<T: Sendable>(_ what: String, _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T) async throws -> T {
+        try await finishing(what) {
+            try await self.client.withTransaction(logger: self.logger) { connection in try await body(connection, self.logger) }
+        }
+    }
+
+    /// Runs `body` to its end even when the calling task is cancelled — the awaited task does not
+    /// inherit the caller's cancellation — and classifies its failures as `storageFailure`.
+    private func finishing<T: Sendable>(_ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        do {
+            return try await Task { try await body() }.value
+        } catch {
+            throw Self.classify(error, what: "PostgreSQL \(what)")
+        }
+    }
+
+    /// A failure as a ``SwitchboardError``: the server's reason where there is one (PostgresNIO's
+    /// own description hides it to keep query values out of logs; the server's message names none),
+    /// the failing part of a transaction, a column that does not decode.
+    static func classify(_ error: any Error, what: String) -> SwitchboardError {
+        switch error {
+        case let error as SwitchboardError:
+            return error
+        case let error as PostgresTransactionError:
+            // What failed first says most: the body, else the BEGIN, the COMMIT or the ROLLBACK.
+            guard let cause = error.closureError ?? error.beginError ?? error.commitError ?? error.rollbackError else {
+                return SwitchboardError(.storageFailure, "\(what) failed", underlying: error)
+            }
+            return classify(cause, what: what)
+        case let error as PSQLError:
+            if let server = error.serverInfo {
+                let state = server[.sqlState].map { " (SQLSTATE \($0))" } ?? ""
+                return SwitchboardError(.storageFailure, "\(what) failed: \(server[.message] ?? "the server refused")\(state)", underlying: error)
+            }
+            return SwitchboardError(.storageFailure, "\(what) failed: \(error.code)", underlying: error)
+        case let error as PostgresDecodingError:
+            return SwitchboardError(.storageFailure, "\(what) failed: a column did not decode (\(error.code))", underlying: error)
+        default:
+            return SwitchboardError(.storageFailure, "\(what) failed", underlying: error)
+        }
+    }
+
+    private static func encode(_ value: some Encodable) throws -> Data {
+        do {
+            return try JSONEncoder().encode(value)
+        } catch {
+            throw SwitchboardError(.storageFailure, "cannot encode \(type(of: value)) for the store", underlying: error)
+        }
+    }
+
+    private static func decode<T: Decodable>(_ type: T.Type, _ data: Data) throws -> T {
+        do {
+            return try JSONDecoder().decode(type, from: data)
+        } catch {
+            throw SwitchboardError(.storageFailure, "a stored \(type) does not decode", underlying: error)
+        }
+    }
+}
+
+extension StoreScope {
+    /// The key of the advisory lock that serializes the scope's writes.
+    fileprivate var lockKey: String { "switchboard.scope.\(backend.rawValue)/\(account)" }
+}
+
+extension PostgresQuery.StringInterpolation {
+    /// The condition every query of a scope starts with, its two values bound.
+    fileprivate mutating func appendInterpolation(scope: StoreScope) {
+        appendLiteral("backend = ")
+        appendInterpolation(scope.backend.rawValue)
+        appendLiteral(" AND account = ")
+        appendInterpolation(scope.account)
+    }
+}

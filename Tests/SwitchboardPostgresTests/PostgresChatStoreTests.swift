@@ -1,0 +1,175 @@
+import Foundation
+import PostgresNIO
+import Switchboard
+import SwitchboardPostgres
+import SwitchboardTestKit
+import Testing
+
+/// `PostgresChatStore` on a real PostgreSQL server (see `PostgresServer`).
+@Suite(.enabled(if: PostgresServer.isAvailable, PostgresServer.skipped), .timeLimit(.minutes(2)))
+struct PostgresChatStoreTests {
+    let scope = StoreScope(backend: "test", account: "alice")
+    let conversation = ConversationID("c1")
+
+    /// Every case of the `ChatStore` contract, each store in a schema of its own.
+    @Test(arguments: StoreContract.cases)
+    func contract(_ contractCase: StoreContractCase) async throws {
+        try await PostgresServer.withClient { client, schemas in
+            try await contractCase.run { try PostgresChatStore(client: client, schema: schemas.fresh()) }
+        }
+    }
+
+    @Test func aBatchThatFailsStoresNothing() async throws {
+        try await PostgresServer.withClient { client, schemas in
+            let store = try PostgresChatStore(client: client, schema: schemas.fresh())
+            try await store.migrate()
+            try await client.query(
+                """
+                CREATE FUNCTION \(unescaped: store.schema).refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$
+                """
+            )
+            try await client.query("CREATE TRIGGER refuse BEFORE INSERT ON \(unescaped: store.schema).outbox FOR EACH ROW EXECUTE FUNCTION \(unescaped: store.schema).refuse()")
+            let entry = OutboxEntry(message: OutgoingMessage(clientID: "k1", conversationID: conversation, content: MessageDraft(text: "hello")), createdAt: Date())
+            let message = Message(clientID: "k1", conversationID: conversation, text: "hello", time: Date())
+            let error = await #expect(throws: SwitchboardError.self) {
+                try await store.apply([.saveMessages([message]), .saveOutboxEntry(entry)], scope: scope)
+            }
+            print("a batch refused by the server: \(error.map { "\($0)" } ?? "no error")")
+            #expect(error?.code == .storageFailure)
+            #expect(error?.message.contains("refused") == true, "the server's reason is in the error")
+            #expect(try await store.countMessages(in: conversation, scope: scope) == 0, "the message of a failed batch is not stored")
+        }
+    }
+
+    /// Gateways starting together migrate once; a schema newer than the library is refused, not
+    /// written to.
+    @Test func processesStartingTogetherMigrateOnce() async throws {
+        try await PostgresServer.withClient { client, schemas in
+            let schema = schemas.fresh()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<8 {
+                    group.addTask { try await PostgresChatStore(client: client, schema: schema).migrate() }
+                }
+                try await group.waitForAll()
+            }
+            var versions: [Int] = []
+            for try await version in try await client.query("SELECT version FROM \(unescaped: schema).migration").decode(Int.self) { versions.append(version) }
+            print("8 stores migrating one schema at once: versions recorded \(versions)")
+            #expect(versions == [PostgresChatStore.schemaVersion])
+            try await client.query("INSERT INTO \(unescaped: schema).migration (version) VALUES (\(PostgresChatStore.schemaVersion + 1))")
+            let error = await #expect(throws: SwitchboardError.self) {
+                try await PostgresChatStore(client: client, schema: schema).fetchCursor(scope: scope)
+            }
+            #expect(error?.code == .storageFailure && error?.message.contains("newer") == true, "\(String(describing: error))")
+        }
+    }
+
+    /// What PostgreSQL's `text` cannot hold is refused with a clear error; message texts are bytes
+    /// and hold anything.
+    @Test func whatTextCannotHoldIsRefusedClearly() async throws {
+        try await PostgresServer.withClient { client, schemas in
+            let store = try PostgresChatStore(client: client, schema: schemas.fresh())
+            let odd = Message(serverID: "s1", conversationID: conversation, text: "nul \u{0} emoji 🙂 quote ' backslash \\", time: Date())
+            try await store.saveMessages([odd], scope: scope)
+            #expect(try await store.fetchMessage(serverID: "s1", in: conversation, scope: scope)?.text == odd.text)
+            let badID = Message(serverID: "s\u{0}2", conversationID: conversation, text: "x", time: Date())
+            let error = await #expect(throws: SwitchboardError.self) { try await store.saveMessages([badID], scope: scope) }
+            print("an id with U+0000: \(error.map { "\($0)" } ?? "stored")")
+            #expect(error?.code == .storageFailure)
+            #expect(try await store.countMessages(in: conversation, scope: scope) == 1, "the failed save changed nothing")
+        }
+    }
+
+    /// A write whose caller is cancelled still runs to its end (a session closing right after a
+    /// send was confirmed must not lose the write that ends its outbox entry).
+    @Test func aWriteRunsToItsEndWhenTheCallerIsCancelled() async throws {
+        try await PostgresServer.withClient { client, schemas in
+            let store = try PostgresChatStore(client: client, schema: schemas.fresh())
+            try await store.migrate()
+            let messages = (1...200).map { Message(serverID: MessageID("s\($0)"), conversationID: conversation, text: "\($0)", time: Date()) }
+            let scope = self.scope
+            let write = Task { try await store.saveMessages(messages, scope: scope) }
+            write.cancel()
+            try await write.value
+            let count = try await store.countMessages(in: conversation, scope: scope)
+            print("a 200-message write cancelled as it started: \(count) of 200 stored")
+            #expect(count == 200)
+        }
+    }
+
+    @Test func aWrongPasswordFailsAtOnceWithTheServersReason() async throws {
+        let url = try #require(PostgresServer.url).replacingOccurrences(of: ":switchboard@", with: ":not-the-password@")
+        let error = await #expect(throws: SwitchboardError.self) {
+            try await PostgresChatStore.withStore(url: url, schema: "switchboard_never") { _ in }
+        }
+        print("a wrong password: \(error.map { "\($0)" } ?? "connected")")
+        #expect(error?.code == .storageFailure)
+        #expect(error?.message.contains("28P01") == true, "PostgreSQL's invalid-password state is named")
+        #expect(error?.message.contains("not-the-password") == false)
+    }
+
+    @Test func aServerThatIsNotThereFailsAtOnce() async throws {
+        let error = await #expect(throws: SwitchboardError.self) {
+            // Port 1 on loopback: nothing listens there.
+            try await PostgresChatStore.withStore(url: "postgres://u:p@127.0.0.1:1/db?sslmode=disable") { _ in }
+        }
+        print("no server: \(error.map { "\($0)" } ?? "connected")")
+        #expect(error?.code == .storageFailure)
+    }
+
+    /// A gateway's own URL and store, end to end: the store `withStore(url:)` hands over works.
+    @Test func withStoreHandsOverAMigratedStore() async throws {
+        let url = try #require(PostgresServer.url)
+        let schema = "switchboard_test_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        let count = try await PostgresChatStore.withStore(url: url, schema: schema) { store in
+            try await store.saveMessages([Message(serverID: "s1", conversationID: conversation, text: "hello", time: Date())], scope: scope)
+            let count = try await store.countMessages(in: conversation, scope: scope)
+            try await store.client.query("DROP SCHEMA \(unescaped: schema) CASCADE")
+            return count
+        }
+        #expect(count == 1)
+    }
+}
+
+/// The whole conformance suite with every session on a PostgreSQL store.
+@Suite(.enabled(if: PostgresServer.isAvailable, PostgresServer.skipped), .timeLimit(.minutes(3)))
+struct PostgresConformanceTests {
+    @Test(arguments: ConformanceSuite.cases)
+    func conformance(_ conformanceCase: ConformanceCase) async throws {
+        try await PostgresServer.withClient { client, schemas in
+            let context = ConformanceContext(
+                emulator: InMemoryEmulator(),
+                makeStore: { try PostgresChatStore(client: client, schema: schemas.fresh()) },
+                makeClock: { SessionClock(ImmediateClock()) }
+            )
+            let outcome = try await conformanceCase.run(context)
+            #expect(outcome == .passed)
+        }
+    }
+}
+
+/// What needs no server.
+struct PostgresConfigurationTests {
+    @Test func aURLBecomesAConfiguration() throws {
+        let configuration = try PostgresChatStore.configuration(url: "postgres://gateway:s3cret@db.example:6543/chat?sslmode=disable")
+        #expect(configuration.host == "db.example" && configuration.port == 6543)
+        #expect(configuration.username == "gateway" && configuration.password == "s3cret" && configuration.database == "chat")
+        let defaults = try PostgresChatStore.configuration(url: "postgresql://gateway@db.example")
+        #expect(defaults.port == 5432 && defaults.database == nil && defaults.password == nil)
+    }
+
+    @Test(arguments: ["mysql://u@h/db", "postgres://h/db", "postgres://u:p@/db", "postgres://u:p@h/db?sslmode=sometimes", "not a url"])
+    func aBadURLIsRefusedWithoutItsPassword(_ url: String) {
+        let error = #expect(throws: SwitchboardError.self) { try PostgresChatStore.configuration(url: url) }
+        #expect(error?.code == .invalidArgument)
+        #expect(error?.message.contains(":p@") == false, "the password is not in the error: \(String(describing: error))")
+    }
+
+    @Test(arguments: ["Switchboard", "1st", "a-b", "x; DROP TABLE y", "", String(repeating: "a", count: 64)])
+    func aSchemaNameMustBeAPlainIdentifier(_ name: String) {
+        // The client is never run: the name is refused before anything is sent.
+        let client = PostgresClient(configuration: .init(host: "127.0.0.1", username: "u", password: nil, database: nil, tls: .disable))
+        let error = #expect(throws: SwitchboardError.self) { try PostgresChatStore(client: client, schema: name) }
+        #expect(error?.code == .invalidArgument)
+    }
+}
