@@ -23,6 +23,17 @@ enum PostgresServer {
         return try PostgresChatStore.configuration(url: url)
     }
 
+    /// The same server for a single connection (the ownership's lock connection).
+    static func connectionConfiguration() throws -> PostgresConnection.Configuration {
+        guard let url, let components = URLComponents(string: url), let host = components.host, let user = components.user else {
+            throw SwitchboardError(.notConnected, "SWITCHBOARD_POSTGRES_URL is not set")
+        }
+        return PostgresConnection.Configuration(
+            host: host, port: components.port ?? 5432, username: user, password: components.password,
+            database: String(components.path.dropFirst()), tls: .disable
+        )
+    }
+
     /// Runs a client to the test server around `body`; every schema `body` asks for with
     /// `Schemas.fresh()` is dropped after it.
     static func withClient<T: Sendable>(_ body: @Sendable (PostgresClient, Schemas) async throws -> T) async throws -> T {

@@ -1,0 +1,322 @@
+import Foundation
+public import Logging
+public import PostgresNIO
+import Switchboard
+
+/// Which process runs which session, when several processes share a PostgreSQL database: each
+/// session key (a backend and account, a `StoreScope`'s description) is held by exactly one process
+/// at a time, through a PostgreSQL advisory lock on that process's own connection.
+///
+/// A process that dies lets go of all its sessions at once — the server drops its connection and
+/// with it every lock — and the others take them over at their next look (``Configuration/interval``)
+/// and resume them from the shared store: the stored cursor and outbox, so nothing is lost, and
+/// sends keep their client ids, so a send the dead process had made goes to the server once.
+///
+/// Each process runs ``run(keys:_:)`` with the same keys. It takes its fair share — the keys
+/// divided by the processes running, rounded up — of those nobody holds, and gives back what is
+/// over its share when another process joins, so the sessions spread out. For each key it holds,
+/// the body runs in a child task; the body is cancelled when the process gives the key back, and a
+/// body that returns or throws gives the key back (anyone may take it at the next look).
+///
+/// ```swift
+/// let ownership = PostgresSessionOwnership(connection: connectionConfiguration, processName: "gateway-1")
+/// try await ownership.run(keys: accounts.map(\.key)) { key in
+///     try await runSession(for: key)          // until cancelled
+/// }
+/// ```
+///
+/// Limits: the lock holds while the process's connection does. If that connection breaks while the
+/// process lives (a network partition), the server frees the locks when it notices; the process
+/// stops its sessions as soon as its side of the connection closes, but another process may start
+/// one of them before that — the overlap is bounded by how fast each side notices, and the client
+/// ids of sends keep it from sending twice where the backend de-duplicates by them (all four
+/// adapters' backends do).
+public final class PostgresSessionOwnership: Sendable {
+    public struct Configuration: Sendable {
+        /// How often a process looks for sessions nobody runs and for a changed number of
+        /// processes: the longest a dead process's sessions wait for a taker.
+        public var interval: Duration
+        /// Keeps deployments that share a database apart: processes with different namespaces do
+        /// not see each other's locks.
+        public var namespace: String
+
+        public init(interval: Duration = .seconds(1), namespace: String = "switchboard") {
+            self.interval = interval
+            self.namespace = namespace
+        }
+    }
+
+    /// What a process did with its sessions, for logs, metrics and tests.
+    public enum Change: Sendable, Hashable {
+        /// The lock connection is open; `processes` processes share the keys.
+        case connected(processes: Int)
+        case took(String)
+        /// The key was given back: over the fair share, its body ended, or the run is ending.
+        case released(String)
+        /// The lock connection broke: every session was stopped; the process reconnects.
+        case lost(String)
+    }
+
+    let connection: PostgresConnection.Configuration
+    public let processName: String
+    public let configuration: Configuration
+    let onChange: @Sendable (Change) -> Void
+    let logger: Logger
+    private let heldKeys = Locked<[String]>([])
+
+    /// - Parameters:
+    ///   - connection: Where the locks are held; a connection of its own, outside any pool.
+    ///   - processName: This process in logs (several processes may share a name).
+    ///   - configuration: The look interval and the namespace.
+    ///   - logger: Where takes, releases and lost connections are logged.
+    ///   - onChange: Called, on the ownership's own task, for every change.
+    public init(
+        connection: PostgresConnection.Configuration,
+        processName: String,
+        configuration: Configuration = Configuration(),
+        logger: Logger = Logger(label: "switchboard.ownership"),
+        onChange: @escaping @Sendable (Change) -> Void = { _ in }
+    ) {
+        self.connection = connection
+        self.processName = processName
+        self.configuration = configuration
+        self.logger = logger
+        self.onChange = onChange
+    }
+
+    /// The second half of the advisory lock a key is held by (the first is the namespace's):
+    /// what an operator finds it by in `pg_locks` (`objid`, as an unsigned 32-bit number).
+    public static func lockKey(_ key: String) -> Int32 { Int32(bitPattern: FNV1a.hash(key)) }
+
+    /// The keys this process holds now.
+    public var held: [String] { heldKeys.withLock { $0 } }
+
+    private enum Input: Sendable {
+        case look
+        case ended(String)
+        /// The lock connection of that generation closed.
+        case connectionClosed(Int)
+    }
+
+    /// Runs until cancelled, holding a fair share of `keys` and running `body` for each key held.
+    /// Returns when cancelled, after every body has ended; the locks go with the connection, which
+    /// closes only then, so no other process starts a session before this one has stopped it.
+    public func run(keys: [String], _ body: @escaping @Sendable (String) async throws -> Void) async {
+        let (inputs, input) = AsyncStream.makeStream(of: Input.self)
+        var loop = Loop(ownership: self, keys: Array(Set(keys)).sorted(), input: input, body: body)
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                // The look timer.
+                while !Task.isCancelled {
+                    input.yield(.look)
+                    try? await Task.sleep(for: self.configuration.interval)
+                }
+            }
+            for await event in inputs {
+                await loop.handle(event, group: &group)
+            }
+            // Cancelled: every body is cancelled with the group, and the group waits for them.
+            group.cancelAll()
+            await group.waitForAll()
+        }
+        loop.held = []
+        loop.publishHeld()
+        try? await loop.lockConnection?.close()
+    }
+
+    /// The state of one run, changed only by its loop.
+    private struct Loop {
+        let ownership: PostgresSessionOwnership
+        let keys: [String]
+        let input: AsyncStream<Input>.Continuation
+        let body: @Sendable (String) async throws -> Void
+        let sessionSpace: Int32
+        let processSpace: Int32
+        var lockConnection: PostgresConnection?
+        var generation = 0
+        /// Keys whose bodies run, oldest first, and how to stop each.
+        var held: [String] = []
+        var stops: [String: AsyncStream<Void>.Continuation] = [:]
+        /// Bodies told to stop that have not ended yet.
+        var stopping: Set<String> = []
+
+        init(ownership: PostgresSessionOwnership, keys: [String], input: AsyncStream<Input>.Continuation, body: @escaping @Sendable (String) async throws -> Void) {
+            self.ownership = ownership
+            self.keys = keys
+            self.input = input
+            self.body = body
+            self.sessionSpace = Int32(bitPattern: FNV1a.hash(ownership.configuration.namespace + ".sessions") & 0x7fff_ffff)
+            self.processSpace = Int32(bitPattern: FNV1a.hash(ownership.configuration.namespace + ".processes") & 0x7fff_ffff)
+        }
+
+        var logger: Logger { ownership.logger }
+
+        mutating func handle(_ event: Input, group: inout TaskGroup<Void>) async {
+            switch event {
+            case .look:
+                do {
+                    try await look(group: &group)
+                } catch {
+                    await lost(PostgresChatStore.classify(error, what: "the lock connection").message)
+                }
+            case .ended(let key):
+                // Collect the finished child (it yielded this just before it ended), so a
+                // long run does not keep every ended body.
+                _ = await group.next()
+                stopping.remove(key)
+                stops[key] = nil
+                held.removeAll { $0 == key }
+                publishHeld()
+                guard let connection = lockConnection else {
+                    ownership.onChange(.released(key))
+                    return
+                }
+                do {
+                    try await connection.query("SELECT pg_advisory_unlock(\(sessionSpace), \(PostgresSessionOwnership.lockKey(key)))", logger: logger)
+                    ownership.onChange(.released(key))
+                } catch {
+                    ownership.onChange(.released(key))
+                    await lost(PostgresChatStore.classify(error, what: "the lock connection").message)
+                }
+            case .connectionClosed(let closed):
+                guard closed == generation, lockConnection != nil else { return }
+                await lost("the server closed the lock connection")
+            }
+        }
+
+
+
+        /// Connects if needed, counts the processes, takes up to the fair share of the free keys
+        /// and gives back what is over it.
+        mutating func look(group: inout TaskGroup<Void>) async throws {
+            if lockConnection == nil, !held.isEmpty {
+                // Sessions stopped after a lost connection are still ending: none is taken, here
+                // or anywhere this process decides, until they have.
+                return
+            }
+            let connection = try await connect()
+            let processes = try await countProcesses(on: connection)
+            let share = (keys.count + processes - 1) / processes
+            // Over the share (a process joined): give back the newest once their bodies end.
+            let active = held.filter { !stopping.contains($0) }
+            if active.count > share {
+                for key in active.suffix(active.count - share) { stop(key) }
+                return
+            }
+            guard active.count < share else { return }
+            // Start where this process's name hashes to, so processes do not all race for the
+            // same keys first.
+            let first = keys.isEmpty ? 0 : Int(FNV1a.hash(ownership.processName) % UInt32(keys.count))
+            var count = held.count
+            for offset in 0..<keys.count where count - stopping.count < share {
+                let key = keys[(first + offset) % keys.count]
+                guard !held.contains(key) else { continue }
+                var locked = false
+                let rows = try await connection.query("SELECT pg_try_advisory_lock(\(sessionSpace), \(PostgresSessionOwnership.lockKey(key)))", logger: logger)
+                for try await value in rows.decode(Bool.self) { locked = value }
+                guard locked else { continue }
+                count += 1
+                start(key, group: &group)
+            }
+        }
+
+        func countProcesses(on connection: PostgresConnection) async throws -> Int {
+            var processes = 1
+            let rows = try await connection.query(
+                """
+                SELECT count(DISTINCT pid)::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted
+                AND classid::bigint = \(Int64(processSpace)) AND objid::bigint = 0 AND objsubid = 2
+                """,
+                logger: logger
+            )
+            for try await value in rows.decode(Int64.self) { processes = max(1, Int(value)) }
+            return processes
+        }
+
+        /// The lock connection, opened (with this process's mark in the process space) when
+        /// there is none.
+        mutating func connect() async throws -> PostgresConnection {
+            if let lockConnection { return lockConnection }
+            let connection = try await PostgresConnection.connect(configuration: ownership.connection, id: generation + 1, logger: logger)
+            do {
+                try await connection.query("SELECT pg_advisory_lock_shared(\(processSpace), 0)", logger: logger)
+            } catch {
+                try? await connection.close()
+                throw error
+            }
+            generation += 1
+            lockConnection = connection
+            let input = self.input
+            let generation = self.generation
+            // The connection closing (the server ended it, the network broke) is noticed at once,
+            // not at the next look: the sessions stop before another process is likely to take them.
+            connection.closeFuture.whenComplete { _ in input.yield(.connectionClosed(generation)) }
+            let processes = try await countProcesses(on: connection)
+            logger.info("ownership connected", metadata: ["process": "\(ownership.processName)", "processes": "\(processes)"])
+            ownership.onChange(.connected(processes: processes))
+            return connection
+        }
+
+        mutating func start(_ key: String, group: inout TaskGroup<Void>) {
+            let (stopped, stop) = AsyncStream.makeStream(of: Void.self)
+            stops[key] = stop
+            held.append(key)
+            publishHeld()
+            logger.debug("took a session", metadata: ["process": "\(ownership.processName)", "key": "\(key)"])
+            ownership.onChange(.took(key))
+            let input = self.input
+            let logger = self.logger
+            let body = self.body
+            group.addTask {
+                await withTaskGroup(of: Void.self) { session in
+                    session.addTask {
+                        do {
+                            try await body(key)
+                        } catch is CancellationError {
+                        } catch {
+                            logger.warning("a session ended with an error", metadata: ["key": "\(key)", "error": "\(error)"])
+                        }
+                    }
+                    session.addTask { for await _ in stopped {} }
+                    await session.next()
+                    session.cancelAll()
+                }
+                input.yield(.ended(key))
+            }
+        }
+
+        mutating func stop(_ key: String) {
+            guard let stop = stops[key], !stopping.contains(key) else { return }
+            stopping.insert(key)
+            stop.finish()
+        }
+
+        /// The lock connection broke: its locks are gone on the server, so every body is stopped;
+        /// the next look reconnects once they have ended.
+        mutating func lost(_ reason: String) async {
+            let connection = lockConnection
+            lockConnection = nil
+            try? await connection?.close()
+            for key in held { stop(key) }
+            ownership.onChange(.lost(reason))
+            logger.warning("ownership lost its lock connection; stopping every session", metadata: ["reason": "\(reason)", "sessions": "\(held.count)"])
+        }
+
+        func publishHeld() {
+            let keys = held
+            ownership.heldKeys.withLock { $0 = keys }
+        }
+    }
+}
+
+/// 32-bit FNV-1a: a hash every process computes the same (Swift's `Hasher` is seeded per process).
+enum FNV1a {
+    static func hash(_ text: String) -> UInt32 {
+        var hash: UInt32 = 0x811C_9DC5
+        for byte in text.utf8 {
+            hash ^= UInt32(byte)
+            hash = hash &* 0x0100_0193
+        }
+        return hash
+    }
+}

@@ -1,0 +1,135 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Switchboard
+import SwitchboardPostgres
+import Testing
+
+/// Who runs what, as the sessions' bodies report it: a key run by two owners at once is an overlap.
+private final class Ledger: Sendable {
+    private struct State {
+        var running: [String: Set<String>] = [:]
+        var overlaps = 0
+        var starts = 0
+    }
+
+    private let state = Locked(State())
+
+    func started(_ key: String, by owner: String) {
+        state.withLock { state in
+            state.starts += 1
+            if !(state.running[key] ?? []).isEmpty { state.overlaps += 1 }
+            state.running[key, default: []].insert(owner)
+        }
+    }
+
+    func ended(_ key: String, by owner: String) {
+        state.withLock { state in _ = state.running[key]?.remove(owner) }
+    }
+
+    /// How many keys each owner runs now; keys run by nobody are not counted.
+    var perOwner: [String: Int] {
+        state.withLock { state in
+            var counts: [String: Int] = [:]
+            for owners in state.running.values { for owner in owners { counts[owner, default: 0] += 1 } }
+            return counts
+        }
+    }
+
+    var runningKeys: Int { state.withLock { $0.running.values.filter { !$0.isEmpty }.count } }
+    var overlaps: Int { state.withLock { $0.overlaps } }
+    var starts: Int { state.withLock { $0.starts } }
+}
+
+/// `PostgresSessionOwnership` with three owners in this process, each with its own lock
+/// connection: from the server's side, three processes.
+@Suite(.enabled(if: PostgresServer.isAvailable, PostgresServer.skipped), .timeLimit(.minutes(2)))
+struct PostgresSessionOwnershipTests {
+    let keys = (0..<30).map { "webim/customer-\($0)" }
+
+    @Test func sessionsSpreadMoveAndNeverRunTwice() async throws {
+        let connection = try PostgresServer.connectionConfiguration()
+        let namespace = "switchboard_test_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        let ledger = Ledger()
+        let losses = Locked([String: Int]())
+        let (changes, change) = AsyncStream.makeStream(of: String.self)
+        func owner(_ name: String) -> PostgresSessionOwnership {
+            PostgresSessionOwnership(
+                connection: connection, processName: name,
+                configuration: .init(interval: .milliseconds(200), namespace: namespace),
+                logger: Logger(label: "ownership", factory: { _ in SwiftLogNoOpLogHandler() }),
+                onChange: {
+                    if case .lost = $0 { losses.withLock { $0[name, default: 0] += 1 } }
+                    change.yield("\(name): \($0)")
+                }
+            )
+        }
+        let owners = ["a", "b", "c"].map(owner)
+        let keys = self.keys
+        /// Reads changes until `condition` holds.
+        @Sendable func until(_ what: String, _ condition: () -> Bool) async throws {
+            if condition() { return }
+            for await _ in changes where condition() { return }
+            throw SwitchboardError(.cancelled, "the changes ended before \(what)")
+        }
+
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var runs: [String: Task<Void, Never>] = [:]
+            for owner in owners {
+                let name = owner.processName
+                runs[name] = Task {
+                    await owner.run(keys: keys) { key in
+                        ledger.started(key, by: name)
+                        change.yield("\(name) runs \(key)")
+                        defer {
+                            ledger.ended(key, by: name)
+                            change.yield("\(name) stopped \(key)")
+                        }
+                        // A session runs until the ownership stops it.
+                        let (never, _) = AsyncStream.makeStream(of: Void.self)
+                        for await _ in never {}
+                    }
+                }
+            }
+            try await until("30 sessions spread over 3 processes") { ledger.runningKeys == 30 && ledger.perOwner.values.sorted() == [10, 10, 10] }
+            print("ownership: 30 sessions over 3 processes: \(ledger.perOwner.sorted { $0.key < $1.key }), starts \(ledger.starts), overlaps \(ledger.overlaps)")
+
+            // A process that stops: its sessions move to the other two.
+            let clock = ContinuousClock()
+            var started = clock.now
+            runs["c"]?.cancel()
+            await runs["c"]?.value
+            try await until("c's sessions taken over") { ledger.runningKeys == 30 && ledger.perOwner["c", default: 0] == 0 && ledger.perOwner.values.sorted() == [15, 15] }
+            print("ownership: c stopped; its 10 sessions ran again after \(clock.now - started): \(ledger.perOwner.sorted { $0.key < $1.key }), overlaps \(ledger.overlaps)")
+
+            // The server ends a's lock connection (as for a process that died): a stops its
+            // sessions at once, b takes them, a reconnects and the two share again.
+            started = clock.now
+            let victim = try #require(owners[0].held.first)
+            try await PostgresServer.withClient { client, _ in
+                let rows = try await client.query(
+                    """
+                    SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2
+                    AND objid::bigint = \(Int64(UInt32(bitPattern: PostgresSessionOwnership.lockKey(victim))))
+                    """
+                )
+                for try await _ in rows {}
+            }
+            let startsBefore = ledger.starts
+            try await until("a saw its connection end") { losses.withLock { $0["a", default: 0] } == 1 }
+            // a's 15 start again: in b, or in a once it is back (at least 15 starts), and the two
+            // share again.
+            try await until("a back after its connection was ended") {
+                ledger.starts >= startsBefore + 15 && ledger.runningKeys == 30 && ledger.perOwner.values.sorted() == [15, 15]
+                    && owners[0].held.count == 15
+            }
+            print("ownership: a's connection ended by the server; all 30 running again, shared, after \(clock.now - started): \(ledger.perOwner.sorted { $0.key < $1.key }), starts \(ledger.starts), overlaps \(ledger.overlaps)")
+            #expect(ledger.overlaps == 0, "no session ran in two processes at once")
+            for run in runs.values { run.cancel() }
+            for run in runs.values { await run.value }
+            change.finish()
+            #expect(ledger.runningKeys == 0, "every session stopped with its process")
+            group.cancelAll()
+        }
+    }
+}
