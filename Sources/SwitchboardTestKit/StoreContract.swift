@@ -1,7 +1,7 @@
 import Foundation
 public import Switchboard
 
-/// One check of the ``ChatStore`` contract: what the engine relies on from a store. A store's
+/// One check of the `ChatStore` contract: what the engine relies on from a store. A store's
 /// tests run every case of ``StoreContract/cases`` with a function that makes a new, empty store.
 ///
 /// ```swift
@@ -28,7 +28,7 @@ public struct StoreContractCase: Sendable, CustomStringConvertible {
     public var description: String { name }
 }
 
-/// The ``ChatStore`` contract, for every store: the in-memory store, SQLite, PostgreSQL, and a
+/// The `ChatStore` contract, for every store: the in-memory store, SQLite, PostgreSQL, and a
 /// store an app writes itself.
 public enum StoreContract {
     public static let cases: [StoreContractCase] = [
