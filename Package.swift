@@ -234,6 +234,7 @@ let package = Package(
                 "CXoneEmulator",
                 "SwitchboardMatrix",
                 "SwitchboardSQLite",
+                "SwitchboardPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -273,7 +274,9 @@ let package = Package(
             dependencies: [
                 "switchboard", "SupportChat", "Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator",
                 "SwitchboardWebim", "WebimEmulator", "SwitchboardCXone", "CXoneEmulator", "SwitchboardSQLite", "SwitchboardEmulation",
+                "SwitchboardPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
     ]

@@ -84,6 +84,20 @@ public final class PostgresSessionOwnership: Sendable {
         self.onChange = onChange
     }
 
+    /// Ownership with its lock connection to the database at `url`
+    /// (`postgres://user:password@host:port/database`, as ``PostgresChatStore/configuration(url:)``).
+    /// - Throws: `invalidArgument` (`SwitchboardError.Code`) for a bad URL.
+    public convenience init(
+        url: String,
+        processName: String,
+        configuration: Configuration = Configuration(),
+        logger: Logger = Logger(label: "switchboard.ownership"),
+        onChange: @escaping @Sendable (Change) -> Void = { _ in }
+    ) throws {
+        let connection = try PostgresChatStore.Endpoint(url: url).connectionConfiguration()
+        self.init(connection: connection, processName: processName, configuration: configuration, logger: logger, onChange: onChange)
+    }
+
     /// The second half of the advisory lock a key is held by (the first is the namespace's):
     /// what an operator finds it by in `pg_locks` (`objid`, as an unsigned 32-bit number).
     public static func lockKey(_ key: String) -> Int32 { Int32(bitPattern: FNV1a.hash(key)) }

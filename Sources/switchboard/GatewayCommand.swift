@@ -1,0 +1,181 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Switchboard
+import SwitchboardPostgres
+import SwitchboardVoximplant
+import SwitchboardWebim
+
+struct GatewayCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "gateway",
+        abstract: "Run the sessions of a file as one of several processes that share a PostgreSQL database.",
+        discussion: """
+            Every process started with the same database and file runs its fair share of the \
+            sessions; each session runs in exactly one process at a time, and the sessions of a \
+            process that dies (even by kill -9) move to the others, which resume them from the \
+            shared store. Prints one line per change on standard error: took KEY, released KEY, \
+            connected N (processes), lost REASON.
+
+            The file is a JSON array of sessions: {"backend": "voximplant", "url": "ws://…", "user": …, \
+            "token": …, "conversation": …} or {"backend": "webim", "url": "http://…", "visitor": \
+            "{\\"fields\\":{\\"id\\":…}}", "name": …}. CXone and Matrix sessions are not supported here yet.
+            """
+    )
+
+    @Option(help: "The PostgreSQL database: postgres://user:password@host:port/database (add ?sslmode=disable for plain TCP on loopback).")
+    var postgres: String
+    @Option(help: "The JSON file of sessions.") var sessions: String
+    @Option(help: "This process's name in its lines and in the server's lock counts.") var name = "gateway-\(getpid())"
+    @Option(help: "The PostgreSQL schema of the store.") var schema = "switchboard"
+    @Option(name: .customLong("interval-ms"), help: "How often to look for sessions nobody runs, in milliseconds.") var intervalMilliseconds = 1000
+    @Option(help: "Messages each session sends into its conversation (\"ACCOUNT 1\", \"ACCOUNT 2\", …) for load and failover runs; one already stored is not sent again.")
+    var send = 0
+    @Option(name: .customLong("send-interval-ms"), help: "Milliseconds between a session's sends.") var sendIntervalMilliseconds = 100
+
+    func validate() throws {
+        if intervalMilliseconds < 10 { throw ValidationError("--interval-ms is at least 10") }
+        if send < 0 || sendIntervalMilliseconds < 0 { throw ValidationError("--send and --send-interval-ms are not negative") }
+    }
+
+    func run() async throws {
+        let say: @Sendable (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }
+        do {
+            try await serve(say: say)
+        } catch let error as SwitchboardError {
+            say("error: \(error.message)")
+            throw ExitCode(1)
+        }
+    }
+
+    private func serve(say: @escaping @Sendable (String) -> Void) async throws {
+        let specs = try GatewaySession.load(sessions)
+        let bySpec = Dictionary(specs.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
+        let logger = Self.logger
+        let ownership = try PostgresSessionOwnership(
+            url: postgres, processName: name,
+            configuration: .init(interval: .milliseconds(intervalMilliseconds), namespace: schema),
+            logger: logger,
+            onChange: { change in
+                switch change {
+                case .connected(let processes): say("connected \(processes)")
+                case .took(let key): say("took \(key)")
+                case .released(let key): say("released \(key)")
+                case .lost(let reason): say("lost \(reason)")
+                }
+            }
+        )
+        let traffic = Traffic(messages: send, interval: .milliseconds(sendIntervalMilliseconds))
+        try await PostgresChatStore.withStore(url: postgres, schema: schema, logger: logger) { store in
+            say("gateway \(name): \(bySpec.count) sessions in the file")
+            await ownership.run(keys: Array(bySpec.keys)) { key in
+                guard let spec = bySpec[key] else { return }
+                try await spec.run(store: store, traffic: traffic, logger: logger)
+            }
+        }
+    }
+
+    /// Warnings and errors on standard error, beside the change lines.
+    static var logger: Logger {
+        var logger = Logger(label: "switchboard.gateway", factory: { StreamLogHandler.standardError(label: $0) })
+        logger.logLevel = .warning
+        return logger
+    }
+
+    struct Traffic: Sendable {
+        var messages: Int
+        var interval: Duration
+    }
+}
+
+/// One session of a gateway's file.
+struct GatewaySession: Codable, Sendable {
+    var backend: String
+    var url: String
+    var user: String?
+    var token: String?
+    var visitor: String?
+    var conversation: String?
+    /// The account the store keys the session by; the user (or the visitor fields) without it.
+    var name: String?
+
+    var account: String { name ?? user ?? visitor ?? url }
+
+    /// The session's key among the processes: its store scope.
+    var key: String { "\(backend)/\(account)" }
+
+    static func load(_ path: String) throws -> [GatewaySession] {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            throw SwitchboardError(.invalidArgument, "cannot read \(path): \(error.localizedDescription)")
+        }
+        let sessions: [GatewaySession]
+        do {
+            sessions = try JSONDecoder().decode([GatewaySession].self, from: data)
+        } catch {
+            throw SwitchboardError(.invalidArgument, "\(path) is not a JSON array of sessions: \(error)")
+        }
+        for session in sessions { try session.validate() }
+        return sessions
+    }
+
+    func validate() throws {
+        switch backend {
+        case "voximplant":
+            guard user != nil, token != nil else { throw SwitchboardError(.invalidArgument, "a voximplant session needs user and token (\(url))") }
+        case "webim":
+            break
+        default:
+            throw SwitchboardError(.invalidArgument, "gateway runs voximplant and webim sessions; \(backend) is not supported yet")
+        }
+    }
+
+    func makeBackend(logger: Logger) throws -> any ChatBackend {
+        switch backend {
+        case "voximplant":
+            VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: user ?? "", token: token ?? ""), logger: logger)
+        case "webim":
+            try WebimBackend(configuration: WebimConfiguration(accountName: url, visitorFieldsJSON: visitor))
+        default:
+            throw SwitchboardError(.unsupported, "gateway does not run \(backend) sessions")
+        }
+    }
+
+    /// Where `--send` writes: the named conversation, or Webim's one chat.
+    var sendConversation: ConversationID? {
+        if let conversation { return ConversationID(conversation) }
+        return backend == "webim" ? WebimBackend.conversationID : nil
+    }
+
+    /// Runs the session on the shared store until cancelled; with traffic, sends what the store
+    /// does not have yet (a process that took the session over does not send again what the
+    /// last one stored: its outbox sends that).
+    func run(store: PostgresChatStore, traffic: GatewayCommand.Traffic, logger: Logger) async throws {
+        let session = ChatSession(id: SessionID(key), backend: try makeBackend(logger: logger), account: account, store: store, logger: logger)
+        let events = session.events(filter: .all, buffering: .unbounded)
+        try await session.withRunning { session in
+            try await session.resume()
+            if traffic.messages > 0, let target = sendConversation {
+                // The conversation is known once the first link has read it.
+                var chat = try? await session.conversation(target)
+                if chat == nil {
+                    for await _ in events {
+                        chat = try? await session.conversation(target)
+                        if chat != nil { break }
+                    }
+                }
+                if let chat {
+                    let stored = Set(try await chat.storedMessages(before: nil, limit: .max).map(\.text))
+                    for index in 1...traffic.messages where !stored.contains("\(account) \(index)") {
+                        _ = try await chat.send(text: "\(account) \(index)")
+                        try await Task.sleep(for: traffic.interval)
+                    }
+                }
+            }
+            // Runs until the ownership stops it.
+            for await _ in events {}
+        }
+    }
+}

@@ -1,0 +1,269 @@
+import Foundation
+import PostgresNIO
+@_spi(TestKit) import Switchboard
+import SwitchboardEmulation
+import SwitchboardPostgres
+import SwitchboardWebim
+@_spi(TestKit) import SwitchboardTestKit
+import Testing
+@_spi(TestKit) import VoximplantEmulator
+
+@testable import switchboard
+
+/// The PostgreSQL database of the live tests (`eval "$(scripts/postgres.sh start)"` sets it).
+private let postgresURL = ProcessInfo.processInfo.environment["SWITCHBOARD_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
+
+extension CrashTests {
+    /// Three `switchboard gateway` processes share 300 Voximplant-style sessions through one
+    /// PostgreSQL database; while the agent writes to every conversation and every session sends
+    /// its own messages, one gateway is killed with SIGKILL. Its sessions move to the other two,
+    /// which resume them from the shared store. The emulator's log and the store must agree:
+    /// nothing lost, nothing twice, in order.
+    @Test(
+        .enabled(
+            if: postgresURL != nil,
+            "no PostgreSQL server: skipped. Run `eval \"$(scripts/postgres.sh start)\"` or set SWITCHBOARD_POSTGRES_URL."
+        )
+    )
+    func threeGatewaysShareSessionsAndSurviveAKill() async throws {
+        let url = try #require(postgresURL)
+        let sessions = 300
+        let sends = 4
+        let agentMessages = 4
+        let schema = "switchboard_failover_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-gateway-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+
+        let server = VoximplantServer()
+        let agent = server.robot(server.addUser("agent", token: "agent-token", displayName: "Agent"))
+        let customers: [(user: String, token: String, conversation: String)] = try (0..<sessions).map { index in
+            let user = server.addUser("customer\(index)", token: "token-\(index)", displayName: "Customer \(index)")
+            return (user, "token-\(index)", try agent.createConversation(title: "Support \(index)", with: [user]))
+        }
+
+        try await PostgresChatStore.withStore(url: url, schema: schema, logger: .quiet) { store in
+            let stored = AsyncSignal()
+            try await withThrowingTaskGroup(of: Void.self) { listeners in
+                // Every write to the store's messages and outbox signals `stored`: the test waits
+                // on it instead of polling.
+                try await Self.notifyOnWrites(store: store)
+                listeners.addTask {
+                    try await store.client.withConnection { connection in
+                        for try await _ in try await connection.listen("\(schema)_writes") { stored.signal() }
+                    }
+                }
+                defer { listeners.cancelAll() }
+                try await VoximplantEmulator(server: server, logger: .quiet).withRunning { emulatorURL in
+                    let file = directory.appendingPathComponent("sessions.json")
+                    let specs: [[String: String]] = customers.map {
+                        ["backend": "voximplant", "url": emulatorURL, "user": $0.user, "token": $0.token, "conversation": $0.conversation]
+                    }
+                    try JSONSerialization.data(withJSONObject: specs).write(to: file)
+                    let holdings = Holdings()
+                    let names = ["gw1", "gw2", "gw3"]
+                    var gateways: [String: Child] = [:]
+                    for name in names {
+                        let child = try Child.start([
+                            "gateway", "--postgres", url, "--schema", schema, "--sessions", file.path, "--name", name,
+                            "--interval-ms", "250", "--send", "\(sends)", "--send-interval-ms", "150",
+                        ])
+                        gateways[name] = child
+                        holdings.follow(child, as: name)
+                    }
+                    let allKeys = Set(customers.map { "voximplant/\($0.user)" })
+                    try await waitUntil("300 sessions held once each", timeout: .seconds(120), signal: holdings.changed) {
+                        holdings.heldOnce(of: allKeys, by: names)
+                    }
+                    // Every session has read its conversation (and its head) once: what the agent
+                    // writes from here on is news to it, not history from before its first link.
+                    try await waitUntil("every session connected once", timeout: .seconds(120), signal: stored) {
+                        let conversations = try await Self.count("conversation", in: store)
+                        let sequences = try await Self.count("sequence", in: store)
+                        return conversations == sessions && sequences == sessions
+                    }
+                    print("failover: \(sessions) sessions over 3 gateways, each connected once: \(holdings.counts(names))")
+
+                    // The agent writes while the sessions send; one gateway dies mid-traffic.
+                    for round in 1...agentMessages / 2 {
+                        for customer in customers { try agent.send("agent \(round)", in: customer.conversation) }
+                    }
+                    let clock = ContinuousClock()
+                    let killedAt = clock.now
+                    let victim = holdings.keys(of: "gw2")
+                    gateways["gw2"]?.kill()
+                    await gateways["gw2"]?.waitForExit()
+                    holdings.forget("gw2")
+                    try await waitUntil("gw2's sessions taken over", timeout: .seconds(120), signal: holdings.changed) {
+                        holdings.heldOnce(of: allKeys, by: ["gw1", "gw3"])
+                    }
+                    let takeover = clock.now - killedAt
+                    print("failover: gw2 killed (SIGKILL) holding \(victim.count) sessions; all \(sessions) running in gw1 and gw3 after \(takeover): \(holdings.counts(["gw1", "gw3"]))")
+                    for round in agentMessages / 2 + 1...agentMessages {
+                        for customer in customers { try agent.send("agent \(round)", in: customer.conversation) }
+                    }
+
+                    // Everything on the server and in the store.
+                    let expectedOnServer = sessions * (sends + agentMessages)
+                    try await waitUntil("every session's messages on the server", timeout: .seconds(180), signal: server.changes) {
+                        customers.reduce(0) { $0 + server.messages(in: $1.conversation).count } >= expectedOnServer
+                    }
+                    try await waitUntil("every message stored and confirmed", timeout: .seconds(180), signal: stored) {
+                        try await Self.confirmedAndSettled(store: store) == expectedOnServer
+                    }
+
+                    // The proof: the emulator's log against the store, conversation by conversation.
+                    var figures = (messages: 0, lost: 0, duplicated: 0, outOfOrder: 0, outbox: 0)
+                    for customer in customers {
+                        let truth = server.messages(in: customer.conversation)
+                        let scope = StoreScope(backend: "voximplant", account: customer.user)
+                        let storedMessages = try await store.fetchMessages(in: ConversationID(customer.conversation), before: nil, limit: .max, scope: scope)
+                        let storedIDs = storedMessages.compactMap { $0.serverID?.rawValue }
+                        let truthIDs = truth.map(\.uuid)
+                        figures.messages += truth.count
+                        figures.lost += Set(truthIDs).subtracting(storedIDs).count
+                        let texts = truth.map(\.text)
+                        figures.duplicated += (texts.count - Set(texts).count) + (storedIDs.count - Set(storedIDs).count)
+                        let wanted = (1...sends).map { "\(customer.user) \($0)" } + (1...agentMessages).map { "agent \($0)" }
+                        figures.lost += Set(wanted).subtracting(texts).count
+                        let inOrder = truth.sorted { $0.sequence < $1.sequence }.map(\.uuid).filter(Set(storedIDs).contains)
+                        figures.outOfOrder += zip(inOrder, storedIDs).filter { $0 != $1 }.count
+                        figures.outbox += try await store.fetchOutbox(scope: scope).count
+                    }
+                    for child in gateways.values { child.kill() }
+                    for child in gateways.values { await child.waitForExit() }
+                    print(
+                        """
+                        failover: \(sessions) sessions, 3 gateways, 1 killed with SIGKILL mid-traffic (\(victim.count) sessions moved in \(takeover)); \
+                        messages \(figures.messages) (agent \(sessions * agentMessages), gateways \(sessions * sends)), lost \(figures.lost), \
+                        duplicated \(figures.duplicated), out of order \(figures.outOfOrder), outbox left \(figures.outbox)
+                        """
+                    )
+                    #expect(figures.messages == expectedOnServer)
+                    #expect(figures.lost == 0)
+                    #expect(figures.duplicated == 0)
+                    #expect(figures.outOfOrder == 0)
+                    #expect(figures.outbox == 0)
+                }
+                try await store.client.query("DROP SCHEMA \(unescaped: schema) CASCADE")
+            }
+        }
+    }
+
+    /// A trigger on the store's messages, outbox, conversations and sequences that notifies `<schema>_writes` per statement.
+    static func notifyOnWrites(store: PostgresChatStore) async throws {
+        let schema = store.schema
+        try await store.client.query(
+            """
+            CREATE FUNCTION \(unescaped: schema).notify_writes() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN PERFORM pg_notify('\(unescaped: schema)_writes', ''); RETURN NULL; END $$
+            """
+        )
+        for table in ["message", "outbox", "conversation", "sequence"] {
+            try await store.client.query(
+                """
+                CREATE TRIGGER notify_writes AFTER INSERT OR UPDATE OR DELETE ON \(unescaped: schema).\(unescaped: table)
+                FOR EACH STATEMENT EXECUTE FUNCTION \(unescaped: schema).notify_writes()
+                """
+            )
+        }
+    }
+
+    /// The rows of one of the store's tables.
+    static func count(_ table: String, in store: PostgresChatStore) async throws -> Int {
+        var count = 0
+        for try await value in try await store.client.query("SELECT count(*) FROM \(unescaped: store.schema).\(unescaped: table)").decode(Int64.self) {
+            count = Int(value)
+        }
+        return count
+    }
+
+    /// Messages with a server id, once nothing is pending and every outbox is empty; -1 before.
+    static func confirmedAndSettled(store: PostgresChatStore) async throws -> Int {
+        let schema = store.schema
+        var counts: [Int64] = []
+        let rows = try await store.client.query(
+            """
+            SELECT (SELECT count(*) FROM \(unescaped: schema).message WHERE server_id IS NOT NULL),
+                   (SELECT count(*) FROM \(unescaped: schema).message WHERE pending),
+                   (SELECT count(*) FROM \(unescaped: schema).outbox)
+            """
+        )
+        for try await (confirmed, pending, outbox) in rows.decode((Int64, Int64, Int64).self) { counts = [confirmed, pending, outbox] }
+        guard counts.count == 3, counts[1] == 0, counts[2] == 0 else { return -1 }
+        return Int(counts[0])
+    }
+}
+
+/// Which gateway holds which session, from the lines the gateways print.
+private final class Holdings: Sendable {
+    let changed = AsyncSignal()
+    private let held = Locked([String: Set<String>]())
+
+    /// Reads `child`'s lines until it ends.
+    func follow(_ child: Child, as name: String) {
+        Task.detached { [self] in
+            while let line = try? await child.nextLine() {
+                if line.hasPrefix("took ") {
+                    held.withLock { _ = $0[name, default: []].insert(String(line.dropFirst(5))) }
+                } else if line.hasPrefix("released ") {
+                    held.withLock { _ = $0[name, default: []].remove(String(line.dropFirst(9))) }
+                } else {
+                    continue
+                }
+                changed.signal()
+            }
+        }
+    }
+
+    func forget(_ name: String) {
+        held.withLock { $0[name] = nil }
+        changed.signal()
+    }
+
+    func keys(of name: String) -> Set<String> { held.withLock { $0[name] ?? [] } }
+
+    func counts(_ names: [String]) -> [String: Int] {
+        held.withLock { held in Dictionary(uniqueKeysWithValues: names.map { ($0, held[$0]?.count ?? 0) }) }
+    }
+
+    /// Every key held, by exactly one of `names`.
+    func heldOnce(of keys: Set<String>, by names: [String]) -> Bool {
+        held.withLock { held in
+            let sets = names.map { held[$0] ?? [] }
+            return sets.reduce(0) { $0 + $1.count } == keys.count && sets.reduce(Set<String>()) { $0.union($1) } == keys
+        }
+    }
+}
+
+/// `switchboard gateway`'s session file, without a server.
+struct GatewaySessionFileTests {
+    func load(_ json: String) throws -> [GatewaySession] {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-\(UUID().uuidString).json")
+        try Data(json.utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        return try GatewaySession.load(file.path)
+    }
+
+    @Test func sessionsAreKeyedByBackendAndAccount() throws {
+        let sessions = try load(
+            """
+            [{"backend": "voximplant", "url": "ws://127.0.0.1:1/ws", "user": "u1@app.acc", "token": "t", "conversation": "c1"},
+             {"backend": "webim", "url": "http://127.0.0.1:2", "visitor": "{\\"fields\\":{\\"id\\":\\"v\\"}}", "name": "visitor-1"}]
+            """
+        )
+        #expect(sessions.map(\.key) == ["voximplant/u1@app.acc", "webim/visitor-1"])
+        #expect(sessions.map(\.sendConversation) == [ConversationID("c1"), WebimBackend.conversationID])
+    }
+
+    @Test(arguments: [
+        #"[{"backend": "cxone", "url": "x"}]"#,
+        #"[{"backend": "voximplant", "url": "ws://h/ws", "user": "u"}]"#,
+        #"{"backend": "webim"}"#,
+        "not json",
+    ])
+    func aBadFileIsRefusedWithItsReason(_ json: String) {
+        let error = #expect(throws: SwitchboardError.self) { try load(json) }
+        #expect(error?.code == .invalidArgument)
+    }
+}
