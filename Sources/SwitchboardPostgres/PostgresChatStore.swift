@@ -189,9 +189,9 @@ public final class PostgresChatStore: ChatStore {
     public func migrate() async throws {
         if migrated.withLock({ $0 }) { return }
         try await transaction("migration") { connection, logger in
-            try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\("switchboard.migrate." + self.schema), 0))", logger: logger)
-            try await connection.query("CREATE SCHEMA IF NOT EXISTS \(unescaped: self.schema)", logger: logger)
-            try await connection.query(
+            try await connection.run("SELECT pg_advisory_xact_lock(hashtextextended(\("switchboard.migrate." + self.schema), 0))", logger: logger)
+            try await connection.run("CREATE SCHEMA IF NOT EXISTS \(unescaped: self.schema)", logger: logger)
+            try await connection.run(
                 "CREATE TABLE IF NOT EXISTS \(unescaped: self.table("migration")) (version integer PRIMARY KEY, applied timestamptz NOT NULL DEFAULT now())",
                 logger: logger
             )
@@ -204,7 +204,7 @@ public final class PostgresChatStore: ChatStore {
             }
             for (version, statements) in self.migrations.enumerated() where version + 1 > current {
                 for statement in statements { try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger) }
-                try await connection.query("INSERT INTO \(unescaped: self.table("migration")) (version) VALUES (\(version + 1))", logger: logger)
+                try await connection.run("INSERT INTO \(unescaped: self.table("migration")) (version) VALUES (\(version + 1))", logger: logger)
                 logger.info("migrated the store", metadata: ["schema": "\(self.schema)", "version": "\(version + 1)"])
             }
         }
@@ -384,12 +384,12 @@ public final class PostgresChatStore: ChatStore {
             byClient = try await first(Int64.self, "SELECT position FROM \(unescaped: table("message")) WHERE \(scope: scope) AND conversation = \(message.conversationID.rawValue) AND client_id = \(clientID.rawValue)", on: connection, logger: logger)
         }
         if let byServer, let byClient, byServer != byClient {
-            try await connection.query("DELETE FROM \(unescaped: table("message")) WHERE position = \(byClient)", logger: logger)
+            try await connection.run("DELETE FROM \(unescaped: table("message")) WHERE position = \(byClient)", logger: logger)
         }
         let key = message.orderKey
         let time = key.time.timeIntervalSinceReferenceDate
         if let row = byServer ?? byClient {
-            try await connection.query(
+            try await connection.run(
                 """
                 UPDATE \(unescaped: table("message")) SET server_id = \(message.serverID?.rawValue), client_id = \(message.clientID?.rawValue),
                 pending = \(key.isPending), sequence = \(key.sequence), time = \(time), tie = \(key.tieBreaker), value = \(value)
@@ -398,7 +398,7 @@ public final class PostgresChatStore: ChatStore {
                 logger: logger
             )
         } else {
-            try await connection.query(
+            try await connection.run(
                 """
                 INSERT INTO \(unescaped: table("message")) (backend, account, conversation, server_id, client_id, pending, sequence, time, tie, value)
                 VALUES (\(scope.backend.rawValue), \(scope.account), \(message.conversationID.rawValue), \(message.serverID?.rawValue),
@@ -479,7 +479,7 @@ public final class PostgresChatStore: ChatStore {
         try await migrate()
         // One transaction: a write that fails, or a value that does not encode, rolls it all back.
         try await transaction("write") { connection, logger in
-            try await connection.query("SELECT pg_advisory_xact_lock(hashtextextended(\(scope.lockKey), 0))", logger: logger)
+            try await connection.run("SELECT pg_advisory_xact_lock(hashtextextended(\(scope.lockKey), 0))", logger: logger)
             for write in writes { try await self.perform(write, scope: scope, on: connection, logger: logger) }
         }
     }
@@ -487,7 +487,7 @@ public final class PostgresChatStore: ChatStore {
     private func perform(_ write: StoreWrite, scope: StoreScope, on connection: PostgresConnection, logger: Logger) async throws {
         switch write {
         case .saveConversation(let conversation):
-            try await connection.query(
+            try await connection.run(
                 """
                 INSERT INTO \(unescaped: table("conversation")) (backend, account, id, value)
                 VALUES (\(scope.backend.rawValue), \(scope.account), \(conversation.id.rawValue), \(try Self.encode(conversation)))
@@ -496,21 +496,21 @@ public final class PostgresChatStore: ChatStore {
                 logger: logger
             )
         case .removeConversation(let id):
-            try await connection.query("DELETE FROM \(unescaped: table("conversation")) WHERE \(scope: scope) AND id = \(id.rawValue)", logger: logger)
+            try await connection.run("DELETE FROM \(unescaped: table("conversation")) WHERE \(scope: scope) AND id = \(id.rawValue)", logger: logger)
             for name in ["message", "read_marker", "sequence"] {
-                try await connection.query("DELETE FROM \(unescaped: table(name)) WHERE \(scope: scope) AND conversation = \(id.rawValue)", logger: logger)
+                try await connection.run("DELETE FROM \(unescaped: table(name)) WHERE \(scope: scope) AND conversation = \(id.rawValue)", logger: logger)
             }
         case .saveMessages(let messages):
             for message in messages { try await save(message, scope: scope, on: connection, logger: logger) }
         case .removeMessage(let id, let conversation):
-            try await connection.query(
+            try await connection.run(
                 "DELETE FROM \(unescaped: table("message")) WHERE \(scope: scope) AND conversation = \(conversation.rawValue) AND server_id = \(id.rawValue)",
                 logger: logger
             )
         case .removeAllMessages(let conversation):
-            try await connection.query("DELETE FROM \(unescaped: table("message")) WHERE \(scope: scope) AND conversation = \(conversation.rawValue)", logger: logger)
+            try await connection.run("DELETE FROM \(unescaped: table("message")) WHERE \(scope: scope) AND conversation = \(conversation.rawValue)", logger: logger)
         case .saveReadMarker(let marker, let participant, let conversation):
-            try await connection.query(
+            try await connection.run(
                 """
                 INSERT INTO \(unescaped: table("read_marker")) (backend, account, conversation, participant, value)
                 VALUES (\(scope.backend.rawValue), \(scope.account), \(conversation.rawValue), \(participant.rawValue), \(try Self.encode(marker)))
@@ -519,7 +519,7 @@ public final class PostgresChatStore: ChatStore {
                 logger: logger
             )
         case .saveSequence(let sequence, let conversation):
-            try await connection.query(
+            try await connection.run(
                 """
                 INSERT INTO \(unescaped: table("sequence")) (backend, account, conversation, value)
                 VALUES (\(scope.backend.rawValue), \(scope.account), \(conversation.rawValue), \(sequence))
@@ -528,7 +528,7 @@ public final class PostgresChatStore: ChatStore {
                 logger: logger
             )
         case .saveCursor(let cursor?):
-            try await connection.query(
+            try await connection.run(
                 """
                 INSERT INTO \(unescaped: table("cursor")) (backend, account, value) VALUES (\(scope.backend.rawValue), \(scope.account), \(try Self.encode(cursor)))
                 ON CONFLICT (backend, account) DO UPDATE SET value = excluded.value
@@ -536,9 +536,9 @@ public final class PostgresChatStore: ChatStore {
                 logger: logger
             )
         case .saveCursor(nil):
-            try await connection.query("DELETE FROM \(unescaped: table("cursor")) WHERE \(scope: scope)", logger: logger)
+            try await connection.run("DELETE FROM \(unescaped: table("cursor")) WHERE \(scope: scope)", logger: logger)
         case .saveOutboxEntry(let entry):
-            try await connection.query(
+            try await connection.run(
                 """
                 INSERT INTO \(unescaped: table("outbox")) (backend, account, client_id, value)
                 VALUES (\(scope.backend.rawValue), \(scope.account), \(entry.clientID.rawValue), \(try Self.encode(entry)))
@@ -547,9 +547,9 @@ public final class PostgresChatStore: ChatStore {
                 logger: logger
             )
         case .removeOutboxEntry(let clientID):
-            try await connection.query("DELETE FROM \(unescaped: table("outbox")) WHERE \(scope: scope) AND client_id = \(clientID.rawValue)", logger: logger)
+            try await connection.run("DELETE FROM \(unescaped: table("outbox")) WHERE \(scope: scope) AND client_id = \(clientID.rawValue)", logger: logger)
         case .saveCredentials(let credentials):
-            try await connection.query(
+            try await connection.run(
                 """
                 INSERT INTO \(unescaped: table("credentials")) (backend, account, value)
                 VALUES (\(scope.backend.rawValue), \(scope.account), \(try Self.encode(credentials)))
@@ -660,5 +660,20 @@ extension PostgresQuery.StringInterpolation {
         appendInterpolation(scope.backend.rawValue)
         appendLiteral(" AND account = ")
         appendInterpolation(scope.account)
+    }
+}
+
+extension PostgresConnection {
+    /// Runs a statement whose rows are not wanted, reading its answer to the end: only then has
+    /// it run, and only then does a failure in it surface here.
+    func run(_ query: PostgresQuery, logger: Logger) async throws {
+        for try await _ in try await self.query(query, logger: logger) {}
+    }
+}
+
+extension PostgresClient {
+    /// Runs a statement whose rows are not wanted on a pooled connection, to the end of its answer.
+    package func run(_ query: PostgresQuery, logger: Logger? = nil) async throws {
+        for try await _ in try await self.query(query, logger: logger) {}
     }
 }

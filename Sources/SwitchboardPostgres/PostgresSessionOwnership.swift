@@ -186,7 +186,7 @@ public final class PostgresSessionOwnership: Sendable {
                     return
                 }
                 do {
-                    try await connection.query("SELECT pg_advisory_unlock(\(sessionSpace), \(PostgresSessionOwnership.lockKey(key)))", logger: logger)
+                    try await connection.run("SELECT pg_advisory_unlock(\(sessionSpace), \(PostgresSessionOwnership.lockKey(key)))", logger: logger)
                     ownership.onChange(.released(key))
                 } catch {
                     ownership.onChange(.released(key))
@@ -253,7 +253,7 @@ public final class PostgresSessionOwnership: Sendable {
             if let lockConnection { return lockConnection }
             let connection = try await PostgresConnection.connect(configuration: ownership.connection, id: generation + 1, logger: logger)
             do {
-                try await connection.query("SELECT pg_advisory_lock_shared(\(processSpace), 0)", logger: logger)
+                try await connection.run("SELECT pg_advisory_lock_shared(\(processSpace), 0)", logger: logger)
             } catch {
                 try? await connection.close()
                 throw error

@@ -50,7 +50,7 @@ extension CrashTests {
                 try await Self.notifyOnWrites(store: store)
                 listeners.addTask {
                     try await store.client.withConnection { connection in
-                        for try await _ in try await connection.listen("\(schema)_writes") { stored.signal() }
+                        try await connection.listen(on: "\(schema)_writes") { notes in for try await _ in notes { stored.signal() } }
                     }
                 }
                 defer { listeners.cancelAll() }
@@ -145,7 +145,7 @@ extension CrashTests {
                     #expect(figures.outOfOrder == 0)
                     #expect(figures.outbox == 0)
                 }
-                try await store.client.query("DROP SCHEMA \(unescaped: schema) CASCADE")
+                try await store.client.run("DROP SCHEMA \(unescaped: schema) CASCADE")
             }
         }
     }
@@ -153,14 +153,14 @@ extension CrashTests {
     /// A trigger on the store's messages, outbox, conversations and sequences that notifies `<schema>_writes` per statement.
     static func notifyOnWrites(store: PostgresChatStore) async throws {
         let schema = store.schema
-        try await store.client.query(
+        try await store.client.run(
             """
             CREATE FUNCTION \(unescaped: schema).notify_writes() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN PERFORM pg_notify('\(unescaped: schema)_writes', ''); RETURN NULL; END $$
             """
         )
         for table in ["message", "outbox", "conversation", "sequence"] {
-            try await store.client.query(
+            try await store.client.run(
                 """
                 CREATE TRIGGER notify_writes AFTER INSERT OR UPDATE OR DELETE ON \(unescaped: schema).\(unescaped: table)
                 FOR EACH STATEMENT EXECUTE FUNCTION \(unescaped: schema).notify_writes()

@@ -23,12 +23,12 @@ struct PostgresChatStoreTests {
         try await PostgresServer.withClient { client, schemas in
             let store = try PostgresChatStore(client: client, schema: schemas.fresh())
             try await store.migrate()
-            try await client.query(
+            try await client.run(
                 """
                 CREATE FUNCTION \(unescaped: store.schema).refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$
                 """
             )
-            try await client.query("CREATE TRIGGER refuse BEFORE INSERT ON \(unescaped: store.schema).outbox FOR EACH ROW EXECUTE FUNCTION \(unescaped: store.schema).refuse()")
+            try await client.run("CREATE TRIGGER refuse BEFORE INSERT ON \(unescaped: store.schema).outbox FOR EACH ROW EXECUTE FUNCTION \(unescaped: store.schema).refuse()")
             let entry = OutboxEntry(message: OutgoingMessage(clientID: "k1", conversationID: conversation, content: MessageDraft(text: "hello")), createdAt: Date())
             let message = Message(clientID: "k1", conversationID: conversation, text: "hello", time: Date())
             let error = await #expect(throws: SwitchboardError.self) {
@@ -56,7 +56,7 @@ struct PostgresChatStoreTests {
             for try await version in try await client.query("SELECT version FROM \(unescaped: schema).migration").decode(Int.self) { versions.append(version) }
             print("8 stores migrating one schema at once: versions recorded \(versions)")
             #expect(versions == [PostgresChatStore.schemaVersion])
-            try await client.query("INSERT INTO \(unescaped: schema).migration (version) VALUES (\(PostgresChatStore.schemaVersion + 1))")
+            try await client.run("INSERT INTO \(unescaped: schema).migration (version) VALUES (\(PostgresChatStore.schemaVersion + 1))")
             let error = await #expect(throws: SwitchboardError.self) {
                 try await PostgresChatStore(client: client, schema: schema).fetchCursor(scope: scope)
             }
@@ -124,7 +124,7 @@ struct PostgresChatStoreTests {
         let count = try await PostgresChatStore.withStore(url: url, schema: schema) { store in
             try await store.saveMessages([Message(serverID: "s1", conversationID: conversation, text: "hello", time: Date())], scope: scope)
             let count = try await store.countMessages(in: conversation, scope: scope)
-            try await store.client.query("DROP SCHEMA \(unescaped: schema) CASCADE")
+            try await store.client.run("DROP SCHEMA \(unescaped: schema) CASCADE")
             return count
         }
         #expect(count == 1)

@@ -65,7 +65,7 @@ enum PostgresServer {
 
         func dropAll(on client: PostgresClient) async throws {
             for name in names.withLock({ $0 }) {
-                try await client.query("DROP SCHEMA IF EXISTS \(unescaped: name) CASCADE")
+                try await client.run("DROP SCHEMA IF EXISTS \(unescaped: name) CASCADE")
             }
         }
     }
