@@ -374,7 +374,7 @@ public final class PostgresChatStore: ChatStore {
     /// one. A row under the client id that another row's server id wins over is dropped: the
     /// confirmed message replaces its pending copy.
     private func save(_ message: Message, scope: StoreScope, on connection: PostgresConnection, logger: Logger) async throws {
-        let value = try Self.encode(message)
+        let value = try StoredValue.encode(message)
         var byServer: Int64?
         if let serverID = message.serverID {
             byServer = try await first(Int64.self, "SELECT position FROM \(unescaped: table("message")) WHERE \(scope: scope) AND conversation = \(message.conversationID.rawValue) AND server_id = \(serverID.rawValue)", on: connection, logger: logger)
@@ -419,7 +419,7 @@ public final class PostgresChatStore: ChatStore {
                 logger: logger
             )
             for try await (participant, value) in rows.decode((String, Data).self) {
-                markers[ParticipantID(participant)] = try Self.decode(ChatEvent.ReadMarker.self, value)
+                markers[ParticipantID(participant)] = try StoredValue.decode(ChatEvent.ReadMarker.self, value)
             }
             return markers
         }
@@ -490,7 +490,7 @@ public final class PostgresChatStore: ChatStore {
             try await connection.run(
                 """
                 INSERT INTO \(unescaped: table("conversation")) (backend, account, id, value)
-                VALUES (\(scope.backend.rawValue), \(scope.account), \(conversation.id.rawValue), \(try Self.encode(conversation)))
+                VALUES (\(scope.backend.rawValue), \(scope.account), \(conversation.id.rawValue), \(try StoredValue.encode(conversation)))
                 ON CONFLICT (backend, account, id) DO UPDATE SET value = excluded.value
                 """,
                 logger: logger
@@ -513,7 +513,7 @@ public final class PostgresChatStore: ChatStore {
             try await connection.run(
                 """
                 INSERT INTO \(unescaped: table("read_marker")) (backend, account, conversation, participant, value)
-                VALUES (\(scope.backend.rawValue), \(scope.account), \(conversation.rawValue), \(participant.rawValue), \(try Self.encode(marker)))
+                VALUES (\(scope.backend.rawValue), \(scope.account), \(conversation.rawValue), \(participant.rawValue), \(try StoredValue.encode(marker)))
                 ON CONFLICT (backend, account, conversation, participant) DO UPDATE SET value = excluded.value
                 """,
                 logger: logger
@@ -530,7 +530,7 @@ public final class PostgresChatStore: ChatStore {
         case .saveCursor(let cursor?):
             try await connection.run(
                 """
-                INSERT INTO \(unescaped: table("cursor")) (backend, account, value) VALUES (\(scope.backend.rawValue), \(scope.account), \(try Self.encode(cursor)))
+                INSERT INTO \(unescaped: table("cursor")) (backend, account, value) VALUES (\(scope.backend.rawValue), \(scope.account), \(try StoredValue.encode(cursor)))
                 ON CONFLICT (backend, account) DO UPDATE SET value = excluded.value
                 """,
                 logger: logger
@@ -541,7 +541,7 @@ public final class PostgresChatStore: ChatStore {
             try await connection.run(
                 """
                 INSERT INTO \(unescaped: table("outbox")) (backend, account, client_id, value)
-                VALUES (\(scope.backend.rawValue), \(scope.account), \(entry.clientID.rawValue), \(try Self.encode(entry)))
+                VALUES (\(scope.backend.rawValue), \(scope.account), \(entry.clientID.rawValue), \(try StoredValue.encode(entry)))
                 ON CONFLICT (backend, account, client_id) DO UPDATE SET value = excluded.value
                 """,
                 logger: logger
@@ -552,7 +552,7 @@ public final class PostgresChatStore: ChatStore {
             try await connection.run(
                 """
                 INSERT INTO \(unescaped: table("credentials")) (backend, account, value)
-                VALUES (\(scope.backend.rawValue), \(scope.account), \(try Self.encode(credentials)))
+                VALUES (\(scope.backend.rawValue), \(scope.account), \(try StoredValue.encode(credentials)))
                 ON CONFLICT (backend, account) DO UPDATE SET value = excluded.value
                 """,
                 logger: logger
@@ -567,7 +567,7 @@ public final class PostgresChatStore: ChatStore {
         try await read("read of \(type)") { connection, logger in
             var values: [T] = []
             for try await value in try await connection.query(query, logger: logger).decode(Data.self) {
-                values.append(try Self.decode(type, value))
+                values.append(try StoredValue.decode(type, value))
             }
             return values
         }
@@ -628,22 +628,6 @@ public final class PostgresChatStore: ChatStore {
             return SwitchboardError(.storageFailure, "\(what) failed: a column did not decode (\(error.code))", underlying: error)
         default:
             return SwitchboardError(.storageFailure, "\(what) failed", underlying: error)
-        }
-    }
-
-    private static func encode(_ value: some Encodable) throws -> Data {
-        do {
-            return try JSONEncoder().encode(value)
-        } catch {
-            throw SwitchboardError(.storageFailure, "cannot encode \(type(of: value)) for the store", underlying: error)
-        }
-    }
-
-    private static func decode<T: Decodable>(_ type: T.Type, _ data: Data) throws -> T {
-        do {
-            return try JSONDecoder().decode(type, from: data)
-        } catch {
-            throw SwitchboardError(.storageFailure, "a stored \(type) does not decode", underlying: error)
         }
     }
 }

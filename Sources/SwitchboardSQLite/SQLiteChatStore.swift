@@ -108,7 +108,7 @@ public final class SQLiteChatStore: ChatStore {
     public func fetchConversation(_ id: ConversationID, scope: StoreScope) async throws -> ConversationInfo? {
         try await read { db in
             try Data.fetchOne(db, cached: "SELECT value FROM conversation WHERE backend = ? AND account = ? AND id = ?", arguments: scope.arguments + [id.rawValue])
-                .map { try Self.decode(ConversationInfo.self, $0) }
+                .map { try StoredValue.decode(ConversationInfo.self, $0) }
         }
     }
 
@@ -151,7 +151,7 @@ public final class SQLiteChatStore: ChatStore {
                 db,
                 cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND conversation = ? AND serverID IN (\(placeholders(chunk.count)))",
                 arguments: scope.arguments + StatementArguments([conversation.rawValue] + chunk)
-            ).map { try decode(Message.self, $0) }
+            ).map { try StoredValue.decode(Message.self, $0) }
         }
     }
 
@@ -162,7 +162,7 @@ public final class SQLiteChatStore: ChatStore {
                 db,
                 cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND clientID IN (\(placeholders(chunk.count)))",
                 arguments: scope.arguments + StatementArguments(Array(chunk))
-            ).map { try decode(Message.self, $0) }
+            ).map { try StoredValue.decode(Message.self, $0) }
         }
     }
 
@@ -187,7 +187,7 @@ public final class SQLiteChatStore: ChatStore {
             }
             sql += " ORDER BY pending DESC, sequence DESC, time DESC, tie DESC LIMIT ?"
             arguments += [limit]
-            return try Data.fetchAll(db, cached: sql, arguments: arguments).reversed().map { try Self.decode(Message.self, $0) }
+            return try Data.fetchAll(db, cached: sql, arguments: arguments).reversed().map { try StoredValue.decode(Message.self, $0) }
         }
     }
 
@@ -254,14 +254,14 @@ public final class SQLiteChatStore: ChatStore {
                     ORDER BY pending, sequence, time, tie LIMIT 1
                     """,
                 arguments: scope.arguments + [conversation.rawValue]
-            ).map { try Self.decode(Message.self, $0) }
+            ).map { try StoredValue.decode(Message.self, $0) }
         }
     }
 
     public func fetchPendingMessages(scope: StoreScope) async throws -> [Message] {
         try await read { db in
             try Data.fetchAll(db, cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND pending = 1 ORDER BY rowid", arguments: scope.arguments)
-                .map { try Self.decode(Message.self, $0) }
+                .map { try StoredValue.decode(Message.self, $0) }
                 .filter { $0.deliveryState == .pending }
         }
     }
@@ -277,7 +277,7 @@ public final class SQLiteChatStore: ChatStore {
                 arguments: scope.arguments + [conversation.rawValue]
             )
             for row in rows {
-                markers[ParticipantID(row["participant"])] = try Self.decode(ChatEvent.ReadMarker.self, row["value"])
+                markers[ParticipantID(row["participant"])] = try StoredValue.decode(ChatEvent.ReadMarker.self, row["value"])
             }
             return markers
         }
@@ -304,7 +304,7 @@ public final class SQLiteChatStore: ChatStore {
     public func fetchCursor(scope: StoreScope) async throws -> SyncCursor? {
         try await read { db in
             try Data.fetchOne(db, cached: "SELECT value FROM cursor WHERE backend = ? AND account = ?", arguments: scope.arguments)
-                .map { try Self.decode(SyncCursor.self, $0) }
+                .map { try StoredValue.decode(SyncCursor.self, $0) }
         }
     }
 
@@ -329,7 +329,7 @@ public final class SQLiteChatStore: ChatStore {
     public func fetchCredentials(scope: StoreScope) async throws -> Credentials {
         try await read { db in
             try Data.fetchOne(db, cached: "SELECT value FROM credentials WHERE backend = ? AND account = ?", arguments: scope.arguments)
-                .map { try Self.decode(Credentials.self, $0) } ?? Credentials()
+                .map { try StoredValue.decode(Credentials.self, $0) } ?? Credentials()
         }
     }
 
@@ -351,7 +351,7 @@ public final class SQLiteChatStore: ChatStore {
         let key = "backend = ? AND account = ?"
         switch write {
         case .saveConversation(let conversation):
-            try upsertKeepingOrder(try encode(conversation), into: "conversation", keyColumn: "id", key: conversation.id.rawValue, scope: scope, db)
+            try upsertKeepingOrder(try StoredValue.encode(conversation), into: "conversation", keyColumn: "id", key: conversation.id.rawValue, scope: scope, db)
         case .removeConversation(let id):
             let arguments = scope.arguments + [id.rawValue]
             try db.execute(cached: "DELETE FROM conversation WHERE \(key) AND id = ?", arguments: arguments)
@@ -359,7 +359,7 @@ public final class SQLiteChatStore: ChatStore {
                 try db.execute(cached: "DELETE FROM \(table) WHERE \(key) AND conversation = ?", arguments: arguments)
             }
         case .saveMessages(let messages):
-            for message in messages { try save(message, value: try encode(message), scope: scope, db) }
+            for message in messages { try save(message, value: try StoredValue.encode(message), scope: scope, db) }
         case .removeMessage(let id, let conversation):
             try db.execute(cached: "DELETE FROM message WHERE \(key) AND conversation = ? AND serverID = ?", arguments: scope.arguments + [conversation.rawValue, id.rawValue])
         case .removeAllMessages(let conversation):
@@ -367,7 +367,7 @@ public final class SQLiteChatStore: ChatStore {
         case .saveReadMarker(let marker, let participant, let conversation):
             try db.execute(
                 cached: "INSERT OR REPLACE INTO readMarker (backend, account, conversation, participant, value) VALUES (?, ?, ?, ?, ?)",
-                arguments: scope.arguments + [conversation.rawValue, participant.rawValue, try encode(marker)]
+                arguments: scope.arguments + [conversation.rawValue, participant.rawValue, try StoredValue.encode(marker)]
             )
         case .saveSequence(let sequence, let conversation):
             try db.execute(
@@ -375,15 +375,15 @@ public final class SQLiteChatStore: ChatStore {
                 arguments: scope.arguments + [conversation.rawValue, sequence]
             )
         case .saveCursor(let cursor?):
-            try db.execute(cached: "INSERT OR REPLACE INTO cursor (backend, account, value) VALUES (?, ?, ?)", arguments: scope.arguments + [try encode(cursor)])
+            try db.execute(cached: "INSERT OR REPLACE INTO cursor (backend, account, value) VALUES (?, ?, ?)", arguments: scope.arguments + [try StoredValue.encode(cursor)])
         case .saveCursor(nil):
             try db.execute(cached: "DELETE FROM cursor WHERE \(key)", arguments: scope.arguments)
         case .saveOutboxEntry(let entry):
-            try upsertKeepingOrder(try encode(entry), into: "outbox", keyColumn: "clientID", key: entry.clientID.rawValue, scope: scope, db)
+            try upsertKeepingOrder(try StoredValue.encode(entry), into: "outbox", keyColumn: "clientID", key: entry.clientID.rawValue, scope: scope, db)
         case .removeOutboxEntry(let clientID):
             try db.execute(cached: "DELETE FROM outbox WHERE \(key) AND clientID = ?", arguments: scope.arguments + [clientID.rawValue])
         case .saveCredentials(let credentials):
-            try db.execute(cached: "INSERT OR REPLACE INTO credentials (backend, account, value) VALUES (?, ?, ?)", arguments: scope.arguments + [try encode(credentials)])
+            try db.execute(cached: "INSERT OR REPLACE INTO credentials (backend, account, value) VALUES (?, ?, ?)", arguments: scope.arguments + [try StoredValue.encode(credentials)])
         }
     }
 
@@ -393,7 +393,7 @@ public final class SQLiteChatStore: ChatStore {
     private func fetchInOrder<T: Decodable & Sendable>(_ type: T.Type, from table: String, scope: StoreScope) async throws -> [T] {
         try await read { db in
             try Data.fetchAll(db, cached: "SELECT value FROM \(table) WHERE backend = ? AND account = ? ORDER BY rowid", arguments: scope.arguments)
-                .map { try Self.decode(type, $0) }
+                .map { try StoredValue.decode(type, $0) }
         }
     }
 
@@ -448,22 +448,6 @@ public final class SQLiteChatStore: ChatStore {
             throw error
         } catch {
             throw SwitchboardError(.storageFailure, "SQLite \(what) failed", underlying: error)
-        }
-    }
-
-    private static func encode(_ value: some Encodable) throws -> Data {
-        do {
-            return try JSONEncoder().encode(value)
-        } catch {
-            throw SwitchboardError(.storageFailure, "cannot encode \(type(of: value)) for the store", underlying: error)
-        }
-    }
-
-    private static func decode<T: Decodable>(_ type: T.Type, _ data: Data) throws -> T {
-        do {
-            return try JSONDecoder().decode(type, from: data)
-        } catch {
-            throw SwitchboardError(.storageFailure, "a stored \(type) does not decode", underlying: error)
         }
     }
 }
