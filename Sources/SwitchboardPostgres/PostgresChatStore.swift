@@ -120,7 +120,7 @@ public final class PostgresChatStore: ChatStore {
     }
 
     /// Where a `postgres://` URL points.
-    struct Endpoint {
+    package struct Endpoint: Sendable {
         enum TLSMode { case disable, prefer, require }
         var host: String
         var port: Int
@@ -129,7 +129,7 @@ public final class PostgresChatStore: ChatStore {
         var database: String?
         var tls: TLSMode
 
-        init(url: String) throws {
+        package init(url: String) throws {
             guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
                 let host = components.host, !host.isEmpty, let user = components.user, !user.isEmpty
             else {
@@ -149,7 +149,7 @@ public final class PostgresChatStore: ChatStore {
             self.database = database.isEmpty ? nil : database
         }
 
-        var clientConfiguration: PostgresClient.Configuration {
+        package var clientConfiguration: PostgresClient.Configuration {
             let tls: PostgresClient.Configuration.TLS
             switch self.tls {
             case .disable: tls = .disable
@@ -159,7 +159,7 @@ public final class PostgresChatStore: ChatStore {
             return PostgresClient.Configuration(host: host, port: port, username: username, password: password, database: database, tls: tls)
         }
 
-        func connectionConfiguration() throws -> PostgresConnection.Configuration {
+        package func connectionConfiguration() throws -> PostgresConnection.Configuration {
             let tls: PostgresConnection.Configuration.TLS
             switch self.tls {
             case .disable: tls = .disable

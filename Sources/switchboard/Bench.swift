@@ -18,12 +18,15 @@ struct BenchCommand: AsyncParsableCommand {
 
     @Flag(help: "Tiny sizes: checks that every row runs, not how fast.") var quick = false
     @Flag(help: "Print the rows as JSON.") var json = false
-    @Option(help: "Only these figures: bus, history, decode, latency, catch-up, memory (repeatable; all when absent).") var only: [Bench.Figure] = []
+    @Option(help: "Only these figures: bus, history, decode, latency, catch-up, memory, postgres (repeatable; all when absent).") var only: [Bench.Figure] = []
     @Option(help: "Only these adapters' rows: webim, voximplant, cxone (repeatable; all when absent).") var adapter: [Bench.Adapter] = []
+    @Option(help: "Also measure the PostgreSQL store and event bridge on this database (postgres://user:password@host:port/db?sslmode=disable); a schema of its own is made and dropped.")
+    var postgres: String?
 
     func run() async throws {
         let progress = BenchProgress(enabled: isatty(STDERR_FILENO) == 1)
-        let bench = Bench(sizes: quick ? .quick : .full, progress: progress, figures: Set(only), adapters: Set(adapter))
+        var bench = Bench(sizes: quick ? .quick : .full, progress: progress, figures: Set(only), adapters: Set(adapter))
+        bench.postgresURL = postgres
         let rows = try await bench.run()
         let output = StandardOutput()
         if json {
@@ -115,6 +118,8 @@ struct Bench: Sendable {
         case bus, history, decode, latency
         case catchUp = "catch-up"
         case memory
+        /// Only with a database (`--postgres`).
+        case postgres
     }
 
     enum Adapter: String, CaseIterable, Sendable, ExpressibleByArgument {
@@ -127,6 +132,8 @@ struct Bench: Sendable {
     var figures: Set<Figure> = []
     /// The adapters whose rows to run; empty: all.
     var adapters: Set<Adapter> = []
+    /// The database of the PostgreSQL rows; they run only with one.
+    var postgresURL: String?
 
     func runs(_ figure: Figure) -> Bool { figures.isEmpty || figures.contains(figure) }
     func runs(_ adapter: Adapter) -> Bool { adapters.isEmpty || adapters.contains(adapter) }
@@ -143,6 +150,7 @@ struct Bench: Sendable {
         if runs(.latency) { rows += try await latencyRows() }
         if runs(.catchUp), runs(.voximplant) { rows.append(try await catchUpRow()) }
         if runs(.memory) { rows += try await idleMemoryRows() }
+        if runs(.postgres), let postgresURL { rows += try await postgresRows(url: postgresURL) }
         progress.say("")
         return rows
     }

@@ -40,6 +40,22 @@ struct BenchTests {
         #expect(try JSONDecoder().decode([BenchRow].self, from: json) == rows)
     }
 
+    /// The PostgreSQL rows, on the live tests' server (`SWITCHBOARD_POSTGRES_URL`).
+    @Test(
+        .enabled(
+            if: ProcessInfo.processInfo.environment["SWITCHBOARD_POSTGRES_URL"].map { !$0.isEmpty } ?? false,
+            "no PostgreSQL server: skipped. Run `eval \"$(scripts/postgres.sh start)\"` or set SWITCHBOARD_POSTGRES_URL."
+        )
+    )
+    func thePostgresRowsRunOnTinySizes() async throws {
+        var bench = Bench(sizes: .quick, progress: BenchProgress(enabled: false), figures: [.postgres])
+        bench.postgresURL = ProcessInfo.processInfo.environment["SWITCHBOARD_POSTGRES_URL"]
+        let rows = try await bench.run()
+        print(BenchRow.table(rows).joined(separator: "\n"))
+        #expect(rows.map(\.baselineName) == ["raw PostgresNIO SELECT", "64 raw INSERTs in a transaction", "raw INSERT + NOTIFY, heard"])
+        for row in rows { #expect(row.switchboard > 0 && row.baseline > 0 && row.ratio.isFinite, "\(row.name)") }
+    }
+
     @Test func onlyAndAdapterChooseTheRows() async throws {
         let bench = Bench(sizes: .quick, progress: BenchProgress(enabled: false), figures: [.decode], adapters: [.cxone])
         let rows = try await bench.run()

@@ -1,0 +1,206 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Switchboard
+import SwitchboardPostgres
+import SwitchboardTestKit
+
+/// The PostgreSQL rows (`switchboard bench --postgres URL`): the store and the bridge against
+/// PostgresNIO doing the same step on the same server, in the same run.
+extension Bench {
+    func postgresRows(url: String) async throws -> [BenchRow] {
+        let schema = "switchboard_bench_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        return try await PostgresChatStore.withStore(url: url, schema: schema, logger: .quiet) { store in
+            do {
+                let rows = [
+                    try await postgresHistoryPage(store),
+                    try await postgresInboundBatch(store),
+                    try await bridgeRate(store, url: url),
+                ]
+                try await store.client.run("DROP SCHEMA \(unescaped: schema) CASCADE")
+                return rows
+            } catch {
+                try? await store.client.run("DROP SCHEMA \(unescaped: schema) CASCADE")
+                throw error
+            }
+        }
+    }
+
+    /// A page of 50 from the middle of a large conversation, against the same SELECT through
+    /// PostgresNIO (rows read, not decoded).
+    private func postgresHistoryPage(_ store: PostgresChatStore) async throws -> BenchRow {
+        let scope = StoreScope(backend: "bench", account: "a")
+        let conversation = ConversationID("c1")
+        let total = sizes.storedMessages
+        for start in stride(from: 0, to: total, by: 5_000) {
+            progress.say("PostgreSQL history page: storing \(start) of \(total) messages")
+            let messages = (start..<min(total, start + 5_000)).map {
+                Message(
+                    serverID: MessageID("s\($0)"), conversationID: conversation, sequence: Int64($0 + 1), senderRole: .agent,
+                    text: "message \($0) with a sentence of ordinary length", time: Date(timeIntervalSince1970: 1_700_000_000 + Double($0))
+                )
+            }
+            try await store.apply([.saveMessages(messages)], scope: scope)
+        }
+        let middle = MessageOrderKey(
+            isPending: false, sequence: Int64(total / 2), time: Date(timeIntervalSince1970: 1_700_000_000 + Double(total / 2 - 1)),
+            tieBreaker: "s\(total / 2 - 1)"
+        )
+        let table = store.schema + ".message"
+        var ours: [Double] = []
+        var raw: [Double] = []
+        let pages = sizes.pages
+        for round in 1...sizes.rounds {
+            progress.say("PostgreSQL history page: round \(round) of \(sizes.rounds)")
+            ours.append(try await Self.seconds {
+                for _ in 0..<pages { _ = try await store.fetchMessages(in: conversation, before: middle, limit: 50, scope: scope) }
+            } / Double(pages))
+            raw.append(try await Self.seconds {
+                for _ in 0..<pages {
+                    let rows = try await store.client.query(
+                        """
+                        SELECT value FROM \(unescaped: table) WHERE backend = 'bench' AND account = 'a' AND conversation = 'c1'
+                        AND (pending, sequence, time, tie) < (\(middle.isPending), \(middle.sequence), \(middle.time.timeIntervalSinceReferenceDate), \(middle.tieBreaker))
+                        ORDER BY pending DESC, sequence DESC, time DESC, tie DESC LIMIT 50
+                        """
+                    )
+                    for try await _ in rows.decode(Data.self) {}
+                }
+            } / Double(pages))
+        }
+        let ratio = median(ours) / median(raw)
+        return BenchRow(
+            name: "history page of 50 from \(BenchRow.format(Double(total))) (PostgreSQL)", unit: "ms",
+            switchboard: median(ours) * 1000, baselineName: "raw PostgresNIO SELECT", baseline: median(raw) * 1000,
+            ratio: ratio, goal: "≤ 2× the time", met: ratio <= 2
+        )
+    }
+
+    /// An inbound batch of 64 new messages stored as the engine stores one (`apply`: the scope's
+    /// lock, a lookup by server id, an insert each), against 64 plain INSERTs in one transaction.
+    private func postgresInboundBatch(_ store: PostgresChatStore) async throws -> BenchRow {
+        let scope = StoreScope(backend: "bench", account: "batch")
+        let table = store.schema + ".message"
+        var ours: [Double] = []
+        var raw: [Double] = []
+        let batches = max(1, sizes.pages / 4)
+        var next = 0
+        func batch() -> [Message] {
+            defer { next += 64 }
+            return (next..<next + 64).map {
+                Message(serverID: MessageID("b\($0)"), conversationID: "c1", sequence: Int64($0 + 1), text: "inbound \($0)", time: Date(timeIntervalSince1970: Double($0)))
+            }
+        }
+        for round in 1...sizes.rounds {
+            progress.say("PostgreSQL inbound batch: round \(round) of \(sizes.rounds)")
+            let ourBatches = (0..<batches).map { _ in batch() }
+            ours.append(try await Self.seconds {
+                for messages in ourBatches { try await store.apply([.saveMessages(messages)], scope: scope) }
+            } / Double(batches))
+            let rawBatches = (0..<batches).map { _ in batch() }
+            raw.append(try await Self.seconds {
+                for messages in rawBatches {
+                    try await store.client.withTransaction(logger: .quiet) { connection in
+                        for message in messages {
+                            let value = try JSONEncoder().encode(message)
+                            let rows = try await connection.query(
+                                """
+                                INSERT INTO \(unescaped: table) (backend, account, conversation, server_id, client_id, pending, sequence, time, tie, value)
+                                VALUES ('bench', 'raw', 'c1', \(message.serverID?.rawValue), NULL, false, \(message.sequence ?? 0),
+                                \(message.time.timeIntervalSinceReferenceDate), \(message.orderKey.tieBreaker), \(value))
+                                """,
+                                logger: .quiet
+                            )
+                            for try await _ in rows {}
+                        }
+                    }
+                }
+            } / Double(batches))
+        }
+        let ratio = median(ours) / median(raw)
+        return BenchRow(
+            name: "inbound batch of 64 new messages (PostgreSQL)", unit: "ms",
+            switchboard: median(ours) * 1000, baselineName: "64 raw INSERTs in a transaction", baseline: median(raw) * 1000,
+            ratio: ratio, goal: "≤ 3× the time", met: ratio <= 3
+        )
+    }
+
+    /// Events per second from one bus to another through two bridges, against the bridge's own
+    /// statement (an INSERT and a NOTIFY) sent the same number of times and heard by a listener.
+    private func bridgeRate(_ store: PostgresChatStore, url: String) async throws -> BenchRow {
+        let count = max(20, sizes.events / 100)
+        var ours: [Double] = []
+        var raw: [Double] = []
+        let sender = EventBus()
+        let receiver = EventBus()
+        let quiet = Logger.quiet
+        let listening = AsyncStream.makeStream(of: Void.self)
+        let bridgeA = try PostgresEventBridge(store: store, url: url, bus: sender, logger: quiet, onChange: { _ in listening.continuation.yield() })
+        let bridgeB = try PostgresEventBridge(store: store, url: url, bus: receiver, logger: quiet, onChange: { _ in listening.continuation.yield() })
+        let channel = store.schema + "_bench"
+        let table = store.schema + ".bench_event"
+        try await store.client.run(
+            "CREATE TABLE \(unescaped: table) (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, instance text, sequence bigint, payload bytea)"
+        )
+        let connection = try PostgresChatStore.Endpoint(url: url).connectionConfiguration()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await bridgeA.run() }
+            group.addTask { try await bridgeB.run() }
+            defer { group.cancelAll() }
+            var ready = 0
+            for await _ in listening.stream {
+                ready += 1
+                if ready == 2 { break }
+            }
+            var sent = 0
+            for round in 1...sizes.rounds {
+                progress.say("bridge: round \(round) of \(sizes.rounds)")
+                let arrivals = receiver.subscribe(filter: .all, buffering: .unbounded)
+                let start = ContinuousClock.now
+                for index in 0..<count { sender.publish(Self.event(sent + index)) }
+                sent += count
+                var seen = 0
+                for await _ in arrivals {
+                    seen += 1
+                    if seen == count { break }
+                }
+                ours.append(Double(count) / Self.seconds(since: start))
+
+                // The same statement by hand, heard by a listener of its own.
+                let payload = try JSONEncoder().encode(Self.event(0))
+                let heard = try await PostgresConnection.connect(configuration: connection, id: 9, logger: quiet)
+                let rawStart = try await heard.listen(on: channel) { notes -> ContinuousClock.Instant in
+                    let rawStart = ContinuousClock.now
+                    try await withThrowingTaskGroup(of: Void.self) { senders in
+                        senders.addTask {
+                            for index in 0..<count {
+                                let note = "raw:\(index):" + String(decoding: payload, as: UTF8.self)
+                                try await store.client.run(
+                                    """
+                                    WITH row AS (INSERT INTO \(unescaped: table) (instance, sequence, payload) VALUES ('raw', \(index), \(payload)) RETURNING id)
+                                    SELECT pg_notify(\(channel), \(note)) FROM row
+                                    """
+                                )
+                            }
+                        }
+                        var heardCount = 0
+                        for try await _ in notes {
+                            heardCount += 1
+                            if heardCount == count { break }
+                        }
+                        try await senders.waitForAll()
+                    }
+                    return rawStart
+                }
+                raw.append(Double(count) / Self.seconds(since: rawStart))
+                try await heard.close()
+            }
+        }
+        let ratio = median(ours) / median(raw)
+        return BenchRow(
+            name: "bus to bus through PostgreSQL, \(count) events", unit: "events/s",
+            switchboard: median(ours), baselineName: "raw INSERT + NOTIFY, heard", baseline: median(raw),
+            ratio: ratio, goal: "≥ 0.5×", met: ratio >= 0.5
+        )
+    }
+}
