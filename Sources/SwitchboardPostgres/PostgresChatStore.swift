@@ -41,7 +41,7 @@ public final class PostgresChatStore: ChatStore {
     private let migrated = Locked(false)
 
     /// The current schema version; ``migrate()`` brings an older schema up to it.
-    public static let schemaVersion = 1
+    public static let schemaVersion = 2
 
     /// A store in `schema` of the database `client` connects to. Nothing is read until the first
     /// call, which creates or migrates the tables.
@@ -253,7 +253,19 @@ public final class PostgresChatStore: ChatStore {
                 """,
                 "CREATE INDEX outbox_order ON \(table("outbox")) (backend, account, position)",
                 "CREATE TABLE \(table("credentials")) (backend text NOT NULL, account text NOT NULL, value bytea NOT NULL, PRIMARY KEY (backend, account))",
-            ]
+            ],
+            // The events `PostgresEventBridge` carries between processes: a sender's instance and
+            // sequence, the event's JSON, when it was written (for pruning and recovery).
+            [
+                """
+                CREATE TABLE \(table("event")) (
+                    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    instance text NOT NULL, sequence bigint NOT NULL, payload bytea NOT NULL,
+                    created timestamptz NOT NULL DEFAULT now(),
+                    UNIQUE (instance, sequence))
+                """,
+                "CREATE INDEX event_created ON \(table("event")) (created)",
+            ],
         ]
     }
 
@@ -375,6 +387,27 @@ public final class PostgresChatStore: ChatStore {
     /// confirmed message replaces its pending copy.
     private func save(_ message: Message, scope: StoreScope, on connection: PostgresConnection, logger: Logger) async throws {
         let value = try StoredValue.encode(message)
+        let key = message.orderKey
+        let time = key.time.timeIntervalSinceReferenceDate
+        if let serverID = message.serverID, message.clientID == nil {
+            // Most messages (everything inbound): found by server id or new. One upsert on the
+            // unique index, where a lookup first would cost a statement more and, before the
+            // table's first ANALYZE, a scan of the conversation (the planner cannot tell the two
+            // indexes on the scope and conversation apart without statistics: 3.5 ms at 20,000
+            // rows instead of 0.03).
+            try await connection.run(
+                """
+                INSERT INTO \(unescaped: table("message")) (backend, account, conversation, server_id, client_id, pending, sequence, time, tie, value)
+                VALUES (\(scope.backend.rawValue), \(scope.account), \(message.conversationID.rawValue), \(serverID.rawValue), NULL,
+                \(key.isPending), \(key.sequence), \(time), \(key.tieBreaker), \(value))
+                ON CONFLICT (backend, account, conversation, server_id) WHERE server_id IS NOT NULL DO UPDATE SET
+                client_id = excluded.client_id, pending = excluded.pending, sequence = excluded.sequence, time = excluded.time, tie = excluded.tie,
+                value = excluded.value
+                """,
+                logger: logger
+            )
+            return
+        }
         var byServer: Int64?
         if let serverID = message.serverID {
             byServer = try await first(Int64.self, "SELECT position FROM \(unescaped: table("message")) WHERE \(scope: scope) AND conversation = \(message.conversationID.rawValue) AND server_id = \(serverID.rawValue)", on: connection, logger: logger)
@@ -386,8 +419,6 @@ public final class PostgresChatStore: ChatStore {
         if let byServer, let byClient, byServer != byClient {
             try await connection.run("DELETE FROM \(unescaped: table("message")) WHERE position = \(byClient)", logger: logger)
         }
-        let key = message.orderKey
-        let time = key.time.timeIntervalSinceReferenceDate
         if let row = byServer ?? byClient {
             try await connection.run(
                 """

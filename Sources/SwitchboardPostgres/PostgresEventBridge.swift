@@ -130,8 +130,9 @@ public final class PostgresEventBridge: Sendable {
 
     /// Runs until cancelled: forwards the bus's local events and publishes the others' on it.
     public func run() async throws {
+        // The store's migration (under its advisory lock) makes the event table: bridges that
+        // start together must not race to create it.
         try await store.migrate()
-        try await migrateEvents()
         // Subscribed before the listener starts, so nothing published meanwhile is missed.
         let local = bus.subscribe(filter: configuration.filter, buffering: .unbounded)
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -141,23 +142,6 @@ public final class PostgresEventBridge: Sendable {
             try await group.next()
             group.cancelAll()
         }
-    }
-
-    // MARK: Schema
-
-    private func migrateEvents() async throws {
-        let table = store.table("event")
-        try await store.client.run(
-            """
-            CREATE TABLE IF NOT EXISTS \(unescaped: table) (
-                id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-                instance text NOT NULL, sequence bigint NOT NULL, payload bytea NOT NULL,
-                created timestamptz NOT NULL DEFAULT now(),
-                UNIQUE (instance, sequence))
-            """,
-            logger: logger
-        )
-        try await store.client.run("CREATE INDEX IF NOT EXISTS event_created ON \(unescaped: table) (created)", logger: logger)
     }
 
     // MARK: Sending
@@ -172,8 +156,16 @@ public final class PostgresEventBridge: Sendable {
                 return true
             }
             if isEcho { continue }
+            let payload: Data
+            do {
+                payload = try JSONEncoder().encode(event)
+            } catch {
+                // An event that does not encode (a non-finite number in a vendor payload) stays
+                // local; the others go on.
+                logger.warning("an event that does not encode was not bridged", metadata: ["error": "\(error)"])
+                continue
+            }
             sequence += 1
-            let payload = try JSONEncoder().encode(event)
             let inline = payload.count <= Self.inlineLimit
             let note = "\(instance):\(sequence):" + (inline ? String(decoding: payload, as: UTF8.self) : "")
             do {

@@ -144,14 +144,24 @@ extension Bench {
         )
         let connection = try PostgresChatStore.Endpoint(url: url).connectionConfiguration()
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await bridgeA.run() }
-            group.addTask { try await bridgeB.run() }
+            for bridge in [bridgeA, bridgeB] {
+                group.addTask {
+                    do {
+                        try await bridge.run()
+                    } catch {
+                        // A bridge that fails ends the wait for both to listen.
+                        listening.continuation.finish()
+                        throw error
+                    }
+                }
+            }
             defer { group.cancelAll() }
             var ready = 0
             for await _ in listening.stream {
                 ready += 1
                 if ready == 2 { break }
             }
+            if ready < 2 { try await group.next() }
             var sent = 0
             for round in 1...sizes.rounds {
                 progress.say("bridge: round \(round) of \(sizes.rounds)")

@@ -71,6 +71,9 @@ extension CrashTests {
                         gateways[name] = child
                         holdings.follow(child, as: name)
                     }
+                    // A failed wait must not leave the gateways running after the test.
+                    let started = Array(gateways.values)
+                    defer { for child in started { child.kill() } }
                     let allKeys = Set(customers.map { "voximplant/\($0.user)" })
                     try await waitUntil("300 sessions held once each", timeout: .seconds(120), signal: holdings.changed) {
                         holdings.heldOnce(of: allKeys, by: names)
