@@ -19,8 +19,8 @@ import Switchboard
 /// body that returns or throws gives the key back (anyone may take it at the next look).
 ///
 /// ```swift
-/// let ownership = PostgresSessionOwnership(connection: connectionConfiguration, processName: "gateway-1")
-/// try await ownership.run(keys: accounts.map(\.key)) { key in
+/// let ownership = try PostgresSessionOwnership(url: "postgres://gateway:secret@db:5432/chat", processName: "gateway-1")
+/// await ownership.run(keys: accounts.map(\.key)) { key in
 ///     try await runSession(for: key)          // until cancelled
 /// }
 /// ```
