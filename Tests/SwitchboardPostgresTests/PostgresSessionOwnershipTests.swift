@@ -11,6 +11,7 @@ private final class Ledger: Sendable {
         var running: [String: Set<String>] = [:]
         var overlaps = 0
         var starts = 0
+        var ends: [String: Int] = [:]
     }
 
     private let state = Locked(State())
@@ -24,8 +25,14 @@ private final class Ledger: Sendable {
     }
 
     func ended(_ key: String, by owner: String) {
-        state.withLock { state in _ = state.running[key]?.remove(owner) }
+        state.withLock { state in
+            _ = state.running[key]?.remove(owner)
+            state.ends[owner, default: 0] += 1
+        }
     }
+
+    /// How many sessions `owner` has stopped so far.
+    func ends(of owner: String) -> Int { state.withLock { $0.ends[owner] ?? 0 } }
 
     /// How many keys each owner runs now; keys run by nobody are not counted.
     var perOwner: [String: Int] {
@@ -101,10 +108,15 @@ struct PostgresSessionOwnershipTests {
             await runs["c"]?.value
             try await until("c's sessions taken over") { ledger.runningKeys == 30 && ledger.perOwner["c", default: 0] == 0 && ledger.perOwner.values.sorted() == [15, 15] }
             print("ownership: c stopped; its 10 sessions ran again after \(clock.now - started): \(ledger.perOwner.sorted { $0.key < $1.key }), overlaps \(ledger.overlaps)")
+            #expect(ledger.overlaps == 0, "while processes start and stop, no session runs in two at once")
 
-            // The server ends a's lock connection (as for a process that died): a stops its
-            // sessions at once, b takes them, a reconnects and the two share again.
+            // The server ends a's lock connection while a lives (a partition): a stops its
+            // sessions as soon as it notices, b takes them, a reconnects and the two share again.
+            // b may start one before a has stopped it — the window Docs/Scaling.md states — so the
+            // overlaps are reported here, not required to be 0.
             started = clock.now
+            let overlapsBefore = ledger.overlaps
+            let aEndsBefore = ledger.ends(of: "a")
             let victim = try #require(owners[0].held.first)
             try await PostgresServer.withClient { client, _ in
                 let rows = try await client.query(
@@ -117,14 +129,16 @@ struct PostgresSessionOwnershipTests {
             }
             let startsBefore = ledger.starts
             try await until("a saw its connection end") { losses.withLock { $0["a", default: 0] } == 1 }
+            try await until("a stopped its 15 sessions") { ledger.ends(of: "a") >= aEndsBefore + 15 }
             // a's 15 start again: in b, or in a once it is back (at least 15 starts), and the two
             // share again.
             try await until("a back after its connection was ended") {
                 ledger.starts >= startsBefore + 15 && ledger.runningKeys == 30 && ledger.perOwner.values.sorted() == [15, 15]
                     && owners[0].held.count == 15
             }
-            print("ownership: a's connection ended by the server; all 30 running again, shared, after \(clock.now - started): \(ledger.perOwner.sorted { $0.key < $1.key }), starts \(ledger.starts), overlaps \(ledger.overlaps)")
-            #expect(ledger.overlaps == 0, "no session ran in two processes at once")
+            print(
+                "ownership: a's connection ended by the server; a stopped its 15, all 30 running again, shared, after \(clock.now - started): \(ledger.perOwner.sorted { $0.key < $1.key }), starts \(ledger.starts), overlaps in this partition \(ledger.overlaps - overlapsBefore)"
+            )
             for run in runs.values { run.cancel() }
             for run in runs.values { await run.value }
             change.finish()
