@@ -8,7 +8,7 @@ import Testing
 
 /// `PostgresEventBridge` between two buses, as between two processes: each bridge with its own
 /// listener connection, both on one schema of a real PostgreSQL.
-@Suite(.enabled(if: PostgresServer.isAvailable, PostgresServer.skipped), .timeLimit(.minutes(2)))
+@Suite(.enabled(if: PostgresServer.isAvailable, PostgresServer.skipped), .timeLimit(.minutes(5)))
 struct PostgresEventBridgeTests {
     static func event(_ text: String, in conversation: String, sequence: Int64, session: String = "gateway-a-session") -> ChatEvent {
         let message = Message(serverID: MessageID("\(conversation)-\(sequence)"), conversationID: ConversationID(conversation), sequence: sequence, text: text, time: Date(timeIntervalSince1970: 1_700_000_000))
@@ -40,7 +40,7 @@ struct PostgresEventBridgeTests {
             let received = busB.subscribe(filter: .all, buffering: .unbounded)
             /// The events b received after the first `skip`, once there are `count` of them.
             @Sendable func take(_ count: Int, after skip: Int) async throws -> [ChatEvent] {
-                try await waitUntil("\(count) events on b", timeout: .seconds(60), signal: record.signal) { record.events.count >= skip + count }
+                try await waitUntil("\(count) events on b", timeout: .seconds(180), signal: record.signal) { record.events.count >= skip + count }
                 return Array(record.events[skip..<(skip + count)])
             }
             @Sendable func changes(of who: String) -> [PostgresEventBridge.Change] { record.changes.filter { $0.0 == who }.map(\.1) }
@@ -61,10 +61,11 @@ struct PostgresEventBridgeTests {
                     !changes(of: "a").isEmpty && !changes(of: "b").isEmpty
                 }
 
-                // 1,000 events over 4 conversations, and one too large for a notification.
+                // 400 events over 4 conversations, and one too large for a notification. (CI, with
+                // every suite running beside this one, bridged 24 events/s.)
                 let clock = ContinuousClock()
                 let started = clock.now
-                let sent: [ChatEvent] = (0..<1_000).map { index in
+                let sent: [ChatEvent] = (0..<400).map { index in
                     Self.event("m\(index)", in: "c\(index % 4)", sequence: Int64(index / 4 + 1))
                 } + [
                     ChatEvent(
