@@ -613,24 +613,25 @@ public final class PostgresChatStore: ChatStore {
     /// One read on a pooled connection (a single statement is its own transaction).
     private func read<T: Sendable>(_ what: String, _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T) async throws -> T {
         try await migrate()
-        return try await finishing(what) {
-            try await self.client.withConnection { connection in try await body(connection, self.logger) }
+        // A read a cancelled caller no longer wants may stop with it: it runs in the caller's task.
+        do {
+            return try await client.withConnection { connection in try await body(connection, self.logger) }
+        } catch {
+            throw Self.classify(error, what: "PostgreSQL \(what)")
         }
     }
 
     /// One transaction on a pooled connection: committed when `body` returns, rolled back when it
-    /// throws.
+    /// throws, and run to its end even when the calling task is cancelled. The transaction runs in
+    /// a task of its own that the caller awaits (never leaves behind): PostgresNIO stops a
+    /// cancelled task's statements, and a session that closes right after a send was confirmed
+    /// must not lose the write that ends its outbox entry. Swift has no structured way to keep a
+    /// child from its parent's cancellation; the SQLite store gets the same from GRDB's queue.
     private func transaction<T: Sendable>(_ what: String, _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T) async throws -> T {
-        try await finishing(what) {
-            try await self.client.withTransaction(logger: self.logger) { connection in try await body(connection, self.logger) }
-        }
-    }
-
-    /// Runs `body` to its end even when the calling task is cancelled — the awaited task does not
-    /// inherit the caller's cancellation — and classifies its failures as `storageFailure`.
-    private func finishing<T: Sendable>(_ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         do {
-            return try await Task { try await body() }.value
+            return try await Task {
+                try await self.client.withTransaction(logger: self.logger) { connection in try await body(connection, self.logger) }
+            }.value
         } catch {
             throw Self.classify(error, what: "PostgreSQL \(what)")
         }

@@ -259,18 +259,9 @@ struct Bench: Sendable {
         let total = sizes.storedMessages
         for start in stride(from: 0, to: total, by: 5_000) {
             progress.say("history page: storing \(start) of \(total) messages")
-            let messages = (start..<min(total, start + 5_000)).map {
-                Message(
-                    serverID: MessageID("s\($0)"), conversationID: conversation, sequence: Int64($0 + 1), senderRole: .agent,
-                    text: "message \($0) with a sentence of ordinary length", time: Date(timeIntervalSince1970: 1_700_000_000 + Double($0))
-                )
-            }
-            try await store.apply([.saveMessages(messages)], scope: scope)
+            try await store.apply([.saveMessages(Self.historyMessages(start..<min(total, start + 5_000), in: conversation))], scope: scope)
         }
-        let middle = MessageOrderKey(
-            isPending: false, sequence: Int64(total / 2), time: Date(timeIntervalSince1970: 1_700_000_000 + Double(total / 2 - 1)),
-            tieBreaker: "s\(total / 2 - 1)"
-        )
+        let middle = Self.historyMiddle(of: total)
         var ours: [Double] = []
         var raw: [Double] = []
         let pages = sizes.pages
@@ -306,6 +297,25 @@ struct Bench: Sendable {
             name: "history page of 50 from \(BenchRow.format(Double(total))) (SQLite file)", unit: "ms",
             switchboard: median(ours) * 1000, baselineName: "raw indexed SELECT", baseline: median(raw) * 1000,
             ratio: ratio, goal: "≤ 2× the time", met: ratio <= 2
+        )
+    }
+
+    /// The stored history the history-page rows read: agent messages with sequences, a second
+    /// apart.
+    static func historyMessages(_ range: Range<Int>, in conversation: ConversationID) -> [Message] {
+        range.map {
+            Message(
+                serverID: MessageID("s\($0)"), conversationID: conversation, sequence: Int64($0 + 1), senderRole: .agent,
+                text: "message \($0) with a sentence of ordinary length", time: Date(timeIntervalSince1970: 1_700_000_000 + Double($0))
+            )
+        }
+    }
+
+    /// The key in the middle of `total` history messages: where the measured page starts.
+    static func historyMiddle(of total: Int) -> MessageOrderKey {
+        MessageOrderKey(
+            isPending: false, sequence: Int64(total / 2), time: Date(timeIntervalSince1970: 1_700_000_000 + Double(total / 2 - 1)),
+            tieBreaker: "s\(total / 2 - 1)"
         )
     }
 

@@ -34,18 +34,9 @@ extension Bench {
         let total = sizes.storedMessages
         for start in stride(from: 0, to: total, by: 5_000) {
             progress.say("PostgreSQL history page: storing \(start) of \(total) messages")
-            let messages = (start..<min(total, start + 5_000)).map {
-                Message(
-                    serverID: MessageID("s\($0)"), conversationID: conversation, sequence: Int64($0 + 1), senderRole: .agent,
-                    text: "message \($0) with a sentence of ordinary length", time: Date(timeIntervalSince1970: 1_700_000_000 + Double($0))
-                )
-            }
-            try await store.apply([.saveMessages(messages)], scope: scope)
+            try await store.apply([.saveMessages(Self.historyMessages(start..<min(total, start + 5_000), in: conversation))], scope: scope)
         }
-        let middle = MessageOrderKey(
-            isPending: false, sequence: Int64(total / 2), time: Date(timeIntervalSince1970: 1_700_000_000 + Double(total / 2 - 1)),
-            tieBreaker: "s\(total / 2 - 1)"
-        )
+        let middle = Self.historyMiddle(of: total)
         let table = store.schema + ".message"
         var ours: [Double] = []
         var raw: [Double] = []

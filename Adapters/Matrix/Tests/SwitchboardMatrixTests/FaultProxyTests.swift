@@ -27,7 +27,9 @@ struct FaultProxyTests {
         }
         router.get("/hold") { _, _ -> String in
             heldContinuation.yield()
-            try await Task.sleep(for: .seconds(60))
+            // A server that never answers: held until the proxy's cut cancels the handler.
+            let (never, _) = AsyncStream.makeStream(of: Void.self)
+            for await _ in never {}
             return "{}"
         }
         try await EmulatorHost.withRunning(router: router, webSocketRouter: Router(context: BasicWebSocketRequestContext.self), logger: .quiet) { port in
