@@ -6,26 +6,53 @@ import Testing
 /// A backend without sequences that, like CXone's thread recovery, answers every connection with
 /// the newest `window` messages of its one conversation, pushes new ones live, and pages history
 /// by time.
+///
+/// `bounded`: like a Matrix `limited` sync, a window says where the messages it skipped start
+/// (``ConversationSnapshot/skippedAfter``: the last message the app was sent), history pages
+/// stop there, and every window comes with a cursor (`n` and the number of messages).
 final class WindowedBackend: ChatBackend, Sendable {
     struct State {
         var messages: [Message] = []
         var live: AsyncThrowingStream<BackendUpdate, any Error>.Continuation?
+        /// How many of the messages the app was sent (in a window or live).
+        var sent = 0
         var historyRequests = 0
         /// The history requests (1-based) on which the link drops instead of answering.
         var dropOnHistoryRequest: Set<Int> = []
         /// Messages that arrive (live) when the given history request comes in.
         var arriveOnHistoryRequest: [Int: [String]] = [:]
+        /// Messages that arrive unannounced when the given history request comes in, before it
+        /// is answered or dropped (the server skips them: a later window shows them).
+        var skipOnHistoryRequest: [Int: [String]] = [:]
+        /// The history requests on which the open link sends a new window (a `limited` sync).
+        var windowOnHistoryRequest: Set<Int> = []
+        /// Runs when the given history request comes in.
+        var onHistoryRequest: [Int: @Sendable () async -> Void] = [:]
     }
 
     static let conversation = ConversationID("c")
     static let start = Date(timeIntervalSince1970: 1_700_000_000)
     let window: Int
+    let bounded: Bool
     let state = Locked(State())
 
     var descriptor: BackendDescriptor { BackendDescriptor(name: "windowed", capabilities: [.historyPaging]) }
 
-    init(window: Int) {
+    init(window: Int, bounded: Bool = false) {
         self.window = window
+        self.bounded = bounded
+    }
+
+    /// The newest window as a snapshot, from the last message the app was sent on.
+    private func windowUpdate(_ state: inout State) -> BackendUpdate {
+        let recent = Array(state.messages.suffix(window))
+        let skipped = bounded && state.sent > 0 && state.sent < state.messages.count - recent.count
+        let item = ConversationSnapshot(
+            conversation: ConversationInfo(id: Self.conversation, kind: .thread, state: .active), messages: recent,
+            skippedAfter: skipped ? .time(state.messages[state.sent - 1].time) : nil
+        )
+        state.sent = state.messages.count
+        return .snapshot(BackendSnapshot(conversations: [item], isComplete: false, cursor: bounded ? .token("n\(state.sent)") : nil))
     }
 
     /// Adds messages on the server; `push` sends them on the open link, as a live server does.
@@ -38,6 +65,7 @@ final class WindowedBackend: ChatBackend, Sendable {
                 )
             }
             state.messages += added
+            if push, state.live != nil { state.sent = state.messages.count }
             return (push ? state.live : nil, added)
         }
         for message in added {
@@ -61,13 +89,11 @@ final class WindowedBackend: ChatBackend, Sendable {
         _ body: @Sendable (any BackendConnection) async throws -> Result
     ) async throws -> Result {
         let (updates, live) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
-        let recent = state.withLock { state in
+        let first = state.withLock { state in
             state.live = live
-            return Array(state.messages.suffix(window))
+            return windowUpdate(&state)
         }
-        live.yield(.snapshot(BackendSnapshot(conversations: [
-            ConversationSnapshot(conversation: ConversationInfo(id: Self.conversation, kind: .thread, state: .active), messages: recent)
-        ], isComplete: false)))
+        live.yield(first)
         return try await body(Connection(backend: self, updates: updates))
     }
 
@@ -77,12 +103,19 @@ final class WindowedBackend: ChatBackend, Sendable {
 
         func perform(_ request: BackendRequest) async throws -> BackendResponse {
             guard case .history(let query) = request else { throw SwitchboardError(.unsupported, "windowed: \(request.name)") }
-            let (number, drop, arriving) = backend.state.withLock { state in
+            let (number, drop, arriving, skipped, newWindow, hook) = backend.state.withLock { state in
                 state.historyRequests += 1
+                let number = state.historyRequests
                 return (
-                    state.historyRequests, state.dropOnHistoryRequest.contains(state.historyRequests),
-                    state.arriveOnHistoryRequest[state.historyRequests] ?? []
+                    number, state.dropOnHistoryRequest.contains(number), state.arriveOnHistoryRequest[number] ?? [],
+                    state.skipOnHistoryRequest[number] ?? [], state.windowOnHistoryRequest.contains(number), state.onHistoryRequest[number]
                 )
+            }
+            await hook?()
+            backend.add(skipped, push: false)
+            if newWindow {
+                let (update, live) = backend.state.withLock { state in (backend.windowUpdate(&state), state.live) }
+                live?.yield(update)
             }
             if drop {
                 backend.dropLink()
@@ -90,7 +123,9 @@ final class WindowedBackend: ChatBackend, Sendable {
             }
             backend.add(arriving)
             guard case .time(let before)? = query.before else { throw SwitchboardError(.invalidArgument, "windowed pages by time") }
-            let older = backend.state.withLock { $0.messages.filter { $0.time < before } }
+            var lowerBound = Date.distantPast
+            if case .time(let after)? = query.after { lowerBound = after }
+            let older = backend.state.withLock { $0.messages.filter { $0.time < before && $0.time > lowerBound } }
             return .history(HistoryPage(messages: Array(older.suffix(query.limit)), hasMore: older.count > query.limit))
         }
     }
@@ -110,11 +145,12 @@ struct WindowBackfillTests {
     /// Runs `body` with a session connected to a server holding m1…m5 (a window of 3), once the
     /// first window (m3…m5) is stored; `stored` reads the conversation's stored texts.
     func withFirstWindowStored(
+        bounded: Bool = false,
+        store: InMemoryChatStore = InMemoryChatStore(),
         _ body: (WindowedBackend, ChatSession, EventRecorder, _ stored: @escaping @Sendable () async throws -> [String]) async throws -> Void
     ) async throws {
-        let backend = WindowedBackend(window: 3)
+        let backend = WindowedBackend(window: 3, bounded: bounded)
         backend.add(Self.names(1...5))
-        let store = InMemoryChatStore()
         let session = session(backend, store: store)
         try await withRecording(session) { recorder in
             try await session.resume()
@@ -185,6 +221,67 @@ struct WindowBackfillTests {
             #expect(lost == 0 && duplicated == 0 && outOfOrder == 0)
             #expect(statistics.connects == 3)
             #expect(backend.historyRequests == 5, "page 1, the dropped page 2, then pages 2…4 on the next link, below the oldest fetched")
+        }
+    }
+
+    @Test func aGapBelowTheNextLinksWindowIsFilledAfterTheOpenOne() async throws {
+        try await withFirstWindowStored { backend, session, recorder, stored in
+            // m6…m20 while the link is down; on page 2 the link drops again and m21…m30 come while
+            // it is down: the next link's window (m28…m30) has a gap of its own below it.
+            backend.add(Self.names(6...20), push: false)
+            backend.state.withLock { state in
+                state.dropOnHistoryRequest = [2]
+                state.skipOnHistoryRequest[2] = Self.names(21...30)
+            }
+            backend.dropLink()
+            try await recorder.waitUntil("both gaps are closed") { try await stored().count == 28 }
+            let texts = try await stored()
+            let statistics = await session.statistics
+            let (lost, duplicated, outOfOrder) = figures(texts, expected: Self.names(3...30), events: recorder.events)
+            print(
+                "window gaps, a second below the next link's window while the first is filled: 25 messages missed, " +
+                    "gaps \(statistics.gapsDetected), pages \(backend.historyRequests), lost \(lost), duplicated \(duplicated), out of order \(outOfOrder)"
+            )
+            #expect(texts == Self.names(3...30))
+            #expect(lost == 0 && duplicated == 0 && outOfOrder == 0)
+            #expect(statistics.gapsDetected == 2)
+        }
+    }
+
+    @Test func aSecondBoundedGapDuringTheFillIsFilledAndTheCursorWaitsForBoth() async throws {
+        // Matrix: a second `limited` sync while the first gap is paged. Its gap (m21…m27) is not
+        // the one being filled; and the stored cursor stays before the gaps until both are closed,
+        // so a process that dies meanwhile syncs them again.
+        let store = InMemoryChatStore()
+        let cursorDuringFill = Locked<SyncCursor?>(nil)
+        try await withFirstWindowStored(bounded: true, store: store) { backend, session, recorder, stored in
+            let scope = session.scope
+            backend.add(Self.names(6...20), push: false)
+            backend.state.withLock { state in
+                state.skipOnHistoryRequest[1] = Self.names(21...30)
+                state.windowOnHistoryRequest = [1]
+                state.onHistoryRequest[1] = {
+                    let cursor = await store.fetchCursor(scope: scope)
+                    cursorDuringFill.withLock { $0 = cursor }
+                }
+            }
+            backend.dropLink()
+            try await recorder.waitUntil("both gaps are closed") { try await stored().count == 28 }
+            let texts = try await stored()
+            let statistics = await session.statistics
+            let (lost, duplicated, outOfOrder) = figures(texts, expected: Self.names(3...30), events: recorder.events)
+            let storedCursor = await store.fetchCursor(scope: scope)
+            print(
+                "window gaps, bounded, a second during the fill: 25 messages missed, gaps \(statistics.gapsDetected), " +
+                    "pages \(backend.historyRequests), lost \(lost), duplicated \(duplicated), out of order \(outOfOrder); " +
+                    "cursor stored during the fill \(cursorDuringFill.withLock { $0 }.map { "\($0)" } ?? "none"), after \(storedCursor.map { "\($0)" } ?? "none")"
+            )
+            #expect(texts == Self.names(3...30))
+            #expect(lost == 0 && duplicated == 0 && outOfOrder == 0)
+            #expect(statistics.gapsDetected == 2)
+            #expect(backend.historyRequests == 5, "m14…17, m10…13, m6…9; then m24…27, m21…23")
+            #expect(cursorDuringFill.withLock { $0 } == .token("n5"), "the first link's cursor, before both gaps")
+            #expect(storedCursor == .token("n30"))
         }
     }
 

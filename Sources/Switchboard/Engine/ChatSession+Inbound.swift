@@ -160,6 +160,13 @@ extension ChatSession {
         }
         // A new fill holds its window's message events from the start; an open one holds them too.
         let events = SnapshotDiff.events(from: snapshot, against: stored)
+        // A window for a conversation whose fill is still open waits its turn: the gap below it
+        // is not the one being filled (a second `limited` sync, the next link's recovery).
+        for item in snapshot.conversations where windowFills[item.conversation.id] != nil && !filling.contains(item.conversation.id) {
+            if !item.messages.isEmpty, !item.messagesAreComplete {
+                queuedWindows[item.conversation.id, default: []].append(QueuedWindow(window: item))
+            }
+        }
         for conversation in filling.sorted(by: { $0.rawValue < $1.rawValue }) {
             statisticsValue.gapsDetected += 1
             windowFills[conversation] = WindowBackfillStateMachine(
@@ -171,7 +178,7 @@ extension ChatSession {
         }
         for event in events {
             if let conversation = event.conversationID, windowFills[conversation] != nil, WindowBackfillStateMachine.holds(event) {
-                if !filling.contains(conversation) { windowFills[conversation]!.hold(event) }
+                if !filling.contains(conversation) { holdDuringFill(event, in: conversation) }
             } else {
                 await deliver(event)
             }
@@ -196,22 +203,66 @@ extension ChatSession {
         let capabilities = descriptor.capabilities
         guard capabilities.contains(.historyPaging), !capabilities.contains(.sequences) else { return [] }
         var gaps: Set<ConversationID> = []
-        for item in snapshot.conversations where !item.messagesAreComplete && windowFills[item.conversation.id] == nil {
+        for item in snapshot.conversations where windowFills[item.conversation.id] == nil {
             let id = item.conversation.id
-            if item.skippedAfter != nil {
-                // The backend says events were skipped below the window: a gap, wherever the
-                // window starts, once the store has anything older to fill down to.
-                if !item.messages.isEmpty, try await store.fetchOldestConfirmedMessage(in: id, scope: scope) != nil { gaps.insert(id) }
-                continue
-            }
-            guard let oldest = item.messages.min(by: { $0.orderKey < $1.orderKey }), let serverID = oldest.serverID,
-                stored.messages[id]?[serverID] == nil,
-                let storedOldest = try await store.fetchOldestConfirmedMessage(in: id, scope: scope),
-                storedOldest.orderKey < oldest.orderKey
-            else { continue }
-            gaps.insert(id)
+            if try await hasGap(below: item, isStored: { stored.messages[id]?[$0] != nil }) { gaps.insert(id) }
         }
         return gaps
+    }
+
+    /// Whether the snapshot's window leaves a gap below it: the backend says events were skipped
+    /// before it (``ConversationSnapshot/skippedAfter``), or its oldest message is not stored while
+    /// older ones are. Either way only once the store has something older to fill down to.
+    private func hasGap(below item: ConversationSnapshot, isStored: (MessageID) async throws -> Bool) async throws -> Bool {
+        guard !item.messagesAreComplete, let oldest = item.messages.min(by: { $0.orderKey < $1.orderKey }),
+            let storedOldest = try await store.fetchOldestConfirmedMessage(in: item.conversation.id, scope: scope)
+        else { return false }
+        if item.skippedAfter != nil { return true }
+        guard let serverID = oldest.serverID, try await !isStored(serverID) else { return false }
+        return storedOldest.orderKey < oldest.orderKey
+    }
+
+    /// Holds a message event of a conversation whose gap is being filled: with the newest window
+    /// waiting its turn, else with the fill.
+    private func holdDuringFill(_ event: BackendEvent, in conversation: ConversationID) {
+        if let last = queuedWindows[conversation]?.indices.last {
+            queuedWindows[conversation]![last].events.append(event)
+        } else {
+            windowFills[conversation]!.hold(event)
+        }
+    }
+
+    /// The fill of `conversation` closed: the windows that waited for it are checked in turn, each
+    /// filled when it has a gap of its own or else stored with what came after it. When no fill
+    /// is open any more, the cursor they kept back is stored.
+    private func startQueuedWindows(in conversation: ConversationID) async {
+        while windowFills[conversation] == nil, var queue = queuedWindows.removeValue(forKey: conversation), !queue.isEmpty {
+            let next = queue.removeFirst()
+            if !queue.isEmpty { queuedWindows[conversation] = queue }
+            let gap: Bool
+            do {
+                gap = try await hasGap(below: next.window) { serverID in
+                    try await store.fetchMessage(serverID: serverID, in: conversation, scope: scope) != nil
+                }
+            } catch {
+                report(SwitchboardError(.storageFailure, "could not read the store for a window; a gap below it stays open", underlying: error), conversation: conversation)
+                gap = false
+            }
+            if gap {
+                statisticsValue.gapsDetected += 1
+                windowFills[conversation] = WindowBackfillStateMachine(
+                    conversation: conversation, window: next.events, lowerBound: next.window.skippedAfter,
+                    pageLimit: configuration.backfillPageSize, maxPages: configuration.maxBackfillPages
+                )
+                if isLinkOpen { await performBackfill(windowFills[conversation]!.linkAvailable(), in: conversation) }
+            } else {
+                await inOneTransaction {
+                    await preloadReconciliation(of: next.events, in: conversation)
+                    for event in next.events { await deliver(event) }
+                }
+            }
+        }
+        if windowFills.isEmpty, let cursor { await persist { try await self.store.saveCursor(cursor, scope: self.scope) } }
     }
 
     /// Performs what a window fill asks: the next page, or storing everything it held.
@@ -228,6 +279,7 @@ extension ChatSession {
                 await preloadReconciliation(of: events, in: conversation)
                 for event in events { await deliver(event) }
             }
+            await startQueuedWindows(in: conversation)
         case nil:
             break
         }
@@ -274,7 +326,7 @@ extension ChatSession {
         } else if let conversation = event.conversationID, windowFills[conversation] != nil,
             WindowBackfillStateMachine.holds(event)
         {
-            windowFills[conversation]!.hold(event)
+            holdDuringFill(event, in: conversation)
         } else {
             await deliver(event)
         }
@@ -563,6 +615,10 @@ extension ChatSession {
     private func saveCursor(_ new: SyncCursor) async {
         guard new != cursor else { return }
         cursor = new
+        // While a gap is being filled the stored cursor stays before it: a process that dies
+        // with the gap open syncs it again, instead of resuming past messages it never stored.
+        // The next link still starts from here: the open fill is kept across links.
+        guard windowFills.isEmpty else { return }
         await persist { try await self.store.saveCursor(new, scope: self.scope) }
     }
 
@@ -591,4 +647,10 @@ extension Optional {
         guard let value = self else { return nil }
         return try await transform(value)
     }
+}
+
+/// A window that came while its conversation's fill was open, and the message events after it.
+struct QueuedWindow: Sendable {
+    let window: ConversationSnapshot
+    var events: [BackendEvent] = []
 }

@@ -56,6 +56,10 @@ public actor ChatSession: Session {
     var trackers: [ConversationID: SequenceTrackerStateMachine<BackendEvent>] = [:]
     /// Gaps below a recent window being closed by history pages (backends without sequences).
     var windowFills: [ConversationID: WindowBackfillStateMachine] = [:]
+    /// Windows that came while their conversation's fill was open (a second `limited` sync, the
+    /// next link's recovery), oldest first, each holding the message events that came after it.
+    /// Each may have a gap of its own: it is checked, and filled, when the fill before it closes.
+    var queuedWindows: [ConversationID: [QueuedWindow]] = [:]
     var storedSequences: [ConversationID: Int64] = [:]
     /// Conversations known to be in the store, so an event for one needs no read to learn it
     /// (the store's read per event was a third of an inbound message's time). Forgotten when a

@@ -355,8 +355,8 @@ final class MatrixLink: BackendConnection {
         case .token(let token):
             from = token
         case .time(let time):
-            if let window = state.withLock({ $0.reader?.windows[room] }), abs(window.oldest.timeIntervalSince(time)) < 0.001 {
-                from = window.prevBatch
+            if let prevBatch = state.withLock({ $0.reader?.prevBatch(in: room, before: time) }) {
+                from = prevBatch
             } else {
                 from = try await token(before: time, in: room)
             }
@@ -390,13 +390,16 @@ final class MatrixLink: BackendConnection {
         return HistoryPage(messages: messages, hasMore: hasMore, nextAnchor: end.map { .token($0) })
     }
 
-    /// The pagination token just before the event nearest `time` (at or before it).
+    /// A pagination token at or after the last event of `time`'s millisecond: just before the
+    /// event nearest the next millisecond. Events share a millisecond; a token before the first
+    /// of them would skip those of its neighbours that are older in the room, so the page may
+    /// repeat a message of that millisecond instead (the engine drops what it has).
     private func token(before time: Date, in room: ConversationID) async throws -> String? {
         let nearest: JSONValue
         do {
             nearest = try await call(
                 "GET", "/_matrix/client/v1/rooms/\(segment(room.rawValue))/timestamp_to_event",
-                query: [("ts", String(MatrixMapping.milliseconds(time))), ("dir", "b")], request: "timestamp_to_event"
+                query: [("ts", String(MatrixMapping.milliseconds(time) + 1)), ("dir", "b")], request: "timestamp_to_event"
             )
         } catch let error as SwitchboardError where error.code == .conversationNotFound {
             // Nothing at or before that time: the room's history ends there.

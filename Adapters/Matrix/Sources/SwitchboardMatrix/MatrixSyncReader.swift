@@ -63,7 +63,10 @@ public struct MatrixSyncReader: Sendable {
     private var recent: [MessageID: Message] = [:]
     private var recentOrder: Deque<MessageID> = []
     private static let recentLimit = 4096
-    public private(set) var windows: [ConversationID: Window] = [:]
+    /// Each room's latest timeline windows, oldest first: a gap the engine is filling starts at an
+    /// older window than the newest when more syncs came meanwhile.
+    public private(set) var windows: [ConversationID: [Window]] = [:]
+    private static let windowLimit = 16
 
     public init(me: String, homeserver: String) {
         self.me = me
@@ -177,7 +180,8 @@ public struct MatrixSyncReader: Sendable {
             }
         }
         if let oldest = window.first?.time, let prevBatch = timeline?["prev_batch"]?.stringValue {
-            windows[id] = Window(oldest: oldest, prevBatch: prevBatch)
+            windows[id, default: []].append(Window(oldest: oldest, prevBatch: prevBatch))
+            if windows[id]!.count > Self.windowLimit { windows[id]!.removeFirst() }
         }
 
         // Ephemeral: typing (the whole set each time) and read receipts.
@@ -296,6 +300,11 @@ public struct MatrixSyncReader: Sendable {
             customData: custom.isEmpty ? nil : .object(custom),
             createdAt: room.createdAt
         )
+    }
+
+    /// The token that pages back from the window of `room` whose oldest message is at `time`.
+    public func prevBatch(in room: ConversationID, before time: Date) -> String? {
+        windows[room]?.last { abs($0.oldest.timeIntervalSince(time)) < 0.001 }?.prevBatch
     }
 
     // MARK: Recent messages
