@@ -345,12 +345,10 @@ struct MatrixLiveTests {
                     print("matrix live: seed \(seed): \(total) messages both ways through \(injected) faults (\(kinds)) — on the server \(serverTexts.count), stored \(stored.count), lost \(lost), duplicated \(duplicated), out of order \(outOfOrder)")
                     #expect(serverTexts.count == total)
                     #expect(duplicated == 0 && outOfOrder == 0)
-                    // Known, open: once, in CI with every suite running at once, seed 42 ended with 6
-                    // agent messages never stored (114 of 120, nothing pending, 2 gaps detected). It
-                    // is recorded as a known issue, visible in the log, until it is found and fixed.
-                    withKnownIssue("Matrix under faults and CI load: agent messages can stay unstored (seed 42 once: 114 of 120)", isIntermittent: true) {
-                        #expect(allStored && lost == 0, "seed \(seed): \(lost) lost")
-                    }
+                    // Under CI load seed 42 once ended with 6 agent messages never stored: a second
+                    // `limited` sync came while the first gap was paged, and its own gap was never
+                    // asked for (fixed in the engine; WindowBackfillTests reproduce it).
+                    #expect(allStored && lost == 0, "seed \(seed): \(lost) lost")
                 }
             }
         }
