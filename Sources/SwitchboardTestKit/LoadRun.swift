@@ -162,12 +162,13 @@ public enum ProcessMemory {
         #endif
     }
 
-    /// The process's resident memory (Linux `/proc/self/statm`).
-    public static func residentBytes() throws -> Int {
-        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8), case let fields = text.split(separator: " "),
+    /// A process's resident memory (Linux `/proc/<pid>/statm`): this process's unless told.
+    public static func residentBytes(ofProcess pid: Int32? = nil) throws -> Int {
+        let path = "/proc/\(pid.map(String.init) ?? "self")/statm"
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8), case let fields = text.split(separator: " "),
             fields.count > 1, let pages = Int(fields[1])
         else {
-            throw SwitchboardError(.unsupported, "the memory figures read /proc/self/statm (Linux)")
+            throw SwitchboardError(.unsupported, "the memory figures read \(path) (Linux)")
         }
         return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
     }

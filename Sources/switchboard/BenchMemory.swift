@@ -43,10 +43,13 @@ extension Bench {
         )
     }
 
-    /// Resident bytes per session with `count` sessions connected and idle.
-    private static func heapPerSession(_ count: Int, backend: (Int) -> any ChatBackend) async throws -> Double {
+    /// Resident bytes per session with `count` sessions connected and idle, sharing `store`.
+    static func heapPerSession(
+        _ count: Int,
+        store: any ChatStore = InMemoryChatStore(),
+        backend: (Int) -> any ChatBackend
+    ) async throws -> Double {
         let bus = EventBus()
-        let store = InMemoryChatStore()
         let connected = bus.subscribe(filter: .all, buffering: .unbounded)
         ProcessMemory.releaseFreed()
         let before = try ProcessMemory.residentBytes()

@@ -2,8 +2,11 @@ import Foundation
 import Logging
 import PostgresNIO
 import Switchboard
+import SwitchboardEmulation
 import SwitchboardPostgres
 import SwitchboardTestKit
+import SwitchboardVoximplant
+import VoximplantEmulator
 
 /// The PostgreSQL rows (`switchboard bench --postgres URL`): the store and the bridge against
 /// PostgresNIO doing the same step on the same server, in the same run.
@@ -16,7 +19,7 @@ extension Bench {
                     try await postgresHistoryPage(store),
                     try await postgresInboundBatch(store),
                     try await bridgeRate(store, url: url),
-                ]
+                ] + (runs(.voximplant) ? [try await postgresSessionMemory(store)] : [])
                 try await store.client.run("DROP SCHEMA \(unescaped: schema) CASCADE")
                 return rows
             } catch {
@@ -202,6 +205,37 @@ extension Bench {
             name: "bus to bus through PostgreSQL, \(count) events", unit: "events/s",
             switchboard: median(ours), baselineName: "raw INSERT + NOTIFY, heard", baseline: median(raw),
             ratio: ratio, goal: "≥ 0.5×", met: ratio >= 0.5
+        )
+    }
+
+    /// Sessions per process: resident memory per connected Voximplant-style session (each with a
+    /// conversation it stores on connecting) whose store is PostgreSQL, against the same sessions
+    /// on the in-memory store, in the same run — what the shared store costs a session.
+    private func postgresSessionMemory(_ store: PostgresChatStore) async throws -> BenchRow {
+        let count = sizes.idleSocketSessions
+        progress.say("sessions on PostgreSQL: \(count) over WebSockets, against the in-memory store")
+        let server = VoximplantServer()
+        let agent = server.robot(server.addUser("agent", token: "agent-token", displayName: "Agent"))
+        let users = try (0..<count).map { index in
+            let user = server.addUser("user\(index)", token: "token-\(index)", displayName: "User \(index)")
+            _ = try agent.createConversation(title: "Support \(index)", with: [user])
+            return user
+        }
+        let (onPostgres, inMemory) = try await VoximplantEmulator(server: server, logger: .quiet).withRunning { url in
+            let backend = { (index: Int) -> any ChatBackend in
+                VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: users[index], token: "token-\(index)"), logger: .quiet)
+            }
+            // The first round grows the heap, which the later ones reuse: whichever went first
+            // paid 60–70 KB a session more. A warm-up round is measured by neither.
+            _ = try await Self.heapPerSession(count, backend: backend)
+            let onPostgres = try await Self.heapPerSession(count, store: store, backend: backend)
+            return (onPostgres, try await Self.heapPerSession(count, backend: backend))
+        }
+        let ratio = onPostgres / inMemory
+        return BenchRow(
+            name: "sessions on the PostgreSQL store, Voximplant-style over WebSockets (emulator in process), \(count)", unit: "KB/session",
+            switchboard: onPostgres / 1024, baselineName: "the same sessions on the in-memory store", baseline: inMemory / 1024,
+            ratio: ratio, goal: "≤ 1.5× the memory", met: ratio <= 1.5
         )
     }
 }

@@ -211,6 +211,11 @@ final class Child: @unchecked Sendable {
         _ = Foundation.kill(process.processIdentifier, SIGKILL)
     }
 
+    /// The child's resident memory.
+    func residentBytes() throws -> Int {
+        try ProcessMemory.residentBytes(ofProcess: process.processIdentifier)
+    }
+
     func waitForExit() async {
         await withCheckedContinuation { continuation in
             let done = state.withLock { state in

@@ -86,6 +86,9 @@ extension CrashTests {
                         return conversations == sessions && sequences == sessions
                     }
                     print("failover: \(sessions) sessions over 3 gateways, each connected once: \(holdings.counts(names))")
+                    // Sessions per process: each gateway's resident memory with its share, and
+                    // again in the two that took the killed one's sessions.
+                    let residentBefore = try names.map { try gateways[$0]!.residentBytes() }
 
                     // The agent writes while the sessions send; one gateway dies mid-traffic.
                     for round in 1...agentMessages / 2 {
@@ -133,8 +136,22 @@ extension CrashTests {
                         figures.outOfOrder += zip(inOrder, storedIDs).filter { $0 != $1 }.count
                         figures.outbox += try await store.fetchOutbox(scope: scope).count
                     }
+                    let survivors = ["gw1", "gw3"]
+                    let residentAfter = try survivors.map { try gateways[$0]!.residentBytes() }
                     for child in gateways.values { child.kill() }
                     for child in gateways.values { await child.waitForExit() }
+                    let megabytes = { (bytes: Int) in String(format: "%.1f MB", Double(bytes) / 1_048_576) }
+                    let shareBefore = sessions / names.count, shareAfter = sessions / survivors.count
+                    let perSession = zip([residentBefore[0], residentBefore[2]], residentAfter).map { before, after in
+                        String(format: "%.0f KB", Double(after - before) / 1024 / Double(shareAfter - shareBefore))
+                    }
+                    print(
+                        """
+                        failover: gateway memory — \(shareBefore) sessions each: \(residentBefore.map(megabytes).joined(separator: ", ")) resident; \
+                        gw1 and gw3 with \(shareAfter) each after the traffic: \(residentAfter.map(megabytes).joined(separator: ", ")), \
+                        \(perSession.joined(separator: " and ")) more per session taken over
+                        """
+                    )
                     print(
                         """
                         failover: \(sessions) sessions, 3 gateways, 1 killed with SIGKILL mid-traffic (\(victim.count) sessions moved in \(takeover)); \
