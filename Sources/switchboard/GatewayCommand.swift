@@ -15,7 +15,8 @@ struct GatewayCommand: AsyncParsableCommand {
             sessions; each session runs in exactly one process at a time, and the sessions of a \
             process that dies (even by kill -9) move to the others, which resume them from the \
             shared store. Prints one line per change on standard error: took KEY, released KEY, \
-            connected N (processes), lost REASON.
+            connected N (processes), lost REASON. With --bridge, every session's events also go \
+            to the other processes' buses through the database (`switchboard events` prints them).
 
             The file is a JSON array of sessions: {"backend": "voximplant", "url": "ws://…", "user": …, \
             "token": …, "conversation": …} or {"backend": "webim", "url": "http://…", "visitor": \
@@ -32,6 +33,8 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(help: "Messages each session sends into its conversation (\"ACCOUNT 1\", \"ACCOUNT 2\", …) for load and failover runs; one already stored is not sent again.")
     var send = 0
     @Option(name: .customLong("send-interval-ms"), help: "Milliseconds between a session's sends.") var sendIntervalMilliseconds = 100
+    @Flag(help: "Carry every session's events to the buses of the other processes sharing the database (PostgresEventBridge).")
+    var bridge = false
 
     func validate() throws {
         if intervalMilliseconds < 10 { throw ValidationError("--interval-ms is at least 10") }
@@ -66,11 +69,26 @@ struct GatewayCommand: AsyncParsableCommand {
             }
         )
         let traffic = Traffic(messages: send, interval: .milliseconds(sendIntervalMilliseconds))
+        // One bus for every session of the process: what the bridge carries.
+        let bus = EventBus()
         try await PostgresChatStore.withStore(url: postgres, schema: schema, logger: logger) { store in
             say("gateway \(name): \(bySpec.count) sessions in the file")
-            await ownership.run(keys: Array(bySpec.keys)) { key in
-                guard let spec = bySpec[key] else { return }
-                try await spec.run(store: store, traffic: traffic, logger: logger)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                if bridge {
+                    let bridge = try PostgresEventBridge(store: store, url: postgres, bus: bus, logger: logger) { change in
+                        say("bridge \(change)")
+                    }
+                    group.addTask { try await bridge.run() }
+                }
+                group.addTask {
+                    await ownership.run(keys: Array(bySpec.keys)) { key in
+                        guard let spec = bySpec[key] else { return }
+                        try await spec.run(store: store, bus: bus, traffic: traffic, logger: logger)
+                    }
+                }
+                // Both run until the process ends; a bridge that fails ends it.
+                try await group.next()
+                group.cancelAll()
             }
         }
     }
@@ -152,8 +170,8 @@ struct GatewaySession: Codable, Sendable {
     /// Runs the session on the shared store until cancelled; with traffic, sends what the store
     /// does not have yet (a process that took the session over does not send again what the
     /// last one stored: its outbox sends that).
-    func run(store: PostgresChatStore, traffic: GatewayCommand.Traffic, logger: Logger) async throws {
-        let session = ChatSession(id: SessionID(key), backend: try makeBackend(logger: logger), account: account, store: store, logger: logger)
+    func run(store: PostgresChatStore, bus: EventBus, traffic: GatewayCommand.Traffic, logger: Logger) async throws {
+        let session = ChatSession(id: SessionID(key), backend: try makeBackend(logger: logger), account: account, store: store, bus: bus, logger: logger)
         let events = session.events(filter: .all, buffering: .unbounded)
         try await session.withRunning { session in
             try await session.resume()
@@ -176,6 +194,62 @@ struct GatewaySession: Codable, Sendable {
             }
             // Runs until the ownership stops it.
             for await _ in events {}
+        }
+    }
+}
+
+/// `switchboard events`: the events of every session of the processes sharing a database, as the
+/// gateways started with `--bridge` publish them.
+struct EventsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "events",
+        abstract: "Print the events of every process sharing a PostgreSQL database (gateways started with --bridge).",
+        discussion: """
+            Runs a PostgresEventBridge on a bus of its own and prints each event the other \
+            processes publish, from now on (a bus has no history: the store has), one line each. \
+            A listener connection that breaks is opened again and what it missed read back from \
+            the database; what the database no longer holds is printed as a gap.
+            """
+    )
+
+    @Option(help: "The PostgreSQL database: postgres://user:password@host:port/database (add ?sslmode=disable for plain TCP on loopback).")
+    var postgres: String
+    @Option(help: "The PostgreSQL schema of the store.") var schema = "switchboard"
+    @Flag(help: "Print events as JSON lines.") var jsonl = false
+    @Option(help: "Stop after this many events (for scripts); until interrupted without it.") var count: Int?
+
+    func validate() throws {
+        if let count, count < 1 { throw ValidationError("--count is at least 1") }
+    }
+
+    func run() async throws {
+        let say: @Sendable (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }
+        let formatter = EventFormatter(format: jsonl ? .jsonLines : .timeline, start: Date())
+        let output = StandardOutput()
+        let bus = EventBus()
+        let events = bus.subscribe(filter: .all, buffering: .unbounded)
+        do {
+            try await PostgresChatStore.withStore(url: postgres, schema: schema, logger: GatewayCommand.logger) { store in
+                let bridge = try PostgresEventBridge(store: store, url: postgres, bus: bus, logger: GatewayCommand.logger) { change in
+                    if case .listening = change { say("listening on \(schema)") } else { say("bridge \(change)") }
+                }
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await bridge.run() }
+                    group.addTask {
+                        var printed = 0
+                        for await event in events {
+                            output.write(formatter.line(for: event, receivedAt: Date()))
+                            printed += 1
+                            if let count, printed >= count { return }
+                        }
+                    }
+                    try await group.next()
+                    group.cancelAll()
+                }
+            }
+        } catch let error as SwitchboardError {
+            say("error: \(error.message)")
+            throw ExitCode(1)
         }
     }
 }

@@ -169,17 +169,18 @@ final class Child: @unchecked Sendable {
         URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("switchboard")
     }
 
-    static func start(_ arguments: [String]) throws -> Child {
+    /// `mergingOutput`: standard output's lines are read too, with standard error's.
+    static func start(_ arguments: [String], mergingOutput: Bool = false) throws -> Child {
         let child = Child()
-        try child.run(arguments)
+        try child.run(arguments, mergingOutput: mergingOutput)
         return child
     }
 
-    private func run(_ arguments: [String]) throws {
+    private func run(_ arguments: [String], mergingOutput: Bool) throws {
         process.executableURL = Self.executable
         process.arguments = arguments
         process.standardInput = input
-        process.standardOutput = FileHandle.nullDevice
+        process.standardOutput = mergingOutput ? errors : FileHandle.nullDevice
         process.standardError = errors
         errors.fileHandleForReading.readabilityHandler = { [weak self] handle in
             self?.received(handle.availableData)

@@ -170,6 +170,79 @@ extension CrashTests {
         }
     }
 
+    /// A gateway started with `--bridge` carries its sessions' events to the other processes on
+    /// the database: `switchboard events`, in a process of its own, prints every session's
+    /// messages — its own sends and the agent's — in each conversation's order.
+    @Test(
+        .enabled(
+            if: postgresURL != nil,
+            "no PostgreSQL server: skipped. Run `eval \"$(scripts/postgres.sh start)\"` or set SWITCHBOARD_POSTGRES_URL."
+        )
+    )
+    func aGatewaysEventsReachTheEventsCommandThroughTheBridge() async throws {
+        let url = try #require(postgresURL)
+        let sessions = 5
+        let sends = 3
+        let schema = "switchboard_events_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-events-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = VoximplantServer()
+        let agent = server.robot(server.addUser("agent", token: "agent-token", displayName: "Agent"))
+        let customers: [(user: String, token: String, conversation: String)] = try (0..<sessions).map { index in
+            let user = server.addUser("customer\(index)", token: "token-\(index)", displayName: "Customer \(index)")
+            return (user, "token-\(index)", try agent.createConversation(title: "Support \(index)", with: [user]))
+        }
+        try await VoximplantEmulator(server: server, logger: .quiet).withRunning { emulatorURL in
+            let file = directory.appendingPathComponent("sessions.json")
+            let specs: [[String: String]] = customers.map {
+                ["backend": "voximplant", "url": emulatorURL, "user": $0.user, "token": $0.token, "conversation": $0.conversation]
+            }
+            try JSONSerialization.data(withJSONObject: specs).write(to: file)
+            let observer = try Child.start(["events", "--postgres", url, "--schema", schema, "--jsonl"], mergingOutput: true)
+            defer { observer.kill() }
+            let lines = EventLines()
+            lines.follow(observer)
+            // Events from before a bridge listens are not replayed: the gateway starts after.
+            try await waitUntil("the events command listening", timeout: .seconds(60), signal: lines.changed) { lines.isListening }
+            let gateway = try Child.start([
+                "gateway", "--postgres", url, "--schema", schema, "--sessions", file.path, "--name", "gw1", "--interval-ms", "250",
+                "--send", "\(sends)", "--send-interval-ms", "50", "--bridge",
+            ])
+            defer { gateway.kill() }
+            let own: @Sendable (String) -> [String] = { user in (1...sends).map { "\(user) \($0)" } }
+            try await waitUntil("every session's sends confirmed on the observer's bus", timeout: .seconds(120), signal: lines.changed) {
+                customers.allSatisfy { lines.confirmedTexts(in: $0.conversation) == own($0.user) }
+            }
+            for customer in customers { try agent.send("agent 1", in: customer.conversation) }
+            try await waitUntil("the agent's messages on the observer's bus", timeout: .seconds(120), signal: lines.changed) {
+                customers.allSatisfy { lines.confirmedTexts(in: $0.conversation).last == "agent 1" }
+            }
+            gateway.kill()
+            observer.kill()
+            await gateway.waitForExit()
+            await observer.waitForExit()
+            var (messages, outOfOrder) = (0, 0)
+            for customer in customers {
+                let texts = lines.confirmedTexts(in: customer.conversation)
+                messages += texts.count
+                if texts != own(customer.user) + ["agent 1"] { outOfOrder += 1 }
+            }
+            let sessionsSeen = lines.sessions.count
+            print(
+                "bridge: 1 gateway (--bridge), \(sessions) sessions, `switchboard events` in another process — \(lines.count) events heard " +
+                    "from \(sessionsSeen) sessions, \(messages) messages confirmed (\(sessions * sends) sent by the sessions, \(sessions) by the agent), " +
+                    "conversations out of order \(outOfOrder)"
+            )
+            #expect(sessionsSeen == sessions)
+            #expect(messages == sessions * (sends + 1))
+            #expect(outOfOrder == 0)
+        }
+        try await PostgresChatStore.withStore(url: url, schema: schema, logger: .quiet) { store in
+            try await store.client.run("DROP SCHEMA \(unescaped: schema) CASCADE")
+        }
+    }
+
     /// A trigger on the store's messages, outbox, conversations and sequences that notifies `<schema>_writes` per statement.
     static func notifyOnWrites(store: PostgresChatStore) async throws {
         let schema = store.schema
@@ -253,6 +326,57 @@ private final class Holdings: Sendable {
             let sets = names.map { held[$0] ?? [] }
             return sets.reduce(0) { $0 + $1.count } == keys.count && sets.reduce(Set<String>()) { $0.union($1) } == keys
         }
+    }
+}
+
+/// What `switchboard events --jsonl` printed: each conversation's messages as they were last
+/// announced (confirmed, with their server id), in the order first seen.
+private final class EventLines: Sendable {
+    private struct State {
+        var listening = false
+        var count = 0
+        var sessions: Set<String> = []
+        /// Per conversation: message ids in first-seen order, and each one's text once confirmed.
+        var order: [String: [String]] = [:]
+        var confirmed: [String: String] = [:]
+    }
+
+    let changed = AsyncSignal()
+    private let state = Locked(State())
+
+    /// Reads `child`'s lines until it ends.
+    func follow(_ child: Child) {
+        Task.detached { [self] in
+            while let line = try? await child.nextLine() {
+                read(line)
+                changed.signal()
+            }
+        }
+    }
+
+    private func read(_ line: String) {
+        if line.hasPrefix("listening on ") {
+            state.withLock { $0.listening = true }
+            return
+        }
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] else { return }
+        state.withLock { state in
+            state.count += 1
+            if let session = object["session"] as? String { state.sessions.insert(session) }
+            guard let conversation = object["conversation"] as? String, let message = object["message"] as? [String: Any],
+                let id = message["id"] as? String, let text = message["text"] as? String
+            else { return }
+            if state.confirmed[id] == nil { state.order[conversation, default: []].append(id) }
+            state.confirmed[id] = text
+        }
+    }
+
+    var isListening: Bool { state.withLock(\.listening) }
+    var count: Int { state.withLock(\.count) }
+    var sessions: Set<String> { state.withLock(\.sessions) }
+
+    func confirmedTexts(in conversation: String) -> [String] {
+        state.withLock { state in (state.order[conversation] ?? []).compactMap { state.confirmed[$0] } }
     }
 }
 
