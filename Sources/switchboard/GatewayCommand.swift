@@ -2,6 +2,8 @@ import ArgumentParser
 import Foundation
 import Logging
 import Switchboard
+import SwitchboardCXone
+import SwitchboardMatrix
 import SwitchboardPostgres
 import SwitchboardVoximplant
 import SwitchboardWebim
@@ -19,8 +21,10 @@ struct GatewayCommand: AsyncParsableCommand {
             to the other processes' buses through the database (`switchboard events` prints them).
 
             The file is a JSON array of sessions: {"backend": "voximplant", "url": "ws://…", "user": …, \
-            "token": …, "conversation": …} or {"backend": "webim", "url": "http://…", "visitor": \
-            "{\\"fields\\":{\\"id\\":…}}", "name": …}. CXone and Matrix sessions are not supported here yet.
+            "token": …, "conversation": …}, {"backend": "webim", "url": "http://…", "visitor": \
+            "{\\"fields\\":{\\"id\\":…}}", "name": …}, {"backend": "cxone", "url": "https://…/chat", \
+            "socket": "wss://…", "brand": 1386, "channel": …, "customer": …} or {"backend": "matrix", \
+            "url": "https://homeserver", "user": …, "password": … (or "token": …), "conversation": "!room"}.
             """
     )
 
@@ -109,15 +113,25 @@ struct GatewayCommand: AsyncParsableCommand {
 /// One session of a gateway's file.
 struct GatewaySession: Codable, Sendable {
     var backend: String
+    /// Voximplant-style: the WebSocket; Webim: the account's URL; CXone: the chat URL; Matrix: the
+    /// homeserver.
     var url: String
     var user: String?
     var token: String?
+    var password: String?
     var visitor: String?
+    /// CXone: the WebSocket URL, the brand and channel, and the customer (required: a session
+    /// taken over must be the same customer).
+    var socket: String?
+    var brand: Int?
+    var channel: String?
+    var customer: String?
     var conversation: String?
-    /// The account the store keys the session by; the user (or the visitor fields) without it.
+    /// The account the store keys the session by; the user (the customer, the visitor fields)
+    /// without it.
     var name: String?
 
-    var account: String { name ?? user ?? visitor ?? url }
+    var account: String { name ?? user ?? customer ?? visitor ?? url }
 
     /// The session's key among the processes: its store scope.
     var key: String { "\(backend)/\(account)" }
@@ -145,51 +159,77 @@ struct GatewaySession: Codable, Sendable {
             guard user != nil, token != nil else { throw SwitchboardError(.invalidArgument, "a voximplant session needs user and token (\(url))") }
         case "webim":
             break
+        case "cxone":
+            guard socket != nil, brand != nil, channel != nil, customer != nil else {
+                throw SwitchboardError(.invalidArgument, "a cxone session needs socket, brand, channel and customer (\(url))")
+            }
+        case "matrix":
+            guard user != nil || token != nil, (password == nil) != (token == nil) else {
+                throw SwitchboardError(.invalidArgument, "a matrix session needs user with password, or token (\(url))")
+            }
         default:
-            throw SwitchboardError(.invalidArgument, "gateway runs voximplant and webim sessions; \(backend) is not supported yet")
+            throw SwitchboardError(.invalidArgument, "gateway runs voximplant, webim, cxone and matrix sessions; not \(backend)")
         }
     }
 
-    func makeBackend(logger: Logger) throws -> any ChatBackend {
+    func makeBackend(logger: Logger) async throws -> any ChatBackend {
         switch backend {
         case "voximplant":
-            VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: user ?? "", token: token ?? ""), logger: logger)
+            return VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: user ?? "", token: token ?? ""), logger: logger)
         case "webim":
-            try WebimBackend(configuration: WebimConfiguration(accountName: url, visitorFieldsJSON: visitor))
+            return try WebimBackend(configuration: WebimConfiguration(accountName: url, visitorFieldsJSON: visitor))
+        case "cxone":
+            // Reads the channel's configuration first: a refused channel fails the session here.
+            return try await CXoneBackend.make(
+                configuration: CXoneConfiguration(
+                    environment: CXoneEnvironment(chatURL: url, socketURL: socket ?? ""), brandID: brand ?? 0, channelID: channel ?? "",
+                    customerID: customer
+                )
+            )
+        case "matrix":
+            let login: MatrixConfiguration.Login = token.map { .accessToken($0) } ?? .password(user: user ?? "", password: password ?? "")
+            return try MatrixBackend(configuration: MatrixConfiguration(homeserver: url, login: login))
         default:
             throw SwitchboardError(.unsupported, "gateway does not run \(backend) sessions")
         }
     }
 
-    /// Where `--send` writes: the named conversation, or Webim's one chat.
-    var sendConversation: ConversationID? {
-        if let conversation { return ConversationID(conversation) }
-        return backend == "webim" ? WebimBackend.conversationID : nil
+    /// Where `--send` writes: the named conversation, Webim's one chat, or for CXone the
+    /// customer's thread — the stored one (a session taken over keeps writing there) or a new one.
+    func sendConversation(in session: ChatSession, events: EventStream) async throws -> (any Conversation)? {
+        if backend == "cxone", conversation == nil {
+            // The store first: a session taken over finds the thread the last process started.
+            if let stored = try await session.conversations().first { return try await session.conversation(stored.id) }
+            // A thread is started on a link.
+            for await event in events {
+                if case .connection(.connected, _) = event.kind { break }
+            }
+            return try await session.startConversation(ConversationDraft(kind: .thread))
+        }
+        guard let target = conversation.map({ ConversationID($0) }) ?? (backend == "webim" ? WebimBackend.conversationID : nil) else {
+            return nil
+        }
+        // The conversation is known once the first link has read it.
+        if let chat = try? await session.conversation(target) { return chat }
+        for await _ in events {
+            if let chat = try? await session.conversation(target) { return chat }
+        }
+        return nil
     }
 
     /// Runs the session on the shared store until cancelled; with traffic, sends what the store
     /// does not have yet (a process that took the session over does not send again what the
     /// last one stored: its outbox sends that).
     func run(store: PostgresChatStore, bus: EventBus, traffic: GatewayCommand.Traffic, logger: Logger) async throws {
-        let session = ChatSession(id: SessionID(key), backend: try makeBackend(logger: logger), account: account, store: store, bus: bus, logger: logger)
+        let session = ChatSession(id: SessionID(key), backend: try await makeBackend(logger: logger), account: account, store: store, bus: bus, logger: logger)
         let events = session.events(filter: .all, buffering: .unbounded)
         try await session.withRunning { session in
             try await session.resume()
-            if traffic.messages > 0, let target = sendConversation {
-                // The conversation is known once the first link has read it.
-                var chat = try? await session.conversation(target)
-                if chat == nil {
-                    for await _ in events {
-                        chat = try? await session.conversation(target)
-                        if chat != nil { break }
-                    }
-                }
-                if let chat {
-                    let stored = Set(try await chat.storedMessages(before: nil, limit: .max).map(\.text))
-                    for index in 1...traffic.messages where !stored.contains("\(account) \(index)") {
-                        _ = try await chat.send(text: "\(account) \(index)")
-                        try await Task.sleep(for: traffic.interval)
-                    }
+            if traffic.messages > 0, let chat = try await sendConversation(in: session, events: events) {
+                let stored = Set(try await chat.storedMessages(before: nil, limit: .max).map(\.text))
+                for index in 1...traffic.messages where !stored.contains("\(account) \(index)") {
+                    _ = try await chat.send(text: "\(account) \(index)")
+                    try await Task.sleep(for: traffic.interval)
                 }
             }
             // Runs until the ownership stops it.

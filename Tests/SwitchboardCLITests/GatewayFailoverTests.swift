@@ -1,6 +1,7 @@
 import Foundation
 import PostgresNIO
 @_spi(TestKit) import Switchboard
+@_spi(TestKit) import CXoneEmulator
 import SwitchboardEmulation
 import SwitchboardPostgres
 import SwitchboardWebim
@@ -243,6 +244,79 @@ extension CrashTests {
         }
     }
 
+    /// CXone sessions in a gateway: each customer's thread started by the gateway (none is named),
+    /// its sends on the server once each and in the shared store, the agent's answers stored.
+    @Test(
+        .enabled(
+            if: postgresURL != nil,
+            "no PostgreSQL server: skipped. Run `eval \"$(scripts/postgres.sh start)\"` or set SWITCHBOARD_POSTGRES_URL."
+        )
+    )
+    func aGatewayRunsCXoneSessions() async throws {
+        let url = try #require(postgresURL)
+        let customers = (0..<4).map { "gateway-customer-\($0)" }
+        let sends = 3
+        let schema = "switchboard_cxone_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-cxone-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = CXoneServer()
+        let agent = server.agent()
+        server.autoReply(as: agent) { "You wrote: \($0)" }
+        try await PostgresChatStore.withStore(url: url, schema: schema, logger: .quiet) { store in
+            try await CXoneEmulator(server: server, logger: .quiet).withRunning { endpoints in
+                let file = directory.appendingPathComponent("sessions.json")
+                let specs: [[String: Any]] = customers.map {
+                    [
+                        "backend": "cxone", "url": endpoints.chatURL, "socket": endpoints.socketURL, "brand": server.configuration.brandID,
+                        "channel": server.configuration.channelID, "customer": $0,
+                    ]
+                }
+                try JSONSerialization.data(withJSONObject: specs).write(to: file)
+                let gateway = try Child.start([
+                    "gateway", "--postgres", url, "--schema", schema, "--sessions", file.path, "--name", "gw1", "--interval-ms", "250",
+                    "--send", "\(sends)", "--send-interval-ms", "50",
+                ])
+                defer { gateway.kill() }
+                let texts: @Sendable (String) -> [String] = { customer in
+                    server.threads(of: customer).flatMap { server.messages(inThread: $0).map(\.text) }
+                }
+                try await waitUntil("every customer's sends and their answers on the server", timeout: .seconds(120), signal: server.changes) {
+                    customers.allSatisfy { texts($0).count == 2 * sends }
+                }
+                // The gateway stores what the server has: its sends confirmed, the answers received.
+                let stored = Locked(0)
+                try await waitUntil("every message in the shared store", timeout: .seconds(120), signal: server.changes) {
+                    var count = 0
+                    for customer in customers {
+                        let scope = StoreScope(backend: "cxone", account: customer)
+                        for conversation in try await store.fetchConversations(scope: scope) {
+                            count += try await store.fetchMessages(in: conversation.id, before: nil, limit: .max, scope: scope).filter { $0.serverID != nil }.count
+                        }
+                    }
+                    stored.withLock { $0 = count }
+                    return count == customers.count * 2 * sends
+                }
+                gateway.kill()
+                await gateway.waitForExit()
+                let threads = customers.map { server.threads(of: $0).count }
+                let onServer = customers.map(texts)
+                let duplicated = onServer.reduce(0) { $0 + $1.count - Set($1).count }
+                let outOfOrder = zip(customers, onServer).filter { customer, texts in
+                    texts.filter { !$0.hasPrefix("You wrote") } != (1...sends).map { "\(customer) \($0)" }
+                }.count
+                print(
+                    "gateway, CXone: \(customers.count) customers, a thread each started by the gateway (threads \(threads)); " +
+                        "on the server \(onServer.joined().count) (\(customers.count * sends) sent, as many answers), stored \(stored.withLock { $0 }), " +
+                        "duplicated \(duplicated), out of order \(outOfOrder)"
+                )
+                #expect(threads == customers.map { _ in 1 })
+                #expect(duplicated == 0 && outOfOrder == 0)
+            }
+            try await store.client.run("DROP SCHEMA \(unescaped: schema) CASCADE")
+        }
+    }
+
     /// A trigger on the store's messages, outbox, conversations and sequences that notifies `<schema>_writes` per statement.
     static func notifyOnWrites(store: PostgresChatStore) async throws {
         let schema = store.schema
@@ -393,15 +467,21 @@ struct GatewaySessionFileTests {
         let sessions = try load(
             """
             [{"backend": "voximplant", "url": "ws://127.0.0.1:1/ws", "user": "u1@app.acc", "token": "t", "conversation": "c1"},
-             {"backend": "webim", "url": "http://127.0.0.1:2", "visitor": "{\\"fields\\":{\\"id\\":\\"v\\"}}", "name": "visitor-1"}]
+             {"backend": "webim", "url": "http://127.0.0.1:2", "visitor": "{\\"fields\\":{\\"id\\":\\"v\\"}}", "name": "visitor-1"},
+             {"backend": "cxone", "url": "http://127.0.0.1:3/chat", "socket": "ws://127.0.0.1:3/ws", "brand": 1386, "channel": "ch", "customer": "k1"},
+             {"backend": "matrix", "url": "http://127.0.0.1:4", "user": "alice", "password": "p", "conversation": "!r:h"},
+             {"backend": "matrix", "url": "http://127.0.0.1:4", "token": "syt_x", "name": "bot"}]
             """
         )
-        #expect(sessions.map(\.key) == ["voximplant/u1@app.acc", "webim/visitor-1"])
-        #expect(sessions.map(\.sendConversation) == [ConversationID("c1"), WebimBackend.conversationID])
+        #expect(sessions.map(\.key) == ["voximplant/u1@app.acc", "webim/visitor-1", "cxone/k1", "matrix/alice", "matrix/bot"])
     }
 
     @Test(arguments: [
         #"[{"backend": "cxone", "url": "x"}]"#,
+        #"[{"backend": "cxone", "url": "http://h/chat", "socket": "ws://h/ws", "brand": 1, "channel": "c"}]"#,
+        #"[{"backend": "matrix", "url": "http://h", "user": "u"}]"#,
+        #"[{"backend": "matrix", "url": "http://h", "user": "u", "password": "p", "token": "t"}]"#,
+        #"[{"backend": "irc", "url": "irc://h"}]"#,
         #"[{"backend": "voximplant", "url": "ws://h/ws", "user": "u"}]"#,
         #"{"backend": "webim"}"#,
         "not json",
