@@ -13,6 +13,10 @@ import Testing
 
 /// The PostgreSQL database of the live tests (`eval "$(scripts/postgres.sh start)"` sets it).
 private let postgresURL = ProcessInfo.processInfo.environment["SWITCHBOARD_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
+private let needsPostgres = ConditionTrait.enabled(
+    if: postgresURL != nil,
+    "no PostgreSQL server: skipped. Run `eval \"$(scripts/postgres.sh start)\"` or set SWITCHBOARD_POSTGRES_URL."
+)
 
 extension CrashTests {
     /// Three `switchboard gateway` processes share 300 Voximplant-style sessions through one
@@ -20,30 +24,15 @@ extension CrashTests {
     /// its own messages, one gateway is killed with SIGKILL. Its sessions move to the other two,
     /// which resume them from the shared store. The emulator's log and the store must agree:
     /// nothing lost, nothing twice, in order.
-    @Test(
-        .enabled(
-            if: postgresURL != nil,
-            "no PostgreSQL server: skipped. Run `eval \"$(scripts/postgres.sh start)\"` or set SWITCHBOARD_POSTGRES_URL."
-        )
-    )
+    @Test(needsPostgres)
     func threeGatewaysShareSessionsAndSurviveAKill() async throws {
         let url = try #require(postgresURL)
         let sessions = 300
         let sends = 4
         let agentMessages = 4
-        let schema = "switchboard_failover_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-gateway-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-
         let server = VoximplantServer()
-        let agent = server.robot(server.addUser("agent", token: "agent-token", displayName: "Agent"))
-        let customers: [(user: String, token: String, conversation: String)] = try (0..<sessions).map { index in
-            let user = server.addUser("customer\(index)", token: "token-\(index)", displayName: "Customer \(index)")
-            return (user, "token-\(index)", try agent.createConversation(title: "Support \(index)", with: [user]))
-        }
-
-        try await PostgresChatStore.withStore(url: url, schema: schema, logger: .quiet) { store in
+        let (agent, customers) = try Self.customers(sessions, on: server)
+        try await Self.withScratch("failover") { schema, file in try await PostgresChatStore.withStore(url: url, schema: schema, logger: .quiet) { store in
             let stored = AsyncSignal()
             try await withThrowingTaskGroup(of: Void.self) { listeners in
                 // Every write to the store's messages and outbox signals `stored`: the test waits
@@ -56,11 +45,7 @@ extension CrashTests {
                 }
                 defer { listeners.cancelAll() }
                 try await VoximplantEmulator(server: server, logger: .quiet).withRunning { emulatorURL in
-                    let file = directory.appendingPathComponent("sessions.json")
-                    let specs: [[String: String]] = customers.map {
-                        ["backend": "voximplant", "url": emulatorURL, "user": $0.user, "token": $0.token, "conversation": $0.conversation]
-                    }
-                    try JSONSerialization.data(withJSONObject: specs).write(to: file)
+                    try Self.write(Self.sessions(customers, url: emulatorURL), to: file)
                     let holdings = Holdings()
                     let names = ["gw1", "gw2", "gw3"]
                     var gateways: [String: Child] = [:]
@@ -168,38 +153,21 @@ extension CrashTests {
                 }
                 try await store.client.run("DROP SCHEMA \(unescaped: schema) CASCADE")
             }
-        }
+        } }
     }
 
     /// A gateway started with `--bridge` carries its sessions' events to the other processes on
     /// the database: `switchboard events`, in a process of its own, prints every session's
     /// messages — its own sends and the agent's — in each conversation's order.
-    @Test(
-        .enabled(
-            if: postgresURL != nil,
-            "no PostgreSQL server: skipped. Run `eval \"$(scripts/postgres.sh start)\"` or set SWITCHBOARD_POSTGRES_URL."
-        )
-    )
+    @Test(needsPostgres)
     func aGatewaysEventsReachTheEventsCommandThroughTheBridge() async throws {
         let url = try #require(postgresURL)
         let sessions = 5
         let sends = 3
-        let schema = "switchboard_events_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-events-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
         let server = VoximplantServer()
-        let agent = server.robot(server.addUser("agent", token: "agent-token", displayName: "Agent"))
-        let customers: [(user: String, token: String, conversation: String)] = try (0..<sessions).map { index in
-            let user = server.addUser("customer\(index)", token: "token-\(index)", displayName: "Customer \(index)")
-            return (user, "token-\(index)", try agent.createConversation(title: "Support \(index)", with: [user]))
-        }
-        try await VoximplantEmulator(server: server, logger: .quiet).withRunning { emulatorURL in
-            let file = directory.appendingPathComponent("sessions.json")
-            let specs: [[String: String]] = customers.map {
-                ["backend": "voximplant", "url": emulatorURL, "user": $0.user, "token": $0.token, "conversation": $0.conversation]
-            }
-            try JSONSerialization.data(withJSONObject: specs).write(to: file)
+        let (agent, customers) = try Self.customers(sessions, on: server)
+        try await Self.withScratch("events") { schema, file in try await VoximplantEmulator(server: server, logger: .quiet).withRunning { emulatorURL in
+            try Self.write(Self.sessions(customers, url: emulatorURL), to: file)
             let observer = try Child.start(["events", "--postgres", url, "--schema", schema, "--jsonl"], mergingOutput: true)
             defer { observer.kill() }
             let lines = EventLines()
@@ -238,41 +206,30 @@ extension CrashTests {
             #expect(sessionsSeen == sessions)
             #expect(messages == sessions * (sends + 1))
             #expect(outOfOrder == 0)
-        }
-        try await PostgresChatStore.withStore(url: url, schema: schema, logger: .quiet) { store in
-            try await store.client.run("DROP SCHEMA \(unescaped: schema) CASCADE")
-        }
+            try await PostgresChatStore.withStore(url: url, schema: schema, logger: .quiet) { store in
+                try await store.client.run("DROP SCHEMA \(unescaped: schema) CASCADE")
+            }
+        } }
     }
 
     /// CXone sessions in a gateway: each customer's thread started by the gateway (none is named),
     /// its sends on the server once each and in the shared store, the agent's answers stored.
-    @Test(
-        .enabled(
-            if: postgresURL != nil,
-            "no PostgreSQL server: skipped. Run `eval \"$(scripts/postgres.sh start)\"` or set SWITCHBOARD_POSTGRES_URL."
-        )
-    )
+    @Test(needsPostgres)
     func aGatewayRunsCXoneSessions() async throws {
         let url = try #require(postgresURL)
         let customers = (0..<4).map { "gateway-customer-\($0)" }
         let sends = 3
-        let schema = "switchboard_cxone_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-cxone-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
         let server = CXoneServer()
         let agent = server.agent()
         server.autoReply(as: agent) { "You wrote: \($0)" }
-        try await PostgresChatStore.withStore(url: url, schema: schema, logger: .quiet) { store in
+        try await Self.withScratch("cxone") { schema, file in try await PostgresChatStore.withStore(url: url, schema: schema, logger: .quiet) { store in
             try await CXoneEmulator(server: server, logger: .quiet).withRunning { endpoints in
-                let file = directory.appendingPathComponent("sessions.json")
-                let specs: [[String: Any]] = customers.map {
+                try Self.write(customers.map {
                     [
                         "backend": "cxone", "url": endpoints.chatURL, "socket": endpoints.socketURL, "brand": server.configuration.brandID,
                         "channel": server.configuration.channelID, "customer": $0,
                     ]
-                }
-                try JSONSerialization.data(withJSONObject: specs).write(to: file)
+                }, to: file)
                 let gateway = try Child.start([
                     "gateway", "--postgres", url, "--schema", schema, "--sessions", file.path, "--name", "gw1", "--interval-ms", "250",
                     "--send", "\(sends)", "--send-interval-ms", "50",
@@ -314,7 +271,36 @@ extension CrashTests {
                 #expect(duplicated == 0 && outOfOrder == 0)
             }
             try await store.client.run("DROP SCHEMA \(unescaped: schema) CASCADE")
+        } }
+    }
+
+    /// A schema of its own for a gateway test, and where its file of sessions goes (a directory
+    /// removed after `body`).
+    static func withScratch<T>(_ label: String, _ body: (_ schema: String, _ sessionsFile: URL) async throws -> T) async throws -> T {
+        let schema = "switchboard_\(label)_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-\(label)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        return try await body(schema, directory.appendingPathComponent("sessions.json"))
+    }
+
+    static func write(_ sessions: [[String: Any]], to file: URL) throws {
+        try JSONSerialization.data(withJSONObject: sessions).write(to: file)
+    }
+
+    /// `count` customers of a Voximplant-style server, each with a conversation with its agent.
+    static func customers(_ count: Int, on server: VoximplantServer) throws -> (VoximplantRobot, [(user: String, token: String, conversation: String)]) {
+        let agent = server.robot(server.addUser("agent", token: "agent-token", displayName: "Agent"))
+        let customers = try (0..<count).map { index in
+            let user = server.addUser("customer\(index)", token: "token-\(index)", displayName: "Customer \(index)")
+            return (user: user, token: "token-\(index)", conversation: try agent.createConversation(title: "Support \(index)", with: [user]))
         }
+        return (agent, customers)
+    }
+
+    /// The gateway's file entries for `customers` on the emulator at `url`.
+    static func sessions(_ customers: [(user: String, token: String, conversation: String)], url: String) -> [[String: Any]] {
+        customers.map { ["backend": "voximplant", "url": url, "user": $0.user, "token": $0.token, "conversation": $0.conversation] }
     }
 
     /// A trigger on the store's messages, outbox, conversations and sequences that notifies `<schema>_writes` per statement.
