@@ -39,9 +39,12 @@ public final class PostgresChatStore: ChatStore {
     public let schema: String
     let logger: Logger
     private let migrated = Locked(false)
+    /// The fencing token this store writes each scope with, where it took the scope over
+    /// (``takeOver(_:)``).
+    private let fences = Locked([StoreScope: Int64]())
 
     /// The current schema version; ``migrate()`` brings an older schema up to it.
-    public static let schemaVersion = 2
+    public static let schemaVersion = 3
 
     /// A store in `schema` of the database `client` connects to. Nothing is read until the first
     /// call, which creates or migrates the tables.
@@ -265,6 +268,11 @@ public final class PostgresChatStore: ChatStore {
                     UNIQUE (instance, sequence))
                 """,
                 "CREATE INDEX event_created ON \(table("event")) (created)",
+            ],
+            // Fencing tokens: the newest taker of each scope (``takeOver(_:)``).
+            [
+                "CREATE SEQUENCE \(table("fence_token"))",
+                "CREATE TABLE \(table("fence")) (backend text NOT NULL, account text NOT NULL, token bigint NOT NULL, PRIMARY KEY (backend, account))",
             ],
         ]
     }
@@ -508,10 +516,60 @@ public final class PostgresChatStore: ChatStore {
     public func apply(_ writes: [StoreWrite], scope: StoreScope) async throws {
         guard !writes.isEmpty else { return }
         try await migrate()
+        let fence = fences.withLock { $0[scope] }
         // One transaction: a write that fails, or a value that does not encode, rolls it all back.
         try await transaction("write") { connection, logger in
             try await connection.run("SELECT pg_advisory_xact_lock(hashtextextended(\(scope.lockKey), 0))", logger: logger)
+            if let fence { try await self.checkFence(fence, scope: scope, on: connection, logger: logger) }
             for write in writes { try await self.perform(write, scope: scope, on: connection, logger: logger) }
+        }
+    }
+
+    // MARK: Fencing
+
+    /// Takes `scope` over for this store: a fencing token newer than any other taker's. From then
+    /// on each write of the scope checks, in its transaction, that no one has taken the scope
+    /// over since, and fails with `storageFailure` (vendor code `fenced`) when someone has — so
+    /// a process that lost a session and has not noticed yet (a network partition) writes
+    /// nothing over the process that runs it now. Call it when a session starts in this process,
+    /// before the session reads the store.
+    ///
+    /// The token is taken under the scope's write lock: a write of the last taker that began
+    /// before it commits first, and the new session reads what it wrote.
+    @discardableResult
+    public func takeOver(_ scope: StoreScope) async throws -> Int64 {
+        try await migrate()
+        let token = try await transaction("fencing") { connection, logger in
+            try await connection.run("SELECT pg_advisory_xact_lock(hashtextextended(\(scope.lockKey), 0))", logger: logger)
+            var token: Int64 = 0
+            let rows = try await connection.query(
+                """
+                INSERT INTO \(unescaped: self.table("fence")) (backend, account, token)
+                VALUES (\(scope.backend.rawValue), \(scope.account), nextval(\(self.table("fence_token"))))
+                ON CONFLICT (backend, account) DO UPDATE SET token = excluded.token RETURNING token
+                """,
+                logger: logger
+            )
+            for try await value in rows.decode(Int64.self) { token = value }
+            return token
+        }
+        fences.withLock { $0[scope] = token }
+        return token
+    }
+
+    /// Writes of `scope` stop checking this store's fencing token (its session has ended).
+    public func endTakeOver(_ scope: StoreScope) {
+        fences.withLock { $0[scope] = nil }
+    }
+
+    private func checkFence(_ token: Int64, scope: StoreScope, on connection: PostgresConnection, logger: Logger) async throws {
+        let newest = try await first(Int64.self, "SELECT token FROM \(unescaped: table("fence")) WHERE \(scope: scope)", on: connection, logger: logger)
+        guard newest == token else {
+            throw SwitchboardError(
+                .storageFailure,
+                "the session of \(scope.backend.rawValue)/\(scope.account) was taken over by another process (fencing token \(token), newest \(newest.map(String.init) ?? "none")): this write is refused",
+                vendorCode: "fenced"
+            )
         }
     }
 

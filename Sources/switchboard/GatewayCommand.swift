@@ -223,6 +223,10 @@ struct GatewaySession: Codable, Sendable {
     func run(store: PostgresChatStore, bus: EventBus, traffic: GatewayCommand.Traffic, logger: Logger) async throws {
         let session = ChatSession(id: SessionID(key), backend: try await makeBackend(logger: logger), account: account, store: store, bus: bus, logger: logger)
         let events = session.events(filter: .all, buffering: .unbounded)
+        // A fencing token before the session reads the store: should this process lose the
+        // session without noticing (a partition), its writes are refused once another takes it.
+        try await store.takeOver(session.scope)
+        defer { store.endTakeOver(session.scope) }
         try await session.withRunning { session in
             try await session.resume()
             if traffic.messages > 0, let chat = try await sendConversation(in: session, events: events) {

@@ -64,6 +64,46 @@ struct PostgresChatStoreTests {
         }
     }
 
+    /// Two processes' stores on one schema: the one that took the session over last writes; the
+    /// other, which lost it and has not noticed (a partition), has every write refused, and
+    /// nothing it tried is stored. A store that never took the scope over writes as before.
+    @Test func aStoreWhoseSessionWasTakenOverWritesNothing() async throws {
+        try await PostgresServer.withClient { client, schemas in
+            let schema = schemas.fresh()
+            let old = try PostgresChatStore(client: client, schema: schema)
+            let new = try PostgresChatStore(client: client, schema: schema)
+            func message(_ text: String) -> Message {
+                Message(serverID: MessageID(text), conversationID: conversation, text: text, time: Date())
+            }
+            let first = try await old.takeOver(scope)
+            try await old.saveMessages([message("before the takeover")], scope: scope)
+            let second = try await new.takeOver(scope)
+            var refused = 0
+            var lastError: SwitchboardError?
+            for index in 0..<5 {
+                do {
+                    try await old.apply([.saveMessages([message("stale \(index)")]), .saveCursor(.token("stale"))], scope: scope)
+                } catch let error as SwitchboardError {
+                    refused += 1
+                    lastError = error
+                }
+            }
+            try await new.saveMessages([message("after the takeover")], scope: scope)
+            let stored = try await new.fetchMessages(in: conversation, before: nil, limit: 100, scope: scope).map(\.text)
+            let cursor = try await new.fetchCursor(scope: scope)
+            print("fencing: tokens \(first) then \(second); the old owner's 5 writes after the takeover — refused \(refused), stored \(stored.filter { $0.hasPrefix("stale") }.count); stored \(stored)")
+            #expect(second > first)
+            #expect(refused == 5)
+            #expect(lastError?.code == .storageFailure && lastError?.vendorCode == "fenced", "\(String(describing: lastError))")
+            #expect(stored == ["before the takeover", "after the takeover"])
+            #expect(cursor == nil)
+            // Its session over, the old store writes the scope unfenced again (a tool, a migration).
+            old.endTakeOver(scope)
+            try await old.saveCursor(.token("tool"), scope: scope)
+            #expect(try await new.fetchCursor(scope: scope) == .token("tool"))
+        }
+    }
+
     /// What PostgreSQL's `text` cannot hold is refused with a clear error; message texts are bytes
     /// and hold anything.
     @Test func whatTextCannotHoldIsRefusedClearly() async throws {
