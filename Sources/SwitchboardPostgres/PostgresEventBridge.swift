@@ -270,19 +270,27 @@ public final class PostgresEventBridge: Sendable {
         while !Task.isCancelled {
             var connection: PostgresConnection?
             do {
-                connection = try await PostgresConnection.connect(configuration: listenConnection, id: 2, logger: logger)
-                try await connection!.listen(on: channel) { notifications in
-                    self.state.withLock { $0.statistics.listens += 1 }
-                    var recovery = (recovered: 0, dropped: 0)
-                    if !firstListen {
-                        // Away for a while: what the others sent meanwhile is in the table.
-                        recovery = try await self.recover(&receiver)
+                let listening = try await PostgresConnection.connect(configuration: listenConnection, id: 2, logger: logger)
+                connection = listening
+                // Cancelled, the connection is closed at once: that fails whatever waits on it
+                // (PostgresNIO leaves a request written to a closing channel unanswered, so
+                // nothing may wait on this connection past the bridge's end).
+                try await withTaskCancellationHandler {
+                    try await listening.listen(on: channel) { notifications in
+                        self.state.withLock { $0.statistics.listens += 1 }
+                        var recovery = (recovered: 0, dropped: 0)
+                        if !firstListen {
+                            // Away for a while: what the others sent meanwhile is in the table.
+                            recovery = try await self.recover(&receiver)
+                        }
+                        firstListen = false
+                        self.onChange(.listening(recovered: recovery.recovered, dropped: recovery.dropped))
+                        for try await notification in notifications {
+                            try await self.receive(notification.payload, into: &receiver)
+                        }
                     }
-                    firstListen = false
-                    self.onChange(.listening(recovered: recovery.recovered, dropped: recovery.dropped))
-                    for try await notification in notifications {
-                        try await self.receive(notification.payload, into: &receiver)
-                    }
+                } onCancel: {
+                    let _: EventLoopFuture<Void> = listening.close()
                 }
             } catch {
                 if !Task.isCancelled {
