@@ -186,8 +186,9 @@ public final class PostgresSessionOwnership: Sendable {
                     return
                 }
                 do {
-                    let (space, lock, logger) = (sessionSpace, PostgresSessionOwnership.lockKey(key), self.logger)
-                    try await bounded { try await connection.run("SELECT pg_advisory_unlock(\(space), \(lock))", logger: logger) }
+                    try await bounded {
+                        try await connection.run("SELECT pg_advisory_unlock(\(sessionSpace), \(PostgresSessionOwnership.lockKey(key)))", logger: logger)
+                    }
                     ownership.onChange(.released(key))
                 } catch {
                     ownership.onChange(.released(key))
@@ -226,10 +227,9 @@ public final class PostgresSessionOwnership: Sendable {
             for offset in 0..<keys.count where count - stopping.count < share {
                 let key = keys[(first + offset) % keys.count]
                 guard !held.contains(key) else { continue }
-                let (space, lock, logger) = (sessionSpace, PostgresSessionOwnership.lockKey(key), self.logger)
                 let locked = try await bounded {
                     var locked = false
-                    let rows = try await connection.query("SELECT pg_try_advisory_lock(\(space), \(lock))", logger: logger)
+                    let rows = try await connection.query("SELECT pg_try_advisory_lock(\(sessionSpace), \(PostgresSessionOwnership.lockKey(key)))", logger: logger)
                     for try await value in rows.decode(Bool.self) { locked = value }
                     return locked
                 }
@@ -240,13 +240,12 @@ public final class PostgresSessionOwnership: Sendable {
         }
 
         func countProcesses(on connection: PostgresConnection) async throws -> Int {
-            let (space, logger) = (processSpace, self.logger)
-            return try await bounded {
+            try await bounded {
                 var processes = 1
                 let rows = try await connection.query(
                     """
                     SELECT count(DISTINCT pid)::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted
-                    AND classid::bigint = \(Int64(space)) AND objid::bigint = 0 AND objsubid = 2
+                    AND classid::bigint = \(Int64(processSpace)) AND objid::bigint = 0 AND objsubid = 2
                     """,
                     logger: logger
                 )
@@ -259,7 +258,7 @@ public final class PostgresSessionOwnership: Sendable {
         /// drops a statement written to a closed channel without ever answering it, and a loop
         /// waiting for that answer would never notice that its locks are gone (seen under load:
         /// the owner whose connection the server ended kept its sessions for over a minute).
-        func bounded<T: Sendable>(_ statement: @escaping @Sendable () async throws -> T) async throws -> T {
+        func bounded<T>(_ statement: () async throws -> T) async throws -> T {
             if lockConnection?.isClosed == true { throw SwitchboardError(.connectionLost, "the lock connection is closed") }
             return try await statement()
         }

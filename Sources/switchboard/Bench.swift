@@ -254,49 +254,50 @@ struct Bench: Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try SQLiteChatStore(path: directory.appendingPathComponent("bench.sqlite").path)
+        return try await historyPageRow(store, label: "history page", storeName: "SQLite file", baselineName: "raw indexed SELECT") { middle in
+            _ = try await store.database.read { db in
+                try Data.fetchAll(
+                    db,
+                    sql: """
+                        SELECT value FROM message WHERE backend = ? AND account = ? AND conversation = ?
+                        AND (pending, sequence, time, tie) < (?, ?, ?, ?)
+                        ORDER BY pending DESC, sequence DESC, time DESC, tie DESC LIMIT 50
+                        """,
+                    arguments: [
+                        "bench", "a", "c1", middle.isPending, middle.sequence, middle.time.timeIntervalSinceReferenceDate,
+                        middle.tieBreaker,
+                    ]
+                )
+            }
+        }
+    }
+
+    /// A history-page row for any store: `sizes.storedMessages` messages stored in conversation
+    /// `c1` of scope `bench`/`a`, then a page of 50 before the middle read through the store
+    /// against `rawPage` reading the same rows (from the same key) without decoding them.
+    func historyPageRow(
+        _ store: some ChatStore,
+        label: String,
+        storeName: String,
+        baselineName: String,
+        rawPage: (_ before: MessageOrderKey) async throws -> Void
+    ) async throws -> BenchRow {
         let scope = StoreScope(backend: "bench", account: "a")
         let conversation = ConversationID("c1")
         let total = sizes.storedMessages
         for start in stride(from: 0, to: total, by: 5_000) {
-            progress.say("history page: storing \(start) of \(total) messages")
+            progress.say("\(label): storing \(start) of \(total) messages")
             try await store.apply([.saveMessages(Self.historyMessages(start..<min(total, start + 5_000), in: conversation))], scope: scope)
         }
         let middle = Self.historyMiddle(of: total)
-        var ours: [Double] = []
-        var raw: [Double] = []
         let pages = sizes.pages
-        for round in 1...sizes.rounds {
-            progress.say("history page: round \(round) of \(sizes.rounds)")
-            ours.append(try await Self.seconds {
-                for _ in 0..<pages {
-                    _ = try await store.fetchMessages(in: conversation, before: middle, limit: 50, scope: scope)
-                }
-            } / Double(pages))
-            raw.append(try await Self.seconds {
-                for _ in 0..<pages {
-                    _ = try await store.database.read { db in
-                        try Data.fetchAll(
-                            db,
-                            sql: """
-                                SELECT value FROM message WHERE backend = ? AND account = ? AND conversation = ?
-                                AND (pending, sequence, time, tie) < (?, ?, ?, ?)
-                                ORDER BY pending DESC, sequence DESC, time DESC, tie DESC LIMIT 50
-                                """,
-                            arguments: [
-                                "bench", "a", "c1", middle.isPending, middle.sequence, middle.time.timeIntervalSinceReferenceDate,
-                                middle.tieBreaker,
-                            ]
-                        )
-                    }
-                }
-            } / Double(pages))
+        let (ours, raw) = try await timedRounds(label, per: pages) { _ in
+            for _ in 0..<pages { _ = try await store.fetchMessages(in: conversation, before: middle, limit: 50, scope: scope) }
+        } raw: { _ in
+            for _ in 0..<pages { try await rawPage(middle) }
         }
-        // Latency: lower is better, so the ratio is the store's time over the raw SELECT's.
-        let ratio = median(ours) / median(raw)
-        return BenchRow(
-            name: "history page of 50 from \(BenchRow.format(Double(total))) (SQLite file)", unit: "ms",
-            switchboard: median(ours) * 1000, baselineName: "raw indexed SELECT", baseline: median(raw) * 1000,
-            ratio: ratio, goal: "≤ 2× the time", met: ratio <= 2
+        return Self.timeRow(
+            "history page of 50 from \(BenchRow.format(Double(total))) (\(storeName))", ours: ours, baselineName: baselineName, raw: raw, goal: 2
         )
     }
 
@@ -320,6 +321,34 @@ struct Bench: Sendable {
     }
 
     // MARK: Timing
+
+    /// `ours` and `raw` timed in turn for each of `sizes.rounds` rounds, each time divided by the
+    /// `count` steps a round makes: the medians, in seconds a step.
+    func timedRounds(
+        _ label: String,
+        per count: Int,
+        ours: (_ round: Int) async throws -> Void,
+        raw: (_ round: Int) async throws -> Void
+    ) async throws -> (ours: Double, raw: Double) {
+        var oursTimes: [Double] = []
+        var rawTimes: [Double] = []
+        for round in 1...sizes.rounds {
+            progress.say("\(label): round \(round) of \(sizes.rounds)")
+            oursTimes.append(try await Self.seconds { try await ours(round) } / Double(count))
+            rawTimes.append(try await Self.seconds { try await raw(round) } / Double(count))
+        }
+        return (median(oursTimes), median(rawTimes))
+    }
+
+    /// A row of times, in milliseconds: lower is better, so the ratio is ours over the
+    /// baseline's, met at `goal` times or less.
+    static func timeRow(_ name: String, ours: Double, baselineName: String, raw: Double, goal: Int) -> BenchRow {
+        let ratio = ours / raw
+        return BenchRow(
+            name: name, unit: "ms", switchboard: ours * 1000, baselineName: baselineName, baseline: raw * 1000,
+            ratio: ratio, goal: "≤ \(goal)× the time", met: ratio <= Double(goal)
+        )
+    }
 
     static func seconds(_ body: () async throws -> Void) async rethrows -> Double {
         let start = ContinuousClock.now

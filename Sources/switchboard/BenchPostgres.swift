@@ -32,42 +32,17 @@ extension Bench {
     /// A page of 50 from the middle of a large conversation, against the same SELECT through
     /// PostgresNIO (rows read, not decoded).
     private func postgresHistoryPage(_ store: PostgresChatStore) async throws -> BenchRow {
-        let scope = StoreScope(backend: "bench", account: "a")
-        let conversation = ConversationID("c1")
-        let total = sizes.storedMessages
-        for start in stride(from: 0, to: total, by: 5_000) {
-            progress.say("PostgreSQL history page: storing \(start) of \(total) messages")
-            try await store.apply([.saveMessages(Self.historyMessages(start..<min(total, start + 5_000), in: conversation))], scope: scope)
-        }
-        let middle = Self.historyMiddle(of: total)
         let table = store.schema + ".message"
-        var ours: [Double] = []
-        var raw: [Double] = []
-        let pages = sizes.pages
-        for round in 1...sizes.rounds {
-            progress.say("PostgreSQL history page: round \(round) of \(sizes.rounds)")
-            ours.append(try await Self.seconds {
-                for _ in 0..<pages { _ = try await store.fetchMessages(in: conversation, before: middle, limit: 50, scope: scope) }
-            } / Double(pages))
-            raw.append(try await Self.seconds {
-                for _ in 0..<pages {
-                    let rows = try await store.client.query(
-                        """
-                        SELECT value FROM \(unescaped: table) WHERE backend = 'bench' AND account = 'a' AND conversation = 'c1'
-                        AND (pending, sequence, time, tie) < (\(middle.isPending), \(middle.sequence), \(middle.time.timeIntervalSinceReferenceDate), \(middle.tieBreaker))
-                        ORDER BY pending DESC, sequence DESC, time DESC, tie DESC LIMIT 50
-                        """
-                    )
-                    for try await _ in rows.decode(Data.self) {}
-                }
-            } / Double(pages))
+        return try await historyPageRow(store, label: "PostgreSQL history page", storeName: "PostgreSQL", baselineName: "raw PostgresNIO SELECT") { middle in
+            let rows = try await store.client.query(
+                """
+                SELECT value FROM \(unescaped: table) WHERE backend = 'bench' AND account = 'a' AND conversation = 'c1'
+                AND (pending, sequence, time, tie) < (\(middle.isPending), \(middle.sequence), \(middle.time.timeIntervalSinceReferenceDate), \(middle.tieBreaker))
+                ORDER BY pending DESC, sequence DESC, time DESC, tie DESC LIMIT 50
+                """
+            )
+            for try await _ in rows.decode(Data.self) {}
         }
-        let ratio = median(ours) / median(raw)
-        return BenchRow(
-            name: "history page of 50 from \(BenchRow.format(Double(total))) (PostgreSQL)", unit: "ms",
-            switchboard: median(ours) * 1000, baselineName: "raw PostgresNIO SELECT", baseline: median(raw) * 1000,
-            ratio: ratio, goal: "≤ 2× the time", met: ratio <= 2
-        )
     }
 
     /// An inbound batch of 64 new messages stored as the engine stores one (`apply`: the scope's
@@ -75,48 +50,42 @@ extension Bench {
     private func postgresInboundBatch(_ store: PostgresChatStore) async throws -> BenchRow {
         let scope = StoreScope(backend: "bench", account: "batch")
         let table = store.schema + ".message"
-        var ours: [Double] = []
-        var raw: [Double] = []
         let batches = max(1, sizes.pages / 4)
+        // Each round's batches, made before anything is timed; every message is new.
         var next = 0
-        func batch() -> [Message] {
-            defer { next += 64 }
-            return (next..<next + 64).map {
-                Message(serverID: MessageID("b\($0)"), conversationID: "c1", sequence: Int64($0 + 1), text: "inbound \($0)", time: Date(timeIntervalSince1970: Double($0)))
-            }
-        }
-        for round in 1...sizes.rounds {
-            progress.say("PostgreSQL inbound batch: round \(round) of \(sizes.rounds)")
-            let ourBatches = (0..<batches).map { _ in batch() }
-            ours.append(try await Self.seconds {
-                for messages in ourBatches { try await store.apply([.saveMessages(messages)], scope: scope) }
-            } / Double(batches))
-            let rawBatches = (0..<batches).map { _ in batch() }
-            raw.append(try await Self.seconds {
-                for messages in rawBatches {
-                    try await store.client.withTransaction(logger: .quiet) { connection in
-                        for message in messages {
-                            let value = try JSONEncoder().encode(message)
-                            let rows = try await connection.query(
-                                """
-                                INSERT INTO \(unescaped: table) (backend, account, conversation, server_id, client_id, pending, sequence, time, tie, value)
-                                VALUES ('bench', 'raw', 'c1', \(message.serverID?.rawValue), NULL, false, \(message.sequence ?? 0),
-                                \(message.time.timeIntervalSinceReferenceDate), \(message.orderKey.tieBreaker), \(value))
-                                """,
-                                logger: .quiet
-                            )
-                            for try await _ in rows {}
-                        }
+        func rounds() -> [[[Message]]] {
+            (0..<sizes.rounds).map { _ in
+                (0..<batches).map { _ in
+                    defer { next += 64 }
+                    return (next..<next + 64).map {
+                        Message(serverID: MessageID("b\($0)"), conversationID: "c1", sequence: Int64($0 + 1), text: "inbound \($0)", time: Date(timeIntervalSince1970: Double($0)))
                     }
                 }
-            } / Double(batches))
+            }
         }
-        let ratio = median(ours) / median(raw)
-        return BenchRow(
-            name: "inbound batch of 64 new messages (PostgreSQL)", unit: "ms",
-            switchboard: median(ours) * 1000, baselineName: "64 raw INSERTs in a transaction", baseline: median(raw) * 1000,
-            ratio: ratio, goal: "≤ 3× the time", met: ratio <= 3
-        )
+        let ourRounds = rounds()
+        let rawRounds = rounds()
+        let (ours, raw) = try await timedRounds("PostgreSQL inbound batch", per: batches) { round in
+            for messages in ourRounds[round - 1] { try await store.apply([.saveMessages(messages)], scope: scope) }
+        } raw: { round in
+            for messages in rawRounds[round - 1] {
+                try await store.client.withTransaction(logger: .quiet) { connection in
+                    for message in messages {
+                        let value = try JSONEncoder().encode(message)
+                        let rows = try await connection.query(
+                            """
+                            INSERT INTO \(unescaped: table) (backend, account, conversation, server_id, client_id, pending, sequence, time, tie, value)
+                            VALUES ('bench', 'raw', 'c1', \(message.serverID?.rawValue), NULL, false, \(message.sequence ?? 0),
+                            \(message.time.timeIntervalSinceReferenceDate), \(message.orderKey.tieBreaker), \(value))
+                            """,
+                            logger: .quiet
+                        )
+                        for try await _ in rows {}
+                    }
+                }
+            }
+        }
+        return Self.timeRow("inbound batch of 64 new messages (PostgreSQL)", ours: ours, baselineName: "64 raw INSERTs in a transaction", raw: raw, goal: 3)
     }
 
     /// Events per second from one bus to another through two bridges, against the bridge's own

@@ -45,8 +45,11 @@ struct GatewayCommand: AsyncParsableCommand {
         if send < 0 || sendIntervalMilliseconds < 0 { throw ValidationError("--send and --send-interval-ms are not negative") }
     }
 
+    /// One line on standard error: the gateway's and `events`' own lines, beside the log.
+    static let say: @Sendable (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }
+
     func run() async throws {
-        let say: @Sendable (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }
+        let say = Self.say
         do {
             try await serve(say: say)
         } catch let error as SwitchboardError {
@@ -267,7 +270,7 @@ struct EventsCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let say: @Sendable (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }
+        let say = GatewayCommand.say
         let formatter = EventFormatter(format: jsonl ? .jsonLines : .timeline, start: Date())
         let output = StandardOutput()
         let bus = EventBus()
