@@ -198,10 +198,11 @@ public final class PostgresEventBridge: Sendable {
         var payloads: [ByteBuffer] = []
         var notes: [String] = []
         var byReference = 0
+        let encoder = JSONEncoder()
         for event in batch {
             let payload: Data
             do {
-                payload = try JSONEncoder().encode(event)
+                payload = try encoder.encode(event)
             } catch {
                 // An event that does not encode (a non-finite number in a vendor payload) stays
                 // local; the others go on.

@@ -214,12 +214,15 @@ extension ChatSession {
     /// before it (``ConversationSnapshot/skippedAfter``), or its oldest message is not stored while
     /// older ones are. Either way only once the store has something older to fill down to.
     private func hasGap(below item: ConversationSnapshot, isStored: (MessageID) async throws -> Bool) async throws -> Bool {
-        guard !item.messagesAreComplete, let oldest = item.messages.min(by: { $0.orderKey < $1.orderKey }),
-            let storedOldest = try await store.fetchOldestConfirmedMessage(in: item.conversation.id, scope: scope)
-        else { return false }
-        if item.skippedAfter != nil { return true }
-        guard let serverID = oldest.serverID, try await !isStored(serverID) else { return false }
-        return storedOldest.orderKey < oldest.orderKey
+        guard !item.messagesAreComplete, let oldest = item.messages.min(by: { $0.orderKey < $1.orderKey }) else { return false }
+        let bounded = item.skippedAfter != nil
+        // Most windows start with a stored message (every reconnect's recovery): that is known
+        // without reading the store's oldest message.
+        if !bounded {
+            guard let serverID = oldest.serverID, try await !isStored(serverID) else { return false }
+        }
+        guard let storedOldest = try await store.fetchOldestConfirmedMessage(in: item.conversation.id, scope: scope) else { return false }
+        return bounded || storedOldest.orderKey < oldest.orderKey
     }
 
     /// Holds a message event of a conversation whose gap is being filled: with the newest window
