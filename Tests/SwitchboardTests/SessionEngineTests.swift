@@ -1,7 +1,7 @@
 import Foundation
 import Logging
-import Switchboard
-import SwitchboardTestKit
+@_spi(TestKit) import Switchboard
+@_spi(TestKit) import SwitchboardTestKit
 import Testing
 
 /// A backend whose every connect fails, counting the attempts.
@@ -70,6 +70,67 @@ private final class ScriptedBackend: ChatBackend {
 
     static func list(_ ids: [String]) -> BackendUpdate {
         .snapshot(BackendSnapshot(conversations: ids.map { ConversationSnapshot(conversation: ConversationInfo(id: ConversationID($0), kind: .thread, state: .active)) }, isComplete: true))
+    }
+}
+
+/// A backend whose one link the test cuts while a request is out, and whose request the test
+/// answers with a fatal error: a server that deactivates an account cuts its long-poll and
+/// refuses the request in flight, in either order. With `throwsWhenCut`, the link's scope throws
+/// as it ends, as an adapter whose long-poll was cut does.
+private final class CutBackend: ChatBackend {
+    struct Connection: BackendConnection {
+        let backend: CutBackend
+        var updates: AsyncThrowingStream<BackendUpdate, any Error> { backend.updates }
+        func perform(_ request: BackendRequest) async throws -> BackendResponse { try await backend.hold() }
+    }
+
+    struct Request {
+        var arrived = false
+        var cancelled = false
+        var answer: CheckedContinuation<Void, Never>?
+    }
+
+    let updates: AsyncThrowingStream<BackendUpdate, any Error>
+    let cut: AsyncThrowingStream<BackendUpdate, any Error>.Continuation
+    let request = Locked(Request())
+    /// Fires when the request arrives and when its task is cancelled.
+    let changed = AsyncSignal()
+    let throwsWhenCut: Bool
+    var descriptor: BackendDescriptor { BackendDescriptor(name: "cut", capabilities: [.conversationLifecycle]) }
+
+    init(throwsWhenCut: Bool) {
+        (updates, cut) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
+        self.throwsWhenCut = throwsWhenCut
+    }
+
+    func withConnection<Result: Sendable>(
+        _ context: ConnectionContext,
+        _ body: @Sendable (any BackendConnection) async throws -> Result
+    ) async throws -> Result {
+        let result = try await body(Connection(backend: self))
+        if throwsWhenCut { throw SwitchboardError(.connectionLost, "the long-poll was cut") }
+        return result
+    }
+
+    /// Waits for the test's word, through the link's cancellation too, then refuses for good.
+    func hold() async throws -> BackendResponse {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                request.withLock { $0.answer = continuation; $0.arrived = true }
+                changed.signal()
+            }
+        } onCancel: {
+            request.withLock { $0.cancelled = true }
+            changed.signal()
+        }
+        throw SwitchboardError(.fatal, "account deactivated")
+    }
+
+    func answer() {
+        request.withLock { request in
+            defer { request.answer = nil }
+            return request.answer
+        }?.resume()
     }
 }
 
@@ -164,6 +225,38 @@ struct SessionEngineTests {
             #expect(await session.isClosed)
             print("a fatal answer to a request: \(fatal.kind), session closed: \(await session.isClosed)")
             await #expect(throws: SwitchboardError.self) { _ = try await session.startConversation(ConversationDraft(title: "later")) }
+        }
+    }
+
+    /// A fatal answer outranks the link's own failure, whichever comes first: the session ends
+    /// instead of reconnecting as if the link had only dropped (a Synapse run lost it when the
+    /// cut long-poll was heard before the refused request).
+    @Test(arguments: [true, false])
+    func aFatalAnswerHeardAsTheLinkFailsStillEndsTheSession(cutFirst: Bool) async throws {
+        let backend = CutBackend(throwsWhenCut: !cutFirst)
+        let session = ChatSession(backend: backend, clock: SessionClock(TestClock()), logger: .quiet)
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.first("connected") { $0.kind == .connection(.connected, reason: nil) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { _ = try? await session.startConversation(ConversationDraft(title: "late")) }
+                try await waitUntil("the request is out", timeout: .seconds(15), signal: backend.changed) {
+                    backend.request.withLock { $0.arrived }
+                }
+                if cutFirst {
+                    backend.cut.finish(throwing: SwitchboardError(.connectionLost, "the long-poll was cut"))
+                    // The loop has taken the cut once it cancels the request in flight.
+                    try await waitUntil("the request is cancelled", timeout: .seconds(15), signal: backend.changed) {
+                        backend.request.withLock { $0.cancelled }
+                    }
+                }
+                backend.answer()
+                try await group.waitForAll()
+            }
+            let fatal = try await recorder.first("the fatal event") { if case .fatal = $0.kind { true } else { false } }
+            try await recorder.first("disconnected for good") { if case .connection(.disconnected, .fatal?) = $0.kind { true } else { false } }
+            #expect(await session.isClosed)
+            print("a fatal answer \(cutFirst ? "after" : "before") the link's cut: \(fatal.kind), session closed: \(await session.isClosed)")
         }
     }
 

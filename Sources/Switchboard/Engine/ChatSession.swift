@@ -391,9 +391,7 @@ public actor ChatSession: Session {
                 // The link died while its requests were answering: they fail with it.
                 link!.isDraining = false
                 link!.jobs.finish()
-                return
             }
-            guard link?.isEnding == false else { return }
             endLink(failure: error)
         case .linkClosed(let id, let error):
             guard link?.id == id else { return }
@@ -472,7 +470,14 @@ public actor ChatSession: Session {
     /// Stops handing the link work; its scope ends and reports `linkClosed`. A link ended on
     /// purpose (pause, close) first lets the requests in flight answer; a failed one goes at once.
     private func endLink(failure: SwitchboardError?) {
-        guard var state = link, !state.isEnding else { return }
+        guard var state = link else { return }
+        guard !state.isEnding else {
+            // A fatal error heard while the link goes for another reason still ends the session:
+            // a server that deactivates an account cuts its long-poll and refuses its next
+            // request, in either order.
+            if let failure, failure.code == .fatal { link!.failure = failure }
+            return
+        }
         state.isEnding = true
         state.failure = failure
         state.isDraining = failure == nil && !loopEnded && state.jobsOut > 0
@@ -559,8 +564,10 @@ public actor ChatSession: Session {
         }
         // What the adapter threw from its scope says most; a cancellation there is only the link
         // being torn down after the failure its updates reported.
+        // A fatal error the link heard outranks them both.
         let thrown = error.flatMap { $0.code == .cancelled ? nil : $0 }
-        let failure = thrown ?? state.failure ?? SwitchboardError(.connectionLost, "the link ended")
+        let fatal = state.failure.flatMap { $0.code == .fatal ? $0 : nil }
+        let failure = fatal ?? thrown ?? state.failure ?? SwitchboardError(.connectionLost, "the link ended")
         statisticsValue.connectionFailures += 1
         switch reconnect.failed(failure, using: &random) {
         case .retry(let delay, let clearCredentials):
