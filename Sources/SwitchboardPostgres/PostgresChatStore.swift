@@ -519,11 +519,15 @@ public final class PostgresChatStore: ChatStore {
         let fence = fences.withLock { $0[scope] }
         // One transaction: a write that fails, or a value that does not encode, rolls it all back.
         try await transaction("write") { connection, logger in
-            try await connection.run("SELECT pg_advisory_xact_lock(hashtextextended(\(scope.lockKey), 0))", logger: logger)
+            try await connection.run("SELECT pg_advisory_xact_lock(hashtextextended(\(self.lockKey(scope)), 0))", logger: logger)
             if let fence { try await self.checkFence(fence, scope: scope, on: connection, logger: logger) }
             for write in writes { try await self.perform(write, scope: scope, on: connection, logger: logger) }
         }
     }
+
+    /// The key of the advisory lock that serializes the scope's writes: the schema's own, so
+    /// stores in other schemas of the database (other deployments, tests) never wait on it.
+    private func lockKey(_ scope: StoreScope) -> String { "switchboard.scope.\(schema).\(scope.backend.rawValue)/\(scope.account)" }
 
     // MARK: Fencing
 
@@ -540,7 +544,7 @@ public final class PostgresChatStore: ChatStore {
     public func takeOver(_ scope: StoreScope) async throws -> Int64 {
         try await migrate()
         let token = try await transaction("fencing") { connection, logger in
-            try await connection.run("SELECT pg_advisory_xact_lock(hashtextextended(\(scope.lockKey), 0))", logger: logger)
+            try await connection.run("SELECT pg_advisory_xact_lock(hashtextextended(\(self.lockKey(scope)), 0))", logger: logger)
             var token: Int64 = 0
             let rows = try await connection.query(
                 """
@@ -722,10 +726,6 @@ public final class PostgresChatStore: ChatStore {
     }
 }
 
-extension StoreScope {
-    /// The key of the advisory lock that serializes the scope's writes.
-    fileprivate var lockKey: String { "switchboard.scope.\(backend.rawValue)/\(account)" }
-}
 
 extension PostgresQuery.StringInterpolation {
     /// The condition every query of a scope starts with, its two values bound.

@@ -33,19 +33,25 @@ public struct ConformanceContext: Sendable {
     /// links time their requests and heartbeats with the session's clock, and a socket answers
     /// in real time.
     public var makeClock: @Sendable () -> SessionClock
+    /// How long a case waits for what it expects before it fails as a hang (the recorders'
+    /// ``EventRecorder/patience``): 15 s by default; more for a real server (PostgreSQL, Synapse)
+    /// that shares a loaded machine with every other suite.
+    public var patience: Duration
 
     public init(
         emulator: any EmulatorControl,
         configuration: SessionConfiguration = .fastForTests,
         logger: Logger = .quiet,
         makeStore: @escaping @Sendable () throws -> any ChatStore = { InMemoryChatStore() },
-        makeClock: @escaping @Sendable () -> SessionClock = { .continuous }
+        makeClock: @escaping @Sendable () -> SessionClock = { .continuous },
+        patience: Duration = .seconds(15)
     ) {
         self.emulator = emulator
         self.configuration = configuration
         self.logger = logger
         self.makeStore = makeStore
         self.makeClock = makeClock
+        self.patience = patience
     }
 }
 
@@ -86,7 +92,7 @@ public struct ConformanceHarness: Sendable {
             random: SeededRandomNumberGenerator(seed: 0x5EED),
             logger: givenLogger ?? context.logger
         )
-        let recorder = EventRecorder(session.events(filter: .all, buffering: .unbounded))
+        let recorder = EventRecorder(session.events(filter: .all, buffering: .unbounded), patience: context.patience)
         let probe = SessionProbe(session: session, recorder: recorder, emulator: emulator)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await session.run() }

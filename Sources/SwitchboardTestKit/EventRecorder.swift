@@ -12,12 +12,21 @@ public final class EventRecorder: Sendable {
     private let arrived = Locked<[Date]>([])
     private let now: @Sendable () -> Date
     private let signal = AsyncSignal()
+    /// How long a wait lasts, unless it says, before it fails as a hang.
+    public let patience: Duration
 
     /// - Parameters:
     ///   - stream: the events to record (a session's or a bus's subscription).
+    ///   - patience: how long a wait lasts, unless it says, before it fails as a hang; longer for
+    ///     a real server beside other suites on a loaded machine.
     ///   - now: when an event arrives (``arrivals``); the wall clock by default.
-    public init(_ stream: EventStream, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(
+        _ stream: EventStream,
+        patience: Duration = .seconds(15),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
         self.stream = stream
+        self.patience = patience
         self.now = now
     }
 
@@ -46,11 +55,12 @@ public final class EventRecorder: Sendable {
         recorded.withLock { $0.filter(predicate) }
     }
 
-    /// Waits for the first event (recorded already or to come) that matches.
+    /// Waits for the first event (recorded already or to come) that matches, for `timeout` or
+    /// the recorder's ``patience``.
     @discardableResult
     public func first(
         _ what: String,
-        timeout: Duration = .seconds(15),
+        timeout: Duration? = nil,
         where predicate: @escaping @Sendable (ChatEvent) -> Bool
     ) async throws -> ChatEvent {
         try await waitUntil(what, timeout: timeout) { events in events.contains(where: predicate) }
@@ -60,10 +70,10 @@ public final class EventRecorder: Sendable {
     /// Waits until the recorded events satisfy `condition`.
     public func waitUntil(
         _ what: String,
-        timeout: Duration = .seconds(15),
+        timeout: Duration? = nil,
         _ condition: @escaping @Sendable ([ChatEvent]) -> Bool
     ) async throws {
-        try await SwitchboardTestKit.waitUntil(what, timeout: timeout, signal: signal) {
+        try await SwitchboardTestKit.waitUntil(what, timeout: timeout ?? patience, signal: signal) {
             condition(self.events)
         }
     }
@@ -71,10 +81,10 @@ public final class EventRecorder: Sendable {
     /// Waits until `check` holds, re-evaluating it whenever an event arrives.
     public func waitUntil(
         _ what: String,
-        timeout: Duration = .seconds(15),
+        timeout: Duration? = nil,
         check: @escaping @Sendable () async throws -> Bool
     ) async throws {
-        try await SwitchboardTestKit.waitUntil(what, timeout: timeout, signal: signal, check)
+        try await SwitchboardTestKit.waitUntil(what, timeout: timeout ?? patience, signal: signal, check)
     }
 }
 

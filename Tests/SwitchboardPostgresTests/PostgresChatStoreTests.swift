@@ -180,7 +180,9 @@ struct PostgresConformanceTests {
             let context = ConformanceContext(
                 emulator: InMemoryEmulator(),
                 makeStore: { try PostgresChatStore(client: client, schema: schemas.fresh()) },
-                makeClock: { SessionClock(ImmediateClock()) }
+                makeClock: { SessionClock(ImmediateClock()) },
+                // Every store's writes cross one real server that the other suites load too.
+                patience: .seconds(45)
             )
             let outcome = try await conformanceCase.run(context)
             #expect(outcome == .passed)

@@ -14,7 +14,7 @@ struct MatrixConformanceTests {
         try await Synapse.withUsers(customer: "customer") { server, agent, customer in
             try await FaultProxy.withRunning(upstream: server.baseURL, logger: .quiet) { proxy, url in
                 let control = SynapseControl(server: server, proxy: proxy, proxyURL: url, agent: agent, customer: customer)
-                try await conformanceCase.run(ConformanceContext(emulator: control), expectingSkips: Self.expectedSkips, label: "matrix")
+                try await conformanceCase.run(ConformanceContext(emulator: control, patience: .seconds(45)), expectingSkips: Self.expectedSkips, label: "matrix")
                 let figures = proxy.statistics
                 print("matrix: \(conformanceCase.name): the proxy forwarded \(figures.forwarded) requests, injected \(figures.faults) faults, dropped the link \(figures.disconnects) times")
             }
