@@ -11,7 +11,8 @@ public import Switchboard
 /// calling task is cancelled. A file store uses a WAL `DatabasePool` (readers do not wait for
 /// the writer); ``inMemory()`` is a `DatabaseQueue` for tests. Values are stored as JSON of the
 /// model's `Codable` form beside the columns the queries need, so a model field added later needs
-/// no migration.
+/// no migration; messages, which history pages read by the thousand, in a compact binary form
+/// (rows stored as JSON still read).
 ///
 /// ```swift
 /// let store = try SQLiteChatStore(path: applicationSupport.appending(path: "chat.sqlite").path)

@@ -256,13 +256,15 @@ struct Bench: Sendable {
         let store = try SQLiteChatStore(path: directory.appendingPathComponent("bench.sqlite").path)
         return try await historyPageRow(store, label: "history page", storeName: "SQLite file", baselineName: "raw indexed SELECT") { middle in
             _ = try await store.database.read { db in
+                // A prepared statement kept for the next page, as the store keeps its own.
                 try Data.fetchAll(
-                    db,
-                    sql: """
-                        SELECT value FROM message WHERE backend = ? AND account = ? AND conversation = ?
-                        AND (pending, sequence, time, tie) < (?, ?, ?, ?)
-                        ORDER BY pending DESC, sequence DESC, time DESC, tie DESC LIMIT 50
-                        """,
+                    db.cachedStatement(
+                        sql: """
+                            SELECT value FROM message WHERE backend = ? AND account = ? AND conversation = ?
+                            AND (pending, sequence, time, tie) < (?, ?, ?, ?)
+                            ORDER BY pending DESC, sequence DESC, time DESC, tie DESC LIMIT 50
+                            """
+                    ),
                     arguments: [
                         "bench", "a", "c1", middle.isPending, middle.sequence, middle.time.timeIntervalSinceReferenceDate,
                         middle.tieBreaker,

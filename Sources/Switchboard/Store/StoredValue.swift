@@ -1,10 +1,13 @@
 package import Foundation
 
-/// The JSON of a model value as a durable store keeps it, beside the columns its queries need:
-/// shared by the SQLite and PostgreSQL stores so both write the same bytes, and both report a
-/// value that does not encode or decode as `storageFailure`.
+/// A model value as a durable store keeps it, beside the columns its queries need: shared by the
+/// SQLite and PostgreSQL stores so both write the same bytes, and both report a value that does
+/// not encode or decode as `storageFailure`. A ``Message`` is kept in its binary
+/// ``StoredMessage`` form (the history pages read thousands of them); everything else as the JSON
+/// of its `Codable` form.
 package enum StoredValue {
     package static func encode(_ value: some Encodable) throws -> Data {
+        if let message = value as? Message { return StoredMessage.encode(message) }
         do {
             return try JSONEncoder().encode(value)
         } catch {
@@ -12,7 +15,12 @@ package enum StoredValue {
         }
     }
 
+    /// Decodes what ``encode(_:)`` stored; a message stored as JSON (before the binary form)
+    /// still decodes.
     package static func decode<T: Decodable>(_ type: T.Type, _ data: Data) throws -> T {
+        if type == Message.self, data.first == StoredMessage.format, let message = try StoredMessage.decode(data) as? T {
+            return message
+        }
         do {
             return try JSONDecoder().decode(type, from: data)
         } catch {

@@ -1,0 +1,172 @@
+import Foundation
+@_spi(TestKit) import Switchboard
+import SwitchboardTestKit
+import Testing
+
+/// The binary form the durable stores keep messages in.
+struct StoredMessageTests {
+    static let time = Date(timeIntervalSince1970: 1_700_000_000.123_456)
+
+    /// Every part a message has, each optional one present and absent, every kind and state.
+    static let messages: [Message] = {
+        let full = Message(
+            serverID: "s-1", clientID: "c-1", conversationID: "conv", sequence: 42, sender: "agent-7", senderRole: .agent,
+            senderName: "Ann Agent", kind: .text, text: "Hello, world — привет 👋",
+            attachments: [
+                Message.Attachment(
+                    name: "photo.jpg", mimeType: "image/jpeg", size: 123_456, url: URL(string: "https://files.example/p.jpg?x=1&y=2"),
+                    imageSize: .init(width: 640, height: 480), thumbnailURL: URL(string: "https://files.example/t.jpg")
+                ),
+                Message.Attachment(name: ""),
+            ],
+            payload: .object(["type": .string("quickReplies"), "options": .array([.string("Yes"), .int(2), .double(2.5), .bool(true), .null])]),
+            time: time, isEdited: true, isDeleted: true,
+            quote: Message.Quote(messageID: "s-0", senderName: "Carl", text: "earlier"), deliveryState: .read
+        )
+        var messages = [full, Message(conversationID: "", text: "", time: Date(timeIntervalSinceReferenceDate: 0))]
+        let kinds: [Message.Kind] = [.text, .file, .system, .actionRequest, .agentBusy, .rich("listPicker"), .custom("vendor/x"), .rich("")]
+        let states: [Message.DeliveryState] = [.pending, .sent, .delivered, .read, .failed("too long"), .failed("")]
+        for (index, kind) in kinds.enumerated() {
+            var message = full
+            message.kind = kind
+            message.deliveryState = states[index % states.count]
+            messages.append(message)
+        }
+        for state in states {
+            var message = full
+            message.deliveryState = state
+            message.quote = Message.Quote()
+            messages.append(message)
+        }
+        for sequence in [Int64.min, -1, 0, 1, 127, 128, Int64.max] {
+            var message = full
+            message.sequence = sequence
+            message.attachments = [Message.Attachment(name: "a", size: sequence, imageSize: .init(width: -1, height: Int.max))]
+            messages.append(message)
+        }
+        var bare = full
+        bare.serverID = nil
+        bare.sender = nil
+        bare.senderRole = nil
+        bare.senderName = nil
+        bare.payload = nil
+        bare.quote = nil
+        bare.isEdited = false
+        bare.text = String(repeating: "long text ", count: 5_000)
+        messages.append(bare)
+        for role in [Participant.Role.customer, .agent, .bot, .system, .user] {
+            var message = bare
+            message.senderRole = role
+            message.time = Date(timeIntervalSinceReferenceDate: -1e9)
+            messages.append(message)
+        }
+        return messages
+    }()
+
+    @Test func everyMessageComesBackAsItWent() throws {
+        for message in Self.messages {
+            let stored = try StoredValue.encode(message)
+            #expect(stored.first == StoredMessage.format)
+            #expect(try StoredValue.decode(Message.self, stored) == message)
+        }
+        let typical = Message(serverID: "s1", conversationID: "c1", sequence: 1, senderRole: .agent, text: "a sentence of ordinary length", time: Self.time)
+        print(
+            "stored messages: \(Self.messages.count) round-tripped; a typical one is \(StoredMessage.encode(typical).count) bytes, "
+                + "\(try JSONEncoder().encode(typical).count) as JSON"
+        )
+    }
+
+    /// Rows written before the binary form are JSON: they still read.
+    @Test func aMessageStoredAsJSONStillDecodes() throws {
+        for message in Self.messages {
+            #expect(try StoredValue.decode(Message.self, try JSONEncoder().encode(message)) == message)
+        }
+    }
+
+    /// Other values stay JSON.
+    @Test func otherValuesAreStillJSON() throws {
+        let info = ConversationInfo(id: "conv", kind: .thread, state: .active)
+        let stored = try StoredValue.encode(info)
+        #expect(stored.first == UInt8(ascii: "{"))
+        #expect(try StoredValue.decode(ConversationInfo.self, stored) == info)
+    }
+
+    /// A damaged record is a typed `storageFailure`, never a crash or a wrong message: cut at
+    /// every length, with a byte too many, with an unknown tag.
+    @Test func aDamagedRecordIsAStorageFailure() throws {
+        let record = StoredMessage.encode(Self.messages[0])
+        var failures = 0
+        for length in 0..<record.count {
+            #expect(throws: SwitchboardError.self) { try StoredMessage.decode(record.prefix(length)) }
+            failures += 1
+        }
+        var longer = record
+        longer.append(0)
+        #expect(throws: SwitchboardError.self) { try StoredMessage.decode(longer) }
+        var unknownFormat = record
+        unknownFormat[0] = 0x02
+        #expect(throws: SwitchboardError.self) { try StoredMessage.decode(unknownFormat) }
+        let bare = StoredMessage.encode(Message(conversationID: "c", text: "t", time: Self.time))
+        // format, flags, conversation (1 + 1), then the kind's tag.
+        var unknownKind = bare
+        unknownKind[4] = 0xEE
+        #expect(throws: SwitchboardError.self) { try StoredMessage.decode(unknownKind) }
+        do {
+            _ = try StoredValue.decode(Message.self, record.prefix(10))
+            Issue.record("a cut record decoded")
+        } catch let error as SwitchboardError {
+            #expect(error.code == .storageFailure)
+        }
+        print("damaged stored messages: \(failures + 3) refused as storageFailure, 0 decoded")
+    }
+
+    /// Records with random bytes changed, from a seeded generator: each decodes to some message
+    /// or fails as `storageFailure`; none crashes or fails another way.
+    @Test func randomlyDamagedRecordsNeverCrash() throws {
+        var random = SeededRandomNumberGenerator(seed: 29)
+        let records = Self.messages.prefix(12).map(StoredMessage.encode)
+        var refused = 0
+        var decoded = 0
+        for _ in 0..<20_000 {
+            var record = records.randomElement(using: &random)!
+            for _ in 0..<Int.random(in: 1...4, using: &random) {
+                record[Int.random(in: 1..<record.count, using: &random)] = UInt8.random(in: 0...255, using: &random)
+            }
+            do {
+                _ = try StoredMessage.decode(record)
+                decoded += 1
+            } catch let error as SwitchboardError {
+                #expect(error.code == .storageFailure)
+                refused += 1
+            }
+        }
+        print("randomly damaged stored messages: 20000, \(refused) refused as storageFailure, \(decoded) decoded to some message, 0 crashed")
+    }
+
+    /// Many messages from a seeded generator, each field drawn independently.
+    @Test func seededMessagesRoundTrip() throws {
+        var random = SeededRandomNumberGenerator(seed: 17)
+        func text() -> String {
+            let alphabet = Array("ab é😀\u{0}\"\\\n")
+            return String((0..<Int.random(in: 0...12, using: &random)).map { _ in alphabet.randomElement(using: &random)! })
+        }
+        func maybe<T>(_ make: () -> T) -> T? { Bool.random(using: &random) ? make() : nil }
+        var count = 0
+        for _ in 0..<1_000 {
+            let message = Message(
+                serverID: maybe { MessageID(text()) }, clientID: maybe { ClientMessageID(text()) }, conversationID: ConversationID(text()),
+                sequence: maybe { Int64.random(in: .min ... .max, using: &random) }, sender: maybe { ParticipantID(text()) },
+                senderRole: maybe { [.customer, .agent, .bot, .system, .user].randomElement(using: &random)! }, senderName: maybe(text),
+                kind: [.text, .file, .rich(text()), .custom(text())].randomElement(using: &random)!, text: text(),
+                attachments: (0..<Int.random(in: 0...2, using: &random)).map { _ in Message.Attachment(name: text(), mimeType: maybe(text), size: maybe { Int64.random(in: 0...1 << 40, using: &random) }) },
+                payload: maybe { .string(text()) }, time: Date(timeIntervalSinceReferenceDate: Double.random(in: -1e10...1e10, using: &random)),
+                isEdited: Bool.random(using: &random), isDeleted: Bool.random(using: &random),
+                quote: maybe { Message.Quote(messageID: maybe { MessageID(text()) }, text: maybe(text)) },
+                deliveryState: [.pending, .sent, .delivered, .read, .failed(text())].randomElement(using: &random)!
+            )
+            #expect(try StoredMessage.decode(StoredMessage.encode(message)) == message)
+            count += 1
+        }
+        print("seeded stored messages: \(count) round-tripped")
+    }
+}
