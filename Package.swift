@@ -198,6 +198,9 @@ let package = Package(
             name: "SwitchboardMatrixTests",
             dependencies: [
                 "Switchboard", "SwitchboardTestKit", "SwitchboardMatrix", "SwitchboardSQLite", "SwitchboardTransport", "SwitchboardEmulation",
+                // MatrixGatewayTests: the gateway's Matrix sessions on a PostgreSQL store.
+                "switchboard", "SwitchboardPostgres",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 // FaultProxyTests' small upstream.
                 .product(name: "Hummingbird", package: "hummingbird"),
