@@ -727,7 +727,6 @@ public final class PostgresChatStore: ChatStore {
     }
 }
 
-
 extension PostgresQuery.StringInterpolation {
     /// The condition every query of a scope starts with, its two values bound.
     fileprivate mutating func appendInterpolation(scope: StoreScope) {
