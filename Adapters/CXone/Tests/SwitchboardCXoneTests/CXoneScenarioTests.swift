@@ -458,10 +458,12 @@ struct CXoneScenarioTests {
 
     @Test func aSlowReplyTimesOutAndTheResendIsNotDuplicated() async throws {
         try await withCXoneEmulator(.init(mode: .multi)) { control in
-            let backend = try backend(control) { $0.replyTimeout = .milliseconds(100) }
+            // The timeout covers the connect's replies too: 100 ms failed every connect of a CI run
+            // for 15 s with every suite at once.
+            let backend = try backend(control) { $0.replyTimeout = .seconds(1) }
             try await harness(control).withSession(backend: backend) { probe in
                 let chat = try await probe.openConversation()
-                control.server.inject(.slowReplies(.milliseconds(400), eventType: "SendMessage"))
+                control.server.inject(.slowReplies(.milliseconds(2_500), eventType: "SendMessage"))
                 let message = try await chat.send(text: "patience")
                 try await probe.waitForMessages(["patience"], in: chat)
                 try await probe.recorder.first("confirmed") { $0.updatedMessage.map { $0.clientID == message.clientID && $0.serverID != nil } ?? false }
