@@ -408,15 +408,25 @@ struct EngineLoopTests {
 /// until an event matches; returns it.
 private func advance(
     _ clock: TestClock,
-    by step: Duration = .milliseconds(50),
+    within horizon: Duration = .seconds(64),
     until recorder: EventRecorder,
     _ what: String,
     _ matches: @Sendable (ChatEvent) -> Bool
 ) async throws -> ChatEvent {
-    for _ in 0..<20_000 {
-        if let event = recorder.events.first(where: matches) { return event }
-        clock.advance(by: step)
-        for _ in 0..<20 { await Task.yield() }
+    // The engine runs until it waits on the clock for something due within `horizon` (a
+    // reconnect, a retry); then time moves to that deadline, exactly. Steps of fixed virtual
+    // time with a fixed number of yields between them took 48–59 s of a 60 s limit with every
+    // suite at once: each step waited its yields whether or not the engine had anything to do.
+    for _ in 0..<1_000 {
+        var due: Duration?
+        for _ in 0..<1_000_000 {
+            if let event = recorder.events.first(where: matches) { return event }
+            due = clock.pendingDeadlines.first { $0 <= horizon }
+            if due != nil { break }
+            await Task.yield()
+        }
+        guard let due else { break }
+        clock.advance(by: due)
     }
     throw ConformanceFailure("virtual time ran out waiting for \(what)")
 }
