@@ -34,7 +34,7 @@ public struct ConformanceContext: Sendable {
     /// in real time.
     public var makeClock: @Sendable () -> SessionClock
     /// How long a case waits for what it expects before it fails as a hang (the recorders'
-    /// ``EventRecorder/patience``): 15 s by default; more for a real server (PostgreSQL, Synapse)
+    /// ``EventRecorder/patience``): 30 s by default; more for a real server (PostgreSQL, Synapse)
     /// that shares a loaded machine with every other suite.
     public var patience: Duration
 
@@ -44,7 +44,7 @@ public struct ConformanceContext: Sendable {
         logger: Logger = .quiet,
         makeStore: @escaping @Sendable () throws -> any ChatStore = { InMemoryChatStore() },
         makeClock: @escaping @Sendable () -> SessionClock = { .continuous },
-        patience: Duration = .seconds(15)
+        patience: Duration = .seconds(30)
     ) {
         self.emulator = emulator
         self.configuration = configuration

@@ -22,7 +22,7 @@ public final class EventRecorder: Sendable {
     ///   - now: when an event arrives (``arrivals``); the wall clock by default.
     public init(
         _ stream: EventStream,
-        patience: Duration = .seconds(15),
+        patience: Duration = .seconds(30),
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.stream = stream
