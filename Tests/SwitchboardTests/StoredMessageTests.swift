@@ -107,6 +107,10 @@ struct StoredMessageTests {
         unknownFormat[0] = 0x02
         #expect(throws: SwitchboardError.self) { try StoredMessage.decode(unknownFormat) }
         let bare = StoredMessage.encode(Message(conversationID: "c", text: "t", time: Self.time))
+        // A flag this version does not know (bit 10, the varint's second byte).
+        var unknownPart = bare
+        unknownPart.replaceSubrange(1...1, with: [0x80 | bare[1], 0x08])
+        #expect(throws: SwitchboardError.self) { try StoredMessage.decode(unknownPart) }
         // format, flags, conversation (1 + 1), then the kind's tag.
         var unknownKind = bare
         unknownKind[4] = 0xEE
@@ -117,7 +121,7 @@ struct StoredMessageTests {
         } catch let error as SwitchboardError {
             #expect(error.code == .storageFailure)
         }
-        print("damaged stored messages: \(failures + 3) refused as storageFailure, 0 decoded")
+        print("damaged stored messages: \(failures + 4) refused as storageFailure, 0 decoded")
     }
 
     /// Records with random bytes changed, from a seeded generator: each decodes to some message

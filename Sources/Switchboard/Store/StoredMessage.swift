@@ -58,6 +58,7 @@ package enum StoredMessage {
             var reader = Reader(bytes: raw)
             guard try reader.byte() == format else { throw Reader.corrupt("an unknown format") }
             let flags = try reader.varint()
+            guard flags & ~Flag.known == 0 else { throw Reader.corrupt("parts this version does not know") }
             let serverID = flags & Flag.serverID != 0 ? MessageID(try reader.string()) : nil
             let clientID = flags & Flag.clientID != 0 ? ClientMessageID(try reader.string()) : nil
             let conversationID = ConversationID(try reader.string())
@@ -111,6 +112,7 @@ package enum StoredMessage {
         static let edited: UInt64 = 1 << 7
         static let deleted: UInt64 = 1 << 8
         static let quote: UInt64 = 1 << 9
+        static let known: UInt64 = (1 << 10) - 1
     }
 
     /// The tags of the enumerations' cases. Never renumbered: stored records keep them.
