@@ -391,6 +391,54 @@ public final class PostgresChatStore: ChatStore {
             .filter { $0.deliveryState == .pending }
     }
 
+    /// Saves inbound messages (each with a server id and no client id) as ``save(_:scope:on:logger:)``
+    /// saves each in turn, in one upsert per 1,000: their rows through `unnest`, in order. A
+    /// server id that comes twice is written once, with its last value (one statement may not
+    /// update a row twice), where it came first.
+    private func saveInbound(_ messages: [Message], scope: StoreScope, on connection: PostgresConnection, logger: Logger) async throws {
+        if messages.count <= 1 {
+            for message in messages { try await save(message, scope: scope, on: connection, logger: logger) }
+            return
+        }
+        var unique: [Message] = []
+        var index: [String: Int] = [:]
+        for message in messages {
+            let key = message.conversationID.rawValue + "\u{0}" + (message.serverID?.rawValue ?? "")
+            if let at = index[key] {
+                unique[at] = message
+            } else {
+                index[key] = unique.count
+                unique.append(message)
+            }
+        }
+        var start = 0
+        while start < unique.count {
+            let chunk = unique[start..<min(unique.count, start + 1_000)]
+            start += chunk.count
+            let keys = chunk.map(\.orderKey)
+            let conversations = chunk.map(\.conversationID.rawValue)
+            let serverIDs = chunk.map { $0.serverID?.rawValue ?? "" }
+            let pending = keys.map(\.isPending)
+            let sequences = keys.map(\.sequence)
+            let times = keys.map { $0.time.timeIntervalSinceReferenceDate }
+            let ties = keys.map(\.tieBreaker)
+            let values = try chunk.map { ByteBuffer(bytes: try StoredValue.encode($0)) }
+            try await connection.run(
+                """
+                INSERT INTO \(unescaped: table("message")) (backend, account, conversation, server_id, client_id, pending, sequence, time, tie, value)
+                SELECT \(scope.backend.rawValue), \(scope.account), c, s, NULL, p, q, t, k, v
+                FROM unnest(\(conversations)::text[], \(serverIDs)::text[], \(pending)::boolean[], \(sequences)::bigint[],
+                \(times)::double precision[], \(ties)::text[], \(values)::bytea[]) WITH ORDINALITY AS r(c, s, p, q, t, k, v, n)
+                ORDER BY n
+                ON CONFLICT (backend, account, conversation, server_id) WHERE server_id IS NOT NULL DO UPDATE SET
+                client_id = excluded.client_id, pending = excluded.pending, sequence = excluded.sequence, time = excluded.time, tie = excluded.tie,
+                value = excluded.value
+                """,
+                logger: logger
+            )
+        }
+    }
+
     /// Replaces the row stored under the message's server id, else under its client id, else adds
     /// one. A row under the client id that another row's server id wins over is dropped: the
     /// confirmed message replaces its pending copy.
@@ -522,7 +570,27 @@ public final class PostgresChatStore: ChatStore {
         try await transaction("write") { connection, logger in
             try await connection.run("SELECT pg_advisory_xact_lock(hashtextextended(\(self.lockKey(scope)), 0))", logger: logger)
             if let fence { try await self.checkFence(fence, scope: scope, on: connection, logger: logger) }
-            for write in writes { try await self.perform(write, scope: scope, on: connection, logger: logger) }
+            // Inbound messages (a server id and no client id) in a row, across the batch's
+            // writes, go in one statement; anything else first writes those before it.
+            var inbound: [Message] = []
+            for write in writes {
+                guard case .saveMessages(let messages) = write else {
+                    try await self.saveInbound(inbound, scope: scope, on: connection, logger: logger)
+                    inbound = []
+                    try await self.perform(write, scope: scope, on: connection, logger: logger)
+                    continue
+                }
+                for message in messages {
+                    if message.serverID != nil, message.clientID == nil {
+                        inbound.append(message)
+                    } else {
+                        try await self.saveInbound(inbound, scope: scope, on: connection, logger: logger)
+                        inbound = []
+                        try await self.save(message, scope: scope, on: connection, logger: logger)
+                    }
+                }
+            }
+            try await self.saveInbound(inbound, scope: scope, on: connection, logger: logger)
         }
     }
 

@@ -19,6 +19,62 @@ struct PostgresChatStoreTests {
         }
     }
 
+    /// Inbound messages are written many to a statement: the same writes leave the same messages
+    /// as the in-memory store's one at a time. The batch has 2,500 inbound messages over two
+    /// conversations (three statements), server ids that come twice in one statement (the last
+    /// value wins), a send confirmed in the middle (found by its client id, between two runs), a
+    /// removal between writes, and a second batch that updates what the first stored.
+    @Test func inboundMessagesInOneStatementMatchTheReference() async throws {
+        try await PostgresServer.withClient { client, schemas in
+            let store = try PostgresChatStore(client: client, schema: schemas.fresh())
+            let reference = InMemoryChatStore()
+            let other = ConversationID("c2")
+            let time = Date(timeIntervalSince1970: 1_700_000_000)
+            func inbound(_ index: Int, text: String? = nil) -> Message {
+                Message(
+                    serverID: MessageID("s\(index)"), conversationID: index % 3 == 0 ? other : conversation, sequence: Int64(index),
+                    senderRole: .agent, text: text ?? "inbound \(index)", time: time.addingTimeInterval(Double(index))
+                )
+            }
+            let pending = Message(clientID: "k1", conversationID: conversation, text: "mine", time: time, deliveryState: .pending)
+            var confirmed = pending
+            confirmed.serverID = "s-mine"
+            confirmed.sequence = 1_300
+            confirmed.deliveryState = .sent
+            let batches: [[StoreWrite]] = [
+                [.saveMessages([pending])],
+                [
+                    .saveMessages((0..<1_200).map { inbound($0) }),
+                    .saveMessages([inbound(5, text: "edited in the same batch"), confirmed, inbound(1_200)]),
+                    .removeMessage("s7", in: conversation),
+                    .saveMessages((1_201..<2_500).map { inbound($0) } + [inbound(1_201, text: "twice in one statement")]),
+                ],
+                [.saveMessages((2_000..<2_010).map { inbound($0, text: "updated \($0)") })],
+            ]
+            for writes in batches {
+                try await store.apply(writes, scope: scope)
+                try await reference.apply(writes, scope: scope)
+            }
+            var compared = 0
+            for id in [conversation, other] {
+                let stored = try await store.fetchMessages(in: id, before: nil, limit: .max, scope: scope)
+                let expected = try await reference.fetchMessages(in: id, before: nil, limit: .max, scope: scope)
+                let same = stored == expected
+                let difference = zip(stored, expected).first { $0 != $1 }.map { "stored \($0.0.text), expected \($0.1.text)" } ?? "none in the common part"
+                #expect(same, "conversation \(id): \(stored.count) stored, \(expected.count) expected; first difference: \(difference)")
+                compared += stored.count
+            }
+            let pendingLeft = try await store.fetchPendingMessages(scope: scope)
+            let written = batches.joined().reduce(0) { count, write in
+                if case .saveMessages(let messages) = write { return count + messages.count }
+                return count
+            }
+            print("inbound batches on PostgreSQL: \(written) messages written, \(compared) stored, equal to the in-memory store's, \(pendingLeft.count) pending")
+            #expect(pendingLeft.isEmpty)
+            #expect(compared == 2_500)
+        }
+    }
+
     @Test func aBatchThatFailsStoresNothing() async throws {
         try await PostgresServer.withClient { client, schemas in
             let store = try PostgresChatStore(client: client, schema: schemas.fresh())
