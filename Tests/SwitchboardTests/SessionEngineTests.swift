@@ -229,8 +229,8 @@ struct SessionEngineTests {
     }
 
     /// A fatal answer outranks the link's own failure, whichever comes first: the session ends
-    /// instead of reconnecting as if the link had only dropped (a Synapse run lost it when the
-    /// cut long-poll was heard before the refused request).
+    /// instead of reconnecting as if the link had only dropped (a server that deactivates an
+    /// account cuts its long-poll and refuses the request in flight, in either order).
     @Test(arguments: [true, false])
     func aFatalAnswerHeardAsTheLinkFailsStillEndsTheSession(cutFirst: Bool) async throws {
         let backend = CutBackend(throwsWhenCut: !cutFirst)

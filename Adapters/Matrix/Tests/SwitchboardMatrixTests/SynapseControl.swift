@@ -81,7 +81,10 @@ struct SynapseControl: EmulatorControl {
         case .duplicateNext(let count):
             proxy.inject(.repeatAnswer, count: count, answerMatches: { String(decoding: $0, as: UTF8.self).contains("m.room.message") }, where: { Self.isSync($0) })
         case .fatal:
-            proxy.inject(.answer(status: 403, body: #"{"errcode":"M_USER_DEACTIVATED","error":"This account has been deactivated"}"#))
+            // A deactivated account: every request from now on is refused, as Synapse refuses
+            // them. One refusal was not enough: a sync that took it just before the cut below
+            // lost its answer with the connection, and the next link went through.
+            proxy.inject(.answer(status: 403, body: #"{"errcode":"M_USER_DEACTIVATED","error":"This account has been deactivated"}"#), count: .max)
             proxy.disconnectAll()
         case .dropNext, .reorderNext, .delayNext, .releaseDelayed:
             throw SwitchboardError(.unsupported, "Matrix has no per-room sequences to \(fault.kind)")
