@@ -663,6 +663,7 @@ public final class PostgresChatStore: ChatStore {
                 try await connection.run("DELETE FROM \(unescaped: table(name)) WHERE \(scope: scope) AND conversation = \(id.rawValue)", logger: logger)
             }
         case .saveMessages(let messages):
+            // `apply` writes messages itself, inbound ones many to a statement; one at a time here.
             for message in messages { try await save(message, scope: scope, on: connection, logger: logger) }
         case .removeMessage(let id, let conversation):
             try await connection.run(
