@@ -35,22 +35,35 @@ enum Synapse {
     static let transport = HTTPTransport(allowsPlainText: true)
 
     /// Runs a fresh homeserver around `body`.
+    ///
+    /// The port is free when it is picked, and can be taken before Synapse binds it: by an
+    /// outgoing connection's ephemeral port, or another test's server (CI saw "Address already in
+    /// use" once). A start that finds its port taken is tried again on another, three times at most.
     static func withServer<T: Sendable>(_ body: (SynapseServer) async throws -> T) async throws -> T {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("synapse-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let port = try freePort()
-        let output = directory.appendingPathComponent("stdout.log")
-        let child = try SpawnedChild(
-            ["/bin/bash", repository.appendingPathComponent("scripts/synapse.sh").path, "run", directory.path, String(port)],
-            output: output.path
-        )
-        let server = SynapseServer(baseURL: "http://127.0.0.1:\(port)", directory: directory)
-        defer {
-            child.kill()
-            try? FileManager.default.removeItem(at: directory)
+        var attempt = 1
+        while true {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("synapse-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let port = try freePort()
+            let output = directory.appendingPathComponent("stdout.log")
+            let child = try SpawnedChild(
+                ["/bin/bash", repository.appendingPathComponent("scripts/synapse.sh").path, "run", directory.path, String(port)],
+                output: output.path
+            )
+            let server = SynapseServer(baseURL: "http://127.0.0.1:\(port)", directory: directory)
+            defer {
+                child.kill()
+                try? FileManager.default.removeItem(at: directory)
+            }
+            do {
+                try await waitUntilReady(server, running: { child.isRunning }, log: output)
+            } catch where attempt < 3 && ((try? String(contentsOf: output, encoding: .utf8)) ?? "").contains("Address already in use") {
+                print("synapse: port \(port) was taken before the server bound it; starting again on another (attempt \(attempt + 1))")
+                attempt += 1
+                continue
+            }
+            return try await body(server)
         }
-        try await waitUntilReady(server, running: { child.isRunning }, log: output)
-        return try await body(server)
     }
 
     /// A fresh homeserver with two registered users: the agent (the other side) and the app's
