@@ -71,7 +71,7 @@ extension Bench {
             for messages in rawRounds[round - 1] {
                 try await store.client.withTransaction(logger: .quiet) { connection in
                     for message in messages {
-                        let value = try JSONEncoder().encode(message)
+                        let value = try StoredValue.encode(message)
                         let rows = try await connection.query(
                             """
                             INSERT INTO \(unescaped: table) (backend, account, conversation, server_id, client_id, pending, sequence, time, tie, value)
