@@ -282,7 +282,7 @@ public enum ConformanceSuite {
         try await harness.withSession { probe in
             let conversation = try await probe.openConversation()
             try await conversation.userTyping(draft: "hel")
-            _ = try await probe.emulator.waitForCustomerActivity(in: conversation.id, timeout: .seconds(15)) {
+            _ = try await probe.emulator.waitForCustomerActivity(in: conversation.id, timeout: probe.recorder.patience) {
                 $0.typing.contains(true)
             }
         }
@@ -301,7 +301,7 @@ public enum ConformanceSuite {
             try await probe.emulator.agentSend("read mine", in: conversation.id)
             try await probe.waitForMessages(["read mine"], in: conversation)
             try await conversation.markRead()
-            _ = try await probe.emulator.waitForCustomerActivity(in: conversation.id, timeout: .seconds(15)) {
+            _ = try await probe.emulator.waitForCustomerActivity(in: conversation.id, timeout: probe.recorder.patience) {
                 $0.readMarkers >= 1
             }
         }

@@ -190,7 +190,12 @@ extension Bench {
                             customerID: control.customerID, thread: conversation.rawValue
                         )
                     },
-                    customer: { CXoneEmulatorControl(server: server, endpoints: endpoints, customerID: "customer-\($0)", makeBackend: makeBackend) }
+                    // A load run's thread waits as long as its run does (many first messages at once).
+                    customer: {
+                        CXoneEmulatorControl(
+                            server: server, endpoints: endpoints, customerID: "customer-\($0)", patience: .seconds(300), makeBackend: makeBackend
+                        )
+                    }
                 )
             )
         }

@@ -21,7 +21,7 @@ struct ExampleAppTests {
         }
         var all: [String] { lines.withLock { $0 } }
         func wait(for what: String, _ matches: @escaping @Sendable (String) -> Bool) async throws {
-            try await waitUntil(what, timeout: .seconds(15), signal: changed) { self.all.contains(where: matches) }
+            try await waitUntil(what, timeout: .seconds(30), signal: changed) { self.all.contains(where: matches) }
         }
     }
 

@@ -7,18 +7,24 @@ public struct CXoneEmulatorControl: EmulatorControl {
     public let endpoints: CXoneEmulator.Endpoints
     public let customerID: String
     public let agent: CXoneAgentRobot
+    /// How long ``prepareConversation(using:)`` waits for the thread and its first message before
+    /// it fails as a hang: 30 s by default, above the adapter's 10 s reply timeout and a retry; a
+    /// load run of many sessions on a busy machine gives more.
+    public var patience: Duration
     let makeBackend: @Sendable (_ endpoints: CXoneEmulator.Endpoints, _ customerID: String) -> any ChatBackend
 
     public init(
         server: CXoneServer,
         endpoints: CXoneEmulator.Endpoints,
         customerID: String = "customer-1",
+        patience: Duration = .seconds(30),
         makeBackend: @escaping @Sendable (_ endpoints: CXoneEmulator.Endpoints, _ customerID: String) -> any ChatBackend
     ) {
         self.server = server
         self.endpoints = endpoints
         self.customerID = customerID
         self.agent = server.agent()
+        self.patience = patience
         self.makeBackend = makeBackend
     }
 
@@ -40,7 +46,7 @@ public struct CXoneEmulatorControl: EmulatorControl {
         } else {
             // The link makes the local thread itself, on connect.
             let events = session.events(filter: .all, buffering: .unbounded)
-            id = try await Self.watched("the session has its thread") {
+            id = try await watched("the session has its thread") {
                 if let open = try await session.conversations().first(where: { !$0.state.isClosed }) { return open.id }
                 for await event in events {
                     if case .conversationAdded(let info) = event.kind, !info.state.isClosed { return info.id }
@@ -51,7 +57,7 @@ public struct CXoneEmulatorControl: EmulatorControl {
         if server.messages(inThread: id.rawValue).isEmpty {
             let events = session.events(filter: EventFilter(conversations: [id]), buffering: .unbounded)
             let first = try await session.conversation(id).send(text: "Hello")
-            try await Self.watched("the server to confirm the thread's first message") {
+            try await watched("the server to confirm the thread's first message") {
                 for await event in events {
                     if case .messageUpdated(let message) = event.kind, message.clientID == first.clientID, message.serverID != nil { return }
                 }
@@ -61,14 +67,15 @@ public struct CXoneEmulatorControl: EmulatorControl {
         return id
     }
 
-    /// Runs `body` with a 15 s real-time watchdog: a link that cannot settle fails the case with
-    /// what it waited for, instead of hanging it.
-    private static func watched<T: Sendable>(_ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        try await withThrowingTaskGroup(of: T.self) { group in
+    /// Runs `body` with a real-time watchdog of ``patience``: a link that cannot settle fails the
+    /// case with what it waited for, instead of hanging it.
+    private func watched<T: Sendable>(_ what: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let patience = self.patience
+        return try await withThrowingTaskGroup(of: T.self) { group in
             group.addTask { try await body() }
             group.addTask {
-                try await ContinuousClock().sleep(for: .seconds(15))
-                throw ConformanceFailure("timed out after 15 s waiting for \(what)")
+                try await ContinuousClock().sleep(for: patience)
+                throw ConformanceFailure("timed out after \(patience) waiting for \(what)")
             }
             defer { group.cancelAll() }
             return try await group.next()!

@@ -22,7 +22,7 @@ struct CXoneScenarioTests {
                 let first = control.server.received.first { $0.eventType == "SendMessage" }
                 #expect(first?.data["contact"]?["customFields"]?[0]?["ident"] == "order", "a local thread's fields ride on its first message")
                 try await thread.setCustomFields(["priority": "high"])
-                try await waitUntil("SetContactCustomFields", timeout: .seconds(15), signal: control.server.changes) {
+                try await waitUntil("SetContactCustomFields", timeout: .seconds(30), signal: control.server.changes) {
                     control.server.received.contains { $0.eventType == "SetContactCustomFields" }
                 }
                 let set = try #require(control.server.received.first { $0.eventType == "SetContactCustomFields" })
@@ -296,7 +296,7 @@ struct CXoneScenarioTests {
                 #expect(after.state == before.state)
                 #expect(after.participants == before.participants)
                 let server = control.server
-                try await waitUntil("the server has the new name", timeout: .seconds(15), signal: server.changes) {
+                try await waitUntil("the server has the new name", timeout: .seconds(30), signal: server.changes) {
                     server.received.contains { $0.eventType == "UpdateThread" }
                 }
                 let sent = server.received.filter { $0.eventType == "UpdateThread" }
@@ -595,7 +595,7 @@ struct CXoneWireDetailTests {
     }
 
     func waitUntilReceived(_ control: CXoneEmulatorControl, _ eventType: String) async throws {
-        try await waitUntil(eventType, timeout: .seconds(15), signal: control.server.changes) {
+        try await waitUntil(eventType, timeout: .seconds(30), signal: control.server.changes) {
             control.server.received.contains { $0.eventType == eventType }
         }
     }
@@ -620,7 +620,7 @@ struct CXoneCustomFieldTests {
                 let contactSet = control.server.received.filter { $0.eventType == "SetContactCustomFields" }.map { CXoneMapping.fieldValues($0.data["customFields"]) }
                 #expect(CXoneMapping.fieldValues(message.data["contact"]?["customFields"]) == ["department": "Sales"] || contactSet.contains(["department": "Sales"]))
                 try await probe.session.setCustomFields(["city": "Prague"])
-                try await waitUntil("the second set", timeout: .seconds(15), signal: control.server.changes) {
+                try await waitUntil("the second set", timeout: .seconds(30), signal: control.server.changes) {
                     control.server.received.filter { $0.eventType == "SetCustomerCustomFields" }.count == 2
                 }
                 let second = try #require(control.server.received.last { $0.eventType == "SetCustomerCustomFields" })
@@ -692,7 +692,7 @@ struct CXoneLiveChatTests {
             try await harness(control).withSession { probe in
                 let chat = try await probe.openConversation()
                 // The agent sees the contact before the customer writes: the hidden first message.
-                try await waitUntil("Begin Conversation", timeout: .seconds(15), signal: control.server.changes) {
+                try await waitUntil("Begin Conversation", timeout: .seconds(30), signal: control.server.changes) {
                     control.server.hiddenMessages(inThread: chat.id.rawValue) == ["Begin Conversation"]
                 }
                 let begin = try #require(control.server.received.first { $0.eventType == "SendMessage" })
@@ -706,7 +706,7 @@ struct CXoneLiveChatTests {
                 try await CXoneRequests(session: probe.session).sendTranscript(of: chat.id, to: "alice@example.com")
                 #expect(control.server.received.contains { $0.eventType == "SendTranscript" && $0.data["consumerRecipients"]?[0]?["idOnExternalPlatform"] == "alice@example.com" })
                 try await chat.close()
-                try await waitUntil("EndContact", timeout: .seconds(15), signal: control.server.changes) {
+                try await waitUntil("EndContact", timeout: .seconds(30), signal: control.server.changes) {
                     control.server.received.contains { $0.eventType == "EndContact" }
                 }
                 #expect(control.server.status(ofThread: chat.id.rawValue) == "closed")

@@ -426,7 +426,11 @@ struct MatrixLiveTests {
             let second = session(try backend(server, customer), store: try SQLiteChatStore(path: path))
             try await connected(second) { recorder in
                 let chat = try await second.conversation(room)
-                try await recorder.waitUntil("the ten sent while closed", check: { try await chat.storedMessages(before: nil, limit: 100).count == 11 })
+                // The store has them before the bus delivers them to the recorder: wait for both.
+                try await recorder.waitUntil("the ten sent while closed announced") { events in
+                    events.compactMap(\.addedMessage).filter { $0.text.hasPrefix("while closed") }.count >= 10
+                }
+                try await recorder.waitUntil("the ten sent while closed stored", check: { try await chat.storedMessages(before: nil, limit: 100).count == 11 })
                 let added = recorder.events.compactMap(\.addedMessage).map(\.text)
                 let stored = try await chat.storedMessages(before: nil, limit: 100).map(\.text)
                 print("matrix live: a restart on SQLite — \(added.count) messages announced after it (10 new), \(stored.count) stored, lost \(11 - stored.count), duplicated \(added.count - Set(added).count)")

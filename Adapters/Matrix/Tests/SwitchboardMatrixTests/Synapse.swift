@@ -231,7 +231,7 @@ struct MatrixTestUser: Sendable {
     }
 
     /// Long-polls `/sync` until `condition` holds for one of its answers (`timeout` at most).
-    func waitForSync(_ what: String, timeout: Duration = .seconds(15), _ condition: (JSONValue) -> Bool) async throws {
+    func waitForSync(_ what: String, timeout: Duration = .seconds(30), _ condition: (JSONValue) -> Bool) async throws {
         let deadline = ContinuousClock.now + timeout
         var since: String?
         while ContinuousClock.now < deadline {

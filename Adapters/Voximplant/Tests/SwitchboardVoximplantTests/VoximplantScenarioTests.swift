@@ -278,7 +278,7 @@ struct VoximplantSpecClientTests {
             try await harness(control).withSession { probe in
                 let chat = try await probe.openConversation()
                 let id = control.server.ping(user: control.customer)
-                try await waitUntil("the pong", timeout: .seconds(15), signal: control.server.changes) { control.server.pongs.contains(id) }
+                try await waitUntil("the pong", timeout: .seconds(30), signal: control.server.changes) { control.server.pongs.contains(id) }
                 let from = probe.recorder.events.count
                 try await control.inject(.rawFrame(#"{"type":"presence","id":"p-1","users":[]}"#))
                 try await control.agentSend("after the unknown frame", in: chat.id)
@@ -296,7 +296,7 @@ struct VoximplantSpecClientTests {
                 try await control.agentSend("one", in: chat.id)
                 try await probe.waitForMessages(["one"], in: chat)
                 try await chat.markRead(upTo: .sequence(0))
-                _ = try await control.waitForCustomerActivity(in: chat.id, timeout: .seconds(15)) { $0.readMarkers >= 1 }
+                _ = try await control.waitForCustomerActivity(in: chat.id, timeout: .seconds(30)) { $0.readMarkers >= 1 }
                 #expect(control.server.readLog.last?.sequence == 1)
             }
         }

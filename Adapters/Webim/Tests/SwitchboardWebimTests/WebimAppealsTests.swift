@@ -66,13 +66,13 @@ struct WebimAppealsTests {
 
     /// Moves the test clock past each short timer (a resend, a reconnect's backoff: under a
     /// second) as it is set, until `done`. The timers follow real HTTP answers, so how many there
-    /// are depends on where the dropped answer cut the link; the wait is bounded by 15 s of wall
+    /// are depends on where the dropped answer cut the link; the wait is bounded by 30 s of wall
     /// time, yielding, never sleeping.
     func advanceShortTimers(_ clock: TestClock, until what: String, _ done: () -> Bool) async throws {
         let started = ContinuousClock.now
         var advanced = 0
         while !done() {
-            guard ContinuousClock.now - started < .seconds(15) else {
+            guard ContinuousClock.now - started < .seconds(30) else {
                 throw SwitchboardError(.timedOut, "\(what): not done after \(advanced) timers; pending \(clock.pendingDeadlines)")
             }
             if let next = clock.pendingDeadlines.first, next < .seconds(1) {
