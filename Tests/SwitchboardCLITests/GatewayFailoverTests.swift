@@ -11,12 +11,9 @@ import Testing
 
 @testable import switchboard
 
-/// The PostgreSQL database of the live tests (`eval "$(scripts/postgres.sh start)"` sets it).
-private let postgresURL = ProcessInfo.processInfo.environment["SWITCHBOARD_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
-private let needsPostgres = ConditionTrait.enabled(
-    if: postgresURL != nil,
-    "no PostgreSQL server: skipped. Run `eval \"$(scripts/postgres.sh start)\"` or set SWITCHBOARD_POSTGRES_URL."
-)
+/// The PostgreSQL database of the live tests (`eval "$(scripts/postgres.sh start)"` sets it): a
+/// local run without it skips these tests, a CI run fails them (``LiveServer``).
+let needsPostgres = ConditionTrait.enabled(if: LiveServer.postgres.runsTests, Comment(rawValue: LiveServer.postgres.skipNote))
 
 extension CrashTests {
     /// Three `switchboard gateway` processes share 300 Voximplant-style sessions through one
@@ -26,7 +23,7 @@ extension CrashTests {
     /// nothing lost, nothing twice, in order.
     @Test(needsPostgres)
     func threeGatewaysShareSessionsAndSurviveAKill() async throws {
-        let url = try #require(postgresURL)
+        let url = try LiveServer.postgres.require()
         let sessions = 300
         let sends = 4
         let agentMessages = 4
@@ -161,7 +158,7 @@ extension CrashTests {
     /// messages — its own sends and the agent's — in each conversation's order.
     @Test(needsPostgres)
     func aGatewaysEventsReachTheEventsCommandThroughTheBridge() async throws {
-        let url = try #require(postgresURL)
+        let url = try LiveServer.postgres.require()
         let sessions = 5
         let sends = 3
         let server = VoximplantServer()
@@ -216,7 +213,7 @@ extension CrashTests {
     /// its sends on the server once each and in the shared store, the agent's answers stored.
     @Test(needsPostgres)
     func aGatewayRunsCXoneSessions() async throws {
-        let url = try #require(postgresURL)
+        let url = try LiveServer.postgres.require()
         let customers = (0..<4).map { "gateway-customer-\($0)" }
         let sends = 3
         let server = CXoneServer()

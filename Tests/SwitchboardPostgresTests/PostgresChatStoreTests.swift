@@ -6,7 +6,7 @@ import SwitchboardTestKit
 import Testing
 
 /// `PostgresChatStore` on a real PostgreSQL server (see `PostgresServer`).
-@Suite(.enabled(if: PostgresServer.isAvailable, PostgresServer.skipped), .timeLimit(.minutes(2)))
+@Suite(PostgresServer.needed, .timeLimit(.minutes(2)))
 struct PostgresChatStoreTests {
     let scope = StoreScope(backend: "test", account: "alice")
     let conversation = ConversationID("c1")
@@ -194,7 +194,7 @@ struct PostgresChatStoreTests {
     }
 
     @Test func aWrongPasswordFailsAtOnceWithTheServersReason() async throws {
-        let url = try #require(PostgresServer.url).replacingOccurrences(of: ":switchboard@", with: ":not-the-password@")
+        let url = try LiveServer.postgres.require().replacingOccurrences(of: ":switchboard@", with: ":not-the-password@")
         let error = await #expect(throws: SwitchboardError.self) {
             try await PostgresChatStore.withStore(url: url, schema: "switchboard_never") { _ in }
         }
@@ -215,7 +215,7 @@ struct PostgresChatStoreTests {
 
     /// A gateway's own URL and store, end to end: the store `withStore(url:)` hands over works.
     @Test func withStoreHandsOverAMigratedStore() async throws {
-        let url = try #require(PostgresServer.url)
+        let url = try LiveServer.postgres.require()
         let schema = "switchboard_test_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
         let count = try await PostgresChatStore.withStore(url: url, schema: schema) { store in
             try await store.saveMessages([Message(serverID: "s1", conversationID: conversation, text: "hello", time: Date())], scope: scope)
@@ -228,7 +228,7 @@ struct PostgresChatStoreTests {
 }
 
 /// The whole conformance suite with every session on a PostgreSQL store.
-@Suite(.enabled(if: PostgresServer.isAvailable, PostgresServer.skipped), .timeLimit(.minutes(3)))
+@Suite(PostgresServer.needed, .timeLimit(.minutes(3)))
 struct PostgresConformanceTests {
     @Test(arguments: ConformanceSuite.cases)
     func conformance(_ conformanceCase: ConformanceCase) async throws {

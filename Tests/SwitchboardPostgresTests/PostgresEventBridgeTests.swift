@@ -8,7 +8,7 @@ import Testing
 
 /// `PostgresEventBridge` between two buses, as between two processes: each bridge with its own
 /// listener connection, both on one schema of a real PostgreSQL.
-@Suite(.enabled(if: PostgresServer.isAvailable, PostgresServer.skipped), .timeLimit(.minutes(5)))
+@Suite(PostgresServer.needed, .timeLimit(.minutes(5)))
 struct PostgresEventBridgeTests {
     static func event(_ text: String, in conversation: String, sequence: Int64, session: String = "gateway-a-session") -> ChatEvent {
         let message = Message(serverID: MessageID("\(conversation)-\(sequence)"), conversationID: ConversationID(conversation), sequence: sequence, text: text, time: Date(timeIntervalSince1970: 1_700_000_000))
@@ -34,8 +34,9 @@ struct PostgresEventBridgeTests {
             )
             let bridgeB = PostgresEventBridge(
                 store: try PostgresChatStore(client: client, schema: schema), listenConnection: listenB, bus: busB,
-                // b stays away 4 s after its connection breaks: time for the test to act meanwhile.
-                configuration: .init(reconnectDelay: .seconds(4)), logger: quiet, onChange: { record.changed("b", $0) }
+                // b stays away 10 s after its connection breaks: time for the test to act meanwhile
+                // (publish 10 events and delete them takes well under a second, 24 events/s in CI).
+                configuration: .init(reconnectDelay: .seconds(10)), logger: quiet, onChange: { record.changed("b", $0) }
             )
             let received = busB.subscribe(filter: .all, buffering: .unbounded)
             /// The events b received after the first `skip`, once there are `count` of them.
@@ -91,7 +92,10 @@ struct PostgresEventBridgeTests {
                 let back = changes(of: "b")[2]
                 let recovered = try await take(whileAway.count, after: sent.count)
                 print("bridge: b's listener ended by the server while a published \(whileAway.count) events; back with \(back), received \(recovered.count), in order \(recovered == whileAway)")
-                #expect(back == .listening(recovered: 100, dropped: 0), "the 100 were read from the table (some may come by notification if b was back first)")
+                // How the 100 split between the table and notifications depends on how fast a wrote
+                // them against b's return: only that none was dropped is fixed.
+                guard case .listening(let fromTable, let dropped) = back else { Issue.record("b came back as \(back)"); return }
+                #expect(dropped == 0 && fromTable <= whileAway.count, "read from the table \(fromTable), dropped \(dropped)")
                 #expect(recovered == whileAway, "nothing lost, in order")
 
                 // Away again, and what a sent meanwhile is gone from the table: one gap event.

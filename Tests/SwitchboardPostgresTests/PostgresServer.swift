@@ -3,30 +3,25 @@ import Logging
 import PostgresNIO
 import Switchboard
 import SwitchboardPostgres
+import SwitchboardTestKit
 import Testing
 
 /// The PostgreSQL server the live tests use: `SWITCHBOARD_POSTGRES_URL`, which
-/// `eval "$(scripts/postgres.sh start)"` sets (`.ci/run` does). Without it the live tests are
-/// skipped, saying so.
+/// `eval "$(scripts/postgres.sh start)"` sets (`.ci/run` does). Without it a local run skips the
+/// live tests, saying so, and a CI run fails them (``LiveServer``).
 enum PostgresServer {
-    static let url = ProcessInfo.processInfo.environment["SWITCHBOARD_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
-
-    static let isAvailable = url != nil
-
-    static let skipped: Comment = """
-        no PostgreSQL server: these live tests were skipped. Run `eval "$(scripts/postgres.sh start)"` \
-        (Debian's postgresql package) or set SWITCHBOARD_POSTGRES_URL to a database this user may create schemas in.
-        """
+    /// The suites' condition: they run when the server is there, or under CI, where they fail.
+    static let needed = ConditionTrait.enabled(if: LiveServer.postgres.runsTests, Comment(rawValue: LiveServer.postgres.skipNote))
 
     static func configuration() throws -> PostgresClient.Configuration {
-        guard let url else { throw SwitchboardError(.notConnected, "SWITCHBOARD_POSTGRES_URL is not set") }
-        return try PostgresChatStore.configuration(url: url)
+        try PostgresChatStore.configuration(url: try LiveServer.postgres.require())
     }
 
     /// The same server for a single connection (the ownership's lock connection).
     static func connectionConfiguration() throws -> PostgresConnection.Configuration {
-        guard let url, let components = URLComponents(string: url), let host = components.host, let user = components.user else {
-            throw SwitchboardError(.notConnected, "SWITCHBOARD_POSTGRES_URL is not set")
+        let url = try LiveServer.postgres.require()
+        guard let components = URLComponents(string: url), let host = components.host, let user = components.user else {
+            throw SwitchboardError(.invalidArgument, "SWITCHBOARD_POSTGRES_URL is not a postgres:// URL with a host and a user")
         }
         return PostgresConnection.Configuration(
             host: host, port: components.port ?? 5432, username: user, password: components.password,

@@ -51,7 +51,7 @@ private final class Ledger: Sendable {
 
 /// `PostgresSessionOwnership` with three owners in this process, each with its own lock
 /// connection: from the server's side, three processes.
-@Suite(.enabled(if: PostgresServer.isAvailable, PostgresServer.skipped), .timeLimit(.minutes(2)))
+@Suite(PostgresServer.needed, .timeLimit(.minutes(2)))
 struct PostgresSessionOwnershipTests {
     let keys = (0..<30).map { "webim/customer-\($0)" }
 

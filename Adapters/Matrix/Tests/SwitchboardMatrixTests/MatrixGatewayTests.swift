@@ -7,21 +7,18 @@ import Testing
 
 @testable import switchboard
 
-/// The PostgreSQL database of the live tests (`eval "$(scripts/postgres.sh start)"` sets it).
-private let postgresURL = ProcessInfo.processInfo.environment["SWITCHBOARD_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
-
 /// `switchboard gateway`'s Matrix sessions against a real Synapse, on a real PostgreSQL store: the
 /// sessions a gateway reads from its file, each logging in with its password, sending its traffic
 /// into its room and storing what the agent answers; started again, each resumes from its stored
 /// `since`.
 @Suite(
-    .enabled(if: Synapse.isInstalled, Synapse.skipNote),
-    .enabled(if: postgresURL != nil, "no PostgreSQL server: skipped. Run `eval \"$(scripts/postgres.sh start)\"` or set SWITCHBOARD_POSTGRES_URL."),
+    Synapse.needed,
+    .enabled(if: LiveServer.postgres.runsTests, Comment(rawValue: LiveServer.postgres.skipNote)),
     .timeLimit(.minutes(3))
 )
 struct MatrixGatewayTests {
     @Test func aGatewayRunsMatrixSessions() async throws {
-        let url = try #require(postgresURL)
+        let url = try LiveServer.postgres.require()
         let sends = 3
         try await Synapse.withUsers(customer: "customer0") { server, agent, first in
             var registered = [first]

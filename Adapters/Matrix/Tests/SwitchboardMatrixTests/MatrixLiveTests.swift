@@ -10,7 +10,7 @@ import Testing
 /// The adapter against a real Synapse: the app is a `ChatSession` on `MatrixBackend`; the other
 /// side is a second Matrix user driven through the client-server API (``MatrixTestUser``).
 /// Skipped, saying so, when Synapse is not installed.
-@Suite(.serialized, .enabled(if: Synapse.isInstalled, Synapse.skipNote), .timeLimit(.minutes(3)))
+@Suite(.serialized, Synapse.needed, .timeLimit(.minutes(3)))
 struct MatrixLiveTests {
     func backend(_ server: SynapseServer, _ user: MatrixTestUser, timelineLimit: Int = 20, through proxy: String? = nil) throws -> MatrixBackend {
         try MatrixBackend(

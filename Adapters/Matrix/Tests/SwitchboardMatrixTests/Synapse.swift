@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Testing
 import Switchboard
+import SwitchboardTestKit
 import SwitchboardTransport
 
 #if canImport(Glibc)
@@ -23,11 +24,18 @@ enum Synapse {
         ProcessInfo.processInfo.environment["SYNAPSE_VENV"] ?? repository.appendingPathComponent(".build-synapse/venv").path
     }
 
-    static var isInstalled: Bool {
-        FileManager.default.isExecutableFile(atPath: venv + "/bin/python")
+    /// The installation, as a live server the tests need: a local run without it skips the live
+    /// Matrix tests, a CI run fails them (``LiveServer``).
+    static var live: LiveServer {
+        LiveServer(
+            name: "Synapse installation",
+            address: FileManager.default.isExecutableFile(atPath: venv + "/bin/python") ? venv : nil,
+            howToStart: "Run scripts/synapse.sh install (Synapse from PyPI into .build-synapse/; CI does), then swift test."
+        )
     }
 
-    static let skipNote: Comment = "the live Matrix tests need Synapse: run scripts/synapse.sh install (CI does), then swift test"
+    /// The live suites' condition.
+    static var needed: ConditionTrait { .enabled(if: live.runsTests, Comment(rawValue: live.skipNote)) }
 
     /// The shared secret of `scripts/synapse.sh`'s test configuration.
     static let registrationSecret = "switchboard-test-registration-secret"
@@ -40,6 +48,7 @@ enum Synapse {
     /// outgoing connection's ephemeral port, or another test's server (CI saw "Address already in
     /// use" once). A start that finds its port taken is tried again on another, three times at most.
     static func withServer<T: Sendable>(_ body: (SynapseServer) async throws -> T) async throws -> T {
+        _ = try live.require()
         var attempt = 1
         while true {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("synapse-\(UUID().uuidString)")
