@@ -88,15 +88,7 @@ public struct InMemoryEmulator: EmulatorControl {
     }
 
     public func serverMessages(in conversation: ConversationID) async throws -> [ServerMessage] {
-        server.messages(in: conversation).map {
-            ServerMessage(
-                serverID: $0.serverID!,
-                clientID: $0.clientID,
-                text: $0.text,
-                fromCustomer: $0.sender == customer,
-                sequence: $0.sequence
-            )
-        }
+        server.log(of: conversation, customer: customer)
     }
 
     public func waitForCustomerActivity(

@@ -124,6 +124,16 @@ public final class InMemoryServer: Sendable {
         }
     }
 
+    /// The conversation's messages as the server's log that ``StoreAudit`` compares a client's
+    /// store with, `customer`'s own marked as theirs.
+    public func log(of conversation: ConversationID, customer: ParticipantID) -> [ServerMessage] {
+        messages(in: conversation).map {
+            ServerMessage(
+                serverID: $0.serverID!, clientID: $0.clientID, text: $0.text, fromCustomer: $0.sender == customer, sequence: $0.sequence
+            )
+        }
+    }
+
     public func conversation(_ id: ConversationID) -> ConversationInfo? {
         state.withLock { $0.conversations[id]?.info }
     }

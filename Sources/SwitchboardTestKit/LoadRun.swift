@@ -11,11 +11,12 @@ public struct LoadRun: Sendable {
     public struct Figures: Sendable, CustomStringConvertible {
         public var backend = ""
         public var sessions = 0
-        /// Messages on the server at the end, all conversations, both ways.
-        public var messages = 0
-        public var lost = 0
-        public var duplicated = 0
-        public var outOfOrder = 0
+        /// Every session's stored rows against the server's log of its conversation, added up.
+        public var audit = StoreAudit()
+        /// Sessions whose store did not match the server's log within ``LoadRun/convergeTimeout``,
+        /// with what the wait saw of the first.
+        public var notConverged = 0
+        public var convergence = ""
         /// Resident memory the connected, idle sessions added (with the emulator's side of each
         /// connection, which runs in the same process), per session.
         public var bytesPerConnectedSession = 0.0
@@ -24,14 +25,17 @@ public struct LoadRun: Sendable {
         public var secondsToConnect = 0.0
         public var secondsOfTraffic = 0.0
 
-        public var isClean: Bool { lost == 0 && duplicated == 0 && outOfOrder == 0 }
+        /// Messages on the server at the end, all conversations, both ways.
+        public var messages: Int { audit.messages }
+
+        public var isClean: Bool { notConverged == 0 && audit.isClean }
 
         public var description: String {
             """
-            \(backend): \(sessions) sessions, messages \(messages), lost \(lost), duplicated \(duplicated), \
-            out of order \(outOfOrder); memory per session \(Int((bytesPerConnectedSession / 1024).rounded())) KB connected, \
+            \(backend): \(sessions) sessions, \(audit); memory per session \(Int((bytesPerConnectedSession / 1024).rounded())) KB connected, \
             \(Int((bytesPerSessionAfterTraffic / 1024).rounded())) KB after the traffic; \
-            connect \(String(format: "%.1f", secondsToConnect)) s, traffic \(String(format: "%.1f", secondsOfTraffic)) s
+            connect \(String(format: "%.1f", secondsToConnect)) s, traffic \(String(format: "%.1f", secondsOfTraffic)) s\
+            \(notConverged == 0 ? "" : "; NOT CONVERGED: \(notConverged) sessions, first: \(convergence)")
             """
         }
     }
@@ -41,7 +45,11 @@ public struct LoadRun: Sendable {
     /// Messages each way per session.
     public var messagesPerSession: Int
     public var configuration: SessionConfiguration
+    /// How long connecting and preparing the conversations may take.
     public var timeout: Duration
+    /// How long each session may take to match the server's log once its traffic is sent; a
+    /// session that does not is reported (``Figures/notConverged``) with its audit.
+    public var convergeTimeout: Duration
     public var progress: @Sendable (String) -> Void
 
     public init(
@@ -49,12 +57,14 @@ public struct LoadRun: Sendable {
         messagesPerSession: Int,
         configuration: SessionConfiguration = SessionConfiguration(),
         timeout: Duration = .seconds(300),
+        convergeTimeout: Duration = .seconds(300),
         progress: @escaping @Sendable (String) -> Void = { _ in }
     ) {
         self.controls = controls
         self.messagesPerSession = messagesPerSession
         self.configuration = configuration
         self.timeout = timeout
+        self.convergeTimeout = convergeTimeout
         self.progress = progress
     }
 
@@ -98,7 +108,8 @@ public struct LoadRun: Sendable {
             let traffic = ContinuousClock.now
             let messages = messagesPerSession
             let timeout = self.timeout
-            let results = try await withThrowingTaskGroup(of: (ConversationID, Int).self) { traffic in
+            let convergeTimeout = self.convergeTimeout
+            let results = try await withThrowingTaskGroup(of: (ConversationID, Int, String?).self) { traffic in
                 for (index, (session, control)) in zip(sessions, controls).enumerated() {
                     traffic.addTask {
                         let conversation = try await control.prepareConversation(using: session)
@@ -106,39 +117,51 @@ public struct LoadRun: Sendable {
                             try await session.conversations().contains { $0.id == conversation }
                         }
                         let chat = try await session.conversation(conversation)
-                        for step in 0..<messages {
-                            _ = try await chat.send(text: "customer \(index) \(step)")
+                        let sent = Self.sent(by: index, messages: messages)
+                        for (step, text) in sent.enumerated() {
+                            _ = try await chat.send(text: text)
                             try await control.agentSend("agent \(index) \(step)", in: conversation)
                         }
-                        try await waitUntil("session \(index) converges on the server's log", timeout: timeout, signal: changed) {
-                            let truth = try await control.serverMessages(in: conversation)
-                            guard truth.count >= 2 * messages else { return false }
-                            let stored = try await chat.storedMessages(before: nil, limit: .max)
-                            return stored.count >= truth.count && stored.allSatisfy { $0.serverID != nil && $0.deliveryState != .pending }
+                        do {
+                            try await waitUntil("session \(index) converges on the server's log", timeout: convergeTimeout, signal: changed) {
+                                let truth = try await control.serverMessages(in: conversation)
+                                guard truth.count >= 2 * messages else { return false }
+                                let stored = try await chat.storedMessages(before: nil, limit: .max)
+                                return StoreAudit.compare(server: truth, stored: stored, sent: sent).isClean
+                                    && stored.allSatisfy { $0.serverID != nil && $0.deliveryState != .pending }
+                            }
+                        } catch let failure as ConformanceFailure {
+                            // Not converged: the run fails, and the audit below says what is wrong.
+                            return (conversation, index, "\(failure)")
                         }
-                        return (conversation, index)
+                        return (conversation, index, nil)
                     }
                 }
-                var results: [(ConversationID, Int)] = []
+                var results: [(ConversationID, Int, String?)] = []
                 for try await result in traffic { results.append(result) }
                 return results
             }
             figures.secondsOfTraffic = traffic.duration(to: .now).seconds
             figures.bytesPerSessionAfterTraffic = Double(try ProcessMemory.residentBytes() - start) / Double(count)
 
-            for (conversation, index) in results {
-                let truth = try await controls[index].serverMessages(in: conversation).map(\.serverID)
+            // Every row each session stored, of every state, against the server's log.
+            for (conversation, index, failure) in results {
+                if let failure {
+                    if figures.notConverged == 0 { figures.convergence = failure }
+                    figures.notConverged += 1
+                }
+                let truth = try await controls[index].serverMessages(in: conversation)
                 let stored = await store.fetchMessages(in: conversation, before: nil, limit: .max, scope: sessions[index].scope)
-                    .compactMap(\.serverID)
-                figures.messages += truth.count
-                figures.lost += Set(truth).subtracting(stored).count
-                figures.duplicated += stored.count - Set(stored).count
-                let common = Set(truth).intersection(stored)
-                figures.outOfOrder += zip(stored.filter(common.contains), truth.filter(common.contains)).filter { $0 != $1 }.count
+                figures.audit.add(StoreAudit.compare(server: truth, stored: stored, sent: Self.sent(by: index, messages: messagesPerSession)))
             }
             group.cancelAll()
         }
         return figures
+    }
+
+    /// The texts session `index` sends, each once.
+    static func sent(by index: Int, messages: Int) -> [String] {
+        (0..<messages).map { "customer \(index) \($0)" }
     }
 
     /// The sessions seen connected, by the watcher task; read by the waits.

@@ -10,26 +10,27 @@ public struct SoakRun: Sendable {
     /// What the run proves.
     public struct Figures: Sendable, Hashable, CustomStringConvertible {
         public var backend = ""
-        /// Messages on the server at the end (both ways).
-        public var messages = 0
         public var faults: [String: Int] = [:]
-        public var lost = 0
-        public var duplicated = 0
-        public var outOfOrder = 0
+        /// Every row of the customer's store against the server's log, both ways.
+        public var audit = StoreAudit()
+        /// Whether the client's store matched the server's log within the run's patience; when
+        /// it did not, ``convergence`` says what the wait saw last.
+        public var converged = true
+        public var convergence = ""
         public var retransmits = 0
         public var connects = 0
         public var seconds = 0.0
-        /// A few of the lost messages, with what the customer's store says of each.
-        public var lostExamples: [String] = []
 
-        public var isClean: Bool { lost == 0 && duplicated == 0 && outOfOrder == 0 }
+        /// Messages on the server at the end (both ways).
+        public var messages: Int { audit.messages }
+
+        public var isClean: Bool { converged && audit.isClean }
 
         public var description: String {
             let faultList = faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
             return """
-                \(backend): messages \(messages), faults [\(faultList)], lost \(lost), duplicated \(duplicated), \
-                out of order \(outOfOrder), catch-up requests \(retransmits), connects \(connects), \
-                \(Int(seconds.rounded())) s\(lostExamples.isEmpty ? "" : "; lost for example: " + lostExamples.joined(separator: "; "))
+                \(backend): faults [\(faultList)], \(audit), catch-up requests \(retransmits), connects \(connects), \
+                \(Int(seconds.rounded())) s\(converged ? "" : "; NOT CONVERGED: \(convergence)")
                 """
         }
     }
@@ -124,6 +125,7 @@ public struct SoakRun: Sendable {
         let supported = emulator.supportedFaults
         let emulator = self.emulator
         let messages = self.messages
+        let sent = (0..<messages).map { "customer \($0)" }
         let progress = self.progress
 
         let (conversation, truth) = try await withRecording(session) { recorder in
@@ -163,41 +165,21 @@ public struct SoakRun: Sendable {
                     let truth = try await emulator.serverMessages(in: conversation)
                     guard truth.count >= 2 * messages else { return false }
                     let stored = try await chat.storedMessages(before: nil, limit: .max)
-                    return stored.count == truth.count && stored.allSatisfy { $0.serverID != nil && $0.deliveryState != .pending }
+                    return StoreAudit.compare(server: truth, stored: stored, sent: sent).isClean
+                        && stored.allSatisfy { $0.serverID != nil && $0.deliveryState != .pending }
                 }
             } catch let failure as ConformanceFailure {
-                // Not converged: the figures below say what is missing.
+                // Not converged: the run fails, and the audit below says what is wrong.
+                figures.converged = false
+                figures.convergence = "\(failure)"
                 progress("\(figures.backend): \(failure)")
             }
             return (conversation, try await emulator.serverMessages(in: conversation))
         }
 
+        // Every row the store holds for the conversation, of every state.
         let stored = try await store.fetchMessages(in: conversation, before: nil, limit: .max, scope: session.scope)
-        let storedIDs = stored.compactMap(\.serverID)
-        let truthIDs = truth.map(\.serverID)
-        figures.messages = truth.count
-        figures.lost = Set(truthIDs).subtracting(storedIDs).count
-        figures.duplicated = storedIDs.count - Set(storedIDs).count
-        // The server's own duplicates of one send (a resend it did not recognise).
-        // (A conversation's preparation may have sent a first message of its own.)
-        let customerTexts = truth.filter { $0.fromCustomer && $0.text.hasPrefix("customer ") }.map(\.text)
-        figures.duplicated += customerTexts.count - Set(customerTexts).count
-        figures.lost += messages - Set(customerTexts).count
-        let sentTexts = Set(customerTexts)
-        for step in 0..<messages where !sentTexts.contains("customer \(step)") && figures.lostExamples.count < 3 {
-            let mine = stored.first { $0.text == "customer \(step)" }
-            figures.lostExamples.append("customer \(step) (stored: \(mine.map { "\($0.deliveryState)" } ?? "no"))")
-        }
-        for id in Set(truthIDs).subtracting(storedIDs).prefix(max(0, 3 - figures.lostExamples.count)) {
-            figures.lostExamples.append(truth.first { $0.serverID == id }.map { "\"\($0.text)\" from the server" } ?? id.rawValue)
-        }
-        // Order over the messages both sides have, so a lost one does not count as misordered too.
-        let storedSet = Set(storedIDs)
-        let truthSet = Set(truthIDs)
-        var seen: Set<MessageID> = []
-        let commonStored = storedIDs.filter { truthSet.contains($0) && seen.insert($0).inserted }
-        let commonTruth = truthIDs.filter { storedSet.contains($0) }
-        figures.outOfOrder = zip(commonStored, commonTruth).filter { $0 != $1 }.count
+        figures.audit = StoreAudit.compare(server: truth, stored: stored, sent: sent)
         let statistics = await session.statistics
         figures.retransmits = statistics.retransmitRequests + statistics.backfillRequests
         figures.connects = statistics.connects

@@ -38,6 +38,8 @@ struct Load: Sendable {
     let sessions: Int
     let messages: Int
     let progress: BenchProgress
+    /// How long each session may take to match the server's log after its traffic.
+    var convergeTimeout: Duration = .seconds(300)
 
     func run(_ target: LoadCommand.Target) async throws -> LoadRun.Figures {
         switch target {
@@ -50,7 +52,8 @@ struct Load: Sendable {
     private func load(_ rig: Bench.EmulatorRig) async throws -> LoadRun.Figures {
         let progress = self.progress
         return try await LoadRun(
-            controls: (0..<sessions).map(rig.customer), messagesPerSession: messages, progress: { progress.say($0) }
+            controls: (0..<sessions).map(rig.customer), messagesPerSession: messages, convergeTimeout: convergeTimeout,
+            progress: { progress.say($0) }
         ).run()
     }
 }

@@ -11,10 +11,13 @@ import Testing
 struct LoadTests {
     @Test(arguments: LoadCommand.Target.allCases)
     func fiftySessionsAtOnceLoseNothing(_ target: LoadCommand.Target) async throws {
-        let figures = try await Load(sessions: 50, messages: 3, progress: BenchProgress(enabled: false)).run(target)
+        // A session that does not converge within 2 minutes is reported with its audit, well
+        // inside the suite's limit.
+        let figures = try await Load(sessions: 50, messages: 3, progress: BenchProgress(enabled: false), convergeTimeout: .seconds(120))
+            .run(target)
         print("load: \(figures)")
         #expect(figures.sessions == 50)
         #expect(figures.messages >= 50 * 6, "every session's messages reached the server")
-        #expect(figures.isClean, "nothing lost, duplicated or out of order")
+        #expect(figures.isClean, "every stored row matches the server's log: nothing lost, duplicated, phantom, left pending or out of order")
     }
 }

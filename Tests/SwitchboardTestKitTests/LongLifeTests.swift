@@ -21,14 +21,17 @@ struct LongLifeTests {
             server.createConversation(title: "long \($0)", participants: [Self.customer, Self.agentParticipant]).id
         }
         let configuration = SessionConfiguration.fastForTests
+        let store = InMemoryChatStore()
         let session = ChatSession(
             backend: InMemoryBackend(server: server, user: Self.customer.id),
+            store: store,
             configuration: configuration,
             clock: SessionClock(TestClock()),
             random: SeededRandomNumberGenerator(seed: 1),
             logger: .quiet
         )
         var peaks = SessionStatistics()
+        var sends: [[String]] = [[], []]
         try await withRecording(session) { recorder in
             try await session.resume()
             for id in conversations {
@@ -44,6 +47,7 @@ struct LongLifeTests {
                 }
                 let chat = chats[round % 2]
                 _ = try await chat.send(text: "customer \(round)")
+                sends[round % 2].append("customer \(round)")
                 try await chat.userTyping(draft: nil)
                 try await chat.markRead()
                 sent += burst + 1
@@ -54,21 +58,36 @@ struct LongLifeTests {
                 peaks.requestsQueued = max(peaks.requestsQueued, statistics.requestsQueued)
                 peaks.timersPending = max(peaks.timersPending, statistics.timersPending)
             }
-            try await recorder.waitUntil("every agent message stored", timeout: .seconds(240)) {
-                await session.statistics.eventsPublished >= total
+            // Events of every kind count towards the first, cheap condition; the store is read only
+            // once that many have come, and again on each event after it.
+            let onServer = round * (burst + 1)
+            try await recorder.waitUntil("every message stored and confirmed", timeout: .seconds(240)) {
+                guard await session.statistics.eventsPublished >= total else { return false }
+                var confirmed = 0
+                for id in conversations {
+                    confirmed += await store.fetchMessages(in: id, before: nil, limit: .max, scope: session.scope)
+                        .count { $0.serverID != nil && $0.deliveryState != .pending }
+                }
+                return confirmed >= onServer
             }
         }
         let final = await session.statistics
-        let stored = server.messages(in: conversations[0]).count + server.messages(in: conversations[1]).count
+        // Every row the store holds, against the server's log: each message stored once.
+        var audit = StoreAudit()
+        for (index, id) in conversations.enumerated() {
+            let stored = await store.fetchMessages(in: id, before: nil, limit: .max, scope: session.scope)
+            audit.add(StoreAudit.compare(server: server.log(of: id, customer: Self.customer.id), stored: stored, sent: sends[index]))
+        }
         print(
             """
-            long life: \(stored) messages on the server, \(final.eventsPublished) events published, \
+            long life: \(audit); \(final.eventsPublished) events published, \
             live tasks now \(final.liveTasks) (peak sampled \(peaks.peakLiveTasks), peak ever \(final.peakLiveTasks)), \
             inputs waiting peak \(final.peakBufferedInputs), requests queued peak \(peaks.requestsQueued), \
             timers peak \(peaks.timersPending)
             """
         )
-        #expect(stored >= total)
+        #expect(audit.messages == (sends[0].count + sends[1].count) * (burst + 1), "every agent burst and send on the server")
+        #expect(audit.isClean, "each message stored once, in order, none phantom or left pending")
         // The link, its reader, the timer sleeper and its two racers, and one request per lane
         // in flight up to the concurrency bound: nothing grows with the traffic.
         let taskBound = 5 + configuration.maxConcurrentRequests
