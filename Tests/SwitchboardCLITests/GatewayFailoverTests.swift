@@ -19,8 +19,15 @@ extension CrashTests {
     /// Three `switchboard gateway` processes share 300 Voximplant-style sessions through one
     /// PostgreSQL database; while the agent writes to every conversation and every session sends
     /// its own messages, one gateway is killed with SIGKILL. Its sessions move to the other two,
-    /// which resume them from the shared store. The emulator's log and the store must agree:
-    /// nothing lost, nothing twice, in order.
+    /// which resume them from the shared store. The emulator's log and every stored row must
+    /// agree: nothing lost, nothing twice, nothing left pending, in order.
+    ///
+    /// Sends in flight in the killed gateway: the server applies the sends of one customer in
+    /// twenty and withholds its answers, so those sessions hold their first send applied and
+    /// unanswered and the rest in their outboxes when the gateway that holds most of them is
+    /// killed. Each must be delivered exactly once by the process that takes the session over.
+    /// Takeover is timed from the kill to each moved session's delivery of a message the agent
+    /// wrote after it.
     @Test(needsPostgres)
     func threeGatewaysShareSessionsAndSurviveAKill() async throws {
         let url = try LiveServer.postgres.require()
@@ -29,6 +36,8 @@ extension CrashTests {
         let agentMessages = 4
         let server = VoximplantServer()
         let (agent, customers) = try Self.customers(sessions, on: server)
+        let unanswered = Set(customers.enumerated().filter { $0.offset % 20 == 0 }.map(\.element.user))
+        server.withholdSendAnswers(of: unanswered)
         try await Self.withScratch("failover") { schema, file in try await PostgresChatStore.withStore(url: url, schema: schema, logger: .quiet) { store in
             let stored = AsyncSignal()
             try await withThrowingTaskGroup(of: Void.self) { listeners in
@@ -68,27 +77,83 @@ extension CrashTests {
                         let sequences = try await Self.count("sequence", in: store)
                         return conversations == sessions && sequences == sessions
                     }
+                    // The unanswered sessions hold every send: the first applied by the server, the
+                    // rest waiting behind it in the outbox.
+                    let unansweredCustomers = customers.filter { unanswered.contains($0.user) }
+                    try await waitUntil("the unanswered sessions' sends in flight", timeout: .seconds(120), signal: stored) {
+                        for customer in unansweredCustomers {
+                            guard server.messages(in: customer.conversation).contains(where: { $0.sender == customer.user }),
+                                try await store.fetchOutbox(scope: StoreScope(backend: "voximplant", account: customer.user)).count == sends
+                            else { return false }
+                        }
+                        return true
+                    }
                     print("failover: \(sessions) sessions over 3 gateways, each connected once: \(holdings.counts(names))")
                     // Sessions per process: each gateway's resident memory with its share, and
                     // again in the two that took the killed one's sessions.
                     let residentBefore = try names.map { try gateways[$0]!.residentBytes() }
 
-                    // The agent writes while the sessions send; one gateway dies mid-traffic.
+                    // The agent writes while the sessions send; the gateway holding most of the
+                    // unanswered sessions dies mid-traffic.
                     for round in 1...agentMessages / 2 {
                         for customer in customers { try agent.send("agent \(round)", in: customer.conversation) }
                     }
+                    let victimName = names.max { holdings.keys(of: $0).intersection(unanswered.map { "voximplant/\($0)" }).count
+                        < holdings.keys(of: $1).intersection(unanswered.map { "voximplant/\($0)" }).count }!
+                    let survivors = names.filter { $0 != victimName }
+                    let victim = holdings.keys(of: victimName)
                     let clock = ContinuousClock()
                     let killedAt = clock.now
-                    let victim = holdings.keys(of: "gw2")
-                    gateways["gw2"]?.kill()
-                    await gateways["gw2"]?.waitForExit()
-                    holdings.forget("gw2")
-                    try await waitUntil("gw2's sessions taken over", timeout: .seconds(120), signal: holdings.changed) {
-                        holdings.heldOnce(of: allKeys, by: ["gw1", "gw3"])
+                    gateways[victimName]?.kill()
+                    await gateways[victimName]?.waitForExit()
+                    holdings.forget(victimName)
+                    // What the killed gateway had in flight: its unanswered sessions' outboxes, the
+                    // head of each applied by the server and unanswered.
+                    let moved = customers.filter { victim.contains("voximplant/\($0.user)") }
+                    var inFlight: [String] = []
+                    var appliedUnanswered = 0
+                    for customer in moved where unanswered.contains(customer.user) {
+                        let texts = try await store.fetchOutbox(scope: StoreScope(backend: "voximplant", account: customer.user)).map(\.message.content.text)
+                        let onServer = Set(server.messages(in: customer.conversation).map(\.text))
+                        inFlight += texts
+                        appliedUnanswered += texts.filter(onServer.contains).count
                     }
-                    let takeover = clock.now - killedAt
-                    print("failover: gw2 killed (SIGKILL) holding \(victim.count) sessions; all \(sessions) running in gw1 and gw3 after \(takeover): \(holdings.counts(["gw1", "gw3"]))")
-                    for round in agentMessages / 2 + 1...agentMessages {
+                    server.answerSends(of: unanswered)
+
+                    // The agent writes to every conversation at once; a moved session delivers it
+                    // only once another gateway runs it.
+                    let round = agentMessages / 2 + 1
+                    for customer in customers { try agent.send("agent \(round)", in: customer.conversation) }
+                    let awaited = Dictionary(uniqueKeysWithValues: moved.map { customer in
+                        (server.messages(in: customer.conversation).last { $0.text == "agent \(round)" }!.uuid, customer.user)
+                    })
+                    let deliveries = Locked([Duration]())
+                    let seen = Locked(Set<String>())
+                    do {
+                        try await waitUntil("every moved session delivers the agent's next message", timeout: .seconds(120), signal: stored) {
+                            let now = clock.now
+                            let found = try await Self.storedServerIDs(Array(awaited.keys), in: store)
+                            for id in found where seen.withLock({ $0.insert(id).inserted }) { deliveries.withLock { $0.append(now - killedAt) } }
+                            return found.count == awaited.count
+                        }
+                    } catch {
+                        let missing = awaited.filter { !seen.withLock { $0 }.contains($0.key) }.map(\.value).sorted()
+                        Issue.record("delivered \(seen.withLock(\.count)) of \(awaited.count); not yet: \(missing.prefix(10)) (unanswered among them: \(missing.filter(unanswered.contains).count))")
+                        throw error
+                    }
+                    try await waitUntil("every session held once by the survivors", timeout: .seconds(120), signal: holdings.changed) {
+                        holdings.heldOnce(of: allKeys, by: survivors)
+                    }
+                    let delivered = deliveries.withLock { $0.sorted() }
+                    print(
+                        """
+                        failover: \(victimName) killed (SIGKILL) holding \(victim.count) sessions; from the kill to each moved session's \
+                        delivery: first \(delivered.first!), median \(delivered[delivered.count / 2]), last \(delivered.last!); \
+                        in flight in it: \(inFlight.count) sends in its unanswered sessions' outboxes, \(appliedUnanswered) of them \
+                        applied by the server and unanswered (\(server.withheldSendAnswers) answers withheld in all)
+                        """
+                    )
+                    for round in round + 1...agentMessages {
                         for customer in customers { try agent.send("agent \(round)", in: customer.conversation) }
                     }
 
@@ -101,52 +166,53 @@ extension CrashTests {
                         try await Self.confirmedAndSettled(store: store) == expectedOnServer
                     }
 
-                    // The proof: the emulator's log against the store, conversation by conversation.
-                    var figures = (messages: 0, lost: 0, duplicated: 0, outOfOrder: 0, outbox: 0)
+                    // The proof: the emulator's log against every stored row, conversation by
+                    // conversation, and each send that was in flight on the server once.
+                    var audit = StoreAudit()
+                    var outbox = 0
+                    var inFlightOnServer: [String: Int] = [:]
                     for customer in customers {
-                        let truth = server.messages(in: customer.conversation)
+                        let truth = server.messages(in: customer.conversation).sorted { $0.sequence < $1.sequence }.map {
+                            ServerMessage(
+                                serverID: MessageID($0.uuid), clientID: $0.clientMessageId.map(ClientMessageID.init), text: $0.text,
+                                fromCustomer: $0.sender == customer.user, sequence: $0.sequence
+                            )
+                        }
                         let scope = StoreScope(backend: "voximplant", account: customer.user)
-                        let storedMessages = try await store.fetchMessages(in: ConversationID(customer.conversation), before: nil, limit: .max, scope: scope)
-                        let storedIDs = storedMessages.compactMap { $0.serverID?.rawValue }
-                        let truthIDs = truth.map(\.uuid)
-                        figures.messages += truth.count
-                        figures.lost += Set(truthIDs).subtracting(storedIDs).count
-                        let texts = truth.map(\.text)
-                        figures.duplicated += (texts.count - Set(texts).count) + (storedIDs.count - Set(storedIDs).count)
-                        let wanted = (1...sends).map { "\(customer.user) \($0)" } + (1...agentMessages).map { "agent \($0)" }
-                        figures.lost += Set(wanted).subtracting(texts).count
-                        let inOrder = truth.sorted { $0.sequence < $1.sequence }.map(\.uuid).filter(Set(storedIDs).contains)
-                        figures.outOfOrder += zip(inOrder, storedIDs).filter { $0 != $1 }.count
-                        figures.outbox += try await store.fetchOutbox(scope: scope).count
+                        let rows = try await store.fetchMessages(in: ConversationID(customer.conversation), before: nil, limit: .max, scope: scope)
+                        audit.add(StoreAudit.compare(server: truth, stored: rows, sent: (1...sends).map { "\(customer.user) \($0)" }))
+                        for message in truth where inFlight.contains(message.text) { inFlightOnServer[message.text, default: 0] += 1 }
+                        outbox += try await store.fetchOutbox(scope: scope).count
                     }
-                    let survivors = ["gw1", "gw3"]
                     let residentAfter = try survivors.map { try gateways[$0]!.residentBytes() }
                     for child in gateways.values { child.kill() }
                     for child in gateways.values { await child.waitForExit() }
                     let megabytes = { (bytes: Int) in String(format: "%.1f MB", Double(bytes) / 1_048_576) }
                     let shareBefore = sessions / names.count, shareAfter = sessions / survivors.count
-                    let perSession = zip([residentBefore[0], residentBefore[2]], residentAfter).map { before, after in
+                    let survivorsBefore = survivors.map { residentBefore[names.firstIndex(of: $0)!] }
+                    let perSession = zip(survivorsBefore, residentAfter).map { before, after in
                         String(format: "%.0f KB", Double(after - before) / 1024 / Double(shareAfter - shareBefore))
                     }
                     print(
                         """
                         failover: gateway memory — \(shareBefore) sessions each: \(residentBefore.map(megabytes).joined(separator: ", ")) resident; \
-                        gw1 and gw3 with \(shareAfter) each after the traffic: \(residentAfter.map(megabytes).joined(separator: ", ")), \
+                        \(survivors.joined(separator: " and ")) with \(shareAfter) each after the traffic: \(residentAfter.map(megabytes).joined(separator: ", ")), \
                         \(perSession.joined(separator: " and ")) more per session taken over
                         """
                     )
+                    let onceEach = inFlight.filter { inFlightOnServer[$0] == 1 }.count
                     print(
                         """
-                        failover: \(sessions) sessions, 3 gateways, 1 killed with SIGKILL mid-traffic (\(victim.count) sessions moved in \(takeover)); \
-                        messages \(figures.messages) (agent \(sessions * agentMessages), gateways \(sessions * sends)), lost \(figures.lost), \
-                        duplicated \(figures.duplicated), out of order \(figures.outOfOrder), outbox left \(figures.outbox)
+                        failover: \(sessions) sessions, 3 gateways, 1 killed with SIGKILL mid-traffic (\(victim.count) sessions moved); \
+                        \(audit), outbox left \(outbox); in flight at the kill \(inFlight.count), on the server once each \(onceEach), \
+                        resends the server recognised \(server.counts.duplicateSends)
                         """
                     )
-                    #expect(figures.messages == expectedOnServer)
-                    #expect(figures.lost == 0)
-                    #expect(figures.duplicated == 0)
-                    #expect(figures.outOfOrder == 0)
-                    #expect(figures.outbox == 0)
+                    #expect(audit.messages == expectedOnServer)
+                    #expect(audit.isClean, "every stored row matches the server's log")
+                    #expect(outbox == 0)
+                    #expect(appliedUnanswered > 0 && inFlight.count > appliedUnanswered, "the killed gateway had sends in flight, applied and not yet sent")
+                    #expect(onceEach == inFlight.count, "each send in flight in the killed gateway is on the server once")
                 }
                 try await store.client.run("DROP SCHEMA \(unescaped: schema) CASCADE")
             }
@@ -326,6 +392,14 @@ extension CrashTests {
             count = Int(value)
         }
         return count
+    }
+
+    /// Which of `ids` the store holds as server ids of messages.
+    static func storedServerIDs(_ ids: [String], in store: PostgresChatStore) async throws -> Set<String> {
+        var found: Set<String> = []
+        let rows = try await store.client.query("SELECT server_id FROM \(unescaped: store.schema).message WHERE server_id = ANY(\(ids))")
+        for try await id in rows.decode(String.self) { found.insert(id) }
+        return found
     }
 
     /// Messages with a server id, once nothing is pending and every outbox is empty; -1 before.

@@ -343,6 +343,15 @@ extension ChatSession {
         // events (SessionConfiguration.newConversationCatchUp); the rest is history too.
         let known = (try? await store.fetchConversation(conversation, scope: scope)) != nil
         var tracker = trackers[conversation] ?? newTracker(conversation, baseline: known ? lastSequence : catchUpBaseline(lastSequence))
+        if storedSequences[conversation] == nil {
+            // Where this link starts is stored at once, not with the first event delivered: a
+            // session that ends before any event came (its sends applied but unanswered, then
+            // the process killed) must resume from here, not take what came meanwhile for
+            // history (the gateway failover test lost those messages).
+            let baseline = tracker.delivered
+            storedSequences[conversation] = baseline
+            await persist { try await self.store.saveSequence(baseline, for: conversation, scope: self.scope) }
+        }
         let outcome = tracker.headObserved(lastSequence)
         trackers[conversation] = tracker
         await handle(outcome, in: conversation)

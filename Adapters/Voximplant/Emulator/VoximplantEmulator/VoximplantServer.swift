@@ -48,6 +48,9 @@ public final class VoximplantServer: Sendable {
         var delivered = 0
         var dropped = 0
         var duplicateSends = 0
+        /// Users whose sends are applied and not answered (``withholdSendAnswers(of:)``).
+        var unansweredSenders: Set<String> = []
+        var withheldSendAnswers = 0
         var retransmittedEvents = 0
         var oversizedFrames = 0
         var pingsSent: [String] = []
@@ -173,6 +176,21 @@ public final class VoximplantServer: Sendable {
         }
     }
 
+    /// From now on `users`' sends are applied and never answered, until ``answerSends(of:)``: a
+    /// client whose sends the server took while their answers never came, as when the process
+    /// that sent them is killed mid-request. (The sending client gets no event of its own
+    /// message, so nothing else confirms it either.) What was withheld stays unanswered.
+    public func withholdSendAnswers(of users: Set<String>) {
+        state.withLock { $0.unansweredSenders.formUnion(users) }
+    }
+
+    public func answerSends(of users: Set<String>) {
+        state.withLock { $0.unansweredSenders.subtract(users) }
+    }
+
+    /// Answers to applied sends withheld so far: counted as each is withheld, not when armed.
+    public var withheldSendAnswers: Int { state.withLock { $0.withheldSendAnswers } }
+
     public func rejectNextLogin(code: Int = 3) { state.withLock { $0.loginFaults.append(code) } }
 
     /// The next request (named `name`, or any) fails with `code`.
@@ -260,6 +278,10 @@ public final class VoximplantServer: Sendable {
                 do {
                     try Self.checkTypes(params)
                     let result = try handle(name, params: params, client: client, state: &state)
+                    if name == "sendMessage", let user = state.clients[client]?.user, state.unansweredSenders.contains(user) {
+                        state.withheldSendAnswers += 1
+                        return
+                    }
                     state.clients[client]?.send(JSONValue.object(["type": "response", "id": id.map(JSONValue.string) ?? .null, "result": result]).jsonString)
                 } catch let error as VoximplantProtocolError {
                     sender.send(error.frame(id: id).jsonString)

@@ -45,6 +45,44 @@ struct VoximplantScenarioTests {
         }
     }
 
+    /// A session whose link heard no event at all — its send applied by the server and never
+    /// answered — ends (a gateway process killed), and the next session on its store resumes from
+    /// where the first link started: what the agent wrote meanwhile is news, delivered and stored,
+    /// and the send is confirmed once. (The gateway failover test found it: such a conversation
+    /// had no stored sequence, so the next link took the agent's message for history.)
+    @Test func aSessionThatHeardNoEventResumesWhereItsLinkStarted() async throws {
+        try await withVoximplantEmulator { control in
+            let store = InMemoryChatStore()
+            let harness = harness(control)
+            // The conversation is there before the first link, so that link hears no event of it.
+            let conversation = ConversationID(try control.agent.createConversation(title: "Support", with: [control.customer]))
+            control.server.withholdSendAnswers(of: [control.customer])
+            try await harness.withSession(store: store) { probe in
+                try await probe.recorder.first("the conversation") { $0.conversationID == conversation }
+                let chat = try await probe.session.conversation(conversation)
+                _ = try await chat.send(text: "unanswered")
+                try await waitUntil("the send applied", timeout: .seconds(30), signal: control.server.changes) {
+                    control.server.messages(in: chat.id.rawValue).contains { $0.text == "unanswered" }
+                }
+            }
+            let withheld = control.server.withheldSendAnswers
+            control.server.answerSends(of: [control.customer])
+            try control.agent.send("while away", in: conversation.rawValue)
+            try await harness.withSession(store: store) { probe in
+                let chat = try await probe.session.conversation(conversation)
+                try await probe.waitForMessages(["while away"], in: chat)
+                try await probe.recorder.waitUntil("the send confirmed") { events in
+                    events.contains { $0.updatedMessage?.text == "unanswered" && $0.updatedMessage?.serverID != nil }
+                }
+                let truth = control.server.messages(in: conversation.rawValue).map(\.text)
+                let stored = try await chat.storedMessages(before: nil, limit: .max).map(\.text)
+                print("voximplant resume after an unanswered send: \(withheld) answer withheld; server \(truth), stored \(stored)")
+                #expect(withheld == 1)
+                #expect(stored == truth, "every message once, in the server's order")
+            }
+        }
+    }
+
     @Test func aThousandEventsWhileOfflineAreCaughtUpFromTheStoredCursor() async throws {
         try await withVoximplantEmulator { control in
             let store = InMemoryChatStore()
