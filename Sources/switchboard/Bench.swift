@@ -255,7 +255,8 @@ struct Bench: Sendable {
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try SQLiteChatStore(path: directory.appendingPathComponent("bench.sqlite").path)
         return try await historyPageRow(store, label: "history page", storeName: "SQLite file", baselineName: "raw indexed SELECT") { middle in
-            _ = try await store.database.read { db in
+            // GRDB's callback read, the path the store's reads take.
+            _ = try await Self.asyncRead(store.database) { db in
                 // A prepared statement kept for the next page, as the store keeps its own.
                 try Data.fetchAll(
                     db.cachedStatement(
@@ -271,6 +272,13 @@ struct Bench: Sendable {
                     ]
                 )
             }
+        }
+    }
+
+    /// One read through GRDB's `asyncRead`, as `SQLiteChatStore` reads.
+    static func asyncRead<T: Sendable>(_ database: some DatabaseReader, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            database.asyncRead { result in continuation.resume(with: Result { try body(try result.get()) }) }
         }
     }
 
