@@ -52,6 +52,7 @@ public final class VoximplantServer: Sendable {
         var unansweredSenders: Set<String> = []
         var withheldSendAnswers = 0
         var retransmittedEvents = 0
+        var retransmits: [(user: String, conversation: String, from: Int64, to: Int64)] = []
         var oversizedFrames = 0
         var pingsSent: [String] = []
         var pongs: [String?] = []
@@ -149,6 +150,8 @@ public final class VoximplantServer: Sendable {
     /// Events the server has sent again in answer to `retransmitEvents`, over its life: how much
     /// catch-up cost it.
     public var retransmittedEvents: Int { state.withLock { $0.retransmittedEvents } }
+    /// Every `retransmitEvents` the server answered, in order: who asked, for what range.
+    public var retransmits: [(user: String, conversation: String, from: Int64, to: Int64)] { state.withLock { $0.retransmits } }
     public var connectedClients: Int { state.withLock { $0.clients.values.filter { $0.user != nil }.count } }
 
     // MARK: Faults
@@ -537,6 +540,11 @@ public final class VoximplantServer: Sendable {
         case "retransmitEvents":
             let result = try retransmit(params, for: user, state: state)
             state.retransmittedEvents += result["events"]?.arrayValue?.count ?? 0
+            if let conversation = params["conversation"]?.stringValue, let from = params["eventsFrom"]?.intValue,
+                let to = params["eventsTo"]?.intValue
+            {
+                state.retransmits.append((user, conversation, from, to))
+            }
             return result
         default:
             throw VoximplantProtocolError(2)
