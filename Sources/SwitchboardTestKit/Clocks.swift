@@ -1,4 +1,4 @@
-import Switchboard
+@_spi(TestKit) import Switchboard
 
 /// A clock whose time moves only when a test calls ``advance(by:)``: sleepers wake exactly when
 /// their deadline is reached, so timeouts, backoff and throttles are tested without sleeping.
@@ -25,6 +25,8 @@ public final class TestClock: Clock, Sendable {
     }
 
     private let state = Locked(State())
+    /// Signalled whenever a task starts sleeping.
+    private let sleepersChanged = AsyncSignal()
 
     public init() {}
 
@@ -45,7 +47,7 @@ public final class TestClock: Clock, Sendable {
                     state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
                     return nil
                 }
-                if let outcome { continuation.resume(with: outcome) }
+                if let outcome { continuation.resume(with: outcome) } else { sleepersChanged.signal() }
             }
         } onCancel: {
             let sleeper = state.withLock { $0.sleepers.removeValue(forKey: id) }
@@ -73,13 +75,16 @@ public final class TestClock: Clock, Sendable {
         state.withLock { state in state.sleepers.values.map { state.now.duration(to: $0.deadline) }.sorted() }
     }
 
-    /// Yields until at least `count` tasks sleep on the clock (no wall-clock sleeping).
-    public func waitForSleepers(_ count: Int = 1, maxYields: Int = 100_000) async -> Bool {
-        for _ in 0..<maxYields {
-            if sleeperCount >= count { return true }
-            await Task.yield()
+    /// Waits until at least `count` tasks sleep on the clock; `false` when they do not within
+    /// `timeout` of real time. Each task that starts sleeping wakes the wait: no count of yields,
+    /// which a loaded machine's network threads can outrun before the awaited sleep starts.
+    public func waitForSleepers(_ count: Int = 1, timeout: Duration = .seconds(30)) async -> Bool {
+        do {
+            try await waitUntil("\(count) tasks asleep on the test clock", timeout: timeout, signal: sleepersChanged) { sleeperCount >= count }
+            return true
+        } catch {
+            return sleeperCount >= count
         }
-        return sleeperCount >= count
     }
 }
 
