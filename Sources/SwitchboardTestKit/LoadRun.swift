@@ -124,11 +124,7 @@ public struct LoadRun: Sendable {
                         }
                         do {
                             try await waitUntil("session \(index) converges on the server's log", timeout: convergeTimeout, signal: changed) {
-                                let truth = try await control.serverMessages(in: conversation)
-                                guard truth.count >= 2 * messages else { return false }
-                                let stored = try await chat.storedMessages(before: nil, limit: .max)
-                                return StoreAudit.compare(server: truth, stored: stored, sent: sent).isClean
-                                    && stored.allSatisfy { $0.serverID != nil && $0.deliveryState != .pending }
+                                try await StoreAudit.converged(chat, on: control, expected: 2 * messages, sent: sent)
                             }
                         } catch let failure as ConformanceFailure {
                             // Not converged: the run fails, and the audit below says what is wrong.

@@ -162,11 +162,7 @@ public struct SoakRun: Sendable {
             if supported.contains(.disconnect) { try await emulator.inject(.disconnect) }
             do {
                 try await recorder.waitUntil("the client converges on the server's log", timeout: convergeTimeout) {
-                    let truth = try await emulator.serverMessages(in: conversation)
-                    guard truth.count >= 2 * messages else { return false }
-                    let stored = try await chat.storedMessages(before: nil, limit: .max)
-                    return StoreAudit.compare(server: truth, stored: stored, sent: sent).isClean
-                        && stored.allSatisfy { $0.serverID != nil && $0.deliveryState != .pending }
+                    try await StoreAudit.converged(chat, on: emulator, expected: 2 * messages, sent: sent)
                 }
             } catch let failure as ConformanceFailure {
                 // Not converged: the run fails, and the audit below says what is wrong.
