@@ -6,7 +6,7 @@ targets="FuzzJSON FuzzWebim FuzzVoximplant FuzzCXone FuzzMatrix"
 seeds_of() {
     case "$1" in
         FuzzJSON) echo "../Tests/Fixtures/webim ../Tests/Fixtures/cxone Seeds/voximplant" ;;
-        FuzzWebim) echo "../Tests/Fixtures/webim" ;;
+        FuzzWebim) echo "../Tests/Fixtures/webim Seeds/webim" ;;
         FuzzVoximplant) echo "Seeds/voximplant" ;;
         FuzzCXone) echo "../Tests/Fixtures/cxone" ;;
         FuzzMatrix) echo "../Tests/Fixtures/matrix" ;;
