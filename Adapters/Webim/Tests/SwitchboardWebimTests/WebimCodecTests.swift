@@ -312,4 +312,17 @@ import Testing
             ($0 as? SwitchboardError)?.code == .protocolViolation
         }
     }
+
+    @Test func aMessageTimePastWebimsMicrosecondsIsNoTime() throws {
+        // FuzzWebim's crash (Fuzz/Seeds/webim/crash-history-page-time-past-int64.json): the page's
+        // anchor, `Int64(ts * 1_000_000)`, trapped.
+        let reader = WebimDeltaReader(baseURL: "https://demo.webim.ru")
+        for time in [#""ts":17000000250000"#, #""ts":-1e300"#, #""ts_m":9223372036854775807"#] {
+            let body = #"{"data":{"messages":[{"id":"m1","kind":"operator","text":"a","name":"A",\#(time)}]}}"#
+            let page = try reader.readHistoryPage(Data(body.utf8), credentials: Credentials(), now: .now)
+            #expect(page.messages.isEmpty && page.nextAnchor == nil, "\(time)")
+        }
+        let page = try reader.readHistoryPage(Data(#"{"data":{"messages":[{"id":"m1","kind":"operator","text":"a","name":"A","ts":1700000000.5}]}}"#.utf8), credentials: Credentials(), now: .now)
+        #expect(page.nextAnchor == .token("1700000000500000"))
+    }
 }
