@@ -168,8 +168,9 @@ public struct WebimDeltaReader: Sendable {
     /// account's and the location's settings, for the app, and the upload limits. What the answer
     /// does not say stays `nil`.
     ///
-    /// - Throws: `SwitchboardError.Code.protocolViolation` when the body is not JSON. The link
-    ///   ignores a config it cannot read, as the SDK does.
+    /// - Throws: `SwitchboardError.Code.protocolViolation` when the body is not JSON, or its
+    ///   upload limit is not a size (below zero, or past `Int.max` bytes). The link ignores a
+    ///   config it cannot read, as the SDK does.
     @_spi(TestKit) public static func readConfigAnswer(_ body: Data) throws -> AccountConfig {
         guard let json = try? JSONValue(parsing: body) else {
             throw SwitchboardError(.protocolViolation, "config: a malformed answer of \(body.count) bytes")
@@ -179,7 +180,13 @@ public struct WebimDeltaReader: Sendable {
         if let account = account?.nonNull { settings["accountConfig"] = account }
         if let location = json["locationSettings"]?.nonNull { settings["locationSettings"] = location }
         var config = AccountConfig(settings: settings.isEmpty ? nil : .object(settings))
-        if let megabytes = account?["max_visitor_upload_file_size"]?.intValue { config.maxUploadBytes = Int(megabytes) * 1024 * 1024 }
+        if let megabytes = account?["max_visitor_upload_file_size"]?.intValue {
+            // In bytes it must be an Int (`Int(megabytes) * 1024 * 1024` trapped past 2^43 MB).
+            guard megabytes >= 0, megabytes <= Int64(Int.max / (1024 * 1024)) else {
+                throw SwitchboardError(.protocolViolation, "config: max_visitor_upload_file_size \(megabytes) is not a size in megabytes")
+            }
+            config.maxUploadBytes = Int(megabytes) * 1024 * 1024
+        }
         if let types = account?["allowed_upload_file_types"]?.stringValue {
             config.allowedFileTypes = Set(types.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
         }

@@ -273,8 +273,10 @@ import Testing
         #expect(config.uploadAllowed == false)
         #expect(config.settings?["locationSettings"]?["hintsEnabled"]?.boolValue == true)
         #expect(try WebimDeltaReader.readConfigAnswer(Data("{}".utf8)) == WebimDeltaReader.AccountConfig(), "what the answer does not say stays unset")
-        #expect { try WebimDeltaReader.readConfigAnswer(Data("webimApplyServerSideSettings({})".utf8)) } throws: {
-            ($0 as? SwitchboardError)?.code == .protocolViolation
+        for body in ["webimApplyServerSideSettings({})", #"{"accountConfig": {"max_visitor_upload_file_size": 9223372036854775807}}"#,
+                     #"{"accountConfig": {"max_visitor_upload_file_size": -1}}"#] {
+            // The second trapped (`Int(megabytes) * 1024 * 1024`).
+            #expect { try WebimDeltaReader.readConfigAnswer(Data(body.utf8)) } throws: { ($0 as? SwitchboardError)?.code == .protocolViolation }
         }
     }
 
