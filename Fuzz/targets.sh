@@ -8,7 +8,7 @@ seeds_of() {
         FuzzJSON) echo "../Tests/Fixtures/webim ../Tests/Fixtures/cxone Seeds/voximplant" ;;
         FuzzWebim) echo "../Tests/Fixtures/webim Seeds/webim" ;;
         FuzzVoximplant) echo "Seeds/voximplant" ;;
-        FuzzCXone) echo "../Tests/Fixtures/cxone" ;;
+        FuzzCXone) echo "../Tests/Fixtures/cxone Seeds/cxone" ;;
         FuzzMatrix) echo "../Tests/Fixtures/matrix" ;;
         *) return 1 ;;
     esac
