@@ -31,8 +31,10 @@ for target in $targets; do
     # Files, not folders: libFuzzer runs each one once and stops (it fuzzes only from folders).
     if ! ".build-fuzz/release/$target" -max_len=65536 -timeout=10 -artifact_prefix="$logs/$target-" \
         "${inputs[@]}" >"$logs/$target.log" 2>&1; then
-        tail -n 60 "$logs/$target.log" >&2
-        echo "fuzz: $target failed on $(grep '^Running: ' "$logs/$target.log" | tail -n 1 | cut -d' ' -f2-)" >&2
+        # What the failing input did (the runtime's message and backtrace), from where it started.
+        last=$(grep -n '^Running: ' "$logs/$target.log" | tail -n 1 | cut -d: -f1)
+        sed -n "${last:-1},$((${last:-1} + 40))p" "$logs/$target.log" >&2
+        echo "fuzz: $target failed on $(sed -n "${last:-1}s/^Running: //p" "$logs/$target.log") (whole log: Fuzz/$logs/$target.log)" >&2
         exit 1
     fi
     ran=$(grep -c '^Executed ' "$logs/$target.log" || true)
