@@ -1,7 +1,8 @@
 // swift-tools-version: 6.1
 // libFuzzer targets for every wire decoder, in their own package so `swift build` of Switchboard
 // never builds them (they link only with `-sanitize=fuzzer`, which provides `main`).
-// Run one: `Fuzz/run.sh FuzzJSON 1000000` (Docs/Reliability.md).
+// Run one: `Fuzz/run.sh FuzzJSON 1000000` (Docs/Reliability.md). CI builds them all and runs each
+// on its seed corpus: `Fuzz/ci.sh`.
 import Foundation
 import PackageDescription
 

@@ -148,10 +148,7 @@ public struct CXoneBackend: ChatBackend {
             headers: CXoneWire.httpHeaders,
             timeout: timeout
         )
-        guard (200..<300).contains(response.status), let json = try? JSONValue(parsing: response.body) else {
-            throw SwitchboardError(.serverError, "live-chat availability: HTTP \(response.status)")
-        }
-        return json["status"]?.stringValue == "online"
+        return try CXoneHTTPAnswers.liveChatAvailability(status: response.status, body: response.body)
     }
 
     public func withConnection<Result: Sendable>(

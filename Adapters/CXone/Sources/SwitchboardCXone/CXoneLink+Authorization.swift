@@ -54,22 +54,7 @@ extension CXoneLink {
             body = ["thirdParty": ["grant_type": "authorization_code", "authorization_code": .string(code), "code_verifier": .string(verifier)]]
         }
         let json = try await postToken(body, configuration: configuration, transport: transport, visitorID: credentials["visitor-id"]!, failure: "transactionTokenRequestFailed")
-        guard let token = json["accessToken"]?.stringValue else {
-            throw SwitchboardError(.authenticationFailed, "transaction token: no accessToken", vendorCode: "transactionTokenRequestFailed")
-        }
-        credentials["transaction-token"] = token
-        credentials["transaction-token-expires-at"] = String(now.timeIntervalSince1970 + Double(json["expiresIn"]?.intValue ?? 0))
-        if let customer = json["customerIdentity"]?["idOnExternalPlatform"]?.stringValue { credentials["customer-id"] = customer }
-        if let thirdParty = json["thirdParty"]?.nonNull { keepThirdParty(thirdParty, in: &credentials, now: now) }
-        return token
-    }
-
-    /// The third-party access token goes out as `accessToken.token`; its refresh token and expiry
-    /// are kept for H7.
-    static func keepThirdParty(_ json: JSONValue, in credentials: inout Credentials, now: Date) {
-        if let access = json["access_token"]?.stringValue { credentials["access-token"] = access }
-        if let refresh = json["refresh_token"]?.stringValue { credentials["oauth-refresh-token"] = refresh }
-        if let lifetime = json["expires_in"]?.intValue { credentials["access-token-expires-at"] = String(now.timeIntervalSince1970 + Double(lifetime)) }
+        return try CXoneHTTPAnswers.transactionToken(json, now: now, into: &credentials)
     }
 
     static func postToken(_ body: JSONValue, configuration: CXoneConfiguration, transport: HTTPTransport, visitorID: String, failure: String) async throws -> JSONValue {
@@ -77,14 +62,7 @@ extension CXoneLink {
         guard !tokenURL.isEmpty else { throw SwitchboardError(.invalidArgument, "secured sessions need a token URL", vendorCode: "tokenServerUrl") }
         let query = "?channelId=\(configuration.channelID)&brandId=\(configuration.brandID)&visitorId=\(visitorID)"
         let response = try await transport.postJSON(tokenURL + "oauth/token" + query, body: body, headers: CXoneWire.httpHeaders, timeout: configuration.replyTimeout)
-        if response.status >= 500 {
-            // The token server failed, not the credentials: the engine's backoff retries.
-            throw SwitchboardError(.serverError, "oauth/token: HTTP \(response.status)", vendorCode: failure)
-        }
-        guard (200..<300).contains(response.status), let json = try? JSONValue(parsing: response.body) else {
-            throw SwitchboardError(.authenticationFailed, "oauth/token: HTTP \(response.status)", vendorCode: failure)
-        }
-        return json
+        return try CXoneHTTPAnswers.tokenAnswer(status: response.status, body: response.body, failure: failure)
     }
 
     /// What sign-out forgets.
@@ -123,7 +101,7 @@ extension CXoneLink {
                 configuration: configuration, transport: transport, visitorID: visitor, failure: "tokenRefreshingFailed"
             )
             var kept = Credentials()
-            Self.keepThirdParty(json, in: &kept, now: now)
+            CXoneHTTPAnswers.thirdPartyTokens(json, now: now, into: &kept)
             state.withLock { $0.credentials.values.merge(kept.values) { _, new in new } }
             continuation.yield(.credentials(kept))
             return

@@ -254,12 +254,7 @@ extension CXoneLink {
                 headers: CXoneWire.httpHeaders,
                 timeout: configuration.replyTimeout
             )
-            guard (200..<300).contains(response.status), let json = try? JSONValue(parsing: response.body) else {
-                throw SwitchboardError(.serverError, "attachment upload: HTTP \(response.status)")
-            }
-            guard let fileURL = json["fileUrl"]?.stringValue else {
-                throw SwitchboardError(.messageRejected, "the server refused \(attachment.name)", vendorCode: "invalidFileSize")
-            }
+            let fileURL = try CXoneHTTPAnswers.uploadedFileURL(status: response.status, body: response.body, name: attachment.name)
             uploaded.append(["url": .string(fileURL), "friendlyName": .string(attachment.name), "mimeType": .string(mime), "fileName": .string(attachment.name)])
         }
         return uploaded

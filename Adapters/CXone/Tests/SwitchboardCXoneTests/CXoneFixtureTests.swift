@@ -2,7 +2,7 @@ import Foundation
 import Switchboard
 import Testing
 
-@testable import SwitchboardCXone
+@_spi(TestKit) @testable import SwitchboardCXone
 
 /// Every payload from the CXone SDK's own tests (`Tests/Fixtures/cxone`), named, with what it
 /// must decode to — or, where the SDK rejects it, the clear error it must fail with.
@@ -368,5 +368,34 @@ import Testing
             }
         }
         print("cxone pre-chat: \(configuration.preChatFields.map(\.ident)), required \(required.map(\.ident)), mode \(configuration.mode), auth \(configuration.authenticationType)")
+    }
+
+    @Test func theHTTPAnswersAreReadOrATypedError() throws {
+        func data(_ text: String) -> Data { Data(text.utf8) }
+        func code(_ body: () throws -> Any) -> SwitchboardError.Code? {
+            do { _ = try body() } catch { return (error as? SwitchboardError)?.code }
+            return nil
+        }
+        #expect(try CXoneHTTPAnswers.liveChatAvailability(status: 200, body: data(#"{"status":"online"}"#)))
+        #expect(try !CXoneHTTPAnswers.liveChatAvailability(status: 200, body: data(#"{"status":"offline"}"#)))
+        #expect(code { try CXoneHTTPAnswers.liveChatAvailability(status: 503, body: data("")) } == .serverError)
+
+        let json = try CXoneHTTPAnswers.tokenAnswer(status: 200, body: data(#"""
+            {"accessToken": "t1", "expiresIn": 3600, "customerIdentity": {"idOnExternalPlatform": "c1"},
+             "thirdParty": {"access_token": "a1", "refresh_token": "r1", "expires_in": 60}}
+            """#), failure: "transactionTokenRequestFailed")
+        var credentials = Credentials()
+        #expect(try CXoneHTTPAnswers.transactionToken(json, now: Date(timeIntervalSince1970: 1000), into: &credentials) == "t1")
+        #expect(credentials["transaction-token-expires-at"] == "4600.0" && credentials["customer-id"] == "c1")
+        #expect(credentials["access-token"] == "a1" && credentials["oauth-refresh-token"] == "r1" && credentials["access-token-expires-at"] == "1060.0")
+        #expect(code { try CXoneHTTPAnswers.transactionToken(["token": "t"], now: .now, into: &credentials) } == .authenticationFailed)
+        #expect(code { try CXoneHTTPAnswers.tokenAnswer(status: 502, body: data("{}"), failure: "f") } == .serverError)
+        #expect(code { try CXoneHTTPAnswers.tokenAnswer(status: 401, body: data("{}"), failure: "f") } == .authenticationFailed)
+        #expect(code { try CXoneHTTPAnswers.tokenAnswer(status: 200, body: data("<html>"), failure: "f") } == .authenticationFailed)
+
+        let uploaded = try Data(contentsOf: CXoneFixtureTests.directory.appendingPathComponent("AttachmentUploadSuccessResponse.json"))
+        #expect(try CXoneHTTPAnswers.uploadedFileURL(status: 200, body: uploaded, name: "a.jpeg").hasSuffix(".jpeg"))
+        #expect(code { try CXoneHTTPAnswers.uploadedFileURL(status: 200, body: data("{}"), name: "a.jpeg") } == .messageRejected)
+        #expect(code { try CXoneHTTPAnswers.uploadedFileURL(status: 500, body: uploaded, name: "a.jpeg") } == .serverError)
     }
 }

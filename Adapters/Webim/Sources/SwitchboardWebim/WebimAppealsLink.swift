@@ -115,18 +115,12 @@ final class WebimAppealsLink: BackendConnection {
             if let department = draft.customFields["department-key"] { fields.append(("department-key", department)) }
             if let subject = draft.title { fields.append(("subject", subject)) }
             let json = try await action("chat.offline_message", fields)
-            guard let chat = json["data"]?.nonNull, let snapshot = WebimAppealsMapping.appeal(chat, context: mappingContext) else {
-                throw SwitchboardError(.protocolViolation, "chat.offline_message: no chat in the answer")
-            }
-            return .startedConversation(snapshot)
+            return try WebimAppealsBackend.readOfflineMessage(json, appeal: nil, context: mappingContext)
         case .send(let outgoing):
             var fields = try await messageFields(outgoing.content, clientID: outgoing.clientID.rawValue)
             fields.append(("chat-id", outgoing.conversationID.rawValue))
             let json = try await action("chat.offline_message", fields)
-            guard let data = json["data"]?.nonNull,
-                let message = WebimAppealsMapping.message(data, in: outgoing.conversationID, context: mappingContext)
-            else { return .done }
-            return .message(message)
+            return try WebimAppealsBackend.readOfflineMessage(json, appeal: outgoing.conversationID, context: mappingContext)
         case .markRead(let conversation, _):
             try await action("chat.read_by_visitor", [("chat-id", conversation.rawValue)], notFoundIsDone: true)
             return .done
@@ -150,20 +144,17 @@ final class WebimAppealsLink: BackendConnection {
             // An answer that is not one: reported, and the next poll asks again from the same time.
             return [.problem(error)]
         }
-        var updates = WebimAppealsMapping.changes(json, complete: forced, context: mappingContext)
+        let answer = WebimAppealsBackend.readHistory(json, complete: forced, context: mappingContext)
+        var updates = answer.updates
         // The operator's reading, as a read marker when it moved.
-        for chat in json["chats"]?.arrayValue ?? [] {
-            guard let id = WebimAppealsMapping.conversationID(chat["id"]), let read = WebimAppealsMapping.operatorRead(chat) else { continue }
+        for read in answer.operatorRead {
             let moved = state.withLock { state in
-                defer { state.operatorRead[id] = read }
-                return state.operatorRead[id] != read
+                defer { state.operatorRead[read.appeal] = read.message }
+                return state.operatorRead[read.appeal] != read.message
             }
-            if moved {
-                let reader = ParticipantID(chat["operator"]?["id"]?.intValue.map { "operator-\($0)" } ?? "operator")
-                updates.append(.event(BackendEvent(.readMarker(reader, .message(read)), conversation: id)))
-            }
+            if moved { updates.append(.event(BackendEvent(.readMarker(read.reader, .message(read.message)), conversation: read.appeal))) }
         }
-        if let last = json["lastChangeTs"]?.nonNull, let since = WebimDeltaReader.revision(last) {
+        if let since = answer.since {
             var cursor = Credentials()
             cursor["appeals-since"] = since
             state.withLock { $0.credentials["appeals-since"] = since }
@@ -221,10 +212,7 @@ final class WebimAppealsLink: BackendConnection {
                 file: file, headers: self.headers, timeout: self.configuration.requestTimeout
             )
         }
-        guard let descriptor = json["data"]?.nonNull, descriptor["guid"]?.stringValue != nil else {
-            throw SwitchboardError(.protocolViolation, "upload: no file descriptor in the answer")
-        }
-        return descriptor
+        return try WebimAppealsBackend.readUpload(json)
     }
 
     /// `POST /l/v/action`; `notFoundIsDone` treats `chat-not-found` as success (read, delete).
@@ -262,55 +250,126 @@ final class WebimAppealsLink: BackendConnection {
                     if [.connectionLost, .timedOut, .serverError].contains(lost.code) { continuation.finish(throwing: lost) }
                     throw lost
                 }
-                guard let json = try? JSONValue(parsing: response.body), json.objectValue != nil else {
-                    throw SwitchboardError(.protocolViolation, "\(name): the answer is not JSON")
-                }
-                guard let error = json["error"]?.stringValue else { return json }
-                if error == "reinit-required", attempt == 0 {
+                do {
+                    return try WebimAppealsBackend.readAnswer(response.body, during: name)
+                } catch let error as SwitchboardError where error.vendorCode == "reinit-required" && attempt == 0 {
                     try await initialize()
                     continue
+                } catch let error as SwitchboardError where error.isFatal {
+                    continuation.finish(throwing: error)
+                    throw error
                 }
-                let mapped = WebimMapping.error(error, during: name)
-                if mapped.isFatal { continuation.finish(throwing: mapped) }
-                throw mapped
             }
             throw SwitchboardError(.connectionLost, "\(name): reinit-required twice", vendorCode: "reinit-required")
         }
     }
 
     private var mappingContext: WebimMapping.Context {
-        let credentials = state.withLock { $0.credentials }
-        return WebimMapping.Context(
-            baseURL: base, pageID: credentials["page-id"], authToken: credentials["auth-token"],
-            visitorID: credentials["visitor-id"].map(ParticipantID.init), now: context.clock.date
-        )
+        WebimAppealsBackend.context(baseURL: base, credentials: state.withLock { $0.credentials }, now: context.clock.date)
     }
 }
 
+// The appeals link's reading of the server's answers, apart from the connection: the link reads
+// every answer through these, and the fuzz target `FuzzWebim` drives the same functions on any
+// bytes (`readHistoryAnswer`, and through the `TestKit` SPI the action and upload answers).
 extension WebimAppealsBackend {
-    /// Reads an offline `history` answer (protocols/webim.md §12a) as the link does: the appeals
-    /// listed (a complete list when `complete`, a forced re-read), their messages, the loose
-    /// messages, the newest of the visitor's messages the operator read per appeal. Fuzz targets
-    /// and benchmarks drive it without a connection.
+    /// What an offline `history` answer says (protocols/webim.md §12a).
+    public struct HistoryAnswer: Sendable {
+        /// The appeals listed, as one snapshot (complete when it was a forced re-read), then each
+        /// loose message, with a problem for each part that could not be read.
+        public var updates: [BackendUpdate]
+        /// For each appeal listed whose operator has read any of the visitor's messages, in answer
+        /// order: the newest of them, and the operator (`operator-<id>`, or `operator` when the
+        /// chat names none).
+        public var operatorRead: [(appeal: ConversationID, reader: ParticipantID, message: MessageID)]
+        /// `lastChangeTs`: where the next poll asks from; `nil` when the answer has none.
+        public var since: String?
+    }
+
+    /// Reads an offline `history` answer as the link does: the body as every answer
+    /// (`readAnswer(_:during:)`), then what it lists (`readHistory(_:complete:context:)`).
+    /// `complete`: a forced re-read, whose list is every appeal the server has.
     ///
     /// - Throws: `SwitchboardError.Code.protocolViolation` when the body is not a JSON object,
     ///   the vendor's error when it is `{"error": …}`.
     public static func readHistoryAnswer(
         _ body: Data, complete: Bool, baseURL: String, credentials: Credentials, now: Date
-    ) throws -> (updates: [BackendUpdate], operatorRead: [ConversationID: MessageID]) {
+    ) throws -> HistoryAnswer {
+        let json = try readAnswer(body, during: "history")
+        return readHistory(json, complete: complete, context: context(baseURL: baseURL, credentials: credentials, now: now))
+    }
+
+    /// Reads a `chat.offline_message` answer as the link does: without an appeal, the new appeal
+    /// (`.startedConversation`); in one, the message as the server stored it (`.message`, or
+    /// `.done` when the answer has none).
+    ///
+    /// - Throws: `SwitchboardError.Code.protocolViolation` when the body is not a JSON object or
+    ///   a new appeal's answer has no chat, the vendor's error when it is `{"error": …}`.
+    @_spi(TestKit) public static func readOfflineMessageAnswer(
+        _ body: Data, appeal: ConversationID?, baseURL: String, credentials: Credentials, now: Date
+    ) throws -> BackendResponse {
+        let json = try readAnswer(body, during: "chat.offline_message")
+        return try readOfflineMessage(json, appeal: appeal, context: context(baseURL: baseURL, credentials: credentials, now: now))
+    }
+
+    /// Reads an `upload` answer (`chat-mode=offline`) as the link does: the file's descriptor.
+    ///
+    /// - Throws: `SwitchboardError.Code.protocolViolation` when the body is not a JSON object or
+    ///   has no descriptor with a `guid`, the vendor's error when it is `{"error": …}`.
+    @_spi(TestKit) public static func readUploadAnswer(_ body: Data) throws -> JSONValue {
+        try readUpload(readAnswer(body, during: "upload"))
+    }
+
+    /// Every answer of the appeals' server: its JSON object.
+    ///
+    /// - Throws: `SwitchboardError.Code.protocolViolation` when the body is not a JSON object;
+    ///   the vendor's error (`WebimMapping.error(_:during:)`) when it is `{"error": …}`.
+    static func readAnswer(_ body: Data, during name: String) throws -> JSONValue {
         guard let json = try? JSONValue(parsing: body), json.objectValue != nil else {
-            throw SwitchboardError(.protocolViolation, "history: a malformed answer of \(body.count) bytes")
+            throw SwitchboardError(.protocolViolation, "\(name): the answer is not a JSON object (\(body.count) bytes)")
         }
-        if let error = json["error"]?.stringValue { throw WebimMapping.error(error, during: "history") }
-        let context = WebimMapping.Context(
+        if let error = json["error"]?.stringValue { throw WebimMapping.error(error, during: name) }
+        return json
+    }
+
+    /// A `history` answer's object: the appeals and loose messages, the operator's reading per
+    /// appeal, and `lastChangeTs`.
+    static func readHistory(_ json: JSONValue, complete: Bool, context: WebimMapping.Context) -> HistoryAnswer {
+        var read: [(appeal: ConversationID, reader: ParticipantID, message: MessageID)] = []
+        for chat in json["chats"]?.arrayValue ?? [] {
+            guard let id = WebimAppealsMapping.conversationID(chat["id"]), let message = WebimAppealsMapping.operatorRead(chat) else { continue }
+            read.append((id, ParticipantID(chat["operator"]?["id"]?.intValue.map { "operator-\($0)" } ?? "operator"), message))
+        }
+        let since = json["lastChangeTs"]?.nonNull.flatMap { WebimDeltaReader.revision($0) }
+        return HistoryAnswer(updates: WebimAppealsMapping.changes(json, complete: complete, context: context), operatorRead: read, since: since)
+    }
+
+    /// A `chat.offline_message` answer's object: see `readOfflineMessageAnswer(_:appeal:baseURL:credentials:now:)`.
+    static func readOfflineMessage(_ json: JSONValue, appeal: ConversationID?, context: WebimMapping.Context) throws -> BackendResponse {
+        guard let appeal else {
+            guard let chat = json["data"]?.nonNull, let snapshot = WebimAppealsMapping.appeal(chat, context: context) else {
+                throw SwitchboardError(.protocolViolation, "chat.offline_message: no chat in the answer")
+            }
+            return .startedConversation(snapshot)
+        }
+        guard let data = json["data"]?.nonNull, let message = WebimAppealsMapping.message(data, in: appeal, context: context) else { return .done }
+        return .message(message)
+    }
+
+    /// An `upload` answer's object: the file's descriptor.
+    static func readUpload(_ json: JSONValue) throws -> JSONValue {
+        guard let descriptor = json["data"]?.nonNull, descriptor["guid"]?.stringValue != nil else {
+            throw SwitchboardError(.protocolViolation, "upload: no file descriptor in the answer")
+        }
+        return descriptor
+    }
+
+    /// What the mapping needs: the server, and the page's credentials as of `now`.
+    static func context(baseURL: String, credentials: Credentials, now: Date) -> WebimMapping.Context {
+        WebimMapping.Context(
             baseURL: baseURL, pageID: credentials["page-id"], authToken: credentials["auth-token"],
             visitorID: credentials["visitor-id"].map(ParticipantID.init), now: now
         )
-        var read: [ConversationID: MessageID] = [:]
-        for chat in json["chats"]?.arrayValue ?? [] {
-            if let id = WebimAppealsMapping.conversationID(chat["id"]), let message = WebimAppealsMapping.operatorRead(chat) { read[id] = message }
-        }
-        return (WebimAppealsMapping.changes(json, complete: complete, context: context), read)
     }
 }
 

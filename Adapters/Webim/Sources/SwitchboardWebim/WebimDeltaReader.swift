@@ -151,6 +151,73 @@ public struct WebimDeltaReader: Sendable {
         return availability == before ? nil : availability
     }
 
+    /// What the link takes from the account config (`GET /api/visitor/v1/configs/<location>`).
+    @_spi(TestKit) public struct AccountConfig: Sendable, Hashable {
+        /// `accountConfig` and `locationSettings` as the app is told them (`settingsChanged`);
+        /// `nil` when the answer has neither.
+        public var settings: JSONValue?
+        /// `max_visitor_upload_file_size` (megabytes), in bytes.
+        public var maxUploadBytes: Int?
+        /// `allowed_upload_file_types`, lowercased, without spaces.
+        public var allowedFileTypes: Set<String>?
+        /// `visitor_upload_file`.
+        public var uploadAllowed: Bool?
+    }
+
+    /// Reads the account config (`GET /api/visitor/v1/configs/<location>?jsonp=false`): the
+    /// account's and the location's settings, for the app, and the upload limits. What the answer
+    /// does not say stays `nil`.
+    ///
+    /// - Throws: `SwitchboardError.Code.protocolViolation` when the body is not JSON, or its
+    ///   upload limit is not a size (below zero, or past `Int.max` bytes). The link ignores a
+    ///   config it cannot read, as the SDK does.
+    @_spi(TestKit) public static func readConfigAnswer(_ body: Data) throws -> AccountConfig {
+        guard let json = try? JSONValue(parsing: body) else {
+            throw SwitchboardError(.protocolViolation, "config: a malformed answer of \(body.count) bytes")
+        }
+        let account = json["accountConfig"]
+        var settings: [String: JSONValue] = [:]
+        if let account = account?.nonNull { settings["accountConfig"] = account }
+        if let location = json["locationSettings"]?.nonNull { settings["locationSettings"] = location }
+        var config = AccountConfig(settings: settings.isEmpty ? nil : .object(settings))
+        if let megabytes = account?["max_visitor_upload_file_size"]?.intValue {
+            // In bytes it must be an Int (`Int(megabytes) * 1024 * 1024` trapped past 2^43 MB).
+            guard megabytes >= 0, megabytes <= Int64(Int.max / (1024 * 1024)) else {
+                throw SwitchboardError(.protocolViolation, "config: max_visitor_upload_file_size \(megabytes) is not a size in megabytes")
+            }
+            config.maxUploadBytes = Int(megabytes) * 1024 * 1024
+        }
+        if let types = account?["allowed_upload_file_types"]?.stringValue {
+            config.allowedFileTypes = Set(types.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
+        }
+        config.uploadAllowed = account?["visitor_upload_file"]?.boolValue
+        return config
+    }
+
+    /// What an action answer says.
+    @_spi(TestKit) public enum ActionOutcome: Sendable {
+        /// The body is not a JSON object (`protocolViolation`).
+        case malformed(SwitchboardError)
+        /// `{"error": …}`: the page's error, mapped; the link ends on `reinit-required` or a
+        /// fatal one.
+        case error(SwitchboardError)
+        /// `{"data": {"error": …}}`: the action was refused, mapped.
+        case refused(SwitchboardError)
+        /// Done: the answer.
+        case done(JSONValue)
+    }
+
+    /// Reads an action answer (`POST /l/v/m/action`, protocols/webim.md §1 #5) of the action
+    /// `name`.
+    @_spi(TestKit) public static func readActionAnswer(_ body: Data, during name: String) -> ActionOutcome {
+        guard let json = try? JSONValue(parsing: body), json.objectValue != nil else {
+            return .malformed(SwitchboardError(.protocolViolation, "\(name): the answer is not a JSON object (\(body.count) bytes)"))
+        }
+        if let error = json["error"]?.stringValue { return .error(WebimMapping.error(error, during: name)) }
+        if let error = json["data"]?["error"]?.stringValue { return .refused(WebimMapping.error(error, during: name)) }
+        return .done(json)
+    }
+
     /// Reads an `upload` answer (protocols/webim.md §1 #8): `{"result":"ok","data":{file params}}`;
     /// returns the file parameters (`null` when the server sent none).
     ///

@@ -77,21 +77,15 @@ final class WebimLink: BackendConnection {
             query: [("jsonp", "false")],
             headers: headers + [("x-webim-sdk-version", "4.0.0")],
             timeout: configuration.requestTimeout
-        ), response.status == 200, let json = try? JSONValue(parsing: response.body)
+        ), response.status == 200, let config = try? WebimDeltaReader.readConfigAnswer(response.body)
         else { return }
-        let account = json["accountConfig"]
         // The account's and the location's settings, for the app (rating, editing, quoting, the
         // contact fields the location asks for, …).
-        var settings: [String: JSONValue] = [:]
-        if let account = account?.nonNull { settings["accountConfig"] = account }
-        if let location = json["locationSettings"]?.nonNull { settings["locationSettings"] = location }
-        if !settings.isEmpty { continuation.yield(.event(BackendEvent(.settingsChanged(.object(settings))))) }
+        if let settings = config.settings { continuation.yield(.event(BackendEvent(.settingsChanged(settings)))) }
         state.withLock { state in
-            if let megabytes = account?["max_visitor_upload_file_size"]?.intValue { state.maxUploadBytes = Int(megabytes) * 1024 * 1024 }
-            if let types = account?["allowed_upload_file_types"]?.stringValue {
-                state.allowedFileTypes = Set(types.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() })
-            }
-            if let allowed = account?["visitor_upload_file"]?.boolValue { state.uploadAllowed = allowed }
+            if let bytes = config.maxUploadBytes { state.maxUploadBytes = bytes }
+            if let types = config.allowedFileTypes { state.allowedFileTypes = types }
+            if let allowed = config.uploadAllowed { state.uploadAllowed = allowed }
         }
     }
 
@@ -376,16 +370,15 @@ final class WebimLink: BackendConnection {
                 timeout: configuration.requestTimeout
             )
             try Self.checkStatus(response.status, during: name)
-            guard let json = try? JSONValue(parsing: response.body) else {
-                throw SwitchboardError(.protocolViolation, "\(name): the answer is not JSON")
+            switch WebimDeltaReader.readActionAnswer(response.body, during: name) {
+            case .done(let json):
+                return json
+            case .error(let error):
+                if error.vendorCode == "reinit-required" || error.isFatal { end(error.fatalUnlessReinit) }
+                throw error
+            case .malformed(let error), .refused(let error):
+                throw error
             }
-            if let error = json["error"]?.stringValue {
-                let mapped = WebimMapping.error(error, during: name)
-                if error == "reinit-required" || mapped.isFatal { end(mapped.fatalUnlessReinit) }
-                throw mapped
-            }
-            if let error = json["data"]?["error"]?.stringValue { throw WebimMapping.error(error, during: name) }
-            return json
         }
     }
 

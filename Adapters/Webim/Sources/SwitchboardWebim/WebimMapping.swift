@@ -76,14 +76,18 @@ enum WebimMapping {
         guard let id = json["id"]?.stringValue, let rawKind = json["kind"]?.stringValue, rawKind != "for_operator",
             let text = json["text"]?.stringValue, json["name"]?.stringValue != nil
         else { return nil }
-        let time: Date
+        let seconds: Double
         if let micros = json["ts_m"]?.intValue {
-            time = Date(timeIntervalSince1970: Double(micros) / 1_000_000)
-        } else if let seconds = json["ts"]?.doubleValue {
-            time = Date(timeIntervalSince1970: seconds)
+            seconds = Double(micros) / 1_000_000
+        } else if let ts = json["ts"]?.doubleValue {
+            seconds = ts
         } else {
             return nil
         }
+        // Webim's times are microseconds in an Int64: a time past them is no time (a history
+        // page's anchor, `Int64(seconds * 1_000_000)`, trapped on one; found by FuzzWebim).
+        guard abs(seconds) < 9.2e12 else { return nil }
+        let time = Date(timeIntervalSince1970: seconds)
         let (kind, role) = kindAndRole(rawKind)
         var sender: ParticipantID?
         switch role {

@@ -3,7 +3,7 @@ import Switchboard
 import SwitchboardTestKit
 import Testing
 
-@testable import SwitchboardWebim
+@_spi(TestKit) @testable import SwitchboardWebim
 
 /// The adapter's reading of the Webim SDK's own test payloads (`Tests/Fixtures/webim`).
 @Suite struct WebimCodecTests {
@@ -261,5 +261,70 @@ import Testing
         } catch let error as SwitchboardError {
             #expect(error.code == .payloadTooLarge && error.vendorCode == "max_file_size_exceeded")
         }
+    }
+
+    @Test func anAccountConfigGivesTheSettingsAndTheUploadLimits() throws {
+        let config = try WebimDeltaReader.readConfigAnswer(Data(#"""
+            {"accountConfig": {"max_visitor_upload_file_size": 10, "allowed_upload_file_types": "PNG, jpg", "visitor_upload_file": false},
+             "locationSettings": {"hintsEnabled": true}}
+            """#.utf8))
+        #expect(config.maxUploadBytes == 10 * 1024 * 1024)
+        #expect(config.allowedFileTypes == ["png", "jpg"])
+        #expect(config.uploadAllowed == false)
+        #expect(config.settings?["locationSettings"]?["hintsEnabled"]?.boolValue == true)
+        #expect(try WebimDeltaReader.readConfigAnswer(Data("{}".utf8)) == WebimDeltaReader.AccountConfig(), "what the answer does not say stays unset")
+        for body in ["webimApplyServerSideSettings({})", #"{"accountConfig": {"max_visitor_upload_file_size": 9223372036854775807}}"#,
+                     #"{"accountConfig": {"max_visitor_upload_file_size": -1}}"#] {
+            // The second trapped (`Int(megabytes) * 1024 * 1024`).
+            #expect { try WebimDeltaReader.readConfigAnswer(Data(body.utf8)) } throws: { ($0 as? SwitchboardError)?.code == .protocolViolation }
+        }
+    }
+
+    @Test func anActionAnswerIsDoneRefusedOrThePagesError() {
+        func read(_ body: String) -> WebimDeltaReader.ActionOutcome { WebimDeltaReader.readActionAnswer(Data(body.utf8), during: "chat.message") }
+        guard case .done(let json) = read(#"{"result":"ok"}"#) else { Issue.record("ok is done"); return }
+        #expect(json["result"]?.stringValue == "ok")
+        guard case .refused(let refused) = read(#"{"result":"ok","data":{"error":"quoted-message-not-found"}}"#) else { Issue.record("data.error is a refusal"); return }
+        #expect(refused.code == .messageNotFound && refused.vendorCode == "quoted-message-not-found")
+        guard case .error(let error) = read(#"{"error":"reinit-required"}"#) else { Issue.record("error is the page's"); return }
+        #expect(error.vendorCode == "reinit-required")
+        for body in ["[]", "\"ok\"", "<html>502</html>", ""] {
+            guard case .malformed(let malformed) = read(body) else { Issue.record("\(body) is malformed"); continue }
+            #expect(malformed.code == .protocolViolation)
+        }
+    }
+
+    @Test func anAppealsHistoryAnswerGivesItsAppealsTheOperatorsReadingAndTheCursor() throws {
+        let body = #"""
+            {"result": "ok", "lastChangeTs": 1700000200.0,
+             "chats": [{"id": 7, "offline": true, "operator": {"id": 3, "fullname": "Anna"}, "unreadByOperatorSinceTs": 1700000150.0,
+                        "messages": [{"id": "m1", "kind": "visitor", "text": "a", "name": "V", "ts": 1700000000.25, "chatId": "7"},
+                                     {"id": "m2", "kind": "visitor", "text": "b", "name": "V", "ts": 1700000160.0, "chatId": "7"}]}],
+             "messages": [{"id": "m3", "kind": "operator", "text": "c", "name": "Anna", "ts": 1700000170.0, "chatId": "7"}]}
+            """#
+        let answer = try WebimAppealsBackend.readHistoryAnswer(
+            Data(body.utf8), complete: false, baseURL: "https://demo.webim.ru", credentials: Credentials(), now: Date(timeIntervalSince1970: 1_700_000_300)
+        )
+        #expect(answer.since == "1700000200")
+        #expect(answer.operatorRead.map(\.appeal) == ["7"] && answer.operatorRead.map(\.message) == ["m1"] && answer.operatorRead.map(\.reader) == ["operator-3"])
+        guard case .snapshot(let snapshot)? = answer.updates.first else { Issue.record("the appeals first"); return }
+        #expect(snapshot.conversations.map(\.conversation.id) == ["7"] && snapshot.conversations.first?.messages.count == 2)
+        #expect(answer.updates.count == 2, "then the loose message")
+        #expect { try WebimAppealsBackend.readHistoryAnswer(Data("[]".utf8), complete: true, baseURL: "", credentials: Credentials(), now: .now) } throws: {
+            ($0 as? SwitchboardError)?.code == .protocolViolation
+        }
+    }
+
+    @Test func aMessageTimePastWebimsMicrosecondsIsNoTime() throws {
+        // FuzzWebim's crash (Fuzz/Seeds/webim/crash-history-page-time-past-int64.json): the page's
+        // anchor, `Int64(ts * 1_000_000)`, trapped.
+        let reader = WebimDeltaReader(baseURL: "https://demo.webim.ru")
+        for time in [#""ts":17000000250000"#, #""ts":-1e300"#, #""ts_m":9223372036854775807"#] {
+            let body = #"{"data":{"messages":[{"id":"m1","kind":"operator","text":"a","name":"A",\#(time)}]}}"#
+            let page = try reader.readHistoryPage(Data(body.utf8), credentials: Credentials(), now: .now)
+            #expect(page.messages.isEmpty && page.nextAnchor == nil, "\(time)")
+        }
+        let page = try reader.readHistoryPage(Data(#"{"data":{"messages":[{"id":"m1","kind":"operator","text":"a","name":"A","ts":1700000000.5}]}}"#.utf8), credentials: Credentials(), now: .now)
+        #expect(page.nextAnchor == .token("1700000000500000"))
     }
 }
