@@ -50,6 +50,14 @@ public final class InMemoryServer: Sendable {
         public var kind: Kind
     }
 
+    /// One request the server handled: who asked, what, and what it answered (the error too,
+    /// injected or not).
+    public struct HandledRequest: Sendable, Hashable {
+        public var user: ParticipantID
+        public var request: BackendRequest
+        public var outcome: Result<BackendResponse, SwitchboardError>
+    }
+
     struct State {
         var conversations: [ConversationID: StoredConversation] = [:]
         var order: [ConversationID] = []
@@ -58,6 +66,7 @@ public final class InMemoryServer: Sendable {
         var nextMessage = 0
         var nextConversation = 0
         var records: [Record] = []
+        var handledRequests: [HandledRequest] = []
         var deliveredFrames = 0
         var droppedEvents = 0
         var requestFaults: Deque<(name: String?, error: SwitchboardError)> = []
@@ -133,6 +142,9 @@ public final class InMemoryServer: Sendable {
     }
 
     public var records: [Record] { state.withLock { $0.records } }
+    /// Every request the server handled, in the order it handled them: what a client's engine
+    /// did, for tests that compare two runs.
+    public var handledRequests: [HandledRequest] { state.withLock { $0.handledRequests } }
     public var connectedClients: Int { state.withLock { $0.clients.count } }
     /// Frames handed to clients, and sequenced events dropped by faults.
     public var deliveryCounts: (delivered: Int, dropped: Int) {
@@ -269,22 +281,35 @@ public final class InMemoryServer: Sendable {
 
     func handle(_ request: BackendRequest, from user: ParticipantID, client: Int?) throws(SwitchboardError) -> BackendResponse {
         defer { changes.signal() }
-        return try state.withLock { state throws(SwitchboardError) in
-            state.requests += 1
-            if let client, state.clients[client] == nil {
-                throw SwitchboardError(.connectionLost, "the connection is closed")
+        return try state.withLock { state in
+            let outcome = Result { () throws(SwitchboardError) -> BackendResponse in
+                try handleCounted(request, from: user, client: client, state: &state)
             }
-            if let index = state.requestFaults.firstIndex(where: { $0.name == nil || $0.name == request.name }) {
-                let fault = state.requestFaults.remove(at: index)
-                throw fault.error
-            }
-            let response = try handle(request, from: user, client: client, state: &state)
-            if let index = state.lostReplies.firstIndex(where: { $0 == nil || $0 == request.name }) {
-                state.lostReplies.remove(at: index)
-                throw SwitchboardError(.timedOut, "the reply was lost after the server applied \(request.name)")
-            }
-            return response
+            state.handledRequests.append(HandledRequest(user: user, request: request, outcome: outcome))
+            return outcome
+        }.get()
+    }
+
+    private func handleCounted(
+        _ request: BackendRequest,
+        from user: ParticipantID,
+        client: Int?,
+        state: inout State
+    ) throws(SwitchboardError) -> BackendResponse {
+        state.requests += 1
+        if let client, state.clients[client] == nil {
+            throw SwitchboardError(.connectionLost, "the connection is closed")
         }
+        if let index = state.requestFaults.firstIndex(where: { $0.name == nil || $0.name == request.name }) {
+            let fault = state.requestFaults.remove(at: index)
+            throw fault.error
+        }
+        let response = try handle(request, from: user, client: client, state: &state)
+        if let index = state.lostReplies.firstIndex(where: { $0 == nil || $0 == request.name }) {
+            state.lostReplies.remove(at: index)
+            throw SwitchboardError(.timedOut, "the reply was lost after the server applied \(request.name)")
+        }
+        return response
     }
 
     private func handle(
