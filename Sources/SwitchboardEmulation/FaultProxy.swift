@@ -146,6 +146,28 @@ public final class FaultProxy: Sendable {
         return cut
     }
 
+    /// Closes the connections whose request is in flight (held by the proxy, not yet answered),
+    /// and no idle one: each cut fails its request. With a `label`, they are counted under it in
+    /// ``Statistics/applied``. (Closing an idle kept-alive connection breaks a client only if it
+    /// reuses the connection before it sees it closed: sometimes, and unseen by the proxy.)
+    ///
+    /// - Returns: how many requests were cut.
+    @discardableResult
+    public func cutRequestsInFlight(label: String? = nil) -> Int {
+        let channels = state.withLock { state in
+            let cut = state.busy.filter { state.connections[$0] != nil }
+            state.statistics.requestsCut += cut.count
+            if let label, !cut.isEmpty { state.statistics.applied[label, default: 0] += cut.count }
+            defer {
+                for id in cut { state.connections[id] = nil }
+                state.busy.subtract(cut)
+            }
+            return cut.compactMap { state.connections[$0] }
+        }
+        for channel in channels { channel.close(promise: nil) }
+        return channels.count
+    }
+
     /// Runs a proxy to `upstream` on 127.0.0.1 (a free port) around `body`, which gets the proxy
     /// and its base URL.
     public static func withRunning<T: Sendable>(

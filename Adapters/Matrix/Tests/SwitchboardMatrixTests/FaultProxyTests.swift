@@ -109,4 +109,26 @@ struct FaultProxyTests {
             #expect(figures.disconnects == 2 && figures.requestsCut == 1 && figures.applied == ["disconnect": 1])
         }
     }
+
+    @Test func cuttingRequestsInFlightLeavesIdleConnections() async throws {
+        try await withProxy { proxy, url, hits, held in
+            _ = try await get(url + "/count")
+            #expect(proxy.cutRequestsInFlight(label: "cut") == 0, "nothing in flight, nothing cut")
+            var cut = 0
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    await #expect(throws: SwitchboardError.self) { try await get(url + "/hold") }
+                }
+                for await _ in held { break }
+                cut = proxy.cutRequestsInFlight(label: "cut")
+                try await group.waitForAll()
+            }
+            // The idle connection of the first request was left open, so this goes through.
+            let after = try await get(url + "/count")
+            let figures = proxy.statistics
+            print("fault proxy: cut \(cut) request in flight, the idle connection left; applied \(figures.applied)")
+            #expect(cut == 1 && after.status == 200 && hits.withLock { $0 } == 2)
+            #expect(figures.requestsCut == 1 && figures.applied == ["cut": 1] && figures.disconnects == 0)
+        }
+    }
 }
