@@ -67,6 +67,8 @@ public final class InMemoryServer: Sendable {
         var nextConversation = 0
         var records: [Record] = []
         var handledRequests: [HandledRequest] = []
+        var applied = AppliedFaults()
+        var repliesLost = 0
         var deliveredFrames = 0
         var droppedEvents = 0
         var requestFaults: Deque<(name: String?, error: SwitchboardError)> = []
@@ -150,6 +152,10 @@ public final class InMemoryServer: Sendable {
     public var deliveryCounts: (delivered: Int, dropped: Int) {
         state.withLock { ($0.deliveredFrames, $0.droppedEvents) }
     }
+    /// The faults that took effect on a client's traffic (see ``AppliedFaults`` for the units).
+    public var appliedFaults: AppliedFaults { state.withLock { $0.applied } }
+    /// Replies lost by ``loseNextReply(named:)`` after the server applied the request.
+    public var repliesLost: Int { state.withLock { $0.repliesLost } }
     /// Sends accepted, and resends recognised by client id and not stored again.
     public var sendCounts: (accepted: Int, duplicates: Int) {
         state.withLock { ($0.acceptedSends, $0.duplicateSends) }
@@ -162,10 +168,12 @@ public final class InMemoryServer: Sendable {
         case clientsOf(ParticipantID)
     }
 
-    /// Drops every connection now; clients see the link fail.
+    /// Drops every connection now; clients see the link fail. Each link cut counts as a
+    /// ``EmulatorFault/Kind/disconnect`` that took effect.
     public func disconnectAll() {
         let sinks = state.withLock { state in
             defer { state.clients.removeAll() }
+            state.applied[.disconnect] += state.clients.count
             return state.clients.values.map(\.sink)
         }
         for sink in sinks {
@@ -231,8 +239,18 @@ public final class InMemoryServer: Sendable {
 
     /// Pushes text that is not a frame to every client.
     public func sendMalformedFrame(_ text: String = "{\"event\": [unterminated") {
+        send(text, as: .malformedFrame)
+    }
+
+    /// Pushes `text` as it is to every client (bad-input tables).
+    public func sendRawFrame(_ text: String) {
+        send(text, as: .rawFrame)
+    }
+
+    private func send(_ text: String, as kind: EmulatorFault.Kind) {
         state.withLock { state in
             for client in state.clients.values { client.sink.receive(text) }
+            state.applied[kind] += state.clients.count
         }
     }
 
@@ -242,6 +260,7 @@ public final class InMemoryServer: Sendable {
         let frame = InMemoryFrame.fatal(error).encoded()
         let sinks = state.withLock { state in
             defer { state.clients.removeAll() }
+            state.applied[.fatal] += state.clients.count
             return state.clients.values.map(\.sink)
         }
         for sink in sinks { sink.receive(frame) }
@@ -260,7 +279,10 @@ public final class InMemoryServer: Sendable {
 
     func attach(user: ParticipantID, sink: InMemoryClientSink) throws(SwitchboardError) -> Int {
         try state.withLock { state throws(SwitchboardError) in
-            if let error = state.loginFaults.popFirst() { throw error }
+            if let error = state.loginFaults.popFirst() {
+                state.applied[.rejectLogin] += 1
+                throw error
+            }
             let id = state.nextClient
             state.nextClient += 1
             state.clients[id] = Client(user: user, sink: sink)
@@ -302,11 +324,13 @@ public final class InMemoryServer: Sendable {
         }
         if let index = state.requestFaults.firstIndex(where: { $0.name == nil || $0.name == request.name }) {
             let fault = state.requestFaults.remove(at: index)
+            state.applied[.failRequest] += 1
             throw fault.error
         }
         let response = try handle(request, from: user, client: client, state: &state)
         if let index = state.lostReplies.firstIndex(where: { $0 == nil || $0 == request.name }) {
             state.lostReplies.remove(at: index)
+            state.repliesLost += 1
             throw SwitchboardError(.timedOut, "the reply was lost after the server applied \(request.name)")
         }
         return response
@@ -605,8 +629,9 @@ public final class InMemoryServer: Sendable {
     }
 
     private func deliverSequenced(_ frame: String, to client: inout Client, state: inout State) {
-        let (frames, dropped) = client.faults.pass(frame)
-        if dropped { state.droppedEvents += 1 }
+        let (frames, applied) = client.faults.pass(frame)
+        if let applied { state.applied[applied] += 1 }
+        if applied == .dropEvents { state.droppedEvents += 1 }
         for frame in frames { client.sink.receive(frame) }
         state.deliveredFrames += frames.count
     }
