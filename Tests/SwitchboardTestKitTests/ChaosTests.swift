@@ -22,7 +22,11 @@ struct ChaosTests {
     /// What a run proves, all of it decided by the seed when the engine keeps its guarantees.
     struct Figures: Equatable, CustomStringConvertible {
         var messages = 0
+        /// Faults injected, by the test's name for them.
         var faults: [String: Int] = [:]
+        /// Faults that took effect on the client's traffic, counted by the server.
+        var applied = AppliedFaults()
+        var repliesLost = 0
         var lost = 0
         var duplicated = 0
         var outOfOrder = 0
@@ -30,7 +34,7 @@ struct ChaosTests {
 
         var description: String {
             let faultList = faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-            return "messages \(messages), faults [\(faultList)], lost \(lost), duplicated \(duplicated), out of order \(outOfOrder), outbox left \(outboxLeft)"
+            return "messages \(messages), faults injected [\(faultList)], took effect [\(applied), lost replies \(repliesLost)], lost \(lost), duplicated \(duplicated), out of order \(outOfOrder), outbox left \(outboxLeft)"
         }
     }
 
@@ -41,7 +45,11 @@ struct ChaosTests {
         #expect(figures.duplicated == 0, "nothing is duplicated on either side")
         #expect(figures.outOfOrder == 0, "every conversation keeps the server's order")
         #expect(figures.outboxLeft == 0)
-        #expect(figures.faults.values.reduce(0, +) > 50, "the run injected real chaos")
+        for kind: EmulatorFault.Kind in [.disconnect, .dropEvents, .duplicateEvents, .reorderEvents, .delayEvents, .failRequest] {
+            #expect(figures.applied[kind] > 0, "the client met \(kind.rawValue) faults, not only the server armed them")
+        }
+        #expect(figures.repliesLost > 0, "replies were lost after the server applied the request")
+        #expect(figures.applied.total > 100, "the chaos took effect")
     }
 
     /// What the engine did in a run, in the order it did it: every request the server handled
@@ -248,6 +256,7 @@ struct ChaosTests {
             """
             chaos seed \(String(seed, radix: 16)), \(storeKind.rawValue) store, virtual time: messages \(steps) customer→agent + \(steps) agent→customer = \(serverCount) on the server
               faults injected: \(faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+              faults that took effect: \(server.appliedFaults), lost replies \(server.repliesLost)
               server: \(counts.delivered) frames delivered, \(counts.dropped) events dropped, \(sends.duplicates) resends recognised by client id
               engine: \(statistics.connects) connects, \(statistics.retransmitRequests) retransmits (\(statistics.retransmittedEvents) events), \(statistics.duplicatesDropped) duplicates dropped, \(statistics.heldBack) held back, \(statistics.sendRetries) send retries
               result: lost \(lost + lostSends), duplicated \(duplicated + duplicatedSends), out of order \(outOfOrder), outbox left \(await session.pendingSends.count)
@@ -256,6 +265,8 @@ struct ChaosTests {
         let figures = Figures(
             messages: serverCount,
             faults: faults,
+            applied: server.appliedFaults,
+            repliesLost: server.repliesLost,
             lost: lost + lostSends,
             duplicated: duplicated + duplicatedSends,
             outOfOrder: outOfOrder,
