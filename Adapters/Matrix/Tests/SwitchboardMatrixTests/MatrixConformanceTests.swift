@@ -19,7 +19,7 @@ struct MatrixConformanceTests {
                 let applied = try await control.appliedFaults
                 print(
                     "matrix: \(conformanceCase.name): the proxy forwarded \(figures.forwarded) requests; faults that took effect: \(applied) "
-                        + "(\(figures.faults) requests met a rule, \(figures.disconnects) disconnects cut \(figures.requestsCut) requests in flight)"
+                        + "(\(figures.faults) requests met a rule, \(figures.requestsCut) requests cut in flight)"
                 )
             }
         }
