@@ -20,7 +20,9 @@ import Switchboard
 /// ```
 ///
 /// Rules are matched in the order they were injected; each applies to a number of requests and is
-/// then spent. The proxy speaks HTTP/1.1 to the client and forwards with AsyncHTTPClient, so a
+/// then spent. A rule given a label counts each request it applied to under that label in
+/// ``Statistics/applied``, and so does ``disconnectAll(label:)`` for each request it cut: how a
+/// test tells a fault that took effect from one that was only injected. The proxy speaks HTTP/1.1 to the client and forwards with AsyncHTTPClient, so a
 /// long-poll held by the server is held by the proxy too.
 ///
 /// The lock guards the rules, the open connections and the counters.
@@ -58,13 +60,21 @@ public final class FaultProxy: Sendable {
     /// What the proxy did, for a test's printed figures.
     public struct Statistics: Sendable, Hashable {
         public var forwarded = 0
+        /// Requests a rule applied to.
         public var faults = 0
+        /// Calls of ``FaultProxy/disconnectAll(label:)``.
         public var disconnects = 0
+        /// Requests in flight that a disconnect cut.
+        public var requestsCut = 0
+        /// By label: the requests each labelled rule applied to, and the requests in flight each
+        /// labelled disconnect cut.
+        public var applied: [String: Int] = [:]
     }
 
     private struct Rule {
         var action: Action
         var remaining: Int
+        var label: String?
         var matches: @Sendable (Request) -> Bool
         /// For the actions on the server's answer: which of the server's answers
         /// count (a long-poll's empty answer may not).
@@ -76,6 +86,9 @@ public final class FaultProxy: Sendable {
         var rules: [Int: Rule] = [:]
         var nextRule = 0
         var connections: [ObjectIdentifier: any Channel] = [:]
+        /// The connections whose request the proxy holds and has not begun to answer: closing
+        /// one of them fails the request.
+        var busy: Set<ObjectIdentifier> = []
         var statistics = Statistics()
     }
 
@@ -93,27 +106,66 @@ public final class FaultProxy: Sendable {
     public var statistics: Statistics { state.withLock { $0.statistics } }
 
     /// Applies `action` to the next `count` requests that `matches` selects (and, for the actions
-    /// that look at the server's answer, whose answer `answerMatches` selects).
+    /// that look at the server's answer, whose answer `answerMatches` selects). With a `label`,
+    /// each request it applies to is counted under it in ``Statistics/applied``.
     public func inject(
         _ action: Action,
         count: Int = 1,
+        label: String? = nil,
         answerMatches: @escaping @Sendable (Data) -> Bool = { _ in true },
         where matches: @escaping @Sendable (Request) -> Bool = { _ in true }
     ) {
         state.withLock { state in
-            state.rules[state.nextRule] = Rule(action: action, remaining: count, matches: matches, answerMatches: answerMatches)
+            state.rules[state.nextRule] = Rule(action: action, remaining: count, label: label, matches: matches, answerMatches: answerMatches)
             state.nextRule += 1
         }
     }
 
     /// Closes every open client connection: requests in flight, long-polls included, end with a
-    /// broken connection.
-    public func disconnectAll() {
-        let channels = state.withLock { state in
+    /// broken connection. With a `label`, the requests it cut are counted under it in
+    /// ``Statistics/applied``.
+    ///
+    /// - Returns: how many requests were in flight and cut (an idle kept-alive connection closes
+    ///   without the client noticing).
+    @discardableResult
+    public func disconnectAll(label: String? = nil) -> Int {
+        let (channels, cut) = state.withLock { state in
+            let cut = state.busy.intersection(state.connections.keys).count
             state.statistics.disconnects += 1
-            return Array(state.connections.values)
+            state.statistics.requestsCut += cut
+            if let label, cut > 0 { state.statistics.applied[label, default: 0] += cut }
+            // Forgotten now: a request cut here may wait on the server a while longer, and is
+            // not cut again by the next disconnect.
+            defer {
+                state.connections.removeAll()
+                state.busy.removeAll()
+            }
+            return (Array(state.connections.values), cut)
         }
         for channel in channels { channel.close(promise: nil) }
+        return cut
+    }
+
+    /// Closes the connections whose request is in flight (held by the proxy, not yet answered),
+    /// and no idle one: each cut fails its request. With a `label`, they are counted under it in
+    /// ``Statistics/applied``. (Closing an idle kept-alive connection breaks a client only if it
+    /// reuses the connection before it sees it closed: sometimes, and unseen by the proxy.)
+    ///
+    /// - Returns: how many requests were cut.
+    @discardableResult
+    public func cutRequestsInFlight(label: String? = nil) -> Int {
+        let channels = state.withLock { state in
+            let cut = state.busy.filter { state.connections[$0] != nil }
+            state.statistics.requestsCut += cut.count
+            if let label, !cut.isEmpty { state.statistics.applied[label, default: 0] += cut.count }
+            defer {
+                for id in cut { state.connections[id] = nil }
+                state.busy.subtract(cut)
+            }
+            return cut.compactMap { state.connections[$0] }
+        }
+        for channel in channels { channel.close(promise: nil) }
+        return channels.count
     }
 
     /// Runs a proxy to `upstream` on 127.0.0.1 (a free port) around `body`, which gets the proxy
@@ -172,7 +224,12 @@ public final class FaultProxy: Sendable {
     private func handle(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>) async {
         let id = ObjectIdentifier(connection.channel)
         state.withLock { $0.connections[id] = connection.channel }
-        defer { state.withLock { _ = $0.connections.removeValue(forKey: id) } }
+        defer {
+            state.withLock { state in
+                state.connections.removeValue(forKey: id)
+                state.busy.remove(id)
+            }
+        }
         do {
             try await connection.executeThenClose { inbound, outbound in
                 var head: HTTPRequestHead?
@@ -186,6 +243,8 @@ public final class FaultProxy: Sendable {
                         body.writeBuffer(&chunk)
                     case .end:
                         guard let request = head else { continue }
+                        // In flight until the answer starts (`write`).
+                        state.withLock { _ = $0.busy.insert(id) }
                         guard try await respond(to: request, body: body, outbound: outbound, channel: connection.channel) else { return }
                         head = nil
                     }
@@ -214,7 +273,7 @@ public final class FaultProxy: Sendable {
         }
         switch before?.action {
         case .answer(let status, let text)?:
-            try await write(status: status, body: ByteBuffer(string: text), contentType: "application/json", outbound: outbound)
+            try await write(status: status, body: ByteBuffer(string: text), contentType: "application/json", outbound: outbound, channel: channel)
             return true
         case .cut?:
             return false
@@ -222,7 +281,7 @@ public final class FaultProxy: Sendable {
             try await Task.sleep(for: duration)
         case .repeatAnswer?:
             if let previous = before?.lastAnswer {
-                try await write(status: 200, body: ByteBuffer(data: previous), contentType: "application/json", outbound: outbound)
+                try await write(status: 200, body: ByteBuffer(data: previous), contentType: "application/json", outbound: outbound, channel: channel)
                 return true
             }
         default:
@@ -252,13 +311,13 @@ public final class FaultProxy: Sendable {
         case .loseAnswer?:
             return false
         case .replaceAnswer(let text)?:
-            try await write(status: 200, body: ByteBuffer(string: text), contentType: "application/json", outbound: outbound)
+            try await write(status: 200, body: ByteBuffer(string: text), contentType: "application/json", outbound: outbound, channel: channel)
             return true
         case .rewriteAnswer(let rewrite)?:
-            try await write(status: 200, body: ByteBuffer(data: rewrite(request, answerData)), contentType: "application/json", outbound: outbound)
+            try await write(status: 200, body: ByteBuffer(data: rewrite(request, answerData)), contentType: "application/json", outbound: outbound, channel: channel)
             return true
         default:
-            try await write(status: Int(response.status.code), body: answer, contentType: response.headers.first(name: "content-type"), outbound: outbound)
+            try await write(status: Int(response.status.code), body: answer, contentType: response.headers.first(name: "content-type"), outbound: outbound, channel: channel)
             return true
         }
     }
@@ -273,6 +332,7 @@ public final class FaultProxy: Sendable {
                 state.rules[key]!.remaining -= 1
                 if state.rules[key]!.remaining <= 0 { state.rules[key] = nil }
                 state.statistics.faults += 1
+                if let label = rule.label { state.statistics.applied[label, default: 0] += 1 }
                 return rule
             }
             return nil
@@ -289,7 +349,16 @@ public final class FaultProxy: Sendable {
         }
     }
 
-    private func write(status: Int, body: ByteBuffer, contentType: String?, outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>) async throws {
+    /// Answers on `channel`, whose request is no longer in flight from here on: once the first
+    /// bytes are out, a cut may or may not fail the request, so it is not counted as one.
+    private func write(
+        status: Int,
+        body: ByteBuffer,
+        contentType: String?,
+        outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>,
+        channel: any Channel
+    ) async throws {
+        state.withLock { _ = $0.busy.remove(ObjectIdentifier(channel)) }
         var headers = HTTPHeaders()
         headers.add(name: "content-length", value: String(body.readableBytes))
         if let contentType { headers.add(name: "content-type", value: contentType) }

@@ -350,11 +350,19 @@ public enum ConformanceSuite {
             try await probe.session.resume()
             try await probe.waitForConnection(after: resumedAt)
             try await probe.waitForMessages(offline, in: conversation)
+            let before = try await probe.emulator.appliedFaults
+            let connects = await probe.session.statistics.connects
             try await probe.emulator.inject(.disconnect)
             let dropped = (1...5).map { "around a dropped link \($0)" }
             for text in dropped { try await probe.emulator.agentSend(text, in: conversation.id) }
             try await probe.waitForMessages(dropped, in: conversation)
             try await expectServerOrder(of: offline + dropped, probe: probe, conversation: conversation)
+            let cut = try await expectFault(.disconnect, since: before, "the disconnect", probe: probe)
+            let reconnected = await probe.session.statistics.connects - connects
+            print(
+                "\(probe.session.descriptor.name): reconnect without loss: the disconnect cut \(cut) live link(s), the session connected \(reconnected) more time(s); "
+                    + "\(offline.count) messages sent while paused and \(dropped.count) around the cut stored once each, in order"
+            )
         }
     }
 
@@ -362,25 +370,41 @@ public enum ConformanceSuite {
         harness in
         try await harness.withSession { probe in
             let conversation = try await probe.openConversation()
+            let before = try await probe.emulator.appliedFaults
             try await probe.emulator.inject(.dropNext(5))
             let texts = (1...8).map { "gap \($0)" }
             for text in texts { try await probe.emulator.agentSend(text, in: conversation.id) }
             try await probe.waitForMessages(texts, in: conversation)
             try await expectServerOrder(of: texts, probe: probe, conversation: conversation)
-            let retransmitted = await probe.session.statistics.retransmitRequests > 0
-            try require(retransmitted, "the gap was filled by retransmit")
+            let retransmits = await probe.session.statistics.retransmitRequests
+            try require(retransmits > 0, "the gap was filled by retransmit")
+            let dropped = try await expectFault(.dropEvents, since: before, "dropping events", probe: probe)
+            print("\(probe.session.descriptor.name): gap fill: \(dropped) events dropped on the way, \(retransmits) retransmit requests, \(texts.count) messages stored once each, in order")
         }
     }
 
     static let duplicatesDropped = ConformanceCase("duplicates dropped", faults: [.duplicateEvents]) { harness in
         try await harness.withSession { probe in
             let conversation = try await probe.openConversation()
+            // The agent writes once first, so the duplicated messages are plain news and not part
+            // of the conversation's first change (Webim sends an appeal's first answer with the
+            // whole appeal, and duplicates only messages that come on their own).
+            try await probe.emulator.agentSend("before the duplicates", in: conversation.id)
+            try await probe.waitForMessages(["before the duplicates"], in: conversation)
+            let before = try await probe.emulator.appliedFaults
+            let dropsBefore = await probe.session.statistics.duplicatesDropped
             try await probe.emulator.inject(.duplicateNext(4))
             let texts = (1...4).map { "twice \($0)" }
             for text in texts { try await probe.emulator.agentSend(text, in: conversation.id) }
             try await probe.emulator.agentSend("sentinel", in: conversation.id)
             try await probe.waitForMessages(texts + ["sentinel"], in: conversation)
             try await expectServerOrder(of: texts, probe: probe, conversation: conversation)
+            let duplicated = try await expectFault(.duplicateEvents, since: before, "duplicating events", probe: probe)
+            let dropped = await probe.session.statistics.duplicatesDropped - dropsBefore
+            print(
+                "\(probe.session.descriptor.name): duplicates dropped: \(duplicated) events delivered twice, the engine dropped \(dropped) duplicates, "
+                    + "\(texts.count) messages stored and announced once each, in order"
+            )
         }
     }
 
@@ -391,11 +415,19 @@ public enum ConformanceSuite {
     ) { harness in
         try await harness.withSession { probe in
             let conversation = try await probe.openConversation()
+            let before = try await probe.emulator.appliedFaults
+            let heldBefore = await probe.session.statistics.heldBack
             try await probe.emulator.inject(.reorderNext(4))
             let texts = (1...4).map { "ordered \($0)" }
             for text in texts { try await probe.emulator.agentSend(text, in: conversation.id) }
             try await probe.waitForMessages(texts, in: conversation)
             try await expectServerOrder(of: texts, probe: probe, conversation: conversation)
+            let reordered = try await expectFault(.reorderEvents, since: before, "reordering events", probe: probe)
+            let held = await probe.session.statistics.heldBack - heldBefore
+            print(
+                "\(probe.session.descriptor.name): out-of-order events held back: \(reordered) events delivered after a later one, "
+                    + "the engine held back \(held), \(texts.count) messages stored and announced in the server's order"
+            )
         }
     }
 
@@ -407,6 +439,8 @@ public enum ConformanceSuite {
             for index in 1...3 { pending.append(try await conversation.send(text: "queued \(index)")) }
             let threeQueued = await probe.session.pendingSends.count == 3
             try require(threeQueued, "three sends wait in the outbox")
+            let before = try await probe.emulator.appliedFaults
+            let failedBefore = await probe.session.statistics.sendAttemptsFailed
             try await probe.emulator.inject(.failNextRequest(SwitchboardError(.connectionLost, "link dropped"), named: "send"))
             try await probe.session.resume()
             let ids = Set(pending.compactMap(\.clientID))
@@ -418,6 +452,12 @@ public enum ConformanceSuite {
             try require(onServer.map(\.text) == ["queued 1", "queued 2", "queued 3"], "sent once each, in order: \(onServer.map(\.text))")
             let outboxEmpty = await probe.session.pendingSends.isEmpty
             try require(outboxEmpty, "the outbox is empty")
+            let failed = try await expectFault(.failRequest, since: before, "failing the first send", probe: probe)
+            let attemptsFailed = await probe.session.statistics.sendAttemptsFailed - failedBefore
+            print(
+                "\(probe.session.descriptor.name): outbox across a disconnect: \(failed) send(s) met the injected failure, \(attemptsFailed) failed attempt(s) seen by the engine, "
+                    + "3 queued sends on the server once each, in order, outbox empty"
+            )
         }
     }
 
@@ -598,6 +638,26 @@ public enum ConformanceSuite {
                 try require(closed, "the stored state is closed")
             }
         }
+    }
+
+    /// Requires that a fault of `kind` took effect (the client met it) since `before`, an
+    /// earlier reading of the emulator's ``EmulatorControl/appliedFaults``; returns how often.
+    static func expectFault(
+        _ kind: EmulatorFault.Kind,
+        since before: AppliedFaults,
+        _ what: String,
+        probe: SessionProbe,
+        file: String = #fileID,
+        line: Int = #line
+    ) async throws -> Int {
+        let applied = try await probe.emulator.appliedFaults.since(before)
+        try require(
+            applied[kind] > 0,
+            "\(what) took effect: the emulator counted no \(kind.rawValue) on live traffic (it counted \(applied))",
+            file: file,
+            line: line
+        )
+        return applied[kind]
     }
 
     /// The client's store holds each of `texts` once, in the server's order.

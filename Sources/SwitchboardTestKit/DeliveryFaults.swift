@@ -13,31 +13,36 @@ public struct DeliveryFaults<Frame: Sendable>: Sendable {
 
     public init() {}
 
-    /// What to send now in place of `frame`, and whether it was dropped.
-    public mutating func pass(_ frame: Frame) -> (deliver: [Frame], dropped: Bool) {
+    /// What to send now in place of `frame`, and the fault that took effect on it, if one did:
+    /// ``EmulatorFault/Kind/dropEvents`` (not sent), ``EmulatorFault/Kind/delayEvents`` (held
+    /// until ``release()``), ``EmulatorFault/Kind/duplicateEvents`` (sent twice), or
+    /// ``EmulatorFault/Kind/reorderEvents`` when `frame` goes out before the one held for it. The
+    /// first of a reordered pair, held, has none yet: it takes effect when the second passes.
+    /// The emulator adds the fault to its ``AppliedFaults``.
+    public mutating func pass(_ frame: Frame) -> (deliver: [Frame], applied: EmulatorFault.Kind?) {
         if drop > 0 {
             drop -= 1
-            return ([], true)
+            return ([], .dropEvents)
         }
         if delay > 0 {
             delay -= 1
             delayed.append(frame)
-            return ([], false)
+            return ([], .delayEvents)
         }
         if reorder > 0 {
             reorder -= 1
             if let held = reorderHeld {
                 reorderHeld = nil
-                return ([frame, held], false)
+                return ([frame, held], .reorderEvents)
             }
             reorderHeld = frame
-            return ([], false)
+            return ([], nil)
         }
         if duplicate > 0 {
             duplicate -= 1
-            return ([frame, frame], false)
+            return ([frame, frame], .duplicateEvents)
         }
-        return ([frame], false)
+        return ([frame], nil)
     }
 
     /// Everything held back, to send now; disarms delay and reorder.

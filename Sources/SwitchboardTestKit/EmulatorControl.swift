@@ -44,6 +44,59 @@ public enum EmulatorFault: Sendable, Hashable {
     }
 }
 
+/// How often each kind of fault took effect: counted when the customer's client met it, not when
+/// it was injected.
+///
+/// A fault is armed by ``EmulatorControl/inject(_:)`` and can come to nothing: events dropped
+/// for a client that is not connected, a disconnect while no link is up, a failure for a request
+/// that is never made. A count moves only when live traffic meets the fault, in these units:
+///
+/// | kind | counted |
+/// |---|---|
+/// | ``EmulatorFault/Kind/disconnect`` | links cut: a socket closed, or a long-poll or sync request cut (the one in flight, or the next when none is) |
+/// | ``EmulatorFault/Kind/dropEvents`` | events due to the client and never sent |
+/// | ``EmulatorFault/Kind/duplicateEvents`` | events (or answers) the client got a second time |
+/// | ``EmulatorFault/Kind/reorderEvents`` | events the client got after a later one |
+/// | ``EmulatorFault/Kind/delayEvents`` | events held back from the client |
+/// | ``EmulatorFault/Kind/failRequest`` | requests that met an injected failure |
+/// | ``EmulatorFault/Kind/rejectLogin`` | logins refused |
+/// | ``EmulatorFault/Kind/malformedFrame``, ``EmulatorFault/Kind/rawFrame`` | frames (or answers) the client got |
+/// | ``EmulatorFault/Kind/fatal`` | fatal frames or answers the client got |
+///
+/// Read it before and after a fault and compare (``since(_:)``): the conformance cases that inject
+/// a fault require that it took effect, and print the count.
+public struct AppliedFaults: Sendable, Hashable, CustomStringConvertible {
+    /// The counts by kind; a kind that never took effect is absent.
+    public private(set) var counts: [EmulatorFault.Kind: Int]
+
+    public init(_ counts: [EmulatorFault.Kind: Int] = [:]) {
+        self.counts = counts.filter { $0.value != 0 }
+    }
+
+    /// How often faults of `kind` took effect; 0 when never.
+    public subscript(kind: EmulatorFault.Kind) -> Int {
+        get { counts[kind] ?? 0 }
+        set { counts[kind] = newValue == 0 ? nil : newValue }
+    }
+
+    /// Every fault that took effect, of any kind.
+    public var total: Int { counts.values.reduce(0, +) }
+
+    /// What took effect after `earlier` (an earlier reading of the same emulator).
+    public func since(_ earlier: AppliedFaults) -> AppliedFaults {
+        var result = self
+        for (kind, count) in earlier.counts { result[kind] -= count }
+        return result
+    }
+
+    /// "disconnect 2, dropEvents 5", in the order the kinds are declared; "none" when nothing took
+    /// effect.
+    public var description: String {
+        let listed = EmulatorFault.Kind.allCases.compactMap { kind in counts[kind].map { "\(kind.rawValue) \($0)" } }
+        return listed.isEmpty ? "none" : listed.joined(separator: ", ")
+    }
+}
+
 /// A message as the server recorded it: the truth a test compares the client's store with.
 public struct ServerMessage: Sendable, Hashable {
     public var serverID: MessageID
@@ -96,7 +149,17 @@ public protocol EmulatorControl: Sendable {
     func agentTyping(_ isTyping: Bool, in conversation: ConversationID) async throws
     func agentMarkRead(in conversation: ConversationID) async throws
 
+    /// Arms `fault` (or applies it at once, as a disconnect does). Whether it took effect shows in
+    /// ``appliedFaults``.
     func inject(_ fault: EmulatorFault) async throws
+
+    /// The faults that took effect so far, counted when the customer's client met them (see
+    /// ``AppliedFaults`` for the unit of each kind). It never goes down. Count every kind in
+    /// ``supportedFaults``: a conformance case that injects a fault fails when its count does
+    /// not move.
+    ///
+    /// - Throws: when the emulator cannot be asked.
+    var appliedFaults: AppliedFaults { get async throws }
 
     /// The conversation's messages as the server has them, in server order.
     func serverMessages(in conversation: ConversationID) async throws -> [ServerMessage]

@@ -66,10 +66,12 @@ public struct InMemoryEmulator: EmulatorControl {
         case .failNextRequest(let error, let name): server.failNextRequest(error, named: name)
         case .rejectNextLogin(let error): server.rejectNextLogin(error)
         case .malformedFrame: server.sendMalformedFrame()
-        case .rawFrame(let text): server.sendMalformedFrame(text)
+        case .rawFrame(let text): server.sendRawFrame(text)
         case .fatal(let error): server.sendFatal(error)
         }
     }
+
+    public var appliedFaults: AppliedFaults { server.appliedFaults }
 
     /// Frames of the in-memory wire (`InMemoryFrame`), broken; it has no size limit to refuse.
     public func vendorBadInput(in conversation: ConversationID) async throws -> [VendorBadInput] {

@@ -50,6 +50,14 @@ public final class InMemoryServer: Sendable {
         public var kind: Kind
     }
 
+    /// One request the server handled: who asked, what, and what it answered (the error too,
+    /// injected or not).
+    public struct HandledRequest: Sendable, Hashable {
+        public var user: ParticipantID
+        public var request: BackendRequest
+        public var outcome: Result<BackendResponse, SwitchboardError>
+    }
+
     struct State {
         var conversations: [ConversationID: StoredConversation] = [:]
         var order: [ConversationID] = []
@@ -58,6 +66,9 @@ public final class InMemoryServer: Sendable {
         var nextMessage = 0
         var nextConversation = 0
         var records: [Record] = []
+        var handledRequests: [HandledRequest] = []
+        var applied = AppliedFaults()
+        var repliesLost = 0
         var deliveredFrames = 0
         var droppedEvents = 0
         var requestFaults: Deque<(name: String?, error: SwitchboardError)> = []
@@ -143,11 +154,18 @@ public final class InMemoryServer: Sendable {
     }
 
     public var records: [Record] { state.withLock { $0.records } }
+    /// Every request the server handled, in the order it handled them: what a client's engine
+    /// did, for tests that compare two runs.
+    public var handledRequests: [HandledRequest] { state.withLock { $0.handledRequests } }
     public var connectedClients: Int { state.withLock { $0.clients.count } }
     /// Frames handed to clients, and sequenced events dropped by faults.
     public var deliveryCounts: (delivered: Int, dropped: Int) {
         state.withLock { ($0.deliveredFrames, $0.droppedEvents) }
     }
+    /// The faults that took effect on a client's traffic (see ``AppliedFaults`` for the units).
+    public var appliedFaults: AppliedFaults { state.withLock { $0.applied } }
+    /// Replies lost by ``loseNextReply(named:)`` after the server applied the request.
+    public var repliesLost: Int { state.withLock { $0.repliesLost } }
     /// Sends accepted, and resends recognised by client id and not stored again.
     public var sendCounts: (accepted: Int, duplicates: Int) {
         state.withLock { ($0.acceptedSends, $0.duplicateSends) }
@@ -160,10 +178,12 @@ public final class InMemoryServer: Sendable {
         case clientsOf(ParticipantID)
     }
 
-    /// Drops every connection now; clients see the link fail.
+    /// Drops every connection now; clients see the link fail. Each link cut counts as a
+    /// ``EmulatorFault/Kind/disconnect`` that took effect.
     public func disconnectAll() {
         let sinks = state.withLock { state in
             defer { state.clients.removeAll() }
+            state.applied[.disconnect] += state.clients.count
             return state.clients.values.map(\.sink)
         }
         for sink in sinks {
@@ -229,8 +249,18 @@ public final class InMemoryServer: Sendable {
 
     /// Pushes text that is not a frame to every client.
     public func sendMalformedFrame(_ text: String = "{\"event\": [unterminated") {
+        send(text, as: .malformedFrame)
+    }
+
+    /// Pushes `text` as it is to every client (bad-input tables).
+    public func sendRawFrame(_ text: String) {
+        send(text, as: .rawFrame)
+    }
+
+    private func send(_ text: String, as kind: EmulatorFault.Kind) {
         state.withLock { state in
             for client in state.clients.values { client.sink.receive(text) }
+            state.applied[kind] += state.clients.count
         }
     }
 
@@ -240,6 +270,7 @@ public final class InMemoryServer: Sendable {
         let frame = InMemoryFrame.fatal(error).encoded()
         let sinks = state.withLock { state in
             defer { state.clients.removeAll() }
+            state.applied[.fatal] += state.clients.count
             return state.clients.values.map(\.sink)
         }
         for sink in sinks { sink.receive(frame) }
@@ -258,7 +289,10 @@ public final class InMemoryServer: Sendable {
 
     func attach(user: ParticipantID, sink: InMemoryClientSink) throws(SwitchboardError) -> Int {
         try state.withLock { state throws(SwitchboardError) in
-            if let error = state.loginFaults.popFirst() { throw error }
+            if let error = state.loginFaults.popFirst() {
+                state.applied[.rejectLogin] += 1
+                throw error
+            }
             let id = state.nextClient
             state.nextClient += 1
             state.clients[id] = Client(user: user, sink: sink)
@@ -279,22 +313,37 @@ public final class InMemoryServer: Sendable {
 
     func handle(_ request: BackendRequest, from user: ParticipantID, client: Int?) throws(SwitchboardError) -> BackendResponse {
         defer { changes.signal() }
-        return try state.withLock { state throws(SwitchboardError) in
-            state.requests += 1
-            if let client, state.clients[client] == nil {
-                throw SwitchboardError(.connectionLost, "the connection is closed")
+        return try state.withLock { state in
+            let outcome = Result { () throws(SwitchboardError) -> BackendResponse in
+                try handleCounted(request, from: user, client: client, state: &state)
             }
-            if let index = state.requestFaults.firstIndex(where: { $0.name == nil || $0.name == request.name }) {
-                let fault = state.requestFaults.remove(at: index)
-                throw fault.error
-            }
-            let response = try handle(request, from: user, client: client, state: &state)
-            if let index = state.lostReplies.firstIndex(where: { $0 == nil || $0 == request.name }) {
-                state.lostReplies.remove(at: index)
-                throw SwitchboardError(.timedOut, "the reply was lost after the server applied \(request.name)")
-            }
-            return response
+            state.handledRequests.append(HandledRequest(user: user, request: request, outcome: outcome))
+            return outcome
+        }.get()
+    }
+
+    private func handleCounted(
+        _ request: BackendRequest,
+        from user: ParticipantID,
+        client: Int?,
+        state: inout State
+    ) throws(SwitchboardError) -> BackendResponse {
+        state.requests += 1
+        if let client, state.clients[client] == nil {
+            throw SwitchboardError(.connectionLost, "the connection is closed")
         }
+        if let index = state.requestFaults.firstIndex(where: { $0.name == nil || $0.name == request.name }) {
+            let fault = state.requestFaults.remove(at: index)
+            state.applied[.failRequest] += 1
+            throw fault.error
+        }
+        let response = try handle(request, from: user, client: client, state: &state)
+        if let index = state.lostReplies.firstIndex(where: { $0 == nil || $0 == request.name }) {
+            state.lostReplies.remove(at: index)
+            state.repliesLost += 1
+            throw SwitchboardError(.timedOut, "the reply was lost after the server applied \(request.name)")
+        }
+        return response
     }
 
     private func handle(
@@ -590,8 +639,9 @@ public final class InMemoryServer: Sendable {
     }
 
     private func deliverSequenced(_ frame: String, to client: inout Client, state: inout State) {
-        let (frames, dropped) = client.faults.pass(frame)
-        if dropped { state.droppedEvents += 1 }
+        let (frames, applied) = client.faults.pass(frame)
+        if let applied { state.applied[applied] += 1 }
+        if applied == .dropEvents { state.droppedEvents += 1 }
         for frame in frames { client.sink.receive(frame) }
         state.deliveredFrames += frames.count
     }

@@ -123,6 +123,8 @@ public struct CXoneEmulatorControl: EmulatorControl {
         }
     }
 
+    public var appliedFaults: AppliedFaults { server.appliedFaults }
+
     /// CXone events, broken (the envelopes of `protocols/cxone.md`).
     public func vendorBadInput(in conversation: ConversationID) async throws -> [VendorBadInput] {
         let thread = JSONValue.string(conversation.rawValue)

@@ -1,6 +1,6 @@
 import Foundation
 @_spi(TestKit) public import Switchboard
-import SwitchboardTestKit
+public import SwitchboardTestKit
 
 /// The server side of CXone Digital First chat as protocols/cxone.md describes it: channel
 /// configurations for each mode, customers and tokens, threads with cases (contacts) and their
@@ -134,6 +134,7 @@ public final class CXoneServer: Sendable {
         var tokens: [String: String] = [:]
         var faults: [Fault] = []
         var duplicateMessages = 0
+        var applied = AppliedFaults()
         var s3Objects: [String: String] = [:]
         var uploads: [String: Data] = [:]
         var received: [(customer: String, eventType: String, data: JSONValue)] = []
@@ -188,6 +189,13 @@ public final class CXoneServer: Sendable {
     public var seenForUnknownThreads: Int { state.withLock { $0.seenForUnknownThreads } }
     /// The last visitor record (H3 PUT) of each visitor id.
     public var visitors: [String: JSONValue] { state.withLock { $0.visitors } }
+    /// The faults that took effect on the customer's traffic (see `AppliedFaults` for the units):
+    /// each socket `closeSocket` closed is a disconnect, and `sdkVersionNotSupported` a fatal end;
+    /// each socket a malformed or raw frame reached; a request that met `dropOnNext` or an
+    /// `operationError` is a failed request, or a refused login when the error is
+    /// `CustomerAuthorizationFailed`, as a refused handshake is; each `MessageCreated` a socket
+    /// got twice. `noPong` and `slowReplies` are not counted.
+    public var appliedFaults: AppliedFaults { state.withLock { $0.applied } }
     /// How many WebSockets the server has accepted.
     public var socketsAccepted: Int { state.withLock { $0.nextConnection } }
     /// What the live-chat availability endpoint (H2) answers: `online` or `offline`.
@@ -225,17 +233,22 @@ public final class CXoneServer: Sendable {
     public func inject(_ fault: Fault) {
         let closers: [@Sendable () -> Void] = state.withLock { state in
             switch fault {
-            case .closeSocket: return state.connections.values.map(\.close)
+            case .closeSocket:
+                state.applied[.disconnect] += state.connections.count
+                return state.connections.values.map(\.close)
             case .sdkVersionNotSupported:
                 state.sdkRefused = true
+                state.applied[.fatal] += state.connections.count
                 return state.connections.values.map(\.close)
             case .noPong:
                 for id in state.connections.keys { state.connections[id]!.noPong = true }
             case .duplicateMessages(let count): state.duplicateMessages += count
             case .malformedFrame:
                 for connection in state.connections.values { connection.send("{\"eventId\":\"x\",\"eventType\":") }
+                state.applied[.malformedFrame] += state.connections.count
             case .rawFrame(let text):
                 for connection in state.connections.values { connection.send(text) }
+                state.applied[.rawFrame] += state.connections.count
             default: state.faults.append(fault)
             }
             return []
@@ -248,6 +261,7 @@ public final class CXoneServer: Sendable {
         state.withLock { state in
             guard let index = state.faults.firstIndex(of: .failHandshake) else { return false }
             state.faults.remove(at: index)
+            state.applied[.rejectLogin] += 1
             return true
         }
     }
@@ -390,12 +404,14 @@ public final class CXoneServer: Sendable {
             state.connections[connection]!.customerID = customer
             if let index = state.faults.firstIndex(where: { if case .dropOnNext(let name) = $0 { return name == nil || name == type } else { return false } }) {
                 state.faults.remove(at: index)
+                state.applied[.failRequest] += 1
                 sender.close()
                 return
             }
             if let index = state.faults.firstIndex(where: { if case .operationError(_, let name) = $0 { return name == nil || name == type } else { return false } }),
                 case .operationError(let code, _) = state.faults.remove(at: index)
             {
+                state.applied[code == "CustomerAuthorizationFailed" ? .rejectLogin : .failRequest] += 1
                 sender.send(operationError(eventID, code, "injected"))
                 return
             }
@@ -672,6 +688,7 @@ public final class CXoneServer: Sendable {
         if state.duplicateMessages > 0 {
             state.duplicateMessages -= 1
             push(frame, toCustomer: thread.customerID, state: &state)
+            state.applied[.duplicateEvents] += state.connections.values.filter { $0.customerID == thread.customerID }.count
         }
     }
 

@@ -56,7 +56,7 @@ struct FaultProxyTests {
             #expect(answered.status == 503 && answered.text == "busy")
             #expect(hits.withLock { $0 } == 1, "an answered request never reaches the server")
 
-            proxy.inject(.cut)
+            proxy.inject(.cut, label: "cut")
             await #expect(throws: SwitchboardError.self) { try await get(url + "/count") }
             #expect(hits.withLock { $0 } == 1, "a cut request never reaches the server")
 
@@ -82,21 +82,53 @@ struct FaultProxyTests {
             let figures = proxy.statistics
             print("fault proxy: forwarded \(figures.forwarded), faults \(figures.faults), every action as specified")
             #expect(figures.faults == 6)
+            #expect(figures.applied == ["cut": 1], "a labelled rule counts the requests it applied to, under its label")
         }
     }
 
     @Test func disconnectingEndsARequestInFlight() async throws {
         try await withProxy { proxy, url, _, held in
+            var cut = 0
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     await #expect(throws: SwitchboardError.self) { try await get(url + "/hold") }
                 }
                 // Once the server holds the request, the link is dropped under it.
                 for await _ in held { break }
-                proxy.disconnectAll()
+                cut = proxy.disconnectAll(label: "disconnect")
                 try await group.waitForAll()
             }
-            #expect(proxy.statistics.disconnects == 1)
+            // A kept-alive connection with nothing in flight: closing it cuts no request. (Last:
+            // a request right after it could go out on the closed connection and fail.)
+            _ = try await get(url + "/count")
+            let idle = proxy.disconnectAll(label: "disconnect")
+            let figures = proxy.statistics
+            print("fault proxy: a disconnect with nothing in flight cut \(idle), with a held request \(cut); applied \(figures.applied)")
+            #expect(idle == 0, "closing an idle connection cuts no request")
+            #expect(cut == 1, "the held request was cut")
+            #expect(figures.disconnects == 2 && figures.requestsCut == 1 && figures.applied == ["disconnect": 1])
+        }
+    }
+
+    @Test func cuttingRequestsInFlightLeavesIdleConnections() async throws {
+        try await withProxy { proxy, url, hits, held in
+            _ = try await get(url + "/count")
+            #expect(proxy.cutRequestsInFlight(label: "cut") == 0, "nothing in flight, nothing cut")
+            var cut = 0
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    await #expect(throws: SwitchboardError.self) { try await get(url + "/hold") }
+                }
+                for await _ in held { break }
+                cut = proxy.cutRequestsInFlight(label: "cut")
+                try await group.waitForAll()
+            }
+            // The idle connection of the first request was left open, so this goes through.
+            let after = try await get(url + "/count")
+            let figures = proxy.statistics
+            print("fault proxy: cut \(cut) request in flight, the idle connection left; applied \(figures.applied)")
+            #expect(cut == 1 && after.status == 200 && hits.withLock { $0 } == 2)
+            #expect(figures.requestsCut == 1 && figures.applied == ["cut": 1] && figures.disconnects == 0)
         }
     }
 }

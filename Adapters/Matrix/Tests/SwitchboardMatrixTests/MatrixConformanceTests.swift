@@ -16,7 +16,11 @@ struct MatrixConformanceTests {
                 let control = SynapseControl(server: server, proxy: proxy, proxyURL: url, agent: agent, customer: customer)
                 try await conformanceCase.run(ConformanceContext(emulator: control, patience: .seconds(45)), expectingSkips: Self.expectedSkips, label: "matrix")
                 let figures = proxy.statistics
-                print("matrix: \(conformanceCase.name): the proxy forwarded \(figures.forwarded) requests, injected \(figures.faults) faults, dropped the link \(figures.disconnects) times")
+                let applied = try await control.appliedFaults
+                print(
+                    "matrix: \(conformanceCase.name): the proxy forwarded \(figures.forwarded) requests; faults that took effect: \(applied) "
+                        + "(\(figures.faults) requests met a rule, \(figures.requestsCut) requests cut in flight)"
+                )
             }
         }
     }

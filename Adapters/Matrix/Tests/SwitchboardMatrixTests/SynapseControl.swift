@@ -59,36 +59,53 @@ struct SynapseControl: EmulatorControl {
     }
 
     func inject(_ fault: EmulatorFault) async throws {
+        // Each rule is labelled with its fault's kind, so the proxy counts the requests it
+        // applied to: `appliedFaults`.
+        let label = fault.kind.rawValue
         switch fault {
         case .disconnect:
-            proxy.disconnectAll()
+            // The link is cut once: the requests in flight, or with none (between two syncs, as
+            // it mostly is here) the next sync. Closing the idle kept-alive connections as well
+            // broke the link in 3 of 4 runs only, when the client reused one before it saw it
+            // closed, and then the next sync was cut too.
+            if proxy.cutRequestsInFlight(label: label) == 0 {
+                proxy.inject(.cut, label: label, where: { Self.isSync($0) })
+            }
         case .failNextRequest(let error, let name):
             let action = Self.action(for: error, login: false)
             if let name {
                 let fragment = Self.pathFragments[name] ?? "/\(name)"
-                proxy.inject(action, where: { $0.path.contains(fragment) })
+                proxy.inject(action, label: label, where: { $0.path.contains(fragment) })
             } else {
-                proxy.inject(action)
+                proxy.inject(action, label: label)
             }
         case .rejectNextLogin(let error):
-            proxy.inject(Self.action(for: error, login: true), where: { $0.path.hasSuffix("/login") || $0.path.hasSuffix("/account/whoami") })
+            proxy.inject(Self.action(for: error, login: true), label: label, where: { $0.path.hasSuffix("/login") || $0.path.hasSuffix("/account/whoami") })
         case .malformedFrame:
-            proxy.inject(.replaceAnswer(#"{"next_batch": "#), where: { Self.isSync($0) })
+            proxy.inject(.replaceAnswer(#"{"next_batch": "#), label: label, where: { Self.isSync($0) })
         case .rawFrame(let text):
             // `{{since}}` in a frame stands for the request's own cursor, so an answer the client
             // accepts leaves it where it was and nothing is skipped.
-            proxy.inject(.rewriteAnswer({ request, _ in Data(text.replacingOccurrences(of: "{{since}}", with: Self.since(of: request)).utf8) }), where: { Self.isSync($0) })
+            proxy.inject(.rewriteAnswer({ request, _ in Data(text.replacingOccurrences(of: "{{since}}", with: Self.since(of: request)).utf8) }), label: label, where: { Self.isSync($0) })
         case .duplicateNext(let count):
-            proxy.inject(.repeatAnswer, count: count, answerMatches: { String(decoding: $0, as: UTF8.self).contains("m.room.message") }, where: { Self.isSync($0) })
+            proxy.inject(.repeatAnswer, count: count, label: label, answerMatches: { String(decoding: $0, as: UTF8.self).contains("m.room.message") }, where: { Self.isSync($0) })
         case .fatal:
             // A deactivated account: every request from now on is refused, as Synapse refuses
             // them. One refusal was not enough: a sync that took it just before the cut below
             // lost its answer with the connection, and the next link went through.
-            proxy.inject(.answer(status: 403, body: #"{"errcode":"M_USER_DEACTIVATED","error":"This account has been deactivated"}"#), count: .max)
+            proxy.inject(.answer(status: 403, body: #"{"errcode":"M_USER_DEACTIVATED","error":"This account has been deactivated"}"#), count: .max, label: label)
             proxy.disconnectAll()
         case .dropNext, .reorderNext, .delayNext, .releaseDelayed:
             throw SwitchboardError(.unsupported, "Matrix has no per-room sequences to \(fault.kind)")
         }
+    }
+
+    /// What the proxy counted under each fault's label: requests a rule applied to (a request cut
+    /// or refused, an answer broken or repeated) and requests in flight a disconnect cut.
+    var appliedFaults: AppliedFaults {
+        AppliedFaults(Dictionary(uniqueKeysWithValues: proxy.statistics.applied.compactMap { label, count in
+            EmulatorFault.Kind(rawValue: label).map { ($0, count) }
+        }))
     }
 
     /// Where each request the suite names goes.

@@ -74,6 +74,8 @@ public struct VoximplantEmulatorControl: EmulatorControl {
         }
     }
 
+    public var appliedFaults: AppliedFaults { server.appliedFaults }
+
     /// Voximplant-style frames, broken (the shapes of `protocols/voximplant.md`).
     public func vendorBadInput(in conversation: ConversationID) async throws -> [VendorBadInput] {
         let uuid = JSONValue.string(conversation.rawValue)

@@ -1,7 +1,7 @@
 import DequeModule
 import Foundation
 @_spi(TestKit) public import Switchboard
-import SwitchboardTestKit
+public import SwitchboardTestKit
 
 /// The server side of the Voximplant-style protocol (Docs/Protocols/voximplant-style.md):
 /// users and tokens, conversations with an immutable per-conversation log, broadcast to every
@@ -47,6 +47,7 @@ public final class VoximplantServer: Sendable {
         var readLog: [(user: String, conversation: String, sequence: Int64)] = []
         var delivered = 0
         var dropped = 0
+        var applied = AppliedFaults()
         var duplicateSends = 0
         /// Users whose sends are applied and not answered (``withholdSendAnswers(of:)``).
         var unansweredSenders: Set<String> = []
@@ -147,6 +148,8 @@ public final class VoximplantServer: Sendable {
     public var counts: (delivered: Int, dropped: Int, duplicateSends: Int) {
         state.withLock { ($0.delivered, $0.dropped, $0.duplicateSends) }
     }
+    /// The faults that took effect on a client's traffic (see `AppliedFaults` for the units).
+    public var appliedFaults: AppliedFaults { state.withLock { $0.applied } }
     /// Events the server has sent again in answer to `retransmitEvents`, over its life: how much
     /// catch-up cost it.
     public var retransmittedEvents: Int { state.withLock { $0.retransmittedEvents } }
@@ -156,9 +159,13 @@ public final class VoximplantServer: Sendable {
 
     // MARK: Faults
 
+    /// Closes the sockets of `user` (of everyone for `nil`); each closed socket of a logged-in
+    /// user counts as a disconnect that took effect.
     public func disconnect(user: String? = nil) {
         let closers = state.withLock { state in
-            state.clients.values.filter { user == nil || $0.user == user }.map(\.close)
+            let cut = state.clients.values.filter { user == nil || $0.user == user }
+            state.applied[.disconnect] += cut.filter { $0.user != nil }.count
+            return cut.map(\.close)
         }
         for close in closers { close() }
     }
@@ -203,13 +210,20 @@ public final class VoximplantServer: Sendable {
 
     /// Sends text that is not a frame to every client of `user`.
     public func sendMalformedFrame(to user: String) {
-        sendRawFrame("{\"type\":\"event\",\"eventType\":", to: user)
+        send("{\"type\":\"event\",\"eventType\":", to: user, as: .malformedFrame)
     }
 
     /// Sends `text` as it is to every client of `user` (bad-input tests).
     public func sendRawFrame(_ text: String, to user: String) {
+        send(text, to: user, as: .rawFrame)
+    }
+
+    private func send(_ text: String, to user: String, as kind: EmulatorFault.Kind) {
         state.withLock { state in
-            for client in state.clients.values where client.user == user { client.send(text) }
+            for client in state.clients.values where client.user == user {
+                client.send(text)
+                state.applied[kind] += 1
+            }
         }
     }
 
@@ -220,6 +234,7 @@ public final class VoximplantServer: Sendable {
             state.users[user]?.token = "revoked-\(state.nextID)"
             state.nextID += 1
             let frame = VoximplantProtocolError(3).frame(id: nil).jsonString
+            state.applied[.fatal] += state.clients.values.filter { $0.user == user }.count
             return state.clients.values.filter { $0.user == user }.map { client in
                 client.send(frame)
                 return client.close
@@ -340,7 +355,10 @@ public final class VoximplantServer: Sendable {
     private func handle(_ name: String, params: JSONValue, client: Int, state: inout State) throws -> JSONValue {
         if name == "login" {
             guard let userId = params["user"]?.stringValue, let token = params["token"]?.stringValue else { throw VoximplantProtocolError(1) }
-            if let code = state.loginFaults.popFirst() { throw VoximplantProtocolError(code) }
+            if let code = state.loginFaults.popFirst() {
+                state.applied[.rejectLogin] += 1
+                throw VoximplantProtocolError(code)
+            }
             guard let user = state.users[userId], user.token == token, !user.isDeleted else { throw VoximplantProtocolError(3) }
             state.clients[client]?.user = userId
             return ["user": user.json(forSelf: true)]
@@ -348,6 +366,7 @@ public final class VoximplantServer: Sendable {
         guard let user = state.clients[client]?.user else { throw VoximplantProtocolError(3) }
         // Injected request failures are for clients; the robots' requests never take them.
         if let index = state.requestFaults.firstIndex(where: { $0.name == nil || $0.name == name }) {
+            state.applied[.failRequest] += 1
             throw VoximplantProtocolError(state.requestFaults.remove(at: index).code)
         }
         return try handle(name, params: params, as: user, client: client, state: &state)
@@ -713,8 +732,9 @@ public final class VoximplantServer: Sendable {
         let recipients = Set(conversation.members.map(\.userId)).union(alsoTo)
         for id in state.clients.keys.sorted() where id != client {
             guard let target = state.clients[id]?.user, recipients.contains(target) else { continue }
-            let (frames, dropped) = state.clients[id]!.faults.pass(text)
-            if dropped { state.dropped += 1 }
+            let (frames, applied) = state.clients[id]!.faults.pass(text)
+            if let applied { state.applied[applied] += 1 }
+            if applied == .dropEvents { state.dropped += 1 }
             for frame in frames { state.clients[id]!.send(frame) }
             state.delivered += frames.count
             if !frames.isEmpty { state.deliveries.append((target, uuid, sequence)) }

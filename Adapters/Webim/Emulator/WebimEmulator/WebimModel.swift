@@ -100,6 +100,9 @@ struct WebimVisitor {
     var revision = 1
     /// Delta items after each revision: (revision, item).
     var deltas: [(revision: Int, item: JSONValue)] = []
+    /// The revisions of the delta items listed twice (`duplicateNextMessages`) that no delta
+    /// answer has delivered yet.
+    var undeliveredDuplicates: [Int] = []
     var chat: WebimChat?
     /// Messages of closed chats, oldest first.
     var history: [WebimMessage] = []

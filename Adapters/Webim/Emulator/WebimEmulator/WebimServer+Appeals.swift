@@ -114,6 +114,7 @@ extension WebimServer {
             // The `duplicateNextMessages` fault: loose messages listed twice.
             let twice = min(state.duplicateNextMessages, messages.count)
             state.duplicateNextMessages -= twice
+            state.duplicatesDelivered += twice
             messages = messages.prefix(twice).flatMap { [$0, $0] } + messages.dropFirst(twice)
             let last = appeals.flatMap { [$0.changedMicros] + $0.messages.map(\.tsMicros) }.max() ?? since
             return .json([

@@ -82,6 +82,14 @@ public final class WebimServer: Sendable {
         case delta, action, history, upload
     }
 
+    /// A fault a request met: the fault took effect on the client's traffic.
+    public struct TakenFault: Sendable, Hashable {
+        public var endpoint: Endpoint
+        /// The action of an `action` request.
+        public var action: String?
+        public var fault: Fault
+    }
+
     /// One answer: a status and a body.
     struct Answer {
         var status: Int
@@ -100,6 +108,8 @@ public final class WebimServer: Sendable {
         var uploads: [String: WebimUpload] = [:]
         var faults: [Endpoint: [(action: String?, fault: Fault)]] = [:]
         var duplicateNextMessages = 0
+        var takenFaults: [TakenFault] = []
+        var duplicatesDelivered = 0
         var nextID = 0
         var lastMicros: Int64 = 0
         var nextChatID = 1
@@ -164,6 +174,13 @@ public final class WebimServer: Sendable {
         state.withLock { $0.visitors[visitor]?.chat?.state }
     }
 
+    /// Every injected fault a request met, in order.
+    public var takenFaults: [TakenFault] { state.withLock { $0.takenFaults } }
+
+    /// Items a client got a second time through `duplicateNextMessages`: delta items in a delta
+    /// answer, appeal messages in an offline history answer.
+    public var duplicatesDelivered: Int { state.withLock { $0.duplicatesDelivered } }
+
     /// The next request to `endpoint` (of `action`, for actions) meets `fault`.
     public func inject(_ fault: Fault, on endpoint: Endpoint, action: String? = nil) {
         state.withLock { $0.faults[endpoint, default: []].append((action, fault)) }
@@ -208,7 +225,8 @@ public final class WebimServer: Sendable {
         state.withLock { $0.visitors[visitorID]?.revision ?? 0 }
     }
 
-    /// The next `count` message deltas are delivered twice.
+    /// The next `count` message deltas are listed twice (in the delta log, or in the next offline
+    /// history answers); ``duplicatesDelivered`` counts the copies a client got.
     public func duplicateNextMessages(_ count: Int) {
         state.withLock { $0.duplicateNextMessages += count }
     }
@@ -315,6 +333,11 @@ public final class WebimServer: Sendable {
             let items = visitor.deltas.filter { $0.revision > since }.map(\.item)
             if let oldest = visitor.deltas.first?.revision, since < oldest - 1 {
                 return .json(["revision": .int(Int64(visitor.revision)), "fullUpdate": fullUpdate(visitor, page: page)])
+            }
+            let duplicates = visitor.undeliveredDuplicates.filter { $0 > since }.count
+            if duplicates > 0 {
+                state.duplicatesDelivered += duplicates
+                state.visitors[page.visitorID]!.undeliveredDuplicates.removeAll { $0 > since }
             }
             return .json(["revision": .int(Int64(visitor.revision)), "deltaList": .array(items)])
         }
@@ -587,6 +610,7 @@ public final class WebimServer: Sendable {
         if state.duplicateNextMessages > 0 {
             state.duplicateNextMessages -= 1
             state.visitors[visitorID]!.deltas.append((state.visitors[visitorID]!.revision, item))
+            state.visitors[visitorID]!.undeliveredDuplicates.append(state.visitors[visitorID]!.revision)
         }
     }
 
@@ -655,7 +679,9 @@ public final class WebimServer: Sendable {
 
     func takeFault(_ endpoint: Endpoint, action: String?, state: inout State) -> Fault? {
         guard let index = state.faults[endpoint]?.firstIndex(where: { $0.action == nil || $0.action == action }) else { return nil }
-        return state.faults[endpoint]!.remove(at: index).fault
+        let fault = state.faults[endpoint]!.remove(at: index).fault
+        state.takenFaults.append(TakenFault(endpoint: endpoint, action: action, fault: fault))
+        return fault
     }
 
     func answer(for fault: Fault) -> Answer {
