@@ -10,7 +10,11 @@ public struct SoakRun: Sendable {
     /// What the run proves.
     public struct Figures: Sendable, Hashable, CustomStringConvertible {
         public var backend = ""
+        /// Faults injected, by the soak's names.
         public var faults: [String: Int] = [:]
+        /// What took effect, counted by the emulator when the client met it (a link cut, an
+        /// event dropped, sent twice, reordered or held back, a request failed), over the run.
+        public var applied = AppliedFaults()
         /// Every row of the customer's store against the server's log, both ways.
         public var audit = StoreAudit()
         /// Whether the client's store matched the server's log within the run's patience; when
@@ -29,7 +33,7 @@ public struct SoakRun: Sendable {
         public var description: String {
             let faultList = faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
             return """
-                \(backend): faults [\(faultList)], \(audit), catch-up requests \(retransmits), connects \(connects), \
+                \(backend): faults injected [\(faultList)], took effect [\(applied)], \(audit), catch-up requests \(retransmits), connects \(connects), \
                 \(Int(seconds.rounded())) s\(converged ? "" : "; NOT CONVERGED: \(convergence)")
                 """
         }
@@ -141,6 +145,7 @@ public struct SoakRun: Sendable {
             // send waits until the last has hit and a later send has gone through, and the next
             // disconnect until the link it cut is back.
             var spacing = FaultSpacing()
+            let appliedBefore = try await emulator.appliedFaults
             for step in 0..<messages {
                 if step % 100 == 0 { progress("\(figures.backend): \(step) of \(messages) each way") }
                 _ = try await chat.send(text: "customer \(step)")
@@ -170,6 +175,7 @@ public struct SoakRun: Sendable {
                 figures.convergence = "\(failure)"
                 progress("\(figures.backend): \(failure)")
             }
+            figures.applied = try await emulator.appliedFaults.since(appliedBefore)
             return (conversation, try await emulator.serverMessages(in: conversation))
         }
 
