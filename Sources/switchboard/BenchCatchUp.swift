@@ -11,8 +11,8 @@ import WSClient
 /// Catch-up after an offline period (Voximplant-style): the agent writes `catchUpEvents` messages
 /// while the session is paused; the figure is the time from `resume()` until the last of them is
 /// stored and published. The baseline is the least the same work can cost: the raw client's
-/// retransmits of 100 events each to the same emulator, as many in flight as the engine keeps,
-/// then one SQLite transaction inserting the same rows.
+/// retransmits of 100 events each to the same emulator, then one SQLite transaction inserting
+/// the same rows.
 extension Bench {
     func catchUpRow() async throws -> BenchRow {
         let count = sizes.catchUpEvents
@@ -64,9 +64,10 @@ extension Bench {
 }
 
 extension RawVoximplantClient {
-    /// Fetches the conversation's newest `count` events with retransmits of ≤ 100, as many at
-    /// once as the engine asks for, and inserts them into a new SQLite file in one transaction;
-    /// returns the seconds it took.
+    /// Fetches the conversation's newest `count` events with retransmits of ≤ 100, one at a time
+    /// as the engine's lane for the conversation sends them (the tracker plans up to
+    /// `maxRetransmitsInFlight` ranges; the lane keeps one request of a conversation in flight),
+    /// and inserts them into a new SQLite file in one transaction; returns the seconds it took.
     func catchUp(_ count: Int, into path: String) async throws -> Double {
         let database = try DatabaseQueue(path: path)
         try await database.write { db in
@@ -89,24 +90,16 @@ extension RawVoximplantClient {
                 head = (conversations?.first?["lastSequence"] as? NSNumber)?.int64Value ?? 0
                 return true
             }
-            // The same concurrency as the engine: up to `maxRetransmitsInFlight` ranges asked for
-            // at once, the next asked for as each answer comes.
-            let window = SessionConfiguration().maxRetransmitsInFlight
-            var next = max(1, head - Int64(count) + 1)
-            var outstanding: Set<String> = []
-            while next <= head || !outstanding.isEmpty {
-                while next <= head && outstanding.count < window {
-                    let to = min(head, next + 99)
-                    let id = "retransmit-\(next)"
-                    try await RawSocket.send(
-                        ["type": "request", "id": id, "name": "retransmitEvents", "params": ["conversation": conversation, "eventsFrom": next, "eventsTo": to]],
-                        on: outbound
-                    )
-                    outstanding.insert(id)
-                    next = to + 1
-                }
+            var from = max(1, head - Int64(count) + 1)
+            while from <= head {
+                let to = min(head, from + 99)
+                let id = "retransmit-\(from)"
+                try await RawSocket.send(
+                    ["type": "request", "id": id, "name": "retransmitEvents", "params": ["conversation": conversation, "eventsFrom": from, "eventsTo": to]],
+                    on: outbound
+                )
                 try await RawSocket.next(&inbound) { object in
-                    guard let id = object["id"] as? String, outstanding.remove(id) != nil else { return false }
+                    guard object["id"] as? String == id else { return false }
                     let events = (object["result"] as? [String: Any])?["events"] as? [[String: Any]] ?? []
                     var rows: [(String, Int64, Data)] = []
                     for event in events {
@@ -118,6 +111,7 @@ extension RawVoximplantClient {
                     fetched.withLock { $0 += rows }
                     return true
                 }
+                from = to + 1
             }
         }
         let rows = fetched.withLock { $0 }
