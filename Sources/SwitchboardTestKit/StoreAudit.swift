@@ -7,16 +7,17 @@ public import Switchboard
 /// - a server message no row confirms is **lost**; so is a send the client made that never
 ///   reached the server while no row of it is left to tell the app;
 /// - a server message two rows confirm, or one send the server took twice, is **duplicated**;
-/// - a row under a server id the server never issued is a **phantom**;
-/// - a pending or failed row beside a send the server did accept (its confirmed copy, or the
-///   server's message with the same client id) is a **leftover** copy;
+/// - a row under a server id the server never issued, or one that claims to be sent when the
+///   server has no such send, is a **phantom**;
+/// - a pending or failed row (or one claiming to be sent without the server's id) beside a send
+///   the server did accept is a **leftover** copy;
 /// - confirmed rows in another order than the server's are **out of order**.
 ///
 /// A pending or failed row is allowed only for a send the server never accepted: it is counted
 /// as **unsent**, with its state, and does not make the comparison fail.
 ///
-/// The runs it is for send each text once, so a send is known on the server by its client id or,
-/// where a vendor's log does not keep the client's id, by its text from the customer.
+/// A send is known on the server by its client id or, where a vendor's log does not keep the
+/// client's id, by its text from the customer: the runs it is for send each text once.
 public struct StoreAudit: Sendable, Hashable, CustomStringConvertible {
     /// Messages in the server's log.
     public var messages = 0
@@ -62,7 +63,8 @@ public struct StoreAudit: Sendable, Hashable, CustomStringConvertible {
 
     /// Whether `chat`'s store has converged on `emulator`'s log of its conversation: the server
     /// holds at least `expected` messages, the audit is clean and every row is confirmed. What the
-    /// soak and the load run wait for.
+    /// soak and the load run wait for: they expect every send delivered, so a run in which a send
+    /// failed for good does not converge, though the audit allows its row.
     static func converged(_ chat: any Conversation, on emulator: any EmulatorControl, expected: Int, sent: [String]) async throws -> Bool {
         let truth = try await emulator.serverMessages(in: chat.id)
         guard truth.count >= expected else { return false }
@@ -71,13 +73,15 @@ public struct StoreAudit: Sendable, Hashable, CustomStringConvertible {
             && stored.allSatisfy { $0.serverID != nil && $0.deliveryState != .pending }
     }
 
-    /// Compares `stored`, every row the client's store holds for the conversation (as
-    /// ``ChatStore/fetchMessages(in:before:limit:scope:)`` returns them, oldest first), with
-    /// `server`, the server's log of it in its order.
+    /// Compares the rows a client stored for one conversation with the server's log of it.
     ///
-    /// - Parameter sent: the texts of the messages the client sent in the conversation, when the
-    ///   caller knows them (each text once): each must be on the server exactly once, or be held
-    ///   by a pending or failed row.
+    /// - Parameters:
+    ///   - server: the server's log of the conversation, in its order.
+    ///   - stored: every row the client's store holds for the conversation, of every state, oldest
+    ///     first (as `fetchMessages(in:before:limit:scope:)` of a `ChatStore` returns them).
+    ///   - sent: the texts of the messages the client sent in the conversation, when the caller
+    ///     knows them (each text once): each must be on the server exactly once, or be held by a
+    ///     pending or failed row.
     public static func compare(server: [ServerMessage], stored: [Message], sent: [String]? = nil) -> StoreAudit {
         var audit = StoreAudit()
         audit.messages = server.count
@@ -90,34 +94,44 @@ public struct StoreAudit: Sendable, Hashable, CustomStringConvertible {
         }
 
         let serverIDs = Set(server.map(\.serverID))
-        let acceptedClientIDs = Set(server.compactMap(\.clientID))
-        let acceptedCustomerTexts = Set(server.filter(\.fromCustomer).map(\.text))
+        // A send is known on the server by its client id (compared as UUIDs are, without case: a
+        // vendor may lower it on the wire) or, where the log keeps no client id, by its text.
+        let customerMessages = server.filter(\.fromCustomer)
+        let acceptedClientIDs = Set(customerMessages.compactMap { $0.clientID?.rawValue.lowercased() })
+        let textsWithoutClientID = Set(customerMessages.filter { $0.clientID == nil }.map(\.text))
+        func isOnServer(_ row: Message) -> Bool {
+            row.serverID.map(serverIDs.contains) ?? false
+                || row.clientID.map { acceptedClientIDs.contains($0.rawValue.lowercased()) } ?? false
+                || textsWithoutClientID.contains(row.text)
+        }
         var confirmations: [MessageID: Int] = [:]
         var confirmedOrder: [MessageID] = []
         var unsentTexts: Set<String> = []
         for row in stored {
+            if let id = row.serverID, !serverIDs.contains(id) {
+                audit.phantoms += 1
+                example("phantom row \(describe(row)): the server never issued that id")
+                continue
+            }
             let waiting = row.deliveryState == .pending || row.deliveryState.isFailed
             if let id = row.serverID, !waiting {
-                guard serverIDs.contains(id) else {
-                    audit.phantoms += 1
-                    example("phantom row \(describe(row)): the server never issued that id")
-                    continue
-                }
                 confirmations[id, default: 0] += 1
                 if confirmations[id] == 1 { confirmedOrder.append(id) }
                 continue
             }
-            // A pending or failed row: allowed only for a send the server never accepted.
-            let accepted = row.serverID.map(serverIDs.contains) ?? false
-                || row.clientID.map(acceptedClientIDs.contains) ?? false
-                || acceptedCustomerTexts.contains(row.text)
-            if accepted {
+            if isOnServer(row) {
+                // A copy beside a send the server has: pending or failed, or claiming to be sent
+                // without the server's id.
                 audit.leftovers += 1
                 example("leftover \(describe(row)): the server has this send")
-            } else {
+            } else if waiting {
+                // Allowed: a send the server never accepted, and the row says so.
                 audit.unsent += 1
                 unsentTexts.insert(row.text)
                 example("unsent \(describe(row))")
+            } else {
+                audit.phantoms += 1
+                example("phantom row \(describe(row)): it claims to be sent, and the server has no such send")
             }
         }
         for message in server {
@@ -132,19 +146,29 @@ public struct StoreAudit: Sendable, Hashable, CustomStringConvertible {
                 break
             }
         }
+        // One send the server took twice: two messages under one client id, or (for the texts the
+        // caller sent, each once) one text under two.
+        var copies: [String: [ServerMessage]] = [:]
+        for message in customerMessages {
+            if let id = message.clientID { copies[id.rawValue.lowercased(), default: []].append(message) }
+        }
+        for (_, messages) in copies where messages.count > 1 {
+            audit.duplicated += messages.count - 1
+            example("duplicated send \"\(messages[0].text)\": the server took one client id \(messages.count) times")
+        }
         if let sent {
-            var onServer: [String: Int] = [:]
-            for message in server where message.fromCustomer { onServer[message.text, default: 0] += 1 }
+            var sends: [String: Set<String>] = [:]
+            for message in customerMessages {
+                sends[message.text, default: []].insert(message.clientID?.rawValue.lowercased() ?? message.serverID.rawValue)
+            }
             for text in sent {
-                switch onServer[text] ?? 0 {
-                case 0 where !unsentTexts.contains(text):
+                let count = sends[text]?.count ?? 0
+                if count == 0, !unsentTexts.contains(text) {
                     audit.lost += 1
                     example("lost send \"\(text)\": not on the server and no row of it is left")
-                case let count where count > 1:
+                } else if count > 1 {
                     audit.duplicated += count - 1
                     example("duplicated send \"\(text)\": the server took it \(count) times")
-                default:
-                    break
                 }
             }
         }

@@ -79,11 +79,14 @@ extension CrashTests {
                     }
                     // The unanswered sessions hold every send: the first applied by the server, the
                     // rest waiting behind it in the outbox.
+                    // (The server's side wakes on the server's changes, the outboxes on the store's.)
                     let unansweredCustomers = customers.filter { unanswered.contains($0.user) }
-                    try await waitUntil("the unanswered sessions' sends in flight", timeout: .seconds(120), signal: stored) {
+                    try await waitUntil("the unanswered sessions' first sends applied", timeout: .seconds(120), signal: server.changes) {
+                        unansweredCustomers.allSatisfy { customer in server.messages(in: customer.conversation).contains { $0.sender == customer.user } }
+                    }
+                    try await waitUntil("the unanswered sessions' sends in their outboxes", timeout: .seconds(120), signal: stored) {
                         for customer in unansweredCustomers {
-                            guard server.messages(in: customer.conversation).contains(where: { $0.sender == customer.user }),
-                                try await store.fetchOutbox(scope: StoreScope(backend: "voximplant", account: customer.user)).count == sends
+                            guard try await store.fetchOutbox(scope: StoreScope(backend: "voximplant", account: customer.user)).count == sends
                             else { return false }
                         }
                         return true
@@ -102,13 +105,9 @@ extension CrashTests {
                         < holdings.keys(of: $1).intersection(unanswered.map { "voximplant/\($0)" }).count }!
                     let survivors = names.filter { $0 != victimName }
                     let victim = holdings.keys(of: victimName)
-                    let clock = ContinuousClock()
-                    let killedAt = clock.now
-                    gateways[victimName]?.kill()
-                    await gateways[victimName]?.waitForExit()
-                    holdings.forget(victimName)
-                    // What the killed gateway had in flight: its unanswered sessions' outboxes, the
-                    // head of each applied by the server and unanswered.
+                    // What the gateway to be killed has in flight: its unanswered sessions'
+                    // outboxes, the head of each applied by the server and unanswered. Read just
+                    // before the kill: after it, a session taken over may already have moved on.
                     let moved = customers.filter { victim.contains("voximplant/\($0.user)") }
                     var inFlight: [String] = []
                     var appliedUnanswered = 0
@@ -118,6 +117,11 @@ extension CrashTests {
                         inFlight += texts
                         appliedUnanswered += texts.filter(onServer.contains).count
                     }
+                    let clock = ContinuousClock()
+                    let killedAt = clock.now
+                    gateways[victimName]?.kill()
+                    await gateways[victimName]?.waitForExit()
+                    holdings.forget(victimName)
                     server.answerSends(of: unanswered)
 
                     // The agent writes to every conversation at once; a moved session delivers it
@@ -172,12 +176,7 @@ extension CrashTests {
                     var outbox = 0
                     var inFlightOnServer: [String: Int] = [:]
                     for customer in customers {
-                        let truth = server.messages(in: customer.conversation).sorted { $0.sequence < $1.sequence }.map {
-                            ServerMessage(
-                                serverID: MessageID($0.uuid), clientID: $0.clientMessageId.map(ClientMessageID.init), text: $0.text,
-                                fromCustomer: $0.sender == customer.user, sequence: $0.sequence
-                            )
-                        }
+                        let truth = server.log(of: customer.conversation, customer: customer.user)
                         let scope = StoreScope(backend: "voximplant", account: customer.user)
                         let rows = try await store.fetchMessages(in: ConversationID(customer.conversation), before: nil, limit: .max, scope: scope)
                         audit.add(StoreAudit.compare(server: truth, stored: rows, sent: (1...sends).map { "\(customer.user) \($0)" }))

@@ -30,11 +30,14 @@ struct ChaosTests {
         var lost = 0
         var duplicated = 0
         var outOfOrder = 0
+        /// Stored rows the server never backed, and pending copies beside sends it has.
+        var phantoms = 0
+        var leftovers = 0
         var outboxLeft = 0
 
         var description: String {
             let faultList = faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
-            return "messages \(messages), faults injected [\(faultList)], took effect [\(applied), lost replies \(repliesLost)], lost \(lost), duplicated \(duplicated), out of order \(outOfOrder), outbox left \(outboxLeft)"
+            return "messages \(messages), faults injected [\(faultList)], took effect [\(applied), lost replies \(repliesLost)], lost \(lost), duplicated \(duplicated), out of order \(outOfOrder), phantom \(phantoms), leftover pending \(leftovers), outbox left \(outboxLeft)"
         }
     }
 
@@ -44,6 +47,7 @@ struct ChaosTests {
         #expect(figures.lost == 0, "no message is missing on either side")
         #expect(figures.duplicated == 0, "nothing is duplicated on either side")
         #expect(figures.outOfOrder == 0, "every conversation keeps the server's order")
+        #expect(figures.phantoms == 0 && figures.leftovers == 0, "every stored row is one the server has, none left pending")
         #expect(figures.outboxLeft == 0)
         for kind: EmulatorFault.Kind in [.disconnect, .dropEvents, .duplicateEvents, .reorderEvents, .delayEvents, .failRequest] {
             #expect(figures.applied[kind] > 0, "the client met \(kind.rawValue) faults, not only the server armed them")
@@ -227,25 +231,23 @@ struct ChaosTests {
             return recorder.events
         }
 
-        // The proof, against the server's own log.
-        var lost = 0
+        // The proof, against the server's own log: every stored row (StoreAudit), then what the
+        // bus announced.
+        var audit = StoreAudit()
         var duplicated = 0
         var outOfOrder = 0
-        var serverCount = 0
         for id in conversations {
-            let truth = server.messages(in: id)
-            serverCount += truth.count
             let stored = try await store.fetchMessages(in: id, before: nil, limit: .max, scope: session.scope)
-            let storedIDs = stored.compactMap(\.serverID)
-            lost += Set(truth.compactMap(\.serverID)).subtracting(storedIDs).count
-            duplicated += storedIDs.count - Set(storedIDs).count
-            outOfOrder += zip(storedIDs, truth.compactMap(\.serverID)).filter { $0 != $1 }.count
+            audit.add(StoreAudit.compare(server: server.log(of: id, customer: Self.customer.id), stored: stored))
             // Announcements: each agent message added once, in sequence order.
             let announced = events.filter { $0.conversationID == id }.compactMap(\.addedMessage).filter { $0.serverID != nil }
             duplicated += announced.count - Set(announced.compactMap(\.serverID)).count
             let sequences = announced.compactMap(\.sequence)
             outOfOrder += zip(sequences, sequences.dropFirst()).filter { $0 >= $1 }.count
         }
+        let (lost, serverCount) = (audit.lost, audit.messages)
+        duplicated += audit.duplicated
+        outOfOrder += audit.outOfOrder
         let customerTexts = conversations.flatMap { server.messages(in: $0) }.filter { $0.sender == Self.customer.id }.map(\.text)
         let lostSends = steps - Set(customerTexts).count
         let duplicatedSends = customerTexts.count - Set(customerTexts).count
@@ -259,7 +261,7 @@ struct ChaosTests {
               faults that took effect: \(server.appliedFaults), lost replies \(server.repliesLost)
               server: \(counts.delivered) frames delivered, \(counts.dropped) events dropped, \(sends.duplicates) resends recognised by client id
               engine: \(statistics.connects) connects, \(statistics.retransmitRequests) retransmits (\(statistics.retransmittedEvents) events), \(statistics.duplicatesDropped) duplicates dropped, \(statistics.heldBack) held back, \(statistics.sendRetries) send retries
-              result: lost \(lost + lostSends), duplicated \(duplicated + duplicatedSends), out of order \(outOfOrder), outbox left \(await session.pendingSends.count)
+              result: lost \(lost + lostSends), duplicated \(duplicated + duplicatedSends), out of order \(outOfOrder), phantom \(audit.phantoms), leftover pending \(audit.leftovers), outbox left \(await session.pendingSends.count)
             """
         )
         let figures = Figures(
@@ -270,6 +272,8 @@ struct ChaosTests {
             lost: lost + lostSends,
             duplicated: duplicated + duplicatedSends,
             outOfOrder: outOfOrder,
+            phantoms: audit.phantoms,
+            leftovers: audit.leftovers,
             outboxLeft: await session.pendingSends.count
         )
         var replay = Replay(requests: server.handledRequests, events: events)

@@ -4,10 +4,11 @@ import SwitchboardSQLite
 import SwitchboardTestKit
 import Testing
 
-/// The comparison the soak, load, chaos and long-life runs end with (`StoreAudit`) fails when a
-/// store is wrong: rows planted in a real store after a clean exchange — a phantom, a leftover
-/// pending copy, a message removed — are each reported, and so are a send the server took twice
-/// and rows out of the server's order.
+/// The comparison the soak, load, chaos, long-life, kill -9 and failover runs end with
+/// (`StoreAudit`) fails when a store is wrong: rows planted in a real store after a clean exchange —
+/// a phantom, a leftover pending copy, a message removed — are each reported, and so are a send
+/// the server took twice, a row claiming to be sent that the server lacks, and rows out of the
+/// server's order.
 @Suite(.timeLimit(.minutes(1)))
 struct StoreAuditTests {
     static let customer = Participant(id: "customer", role: .customer, displayName: "Customer")
@@ -51,27 +52,32 @@ struct StoreAuditTests {
         let clean = StoreAudit.compare(server: log(), stored: try await rows(), sent: sent)
         print("store audit (\(kind.rawValue)), before planting: \(clean)")
 
-        // A row under an id the server never issued, a pending copy of a send the server has, and
-        // an agent message taken out.
+        // A row under an id the server never issued; a send the server has, left as its pending
+        // copy (a store keeps one row per client id, so the copy takes the confirmed row's place,
+        // as when a confirmation is never written); an agent message taken out.
         let now = Date()
+        let confirmed = try #require(log().first { $0.text == "customer 1" })
+        let removed = try #require(log().first { $0.text == "agent 2" })
+        for id in [confirmed.serverID, removed.serverID] {
+            try await store.removeMessage(serverID: id, in: conversation, scope: session.scope)
+        }
         try await store.saveMessages(
             [
                 Message(serverID: "never-issued", conversationID: conversation, sender: "agent", text: "phantom", time: now, deliveryState: .sent),
-                Message(clientID: "leftover-copy", conversationID: conversation, sender: "customer", text: "customer 1", time: now, deliveryState: .pending),
+                Message(clientID: confirmed.clientID, conversationID: conversation, sender: "customer", text: "customer 1", time: now, deliveryState: .pending),
             ],
             scope: session.scope
         )
-        let removed = try #require(log().first { $0.text == "agent 2" })
-        try await store.removeMessage(serverID: removed.serverID, in: conversation, scope: session.scope)
 
         let audit = StoreAudit.compare(server: log(), stored: try await rows(), sent: sent)
         print("store audit (\(kind.rawValue)), planted: \(audit)")
         #expect(!audit.isClean)
         #expect(audit.phantoms == 1, "the phantom row")
-        #expect(audit.leftovers == 1, "the pending copy beside its confirmed send")
-        #expect(audit.lost == 1, "the message taken out")
+        #expect(audit.leftovers == 1, "the pending copy of a send the server has")
+        #expect(audit.lost == 2, "the message taken out, and the send no confirmed row holds")
         #expect(audit.duplicated == 0 && audit.outOfOrder == 0 && audit.unsent == 0)
         #expect(audit.examples.contains { $0.contains("never-issued") } && audit.examples.contains { $0.contains("agent 2") })
+        #expect(audit.examples.contains { $0.hasPrefix("leftover \"customer 1\"") })
     }
 
     /// A send the server took twice, one it never got with nothing left to show for it, rows out
@@ -92,6 +98,27 @@ struct StoreAuditTests {
         #expect(audit.lost == 1, "\"b\" never reached the server and no row holds it")
         #expect(audit.outOfOrder == 2, "x and y swapped")
         #expect(audit.unsent == 1 && audit.leftovers == 0 && audit.phantoms == 0)
+
+        // A row claiming to be sent that the server does not have, and a pending row under an id
+        // the server never issued: phantoms, whatever their state.
+        let claims = StoreAudit.compare(server: [log[2]], stored: [row("3", "x"), row(nil, "claimed"), row("nope", "pending", .pending)])
+        #expect(claims.phantoms == 2 && claims.unsent == 0, "\(claims)")
+
+        // One client id the server took twice is one send duplicated, with or without the texts sent.
+        func customerSend(_ id: String, clientID: String, _ text: String) -> ServerMessage {
+            ServerMessage(serverID: MessageID(id), clientID: ClientMessageID(clientID), text: text, fromCustomer: true, sequence: nil)
+        }
+        let twice = [customerSend("1", clientID: "C-1", "hi"), customerSend("2", clientID: "c-1", "hi")]
+        let taken = StoreAudit.compare(server: twice, stored: [row("1", "hi"), row("2", "hi")])
+        #expect(taken.duplicated == 1, "one client id (case aside) on two server messages: \(taken)")
+        #expect(StoreAudit.compare(server: twice, stored: [row("1", "hi"), row("2", "hi")], sent: ["hi"]).duplicated == 1, "counted once")
+
+        // A second send of the same text that never reached the server is unsent, not a leftover:
+        // the server knows the first by its client id.
+        var second = row(nil, "hi", .failed("refused"))
+        second.clientID = "c-2"
+        let repeated = StoreAudit.compare(server: [twice[0]], stored: [row("1", "hi"), second])
+        #expect(repeated.unsent == 1 && repeated.leftovers == 0 && repeated.isClean, "\(repeated)")
 
         let allowed = StoreAudit.compare(server: [log[0]], stored: [row("1", "a"), row(nil, "refused", .failed("too long"))], sent: ["a", "refused"])
         #expect(allowed.isClean && allowed.unsent == 1, "a failed row of a send the server never accepted is allowed: \(allowed)")

@@ -102,15 +102,7 @@ public struct VoximplantEmulatorControl: EmulatorControl {
     }
 
     public func serverMessages(in conversation: ConversationID) async throws -> [ServerMessage] {
-        server.messages(in: conversation.rawValue).map {
-            ServerMessage(
-                serverID: MessageID($0.uuid),
-                clientID: $0.clientMessageId.map(ClientMessageID.init),
-                text: $0.text,
-                fromCustomer: $0.sender == customer,
-                sequence: $0.sequence
-            )
-        }
+        server.log(of: conversation.rawValue, customer: customer)
     }
 
     public func waitForCustomerActivity(

@@ -129,6 +129,17 @@ public final class VoximplantServer: Sendable {
         }
     }
 
+    /// The conversation's messages as the server's log that `StoreAudit` compares a client's
+    /// store with, in sequence order, `customer`'s own marked as theirs.
+    public func log(of conversation: String, customer: String) -> [ServerMessage] {
+        messages(in: conversation).map {
+            ServerMessage(
+                serverID: MessageID($0.uuid), clientID: $0.clientMessageId.map(ClientMessageID.init), text: $0.text,
+                fromCustomer: $0.sender == customer, sequence: $0.sequence
+            )
+        }
+    }
+
     /// The conversation as the server has it now (§4.2), `nil` when there is none.
     public func conversationJSON(_ conversation: String) -> JSONValue? {
         state.withLock { $0.conversations[conversation]?.json }

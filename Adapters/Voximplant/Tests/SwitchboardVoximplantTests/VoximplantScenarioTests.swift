@@ -77,7 +77,7 @@ struct VoximplantScenarioTests {
                 let truth = control.server.messages(in: conversation.rawValue).map(\.text)
                 let stored = try await chat.storedMessages(before: nil, limit: .max).map(\.text)
                 print("voximplant resume after an unanswered send: \(withheld) answer withheld; server \(truth), stored \(stored)")
-                #expect(withheld == 1)
+                #expect(withheld >= 1, "the first session's send was applied and not answered")
                 #expect(stored == truth, "every message once, in the server's order")
             }
         }
