@@ -102,21 +102,7 @@ public struct WebimAppealsEmulatorControl: EmulatorControl {
     /// request is a disconnect (the poll's link), a broken or raw history answer a malformed or
     /// raw frame, `account-blocked` on it a fatal end, any action fault a failed request; and the
     /// appeal messages a history answer listed twice.
-    public var appliedFaults: AppliedFaults {
-        var applied = AppliedFaults()
-        for taken in server.takenFaults {
-            switch (taken.endpoint, taken.fault) {
-            case (.action, _): applied[.failRequest] += 1
-            case (.history, .dropConnection): applied[.disconnect] += 1
-            case (.history, .malformed): applied[.malformedFrame] += 1
-            case (.history, .body): applied[.rawFrame] += 1
-            case (.history, .error("account-blocked")): applied[.fatal] += 1
-            default: break
-            }
-        }
-        applied[.duplicateEvents] = server.duplicatesDelivered
-        return applied
-    }
+    public var appliedFaults: AppliedFaults { server.appliedFaults(polling: .history) }
 
     /// Offline `history` answers, broken (the shapes of protocols/webim.md §12a).
     public func vendorBadInput(in conversation: ConversationID) async throws -> [VendorBadInput] {

@@ -95,22 +95,7 @@ public struct WebimEmulatorControl: EmulatorControl {
     /// disconnect, a broken or raw delta answer a malformed or raw frame, `account-blocked` on the
     /// delta a fatal end, any action fault a failed request, an init fault a refused login; and
     /// the message deltas a client got twice.
-    public var appliedFaults: AppliedFaults {
-        var applied = AppliedFaults()
-        for taken in server.takenFaults {
-            switch (taken.endpoint, taken.fault) {
-            case (.initialize, _): applied[.rejectLogin] += 1
-            case (.action, _): applied[.failRequest] += 1
-            case (.delta, .dropConnection): applied[.disconnect] += 1
-            case (.delta, .malformed): applied[.malformedFrame] += 1
-            case (.delta, .body): applied[.rawFrame] += 1
-            case (.delta, .error("account-blocked")): applied[.fatal] += 1
-            default: break
-            }
-        }
-        applied[.duplicateEvents] = server.duplicatesDelivered
-        return applied
-    }
+    public var appliedFaults: AppliedFaults { server.appliedFaults(polling: .delta) }
 
     /// Webim `delta` answers, broken (the shapes of `protocols/webim.md`), at the visitor's
     /// current revision so the next poll goes on from it.

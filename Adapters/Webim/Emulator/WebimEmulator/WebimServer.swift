@@ -177,6 +177,28 @@ public final class WebimServer: Sendable {
     /// Every injected fault a request met, in order.
     public var takenFaults: [TakenFault] { state.withLock { $0.takenFaults } }
 
+    /// The faults a client met, as `AppliedFaults` counts them, for a client that polls `poll`
+    /// (the chat's `delta`, or the offline appeals' `history`): a dropped poll is a disconnect, a
+    /// broken or raw poll answer a malformed or raw frame, `account-blocked` on it a fatal end, a
+    /// failed `init` a refused login, any action fault a failed request; and the messages an
+    /// answer listed twice.
+    func appliedFaults(polling poll: Endpoint) -> AppliedFaults {
+        var applied = AppliedFaults()
+        for taken in takenFaults {
+            switch (taken.endpoint, taken.fault) {
+            case (.initialize, _): applied[.rejectLogin] += 1
+            case (.action, _): applied[.failRequest] += 1
+            case (poll, .dropConnection): applied[.disconnect] += 1
+            case (poll, .malformed): applied[.malformedFrame] += 1
+            case (poll, .body): applied[.rawFrame] += 1
+            case (poll, .error("account-blocked")): applied[.fatal] += 1
+            default: break
+            }
+        }
+        applied[.duplicateEvents] = duplicatesDelivered
+        return applied
+    }
+
     /// Items a client got a second time through `duplicateNextMessages`: delta items in a delta
     /// answer, appeal messages in an offline history answer.
     public var duplicatesDelivered: Int { state.withLock { $0.duplicatesDelivered } }
