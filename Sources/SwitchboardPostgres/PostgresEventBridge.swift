@@ -72,6 +72,8 @@ public final class PostgresEventBridge: Sendable {
     let listenConnection: PostgresConnection.Configuration
     let bus: EventBus
     public let configuration: Configuration
+    /// What the listener's reconnect delay and the pruning interval are slept on.
+    let clock: SessionClock
     let logger: Logger
     /// This bridge's events are keyed by it and a sequence.
     public let instance: String
@@ -92,21 +94,25 @@ public final class PostgresEventBridge: Sendable {
         url: String,
         bus: EventBus,
         configuration: Configuration = Configuration(),
+        clock: SessionClock = SessionClock(ContinuousClock()),
         logger: Logger = Logger(label: "switchboard.bridge"),
         onChange: @escaping @Sendable (Change) -> Void = { _ in }
     ) throws {
         try self.init(
             store: store, listenConnection: PostgresChatStore.Endpoint(url: url).connectionConfiguration(), bus: bus, configuration: configuration,
-            logger: logger, onChange: onChange
+            clock: clock, logger: logger, onChange: onChange
         )
     }
 
     /// A bridge whose listener uses `listenConnection`.
+    /// - Parameter clock: what the reconnect delay and the pruning interval are slept on (a test
+    ///   clock lets a test say when a broken listener connects again).
     public init(
         store: PostgresChatStore,
         listenConnection: PostgresConnection.Configuration,
         bus: EventBus,
         configuration: Configuration = Configuration(),
+        clock: SessionClock = SessionClock(ContinuousClock()),
         logger: Logger = Logger(label: "switchboard.bridge"),
         onChange: @escaping @Sendable (Change) -> Void = { _ in }
     ) {
@@ -115,6 +121,7 @@ public final class PostgresEventBridge: Sendable {
         self.listenConnection = listenConnection
         self.bus = bus
         self.configuration = configuration
+        self.clock = clock
         self.logger = logger
         self.instance = UUID().uuidString.lowercased()
     }
@@ -250,7 +257,7 @@ public final class PostgresEventBridge: Sendable {
     private func prune() async throws {
         let seconds = Double(configuration.retention.components.seconds) + Double(configuration.retention.components.attoseconds) / 1e18
         while true {
-            try await Task.sleep(for: configuration.retention / 10)
+            try await clock.sleep(for: configuration.retention / 10)
             do {
                 try await store.client.run(
                     "DELETE FROM \(unescaped: store.table("event")) WHERE instance = \(instance) AND created < now() - make_interval(secs => \(seconds))",
@@ -301,7 +308,7 @@ public final class PostgresEventBridge: Sendable {
                 }
             }
             try? await connection?.close()
-            try? await Task.sleep(for: configuration.reconnectDelay)
+            try? await clock.sleep(for: configuration.reconnectDelay)
         }
     }
 
