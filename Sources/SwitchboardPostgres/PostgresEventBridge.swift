@@ -104,9 +104,9 @@ public final class PostgresEventBridge: Sendable {
         )
     }
 
-    /// A bridge whose listener uses `listenConnection`.
-    /// - Parameter clock: what the reconnect delay and the pruning interval are slept on (a test
-    ///   clock lets a test say when a broken listener connects again).
+    /// A bridge whose listener uses `listenConnection`. The reconnect delay and the pruning
+    /// interval are slept on `clock`: a test clock lets a test say when a broken listener
+    /// connects again.
     public init(
         store: PostgresChatStore,
         listenConnection: PostgresConnection.Configuration,
