@@ -101,8 +101,10 @@ extension CrashTests {
                     for round in 1...agentMessages / 2 {
                         for customer in customers { try agent.send("agent \(round)", in: customer.conversation) }
                     }
-                    let victimName = names.max { holdings.keys(of: $0).intersection(unanswered.map { "voximplant/\($0)" }).count
-                        < holdings.keys(of: $1).intersection(unanswered.map { "voximplant/\($0)" }).count }!
+                    let unansweredKeys = Set(unanswered.map { "voximplant/\($0)" })
+                    let victimName = names.max {
+                        holdings.keys(of: $0).intersection(unansweredKeys).count < holdings.keys(of: $1).intersection(unansweredKeys).count
+                    }!
                     let survivors = names.filter { $0 != victimName }
                     let victim = holdings.keys(of: victimName)
                     // What the gateway to be killed has in flight: its unanswered sessions'
