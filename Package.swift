@@ -238,6 +238,7 @@ let package = Package(
                 "SwitchboardMatrix",
                 "SwitchboardSQLite",
                 "SwitchboardPostgres",
+                "SwitchboardTransport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "GRDB", package: "GRDB.swift"),

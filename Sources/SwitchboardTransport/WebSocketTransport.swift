@@ -110,7 +110,7 @@ public enum WebSocketTransport {
                         }
                     }
                 } catch {
-                    throw Self.classify(error, limit: configuration.maxMessageSize)
+                    throw Self.classify(error, limit: configuration.maxMessageSize, url: url)
                 }
             }
             var sockets = opened.makeAsyncIterator()
@@ -132,9 +132,20 @@ public enum WebSocketTransport {
         }
     }
 
-    static func classify(_ error: any Error, limit: Int) -> SwitchboardError {
+    static func classify(_ error: any Error, limit: Int, url: String? = nil) -> SwitchboardError {
         if let error = error as? SwitchboardError { return error }
         if error is CancellationError { return SwitchboardError(.cancelled, "cancelled", underlying: error) }
+        if let error = error as? WebSocketClientError {
+            let place = url.map { " at \($0)" } ?? ""
+            switch error {
+            case .webSocketUpgradeFailed:
+                return SwitchboardError(.connectionLost, "the server\(place) answered but would not open a WebSocket there (is the path right?)", underlying: error)
+            case .invalidURL:
+                return SwitchboardError(.invalidArgument, "not a WebSocket URL\(place)", underlying: error)
+            default:
+                return SwitchboardError(.connectionLost, "WebSocket failure\(place): \(error)", underlying: error)
+            }
+        }
         if "\(error)".localizedCaseInsensitiveContains("too large") || "\(error)".contains("messageTooLarge") {
             return SwitchboardError(.payloadTooLarge, "a message was over \(limit) bytes", underlying: error)
         }

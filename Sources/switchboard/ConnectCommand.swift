@@ -6,6 +6,7 @@ import SwitchboardCXone
 import SwitchboardMatrix
 import SwitchboardSQLite
 import SwitchboardTestKit
+import SwitchboardTransport
 import SwitchboardVoximplant
 import SwitchboardWebim
 
@@ -33,13 +34,16 @@ struct ConnectVoximplant: AsyncParsableCommand {
     @OptionGroup var policy: ConnectPolicyOptions
 
     func validate() throws {
-        try validateURL(url, option: "--url", schemes: ["ws", "wss"])
+        try validateURL(url, option: "--url", schemes: ["ws", "wss"], allowsPlainText: allowPlainText)
     }
 
     func run() async throws {
         let backend = VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: user, token: token, allowsPlainText: allowPlainText), logger: .quiet)
         var runner = ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, me: ParticipantID(user), target: url, retry: policy.retry)
-        runner.join = { session, id in try await VoximplantRequests(session: session).joinConversation(ConversationID(id)).id }
+        runner.storePath = storage.store
+        runner.commands = Console.Commands(start: .group, ending: .leave) { session, id in
+            try await VoximplantRequests(session: session).joinConversation(ConversationID(id)).id
+        }
         try await runner.run().exit()
     }
 }
@@ -66,7 +70,12 @@ struct ConnectWebim: AsyncParsableCommand {
     @OptionGroup var policy: ConnectPolicyOptions
 
     func validate() throws {
-        if url.contains("://") { try validateURL(url, option: "--url", schemes: ["http", "https"]) }
+        if url.contains("://") { try validateURL(url, option: "--url", schemes: ["http", "https"], allowsPlainText: allowPlainText) }
+        do {
+            try WebimConfiguration(accountName: "check", visitorFieldsJSON: visitorFields).validate()
+        } catch let error as SwitchboardError {
+            throw ValidationError("--visitor-fields: \(error.message.replacingOccurrences(of: "invalidVisitorFields: ", with: ""))")
+        }
         if offline && userToken == nil { throw ValidationError("--offline needs --user-token") }
         if !offline && userToken != nil { throw ValidationError("--user-token is for --offline") }
         if pollInterval < 1 { throw ValidationError("--poll-interval is at least 1 second") }
@@ -81,12 +90,18 @@ struct ConnectWebim: AsyncParsableCommand {
             )
             var configuration = SessionConfiguration()
             configuration.pollInterval = .seconds(pollInterval)
-            try await ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, configuration: configuration, target: url, retry: policy.retry)
-                .run().exit()
+            var runner = ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, configuration: configuration, target: url, retry: policy.retry)
+            runner.storePath = storage.store
+            runner.commands = Console.Commands(start: .appeal)
+            try await runner.run().exit()
             return
         }
         let backend = try WebimBackend(configuration: WebimConfiguration(accountName: url, location: location, visitorFieldsJSON: visitorFields, allowsPlainText: allowPlainText))
-        try await ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, target: url, retry: policy.retry).run().exit()
+        // The visitor's one chat starts with its first message; the operator or the service ends
+        // it (Mobile SDK 4.0 has no close).
+        var runner = ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, target: url, retry: policy.retry)
+        runner.storePath = storage.store
+        try await runner.run().exit()
     }
 }
 
@@ -109,8 +124,8 @@ struct ConnectCXone: AsyncParsableCommand {
     @OptionGroup var policy: ConnectPolicyOptions
 
     func validate() throws {
-        if let chatURL { try validateURL(chatURL, option: "--chat-url", schemes: ["http", "https"]) }
-        if let socketURL { try validateURL(socketURL, option: "--socket-url", schemes: ["ws", "wss"]) }
+        if let chatURL { try validateURL(chatURL, option: "--chat-url", schemes: ["http", "https"], allowsPlainText: allowPlainText) }
+        if let socketURL { try validateURL(socketURL, option: "--socket-url", schemes: ["ws", "wss"], allowsPlainText: allowPlainText) }
     }
 
     func run() async throws {
@@ -138,7 +153,12 @@ struct ConnectCXone: AsyncParsableCommand {
             try ConsoleRunner.Outcome.failed("error: cannot load the channel configuration from \(resolved.chatURL): \(error.message)").exit()
             return
         }
-        try await ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, target: resolved.socketURL, retry: policy.retry).run().exit()
+        var runner = ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, target: resolved.socketURL, retry: policy.retry)
+        runner.storePath = storage.store
+        // A live-chat or multi-thread channel starts threads (a single-thread channel has its one).
+        let lifecycle = backend.descriptor.capabilities.contains(.conversationLifecycle)
+        runner.commands = Console.Commands(start: lifecycle ? .thread : nil, ending: lifecycle ? .close : nil)
+        try await runner.run().exit()
     }
 }
 
@@ -160,7 +180,7 @@ struct ConnectMatrix: AsyncParsableCommand {
     @OptionGroup var policy: ConnectPolicyOptions
 
     func validate() throws {
-        try validateURL(homeserver, option: "--homeserver", schemes: ["http", "https"])
+        try validateURL(homeserver, option: "--homeserver", schemes: ["http", "https"], allowsPlainText: allowPlainText)
         switch (password, token) {
         case (_?, _?): throw ValidationError("give either --password or --token, not both")
         case (_?, nil): if user == nil { throw ValidationError("--password needs --user") }
@@ -178,7 +198,8 @@ struct ConnectMatrix: AsyncParsableCommand {
         // Messages of the logged-in user are `"mine": true` in JSON lines when the user id is given.
         let me = user.flatMap { $0.hasPrefix("@") ? ParticipantID($0) : nil }
         var runner = ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, me: me, target: homeserver, retry: policy.retry)
-        runner.join = { session, room in try await MatrixRequests(session: session).join(room) }
+        runner.storePath = storage.store
+        runner.commands = Console.Commands(start: .group, ending: .leave) { session, room in try await MatrixRequests(session: session).join(room) }
         try await runner.run().exit()
     }
 }
@@ -212,8 +233,17 @@ struct ConsoleRunner: Sendable {
     var progress = ProgressReporter.standardError
     /// How long commands wait for the first connection before they run anyway.
     var firstConnectionWait: Duration = .seconds(10)
-    /// What `/join ID` does, for backends that join conversations by id or address.
-    var join: Console.Joiner?
+    /// How long, once connected, commands wait for the first conversation to arrive (a Webim
+    /// chat comes just after the link opens): a message typed or piped right away then goes to
+    /// it instead of finding no conversation.
+    var firstConversationWait: Duration = .seconds(3)
+    /// How long the end of input waits for messages still on their way to be confirmed.
+    var drainWait: Duration = .seconds(10)
+    /// How conversations start and end on this backend, and whether `/join` is offered.
+    var commands = Console.Commands()
+    /// The SQLite file the session is kept in, if any: what the outbox still holds at the end is
+    /// sent from it on the next run.
+    var storePath: String?
 
     /// How a run ended.
     enum Outcome: Sendable, Equatable {
@@ -230,19 +260,22 @@ struct ConsoleRunner: Sendable {
     ) async throws -> Outcome {
         let session = ChatSession(backend: backend, store: store, configuration: configuration, logger: .quiet)
         let formatter = EventFormatter(format: jsonl ? .jsonLines : .timeline, start: Date(), me: me)
-        let console = Console(session: session, progress: progress, join: join)
+        let console = Console(session: session, commands: commands, me: me, progress: progress)
         let events = session.events(filter: .all, buffering: .unbounded)
         let firstConnection = session.events(filter: .all, buffering: .unbounded)
-        let (target, retry, progress, wait) = (self.target, self.retry, self.progress, firstConnectionWait)
+        let (target, retry, progress) = (self.target, self.retry, self.progress)
+        let (wait, conversationWait, drainWait) = (firstConnectionWait, firstConversationWait, self.drainWait)
+        let kept = storePath
         return try await session.withRunning { session in
             try await session.resume()
-            if !jsonl { output(Console.help) }
+            if !jsonl { output(await console.help) }
             return await withTaskGroup(of: Outcome?.self) { group in
                 group.addTask {
+                    var formatter = formatter
                     var connected = false
                     var catchUp = CatchUpProgress()
                     for await event in events {
-                        output(formatter.line(for: event, receivedAt: Date()))
+                        if let line = formatter.line(for: event, receivedAt: Date()) { output(line) }
                         if let line = catchUp.observe(event) { progress.report(line) }
                         switch event.kind {
                         case .connection(.connected, _):
@@ -258,26 +291,29 @@ struct ConsoleRunner: Sendable {
                     return nil
                 }
                 group.addTask {
-                    // Commands typed (or piped) before the first connection wait for it: a start
-                    // or a send right away then goes through instead of failing as not connected.
-                    await withTaskGroup(of: Void.self) { waiting in
-                        waiting.addTask {
-                            for await event in firstConnection {
-                                switch event.kind {
-                                case .connection(.connected, _), .fatal: return
-                                default: continue
-                                }
-                            }
-                        }
-                        waiting.addTask { try? await Task.sleep(for: wait) }
-                        await waiting.next()
-                        waiting.cancelAll()
-                    }
-                    firstConnection.finish()
+                    // Commands typed (or piped) before the first connection wait for it, and then
+                    // briefly for the first conversation: a start or a send right away then goes
+                    // through instead of failing as not connected or finding no conversation.
+                    await Self.waitForFirstConnection(firstConnection, session: session, wait: wait, conversationWait: conversationWait)
+                    var quit = false
                     for await line in lines {
-                        guard let reply = await console.handle(line) else { break }
+                        guard let reply = await console.handle(line) else {
+                            quit = true
+                            break
+                        }
                         for text in reply { replies(text) }
                         if await session.isClosed { break }
+                    }
+                    // The input ended: what was queued gets its chance to be confirmed, and a
+                    // console that could not send says so in its exit status.
+                    if !quit { await Self.drain(session, wait: drainWait) }
+                    let unsent = await console.unsent
+                    let pending = await session.isClosed ? [] : await session.pendingSends
+                    if !unsent.isEmpty {
+                        return .failed("error: \(unsent.count) message\(unsent.count == 1 ? "" : "s") not sent (see the lines above)")
+                    }
+                    if !pending.isEmpty {
+                        return .failed("error: \(pending.count) message\(pending.count == 1 ? "" : "s") not confirmed by the server when the input ended\(kept.map { "; kept in \($0), sent on the next run" } ?? "")")
                     }
                     return .ended
                 }
@@ -292,6 +328,64 @@ struct ConsoleRunner: Sendable {
                 return outcome
             }
         }
+    }
+
+    /// Waits for the first connection (at most `wait`), then for the first conversation (at most
+    /// `conversationWait`), unless one is stored already or the session failed for good.
+    private static func waitForFirstConnection(_ events: EventStream, session: ChatSession, wait: Duration, conversationWait: Duration) async {
+        let connected = await firstEvent(in: events, within: wait) { kind in
+            switch kind {
+            case .connection(.connected, _): return true
+            case .fatal: return false
+            default: return nil
+            }
+        }
+        guard connected == true else { return }
+        // Subscribed before the store is read, so a conversation stored after the read is heard.
+        let later = session.events(filter: .all, buffering: .unbounded)
+        guard ((try? await session.conversations()) ?? []).isEmpty else { return later.finish() }
+        _ = await firstEvent(in: later, within: conversationWait) { kind in
+            if case .conversationAdded = kind { return true }
+            return nil
+        }
+    }
+
+    /// The verdict of the first event of `events` that `verdict` has one for, or `nil` when
+    /// `limit` passes first; `events` is finished either way.
+    private static func firstEvent(in events: EventStream, within limit: Duration, _ verdict: @escaping @Sendable (ChatEvent.Kind) -> Bool?) async -> Bool? {
+        defer { events.finish() }
+        return await withTaskGroup(of: Bool?.self) { group in
+            group.addTask {
+                for await event in events {
+                    if let found = verdict(event.kind) { return found }
+                }
+                return nil
+            }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+    }
+
+    /// Waits (at most `wait`) until the outbox holds nothing on its way.
+    private static func drain(_ session: ChatSession, wait: Duration) async {
+        let events = session.events(filter: .all, buffering: .unbounded)
+        await withTaskGroup(of: Void.self) { draining in
+            draining.addTask {
+                if await session.pendingSends.isEmpty { return }
+                for await _ in events {
+                    if await session.pendingSends.isEmpty { return }
+                }
+            }
+            draining.addTask { try? await Task.sleep(for: wait) }
+            await draining.next()
+            draining.cancelAll()
+        }
+        events.finish()
     }
 
     /// One line for a first connection that failed: what was tried and why, never a stack trace.
@@ -321,9 +415,18 @@ extension ConsoleRunner.Outcome {
     }
 }
 
-/// Checks a URL option before anything connects: a scheme from `schemes` and a host.
-func validateURL(_ text: String, option: String, schemes: [String]) throws {
+/// Checks a URL option before anything connects: a scheme from `schemes`, a host, and plain
+/// text only to loopback unless `--allow-plain-text` is given.
+func validateURL(_ text: String, option: String, schemes: [String], allowsPlainText: Bool = false) throws {
     guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), schemes.contains(scheme), url.host?.isEmpty == false else {
         throw ValidationError("\(option) is not a \(schemes.map { "\($0)://" }.joined(separator: " or ")) URL with a host: \(text)")
+    }
+    do {
+        try PlainTextPolicy.check(text, allowed: allowsPlainText)
+    } catch {
+        let secure = scheme == "ws" ? "wss" : "https"
+        throw ValidationError(
+            "\(option) \(text) is plain \(scheme):// to a host that is not loopback (tokens and messages would travel unencrypted): use \(secure)://, or add --allow-plain-text"
+        )
     }
 }

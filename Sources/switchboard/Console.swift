@@ -2,46 +2,109 @@ import Foundation
 import Switchboard
 
 /// The interactive client of `switchboard connect`: one command line in, lines of output back.
-/// Commands work the same for every backend; what a backend lacks answers with its typed
-/// `unsupported` error.
+/// Commands work the same for every backend; the help lists the ones the backend in use offers,
+/// and a command it lacks says so in one line.
 actor Console {
     let session: ChatSession
+    let commands: Commands
     private(set) var current: ConversationID?
     private var oldestLoaded: MessageOrderKey?
+    /// The conversation `/leave` asked about; a second `/leave` confirms it.
+    private var leaving: ConversationID?
+    /// Messages the console could not hand to the session, for the exit status.
+    private(set) var unsent: [String] = []
 
     private let progress: ProgressReporter
-    /// How this backend joins a conversation by id or address (`/join`), where it can.
-    private let join: Joiner?
+    /// The logged-in user, where peers share one role: their messages show as "me".
+    private let me: ParticipantID?
 
     /// Joins a conversation (a Matrix room id or alias, a public Voximplant-style conversation).
     typealias Joiner = @Sendable (ChatSession, String) async throws -> ConversationID
 
-    init(session: ChatSession, progress: ProgressReporter = .off, join: Joiner? = nil) {
-        self.session = session
-        self.progress = progress
-        self.join = join
+    /// What the backend in use offers beyond sending: how a conversation starts and ends, and
+    /// whether one can be joined by its id. The rest follows the backend's capabilities.
+    struct Commands: Sendable {
+        enum Start: Sendable {
+            /// `/create TITLE [USER…]`: a group conversation (messengers).
+            case group
+            /// `/new [FIELD=VALUE…]`: a thread, with pre-chat fields (CXone).
+            case thread
+            /// `/appeal TEXT`: a conversation its first message makes (Webim offline appeals).
+            case appeal
+        }
+
+        enum Ending: Sendable {
+            /// `/close` ends the chat (a support chat).
+            case close
+            /// `/leave` takes the user out of the conversation, which goes on without them.
+            case leave
+        }
+
+        var start: Start?
+        var ending: Ending?
+        var join: Joiner?
+
+        init(start: Start? = nil, ending: Ending? = nil, join: Joiner? = nil) {
+            self.start = start
+            self.ending = ending
+            self.join = join
+        }
     }
 
-    static let help = """
-        commands: TEXT or /send TEXT · /typing [DRAFT] · /read · /history N · /conversations (/threads)
-                  /open ID · /create TITLE [USER…] · /new [FIELD=VALUE…] · /appeal TEXT · /add USER · /remove USER
-                  /rename TITLE · /archive (/delete) · /close · /end · /rate N · /file PATH · /refresh [forced]
-                  /join ID · /quit
-        """
+    init(session: ChatSession, commands: Commands = Commands(), me: ParticipantID? = nil, progress: ProgressReporter = .off) {
+        self.session = session
+        self.commands = commands
+        self.me = me
+        self.progress = progress
+    }
+
+    /// The commands this backend offers, a line per group.
+    var help: String {
+        let capabilities = session.descriptor.capabilities
+        func offered(_ capability: BackendCapabilities, _ text: String) -> String? { capabilities.contains(capability) ? text : nil }
+        let start: String? =
+            switch commands.start {
+            case .group: "/create TITLE [USER…]"
+            case .thread: "/new [FIELD=VALUE…]"
+            case .appeal: "/appeal TEXT"
+            case nil: nil
+            }
+        let end: String? =
+            switch commands.ending {
+            case .close: "/close"
+            case .leave: "/leave"
+            case nil: nil
+            }
+        let lines: [[String?]] = [
+            ["TEXT or /send TEXT", offered(.typing, "/typing [DRAFT]"), offered(.readMarkers, "/read"), "/history N", offered(.files, "/file PATH")],
+            ["/conversations", "/open ID", start, commands.join == nil ? nil : "/join ID", end, offered(.archive, "/archive")],
+            [
+                offered(.participantsManagement, "/add USER"), offered(.participantsManagement, "/remove USER"),
+                offered(.conversationUpdate, "/rename TITLE"), offered(.agentRating, "/rate N"), offered(.polling, "/refresh [forced]"),
+            ],
+            ["/help", "/quit"],
+        ]
+        return lines.map { $0.compactMap { $0 } }.filter { !$0.isEmpty }.enumerated()
+            .map { ($0.offset == 0 ? "commands: " : "          ") + $0.element.joined(separator: " · ") }
+            .joined(separator: "\n")
+    }
 
     /// Runs one command line; returns what to print, or `nil` to quit.
     func handle(_ line: String) async -> [String]? {
         let trimmed = line.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty else { return [] }
         let words = trimmed.split(separator: " ", maxSplits: 1).map(String.init)
-        let command = trimmed.hasPrefix("/") ? words[0] : "/send"
-        let argument = trimmed.hasPrefix("/") ? (words.count > 1 ? words[1] : "") : trimmed
+        // A bare word that is a console command is taken as the command, not sent to the agent.
+        let bare = ["help", "quit", "exit"].contains(trimmed.lowercased()) ? "/" + trimmed.lowercased() : nil
+        let command = bare ?? (trimmed.hasPrefix("/") ? words[0] : "/send")
+        let argument = trimmed.hasPrefix("/") ? (words.count > 1 ? words[1] : "") : (bare == nil ? trimmed : "")
+        if command != "/leave" { leaving = nil }
         do {
             switch command {
             case "/quit", "/exit":
                 return nil
             case "/help":
-                return [Self.help]
+                return [help]
             case "/conversations", "/threads":
                 let list = try await session.conversations()
                 if list.isEmpty { return ["no conversations"] }
@@ -52,6 +115,7 @@ actor Console {
                 oldestLoaded = nil
                 return ["opened \(chat.id)"]
             case "/create":
+                guard commands.start == .group else { return notOffered(command) }
                 var parts = argument.split(separator: " ").map(String.init)
                 let title = parts.isEmpty ? nil : parts.removeFirst()
                 let chat = try await session.startConversation(
@@ -60,6 +124,7 @@ actor Console {
                 current = chat.id
                 return ["created and opened \(chat.id)"]
             case "/new":
+                guard commands.start == .thread else { return notOffered(command) }
                 // A thread with pre-chat custom fields: /new email=a@example.com topic=billing
                 var fields: [String: String] = [:]
                 for pair in argument.split(separator: " ") {
@@ -72,20 +137,25 @@ actor Console {
                 oldestLoaded = nil
                 return ["created and opened \(chat.id)"]
             case "/appeal":
-                // A conversation its first message makes (Webim offline appeals).
-                let chat = try await session.startConversation(ConversationDraft(firstMessage: MessageDraft(text: argument)))
-                current = chat.id
-                oldestLoaded = nil
-                return ["wrote and opened appeal \(chat.id)"]
-            case "/join":
-                guard let join else {
-                    throw SwitchboardError(.unsupported, "joining by id is not offered by \(session.descriptor.name)")
+                guard commands.start == .appeal else { return notOffered(command) }
+                guard !argument.isEmpty else { return ["usage: /appeal TEXT (an appeal is made by its first message)"] }
+                do {
+                    let chat = try await session.startConversation(ConversationDraft(firstMessage: MessageDraft(text: argument)))
+                    current = chat.id
+                    oldestLoaded = nil
+                    return ["wrote and opened appeal \(chat.id)"]
+                } catch {
+                    unsent.append(argument)
+                    throw error
                 }
+            case "/join":
+                guard let join = commands.join else { return notOffered(command) }
                 let id = try await join(session, argument)
                 current = id
                 oldestLoaded = nil
                 return ["joined and opened \(id)"]
             case "/refresh":
+                guard session.descriptor.capabilities.contains(.polling) else { return notOffered(command) }
                 try await session.refresh(forced: argument == "forced")
                 return ["refreshed"]
             default:
@@ -98,13 +168,43 @@ actor Console {
         }
     }
 
+    /// The line for a command the backend in use does not offer.
+    private func notOffered(_ command: String, _ why: String? = nil) -> [String] {
+        ["\(command) is not offered by \(session.descriptor.name)\(why.map { ": \($0)" } ?? ""); /help lists what is"]
+    }
+
+    /// The capability each conversation command needs, where one does.
+    private static let needs: [String: BackendCapabilities] = [
+        "/typing": .typing, "/read": .readMarkers, "/file": .files, "/add": .participantsManagement,
+        "/remove": .participantsManagement, "/rename": .conversationUpdate, "/archive": .archive, "/delete": .archive,
+        "/rate": .agentRating,
+    ]
+
     private func inConversation(_ command: String, _ argument: String) async throws -> [String] {
-        guard let id = try await currentConversation() else { return ["no conversation: /conversations, /open ID or /create TITLE"] }
+        let sends = command == "/send" || command == "/file"
+        if let needed = Self.needs[command], !session.descriptor.capabilities.contains(needed) { return notOffered(command) }
+        guard !(sends && argument.isEmpty) else { return ["usage: \(command) \(command == "/file" ? "PATH" : "TEXT")"] }
+        guard let id = try await currentConversation() else {
+            if sends { unsent.append(argument) }
+            let start =
+                switch commands.start {
+                case .group: ", /create TITLE"
+                case .thread: ", /new"
+                case .appeal: ", /appeal TEXT"
+                case nil: ""
+                }
+            return ["no conversation\(sends ? ", nothing sent" : ""): /conversations, /open ID\(start)\(commands.join == nil ? "" : " or /join ID")"]
+        }
         let chat = try await session.conversation(id)
         switch command {
         case "/send":
-            let message = try await chat.send(text: argument)
-            return ["queued \(message.clientID?.rawValue ?? "")"]
+            do {
+                let message = try await chat.send(text: argument)
+                return ["queued \(message.clientID?.rawValue ?? "")"]
+            } catch {
+                unsent.append(argument)
+                throw error
+            }
         case "/typing":
             try await chat.userTyping(draft: argument.isEmpty ? nil : argument)
             return []
@@ -123,7 +223,7 @@ actor Console {
                 if wanted > 100 { progress.report("history: \(loaded.count) of \(wanted) loaded") }
             }
             if loaded.isEmpty { return ["no older messages"] }
-            return loaded.map { "  #\($0.sequence.map(String.init) ?? "-") \($0.sender?.rawValue ?? "me"): \($0.text)" }
+            return loaded.map { "  #\($0.sequence.map(String.init) ?? "-") \(EventFormatter.isMine($0, me: me) ? "me" : $0.senderName ?? $0.sender?.rawValue ?? "unknown"): \($0.text)" }
         case "/add":
             try await chat.addParticipants([Participant(id: ParticipantID(argument), role: .user)])
             return ["added \(argument)"]
@@ -131,8 +231,26 @@ actor Console {
             try await chat.removeParticipants([ParticipantID(argument)])
             return ["removed \(argument)"]
         case "/close", "/end":
+            switch commands.ending {
+            case .close:
+                try await chat.close()
+                return ["closed \(id)"]
+            case .leave:
+                return ["a \(session.descriptor.name) conversation has no end: /leave takes you out of \(id)"]
+            case nil:
+                return notOffered(command, "the agent or the service ends a chat")
+            }
+        case "/leave":
+            guard commands.ending == .leave else { return notOffered(command) }
+            guard leaving == id else {
+                leaving = id
+                let back = commands.join == nil ? "a member adds you" : "it is public (/join \(id)) or a member adds you"
+                return ["leaving \(id) takes you out of it for good: you come back only if \(back). Type /leave again to leave."]
+            }
+            leaving = nil
             try await chat.close()
-            return ["closed \(id)"]
+            current = nil
+            return ["left \(id)"]
         case "/archive", "/delete":
             try await chat.archive()
             if current == id { current = nil }
@@ -141,23 +259,33 @@ actor Console {
             try await chat.update(ConversationChanges(title: argument))
             return ["renamed \(id)"]
         case "/rate":
-            try await chat.rateAgent(nil, rating: Int(argument) ?? 0, comment: nil)
+            guard let rating = Int(argument) else { return ["usage: /rate N"] }
+            try await chat.rateAgent(nil, rating: rating, comment: nil)
             return ["rated"]
         case "/file":
             let url = URL(fileURLWithPath: argument)
-            let size = (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? Int).flatMap { $0 }
-            try await chat.send(
-                MessageDraft(
-                    text: url.lastPathComponent,
-                    kind: .file,
-                    attachments: [
-                        Message.Attachment(name: url.lastPathComponent, mimeType: Self.mimeType(of: url), size: size.map(Int64.init), url: url)
-                    ]
+            guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path) else {
+                unsent.append(argument)
+                return ["no file at \(url.path), nothing sent"]
+            }
+            let size = attributes[.size] as? Int
+            do {
+                try await chat.send(
+                    MessageDraft(
+                        text: url.lastPathComponent,
+                        kind: .file,
+                        attachments: [
+                            Message.Attachment(name: url.lastPathComponent, mimeType: Self.mimeType(of: url), size: size.map(Int64.init), url: url)
+                        ]
+                    )
                 )
-            )
+            } catch {
+                unsent.append(argument)
+                throw error
+            }
             return ["queued \(url.lastPathComponent)"]
         default:
-            return ["unknown command \(command)", Self.help]
+            return ["unknown command \(command); /help lists the commands"]
         }
     }
 

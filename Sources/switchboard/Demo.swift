@@ -506,24 +506,24 @@ struct Demo: Sendable {
     /// flush before they narrate, so each step's events follow its heading.
     final class TimelinePrinter: Sendable {
         let events: EventRecorder
-        let formatter: EventFormatter
         let write: @Sendable (String) -> Void
-        private let printed = Locked(0)
+        /// How many events are printed, and the formatter that printed them (it learns names).
+        private let state: Locked<(printed: Int, formatter: EventFormatter)>
 
         init(events: EventRecorder, formatter: EventFormatter, write: @escaping @Sendable (String) -> Void) {
             self.events = events
-            self.formatter = formatter
+            self.state = Locked((0, formatter))
             self.write = write
         }
 
         func flush() {
-            printed.withLock { printed in
+            state.withLock { state in
                 let recorded = events.events
                 let arrivals = events.arrivals
-                for (index, event) in recorded.enumerated().dropFirst(printed) {
-                    write(formatter.line(for: event, receivedAt: index < arrivals.count ? arrivals[index] : nil))
+                for (index, event) in recorded.enumerated().dropFirst(state.printed) {
+                    if let line = state.formatter.line(for: event, receivedAt: index < arrivals.count ? arrivals[index] : nil) { write(line) }
                 }
-                printed = recorded.count
+                state.printed = recorded.count
             }
         }
     }

@@ -271,7 +271,7 @@ struct EventsCommand: AsyncParsableCommand {
 
     func run() async throws {
         let say = GatewayCommand.say
-        let formatter = EventFormatter(format: jsonl ? .jsonLines : .timeline, start: Date())
+        let jsonl = self.jsonl
         let output = StandardOutput()
         let bus = EventBus()
         let events = bus.subscribe(filter: .all, buffering: .unbounded)
@@ -284,8 +284,9 @@ struct EventsCommand: AsyncParsableCommand {
                     group.addTask { try await bridge.run() }
                     group.addTask {
                         var printed = 0
+                        var formatter = EventFormatter(format: jsonl ? .jsonLines : .timeline, start: Date())
                         for await event in events {
-                            output.write(formatter.line(for: event, receivedAt: Date()))
+                            if let line = formatter.line(for: event, receivedAt: Date()) { output.write(line) }
                             printed += 1
                             if let count, printed >= count { return }
                         }

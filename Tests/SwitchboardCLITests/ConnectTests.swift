@@ -51,6 +51,49 @@ struct ConnectTests {
         _ = try ConnectMatrix.parse(["--homeserver", "http://127.0.0.1:8008", "--token", "t"])
     }
 
+    /// Options a newcomer gets wrong are refused in one line that names the option and what is
+    /// wrong, before anything connects.
+    @Test func wrongOptionsNameTheOptionAndTheFix() throws {
+        func refusal<Command: ParsableCommand>(_ command: Command.Type, _ arguments: [String]) -> String {
+            do {
+                _ = try command.parse(arguments)
+                return "accepted"
+            } catch {
+                return command.message(for: error)
+            }
+        }
+        let plain = refusal(ConnectVoximplant.self, ["--url", "ws://chat.example.com/ws", "--user", "a", "--token", "b"])
+        print("  ws:// to a remote host: \(plain)")
+        #expect(plain.hasPrefix("--url ws://chat.example.com/ws is plain ws://") && plain.hasSuffix("use wss://, or add --allow-plain-text"))
+        #expect(refusal(ConnectVoximplant.self, ["--url", "ws://chat.example.com/ws", "--user", "a", "--token", "b", "--allow-plain-text"]) == "accepted")
+        #expect(refusal(ConnectMatrix.self, ["--homeserver", "http://matrix.example.com", "--token", "t"]).hasSuffix("use https://, or add --allow-plain-text"))
+        #expect(refusal(ConnectCXone.self, ["--chat-url", "http://127.0.0.1:1/chat", "--socket-url", "ws://localhost:1/ws", "--brand", "1", "--channel", "c"]) == "accepted")
+
+        let broken = refusal(ConnectWebim.self, ["--url", "demo", "--visitor-fields", #"{"fields":{"id":"x"}"#])
+        print("  broken --visitor-fields: \(broken)")
+        #expect(broken.hasPrefix("--visitor-fields: visitor fields are not JSON: malformed JSON"), "\(broken)")
+        #expect(broken.contains("at byte"), "where the JSON breaks")
+        let noID = refusal(ConnectWebim.self, ["--url", "demo", "--visitor-fields", #"{"fields":{"name":"x"}}"#])
+        #expect(noID.hasPrefix(#"--visitor-fields: visitor fields have no "id" string"#), "\(noID)")
+        #expect(refusal(ConnectWebim.self, ["--url", "demo", "--visitor-fields", #"["id"]"#]).hasPrefix("--visitor-fields: visitor fields are a JSON object"))
+        #expect(refusal(ConnectWebim.self, ["--url", "demo", "--visitor-fields", #"{"fields":{"id":"x"}}"#]) == "accepted")
+    }
+
+    /// A WebSocket URL whose path the server does not serve says so, in one line.
+    @Test func aWrongWebSocketPathSaysSo() async throws {
+        let server = VoximplantServer()
+        let alice = server.addUser("alice", token: "a")
+        try await VoximplantEmulator(server: server, logger: .quiet).withRunning { url in
+            let wrong = url.replacingOccurrences(of: "/ws", with: "/wrong")
+            let backend = VoximplantBackend(configuration: VoximplantConfiguration(url: wrong, user: alice, token: "a"), logger: .quiet)
+            let runner = ConsoleRunner(backend: backend, store: InMemoryChatStore(), jsonl: false, target: wrong, progress: .off)
+            let (input, _) = AsyncStream.makeStream(of: String.self)
+            let outcome = try await runner.run(lines: input, output: { _ in }, replies: { _ in })
+            print("  wrong path: \(outcome)")
+            #expect(outcome == .failed("error: cannot connect to \(wrong): the server at \(wrong) answered but would not open a WebSocket there (is the path right?) (--retry keeps trying)"))
+        }
+    }
+
     /// The app was away while the agent wrote 300 messages: the catch-up says how far it has come
     /// in tenths and when it is done.
     @Test func aLongCatchUpReportsHowManyOfHowMany() async throws {

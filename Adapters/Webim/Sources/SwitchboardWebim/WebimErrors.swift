@@ -61,8 +61,17 @@ public enum WebimBuilderError: String, Sendable, Hashable, CaseIterable {
     /// Visitor fields (identification v1 or v2) are JSON with `fields.id` or `id`.
     static func checkVisitorFields(_ json: String?) throws {
         guard let json else { return }
-        guard let value = try? JSONValue(parsing: json), (value["fields"]?["id"] ?? value["id"])?.stringValue != nil else {
-            throw WebimBuilderError.invalidVisitorFields.error("visitor fields are JSON with an id")
+        let value: JSONValue
+        do {
+            value = try JSONValue(parsing: json)
+        } catch {
+            throw WebimBuilderError.invalidVisitorFields.error("visitor fields are not JSON: \(SwitchboardError.classify(error).message)")
+        }
+        guard value.objectValue != nil else {
+            throw WebimBuilderError.invalidVisitorFields.error(#"visitor fields are a JSON object, {"fields":{"id":"…"}}, not \#(json.prefix(40))"#)
+        }
+        guard (value["fields"]?["id"] ?? value["id"])?.stringValue != nil else {
+            throw WebimBuilderError.invalidVisitorFields.error(#"visitor fields have no "id" string: {"fields":{"id":"…",…}} (or "id" beside "fields" in the v1 form)"#)
         }
     }
 
