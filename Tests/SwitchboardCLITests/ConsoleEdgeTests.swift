@@ -102,28 +102,29 @@ struct ConsoleEdgeTests {
         }
     }
 
-    /// A returning Webim visitor's message piped right after connecting: the conversation comes
-    /// just after the link opens, and the message waits for it instead of finding none.
+    /// A Webim visitor's message piped right after connecting: the conversation comes just
+    /// after the link opens, and the message waits for it instead of finding none. Six runs (a
+    /// new visitor, then returning, three times): the race it guards lost 2 of 5 before.
     @Test func aWebimMessagePipedAtOnceIsSent() async throws {
         let server = WebimServer(configuration: .init(deltaHold: .seconds(1)))
-        let fields = #"{"fields":{"id":"returning","display_name":"Ann"}}"#
         try await WebimEmulator(server: server, logger: .quiet).withRunning { url in
-            var runs: [ConsoleRunner.Outcome] = []
-            // Twice: a new visitor, then the same one returning (the one that lost its message).
-            for text in ["first visit", "returning visit"] {
-                let backend = try WebimBackend(configuration: WebimConfiguration(accountName: url, visitorFieldsJSON: fields))
-                var runner = ConsoleRunner(backend: backend, store: InMemoryChatStore(), jsonl: true, target: url, progress: .off)
-                runner.drainWait = .seconds(20)
-                let (input, typed) = AsyncStream.makeStream(of: String.self)
-                typed.yield(text)
-                typed.finish()
-                let replies = Locked<[String]>([])
-                runs.append(try await runner.run(lines: input, output: { _ in }, replies: { line in replies.withLock { $0.append(line) } }))
-                print("  webim piped \"\(text)\": \(runs.last!), console said \(replies.withLock { $0 })")
+            var outcomes: [ConsoleRunner.Outcome] = []
+            for visitor in 1...3 {
+                let fields = #"{"fields":{"id":"piped-\#(visitor)"}}"#
+                for text in ["first visit", "returning visit"] {
+                    let backend = try WebimBackend(configuration: WebimConfiguration(accountName: url, visitorFieldsJSON: fields))
+                    var runner = ConsoleRunner(backend: backend, store: InMemoryChatStore(), jsonl: true, target: url, progress: .off)
+                    runner.drainWait = .seconds(20)
+                    let (input, typed) = AsyncStream.makeStream(of: String.self)
+                    typed.yield(text)
+                    typed.finish()
+                    outcomes.append(try await runner.run(lines: input, output: { _ in }, replies: { _ in }))
+                }
+                let texts = server.messages(ofVisitor: "provided-piped-\(visitor)").filter { $0.kind == "visitor" }.map(\.text)
+                #expect(texts == ["first visit", "returning visit"], "visitor \(visitor): the server has both, once each: \(texts)")
             }
-            let texts = server.messages(ofVisitor: "provided-returning").filter { $0.kind == "visitor" }.map(\.text)
-            #expect(runs == [.ended, .ended])
-            #expect(texts == ["first visit", "returning visit"], "the server has both, once each: \(texts)")
+            print("  webim, a message piped at once: \(outcomes.filter { $0 == .ended }.count) of \(outcomes.count) runs sent it and ended with status 0")
+            #expect(outcomes == Array(repeating: .ended, count: 6))
         }
     }
 
