@@ -215,7 +215,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchboardVoximplantTests",
-            dependencies: ["Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator"],
+            dependencies: ["Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator", "SwitchboardEmulation"],
             path: "Adapters/Voximplant/Tests/SwitchboardVoximplantTests"
         ),
         // A command-line chat app on the public API only, as an app uses it (Examples/README.md).

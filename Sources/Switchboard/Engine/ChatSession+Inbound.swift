@@ -320,6 +320,12 @@ extension ChatSession {
         if descriptor.capabilities.contains(.sequences), let sequence = event.sequence,
             let conversation = event.conversationID
         {
+            if let delivered = trackers[conversation]?.delivered, sequence <= delivered, await isForeign(event, at: sequence, in: conversation) {
+                await resynchronize(
+                    conversation, head: sequence,
+                    because: "event #\(sequence) came with message \(event.messageServerID?.rawValue ?? "?"), not the one stored at #\(sequence)"
+                )
+            }
             var tracker = trackers[conversation] ?? newTracker(conversation, baseline: catchUpBaseline(sequence - 1))
             let before = tracker.heldCount
             let outcome = tracker.receive(sequence: sequence, event: event)
@@ -352,9 +358,55 @@ extension ChatSession {
             storedSequences[conversation] = baseline
             await persist { try await self.store.saveSequence(baseline, for: conversation, scope: self.scope) }
         }
+        if lastSequence < tracker.delivered {
+            await resynchronize(conversation, head: lastSequence, because: "its newest event is #\(lastSequence), below the #\(tracker.delivered) delivered")
+            tracker = trackers[conversation]!
+        }
         let outcome = tracker.headObserved(lastSequence)
         trackers[conversation] = tracker
         await handle(outcome, in: conversation)
+    }
+
+    /// Whether `event`, a sequence already delivered, is a new message where the store holds
+    /// another at that sequence: a server that numbers its events afresh.
+    private func isForeign(_ event: BackendEvent, at sequence: Int64, in conversation: ConversationID) async -> Bool {
+        guard case .messageAdded = event.kind, let id = event.messageServerID else { return false }
+        let above = MessageOrderKey(isPending: false, sequence: sequence + 1, time: .distantPast, tieBreaker: "")
+        guard let stored = try? await store.fetchMessages(in: conversation, before: above, limit: 1, scope: scope).last,
+            stored.sequence == sequence, let storedID = stored.serverID
+        else { return false }
+        return storedID != id
+    }
+
+    /// The server has forgotten `conversation`'s events (it restarted without its data, or was
+    /// restored from a backup) and numbers them afresh: its history is the truth from now on.
+    /// Says so as a problem, clears what the store holds of the old history (the app's pending
+    /// sends stay, and go to the new one), and starts over at `head` as for a conversation never
+    /// seen, so what the server has now arrives instead of being taken for what was delivered.
+    func resynchronize(_ conversation: ConversationID, head: Int64, because reason: String) async {
+        statisticsValue.resynchronizations += 1
+        report(
+            SwitchboardError(.protocolViolation, "the server has forgotten the events of \(conversation) (\(reason)); resynchronizing it from the server"),
+            conversation: conversation
+        )
+        let pendingIDs = outbox.entries.filter { $0.message.conversationID == conversation }.map(\.message.clientID)
+        do {
+            let pending = try await store.fetchMessages(serverIDs: [], clientIDs: pendingIDs, in: conversation, scope: scope)
+                .filter { $0.conversationID == conversation && $0.deliveryState == .pending }
+            try await store.removeAllMessages(in: conversation, scope: scope)
+            if !pending.isEmpty { try await store.saveMessages(pending, scope: scope) }
+            publish(.historyCleared, conversation: conversation, sequence: nil, time: nil)
+            for message in pending { publish(.messageAdded(message, position: .newest), conversation: conversation, sequence: nil, time: nil) }
+        } catch {
+            report(SwitchboardError(.storageFailure, "could not clear the forgotten history of \(conversation)", underlying: error), conversation: conversation)
+        }
+        // Markers of the old numbering mean nothing in the new one.
+        sentReadMarkers[conversation] = nil
+        pendingReadMarkers[conversation] = nil
+        let baseline = catchUpBaseline(head)
+        storedSequences[conversation] = baseline
+        trackers[conversation] = newTracker(conversation, baseline: baseline)
+        await persist { try await self.store.saveSequence(baseline, for: conversation, scope: self.scope) }
     }
 
     /// Where a conversation first seen at `head` starts: its newest events are caught up.
@@ -665,4 +717,14 @@ extension Optional {
 struct QueuedWindow: Sendable {
     let window: ConversationSnapshot
     var events: [BackendEvent] = []
+}
+
+extension BackendEvent {
+    /// The server id of the message a message event carries.
+    fileprivate var messageServerID: MessageID? {
+        switch kind {
+        case .messageAdded(let message, _), .messageUpdated(let message): message.serverID
+        default: nil
+        }
+    }
 }

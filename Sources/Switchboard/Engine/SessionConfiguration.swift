@@ -92,6 +92,9 @@ public struct SessionStatistics: Sendable, Hashable, Codable {
     public var connectionFailures = 0
     public var eventsPublished = 0
     public var duplicatesDropped = 0
+    /// Conversations started over because the server had forgotten their events (its numbering
+    /// moved back: a restart without its data).
+    public var resynchronizations = 0
     public var gapsDetected = 0
     public var retransmitRequests = 0
     /// History pages asked for to close the gap below a recent window (backends without
