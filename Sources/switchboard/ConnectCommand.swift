@@ -233,9 +233,9 @@ struct ConsoleRunner: Sendable {
     var progress = ProgressReporter.standardError
     /// How long commands wait for the first connection before they run anyway.
     var firstConnectionWait: Duration = .seconds(10)
-    /// How long, once connected, commands wait for the first conversation to arrive (a Webim
-    /// chat comes just after the link opens): a message typed or piped right away then goes to
-    /// it instead of finding no conversation.
+    /// How long after the first connection a command that needs a conversation waits for one
+    /// to arrive (a Webim chat comes just after the link opens): a message typed or piped right
+    /// away then goes to it instead of finding no conversation.
     var firstConversationWait: Duration = .seconds(3)
     /// How long the end of input waits for messages still on their way to be confirmed.
     var drainWait: Duration = .seconds(10)
@@ -260,11 +260,11 @@ struct ConsoleRunner: Sendable {
     ) async throws -> Outcome {
         let session = ChatSession(backend: backend, store: store, configuration: configuration, logger: .quiet)
         let formatter = EventFormatter(format: jsonl ? .jsonLines : .timeline, start: Date(), me: me)
-        let console = Console(session: session, commands: commands, me: me, progress: progress)
+        let console = Console(session: session, commands: commands, me: me, progress: progress, conversationWait: firstConversationWait)
         let events = session.events(filter: .all, buffering: .unbounded)
         let firstConnection = session.events(filter: .all, buffering: .unbounded)
         let (target, retry, progress) = (self.target, self.retry, self.progress)
-        let (wait, conversationWait, drainWait) = (firstConnectionWait, firstConversationWait, self.drainWait)
+        let (wait, drainWait) = (firstConnectionWait, self.drainWait)
         let kept = storePath
         return try await session.withRunning { session in
             try await session.resume()
@@ -291,10 +291,9 @@ struct ConsoleRunner: Sendable {
                     return nil
                 }
                 group.addTask {
-                    // Commands typed (or piped) before the first connection wait for it, and then
-                    // briefly for the first conversation: a start or a send right away then goes
-                    // through instead of failing as not connected or finding no conversation.
-                    await Self.waitForFirstConnection(firstConnection, session: session, wait: wait, conversationWait: conversationWait)
+                    // Commands typed (or piped) before the first connection wait for it: a start
+                    // or a send right away then goes through instead of failing as not connected.
+                    if await Self.waitForFirstConnection(firstConnection, wait: wait) { await console.linkConnected() }
                     var quit = false
                     for await line in lines {
                         guard let reply = await console.handle(line) else {
@@ -330,29 +329,20 @@ struct ConsoleRunner: Sendable {
         }
     }
 
-    /// Waits for the first connection (at most `wait`), then for the first conversation (at most
-    /// `conversationWait`), unless one is stored already or the session failed for good.
-    private static func waitForFirstConnection(_ events: EventStream, session: ChatSession, wait: Duration, conversationWait: Duration) async {
-        let connected = await firstEvent(in: events, within: wait) { kind in
+    /// Waits for the first connection (at most `wait`); whether it came.
+    private static func waitForFirstConnection(_ events: EventStream, wait: Duration) async -> Bool {
+        await firstEvent(in: events, within: wait) { kind in
             switch kind {
             case .connection(.connected, _): return true
             case .fatal: return false
             default: return nil
             }
-        }
-        guard connected == true else { return }
-        // Subscribed before the store is read, so a conversation stored after the read is heard.
-        let later = session.events(filter: .all, buffering: .unbounded)
-        guard ((try? await session.conversations()) ?? []).isEmpty else { return later.finish() }
-        _ = await firstEvent(in: later, within: conversationWait) { kind in
-            if case .conversationAdded = kind { return true }
-            return nil
-        }
+        } == true
     }
 
     /// The verdict of the first event of `events` that `verdict` has one for, or `nil` when
     /// `limit` passes first; `events` is finished either way.
-    private static func firstEvent(in events: EventStream, within limit: Duration, _ verdict: @escaping @Sendable (ChatEvent.Kind) -> Bool?) async -> Bool? {
+    static func firstEvent(in events: EventStream, within limit: Duration, _ verdict: @escaping @Sendable (ChatEvent.Kind) -> Bool?) async -> Bool? {
         defer { events.finish() }
         return await withTaskGroup(of: Bool?.self) { group in
             group.addTask {

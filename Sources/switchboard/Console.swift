@@ -51,11 +51,28 @@ actor Console {
         }
     }
 
-    init(session: ChatSession, commands: Commands = Commands(), me: ParticipantID? = nil, progress: ProgressReporter = .off) {
+    /// How long after the first connection a command that needs a conversation waits for one.
+    private let conversationWait: Duration
+    /// When the first link opened.
+    private var connectedAt: ContinuousClock.Instant?
+
+    init(
+        session: ChatSession,
+        commands: Commands = Commands(),
+        me: ParticipantID? = nil,
+        progress: ProgressReporter = .off,
+        conversationWait: Duration = .seconds(3)
+    ) {
         self.session = session
         self.commands = commands
         self.me = me
         self.progress = progress
+        self.conversationWait = conversationWait
+    }
+
+    /// The first link is open: conversations the backend has arrive from now on.
+    func linkConnected() {
+        if connectedAt == nil { connectedAt = .now }
     }
 
     /// The commands this backend offers, a line per group.
@@ -300,10 +317,24 @@ actor Console {
         }
     }
 
-    /// The open conversation, or the only one there is.
+    /// The open conversation, or the only one there is. Right after the first connection, when
+    /// there is none yet, waits (until `conversationWait` after it) for the first to arrive.
     private func currentConversation() async throws -> ConversationID? {
         if let current { return current }
-        let all = try await session.conversations()
+        var all = try await session.conversations()
+        if all.isEmpty, let connectedAt, case let deadline = connectedAt + conversationWait, deadline > .now {
+            // Subscribed before the store is read again, so a conversation stored meanwhile is heard.
+            let events = session.events(filter: .all, buffering: .unbounded)
+            if try await session.conversations().isEmpty {
+                _ = await ConsoleRunner.firstEvent(in: events, within: deadline - .now) { kind in
+                    if case .conversationAdded = kind { return true }
+                    return nil
+                }
+            } else {
+                events.finish()
+            }
+            all = try await session.conversations()
+        }
         if all.count == 1 { current = all[0].id }
         return current
     }
