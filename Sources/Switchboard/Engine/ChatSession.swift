@@ -49,8 +49,9 @@ public actor ChatSession: Session {
     var random: AnyRandomNumberGenerator
 
     // The state machines and what the loop keeps beside them. Only the loop changes these.
-    var lifecycle = LifecycleStateMachine()
-    var reconnect: ReconnectStateMachine
+    /// What the app wants, the link, and reconnecting: the rules live in the machine; the loop
+    /// performs its actions with the handles of the link it started.
+    var connection: ConnectionStateMachine
     var outbox: OutboxStateMachine
     var lanes: RequestLanesStateMachine<LaneWork>
     var trackers: [ConversationID: SequenceTrackerStateMachine<BackendEvent>] = [:]
@@ -84,18 +85,18 @@ public actor ChatSession: Session {
     nonisolated let inbox: EngineInbox<Input>
     /// Wakes the timer sleeper when an earlier deadline is set.
     nonisolated let timerWake = AsyncSignal()
-    var link: LinkState?
-    var nextLinkID = 0
+    /// The streams the loop talks to its link through (at most one link).
+    var link: LinkHandles?
     var timers = TimerSchedule()
     /// Child tasks the loop decided on; started by the loop between inputs.
     var spawns: [Spawn] = []
     var loopEnded = false
     private var hasRun = false
-    /// Waiting out the backoff before the next link.
-    var isWaitingToReconnect: Bool { timers.deadlines[.reconnect] != nil }
     private var didLoadState = false
 
-    public private(set) var connectionState: ConnectionState = .disconnected
+    public var connectionState: ConnectionState { connection.published }
+    /// What the app wants of the session: running, paused or closed.
+    var lifecycle: LifecycleStateMachine { connection.lifecycle }
     var statisticsValue = SessionStatistics()
 
     /// - Parameters:
@@ -134,7 +135,7 @@ public actor ChatSession: Session {
         logger[metadataKey: "session"] = "\(self.id)"
         logger[metadataKey: "backend"] = "\(backend.descriptor.name)"
         self.logger = logger
-        self.reconnect = ReconnectStateMachine(policy: configuration.reconnectBackoff)
+        self.connection = ConnectionStateMachine(backoff: configuration.reconnectBackoff, stableLinkDuration: configuration.stableLinkDuration)
         self.outbox = OutboxStateMachine(
             backoff: configuration.outboxBackoff,
             maxLinkLosses: configuration.maxLinkLossesPerSend
@@ -159,21 +160,15 @@ public actor ChatSession: Session {
     // MARK: Lifecycle
 
     public func resume() async throws {
-        try await lifecycleCommand { session in
-            if try session.lifecycle.resume() == .connect { session.reconcileLink() }
-        }
+        try await lifecycleCommand { session in await session.perform(try session.connection.resume()) }
     }
 
     public func pause() async throws {
-        try await lifecycleCommand { session in
-            if try session.lifecycle.pause() == .disconnect { session.reconcileLink() }
-        }
+        try await lifecycleCommand { session in await session.perform(try session.connection.pause()) }
     }
 
     public func close() async {
-        try? await lifecycleCommand { session in
-            if session.lifecycle.close() == .shutDown { session.reconcileLink() }
-        }
+        try? await lifecycleCommand { session in await session.perform(session.connection.close()) }
     }
 
     /// `true` once the session is closed, by the app or by a fatal error.
@@ -182,17 +177,17 @@ public actor ChatSession: Session {
     /// Runs a lifecycle change on the loop, or at once when no loop runs (before ``run()``, or
     /// after it ended), so a session can be resumed before it runs and closed after.
     private func lifecycleCommand(
-        _ body: @escaping @Sendable (isolated ChatSession) throws -> Void
+        _ body: @escaping @Sendable (isolated ChatSession) async throws -> Void
     ) async throws {
         if !hasRun || loopEnded {
-            try body(self)
+            try await body(self)
             return
         }
         do {
-            try await onLoop { session in try body(session) }
+            try await onLoop { session in try await body(session) }
         } catch let error as SwitchboardError where error.code == .sessionClosed && loopEnded {
             // The loop ended while the change waited for its turn: it still applies.
-            try body(self)
+            try await body(self)
         }
     }
 
@@ -208,9 +203,9 @@ public actor ChatSession: Session {
         await loadState()
         await withTaskCancellationHandler {
             await ChildTasks.withScope { group in
-                reconcileLink()
+                await perform(connection.ready())
                 await startSpawns(in: &group)
-                while !isFinished, let input = await inbox.next() {
+                while !connection.isFinished, let input = await inbox.next() {
                     await handle(input)
                     await startSpawns(in: &group)
                 }
@@ -227,7 +222,7 @@ public actor ChatSession: Session {
         for request in lanes.removeAll() {
             requestAbandoned(request.work, error: SwitchboardError(.sessionClosed, "the session has ended"))
         }
-        setConnectionState(.disconnected, reason: .userInitiated)
+        await perform(connection.loopEnded())
     }
 
     /// Runs the session around `body`, then closes it and ends ``run()``.
@@ -247,11 +242,6 @@ public actor ChatSession: Session {
                 throw error
             }
         }
-    }
-
-    /// Whether the loop is done: closed and the link gone, or cancelled.
-    private var isFinished: Bool {
-        loopEnded || (lifecycle.state == .closed && link == nil)
     }
 
     private func loadState() async {
@@ -329,26 +319,12 @@ public actor ChatSession: Session {
         let request: BackendRequest
     }
 
-    /// The link the loop has (at most one).
-    struct LinkState {
+    /// What the loop holds of the link it started: the streams it hands work through.
+    struct LinkHandles {
         let id: Int
         let jobs: AsyncStream<LinkJob>.Continuation
         /// Finished to abandon a link that has not opened yet (its connect is cancelled).
         let abort: AsyncStream<Void>.Continuation
-        var isOpen = false
-        var isEnding = false
-        /// Ended on purpose with requests in flight: their answers are awaited before the link
-        /// closes, so a send the server took is not left in the outbox by a pause or a close.
-        var isDraining = false
-        /// Requests handed to the link and not answered yet.
-        var jobsOut = 0
-        var failure: SwitchboardError?
-        /// Ended by the loop without a failure (pause, close, cancellation).
-        var endedOnPurpose: Bool { isEnding && failure == nil }
-        var sawFirstUpdate = false
-        /// It lasted long enough, or carried a request through: the backoff may start afresh.
-        var provedHealthy = false
-        var stableTimerFired = false
     }
 
     private func handle(_ input: Input) async {
@@ -356,19 +332,11 @@ public actor ChatSession: Session {
         case .command(let body):
             await body(self)
         case .linkOpened(let id):
-            guard link?.id == id, link?.isEnding == false else { return }
-            link!.isOpen = true
-            statisticsValue.connects += 1
-            setConnectionState(.connected, reason: nil)
-            setTimer(.linkStable(id), after: configuration.stableLinkDuration)
-            await linkEstablished()
+            await perform(connection.linkOpened(id))
         case .update(let id, let update):
             inbox.updateTaken()
-            guard link?.id == id else { return }
-            if link!.sawFirstUpdate == false {
-                link!.sawFirstUpdate = true
-                if link!.stableTimerFired { linkProvedHealthy() }
-            }
+            guard connection.link?.id == id else { return }
+            connection.updateArrived(id)
             // The updates that arrived together go into one store transaction.
             var batched = 1
             await inOneTransaction {
@@ -386,24 +354,16 @@ public actor ChatSession: Session {
             }
             statisticsValue.batchedUpdates += batched
         case .linkFailed(let id, let error):
-            guard link?.id == id else { return }
-            if link!.isDraining {
-                // The link died while its requests were answering: they fail with it.
-                link!.isDraining = false
-                link!.jobs.finish()
-            }
-            endLink(failure: error)
+            await perform(connection.linkFailed(id, error))
         case .linkClosed(let id, let error):
-            guard link?.id == id else { return }
-            await linkClosed(error)
+            await perform(connection.linkClosed(id, thrown: error, using: &random))
         case .requestFinished(let id, let ticket, let result):
             await requestFinished(ticket, result: result, link: id)
         case .timerTick(let generation):
             await timerTick(generation)
         case .cancelled:
             loopEnded = true
-            if link?.isDraining == true { link!.jobs.finish() }
-            if link != nil { endLink(failure: nil) }
+            await perform(connection.cancelled())
         }
     }
 
@@ -431,68 +391,52 @@ public actor ChatSession: Session {
 
     // MARK: The link
 
-    /// Opens a link when the lifecycle wants one and none is up or coming; ends it when not.
-    func reconcileLink() {
-        if lifecycle.wantsConnection {
-            // Before `run()` has loaded the stored credentials and cursor (a resume given before
-            // the session runs), no link: `run()` opens it once they are loaded.
-            guard didLoadState else { return }
-            if link == nil && !isWaitingToReconnect { startLink() }
-        } else {
-            cancelTimer(.reconnect)
-            if link != nil {
-                endLink(failure: nil)
-            } else {
-                setConnectionState(.disconnected, reason: .userInitiated)
+    /// Performs what the connection machine decided.
+    func perform(_ actions: [ConnectionStateMachine.Action]) async {
+        for action in actions {
+            switch action {
+            case .startLink(let id):
+                let (jobs, continuation) = AsyncStream.makeStream(of: LinkJob.self)
+                let (aborted, abort) = AsyncStream.makeStream(of: Void.self)
+                link = LinkHandles(id: id, jobs: continuation, abort: abort)
+                let context = ConnectionContext(
+                    session: self.id,
+                    credentials: credentials,
+                    cursor: cursor,
+                    conversationSequences: trackers.mapValues(\.delivered).merging(storedSequences) { live, _ in live },
+                    clock: clock,
+                    logger: logger
+                )
+                spawns.append(.link(id, context, jobs, aborted: aborted))
+            case .finishJobs(let id):
+                if link?.id == id { link?.jobs.finish() }
+            case .abortConnect(let id):
+                if link?.id == id { link?.abort.finish() }
+            case .publish(let state, let reason):
+                publish(.connection(state, reason: reason), conversation: nil)
+            case .setReconnectTimer(let delay):
+                setTimer(.reconnect, after: delay)
+            case .cancelReconnectTimer:
+                cancelTimer(.reconnect)
+            case .setStableTimer(let id, let delay):
+                setTimer(.linkStable(id), after: delay)
+            case .cancelStableTimer(let id):
+                cancelTimer(.linkStable(id))
+            case .linkEstablished:
+                statisticsValue.connects += 1
+                await linkEstablished()
+            case .linkDropped(let interrupted):
+                link = nil
+                if interrupted { statisticsValue.connectionFailures += 1 }
+                await linkDropped(interrupted: interrupted)
+            case .clearCredentials:
+                credentials = Credentials()
+                await persist { try await self.store.saveCredentials(self.credentials, scope: self.scope) }
+            case .gaveUp(let error):
+                logger.error("session ended", metadata: ["error": "\(error)"])
+                publish(.fatal(error), conversation: nil)
             }
         }
-    }
-
-    private func startLink() {
-        reconnect.connecting()
-        setConnectionState(.connecting, reason: nil)
-        let id = nextLinkID
-        nextLinkID += 1
-        let (jobs, continuation) = AsyncStream.makeStream(of: LinkJob.self)
-        let (aborted, abort) = AsyncStream.makeStream(of: Void.self)
-        link = LinkState(id: id, jobs: continuation, abort: abort)
-        let context = ConnectionContext(
-            session: self.id,
-            credentials: credentials,
-            cursor: cursor,
-            conversationSequences: trackers.mapValues(\.delivered).merging(storedSequences) { live, _ in live },
-            clock: clock,
-            logger: logger
-        )
-        spawns.append(.link(id, context, jobs, aborted: aborted))
-    }
-
-    /// Stops handing the link work; its scope ends and reports `linkClosed`. A link ended on
-    /// purpose (pause, close) first lets the requests in flight answer; a failed one goes at once.
-    private func endLink(failure: SwitchboardError?) {
-        guard var state = link else { return }
-        guard !state.isEnding else {
-            // A fatal error heard while the link goes for another reason still ends the session:
-            // a server that deactivates an account cuts its long-poll and refuses its next
-            // request, in either order.
-            if let failure, failure.code == .fatal { link!.failure = failure }
-            return
-        }
-        state.isEnding = true
-        state.failure = failure
-        state.isDraining = failure == nil && !loopEnded && state.jobsOut > 0
-        link = state
-        if !state.isDraining { state.jobs.finish() }
-        // A link still connecting has nothing to drain: its connect (a server that does not
-        // answer, a long-poll client retrying a refused port) is cancelled, not waited for.
-        if !state.isOpen { state.abort.finish() }
-    }
-
-    /// The last request a draining link waited for has answered: the link may close.
-    private func finishDrainingIfDone() {
-        guard let state = link, state.isDraining, state.jobsOut == 0 else { return }
-        link!.isDraining = false
-        state.jobs.finish()
     }
 
     /// One link's scope: opens it, reads its updates, performs the requests the loop hands it as
@@ -551,57 +495,7 @@ public actor ChatSession: Session {
         }
     }
 
-    /// The link's scope has ended: everything it carried has reported. Decide what comes next.
-    private func linkClosed(_ error: SwitchboardError?) async {
-        guard let state = link else { return }
-        link = nil
-        cancelTimer(.linkStable(state.id))
-        await linkDropped(interrupted: !state.endedOnPurpose)
-        if state.endedOnPurpose || loopEnded {
-            reconnect.disconnected()
-            if !loopEnded { reconcileLink() }
-            return
-        }
-        // What the adapter threw from its scope says most; a cancellation there is only the link
-        // being torn down after the failure its updates reported.
-        // A fatal error the link heard outranks them both.
-        let thrown = error.flatMap { $0.code == .cancelled ? nil : $0 }
-        let fatal = state.failure.flatMap { $0.code == .fatal ? $0 : nil }
-        let failure = fatal ?? thrown ?? state.failure ?? SwitchboardError(.connectionLost, "the link ended")
-        statisticsValue.connectionFailures += 1
-        switch reconnect.failed(failure, using: &random) {
-        case .retry(let delay, let clearCredentials):
-            logger.debug("link failed, retrying", metadata: ["error": "\(failure)", "delay": "\(delay)"])
-            if clearCredentials {
-                credentials = Credentials()
-                await persist { try await self.store.saveCredentials(self.credentials, scope: self.scope) }
-            }
-            setConnectionState(.waitingToReconnect, reason: .connectionLost(failure))
-            setTimer(.reconnect, after: delay)
-        case .giveUp(let error):
-            logger.error("session ended", metadata: ["error": "\(error)"])
-            publish(.fatal(error), conversation: nil)
-            _ = lifecycle.close()
-            setConnectionState(.disconnected, reason: .fatal(error))
-        }
-    }
-
-    /// The link lasted or carried a request through: a failure after this starts the backoff
-    /// afresh. A link that dies right after it opens (a poison send, a server that accepts and
-    /// drops) does not reset it, so reconnects keep backing off.
-    func linkProvedHealthy() {
-        guard link?.provedHealthy == false, link?.sawFirstUpdate == true else { return }
-        link!.provedHealthy = true
-        reconnect.connected()
-    }
-
-    var isLinkOpen: Bool { link?.isOpen == true && link?.isEnding == false }
-
-    func setConnectionState(_ state: ConnectionState, reason: DisconnectReason?) {
-        guard state != connectionState else { return }
-        connectionState = state
-        publish(.connection(state, reason: reason), conversation: nil)
-    }
+    var isLinkOpen: Bool { connection.isLinkOpen }
 
     // MARK: Commands
 
@@ -713,11 +607,9 @@ public actor ChatSession: Session {
     private func timerFired(_ event: TimerEvent) async {
         switch event {
         case .reconnect:
-            reconcileLink()
+            await perform(connection.reconnectTimerFired())
         case .linkStable(let id):
-            guard link?.id == id else { return }
-            link!.stableTimerFired = true
-            linkProvedHealthy()
+            connection.stableTimerFired(id)
         case .hold(let conversation):
             guard var tracker = trackers[conversation] else { return }
             let outcome = tracker.holdTimerFired()
@@ -777,28 +669,24 @@ public actor ChatSession: Session {
     private func dispatch(_ requests: [RequestLanesStateMachine<LaneWork>.Request]) {
         // A request the link no longer takes (it is going) stays in its lane and is answered
         // when the link closes (see `linkDropped`).
-        guard let state = link, state.isOpen, !state.isEnding else { return }
+        guard let id = connection.openLinkID, let link, link.id == id else { return }
         for request in requests {
-            if case .enqueued = state.jobs.yield(LinkJob(ticket: request.ticket, request: request.work.request)) {
-                link!.jobsOut += 1
+            if case .enqueued = link.jobs.yield(LinkJob(ticket: request.ticket, request: request.work.request)) {
+                connection.requestDispatched(id)
             }
         }
     }
 
     private func requestFinished(_ ticket: Int, result: Result<BackendResponse, SwitchboardError>, link linkID: Int) async {
-        if link?.id == linkID { link!.jobsOut -= 1 }
         let (finished, next) = lanes.finished(ticket)
         dispatch(next)
-        defer { finishDrainingIfDone() }
-        if case .failure(let error) = result, error.code == .fatal, link?.id == linkID {
-            // The backend ended the session for good, whichever request heard it first (a send
-            // refused because the account was deactivated, an action refused to a banned
-            // visitor): the link ends with that error and the reconnect machine gives up.
+        if case .failure(let error) = result, error.code == .fatal {
             logger.debug("a request answered with a fatal error", metadata: ["error": "\(error)"])
-            endLink(failure: error)
         }
+        // A fatal answer ends the session; a good one proves the link healthy; the last answer a
+        // draining link waited for lets it close.
+        await perform(connection.requestFinished(linkID, failure: result.failure))
         guard let finished else { return }
-        if case .success = result, link?.id == linkID { linkProvedHealthy() }
         if case .success(.updates(let updates)) = result {
             // What a poll found is stored and published before its caller hears back.
             await inOneTransaction { for update in updates { await apply(update) } }
@@ -937,5 +825,13 @@ public actor ChatSession: Session {
                 }
             }
         }
+    }
+}
+
+extension Result {
+    /// The error, when this is a failure.
+    fileprivate var failure: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
     }
 }
