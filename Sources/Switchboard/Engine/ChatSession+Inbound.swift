@@ -26,11 +26,11 @@ extension ChatSession {
     func linkEstablished() async {
         await expireOutbox()
         await perform(outbox.connected())
-        for (conversation, marker) in pendingReadMarkers.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-            enqueue(.markRead(conversation, marker), lane: conversation)
+        for conversation in conversations.ids(where: { $0.pendingReadMarker != nil }) {
+            enqueue(.markRead(conversation, conversations[conversation].pendingReadMarker!), lane: conversation)
         }
-        for conversation in windowFills.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
-            await performBackfill(windowFills[conversation]!.linkAvailable(), in: conversation)
+        for conversation in conversations.ids(where: { $0.windowFill != nil }) {
+            await performBackfill(conversations[conversation].windowFill!.linkAvailable(), in: conversation)
         }
         // A backend that pushes nothing is asked for what changed while the session was away.
         pollNow()
@@ -56,9 +56,11 @@ extension ChatSession {
             requestAbandoned(request.work, error: SwitchboardError(.connectionLost, "the link closed before \(request.work.request.name) was answered"))
         }
         await perform(outbox.disconnected(interrupting: interrupted ? Set(unanswered) : []))
-        for key in Array(trackers.keys) { trackers[key]!.connectionLost() }
-        for key in Array(windowFills.keys) { windowFills[key]!.linkLost() }
-        typing.removeAll()
+        conversations.forEach { state in
+            state.tracker?.connectionLost()
+            state.windowFill?.linkLost()
+            state.typing = nil
+        }
         cancelTimers { event in
             switch event {
             case .hold, .outboxRetry, .typing, .poll: true
@@ -72,7 +74,7 @@ extension ChatSession {
         range: ClosedRange<Int64>,
         result: Result<BackendResponse, SwitchboardError>
     ) async {
-        guard var tracker = trackers[conversation] else { return }
+        guard var tracker = conversations[conversation].tracker else { return }
         let outcome: SequenceTrackerStateMachine<BackendEvent>.Outcome
         switch result {
         case .success(.events(let events)), .success(.retransmitted(let events, isComplete: false)):
@@ -88,7 +90,7 @@ extension ChatSession {
             }
             outcome = tracker.retransmitFailed(range)
         }
-        trackers[conversation] = tracker
+        conversations[conversation].tracker = tracker
         await handle(outcome, in: conversation)
     }
 
@@ -148,8 +150,8 @@ extension ChatSession {
         if snapshot.isComplete {
             // Listed: the backend knows it. Not listed: started here after the backend read its
             // list, or not yet on the server (a CXone thread before its first message): not gone.
-            for item in snapshot.conversations { startedLocally.remove(item.conversation.id) }
-            for id in startedLocally { stored.conversations[id] = nil }
+            for item in snapshot.conversations { conversations[item.conversation.id].startedLocally = false }
+            for id in conversations.ids(where: \.startedLocally) { stored.conversations[id] = nil }
         }
         let filling: Set<ConversationID>
         do {
@@ -162,14 +164,14 @@ extension ChatSession {
         let events = SnapshotDiff.events(from: snapshot, against: stored)
         // A window for a conversation whose fill is still open waits its turn: the gap below it
         // is not the one being filled (a second `limited` sync, the next link's recovery).
-        for item in snapshot.conversations where windowFills[item.conversation.id] != nil && !filling.contains(item.conversation.id) {
+        for item in snapshot.conversations where conversations[item.conversation.id].windowFill != nil && !filling.contains(item.conversation.id) {
             if !item.messages.isEmpty, !item.messagesAreComplete {
-                queuedWindows[item.conversation.id, default: []].append(QueuedWindow(window: item))
+                conversations[item.conversation.id].queuedWindows.append(QueuedWindow(window: item))
             }
         }
         for conversation in filling.sorted(by: { $0.rawValue < $1.rawValue }) {
             statisticsValue.gapsDetected += 1
-            windowFills[conversation] = WindowBackfillStateMachine(
+            conversations[conversation].windowFill = WindowBackfillStateMachine(
                 conversation: conversation,
                 window: events.filter { $0.conversationID == conversation && WindowBackfillStateMachine.holds($0) },
                 lowerBound: snapshot.conversations.first { $0.conversation.id == conversation }?.skippedAfter,
@@ -177,7 +179,7 @@ extension ChatSession {
             )
         }
         for event in events {
-            if let conversation = event.conversationID, windowFills[conversation] != nil, WindowBackfillStateMachine.holds(event) {
+            if let conversation = event.conversationID, conversations[conversation].windowFill != nil, WindowBackfillStateMachine.holds(event) {
                 if !filling.contains(conversation) { holdDuringFill(event, in: conversation) }
             } else {
                 await deliver(event)
@@ -185,7 +187,7 @@ extension ChatSession {
         }
         if isLinkOpen {
             for conversation in filling.sorted(by: { $0.rawValue < $1.rawValue }) {
-                await performBackfill(windowFills[conversation]!.linkAvailable(), in: conversation)
+                await performBackfill(conversations[conversation].windowFill!.linkAvailable(), in: conversation)
             }
         }
         for item in snapshot.conversations {
@@ -203,7 +205,7 @@ extension ChatSession {
         let capabilities = descriptor.capabilities
         guard capabilities.contains(.historyPaging), !capabilities.contains(.sequences) else { return [] }
         var gaps: Set<ConversationID> = []
-        for item in snapshot.conversations where windowFills[item.conversation.id] == nil {
+        for item in snapshot.conversations where conversations[item.conversation.id].windowFill == nil {
             let id = item.conversation.id
             if try await hasGap(below: item, isStored: { stored.messages[id]?[$0] != nil }) { gaps.insert(id) }
         }
@@ -228,10 +230,10 @@ extension ChatSession {
     /// Holds a message event of a conversation whose gap is being filled: with the newest window
     /// waiting its turn, else with the fill.
     private func holdDuringFill(_ event: BackendEvent, in conversation: ConversationID) {
-        if let last = queuedWindows[conversation]?.indices.last {
-            queuedWindows[conversation]![last].events.append(event)
+        if let last = conversations[conversation].queuedWindows.indices.last {
+            conversations[conversation].queuedWindows[last].events.append(event)
         } else {
-            windowFills[conversation]!.hold(event)
+            conversations[conversation].windowFill!.hold(event)
         }
     }
 
@@ -239,9 +241,8 @@ extension ChatSession {
     /// filled when it has a gap of its own or else stored with what came after it. When no fill
     /// is open any more, the cursor they kept back is stored.
     private func startQueuedWindows(in conversation: ConversationID) async {
-        while windowFills[conversation] == nil, var queue = queuedWindows.removeValue(forKey: conversation), !queue.isEmpty {
-            let next = queue.removeFirst()
-            if !queue.isEmpty { queuedWindows[conversation] = queue }
+        while conversations[conversation].windowFill == nil, !conversations[conversation].queuedWindows.isEmpty {
+            let next = conversations[conversation].queuedWindows.removeFirst()
             let gap: Bool
             do {
                 gap = try await hasGap(below: next.window) { serverID in
@@ -253,11 +254,11 @@ extension ChatSession {
             }
             if gap {
                 statisticsValue.gapsDetected += 1
-                windowFills[conversation] = WindowBackfillStateMachine(
+                conversations[conversation].windowFill = WindowBackfillStateMachine(
                     conversation: conversation, window: next.events, lowerBound: next.window.skippedAfter,
                     pageLimit: configuration.backfillPageSize, maxPages: configuration.maxBackfillPages
                 )
-                if isLinkOpen { await performBackfill(windowFills[conversation]!.linkAvailable(), in: conversation) }
+                if isLinkOpen { await performBackfill(conversations[conversation].windowFill!.linkAvailable(), in: conversation) }
             } else {
                 await inOneTransaction {
                     await preloadReconciliation(of: next.events, in: conversation)
@@ -265,7 +266,7 @@ extension ChatSession {
                 }
             }
         }
-        if windowFills.isEmpty, let cursor { await persist { try await self.store.saveCursor(cursor, scope: self.scope) } }
+        if !conversations.contains(where: { $0.windowFill != nil }), let cursor { await persist { try await self.store.saveCursor(cursor, scope: self.scope) } }
     }
 
     /// Performs what a window fill asks: the next page, or storing everything it held.
@@ -274,9 +275,9 @@ extension ChatSession {
         case .request(let query)?:
             statisticsValue.backfillRequests += 1
             // Without a link the fill asks again when the next one is up.
-            if !enqueue(.backfill(query), lane: conversation) { windowFills[conversation]?.linkLost() }
+            if !enqueue(.backfill(query), lane: conversation) { conversations[conversation].windowFill?.linkLost() }
         case .deliver(let events, let unfilled)?:
-            windowFills[conversation] = nil
+            conversations[conversation].windowFill = nil
             if let unfilled { report(SwitchboardError(.protocolViolation, "a gap below the recent messages stays open: \(unfilled)"), conversation: conversation) }
             await inOneTransaction {
                 await preloadReconciliation(of: events, in: conversation)
@@ -290,7 +291,7 @@ extension ChatSession {
 
     /// A history page below a window arrived (or failed).
     func backfillFinished(_ conversation: ConversationID, result: Result<BackendResponse, SwitchboardError>) async {
-        guard windowFills[conversation] != nil else { return }
+        guard conversations[conversation].windowFill != nil else { return }
         switch result {
         case .success(.history(let page)):
             let stored: [Message]
@@ -301,18 +302,18 @@ extension ChatSession {
             } catch {
                 // The page cannot be placed: the fill stops and stores what it holds, with a problem.
                 let failure = SwitchboardError(.storageFailure, "could not read the store for a history page", underlying: error)
-                await performBackfill(windowFills[conversation]!.pageFailed(failure), in: conversation)
+                await performBackfill(conversations[conversation].windowFill!.pageFailed(failure), in: conversation)
                 return
             }
-            await performBackfill(windowFills[conversation]!.pageArrived(page, stored: stored), in: conversation)
+            await performBackfill(conversations[conversation].windowFill!.pageArrived(page, stored: stored), in: conversation)
         case .success(let response):
             let error = SwitchboardError(.protocolViolation, "history answered with \(response)")
-            await performBackfill(windowFills[conversation]!.pageFailed(error), in: conversation)
+            await performBackfill(conversations[conversation].windowFill!.pageFailed(error), in: conversation)
         case .failure(let error) where !isLinkOpen || error.code == .cancelled:
             // The link went: the next link asks again.
-            windowFills[conversation]!.linkLost()
+            conversations[conversation].windowFill!.linkLost()
         case .failure(let error):
-            await performBackfill(windowFills[conversation]!.pageFailed(error), in: conversation)
+            await performBackfill(conversations[conversation].windowFill!.pageFailed(error), in: conversation)
         }
     }
 
@@ -320,19 +321,19 @@ extension ChatSession {
         if descriptor.capabilities.contains(.sequences), let sequence = event.sequence,
             let conversation = event.conversationID
         {
-            if let delivered = trackers[conversation]?.delivered, sequence <= delivered, await isForeign(event, at: sequence, in: conversation) {
+            if let delivered = conversations[conversation].tracker?.delivered, sequence <= delivered, await isForeign(event, at: sequence, in: conversation) {
                 await resynchronize(
                     conversation, head: sequence,
                     because: "event #\(sequence) came with message \(event.messageServerID?.rawValue ?? "?"), not the one stored at #\(sequence)"
                 )
             }
-            var tracker = trackers[conversation] ?? newTracker(conversation, baseline: catchUpBaseline(sequence - 1))
+            var tracker = conversations[conversation].tracker ?? newTracker(conversation, baseline: catchUpBaseline(sequence - 1))
             let before = tracker.heldCount
             let outcome = tracker.receive(sequence: sequence, event: event)
             if tracker.heldCount > before { statisticsValue.heldBack += 1 }
-            trackers[conversation] = tracker
+            conversations[conversation].tracker = tracker
             await handle(outcome, in: conversation)
-        } else if let conversation = event.conversationID, windowFills[conversation] != nil,
+        } else if let conversation = event.conversationID, conversations[conversation].windowFill != nil,
             WindowBackfillStateMachine.holds(event)
         {
             holdDuringFill(event, in: conversation)
@@ -348,22 +349,22 @@ extension ChatSession {
         // events are history, paged on demand. One never seen before catches up its newest
         // events (SessionConfiguration.newConversationCatchUp); the rest is history too.
         let known = (try? await store.fetchConversation(conversation, scope: scope)) != nil
-        var tracker = trackers[conversation] ?? newTracker(conversation, baseline: known ? lastSequence : catchUpBaseline(lastSequence))
-        if storedSequences[conversation] == nil {
+        var tracker = conversations[conversation].tracker ?? newTracker(conversation, baseline: known ? lastSequence : catchUpBaseline(lastSequence))
+        if conversations[conversation].storedSequence == nil {
             // Where this link starts is stored at once, not with the first event delivered: a
             // session that ends before any event came (its sends applied but unanswered, then
             // the process killed) must resume from here, not take what came meanwhile for
             // history (the gateway failover test lost those messages).
             let baseline = tracker.delivered
-            storedSequences[conversation] = baseline
+            conversations[conversation].storedSequence = baseline
             await persist { try await self.store.saveSequence(baseline, for: conversation, scope: self.scope) }
         }
         if lastSequence < tracker.delivered {
             await resynchronize(conversation, head: lastSequence, because: "its newest event is #\(lastSequence), below the #\(tracker.delivered) delivered")
-            tracker = trackers[conversation]!
+            tracker = conversations[conversation].tracker!
         }
         let outcome = tracker.headObserved(lastSequence)
-        trackers[conversation] = tracker
+        conversations[conversation].tracker = tracker
         await handle(outcome, in: conversation)
     }
 
@@ -401,11 +402,11 @@ extension ChatSession {
             report(SwitchboardError(.storageFailure, "could not clear the forgotten history of \(conversation)", underlying: error), conversation: conversation)
         }
         // Markers of the old numbering mean nothing in the new one.
-        sentReadMarkers[conversation] = nil
-        pendingReadMarkers[conversation] = nil
+        conversations[conversation].sentReadMarker = nil
+        conversations[conversation].pendingReadMarker = nil
         let baseline = catchUpBaseline(head)
-        storedSequences[conversation] = baseline
-        trackers[conversation] = newTracker(conversation, baseline: baseline)
+        conversations[conversation].storedSequence = baseline
+        conversations[conversation].tracker = newTracker(conversation, baseline: baseline)
         await persist { try await self.store.saveSequence(baseline, for: conversation, scope: self.scope) }
     }
 
@@ -416,7 +417,7 @@ extension ChatSession {
 
     private func newTracker(_ conversation: ConversationID, baseline: Int64) -> SequenceTrackerStateMachine<BackendEvent> {
         SequenceTrackerStateMachine(
-            delivered: storedSequences[conversation] ?? baseline,
+            delivered: conversations[conversation].storedSequence ?? baseline,
             batchLimit: max(1, descriptor.limits.maxRetransmitBatch),
             maxInFlight: configuration.maxRetransmitsInFlight,
             maxHeld: configuration.maxHeldEvents,
@@ -433,7 +434,7 @@ extension ChatSession {
             report(
                 SwitchboardError(
                     .protocolViolation,
-                    "sequence \(refused) is more than \(configuration.maxSequenceJump) past the \(trackers[conversation]?.delivered ?? 0) delivered; ignored"
+                    "sequence \(refused) is more than \(configuration.maxSequenceJump) past the \(conversations[conversation].tracker?.delivered ?? 0) delivered; ignored"
                 ),
                 conversation: conversation
             )
@@ -442,8 +443,8 @@ extension ChatSession {
         for (_, event) in outcome.deliver {
             await deliver(event)
         }
-        if !outcome.deliver.isEmpty, let delivered = trackers[conversation]?.delivered {
-            storedSequences[conversation] = delivered
+        if !outcome.deliver.isEmpty, let delivered = conversations[conversation].tracker?.delivered {
+            conversations[conversation].storedSequence = delivered
             await persist { try await self.store.saveSequence(delivered, for: conversation, scope: self.scope) }
         }
         if !outcome.retransmit.isEmpty { statisticsValue.gapsDetected += 1 }
@@ -451,9 +452,7 @@ extension ChatSession {
             statisticsValue.retransmitRequests += 1
             if !enqueue(.retransmit(conversation, range), lane: conversation) {
                 // No link: the tracker asks again on the next one.
-                var tracker = trackers[conversation]
-                _ = tracker?.retransmitFailed(range)
-                trackers[conversation] = tracker
+                _ = conversations[conversation].tracker?.retransmitFailed(range)
             }
         }
         if outcome.startHoldTimer {
@@ -489,9 +488,7 @@ extension ChatSession {
             case .conversationRemoved:
                 guard let conversation else { throw missingConversation(event) }
                 try await store.removeConversation(conversation, scope: scope)
-                storedConversations.remove(conversation)
-                trackers[conversation] = nil
-                storedSequences[conversation] = nil
+                conversations.remove(conversation)
                 publish(event.kind, conversation: conversation, sequence: event.sequence, time: time)
             case .conversationStateChanged(let state, _):
                 guard let conversation else { throw missingConversation(event) }
@@ -616,12 +613,12 @@ extension ChatSession {
     /// a conversation the backend never announced.
     func knownConversation(_ id: ConversationID, time: Date?) async throws -> ConversationInfo {
         if let info = try await store.fetchConversation(id, scope: scope) {
-            storedConversations.insert(id)
+            conversations[id].isStored = true
             return info
         }
         let info = ConversationInfo(id: id, createdAt: time ?? clock.date)
         try await store.saveConversation(info, scope: scope)
-        storedConversations.insert(id)
+        conversations[id].isStored = true
         publish(.conversationAdded(info), conversation: id, time: time)
         return info
     }
@@ -629,7 +626,7 @@ extension ChatSession {
     /// ``knownConversation(_:time:)`` for a caller that needs only the conversation to exist:
     /// no read when it is known to.
     func ensureConversation(_ id: ConversationID, time: Date?) async throws {
-        guard !storedConversations.contains(id) else { return }
+        guard !conversations[id].isStored else { return }
         _ = try await knownConversation(id, time: time)
     }
 
@@ -682,7 +679,7 @@ extension ChatSession {
         // While a gap is being filled the stored cursor stays before it: a process that dies
         // with the gap open syncs it again, instead of resuming past messages it never stored.
         // The next link still starts from here: the open fill is kept across links.
-        guard windowFills.isEmpty else { return }
+        guard !conversations.contains(where: { $0.windowFill != nil }) else { return }
         await persist { try await self.store.saveCursor(new, scope: self.scope) }
     }
 

@@ -35,7 +35,7 @@ extension ChatSession {
         default: throw SwitchboardError(.protocolViolation, "startConversation answered with \(response)")
         }
         try await onLoop { session in
-            session.startedLocally.insert(started.conversation.id)
+            session.conversations[started.conversation.id].startedLocally = true
             await session.inOneTransaction {
                 await session.deliver(BackendEvent(.conversationAdded(started.conversation), conversation: started.conversation.id))
                 for message in started.messages {
@@ -173,11 +173,11 @@ extension ChatSession {
         return try await onLoop { session in
             try session.lifecycle.checkOpen()
             var throttle =
-                session.typing[conversation]
+                session.conversations[conversation].typing
                 ?? TypingThrottleStateMachine(policy: session.configuration.typingPolicy ?? session.descriptor.limits.typingPolicy)
             let now = session.clock.now
             let actions = isTyping ? throttle.userTyping(draft: draft, now: now) : throttle.userStopped(now: now)
-            session.typing[conversation] = throttle
+            session.conversations[conversation].typing = throttle
             session.performTyping(actions, in: conversation)
             if actions.contains(where: { if case .send = $0 { return true } else { return false } }) { return .sent }
             if case .minimumInterval = throttle.policy { return .throttled }
@@ -219,12 +219,12 @@ extension ChatSession {
             }
         }
         // A marker never moves back: one at or before the newest set is already true.
-        if let newest = pendingReadMarkers[conversation] ?? sentReadMarkers[conversation],
+        if let newest = conversations[conversation].pendingReadMarker ?? conversations[conversation].sentReadMarker,
             try await !isReadMarker(resolved, after: newest, in: conversation)
         {
             return
         }
-        pendingReadMarkers[conversation] = resolved
+        conversations[conversation].pendingReadMarker = resolved
         if var info = try await store.fetchConversation(conversation, scope: scope), info.unreadCount != 0 {
             info.unreadCount = 0
             await persist { try await self.store.saveConversation(info, scope: self.scope) }
@@ -256,13 +256,13 @@ extension ChatSession {
     }
 
     func readMarkerSent(_ marker: ChatEvent.ReadMarker, in conversation: ConversationID) {
-        sentReadMarkers[conversation] = marker
-        if pendingReadMarkers[conversation] == marker { pendingReadMarkers[conversation] = nil }
+        conversations[conversation].sentReadMarker = marker
+        if conversations[conversation].pendingReadMarker == marker { conversations[conversation].pendingReadMarker = nil }
     }
 
     func readMarkerFailed(_ error: SwitchboardError, in conversation: ConversationID) {
         guard !error.isTransient else { return }
-        pendingReadMarkers[conversation] = nil
+        conversations[conversation].pendingReadMarker = nil
         report(SwitchboardError(error.code, "marking read failed", underlying: error), conversation: conversation)
     }
 
@@ -283,8 +283,8 @@ extension ChatSession {
             throw SwitchboardError(.protocolViolation, "history answered with \(response)")
         }
         try await onLoop { session in
-            if let next = page.nextAnchor { session.historyAnchors[conversation] = next }
-            if !page.hasMore { session.historyExhausted.insert(conversation) }
+            if let next = page.nextAnchor { session.conversations[conversation].historyAnchor = next }
+            if !page.hasMore { session.conversations[conversation].historyExhausted = true }
             for var message in page.messages {
                 message.conversationID = conversation
                 await session.deliver(
@@ -298,9 +298,9 @@ extension ChatSession {
     /// The query for the page before the oldest stored message, or `nil` when there is nothing
     /// more to ask (exhausted, or no link).
     private func nextHistoryQuery(in conversation: ConversationID, limit: Int) async throws -> HistoryQuery? {
-        guard !historyExhausted.contains(conversation), isLinkOpen else { return nil }
+        guard !conversations[conversation].historyExhausted, isLinkOpen else { return nil }
         // The backend's own anchor from the last page wins; the store is read only without one.
-        if let anchor = historyAnchors[conversation] {
+        if let anchor = conversations[conversation].historyAnchor {
             return HistoryQuery(conversationID: conversation, before: anchor, limit: limit)
         }
         let oldest = try await store.fetchOldestConfirmedMessage(in: conversation, scope: scope)

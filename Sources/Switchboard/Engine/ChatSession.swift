@@ -54,28 +54,8 @@ public actor ChatSession: Session {
     var connection: ConnectionStateMachine
     var outbox: OutboxStateMachine
     var lanes: RequestLanesStateMachine<LaneWork>
-    var trackers: [ConversationID: SequenceTrackerStateMachine<BackendEvent>] = [:]
-    /// Gaps below a recent window being closed by history pages (backends without sequences).
-    var windowFills: [ConversationID: WindowBackfillStateMachine] = [:]
-    /// Windows that came while their conversation's fill was open (a second `limited` sync, the
-    /// next link's recovery), oldest first, each holding the message events that came after it.
-    /// Each may have a gap of its own: it is checked, and filled, when the fill before it closes.
-    var queuedWindows: [ConversationID: [QueuedWindow]] = [:]
-    var storedSequences: [ConversationID: Int64] = [:]
-    /// Conversations known to be in the store, so an event for one needs no read to learn it
-    /// (the store's read per event was a third of an inbound message's time). Forgotten when a
-    /// conversation is removed or a batch fails to commit.
-    var storedConversations: Set<ConversationID> = []
-    var typing: [ConversationID: TypingThrottleStateMachine] = [:]
-    /// Read markers the app set that the server has not taken yet.
-    var pendingReadMarkers: [ConversationID: ChatEvent.ReadMarker] = [:]
-    /// The newest read marker sent per conversation, so a marker never moves back.
-    var sentReadMarkers: [ConversationID: ChatEvent.ReadMarker] = [:]
-    var historyAnchors: [ConversationID: HistoryQuery.Anchor] = [:]
-    var historyExhausted: Set<ConversationID> = []
-    /// Conversations the app started that no snapshot has listed yet: a complete snapshot may
-    /// predate them (it was read while they were being made), so it does not remove them.
-    var startedLocally: Set<ConversationID> = []
+    /// What the engine keeps per conversation (``ConversationState``).
+    var conversations = ConversationStates()
     var credentials = Credentials()
     var cursor: SyncCursor?
     /// A timed poll is queued or in flight (backends that push nothing).
@@ -152,7 +132,7 @@ public actor ChatSession: Session {
         statistics.bufferedInputs = inbox.buffered
         statistics.peakBufferedInputs = inbox.peakBuffered
         statistics.requestsQueued = lanes.count
-        statistics.heldEvents = trackers.values.reduce(0) { $0 + $1.heldCount }
+        statistics.heldEvents = conversations.heldEvents
         statistics.timersPending = timers.count
         return statistics
     }
@@ -248,7 +228,9 @@ public actor ChatSession: Session {
         guard !didLoadState else { return }
         didLoadState = true
         do {
-            storedSequences = try await store.fetchSequences(scope: scope)
+            for (conversation, sequence) in try await store.fetchSequences(scope: scope) {
+                conversations[conversation].storedSequence = sequence
+            }
             credentials = try await store.fetchCredentials(scope: scope)
             cursor = try await store.fetchCursor(scope: scope)
             outbox.restore(try await repairedOutbox())
@@ -403,7 +385,7 @@ public actor ChatSession: Session {
                     session: self.id,
                     credentials: credentials,
                     cursor: cursor,
-                    conversationSequences: trackers.mapValues(\.delivered).merging(storedSequences) { live, _ in live },
+                    conversationSequences: conversations.sequences,
                     clock: clock,
                     logger: logger
                 )
@@ -611,18 +593,14 @@ public actor ChatSession: Session {
         case .linkStable(let id):
             connection.stableTimerFired(id)
         case .hold(let conversation):
-            guard var tracker = trackers[conversation] else { return }
-            let outcome = tracker.holdTimerFired()
-            trackers[conversation] = tracker
+            guard let outcome = conversations[conversation].tracker?.holdTimerFired() else { return }
             await handle(outcome, in: conversation)
         case .outboxRetry(let conversation):
             statisticsValue.sendRetries += 1
             await expireOutbox()
             await perform(outbox.retryTimerFired(conversation))
         case .typing(let conversation):
-            guard var throttle = typing[conversation] else { return }
-            let actions = throttle.timerFired(now: clock.now)
-            typing[conversation] = throttle
+            guard let actions = conversations[conversation].typing?.timerFired(now: clock.now) else { return }
             performTyping(actions, in: conversation)
         case .poll:
             pollNow()
@@ -789,7 +767,7 @@ public actor ChatSession: Session {
         } catch {
             // What the batch would have announced was not stored: a problem instead, and the
             // cursor it would have moved was not stored either, so the next link fetches it again.
-            storedConversations.removeAll()
+            conversations.forEach { $0.isStored = false }
             report(SwitchboardError(.storageFailure, "could not store a batch of writes", underlying: error))
             return
         }

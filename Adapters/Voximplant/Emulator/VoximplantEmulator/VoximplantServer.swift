@@ -181,6 +181,32 @@ public final class VoximplantServer: Sendable {
         for close in closers { close() }
     }
 
+    /// The service restarts without its data (a process without its volume, a restore from an
+    /// empty backup): every conversation and its events are gone and ids are numbered afresh,
+    /// the users and their tokens stay, and every socket closes (each a disconnect that took
+    /// effect). `seed` runs on the restarted service before any client can reach it again (what
+    /// its robots make is numbered from 1); the sockets it closes hear nothing of it.
+    @discardableResult
+    public func restartWithoutData<T>(_ seed: (VoximplantServer) throws -> T = { _ in () }) rethrows -> T {
+        let cut = state.withLock { state in
+            state.conversations = [:]
+            state.nextID = 0
+            for id in state.users.keys {
+                state.users[id]!.conversations = []
+                state.users[id]!.left = []
+            }
+            let cut = Array(state.clients.values)
+            state.clients = [:]
+            state.applied[.disconnect] += cut.filter { $0.user != nil }.count
+            return cut
+        }
+        defer {
+            for client in cut { client.close() }
+            changes.signal()
+        }
+        return try seed(self)
+    }
+
     public func dropNext(_ count: Int, for user: String) { arm(user) { $0.drop += count } }
     public func duplicateNext(_ count: Int, for user: String) { arm(user) { $0.duplicate += count } }
     public func reorderNext(_ count: Int, for user: String) { arm(user) { $0.reorder += count } }

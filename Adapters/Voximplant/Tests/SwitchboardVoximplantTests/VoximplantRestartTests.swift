@@ -23,56 +23,56 @@ struct VoximplantRestartTests {
     }
 
     @Test func aRestartedServerIsResynchronizedNotIgnored() async throws {
-        let store = InMemoryChatStore()
-        let (before, alice, bob, conversation) = try Self.freshServer()
+        let (server, alice, bob, conversation) = try Self.freshServer()
         let id = ConversationID(conversation)
-        let emulator = VoximplantEmulator(server: before, logger: .quiet)
-        let port = try await emulator.withRunning { url in URL(string: url)!.port! }
-        let url = "ws://127.0.0.1:\(port)/ws"
-        let session = ChatSession(
-            backend: VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: alice, token: "a"), logger: .quiet),
-            store: store,
-            configuration: .fastForTests,
-            logger: .quiet
-        )
-        try await withRecording(session) { recorder in
-            // Before: three messages and their echoes, all delivered.
-            try await VoximplantEmulator(server: before, logger: .quiet).withRunning(port: port) { _ in
+        try await VoximplantEmulator(server: server, logger: .quiet).withRunning { url in
+            let session = ChatSession(
+                backend: VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: alice, token: "a"), logger: .quiet),
+                configuration: .fastForTests,
+                logger: .quiet
+            )
+            try await withRecording(session) { recorder in
+                // Before: three messages and their echoes, all delivered.
                 try await session.resume()
                 try await recorder.first("the conversation") { $0.conversationID == id }
                 let chat = try await session.conversation(id)
                 for index in 1...3 { try await chat.send(text: "before \(index)") }
                 try await recorder.first("the last echo") { $0.addedMessage?.text == "echo: before 3" }
-            }
-            let deliveredBefore = before.lastSequence(of: conversation)
+                let deliveredBefore = server.lastSequence(of: conversation)
 
-            // After: a new server on the same port that has only the greeting, then Bob's answer.
-            let (after, _, _, _) = try Self.freshServer()
-            try after.robot(bob).send("The answer you were waiting for", in: conversation)
-            try await VoximplantEmulator(server: after, logger: .quiet).withRunning(port: port) { _ in
+                // The service restarts without its data; its robot makes the same conversation
+                // again, greets, and answers: three events, numbered from 1.
+                let again = try server.restartWithoutData { server in
+                    let again = try server.robot(bob).createConversation(title: "Support", with: [alice])
+                    try server.robot(bob).send("Hi, Bob here", in: again)
+                    try server.robot(bob).send("The answer you were waiting for", in: again)
+                    return again
+                }
+                try #require(again == conversation, "the same conversation id, numbered afresh")
+                let headAtRestart = server.lastSequence(of: conversation)
+
                 let problem = try await recorder.first("the problem said") {
                     if case .error(let error) = $0.kind { return error.message.contains("has forgotten the events of \(conversation)") }
                     return false
                 }
                 try await recorder.first("the answer shown") { $0.addedMessage?.text == "The answer you were waiting for" }
-                let chat = try await session.conversation(id)
                 try await chat.send(text: "after 1")
                 try await recorder.first("its echo") { $0.addedMessage?.text == "echo: after 1" }
 
                 let stored = try await chat.storedMessages(before: nil, limit: .max)
-                let audit = StoreAudit.compare(server: after.log(of: conversation, customer: alice), stored: stored)
+                let audit = StoreAudit.compare(server: server.log(of: conversation, customer: alice), stored: stored)
                 let statistics = await session.statistics
                 print(
-                    "voximplant restart: \(deliveredBefore) events delivered before, the new server has \(after.lastSequence(of: conversation)) events now; "
+                    "voximplant restart: \(deliveredBefore) events delivered before, \(headAtRestart) on the restarted server; "
                         + "problem: \(problem.kind); \(statistics.resynchronizations) resynchronization; store against the new server: \(audit)"
                 )
                 #expect(statistics.resynchronizations == 1)
                 #expect(audit.isClean, "\(audit)")
-                #expect(stored.map(\.text) == after.messages(in: conversation).map(\.text), "the store is the new server's history")
+                #expect(stored.map(\.text) == server.messages(in: conversation).map(\.text), "the store is the new server's history")
                 #expect(recorder.events.contains { $0.kind == .historyCleared && $0.conversationID == id }, "the app was told to drop the old history")
             }
+            await session.close()
         }
-        await session.close()
     }
 
     /// A new message pushed with a sequence already delivered and another server id: a server
