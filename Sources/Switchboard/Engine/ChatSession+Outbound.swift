@@ -27,23 +27,29 @@ extension ChatSession {
         if let first = draft.firstMessage { try checkSendable(first) }
         var draft = draft
         if draft.clientID == nil { draft.clientID = ClientMessageID.random(using: &random) }
-        let response = try await performNow(.startConversation(draft))
+        try requireCapability(BackendRequest.startConversation(draft).requiredCapability)
+        let id = try await submit { [draft] in .startConversation(draft, $0) }
+        return SessionConversation(session: self, id: id)
+    }
+
+    /// The backend answered a start: the conversation (and the messages it began with) is
+    /// stored before the caller hears back.
+    func conversationStarted(_ result: Result<BackendResponse, SwitchboardError>, reply: Reply<ConversationID>) async {
         let started: ConversationSnapshot
-        switch response {
-        case .conversation(let info): started = ConversationSnapshot(conversation: info)
-        case .startedConversation(let snapshot): started = snapshot
-        default: throw SwitchboardError(.protocolViolation, "startConversation answered with \(response)")
+        switch result {
+        case .success(.conversation(let info)): started = ConversationSnapshot(conversation: info)
+        case .success(.startedConversation(let snapshot)): started = snapshot
+        case .success(let response): return reply.fail(SwitchboardError(.protocolViolation, "startConversation answered with \(response)"))
+        case .failure(let error): return reply.fail(error)
         }
-        try await onLoop { session in
-            session.conversations[started.conversation.id].startedLocally = true
-            await session.inOneTransaction {
-                await session.deliver(BackendEvent(.conversationAdded(started.conversation), conversation: started.conversation.id))
-                for message in started.messages {
-                    await session.deliver(BackendEvent(.messageAdded(message, position: .newest), conversation: started.conversation.id, time: message.time))
-                }
+        conversations[started.conversation.id].startedLocally = true
+        await inOneTransaction {
+            await deliver(BackendEvent(.conversationAdded(started.conversation), conversation: started.conversation.id))
+            for message in started.messages {
+                await deliver(BackendEvent(.messageAdded(message, position: .newest), conversation: started.conversation.id, time: message.time))
             }
         }
-        return SessionConversation(session: self, id: started.conversation.id)
+        reply.succeed(started.conversation.id)
     }
 
     public func refresh(forced: Bool) async throws {
@@ -63,7 +69,7 @@ extension ChatSession {
 
     func send(_ draft: MessageDraft, in conversation: ConversationID) async throws -> Message {
         try checkSendable(draft)
-        return try await onLoop { session in try await session.enqueueSend(draft, in: conversation) }
+        return try await submit { .send(draft, in: conversation, $0) }
     }
 
     /// What the backend refuses of any message, checked before anything is stored or sent.
@@ -83,7 +89,7 @@ extension ChatSession {
     }
 
     /// Stores the message and its outbox entry, announces it pending, and hands it to the outbox.
-    private func enqueueSend(_ draft: MessageDraft, in conversation: ConversationID) async throws -> Message {
+    func enqueueSend(_ draft: MessageDraft, in conversation: ConversationID) async throws -> Message {
         try lifecycle.checkOpen()
         let outgoing = OutgoingMessage(
             clientID: ClientMessageID.random(using: &random),
@@ -170,19 +176,22 @@ extension ChatSession {
     @discardableResult
     func userTyping(_ isTyping: Bool, draft: String?, in conversation: ConversationID) async throws -> TypingOutcome {
         try requireCapability(.typing)
-        return try await onLoop { session in
-            try session.lifecycle.checkOpen()
-            var throttle =
-                session.conversations[conversation].typing
-                ?? TypingThrottleStateMachine(policy: session.configuration.typingPolicy ?? session.descriptor.limits.typingPolicy)
-            let now = session.clock.now
-            let actions = isTyping ? throttle.userTyping(draft: draft, now: now) : throttle.userStopped(now: now)
-            session.conversations[conversation].typing = throttle
-            session.performTyping(actions, in: conversation)
-            if actions.contains(where: { if case .send = $0 { return true } else { return false } }) { return .sent }
-            if case .minimumInterval = throttle.policy { return .throttled }
-            return .coalesced
-        }
+        return try await submit { .typing(isTyping, draft: draft, in: conversation, $0) }
+    }
+
+    /// The user typed, or stopped: the throttle decides what goes out.
+    func typingChanged(_ isTyping: Bool, draft: String?, in conversation: ConversationID) throws -> TypingOutcome {
+        try lifecycle.checkOpen()
+        var throttle =
+            conversations[conversation].typing
+            ?? TypingThrottleStateMachine(policy: configuration.typingPolicy ?? descriptor.limits.typingPolicy)
+        let now = clock.now
+        let actions = isTyping ? throttle.userTyping(draft: draft, now: now) : throttle.userStopped(now: now)
+        conversations[conversation].typing = throttle
+        performTyping(actions, in: conversation)
+        if actions.contains(where: { if case .send = $0 { return true } else { return false } }) { return .sent }
+        if case .minimumInterval = throttle.policy { return .throttled }
+        return .coalesced
     }
 
     func performTyping(_ actions: [TypingThrottleStateMachine.Action], in conversation: ConversationID) {
@@ -199,10 +208,10 @@ extension ChatSession {
 
     func markRead(upTo marker: ChatEvent.ReadMarker?, in conversation: ConversationID) async throws {
         try requireCapability(.readMarkers)
-        try await onLoop { session in try await session.setReadMarker(marker, in: conversation) }
+        try await submit { .markRead(marker, in: conversation, $0) }
     }
 
-    private func setReadMarker(_ marker: ChatEvent.ReadMarker?, in conversation: ConversationID) async throws {
+    func setReadMarker(_ marker: ChatEvent.ReadMarker?, in conversation: ConversationID) async throws {
         try lifecycle.checkOpen()
         let resolved: ChatEvent.ReadMarker
         if let marker {
@@ -276,23 +285,52 @@ extension ChatSession {
     func history(in conversation: ConversationID, before: MessageOrderKey?, limit: Int) async throws -> [Message] {
         let stored = try await storedMessages(in: conversation, before: before, limit: limit)
         guard stored.count < limit, descriptor.capabilities.contains(.historyPaging) else { return stored }
-        let query = try await onLoop { session in try await session.nextHistoryQuery(in: conversation, limit: limit) }
-        guard let query else { return stored }
-        let response = try await performNow(.history(query))
-        guard case .history(let page) = response else {
-            throw SwitchboardError(.protocolViolation, "history answered with \(response)")
-        }
-        try await onLoop { session in
-            if let next = page.nextAnchor { session.conversations[conversation].historyAnchor = next }
-            if !page.hasMore { session.conversations[conversation].historyExhausted = true }
-            for var message in page.messages {
-                message.conversationID = conversation
-                await session.deliver(
-                    BackendEvent(.messageAdded(message, position: .history), conversation: conversation, time: message.time)
-                )
-            }
-        }
+        try await submit { .history(conversation, limit: limit, $0) }
         return try await storedMessages(in: conversation, before: before, limit: limit)
+    }
+
+    /// The app asked for the next history page: asks the backend for it, or, when a page is on
+    /// its way already, waits for that one. Answered at once when there is nothing more to ask.
+    func requestHistory(_ conversation: ConversationID, limit: Int, reply: Reply<Void>) async {
+        do {
+            try lifecycle.checkOpen()
+            if conversations[conversation].historyWaiters.isEmpty {
+                guard let query = try await nextHistoryQuery(in: conversation, limit: limit), enqueue(.history(query), lane: conversation) else {
+                    return reply.succeed(())
+                }
+            }
+            conversations[conversation].historyWaiters.append(reply)
+        } catch {
+            reply.fail(error)
+        }
+    }
+
+    /// The page arrived: stored, then everyone waiting for it hears back.
+    func historyPageArrived(_ result: Result<BackendResponse, SwitchboardError>, in conversation: ConversationID) async {
+        switch result {
+        case .success(.history(let page)):
+            if let next = page.nextAnchor { conversations[conversation].historyAnchor = next }
+            if !page.hasMore { conversations[conversation].historyExhausted = true }
+            await inOneTransaction {
+                for var message in page.messages {
+                    message.conversationID = conversation
+                    await deliver(BackendEvent(.messageAdded(message, position: .history), conversation: conversation, time: message.time))
+                }
+            }
+            let waiters = conversations[conversation].historyWaiters
+            conversations[conversation].historyWaiters = []
+            for waiter in waiters { waiter.succeed(()) }
+        case .success(let response):
+            failHistoryWaiters(in: conversation, SwitchboardError(.protocolViolation, "history answered with \(response)"))
+        case .failure(let error):
+            failHistoryWaiters(in: conversation, error)
+        }
+    }
+
+    func failHistoryWaiters(in conversation: ConversationID, _ error: SwitchboardError) {
+        let waiters = conversations[conversation].historyWaiters
+        conversations[conversation].historyWaiters = []
+        for waiter in waiters { waiter.fail(error) }
     }
 
     /// The query for the page before the oldest stored message, or `nil` when there is nothing
@@ -356,13 +394,7 @@ struct SessionConversation: Conversation {
     func close() async throws { try await apply(.closeConversation(id)) }
     func archive() async throws { try await apply(.archiveConversation(id)) }
     func update(_ changes: ConversationChanges) async throws {
-        let response = try await session.performNow(.updateConversation(id, changes))
-        if case .done = response {
-            // The server did not answer with the conversation: apply the changes to the stored one.
-            try await session.applyChanges(changes, to: id)
-        } else {
-            try await session.applyResponse(response, in: id)
-        }
+        _ = try await session.performNow(.updateConversation(id, changes), applying: .changes(changes, to: id))
     }
 
     func setCustomFields(_ fields: [String: String]) async throws {
@@ -388,34 +420,68 @@ struct SessionConversation: Conversation {
     /// Performs a request and applies what the server answered (the edited message, the
     /// updated conversation); the server's own events confirm it again and are de-duplicated.
     private func apply(_ request: BackendRequest) async throws {
-        let response = try await session.performNow(request)
-        try await session.applyResponse(response, in: id)
+        _ = try await session.performNow(request, applying: .response(in: id))
     }
 }
 
 extension ChatSession {
-    func applyChanges(_ changes: ConversationChanges, to conversation: ConversationID) async throws {
-        try await onLoop { session in
-            guard var info = try? await session.store.fetchConversation(conversation, scope: session.scope) else { return }
-            if let title = changes.title { info.title = title }
-            if let isPublicJoin = changes.isPublicJoin {
-                if isPublicJoin { info.flags.insert(.publicJoin) } else { info.flags.remove(.publicJoin) }
-            }
-            if let customData = changes.customData { info.customData = customData }
-            await session.deliver(BackendEvent(.conversationUpdated(info), conversation: conversation))
+    /// What a request's answer does to the store before its caller hears it.
+    func apply(_ response: BackendResponse, as applying: AppCommand.Applying) async {
+        switch applying {
+        case .nothing:
+            break
+        case .response(let conversation):
+            await applyResponse(response, in: conversation)
+        case .changes(let changes, let conversation):
+            // The server did not answer with the conversation: the changes go to the stored one.
+            if case .done = response { await applyChanges(changes, to: conversation) } else { await applyResponse(response, in: conversation) }
         }
     }
 
-    func applyResponse(_ response: BackendResponse, in conversation: ConversationID) async throws {
-        try await onLoop { session in
-            switch response {
-            case .message(let message):
-                await session.deliver(BackendEvent(.messageUpdated(message), conversation: conversation))
-            case .conversation(let info):
-                await session.deliver(BackendEvent(.conversationUpdated(info), conversation: conversation))
-            default:
-                break
-            }
+    private func applyChanges(_ changes: ConversationChanges, to conversation: ConversationID) async {
+        guard var info = try? await store.fetchConversation(conversation, scope: scope) else { return }
+        if let title = changes.title { info.title = title }
+        if let isPublicJoin = changes.isPublicJoin {
+            if isPublicJoin { info.flags.insert(.publicJoin) } else { info.flags.remove(.publicJoin) }
         }
+        if let customData = changes.customData { info.customData = customData }
+        await deliver(BackendEvent(.conversationUpdated(info), conversation: conversation))
+    }
+
+    private func applyResponse(_ response: BackendResponse, in conversation: ConversationID) async {
+        switch response {
+        case .message(let message):
+            await deliver(BackendEvent(.messageUpdated(message), conversation: conversation))
+        case .conversation(let info):
+            await deliver(BackendEvent(.conversationUpdated(info), conversation: conversation))
+        default:
+            break
+        }
+    }
+
+    /// Runs one app command on the loop.
+    func handle(_ command: AppCommand) async {
+        switch command {
+        case .lifecycle(let change, let reply):
+            await reply.answer { try await applyLifecycle(change) }
+        case .send(let draft, let conversation, let reply):
+            await reply.answer { try await enqueueSend(draft, in: conversation) }
+        case .typing(let isTyping, let draft, let conversation, let reply):
+            await reply.answer { try typingChanged(isTyping, draft: draft, in: conversation) }
+        case .markRead(let marker, let conversation, let reply):
+            await reply.answer { try await setReadMarker(marker, in: conversation) }
+        case .history(let conversation, let limit, let reply):
+            await requestHistory(conversation, limit: limit, reply: reply)
+        case .startConversation(let draft, let reply):
+            await reply.answerLater { try startRequest(.start(draft, reply), named: "startConversation", lane: nil) }
+        case .request(let request, let applying, let reply):
+            await reply.answerLater { try startRequest(.app(request, applying, reply), named: request.name, lane: request.conversationID) }
+        }
+    }
+
+    /// Queues an app's request on the open link; its outcome answers the caller.
+    private func startRequest(_ work: LaneWork, named name: String, lane: ConversationID?) throws {
+        try lifecycle.checkOpen()
+        guard enqueue(work, lane: lane) else { throw SwitchboardError(.notConnected, "\(name) needs a connection") }
     }
 }

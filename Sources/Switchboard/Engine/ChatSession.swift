@@ -140,15 +140,15 @@ public actor ChatSession: Session {
     // MARK: Lifecycle
 
     public func resume() async throws {
-        try await lifecycleCommand { session in await session.perform(try session.connection.resume()) }
+        try await lifecycleCommand(.resume)
     }
 
     public func pause() async throws {
-        try await lifecycleCommand { session in await session.perform(try session.connection.pause()) }
+        try await lifecycleCommand(.pause)
     }
 
     public func close() async {
-        try? await lifecycleCommand { session in await session.perform(session.connection.close()) }
+        try? await lifecycleCommand(.close)
     }
 
     /// `true` once the session is closed, by the app or by a fatal error.
@@ -156,18 +156,24 @@ public actor ChatSession: Session {
 
     /// Runs a lifecycle change on the loop, or at once when no loop runs (before ``run()``, or
     /// after it ended), so a session can be resumed before it runs and closed after.
-    private func lifecycleCommand(
-        _ body: @escaping @Sendable (isolated ChatSession) async throws -> Void
-    ) async throws {
+    private func lifecycleCommand(_ change: AppCommand.LifecycleChange) async throws {
         if !hasRun || loopEnded {
-            try await body(self)
+            try await applyLifecycle(change)
             return
         }
         do {
-            try await onLoop { session in try await body(session) }
+            try await submit { .lifecycle(change, $0) }
         } catch let error as SwitchboardError where error.code == .sessionClosed && loopEnded {
             // The loop ended while the change waited for its turn: it still applies.
-            try await body(self)
+            try await applyLifecycle(change)
+        }
+    }
+
+    func applyLifecycle(_ change: AppCommand.LifecycleChange) async throws {
+        switch change {
+        case .resume: await perform(try connection.resume())
+        case .pause: await perform(try connection.pause())
+        case .close: await perform(connection.close())
         }
     }
 
@@ -197,7 +203,7 @@ public actor ChatSession: Session {
         loopEnded = true
         // Answer what never got its turn: commands throw `sessionClosed`, requests fail.
         for input in inbox.close() {
-            if case .command(let body) = input { await body(self) }
+            if case .command(let command) = input { command.reply.fail(Self.ended) }
         }
         for request in lanes.removeAll() {
             requestAbandoned(request.work, error: SwitchboardError(.sessionClosed, "the session has ended"))
@@ -275,8 +281,8 @@ public actor ChatSession: Session {
 
     /// One input of the loop.
     enum Input: Sendable {
-        /// An app command: runs on the loop, in turn.
-        case command(@Sendable (isolated ChatSession) async -> Void)
+        /// An app command, in turn with every other input.
+        case command(AppCommand)
         case linkOpened(Int)
         case update(Int, BackendUpdate)
         /// The link's updates ended or threw: the link is failing.
@@ -311,8 +317,9 @@ public actor ChatSession: Session {
 
     private func handle(_ input: Input) async {
         switch input {
-        case .command(let body):
-            await body(self)
+        case .command(let command):
+            guard !loopEnded else { return command.reply.fail(Self.ended) }
+            await handle(command)
         case .linkOpened(let id):
             await perform(connection.linkOpened(id))
         case .update(let id, let update):
@@ -481,36 +488,16 @@ public actor ChatSession: Session {
 
     // MARK: Commands
 
-    /// Runs `body` on the loop, in turn with every other input, and returns what it returns.
-    ///
-    /// - Throws: what `body` throws; `sessionClosed` when the loop has ended.
-    func onLoop<T: Sendable>(
-        _ body: @escaping @Sendable (isolated ChatSession) async throws -> T
-    ) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            submit(answering: continuation) { session in continuation.resume(returning: try await body(session)) }
-        }
-    }
+    static let ended = SwitchboardError(.sessionClosed, "the session has ended")
 
-    /// Hands `body` to the loop. `continuation` is answered with what `body` throws, or with
-    /// `sessionClosed` when the loop has ended; on success `body` answers it (now, or later, as
-    /// a request's outcome does).
-    private nonisolated func submit<T: Sendable>(
-        answering continuation: CheckedContinuation<T, any Error>,
-        _ body: @escaping @Sendable (isolated ChatSession) async throws -> Void
-    ) {
-        let ended = SwitchboardError(.sessionClosed, "the session has ended")
-        let accepted = inbox.yield(
-            .command { session in
-                guard !session.loopEnded else { return continuation.resume(throwing: ended) }
-                do {
-                    try await body(session)
-                } catch {
-                    continuation.resume(throwing: error)
-                }
-            }
-        )
-        if !accepted { continuation.resume(throwing: ended) }
+    /// Hands an app command to the loop and waits for its answer.
+    ///
+    /// - Throws: what the command fails with; `sessionClosed` when the loop has ended.
+    nonisolated func submit<T: Sendable>(_ command: (Reply<T>) -> AppCommand) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            let command = command(Reply(continuation: continuation))
+            if !inbox.yield(.command(command)) { command.reply.fail(Self.ended) }
+        }
     }
 
     // MARK: Timers
@@ -619,8 +606,12 @@ public actor ChatSession: Session {
         case markRead(ConversationID, ChatEvent.ReadMarker)
         /// The engine's own poll of a backend that pushes nothing.
         case poll
-        /// An app request; its caller waits for the answer.
-        case app(BackendRequest, CheckedContinuation<BackendResponse, any Error>)
+        /// An app request; its caller waits for the answer, applied as `applying` says.
+        case app(BackendRequest, AppCommand.Applying, Reply<BackendResponse>)
+        /// The app's new conversation; its caller waits for it to be stored.
+        case start(ConversationDraft, Reply<ConversationID>)
+        /// A history page the app asked for; its callers wait in the conversation's state.
+        case history(HistoryQuery)
 
         var request: BackendRequest {
             switch self {
@@ -630,7 +621,9 @@ public actor ChatSession: Session {
             case .typing(let conversation, let isTyping, let draft): .typing(conversation, isTyping: isTyping, draft: draft)
             case .markRead(let conversation, let marker): .markRead(conversation, upTo: marker)
             case .poll: .poll(forced: false)
-            case .app(let request, _): request
+            case .app(let request, _, _): request
+            case .start(let draft, _): .startConversation(draft)
+            case .history(let query): .history(query)
             }
         }
     }
@@ -693,8 +686,13 @@ public actor ChatSession: Session {
                 logger.debug("poll failed", metadata: ["error": "\(error)"])
             }
             pollFinished()
-        case .app(_, let continuation):
-            continuation.resume(with: result.mapError { $0 as any Error })
+        case .app(_, let applying, let reply):
+            if case .success(let response) = result { await apply(response, as: applying) }
+            reply.complete(result)
+        case .start(_, let reply):
+            await conversationStarted(result, reply: reply)
+        case .history(let query):
+            await historyPageArrived(result, in: query.conversationID)
         }
     }
 
@@ -726,8 +724,12 @@ public actor ChatSession: Session {
         case .poll:
             // The next link polls when it opens.
             pollQueued = false
-        case .app(_, let continuation):
-            continuation.resume(throwing: error)
+        case .app(_, _, let reply):
+            reply.fail(error)
+        case .start(_, let reply):
+            reply.fail(error)
+        case .history(let query):
+            failHistoryWaiters(in: query.conversationID, error)
         }
     }
 
@@ -792,17 +794,9 @@ public actor ChatSession: Session {
     }
 
     /// Performs a request on the live link, in its conversation's lane, and waits for the answer.
-    func performNow(_ request: BackendRequest) async throws -> BackendResponse {
+    func performNow(_ request: BackendRequest, applying: AppCommand.Applying = .nothing) async throws -> BackendResponse {
         try requireCapability(request.requiredCapability)
-        return try await withCheckedThrowingContinuation { continuation in
-            // Answered by the request's outcome (see `requestFinished`).
-            submit(answering: continuation) { session in
-                try session.lifecycle.checkOpen()
-                guard session.enqueue(.app(request, continuation), lane: request.conversationID) else {
-                    throw SwitchboardError(.notConnected, "\(request.name) needs a connection")
-                }
-            }
-        }
+        return try await submit { .request(request, applying, $0) }
     }
 }
 

@@ -24,6 +24,8 @@ struct ConversationState: Sendable {
     var historyAnchor: HistoryQuery.Anchor?
     /// The backend said there is no older history.
     var historyExhausted = false
+    /// The app's calls waiting for the history page on its way (a second call joins the first).
+    var historyWaiters: [Reply<Void>] = []
     /// Started by the app and not listed by any snapshot yet: a complete snapshot may predate it
     /// (it was read while the conversation was being made), so it does not remove it.
     var startedLocally = false

@@ -1,0 +1,78 @@
+/// What the app asks of a session, as the loop takes it: one typed input each, so the loop's
+/// inputs can be listed and logged. A flow that needs the backend (a history page, starting a
+/// conversation, a request whose answer is applied) is one command: the loop sends its request
+/// and finishes the flow when the answer comes, with the flow's state kept in the lane's work.
+enum AppCommand: Sendable {
+    /// What the app wants of the connection.
+    enum LifecycleChange: Sendable, Hashable {
+        case resume
+        case pause
+        case close
+    }
+
+    /// What a request's answer does to the store before its caller hears it.
+    enum Applying: Sendable {
+        /// Nothing (a refresh's updates are applied as updates).
+        case nothing
+        /// The message or conversation the server answered with (an edit, an update).
+        case response(in: ConversationID)
+        /// `changes`, when the server answered without the conversation.
+        case changes(ConversationChanges, to: ConversationID)
+    }
+
+    case lifecycle(LifecycleChange, Reply<Void>)
+    case send(MessageDraft, in: ConversationID, Reply<Message>)
+    case typing(Bool, draft: String?, in: ConversationID, Reply<TypingOutcome>)
+    case markRead(ChatEvent.ReadMarker?, in: ConversationID, Reply<Void>)
+    /// The next history page from the backend; answered once it is stored (with nothing when
+    /// there is no older history or no link). Joins a page already on its way.
+    case history(ConversationID, limit: Int, Reply<Void>)
+    case startConversation(ConversationDraft, Reply<ConversationID>)
+    /// A request on the live link, in its conversation's lane.
+    case request(BackendRequest, Applying, Reply<BackendResponse>)
+
+    /// Whom to answer when the command cannot run.
+    var reply: any FailableReply {
+        switch self {
+        case .lifecycle(_, let reply): reply
+        case .send(_, _, let reply): reply
+        case .typing(_, _, _, let reply): reply
+        case .markRead(_, _, let reply): reply
+        case .history(_, _, let reply): reply
+        case .startConversation(_, let reply): reply
+        case .request(_, _, let reply): reply
+        }
+    }
+}
+
+/// A reply that can be failed without knowing what it answers.
+protocol FailableReply: Sendable {
+    func fail(_ error: any Error)
+}
+
+/// The one answer an app command's caller waits for.
+struct Reply<Value: Sendable>: FailableReply {
+    let continuation: CheckedContinuation<Value, any Error>
+
+    func succeed(_ value: Value) { continuation.resume(returning: value) }
+    func fail(_ error: any Error) { continuation.resume(throwing: error) }
+    func complete(_ result: Result<Value, SwitchboardError>) { continuation.resume(with: result.mapError { $0 as any Error }) }
+
+    /// Fails with what `body` throws; otherwise the answer comes later (a request's outcome).
+    func answerLater(_ body: () throws -> Void) async {
+        do {
+            try body()
+        } catch {
+            fail(error)
+        }
+    }
+
+    /// Answers with what `body` returns or throws.
+    func answer(_ body: () async throws -> Value) async {
+        do {
+            succeed(try await body())
+        } catch {
+            fail(error)
+        }
+    }
+}
