@@ -1,6 +1,8 @@
 public import Hummingbird
 public import HummingbirdWebSocket
 public import Logging
+import ServiceLifecycle
+import UnixSignals
 
 /// Hosts an emulator's routes on a real socket: 127.0.0.1 and a port the OS picks by default, so
 /// tests never collide. In-process (tests, the demo) it runs for the duration of a closure;
@@ -48,7 +50,13 @@ public enum EmulatorHost {
         }
     }
 
+    /// How long open connections get to finish after SIGINT or SIGTERM (a WebSocket is closed
+    /// with 1000, an answer under way is written) before they are cut: a long-poll held for 20 s
+    /// must not hold the process.
+    public static let signalGracePeriod: Duration = .milliseconds(500)
+
     /// Runs the emulator until cancelled or signalled (SIGINT, SIGTERM); `onBound` gets the port.
+    /// A signal stops it within ``signalGracePeriod`` and it returns normally.
     public static func run(
         router: Router<BasicWebSocketRequestContext>,
         webSocketRouter: Router<BasicWebSocketRequestContext>,
@@ -65,7 +73,10 @@ public enum EmulatorHost {
             onServerRunning: { channel in await onBound(channel.localAddress?.port ?? port) },
             logger: logger
         )
-        try await application.runService()
+        var configuration = ServiceGroupConfiguration(services: [application], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        configuration.maximumGracefulShutdownDuration = signalGracePeriod
+        let group = ServiceGroup(configuration: configuration)
+        try await group.run()
     }
 }
 

@@ -36,14 +36,30 @@ struct AgentOptions: ParsableArguments {
     }
 
     /// Runs `serve` and, beside it, the agent's console on standard input (in every mode: the
-    /// fault commands work with a robot agent too). The console ends with its input; the
-    /// emulator runs until the process is signalled.
+    /// fault commands work with a robot agent too). The console ends with its input and the
+    /// emulator runs on; when the emulator ends (SIGINT or SIGTERM stop it, or it fails), the
+    /// console ends with it, so the process exits at once instead of waiting for a line that
+    /// will never come.
     func run(desk: any AgentDesk, output: StandardOutput, serve: @escaping @Sendable () async throws -> Void) async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await serve() }
-            group.addTask { await AgentConsole(desk: desk).run(lines: StandardInput.lines(), output: output) }
-            try await group.next()
-            try await group.next()
+        try await Self.run(console: { await AgentConsole(desk: desk).run(lines: StandardInput.lines(), output: output) }, serve: serve)
+    }
+
+    /// The two sides of ``run(desk:output:serve:)``: `serve` ending cancels `console` (its
+    /// `for await` over standard input is the cancellation point); `console` ending leaves
+    /// `serve` running.
+    static func run(console: @escaping @Sendable () async -> Void, serve: @escaping @Sendable () async throws -> Void) async throws {
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                try await serve()
+                return true
+            }
+            group.addTask {
+                await console()
+                return false
+            }
+            while let serverEnded = try await group.next() {
+                if serverEnded { group.cancelAll() }
+            }
         }
     }
 
