@@ -63,6 +63,14 @@ struct AgentOptions: ParsableArguments {
         }
     }
 
+    /// Refuses a port no socket can have (ArgumentParser would let 99999 through, and the
+    /// kernel would wrap it into another port).
+    static func validate(port: Int) throws {
+        guard (0...65_535).contains(port) else {
+            throw ValidationError("--port must be between 0 and 65535 (0 picks a free one), not \(port)")
+        }
+    }
+
     var banner: String {
         switch agent {
         case .echo: return "the agent answers every message (--agent echo); type /help for agent and fault commands"
@@ -80,6 +88,8 @@ struct EmulateVoximplant: AsyncParsableCommand {
 
     @Option(help: "The port to listen on (0 picks a free one).") var port: Int = 0
     @OptionGroup var agent: AgentOptions
+
+    func validate() throws { try AgentOptions.validate(port: port) }
 
     func run() async throws {
         let server = VoximplantServer()
@@ -120,6 +130,8 @@ struct EmulateWebim: AsyncParsableCommand {
     @Option(name: .customLong("appeal-delay"), help: "Seconds before the robot answers an offline appeal.") var appealDelay: Int = 10
     @OptionGroup var agent: AgentOptions
 
+    func validate() throws { try AgentOptions.validate(port: port) }
+
     func run() async throws {
         let server = WebimServer(configuration: WebimServer.Configuration(deltaHold: .seconds(hold)))
         let output = StandardOutput()
@@ -152,6 +164,8 @@ struct EmulateCXone: AsyncParsableCommand {
     @Option(help: "The port to listen on (0 picks a free one).") var port: Int = 0
     @Option(help: "The channel mode: single, multi or live.") var mode: String = "multi"
     @OptionGroup var agent: AgentOptions
+
+    func validate() throws { try AgentOptions.validate(port: port) }
 
     func run() async throws {
         guard let mode = CXoneServer.Mode(rawValue: mode) else {
