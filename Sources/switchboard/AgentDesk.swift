@@ -308,8 +308,30 @@ struct WebimDesk: AgentDesk {
             state.offline.toggle()
             return state.offline
         }
-        server.setOnlineStatus(offline ? "offline" : "online")
-        return offline ? "operators offline: apps without a chat may only leave a message" : "operators online"
+        let told = server.setOnlineStatus(offline ? "offline" : "online")
+        let chatting = server.visitorIDs.filter { server.hasOpenChat(visitor: $0) }
+        return Self.availabilityLine(offline: offline, told: told, chatting: chatting)
+    }
+
+    /// What `/offline` did, as Webim does it: a visitor without an open chat is told at once by
+    /// the visit session state (`offline-message`: leave a message); one in a chat keeps it, and
+    /// sees the status only on its next init or `get-online-status` poll, since the Webim SDKs
+    /// read no online-status delta.
+    static func availabilityLine(offline: Bool, told: [String], chatting: [String]) -> String {
+        func visitors(_ ids: [String]) -> String { "\(ids.count) visitor\(ids.count == 1 ? "" : "s") (\(ids.joined(separator: ", ")))" }
+        var parts: [String] = []
+        if !told.isEmpty {
+            parts.append(
+                offline
+                    ? "\(visitors(told)) without an open chat told now (they may only leave a message)"
+                    : "\(visitors(told)) told now (they may chat again)"
+            )
+        }
+        if !chatting.isEmpty {
+            parts.append("\(visitors(chatting)) in a chat keep it and see the status on their next init (/reinit) or get-online-status poll (the Webim SDKs read no online-status delta)")
+        }
+        if parts.isEmpty { parts.append("apps see it when they initialise") }
+        return (offline ? "operators offline: " : "operators online: ") + parts.joined(separator: "; ")
     }
 
     func disconnect() -> String {
