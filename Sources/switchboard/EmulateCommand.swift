@@ -163,6 +163,8 @@ struct EmulateCXone: AsyncParsableCommand {
 
     @Option(help: "The port to listen on (0 picks a free one).") var port: Int = 0
     @Option(help: "The channel mode: single, multi or live.") var mode: String = "multi"
+    @Option(help: "The brand id served; others are refused, as the real service refuses them.") var brand: Int = CXoneServer.Configuration().brandID
+    @Option(help: "The channel id served; others are refused.") var channel: String = CXoneServer.Configuration().channelID
     @OptionGroup var agent: AgentOptions
 
     func validate() throws { try AgentOptions.validate(port: port) }
@@ -171,7 +173,7 @@ struct EmulateCXone: AsyncParsableCommand {
         guard let mode = CXoneServer.Mode(rawValue: mode) else {
             throw ValidationError("--mode is one of \(CXoneServer.Mode.allCases.map(\.rawValue).joined(separator: ", "))")
         }
-        let server = CXoneServer(configuration: CXoneServer.Configuration(mode: mode))
+        let server = CXoneServer(configuration: CXoneServer.Configuration(brandID: brand, channelID: channel, mode: mode))
         let output = StandardOutput()
         let david = server.agent()
         server.autoReply(as: david, try agent.replies(output: output))
@@ -181,7 +183,7 @@ struct EmulateCXone: AsyncParsableCommand {
             try await CXoneEmulator(server: server, logger: Logger(label: "cxone-emulator")).run(port: port) { endpoints in
                 output.write(
                     """
-                    CXone emulator at \(endpoints.chatURL) (brand \(server.configuration.brandID), channel \(server.configuration.channelID), mode \(mode.rawValue))
+                    CXone emulator at \(endpoints.chatURL) (brand \(server.configuration.brandID), channel \(server.configuration.channelID), mode \(mode.rawValue); other brands and channels are refused)
                     agent David takes every thread; \(banner)
                     connect with: swift run switchboard connect cxone --chat-url \(endpoints.chatURL) --socket-url \(endpoints.socketURL) --brand \(server.configuration.brandID) --channel \(server.configuration.channelID)
                     """
