@@ -31,6 +31,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
+        // Already in the graph through Hummingbird; named so `switchboard emulate` can bound its
+        // graceful shutdown on a signal.
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.8.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         // `swift package generate-documentation` for the DocC catalogs (checked in CI, Docs/CONTRIBUTING.md).
@@ -98,6 +101,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
                 // The fault proxy: a loopback HTTP server (NIO) forwarding with AsyncHTTPClient.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

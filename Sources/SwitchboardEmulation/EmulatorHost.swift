@@ -1,6 +1,15 @@
 public import Hummingbird
 public import HummingbirdWebSocket
 public import Logging
+import NIOCore
+import ServiceLifecycle
+import UnixSignals
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Hosts an emulator's routes on a real socket: 127.0.0.1 and a port the OS picks by default, so
 /// tests never collide. In-process (tests, the demo) it runs for the duration of a closure;
@@ -36,7 +45,9 @@ public enum EmulatorHost {
             group.addTask {
                 // However the server ends — failing to bind, say — the wait for its port ends too.
                 defer { portContinuation.finish() }
-                try await application.runService(gracefulShutdownSignals: [])
+                try await Self.explainingBindFailure(host: host, port: port) {
+                    try await application.runService(gracefulShutdownSignals: [])
+                }
             }
             defer { group.cancelAll() }
             for await bound in ports {
@@ -48,7 +59,15 @@ public enum EmulatorHost {
         }
     }
 
+    /// How long open connections get to finish after SIGINT or SIGTERM (a WebSocket is closed
+    /// with 1000, an answer under way is written) before they are cut: a long-poll held for 20 s
+    /// must not hold the process.
+    public static let signalGracePeriod: Duration = .milliseconds(500)
+
     /// Runs the emulator until cancelled or signalled (SIGINT, SIGTERM); `onBound` gets the port.
+    /// A signal stops it within ``signalGracePeriod`` and it returns normally.
+    ///
+    /// - Throws: ``EmulatorHostError`` when the port is in use; what the server throws otherwise.
     public static func run(
         router: Router<BasicWebSocketRequestContext>,
         webSocketRouter: Router<BasicWebSocketRequestContext>,
@@ -65,7 +84,19 @@ public enum EmulatorHost {
             onServerRunning: { channel in await onBound(channel.localAddress?.port ?? port) },
             logger: logger
         )
-        try await application.runService()
+        var configuration = ServiceGroupConfiguration(services: [application], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        configuration.maximumGracefulShutdownDuration = signalGracePeriod
+        let group = ServiceGroup(configuration: configuration)
+        try await explainingBindFailure(host: host, port: port) { try await group.run() }
+    }
+
+    /// Runs `body`, turning a failure to bind because the address is taken into one line.
+    private static func explainingBindFailure(host: String, port: Int, _ body: () async throws -> Void) async throws {
+        do {
+            try await body()
+        } catch let error as IOError where error.errnoCode == EADDRINUSE {
+            throw EmulatorHostError(description: "port \(port) is in use: another process listens on \(host):\(port) (choose another port, or 0 for a free one)")
+        }
     }
 }
 

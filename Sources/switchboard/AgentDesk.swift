@@ -31,10 +31,23 @@ struct AgentScript: Sendable {
 
     init(lines: [String] = Self.builtIn) { self.lines = lines }
 
+    /// - Throws: ``OptionError`` naming `--script` and `path` when the file cannot be read or
+    ///   has no lines.
     init(contentsOf path: String) throws {
-        let text = try String(contentsOfFile: path, encoding: .utf8)
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch let error as CocoaError where error.code == .fileReadNoSuchFile || error.code == .fileNoSuchFile {
+            throw OptionError("--script \(path): no such file")
+        } catch let error as CocoaError where error.code == .fileReadNoPermission {
+            throw OptionError("--script \(path): permission denied")
+        } catch let error as CocoaError where error.code == .fileReadInapplicableStringEncoding {
+            throw OptionError("--script \(path): not UTF-8 text")
+        } catch {
+            throw OptionError("--script \(path): cannot be read (\(error.localizedDescription))")
+        }
         let lines = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        guard !lines.isEmpty else { throw ValidationError("the script \(path) has no lines") }
+        guard !lines.isEmpty else { throw OptionError("--script \(path): the file has no lines") }
         self.init(lines: lines)
     }
 
@@ -47,6 +60,13 @@ struct AgentScript: Sendable {
         guard index < lines.count else { return nil }
         return lines[index].replacingOccurrences(of: "{text}", with: text)
     }
+}
+
+/// An option's value the command cannot use, said in one line that names the option (where a
+/// `ValidationError` would add the usage: the value parsed, the problem is what it points to).
+struct OptionError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
 }
 
 /// A line for whoever drives the emulator: what a command did, or why it could not.
@@ -288,8 +308,30 @@ struct WebimDesk: AgentDesk {
             state.offline.toggle()
             return state.offline
         }
-        server.setOnlineStatus(offline ? "offline" : "online")
-        return offline ? "operators offline: apps without a chat may only leave a message" : "operators online"
+        let told = server.setOnlineStatus(offline ? "offline" : "online")
+        let chatting = server.visitorIDs.filter { server.hasOpenChat(visitor: $0) }
+        return Self.availabilityLine(offline: offline, told: told, chatting: chatting)
+    }
+
+    /// What `/offline` did, as Webim does it: a visitor without an open chat is told at once by
+    /// the visit session state (`offline-message`: leave a message); one in a chat keeps it, and
+    /// sees the status only on its next init or `get-online-status` poll, since the Webim SDKs
+    /// read no online-status delta.
+    static func availabilityLine(offline: Bool, told: [String], chatting: [String]) -> String {
+        func visitors(_ ids: [String]) -> String { "\(ids.count) visitor\(ids.count == 1 ? "" : "s") (\(ids.joined(separator: ", ")))" }
+        var parts: [String] = []
+        if !told.isEmpty {
+            parts.append(
+                offline
+                    ? "\(visitors(told)) without an open chat told now (they may only leave a message)"
+                    : "\(visitors(told)) told now (they may chat again)"
+            )
+        }
+        if !chatting.isEmpty {
+            parts.append("\(visitors(chatting)) in a chat keep it and see the status on their next init (/reinit) or get-online-status poll (the Webim SDKs read no online-status delta)")
+        }
+        if parts.isEmpty { parts.append("apps see it when they initialise") }
+        return (offline ? "operators offline: " : "operators online: ") + parts.joined(separator: "; ")
     }
 
     func disconnect() -> String {

@@ -36,14 +36,38 @@ struct AgentOptions: ParsableArguments {
     }
 
     /// Runs `serve` and, beside it, the agent's console on standard input (in every mode: the
-    /// fault commands work with a robot agent too). The console ends with its input; the
-    /// emulator runs until the process is signalled.
+    /// fault commands work with a robot agent too). The console ends with its input and the
+    /// emulator runs on; when the emulator ends (SIGINT or SIGTERM stop it, or it fails), the
+    /// console ends with it, so the process exits at once instead of waiting for a line that
+    /// will never come.
     func run(desk: any AgentDesk, output: StandardOutput, serve: @escaping @Sendable () async throws -> Void) async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await serve() }
-            group.addTask { await AgentConsole(desk: desk).run(lines: StandardInput.lines(), output: output) }
-            try await group.next()
-            try await group.next()
+        try await Self.run(console: { await AgentConsole(desk: desk).run(lines: StandardInput.lines(), output: output) }, serve: serve)
+    }
+
+    /// The two sides of ``run(desk:output:serve:)``: `serve` ending cancels `console` (its
+    /// `for await` over standard input is the cancellation point); `console` ending leaves
+    /// `serve` running.
+    static func run(console: @escaping @Sendable () async -> Void, serve: @escaping @Sendable () async throws -> Void) async throws {
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                try await serve()
+                return true
+            }
+            group.addTask {
+                await console()
+                return false
+            }
+            while let serverEnded = try await group.next() {
+                if serverEnded { group.cancelAll() }
+            }
+        }
+    }
+
+    /// Refuses a port no socket can have (ArgumentParser would let 99999 through, and the
+    /// kernel would wrap it into another port).
+    static func validate(port: Int) throws {
+        guard (0...65_535).contains(port) else {
+            throw ValidationError("--port must be between 0 and 65535 (0 picks a free one), not \(port)")
         }
     }
 
@@ -64,6 +88,8 @@ struct EmulateVoximplant: AsyncParsableCommand {
 
     @Option(help: "The port to listen on (0 picks a free one).") var port: Int = 0
     @OptionGroup var agent: AgentOptions
+
+    func validate() throws { try AgentOptions.validate(port: port) }
 
     func run() async throws {
         let server = VoximplantServer()
@@ -104,6 +130,8 @@ struct EmulateWebim: AsyncParsableCommand {
     @Option(name: .customLong("appeal-delay"), help: "Seconds before the robot answers an offline appeal.") var appealDelay: Int = 10
     @OptionGroup var agent: AgentOptions
 
+    func validate() throws { try AgentOptions.validate(port: port) }
+
     func run() async throws {
         let server = WebimServer(configuration: WebimServer.Configuration(deltaHold: .seconds(hold)))
         let output = StandardOutput()
@@ -135,13 +163,17 @@ struct EmulateCXone: AsyncParsableCommand {
 
     @Option(help: "The port to listen on (0 picks a free one).") var port: Int = 0
     @Option(help: "The channel mode: single, multi or live.") var mode: String = "multi"
+    @Option(help: "The brand id served; others are refused, as the real service refuses them.") var brand: Int = CXoneServer.Configuration().brandID
+    @Option(help: "The channel id served; others are refused.") var channel: String = CXoneServer.Configuration().channelID
     @OptionGroup var agent: AgentOptions
+
+    func validate() throws { try AgentOptions.validate(port: port) }
 
     func run() async throws {
         guard let mode = CXoneServer.Mode(rawValue: mode) else {
             throw ValidationError("--mode is one of \(CXoneServer.Mode.allCases.map(\.rawValue).joined(separator: ", "))")
         }
-        let server = CXoneServer(configuration: CXoneServer.Configuration(mode: mode))
+        let server = CXoneServer(configuration: CXoneServer.Configuration(brandID: brand, channelID: channel, mode: mode))
         let output = StandardOutput()
         let david = server.agent()
         server.autoReply(as: david, try agent.replies(output: output))
@@ -151,7 +183,7 @@ struct EmulateCXone: AsyncParsableCommand {
             try await CXoneEmulator(server: server, logger: Logger(label: "cxone-emulator")).run(port: port) { endpoints in
                 output.write(
                     """
-                    CXone emulator at \(endpoints.chatURL) (brand \(server.configuration.brandID), channel \(server.configuration.channelID), mode \(mode.rawValue))
+                    CXone emulator at \(endpoints.chatURL) (brand \(server.configuration.brandID), channel \(server.configuration.channelID), mode \(mode.rawValue); other brands and channels are refused)
                     agent David takes every thread; \(banner)
                     connect with: swift run switchboard connect cxone --chat-url \(endpoints.chatURL) --socket-url \(endpoints.socketURL) --brand \(server.configuration.brandID) --channel \(server.configuration.channelID)
                     """

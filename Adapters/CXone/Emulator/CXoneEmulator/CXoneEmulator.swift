@@ -34,11 +34,19 @@ public struct CXoneEmulator: HostedEmulator {
     public func routers() -> (http: Router<BasicWebSocketRequestContext>, webSocket: Router<BasicWebSocketRequestContext>) {
         let server = self.server
         let router = Router(context: BasicWebSocketRequestContext.self)
-        router.get("/chat/1.0/brand/:brand/channel/:channel") { _, _ in Self.json(server.channelConfiguration) }
-        router.get("/chat/1.0/brand/:brand/channel/:channel/availability") { _, _ in
-            Self.json(["status": server.isLiveChatOnline ? "online" : "offline"])
+        // Each answers only for the brand and channel the server was configured with.
+        router.get("/chat/1.0/brand/:brand/channel/:channel") { _, context in
+            Self.unlessRefused(context, by: server) { Self.json(server.channelConfiguration) }
         }
-        router.post("/chat/1.0/brand/:brand/channel/:channel/attachment") { request, _ in
+        router.get("/chat/1.0/brand/:brand/channel/:channel/availability") { _, context in
+            Self.unlessRefused(context, by: server) { Self.json(["status": server.isLiveChatOnline ? "online" : "offline"]) }
+        }
+        router.post("/chat/1.0/brand/:brand/channel/:channel/attachment") { request, context in
+            let brand = context.parameters.get("brand"), channel = context.parameters.get("channel")
+            guard server.serves(brandID: brand, channelID: channel) else {
+                let refused = server.unknownChannelAnswer(brandID: brand, channelID: channel)
+                return Self.json(refused.body, status: refused.status)
+            }
             let body = try await request.body.collect(upTo: 64 << 20)
             let result = server.upload((try? JSONValue(parsing: Data(buffer: body))) ?? .null)
             return Self.json(result.body, status: result.status)
@@ -82,6 +90,16 @@ public struct CXoneEmulator: HostedEmulator {
             }
         }
         return (router, webSocketRouter)
+    }
+
+    /// `answer()`, or the refusal of a brand or channel the server does not serve.
+    static func unlessRefused(_ context: BasicWebSocketRequestContext, by server: CXoneServer, _ answer: () -> Response) -> Response {
+        let brand = context.parameters.get("brand"), channel = context.parameters.get("channel")
+        guard server.serves(brandID: brand, channelID: channel) else {
+            let refused = server.unknownChannelAnswer(brandID: brand, channelID: channel)
+            return json(refused.body, status: refused.status)
+        }
+        return answer()
     }
 
     static func json(_ value: JSONValue, status: Int = 200) -> Response {

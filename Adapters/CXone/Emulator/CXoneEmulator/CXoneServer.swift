@@ -140,6 +140,8 @@ public final class CXoneServer: Sendable {
         var received: [(customer: String, eventType: String, data: JSONValue)] = []
         var analytics: [JSONValue] = []
         var sdkRefused = false
+        /// Requests refused because they named a brand or channel the emulator does not serve.
+        var refusedRequests = 0
         var lastMessageTime: Date?
         var autoReply: (robot: CXoneAgentRobot, reply: @Sendable (String) -> String?)?
         var liveChatOnline = true
@@ -171,6 +173,8 @@ public final class CXoneServer: Sendable {
 
     /// Every request the server accepted: who, which event type, its data.
     public var received: [(customer: String, eventType: String, data: JSONValue)] { state.withLock { $0.received } }
+    /// How many requests named a brand or channel the emulator does not serve (each refused).
+    public var refusedRequests: Int { state.withLock { $0.refusedRequests } }
     public var analytics: [JSONValue] { state.withLock { $0.analytics } }
     /// Every inactivity pop-up answer (`SendMessage` with `isInactivityPopupAnswer`): the thread and
     /// the button's postback.
@@ -281,6 +285,28 @@ public final class CXoneServer: Sendable {
     }
 
     // MARK: HTTP
+
+    /// Whether the emulator serves this brand's channel: only the brand and channel it was
+    /// configured with, so a typo in either fails here as it fails at the real service, not
+    /// only in production. `brandID` and `channelID` are as they appear in a path or a query.
+    public func serves(brandID: String?, channelID: String?) -> Bool {
+        brandID == String(configuration.brandID) && channelID == configuration.channelID
+    }
+
+    /// Why a brand or channel is refused, for the answers below.
+    func refusal(brandID: String?, channelID: String?) -> String {
+        "brand \(brandID ?? "(none)") has no channel \(channelID ?? "(none)"); this emulator serves brand \(configuration.brandID), channel \(configuration.channelID)"
+    }
+
+    /// H1, H2 and the upload for a brand or channel the emulator does not serve. protocols/cxone.md
+    /// does not record what the real service answers there; this is the closest the notes allow:
+    /// a 404 carrying the error envelope the service uses for H1's other refusal
+    /// (`{"error":{"errorCode","errorMessage"}}`, as `SdkVersionNotSupported`). The error code
+    /// is the emulator's own. The SDK reads no status on H1, so it would fail to decode this as
+    /// a configuration; the adapter names the brand and channel instead.
+    func unknownChannelAnswer(brandID: String?, channelID: String?) -> (status: Int, body: JSONValue) {
+        (404, ["error": ["errorCode": "ChannelNotFound", "errorMessage": .string(refusal(brandID: brandID, channelID: channelID))]])
+    }
 
     /// H1: the channel configuration for the configured mode.
     public var channelConfiguration: JSONValue {
@@ -396,6 +422,17 @@ public final class CXoneServer: Sendable {
                 return
             }
             guard let eventID = frame["eventId"]?.stringValue, let payload = frame["payload"], let type = payload["eventType"]?.stringValue else { return }
+            // Every request names its brand and channel; one the emulator does not serve is
+            // refused. What the real service answers is not recorded (protocols/cxone.md): the
+            // closest the notes allow is the refusal of a login, which the SDK and the adapter
+            // report as an authorization failure.
+            let brand = payload["brand"]?["id"].flatMap { $0.intValue.map(String.init) ?? $0.stringValue }
+            let channel = payload["channel"]?["id"]?.stringValue
+            guard serves(brandID: brand, channelID: channel) else {
+                state.refusedRequests += 1
+                sender.send(operationError(eventID, "CustomerAuthorizationFailed", refusal(brandID: brand, channelID: channel)))
+                return
+            }
             let identity = payload["customerIdentity"] ?? payload["consumerIdentity"]
             guard let customer = identity?["idOnExternalPlatform"]?.stringValue else {
                 sender.send(operationError(eventID, "CustomerAuthorizationFailed", "no customer identity"))

@@ -125,6 +125,11 @@ public struct CXoneChannelConfiguration: Sendable, Hashable {
     }
 
     /// `getChannelConfiguration` without connecting: H1 with the SDK's headers.
+    ///
+    /// - Throws: `SwitchboardError` with code `invalidArgument` when the service has no such
+    ///   brand or channel (HTTP 404: a typo in either; not transient), `fatal` (vendor code
+    ///   `SdkVersionNotSupported`) when the SDK version is refused, `protocolViolation` for an
+    ///   answer that is not a channel configuration, and the transport's errors.
     public static func fetch(
         environment: CXoneEnvironment,
         brandID: Int,
@@ -137,9 +142,24 @@ public struct CXoneChannelConfiguration: Sendable, Hashable {
             headers: CXoneWire.httpHeaders,
             timeout: timeout
         )
-        guard let json = try? JSONValue(parsing: response.body) else {
+        let json = try? JSONValue(parsing: response.body)
+        if let json { try CXoneWire.checkSDKVersion(json) }
+        try checkStatus(response.status, json: json, brandID: brandID, channelID: channelID)
+        guard let json else {
             throw SwitchboardError(.protocolViolation, "channel configuration: HTTP \(response.status), not JSON")
         }
         return try CXoneChannelConfiguration(json: json)
+    }
+
+    /// H1's status: the SDK reads the body whatever the status, and a refusal then fails to
+    /// decode as a configuration, which says nothing of the cause. A 404 names the brand and
+    /// channel asked for, the usual cause being a typo in one of them; other statuses are read
+    /// as the SDK reads them.
+    static func checkStatus(_ status: Int, json: JSONValue?, brandID: Int, channelID: String) throws {
+        guard status == 404 else { return }
+        throw SwitchboardError(
+            .invalidArgument, "brand \(brandID) has no channel \(channelID) (HTTP 404): check the brand and channel ids",
+            vendorCode: json?["error"]?["errorCode"]?.stringValue
+        )
     }
 }

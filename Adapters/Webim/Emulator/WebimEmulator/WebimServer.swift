@@ -213,10 +213,19 @@ public final class WebimServer: Sendable {
     /// online status follows; going offline (or busy offline) puts a visitor without an open
     /// chat into the visit session state `offline-message` (a `VISIT_SESSION_STATE` delta), and
     /// coming back takes them out of it.
-    public func setOnlineStatus(_ status: String) {
+    ///
+    /// That delta is all a connected app is told: the Webim SDKs read no online-status delta
+    /// (iOS 4.0, Android and Dart know no `ONLINE_STATUS` object type, protocols/webim.md §2.3),
+    /// so a visitor in a chat learns the new status from its next init's full update, or from
+    /// `get-online-status` if the app polls it.
+    ///
+    /// - Returns: The visitors told now, by the delta.
+    @discardableResult
+    public func setOnlineStatus(_ status: String) -> [String] {
         defer { changes.signal() }
-        state.withLock { state in
+        return state.withLock { state in
             state.onlineStatus = status
+            var told: [String] = []
             for id in state.visitors.keys.sorted() {
                 state.visitors[id]!.onlineStatus = status
                 let offline = Self.isOffline(status) && (state.visitors[id]!.chat?.isClosed ?? true)
@@ -224,8 +233,15 @@ public final class WebimServer: Sendable {
                 state.visitors[id]!.offlineMessage = offline
                 let visitState = state.visitors[id]!.visitSessionState
                 record(["objectType": "VISIT_SESSION_STATE", "event": "upd", "id": "visit-session", "data": .string(visitState)], for: id, state: &state)
+                told.append(id)
             }
+            return told
         }
+    }
+
+    /// Whether the visitor has a chat that is not closed.
+    public func hasOpenChat(visitor: String) -> Bool {
+        state.withLock { $0.visitors[visitor]?.chat.map { !$0.isClosed } ?? false }
     }
 
     static func isOffline(_ status: String) -> Bool { status == "offline" || status == "busy_offline" }
