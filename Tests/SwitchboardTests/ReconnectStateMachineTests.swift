@@ -81,6 +81,15 @@ import Testing
         #expect(machine.failed(error, using: &random) == .giveUp(error))
     }
 
+    /// A configuration the backend refuses (a channel that does not exist) does not get better
+    /// by retrying.
+    @Test func aRefusedConfigurationGivesUpAtOnce() {
+        var machine = ReconnectStateMachine(policy: policy)
+        var random = SeededRandomNumberGenerator(seed: 1)
+        let error = SwitchboardError(.invalidArgument, "brand 1386 has no channel chat_typo (HTTP 404)")
+        #expect(machine.failed(error, using: &random) == .giveUp(error))
+    }
+
     @Test func maxAttemptsEndsTheSession() {
         var machine = ReconnectStateMachine(policy: BackoffPolicy(maxAttempts: 2))
         var random = SeededRandomNumberGenerator(seed: 1)

@@ -45,7 +45,7 @@ public struct BackoffPolicy: Sendable, Hashable {
 /// - rate limited: retry after the larger of the server's retry-after and the backoff delay;
 /// - authentication: clear the stored credentials and retry at once, once; a second
 ///   authentication failure in a row is fatal;
-/// - fatal: give up.
+/// - fatal, or an invalid argument (the configuration is wrong): give up.
 ///
 /// A link that reached ``connected()`` resets the failure count.
 public struct ReconnectStateMachine: Sendable, Hashable {
@@ -90,7 +90,9 @@ public struct ReconnectStateMachine: Sendable, Hashable {
         _ error: SwitchboardError,
         using generator: inout G
     ) -> FailureAction {
-        if error.isFatal {
+        // Fatal, or a configuration the backend refuses (an unknown channel, a URL that is not
+        // one): retrying cannot help.
+        if error.isFatal || error.code == .invalidArgument {
             state = .failed
             return .giveUp(error)
         }

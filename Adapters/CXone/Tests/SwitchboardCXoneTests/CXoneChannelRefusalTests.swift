@@ -28,7 +28,8 @@ struct CXoneChannelRefusalTests {
     /// An app built with a configuration in hand and a wrong channel: every connect reads the
     /// channel configuration again, so every attempt fails with the same typed error, which the
     /// session publishes with each link loss.
-    @Test func aWrongChannelFailsEachConnectWithTheTypedError() async throws {
+    /// Retrying cannot make the channel exist: the session ends with the typed error.
+    @Test func aWrongChannelEndsTheSessionWithTheTypedError() async throws {
         try await withCXoneEmulator(.init(mode: .multi)) { control in
             let backend = CXoneBackend(
                 configuration: CXoneConfiguration(
@@ -41,7 +42,7 @@ struct CXoneChannelRefusalTests {
             let refusal = try await withRecording(session) { recorder in
                 try await session.resume()
                 let event = try await recorder.first("the connect refused") { event in
-                    if case .connection(_, let reason?) = event.kind, Self.error(of: reason)?.code == .invalidArgument { return true }
+                    if case .connection(.disconnected, .fatal(let error)?) = event.kind, error.code == .invalidArgument { return true }
                     return false
                 }
                 await session.close()
