@@ -277,7 +277,7 @@ let package = Package(
             dependencies: [
                 "switchboard", "SupportChat", "Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator",
                 "SwitchboardWebim", "WebimEmulator", "SwitchboardCXone", "CXoneEmulator", "SwitchboardSQLite", "SwitchboardEmulation",
-                "SwitchboardPostgres",
+                "SwitchboardPostgres", "SwitchboardMatrix",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]

@@ -110,7 +110,7 @@ public enum WebSocketTransport {
                         }
                     }
                 } catch {
-                    throw Self.classify(error, limit: configuration.maxMessageSize)
+                    throw Self.classify(error, limit: configuration.maxMessageSize, url: url)
                 }
             }
             var sockets = opened.makeAsyncIterator()
@@ -132,9 +132,12 @@ public enum WebSocketTransport {
         }
     }
 
-    static func classify(_ error: any Error, limit: Int) -> SwitchboardError {
+    static func classify(_ error: any Error, limit: Int, url: String? = nil) -> SwitchboardError {
         if let error = error as? SwitchboardError { return error }
         if error is CancellationError { return SwitchboardError(.cancelled, "cancelled", underlying: error) }
+        if let url, let tls = HTTPTransport.tlsFailure(error, url: url) {
+            return SwitchboardError(.connectionLost, tls, underlying: error)
+        }
         if "\(error)".localizedCaseInsensitiveContains("too large") || "\(error)".contains("messageTooLarge") {
             return SwitchboardError(.payloadTooLarge, "a message was over \(limit) bytes", underlying: error)
         }
