@@ -226,7 +226,7 @@ let package = Package(
         // A command-line chat app on the public API only, as an app uses it (Examples/README.md).
         .executableTarget(
             name: "SupportChat",
-            dependencies: ["Switchboard", "SwitchboardVoximplant"],
+            dependencies: ["Switchboard", "SwitchboardVoximplant", .product(name: "Logging", package: "swift-log")],
             path: "Examples/SupportChat"
         ),
         .executableTarget(
@@ -283,8 +283,9 @@ let package = Package(
             dependencies: [
                 "switchboard", "SupportChat", "Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator",
                 "SwitchboardWebim", "WebimEmulator", "SwitchboardCXone", "CXoneEmulator", "SwitchboardSQLite", "SwitchboardEmulation",
-                "SwitchboardPostgres",
+                "SwitchboardPostgres", "SwitchboardMatrix",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),

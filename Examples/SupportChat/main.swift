@@ -1,26 +1,41 @@
 import Foundation
+import Logging
+import Switchboard
 
-// swift run SupportChat --url ws://127.0.0.1:8080/ws --user alice@app.acc --token secret-a [--conversation conv-1]
+// swift run SupportChat --url ws://127.0.0.1:8080/ws --user alice@app.acc --token secret-a [--conversation conv-1] [--log /tmp/chat.log]
 //
 // Against the emulator: `swift run switchboard emulate voximplant --port 8080 --agent manual` in
-// another terminal, where you type the agent's side.
+// another terminal, where you type the agent's side. `SupportChat --help` explains each option.
 
-var arguments = CommandLine.arguments.dropFirst()
-var values: [String: String] = [:]
-while let name = arguments.popFirst() {
-    guard name.hasPrefix("--"), let value = arguments.popFirst() else {
-        FileHandle.standardError.write(Data("usage: SupportChat --url URL --user USER --token TOKEN [--conversation ID]\n".utf8))
-        exit(2)
-    }
-    values[String(name.dropFirst(2))] = value
+func standardError(_ text: String) {
+    FileHandle.standardError.write(Data((text + "\n").utf8))
 }
-guard let url = values["url"], let user = values["user"], let token = values["token"] else {
-    FileHandle.standardError.write(Data("usage: SupportChat --url URL --user USER --token TOKEN [--conversation ID]\n".utf8))
+
+let options: SupportChatApp.Options
+switch SupportChatApp.parse(Array(CommandLine.arguments.dropFirst())) {
+case .run(let parsed):
+    options = parsed
+case .help:
+    print(SupportChatApp.usage)
+    exit(0)
+case .usageError(let problem):
+    standardError("SupportChat: \(problem)\n\(SupportChatApp.usageLine)\n(SupportChat --help explains each option)")
+    exit(2)
+}
+
+// The library logs through swift-log; the terminal is the chat's screen, so its records go to
+// the file `--log` names, or nowhere: never swift-log's default handler on standard error.
+let logger: @Sendable (String) -> Logger
+do {
+    logger = try options.log.map { try SupportChatApp.logs(appendingTo: $0) } ?? SupportChatApp.discardingLogs
+} catch {
+    standardError("SupportChat: cannot write the log to \(options.log ?? ""): \(error)")
     exit(2)
 }
 
 let app = SupportChatApp(
-    options: SupportChatApp.Options(url: url, user: user, token: token, conversation: values["conversation"]),
+    options: options,
+    logger: logger,
     screen: { line in FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
 )
 let (input, lines) = AsyncStream.makeStream(of: String.self)
@@ -31,7 +46,12 @@ let reader = Thread {
 reader.start()
 do {
     try await app.run(input: input)
+} catch is SupportChatApp.Failure {
+    exit(1)   // the screen showed why, in one line
+} catch let error as SwitchboardError {
+    standardError("error: \(error.message)")
+    exit(1)
 } catch {
-    FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+    standardError("error: \(error)")
     exit(1)
 }

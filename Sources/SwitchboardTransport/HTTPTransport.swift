@@ -53,6 +53,17 @@ public struct HTTPTransport: Sendable {
         // An idle connection is closed after 10 s (60 s in `HTTPClient.shared`): an emulator or a
         // server shutting down gracefully waits for the idle connections its clients keep.
         configuration.connectionPool.idleTimeout = .seconds(10)
+        // A connection that cannot be made fails its requests at once. AsyncHTTPClient retries a
+        // failed connection attempt with backoff until each waiting request's deadline by default
+        // (swift-server/async-http-client#743), so a refused port or `https://` to a plain server
+        // said nothing for a whole request timeout (90 s for Webim's first request) and then
+        // "timed out". Retrying a link is the session engine's job, with its own backoff.
+        configuration.connectionPool.retryConnectionEstablishment = false
+        // A connection, TCP and TLS handshakes, is made in 8 s or fails (90 s in `HTTPClient.shared`):
+        // below the adapters' shortest request timeout (CXone's 10 s), so a server that does not
+        // answer the TLS handshake (a plain HTTP server that waits for a request line) is
+        // reported as such, not as a request that timed out.
+        configuration.timeout.connect = .seconds(8)
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }()
 
@@ -162,7 +173,7 @@ public struct HTTPTransport: Sendable {
         do {
             response = try await client.execute(request, timeout: .nanoseconds(Int64(timeout / .nanoseconds(1))))
         } catch {
-            throw Self.classify(error, cancelled: Task.isCancelled)
+            throw Self.classify(error, cancelled: Task.isCancelled, url: request.url)
         }
         let buffer: ByteBuffer
         do {
@@ -182,10 +193,13 @@ public struct HTTPTransport: Sendable {
     /// A request torn down with its task (its link ended) did not lose its connection, whatever
     /// the client reports as the connection closes under it (often a parser error at the cut):
     /// it was cancelled, which the outbox does not count against the send.
-    static func classify(_ error: any Error, cancelled: Bool = false) -> SwitchboardError {
+    static func classify(_ error: any Error, cancelled: Bool = false, url: String? = nil) -> SwitchboardError {
         if let error = error as? SwitchboardError { return error }
         if cancelled || error is CancellationError || (error as? HTTPClientError) == .cancelled {
             return SwitchboardError(.cancelled, "cancelled", underlying: error)
+        }
+        if let url, let tls = tlsFailure(error, url: url) {
+            return SwitchboardError(.connectionLost, tls, underlying: error)
         }
         if let error = error as? HTTPClientError, error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
             return SwitchboardError(.timedOut, "the HTTP request timed out", underlying: error)
@@ -208,6 +222,46 @@ public struct HTTPTransport: Sendable {
         ]
         for entry in reasons where entry.needles.contains(where: text.contains) { return entry.reason }
         return "\(type(of: error))"
+    }
+
+    /// A failed TLS handshake in one line that says what to do, or `nil` for another failure.
+    ///
+    /// A server that answers the handshake in plain text (an HTTP server on an `https://` URL)
+    /// "does not speak TLS"; one that does not answer it within the connect timeout may be a plain
+    /// server that waits for a request line. Names the host and port only, never the path or
+    /// query, which may hold a token.
+    ///
+    /// - Parameters:
+    ///   - error: what the HTTP or WebSocket client failed with.
+    ///   - url: the URL it connected to, `https://…` or `wss://…`.
+    /// - Returns: "TLS handshake failed: …", or `nil` when `error` is not a TLS failure.
+    public static func tlsFailure(_ error: any Error, url: String) -> String? {
+        let components = URLComponents(string: url)
+        let scheme = components?.scheme?.lowercased()
+        guard scheme == "https" || scheme == "wss" else { return nil }
+        let plain = scheme == "wss" ? "ws://" : "http://"
+        let host = components?.host ?? "?"
+        let server = components?.port.map { "\(host):\($0)" } ?? host
+        let text = String(describing: error).lowercased()
+        if (error as? HTTPClientError) == .tlsHandshakeTimeout {
+            return "TLS handshake failed: the server at \(server) did not answer it in time (a plain server? try \(plain))"
+        }
+        if (error as? HTTPClientError) == .connectTimeout {
+            return "no connection to the server at \(server) in time (TCP and TLS handshakes; for a plain server, try \(plain))"
+        }
+        if ["wrong_version_number", "wrong version number", "http_request", "record_too_large", "packet_length_too_long"].contains(where: text.contains) {
+            return "TLS handshake failed: the server at \(server) does not speak TLS (try \(plain))"
+        }
+        if text.contains("cannotuseipaddressinsni") {
+            return "TLS handshake failed: this client cannot name an IP address in TLS (\(server)); use the server's host name (localhost for 127.0.0.1)"
+        }
+        if text.contains("certificate") {
+            return "TLS handshake failed: the certificate of the server at \(server) was not accepted"
+        }
+        if ["tls", "ssl", "handshake"].contains(where: text.contains) {
+            return "TLS handshake failed with the server at \(server)"
+        }
+        return nil
     }
 
     /// `k=v&k=v` with strict RFC 3986 percent-encoding (space as `%20`, never `+`), as the Webim

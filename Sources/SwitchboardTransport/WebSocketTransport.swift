@@ -135,6 +135,9 @@ public enum WebSocketTransport {
     static func classify(_ error: any Error, limit: Int, url: String? = nil) -> SwitchboardError {
         if let error = error as? SwitchboardError { return error }
         if error is CancellationError { return SwitchboardError(.cancelled, "cancelled", underlying: error) }
+        if let url, let tls = HTTPTransport.tlsFailure(error, url: url) {
+            return SwitchboardError(.connectionLost, tls, underlying: error)
+        }
         if let error = error as? WebSocketClientError {
             let place = url.map { " at \($0)" } ?? ""
             switch error {
@@ -142,6 +145,8 @@ public enum WebSocketTransport {
                 return SwitchboardError(.connectionLost, "the server\(place) answered but would not open a WebSocket there (is the path right?)", underlying: error)
             case .invalidURL:
                 return SwitchboardError(.invalidArgument, "not a WebSocket URL\(place)", underlying: error)
+            case .serverSentMessageTooLarge:
+                return SwitchboardError(.payloadTooLarge, "a message was over \(limit) bytes", underlying: error)
             default:
                 return SwitchboardError(.connectionLost, "WebSocket failure\(place): \(error)", underlying: error)
             }

@@ -1,11 +1,15 @@
 import ArgumentParser
 import Foundation
 import Switchboard
+import SwitchboardCXone
 import SwitchboardEmulation
+import SwitchboardMatrix
 import SwitchboardTestKit
 import SwitchboardVoximplant
+import SwitchboardWebim
 import Testing
 import VoximplantEmulator
+import WebimEmulator
 
 @testable import switchboard
 
@@ -20,6 +24,55 @@ struct ConnectTests {
         let (input, _) = AsyncStream.makeStream(of: String.self)
         let outcome = try await runner.run(lines: input, output: { _ in }, replies: { _ in })
         #expect(outcome == .failed("error: cannot connect to ws://127.0.0.1:1/ws: WebSocket failure: connection refused (--retry keeps trying)"))
+    }
+
+    /// The HTTP backends too: the refused connection is the line, at once, not a request
+    /// timeout 10 to 90 s later (AsyncHTTPClient retried the connection until each request's
+    /// deadline).
+    @Test func aRefusedFirstConnectionEndsWithOneLineOnWebimAndMatrix() async throws {
+        let url = "http://127.0.0.1:1"
+        let backends: [any ChatBackend] = [
+            try WebimBackend(configuration: WebimConfiguration(accountName: url)),
+            try MatrixBackend(configuration: MatrixConfiguration(homeserver: url, login: .accessToken("t"))),
+        ]
+        for backend in backends {
+            let started = ContinuousClock.now
+            let runner = ConsoleRunner(backend: backend, store: InMemoryChatStore(), jsonl: false, target: url, progress: .off)
+            let (input, _) = AsyncStream.makeStream(of: String.self)
+            let outcome = try await runner.run(lines: input, output: { _ in }, replies: { _ in })
+            print("\(backend.descriptor.name), refused: \(outcome) after \(ContinuousClock.now - started)")
+            #expect(outcome == .failed("error: cannot connect to \(url): HTTP failure: connection refused (--retry keeps trying)"))
+        }
+    }
+
+    /// CXone reads its channel configuration first: that request says "connection refused".
+    @Test func aRefusedChannelConfigurationSaysConnectionRefused() async throws {
+        let environment = CXoneEnvironment(chatURL: "http://127.0.0.1:1/chat", socketURL: "ws://127.0.0.1:1/ws")
+        let started = ContinuousClock.now
+        let error = await #expect(throws: SwitchboardError.self) {
+            _ = try await CXoneBackend.make(configuration: CXoneConfiguration(environment: environment, brandID: 1, channelID: "c"))
+        }
+        print("cxone, refused: \(error?.message ?? "-") after \(ContinuousClock.now - started)")
+        #expect(error?.code == .connectionLost)
+        #expect(error?.message == "HTTP failure: connection refused")
+    }
+
+    /// `https://` to the (plain HTTP) emulator: the line says the TLS handshake did not happen and
+    /// what to try, within the connect timeout, not "no answer in time" after the request's. The
+    /// emulator does not answer a TLS hello at all; a plain server that answers it in plain text
+    /// is reported at once as one that "does not speak TLS".
+    @Test func httpsToAPlainEmulatorSaysSo() async throws {
+        try await WebimEmulator(server: WebimServer(), logger: .quiet).withRunning { plain in
+            let url = plain.replacingOccurrences(of: "http://", with: "https://")
+            let backend = try WebimBackend(configuration: WebimConfiguration(accountName: url))
+            let started = ContinuousClock.now
+            let runner = ConsoleRunner(backend: backend, store: InMemoryChatStore(), jsonl: false, target: url, progress: .off)
+            let (input, _) = AsyncStream.makeStream(of: String.self)
+            let outcome = try await runner.run(lines: input, output: { _ in }, replies: { _ in })
+            print("webim, https to a plain emulator: \(outcome) after \(ContinuousClock.now - started)")
+            let server = String(url.dropFirst("https://".count))
+            #expect(outcome == .failed("error: cannot connect to \(url): no connection to the server at \(server) in time (TCP and TLS handshakes; for a plain server, try http://) (--retry keeps trying)"))
+        }
     }
 
     @Test func refusedCredentialsSayWhoRefusedWhat() async throws {

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 @_spi(TestKit) import Switchboard
 import SwitchboardEmulation
 @_spi(TestKit) import SwitchboardTestKit
@@ -66,5 +67,81 @@ struct ExampleAppTests {
             #expect(server.messages(in: conversation).map(\.text).contains("Hello, my parcel is late"))
             #expect(server.readLog.contains { $0.user == alice }, "the app marked what it showed read")
         }
+    }
+
+    /// What the app shows when it cannot connect: one line that says where and why, and the run
+    /// ends with that line as its failure (exit status 1), never a blank screen.
+    @Test func aConnectionThatCannotBeMadeIsOneLine() async throws {
+        let server = VoximplantServer()
+        let alice = server.addUser("alice", token: "a")
+        try await VoximplantEmulator(server: server, logger: .quiet).withRunning { url in
+            let tls = url.replacingOccurrences(of: "ws://", with: "wss://")
+            let cases = [
+                ("ws://127.0.0.1:1/ws", "cannot connect to ws://127.0.0.1:1/ws: WebSocket failure: connection refused"),
+                (tls, "cannot connect to \(tls): TLS handshake failed: this client cannot name an IP address in TLS (\(tls.dropFirst("wss://".count).prefix { $0 != "/" })); use the server's host name (localhost for 127.0.0.1)"),
+            ]
+            for (target, expected) in cases {
+                let screen = Screen()
+                let app = SupportChatApp(options: .init(url: target, user: alice, token: "a"), screen: { screen.show($0) })
+                let (input, _) = AsyncStream.makeStream(of: String.self)
+                let started = ContinuousClock.now
+                let failure = await #expect(throws: SupportChatApp.Failure.self) { try await app.run(input: input) }
+                print("example app, \(target): \(screen.all) after \(ContinuousClock.now - started)")
+                #expect(failure?.description == expected)
+                #expect(screen.all == ["connecting to \(target)…", "✕ \(expected)"])
+            }
+        }
+    }
+
+    /// A wrong token: the reason in one line, not a log line and then `sessionClosed`. The
+    /// library's log goes to the file the app chose (`--log`), never onto the screen.
+    @Test func aWrongTokenSaysTheServerRefusedTheCredentials() async throws {
+        let server = VoximplantServer()
+        let alice = server.addUser("alice", token: "right")
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("supportchat-\(UUID().uuidString).log").path
+        defer { try? FileManager.default.removeItem(atPath: log) }
+        try await VoximplantEmulator(server: server, logger: .quiet).withRunning { url in
+            let screen = Screen()
+            let app = SupportChatApp(
+                options: .init(url: url, user: alice, token: "wrong-token"),
+                logger: try SupportChatApp.logs(appendingTo: log, level: .trace),   // the library logs the refusal at debug
+                screen: { screen.show($0) }
+            )
+            let (input, _) = AsyncStream.makeStream(of: String.self)
+            let failure = await #expect(throws: SupportChatApp.Failure.self) { try await app.run(input: input) }
+            let logged = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n")
+            for line in screen.all { print("  | \(line)") }
+            print("example app, wrong token: \(screen.all.count) screen lines, \(logged.count) log lines in the file (\(logged.first ?? "-"))")
+            #expect(failure?.description.hasPrefix("cannot connect to \(url): the server refused the credentials") == true, "\(String(describing: failure))")
+            #expect(failure.map { !$0.description.contains("wrong-token") } == true, "the token is not shown")
+            #expect(screen.all.last == "✕ \(failure?.description ?? "")")
+            #expect(!logged.isEmpty, "the library's log went to the app's file")
+            #expect(screen.all.allSatisfy { line in !logged.contains { $0.contains(line) } && !line.contains("switchboard.") }, "no log line on the screen")
+        }
+    }
+
+    /// `--help` explains every option and exits 0; wrong arguments (an unknown option, a missing
+    /// value, a URL without a scheme) get the usage and exit 2.
+    @Test func helpExplainsEachOptionAndWrongArgumentsGetTheUsage() {
+        #expect(SupportChatApp.parse(["--help"]) == .help)
+        #expect(SupportChatApp.parse(["--url", "ws://h/ws", "-h"]) == .help)
+        for option in ["--url", "--user", "--token", "--conversation", "--log", "--help"] {
+            #expect(SupportChatApp.usage.contains(option), "\(option) is explained")
+        }
+        #expect(
+            SupportChatApp.parse(["--url", "ws://127.0.0.1:8080/ws", "--user", "alice@app.acc", "--token", "t", "--log", "/tmp/chat.log"])
+                == .run(.init(url: "ws://127.0.0.1:8080/ws", user: "alice@app.acc", token: "t", log: "/tmp/chat.log"))
+        )
+        let wrong: [([String], String)] = [
+            ([], "missing --url, --user, --token"),
+            (["--url", "ws://h/ws", "--user", "a"], "missing --token"),
+            (["--url"], "--url needs a value"),
+            (["--verbose"], "unknown argument: --verbose"),
+            (["--url", "127.0.0.1:8080/ws", "--user", "a", "--token", "t"], "--url is not a ws:// or wss:// URL with a host: 127.0.0.1:8080/ws"),
+        ]
+        for (arguments, problem) in wrong {
+            #expect(SupportChatApp.parse(arguments) == .usageError(problem), "\(arguments)")
+        }
+        print(SupportChatApp.usage)
     }
 }

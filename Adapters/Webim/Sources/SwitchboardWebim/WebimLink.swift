@@ -52,8 +52,13 @@ final class WebimLink: BackendConnection {
 
     func run<Result: Sendable>(_ body: @Sendable (any BackendConnection) async throws -> Result) async throws -> Result {
         // `/api/visitor/meta` precedes everything in SDK 4.0; its answer only overrides paths the
-        // adapter does not use, and its failure is ignored.
-        _ = try? await transport.get("\(base)/api/visitor/meta", headers: headers + [("x-webim-sdk-version", "4.0.0")], timeout: configuration.requestTimeout)
+        // adapter does not use, and its failure is ignored, except a server that cannot be reached
+        // at all (refused, TLS): that is the link's failure, said at once.
+        do {
+            _ = try await transport.get("\(base)/api/visitor/meta", headers: headers + [("x-webim-sdk-version", "4.0.0")], timeout: configuration.requestTimeout)
+        } catch let error as SwitchboardError where error.code == .connectionLost || error.code == .cancelled {
+            throw error
+        } catch {}
         try await loadConfig()
         try await initialize()
         return try await withThrowingTaskGroup(of: Void.self) { group in
