@@ -20,14 +20,15 @@ struct ConsoleEdgeTests {
     }
 
     /// Runs `body` with a console on a connected Voximplant-style session of alice, who is in
-    /// `conversation` with bob.
-    func withVoximplantConsole(
+    /// `conversation` with bob, a robot that echoes what she writes.
+    static func withVoximplantConsole(
         _ body: @escaping @Sendable (Console, VoximplantServer, _ alice: String, _ conversation: String, EventRecorder) async throws -> Void
     ) async throws {
         let server = VoximplantServer()
         let alice = server.addUser("alice", token: "a", displayName: "Alice")
         let bob = server.addUser("bob", token: "b", displayName: "Bob")
         let conversation = try server.robot(bob).createConversation(title: "Support", with: [alice])
+        server.autoReply(as: bob) { _, text in "echo: \(text)" }
         try await VoximplantEmulator(server: server, logger: .quiet).withRunning { url in
             let session = ChatSession(
                 backend: VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: alice, token: "a"), logger: .quiet),
@@ -45,7 +46,7 @@ struct ConsoleEdgeTests {
     /// `/close` does not leave a messenger conversation by surprise; `/leave` asks, and a second
     /// `/leave` leaves. Anything typed between the two cancels the question.
     @Test func leavingIsAskedForByNameAndConfirmed() async throws {
-        try await withVoximplantConsole { console, server, alice, conversation, recorder in
+        try await Self.withVoximplantConsole { console, server, alice, conversation, recorder in
             let members = { server.conversationJSON(conversation)?["participants"]?.arrayValue?.compactMap { $0["userId"]?.stringValue } ?? [] }
             #expect(try #require(await console.handle("/close")) == ["a voximplant conversation has no end: /leave takes you out of \(conversation)"])
             let asked = try #require(await console.handle("/leave"))
@@ -66,7 +67,7 @@ struct ConsoleEdgeTests {
     /// A bare `help`, `quit` or `exit` is the command, not a message to the agent; `/send` with
     /// no text sends nothing; the help lists only what the backend offers.
     @Test func wordsThatAreCommandsAndEmptySendsSendNothing() async throws {
-        try await withVoximplantConsole { console, server, _, conversation, _ in
+        try await Self.withVoximplantConsole { console, server, _, conversation, _ in
             let help = try #require(await console.handle("help"))
             print("  voximplant help:\n\(help[0])")
             for offered in ["/create", "/leave", "/join ID", "/add USER", "/rename", "/typing", "/read"] {

@@ -15,37 +15,21 @@ import WebimEmulator
 @Suite(.timeLimit(.minutes(1)))
 struct ConsoleTests {
     @Test func commandsDriveTheSessionAndUnsupportedOnesSayWhy() async throws {
-        let server = VoximplantServer()
-        let alice = server.addUser("alice", token: "a", displayName: "Alice")
-        let bob = server.addUser("bob", token: "b", displayName: "Bob")
-        let carol = server.addUser("carol", token: "c", displayName: "Carol")
-        let conversation = try server.robot(bob).createConversation(title: "Support", with: [alice])
-        server.autoReply(as: bob) { _, text in "echo: \(text)" }
-        try await VoximplantEmulator(server: server, logger: .quiet).withRunning { url in
-            let session = ChatSession(
-                backend: VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: alice, token: "a"), logger: .quiet),
-                configuration: .fastForTests,
-                logger: .quiet
-            )
-            try await withRecording(session) { recorder in
-                try await session.resume()
-                try await recorder.first("the conversation") { $0.conversationID == ConversationID(conversation) }
-                let console = Console(session: session, commands: Console.Commands(start: .group, ending: .leave))
+        try await ConsoleEdgeTests.withVoximplantConsole { console, server, alice, conversation, recorder in
+            let carol = server.addUser("carol", token: "c", displayName: "Carol")
+            let listed = try #require(await console.handle("/conversations"))
+            #expect(listed.count == 1 && listed[0].contains(conversation))
+            #expect(try #require(await console.handle("hello there")).first?.hasPrefix("queued") == true)
+            try await recorder.first("the robot's echo") { $0.addedMessage?.text == "echo: hello there" }
+            #expect(try #require(await console.handle("/read")) == ["marked read"])
+            #expect(try #require(await console.handle("/rate 5")) == ["/rate is not offered by voximplant; /help lists what is"])
+            #expect(try #require(await console.handle("/create Team \(carol)")).first?.hasPrefix("created and opened") == true)
+            #expect(try #require(await console.handle("/history 10")) == ["no older messages"])
+            #expect(try #require(await console.handle("/bogus")).first == "unknown command /bogus; /help lists the commands")
+            #expect(await console.handle("/quit") == nil)
 
-                let listed = try #require(await console.handle("/conversations"))
-                #expect(listed.count == 1 && listed[0].contains(conversation))
-                #expect(try #require(await console.handle("hello there")).first?.hasPrefix("queued") == true)
-                try await recorder.first("the robot's echo") { $0.addedMessage?.text == "echo: hello there" }
-                #expect(try #require(await console.handle("/read")) == ["marked read"])
-                #expect(try #require(await console.handle("/rate 5")) == ["/rate is not offered by voximplant; /help lists what is"])
-                #expect(try #require(await console.handle("/create Team \(carol)")).first?.hasPrefix("created and opened") == true)
-                #expect(try #require(await console.handle("/history 10")) == ["no older messages"])
-                #expect(try #require(await console.handle("/bogus")).first == "unknown command /bogus; /help lists the commands")
-                #expect(await console.handle("/quit") == nil)
-
-                #expect(server.messages(in: conversation).map(\.text) == ["hello there", "echo: hello there"])
-                #expect(server.readLog.contains { $0.user == alice })
-            }
+            #expect(server.messages(in: conversation).map(\.text) == ["hello there", "echo: hello there"])
+            #expect(server.readLog.contains { $0.user == alice })
         }
     }
 }
