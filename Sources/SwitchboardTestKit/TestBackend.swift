@@ -386,7 +386,10 @@ public final class TestBackend: ChatBackend, Sendable {
                 state.requests[index].continuation = nil
             }
             for index in state.links.indices {
-                if let waiter = state.links[index].connectWaiter { connectWaiters.append(waiter) }
+                if let waiter = state.links[index].connectWaiter {
+                    connectWaiters.append(waiter)
+                    state.links[index].state = .refused(lost)
+                }
                 state.links[index].connectWaiter = nil
                 if state.links[index].end == nil { state.links[index].end = .finished }
                 if let waiter = state.links[index].updateWaiter { updateWaiters.append(waiter) }
