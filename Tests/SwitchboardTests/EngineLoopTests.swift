@@ -3,60 +3,49 @@ import Foundation
 @_spi(TestKit) import SwitchboardTestKit
 import Testing
 
-/// A backend that logs every request it performs in arrival order, can hold a request on the
-/// wire until the test lets it go, answers sends, and can kill its link.
-private final class RecordingBackend: ChatBackend {
-    struct Connection: BackendConnection {
-        let updates: AsyncThrowingStream<BackendUpdate, any Error>
-        let backend: RecordingBackend
-        let kill: AsyncThrowingStream<BackendUpdate, any Error>.Continuation
+/// The one conversation of the loop tests' backends.
+private let chatID = ConversationID("chat")
 
-        func perform(_ request: BackendRequest) async throws -> BackendResponse {
-            try await backend.perform(request, kill: kill)
+/// A link's first update in most loop tests: the account has one active conversation.
+private let oneConversation: BackendUpdate = .snapshot(
+    BackendSnapshot(conversations: [ConversationSnapshot(conversation: ConversationInfo(id: chatID, kind: .supportChat, state: .active))], isComplete: true)
+)
+
+extension TestBackend {
+    /// A backend whose every link starts with ``oneConversation`` and whose requests are answered
+    /// as they arrive — sends with the message (or only "done"), everything else "done" — except
+    /// those whose label is in `leaving`, which wait for the test. Sends with the text `poison`
+    /// close the link, as a server that drops the socket on a frame.
+    fileprivate static func recording(
+        typingPolicy: TypingPolicy = .startEnd(autoStop: .seconds(5)),
+        poison: String = "poison",
+        answersSendsWithMessage: Bool = true,
+        leaving: Set<String> = []
+    ) -> TestBackend {
+        let backend = TestBackend(name: "recording", capabilities: [.typing, .readMarkers], limits: BackendLimits(typingPolicy: typingPolicy))
+        backend.onConnect { $0.yield(oneConversation) }
+        let serverIDs = Locked(0)
+        backend.answerAutomatically { pending in
+            let label = label(pending.request)
+            if leaving.contains(label) { return nil }
+            guard case .send(let message) = pending.request else { return .success(.done) }
+            if message.content.text == poison {
+                let closed = SwitchboardError(.connectionLost, "closed with 1009: message too big")
+                pending.link.fail(closed)
+                return .failure(closed)
+            }
+            guard answersSendsWithMessage else { return .success(.done) }
+            let serverID = serverIDs.withLock { count in
+                count += 1
+                return MessageID("m\(count)")
+            }
+            return .success(.message(TestBackend.accepted(message, serverID: serverID, time: Date())))
         }
+        return backend
     }
 
-    private struct State {
-        var log: [String] = []
-        var holding: Set<String> = []
-        var held: [String: CheckedContinuation<Void, Never>] = [:]
-        var connects = 0
-        var nextServerID = 0
-    }
-
-    private let state = Locked(State())
-    let arrived = AsyncSignal()
-    let conversation = ConversationID("chat")
-    /// Sends with this text close the link, as a server that drops the socket on a frame.
-    let poison: String
-    /// Whether a send is answered with the message (most servers) or only "done".
-    let answersSendsWithMessage: Bool
-    let descriptor: BackendDescriptor
-
-    init(typingPolicy: TypingPolicy = .startEnd(autoStop: .seconds(5)), poison: String = "poison", answersSendsWithMessage: Bool = true) {
-        self.poison = poison
-        self.answersSendsWithMessage = answersSendsWithMessage
-        self.descriptor = BackendDescriptor(
-            name: "recording",
-            capabilities: [.typing, .readMarkers],
-            limits: BackendLimits(typingPolicy: typingPolicy)
-        )
-    }
-
-    var log: [String] { state.withLock { $0.log } }
-    var connects: Int { state.withLock { $0.connects } }
-
-    /// The next request with this label waits on the wire until ``release(_:)``.
-    func hold(_ label: String) { state.withLock { _ = $0.holding.insert(label) } }
-
-    func release(_ label: String) {
-        let waiter = state.withLock { $0.held.removeValue(forKey: label) }
-        waiter?.resume()
-    }
-
-    func isHeld(_ label: String) -> Bool { state.withLock { $0.held[label] != nil } }
-
-    static func label(_ request: BackendRequest) -> String {
+    /// A short name of a request for the loop tests' logs.
+    fileprivate static func label(_ request: BackendRequest) -> String {
         switch request {
         case .typing(_, let isTyping, _): "typing:\(isTyping)"
         case .markRead(_, .sequence(let sequence)): "read:\(sequence)"
@@ -65,130 +54,159 @@ private final class RecordingBackend: ChatBackend {
         }
     }
 
-    func withConnection<Result: Sendable>(
-        _ context: ConnectionContext,
-        _ body: @Sendable (any BackendConnection) async throws -> Result
-    ) async throws -> Result {
-        state.withLock { $0.connects += 1 }
-        let (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
-        let info = ConversationInfo(id: conversation, kind: .supportChat, state: .active)
-        continuation.yield(.snapshot(BackendSnapshot(conversations: [ConversationSnapshot(conversation: info)], isComplete: true)))
-        defer { continuation.finish() }
-        return try await body(Connection(updates: updates, backend: self, kill: continuation))
+    /// The requests the backend answered or failed, in the order they ended (a request the engine
+    /// gave up is not in it).
+    fileprivate var log: [String] {
+        exchanges.compactMap { exchange in
+            if case .abandoned = exchange.outcome { return nil }
+            return Self.label(exchange.request)
+        }
     }
 
-    private func perform(
-        _ request: BackendRequest,
-        kill: AsyncThrowingStream<BackendUpdate, any Error>.Continuation
-    ) async throws -> BackendResponse {
-        let label = Self.label(request)
-        if case .send(let message) = request, message.content.text == poison {
-            state.withLock { $0.log.append(label) }
-            kill.finish(throwing: SwitchboardError(.connectionLost, "closed with 1009: message too big"))
-            throw SwitchboardError(.connectionLost, "closed with 1009: message too big")
-        }
-        let mustHold = state.withLock { $0.holding.remove(label) != nil }
-        if mustHold {
-            await withCheckedContinuation { continuation in
-                state.withLock { $0.held[label] = continuation }
-                arrived.signal()
-            }
-        }
-        state.withLock { $0.log.append(label) }
-        arrived.signal()
-        guard case .send(let message) = request, answersSendsWithMessage else { return .done }
-        let serverID = state.withLock { state in
-            state.nextServerID += 1
-            return MessageID("m\(state.nextServerID)")
-        }
-        return .message(
-            Message(
-                serverID: serverID, clientID: message.clientID, conversationID: message.conversationID,
-                senderRole: .customer, text: message.content.text, time: Date(), deliveryState: .sent
-            )
-        )
-    }
-
-    /// Waits until `check` holds, woken by each request's arrival.
-    func waitUntil(_ what: String, _ check: @escaping @Sendable (RecordingBackend) -> Bool) async throws {
-        try await SwitchboardTestKit.waitUntil(what, timeout: .seconds(15), signal: arrived) { check(self) }
-    }
-}
-
-/// A sequenced backend whose one conversation has `head` events; it announces only the head
-/// and answers retransmits completely, logging the ranges asked for.
-private final class SequencedBackend: ChatBackend {
-    struct Connection: BackendConnection {
-        let updates: AsyncThrowingStream<BackendUpdate, any Error>
-        let backend: SequencedBackend
-        func perform(_ request: BackendRequest) async throws -> BackendResponse {
-            guard case .retransmit(let conversation, let range) = request else { return .done }
-            backend.ranges.withLock { $0.append(range) }
+    /// A sequenced backend whose one conversation has `head` events: each link announces only
+    /// the head, and retransmits are answered completely.
+    fileprivate static func sequenced(head: Int64) -> TestBackend {
+        let backend = TestBackend(name: "sequenced", capabilities: [.sequences])
+        backend.onConnect { $0.yield(.conversationHead("big", lastSequence: head)) }
+        backend.answerAutomatically { pending in
+            guard case .retransmit(let conversation, let range) = pending.request else { return .success(.done) }
             let events = range.map { sequence in
                 BackendEvent(
                     .messageAdded(Message(serverID: MessageID("m\(sequence)"), conversationID: conversation, sequence: sequence, text: "\(sequence)", time: Date(timeIntervalSince1970: Double(sequence))), position: .newest),
                     conversation: conversation, sequence: sequence
                 )
             }
-            return .retransmitted(events, isComplete: true)
+            return .success(.retransmitted(events, isComplete: true))
+        }
+        return backend
+    }
+
+    /// The ranges retransmits asked for, in order.
+    fileprivate var retransmitRanges: [ClosedRange<Int64>] {
+        requests.compactMap { request in
+            if case .retransmit(_, let range) = request { return range }
+            return nil
         }
     }
 
-    let head: Int64
-    let ranges = Locked<[ClosedRange<Int64>]>([])
-    let descriptor = BackendDescriptor(name: "sequenced", capabilities: [.sequences])
-
-    init(head: Int64) { self.head = head }
-
-    func withConnection<Result: Sendable>(
-        _ context: ConnectionContext,
-        _ body: @Sendable (any BackendConnection) async throws -> Result
-    ) async throws -> Result {
-        let (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
-        continuation.yield(.conversationHead("big", lastSequence: head))
-        defer { continuation.finish() }
-        return try await body(Connection(updates: updates, backend: self))
-    }
-}
-
-/// A backend whose first send reply is lost after the server applied it; the server's copy
-/// then comes without the client id (as a re-read list does), and the resend is answered with
-/// the stored message, both ids on it.
-private final class LostReplyBackend: ChatBackend {
-    struct Connection: BackendConnection {
-        let updates: AsyncThrowingStream<BackendUpdate, any Error>
-        let push: AsyncThrowingStream<BackendUpdate, any Error>.Continuation
-        let backend: LostReplyBackend
-        func perform(_ request: BackendRequest) async throws -> BackendResponse {
-            guard case .send(let outgoing) = request else { return .done }
+    /// A backend whose first send reply is lost after the server applied it; the server's copy
+    /// then comes without the client id (as a re-read list does), and the resend is answered
+    /// with the stored message, both ids on it.
+    fileprivate static func losingTheFirstReply() -> TestBackend {
+        let backend = TestBackend(name: "lost-reply")
+        backend.onConnect { $0.yield(oneConversation) }
+        let attempts = Locked(0)
+        backend.answerAutomatically { pending in
+            guard case .send(let outgoing) = pending.request else { return .success(.done) }
             var stored = Message(
                 serverID: "s1", conversationID: outgoing.conversationID, senderRole: .customer,
                 text: outgoing.content.text, time: Date(timeIntervalSince1970: 100), deliveryState: .sent
             )
-            let attempt = backend.attempts.withLock { attempts in defer { attempts += 1 }; return attempts }
+            let attempt = attempts.withLock { attempts in
+                defer { attempts += 1 }
+                return attempts
+            }
             if attempt == 0 {
-                push.yield(.event(BackendEvent(.messageAdded(stored, position: .newest), conversation: outgoing.conversationID)))
-                throw SwitchboardError(.timedOut, "the reply was lost")
+                pending.link.yield(.event(BackendEvent(.messageAdded(stored, position: .newest), conversation: outgoing.conversationID)))
+                return .failure(SwitchboardError(.timedOut, "the reply was lost"))
             }
             stored.clientID = outgoing.clientID
-            return .message(stored)
+            return .success(.message(stored))
         }
+        return backend
+    }
+}
+
+/// A store that can hold the engine's next read of where history continues, so the loop waits
+/// inside a history call while the test starts another; it counts the page reads the app's calls
+/// make. The lock guards the hold and the count.
+private final class HoldingStore: ChatStore {
+    private struct State {
+        var holdNext = false
+        var held: CheckedContinuation<Void, Never>?
+        var pageReads = 0
     }
 
-    let attempts = Locked(0)
-    let conversation = ConversationID("chat")
-    let descriptor = BackendDescriptor(name: "lost-reply", capabilities: [])
+    let base = InMemoryChatStore()
+    private let state = Locked(State())
+    /// Fires when a read is held and when a page read ends.
+    private let changed = AsyncSignal()
 
-    func withConnection<Result: Sendable>(
-        _ context: ConnectionContext,
-        _ body: @Sendable (any BackendConnection) async throws -> Result
-    ) async throws -> Result {
-        let (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
-        let info = ConversationInfo(id: conversation, kind: .supportChat, state: .active)
-        continuation.yield(.snapshot(BackendSnapshot(conversations: [ConversationSnapshot(conversation: info)], isComplete: true)))
-        defer { continuation.finish() }
-        return try await body(Connection(updates: updates, push: continuation, backend: self))
+    var isHolding: Bool { state.withLock { $0.held != nil } }
+    var pageReads: Int { state.withLock { $0.pageReads } }
+
+    func holdNextOldestRead() { state.withLock { $0.holdNext = true } }
+
+    func release() {
+        let held = state.withLock { state in
+            defer { state.held = nil }
+            return state.held
+        }
+        held?.resume()
     }
+
+    /// Waits until `check` holds, woken by each held read and each page read.
+    func waitUntil(_ what: String, _ check: @escaping @Sendable (HoldingStore) -> Bool) async throws {
+        try await SwitchboardTestKit.waitUntil(what, timeout: .seconds(15), signal: changed) { check(self) }
+    }
+
+    func fetchOldestConfirmedMessage(in conversation: ConversationID, scope: StoreScope) async throws -> Message? {
+        let hold = state.withLock { state in
+            defer { state.holdNext = false }
+            return state.holdNext
+        }
+        if hold {
+            await withCheckedContinuation { continuation in
+                state.withLock { $0.held = continuation }
+                changed.signal()
+            }
+        }
+        return await base.fetchOldestConfirmedMessage(in: conversation, scope: scope)
+    }
+
+    func fetchMessages(in conversation: ConversationID, before: MessageOrderKey?, limit: Int, scope: StoreScope) async throws -> [Message] {
+        let page = await base.fetchMessages(in: conversation, before: before, limit: limit, scope: scope)
+        state.withLock { $0.pageReads += 1 }
+        changed.signal()
+        return page
+    }
+
+    func apply(_ writes: [StoreWrite], scope: StoreScope) async throws { await base.apply(writes, scope: scope) }
+    func fetchConversations(scope: StoreScope) async throws -> [ConversationInfo] { await base.fetchConversations(scope: scope) }
+    func fetchConversation(_ id: ConversationID, scope: StoreScope) async throws -> ConversationInfo? { await base.fetchConversation(id, scope: scope) }
+    func saveConversation(_ conversation: ConversationInfo, scope: StoreScope) async throws { try await apply([.saveConversation(conversation)], scope: scope) }
+    func removeConversation(_ id: ConversationID, scope: StoreScope) async throws { try await apply([.removeConversation(id)], scope: scope) }
+    func fetchMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws -> Message? {
+        await base.fetchMessage(serverID: serverID, in: conversation, scope: scope)
+    }
+    func fetchMessage(clientID: ClientMessageID, scope: StoreScope) async throws -> Message? { await base.fetchMessage(clientID: clientID, scope: scope) }
+    func fetchMessages(serverIDs: [MessageID], clientIDs: [ClientMessageID], in conversation: ConversationID, scope: StoreScope) async throws -> [Message] {
+        try await base.fetchMessages(serverIDs: serverIDs, clientIDs: clientIDs, in: conversation, scope: scope)
+    }
+    func countMessages(in conversation: ConversationID, scope: StoreScope) async throws -> Int { await base.countMessages(in: conversation, scope: scope) }
+    func saveMessages(_ messages: [Message], scope: StoreScope) async throws { try await apply([.saveMessages(messages)], scope: scope) }
+    func removeMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws {
+        try await apply([.removeMessage(serverID, in: conversation)], scope: scope)
+    }
+    func removeAllMessages(in conversation: ConversationID, scope: StoreScope) async throws { try await apply([.removeAllMessages(in: conversation)], scope: scope) }
+    func fetchReadMarkers(in conversation: ConversationID, scope: StoreScope) async throws -> [ParticipantID: ChatEvent.ReadMarker] {
+        await base.fetchReadMarkers(in: conversation, scope: scope)
+    }
+    func saveReadMarker(_ marker: ChatEvent.ReadMarker, of participant: ParticipantID, in conversation: ConversationID, scope: StoreScope) async throws {
+        try await apply([.saveReadMarker(marker, of: participant, in: conversation)], scope: scope)
+    }
+    func fetchSequences(scope: StoreScope) async throws -> [ConversationID: Int64] { await base.fetchSequences(scope: scope) }
+    func saveSequence(_ sequence: Int64, for conversation: ConversationID, scope: StoreScope) async throws {
+        try await apply([.saveSequence(sequence, for: conversation)], scope: scope)
+    }
+    func fetchCursor(scope: StoreScope) async throws -> SyncCursor? { await base.fetchCursor(scope: scope) }
+    func saveCursor(_ cursor: SyncCursor?, scope: StoreScope) async throws { try await apply([.saveCursor(cursor)], scope: scope) }
+    func fetchOutbox(scope: StoreScope) async throws -> [OutboxEntry] { await base.fetchOutbox(scope: scope) }
+    func saveOutboxEntry(_ entry: OutboxEntry, scope: StoreScope) async throws { try await apply([.saveOutboxEntry(entry)], scope: scope) }
+    func removeOutboxEntry(_ clientID: ClientMessageID, scope: StoreScope) async throws { try await apply([.removeOutboxEntry(clientID)], scope: scope) }
+    func fetchCredentials(scope: StoreScope) async throws -> Credentials { await base.fetchCredentials(scope: scope) }
+    func saveCredentials(_ credentials: Credentials, scope: StoreScope) async throws { try await apply([.saveCredentials(credentials)], scope: scope) }
+    func fetchPendingMessages(scope: StoreScope) async throws -> [Message] { await base.fetchPendingMessages(scope: scope) }
 }
 
 @Suite(.timeLimit(.minutes(1)))
@@ -204,7 +222,7 @@ struct EngineLoopTests {
     }
 
     @Test func aLostReplyThenTheServersCopyThenTheResendShowOneMessageEverywhere() async throws {
-        let backend = LostReplyBackend()
+        let backend = TestBackend.losingTheFirstReply()
         let store = InMemoryChatStore()
         let session = ChatSession(
             backend: backend, store: store, configuration: .fastForTests,
@@ -212,8 +230,8 @@ struct EngineLoopTests {
         )
         try await withRecording(session) { recorder in
             try await session.resume()
-            try await recorder.first("the conversation") { $0.conversationID == backend.conversation }
-            let chat = try await session.conversation(backend.conversation)
+            try await recorder.first("the conversation") { $0.conversationID == chatID }
+            let chat = try await session.conversation(chatID)
             let timeline = try await chat.timeline(limit: 10)
             let sent = try await chat.send(text: "hello")
             try await recorder.first("the merge") {
@@ -229,10 +247,11 @@ struct EngineLoopTests {
             #expect(list.map(\.serverID) == ["s1"] && timeline.items == list, "the timeline shows one message")
             #expect(await session.pendingSends.isEmpty)
         }
+        expectNothingLeft(backend)
     }
 
     @Test func aConversationFirstSeenWithALargeHeadCatchesUpOnlyItsNewestEvents() async throws {
-        let backend = SequencedBackend(head: 50_000)
+        let backend = TestBackend.sequenced(head: 50_000)
         let session = ChatSession(
             backend: backend,
             configuration: SessionConfiguration(newConversationCatchUp: 100),
@@ -243,30 +262,32 @@ struct EngineLoopTests {
             try await session.resume()
             try await recorder.waitUntil("the newest 100") { $0.compactMap(\.addedMessage).count == 100 }
             let added = recorder.events.compactMap(\.addedMessage).compactMap(\.sequence)
-            let ranges = backend.ranges.withLock { $0 }
+            let ranges = backend.retransmitRanges
             print("first seen at 50,000: asked for \(ranges), delivered \(added.first!)...\(added.last!)")
             #expect(ranges == [49_901...50_000])
             #expect(added == Array(49_901...50_000))
             #expect(await session.statistics.retransmittedEvents == 100)
         }
+        expectNothingLeft(backend)
     }
 
     /// Runs a session on `backend` (on a test clock nobody advances) and hands `body` its one
     /// conversation once the session knows it.
     private func withChat(
-        _ backend: RecordingBackend,
+        _ backend: TestBackend,
         _ body: @Sendable (ChatSession, EventRecorder, any Conversation) async throws -> Void
     ) async throws {
         let session = ChatSession(backend: backend, clock: SessionClock(TestClock()), logger: .quiet)
         try await withRecording(session) { recorder in
             try await session.resume()
-            try await recorder.first("the conversation") { $0.conversationID == backend.conversation }
-            try await body(session, recorder, try await session.conversation(backend.conversation))
+            try await recorder.first("the conversation") { $0.conversationID == chatID }
+            try await body(session, recorder, try await session.conversation(chatID))
         }
+        expectNothingLeft(backend)
     }
 
     @Test func typingStartsAgainAfterAnOfflinePeriod() async throws {
-        let backend = RecordingBackend()
+        let backend = TestBackend.recording()
         try await withChat(backend) { session, recorder, chat in
             try await chat.userTyping(draft: nil)
             try await backend.waitUntil("typing started") { $0.log == ["typing:true"] }
@@ -285,17 +306,18 @@ struct EngineLoopTests {
     }
 
     @Test func aStopNeverOvertakesItsTypingAndMarkersNeverMoveBack() async throws {
-        let backend = RecordingBackend()
+        // "typing" is slow on the wire: the test answers it late; "stopped" is given while it is
+        // still there.
+        let backend = TestBackend.recording(leaving: ["typing:true"])
         try await withChat(backend) { _, _, chat in
-            // "typing" is slow on the wire; "stopped" is given while it is still there.
-            backend.hold("typing:true")
             try await chat.userTyping(draft: nil)
-            try await backend.waitUntil("typing on the wire") { $0.isHeld("typing:true") }
+            let typing = try await backend.nextRequest()
+            #expect(TestBackend.label(typing.request) == "typing:true", "typing on the wire")
             try await chat.userStoppedTyping()
             try await chat.markRead(upTo: .sequence(5))
             try await chat.markRead(upTo: .sequence(3))
             try await chat.markRead(upTo: .sequence(7))
-            backend.release("typing:true")
+            typing.answer(.done)
             try await backend.waitUntil("everything sent") { $0.log.count == 4 }
             print("one conversation's requests on the wire: \(backend.log)")
             #expect(backend.log == ["typing:true", "typing:false", "read:5", "read:7"])
@@ -304,7 +326,7 @@ struct EngineLoopTests {
 
     @Test func aSendThatKeepsKillingTheLinkFailsAndTheNextOneGoes() async throws {
         let clock = TestClock()
-        let backend = RecordingBackend()
+        let backend = TestBackend.recording()
         let configuration = SessionConfiguration(
             reconnectBackoff: BackoffPolicy(initial: .seconds(1), maximum: .seconds(64)),
             maxLinkLossesPerSend: 4,
@@ -316,8 +338,8 @@ struct EngineLoopTests {
         )
         try await withRecording(session) { recorder in
             try await session.resume()
-            try await recorder.first("the conversation") { $0.conversationID == backend.conversation }
-            let chat = try await session.conversation(backend.conversation)
+            try await recorder.first("the conversation") { $0.conversationID == chatID }
+            let chat = try await session.conversation(chatID)
             let poison = try await chat.send(text: "poison")
             let next = try await chat.send(text: "after")
             // Virtual time moves in steps of 50 ms until the poison send fails, and then until
@@ -339,33 +361,37 @@ struct EngineLoopTests {
                 default: break
                 }
             }
-            print("poison send: \(backend.connects) links, reconnect delays \(delays), \(failed.updatedMessage!.deliveryState)")
+            print("poison send: \(backend.connectCount) links, reconnect delays \(delays), \(failed.updatedMessage!.deliveryState)")
             #expect(failed.updatedMessage?.deliveryState == .failed("the connection closed 4 times while this message was being sent"))
             #expect(backend.log.filter { $0 == "send:poison" }.count == 4)
             #expect(backend.log.last == "send:after")
             // Reset to its floor after each link, every delay would be within [0.5 s, 1 s].
             #expect(delays.count >= 3 && delays[2] >= .seconds(2), "the backoff keeps growing when each link dies right after it opens: \(delays)")
         }
+        // A link the poison cut may go before the engine reads its snapshot: only the requests
+        // must all have been answered.
+        #expect(backend.finish().requests.isEmpty)
     }
 
     @Test func aSendAnsweredDoneIsSentAndLeavesTheOutboxInOneWrite() async throws {
-        let backend = RecordingBackend(answersSendsWithMessage: false)
+        let backend = TestBackend.recording(answersSendsWithMessage: false)
         let store = InMemoryChatStore()
         let session = ChatSession(backend: backend, store: store, clock: SessionClock(TestClock()), logger: .quiet)
         try await withRecording(session) { recorder in
             try await session.resume()
-            try await recorder.first("the conversation") { $0.conversationID == backend.conversation }
-            let chat = try await session.conversation(backend.conversation)
+            try await recorder.first("the conversation") { $0.conversationID == chatID }
+            let chat = try await session.conversation(chatID)
             let pending = try await chat.send(text: "hello")
             let sent = try await recorder.first("sent") { $0.updatedMessage?.clientID == pending.clientID }
             #expect(sent.updatedMessage?.deliveryState == .sent, "a send the server took is sent, not pending for ever")
             #expect(try await chat.storedMessages(before: nil, limit: 10).map(\.deliveryState) == [.sent])
             #expect(await store.fetchOutbox(scope: session.scope).isEmpty)
         }
+        expectNothingLeft(backend)
     }
 
     @Test func runCalledTwiceThrowsATypedError() async throws {
-        let backend = RecordingBackend()
+        let backend = TestBackend.recording()
         let session = ChatSession(backend: backend, clock: SessionClock(TestClock()), logger: .quiet)
         try await withRecording(session) { recorder in
             try await session.resume()
@@ -377,6 +403,85 @@ struct EngineLoopTests {
         await #expect {
             try await session.run()
         } throws: { ($0 as? SwitchboardError)?.code == .invalidState }
+    }
+
+    /// Two history calls for one conversation while its page is on the way: the second joins the
+    /// first, so the backend is asked once, and both return the page once it is answered.
+    @Test func twoHistoryCallsWhileThePageIsOnItsWayAskTheBackendOnce() async throws {
+        let backend = TestBackend(name: "paged", capabilities: [.historyPaging])
+        let store = HoldingStore()
+        let session = ChatSession(backend: backend, store: store, clock: SessionClock(TestClock()), logger: .quiet)
+        let page = (1...3).map { index in
+            Message(serverID: MessageID("h\(index)"), conversationID: chatID, senderRole: .agent, text: "old \(index)", time: Date(timeIntervalSince1970: Double(index)))
+        }
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            let link = try await backend.nextLink()
+            link.yield(oneConversation)
+            try await recorder.first("the conversation") { $0.conversationID == chatID }
+            let chat = try await session.conversation(chatID)
+            store.holdNextOldestRead()
+            let results = try await withThrowingTaskGroup(of: [Message].self) { group in
+                group.addTask { try await chat.history(before: nil, limit: 10) }
+                // The loop is inside the first call, reading where its page starts.
+                try await store.waitUntil("the first call at the store") { $0.isHolding }
+                let readsBefore = store.pageReads
+                group.addTask { try await chat.history(before: nil, limit: 10) }
+                // The second call read the stored page; its command reaches the inbox before the
+                // loop may go on (both run on the session's actor), so it waits behind the first.
+                try await store.waitUntil("the second call's read") { $0.pageReads > readsBefore }
+                #expect(await session.statistics.bufferedInputs == 1, "the second call waits for the loop")
+                store.release()
+                let request = try await backend.nextRequest()
+                #expect(request.request == .history(HistoryQuery(conversationID: chatID, before: nil, limit: 10)))
+                #expect(request.answer(.history(HistoryPage(messages: page, hasMore: true))))
+                var results: [[Message]] = []
+                for try await result in group { results.append(result) }
+                return results
+            }
+            let asked = backend.requests.filter { $0.name == "history" }
+            print("two history calls, one page on the way: \(asked.count) history request(s), calls returned \(results.map { $0.map(\.text) })")
+            #expect(asked.count == 1)
+            #expect(results.count == 2 && results.allSatisfy { $0.map(\.serverID) == ["h1", "h2", "h3"] })
+        }
+        expectNothingLeft(backend)
+    }
+
+    /// A conversation the backend started is in the store and on the bus before
+    /// `startConversation` returns.
+    @Test func aStartedConversationIsStoredAndPublishedBeforeTheCallReturns() async throws {
+        let backend = TestBackend(name: "starting", capabilities: [.conversationLifecycle])
+        let store = InMemoryChatStore()
+        let session = ChatSession(backend: backend, store: store, clock: SessionClock(TestClock()), logger: .quiet)
+        let events = session.events(filter: .all, buffering: .unbounded)
+        let started = ConversationInfo(id: "new", kind: .supportChat, title: "help", state: .queued)
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            _ = try await backend.nextLink()
+            try await recorder.first("connected") { $0.isConnected }
+            let conversation = try await withThrowingTaskGroup(of: (any Conversation)?.self) { group -> (any Conversation)? in
+                group.addTask { try await session.startConversation(ConversationDraft(title: "help")) }
+                let request = try await backend.nextRequest()
+                guard case .startConversation(let draft) = request.request else {
+                    Issue.record("expected a start, got \(request.request.name)")
+                    return nil
+                }
+                #expect(draft.title == "help" && draft.clientID != nil)
+                request.answer(.conversation(started))
+                return try await group.next()!
+            }
+            // Read at once: nothing was awaited between the call's return and here.
+            let stored = try await store.fetchConversation("new", scope: session.scope)
+            events.finish()
+            var published: [ChatEvent] = []
+            for await event in events { published.append(event) }
+            let added = published.filter { if case .conversationAdded(let info) = $0.kind { info.id == "new" } else { false } }
+            print("started: \(conversation?.id.rawValue ?? "-"), stored \(stored?.title ?? "-"), \(added.count) conversationAdded event(s) on the bus by then")
+            #expect(conversation?.id == "new")
+            #expect(stored?.state == .queued && stored?.title == "help")
+            #expect(added.count == 1)
+        }
+        expectNothingLeft(backend)
     }
 
     @Test func errorsAreEqualOnlyWhenTheySayTheSame() {
@@ -391,13 +496,14 @@ struct EngineLoopTests {
     }
 
     @Test func commandsAfterTheSessionEndedThrowSessionClosed() async throws {
-        let backend = RecordingBackend()
+        let backend = TestBackend.recording()
         let session = ChatSession(backend: backend, clock: SessionClock(TestClock()), logger: .quiet)
         let chat = try await withRecording(session) { recorder in
             try await session.resume()
-            try await recorder.first("the conversation") { $0.conversationID == backend.conversation }
-            return try await session.conversation(backend.conversation)
+            try await recorder.first("the conversation") { $0.conversationID == chatID }
+            return try await session.conversation(chatID)
         }
+        expectNothingLeft(backend)
         await #expect {
             try await chat.userTyping(draft: nil)
         } throws: { ($0 as? SwitchboardError)?.code == .sessionClosed }
@@ -436,4 +542,11 @@ extension ChatEvent.Kind {
         if case .connection(let state, _) = self { return state }
         return nil
     }
+}
+
+/// Ends the backend and expects nothing left: every request answered, every update read, every
+/// link seen.
+func expectNothingLeft(_ backend: TestBackend, sourceLocation: SourceLocation = #_sourceLocation) {
+    let leftOvers = backend.finish()
+    #expect(leftOvers.isEmpty, "left over: \(leftOvers)", sourceLocation: sourceLocation)
 }

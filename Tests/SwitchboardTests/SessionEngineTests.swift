@@ -4,133 +4,25 @@ import Logging
 @_spi(TestKit) import SwitchboardTestKit
 import Testing
 
-/// A backend whose every connect fails, counting the attempts.
-private final class FailingBackend: ChatBackend {
-    let attempts = Locked(0)
-    let error: SwitchboardError
-    var descriptor: BackendDescriptor { BackendDescriptor(name: "failing", capabilities: []) }
-
-    init(error: SwitchboardError) {
-        self.error = error
-    }
-
-    func withConnection<Result: Sendable>(
-        _ context: ConnectionContext,
-        _ body: @Sendable (any BackendConnection) async throws -> Result
-    ) async throws -> Result {
-        attempts.withLock { $0 += 1 }
-        throw error
-    }
-}
-
-/// A backend whose connect never finishes by itself (a server that accepts and never answers, a
-/// client that retries a refused port until its deadline); it records being cancelled.
-private final class HangingBackend: ChatBackend {
-    let connects = Locked(0)
-    let cancelled = Locked(0)
-    var descriptor: BackendDescriptor { BackendDescriptor(name: "hanging", capabilities: []) }
-
-    func withConnection<Result: Sendable>(
-        _ context: ConnectionContext,
-        _ body: @Sendable (any BackendConnection) async throws -> Result
-    ) async throws -> Result {
-        connects.withLock { $0 += 1 }
-        let (never, _) = AsyncStream.makeStream(of: Void.self)
-        for await _ in never {}
-        cancelled.withLock { $0 += 1 }
-        throw CancellationError()
-    }
-}
-
-/// A backend whose one link yields what the test pushes and starts conversations locally.
-private final class ScriptedBackend: ChatBackend {
-    struct Connection: BackendConnection {
-        let updates: AsyncThrowingStream<BackendUpdate, any Error>
-        func perform(_ request: BackendRequest) async throws -> BackendResponse {
-            guard case .startConversation(let draft) = request else { throw SwitchboardError(.unsupported, "scripted: \(request.name)") }
-            if draft.title == "banned" { throw SwitchboardError(.fatal, "visitor banned") }
-            return .conversation(ConversationInfo(id: ConversationID(draft.title ?? "local"), kind: .thread, state: .queued))
-        }
-    }
-
-    let updates: AsyncThrowingStream<BackendUpdate, any Error>
-    let push: AsyncThrowingStream<BackendUpdate, any Error>.Continuation
-    var descriptor: BackendDescriptor { BackendDescriptor(name: "scripted", capabilities: [.conversationLifecycle]) }
-
-    init() {
-        (updates, push) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
-    }
-
-    func withConnection<Result: Sendable>(
-        _ context: ConnectionContext,
-        _ body: @Sendable (any BackendConnection) async throws -> Result
-    ) async throws -> Result {
-        try await body(Connection(updates: updates))
-    }
-
-    static func list(_ ids: [String]) -> BackendUpdate {
-        .snapshot(BackendSnapshot(conversations: ids.map { ConversationSnapshot(conversation: ConversationInfo(id: ConversationID($0), kind: .thread, state: .active)) }, isComplete: true))
-    }
-}
-
-/// A backend whose one link the test cuts while a request is out, and whose request the test
-/// answers with a fatal error: a server that deactivates an account cuts its long-poll and
-/// refuses the request in flight, in either order. With `throwsWhenCut`, the link's scope throws
-/// as it ends, as an adapter whose long-poll was cut does.
-private final class CutBackend: ChatBackend {
-    struct Connection: BackendConnection {
-        let backend: CutBackend
-        var updates: AsyncThrowingStream<BackendUpdate, any Error> { backend.updates }
-        func perform(_ request: BackendRequest) async throws -> BackendResponse { try await backend.hold() }
-    }
-
-    struct Request {
-        var arrived = false
-        var cancelled = false
-        var answer: CheckedContinuation<Void, Never>?
-    }
-
-    let updates: AsyncThrowingStream<BackendUpdate, any Error>
-    let cut: AsyncThrowingStream<BackendUpdate, any Error>.Continuation
-    let request = Locked(Request())
-    /// Fires when the request arrives and when its task is cancelled.
-    let changed = AsyncSignal()
-    let throwsWhenCut: Bool
-    var descriptor: BackendDescriptor { BackendDescriptor(name: "cut", capabilities: [.conversationLifecycle]) }
-
-    init(throwsWhenCut: Bool) {
-        (updates, cut) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
-        self.throwsWhenCut = throwsWhenCut
-    }
-
-    func withConnection<Result: Sendable>(
-        _ context: ConnectionContext,
-        _ body: @Sendable (any BackendConnection) async throws -> Result
-    ) async throws -> Result {
-        let result = try await body(Connection(backend: self))
-        if throwsWhenCut { throw SwitchboardError(.connectionLost, "the long-poll was cut") }
-        return result
-    }
-
-    /// Waits for the test's word, through the link's cancellation too, then refuses for good.
-    func hold() async throws -> BackendResponse {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                request.withLock { $0.answer = continuation; $0.arrived = true }
-                changed.signal()
+extension TestBackend {
+    /// A backend whose links yield what the test yields and that starts conversations itself:
+    /// a start is answered with a queued conversation named by the draft's title, and refused
+    /// for good (a fatal error) when the title is "banned".
+    fileprivate static func scripted() -> TestBackend {
+        let backend = TestBackend(name: "scripted", capabilities: [.conversationLifecycle])
+        backend.answerAutomatically { pending in
+            guard case .startConversation(let draft) = pending.request else {
+                return .failure(SwitchboardError(.unsupported, "scripted: \(pending.request.name)"))
             }
-        } onCancel: {
-            request.withLock { $0.cancelled = true }
-            changed.signal()
+            if draft.title == "banned" { return .failure(SwitchboardError(.fatal, "visitor banned")) }
+            return .success(.conversation(ConversationInfo(id: ConversationID(draft.title ?? "local"), kind: .thread, state: .queued)))
         }
-        throw SwitchboardError(.fatal, "account deactivated")
+        return backend
     }
 
-    func answer() {
-        request.withLock { request in
-            defer { request.answer = nil }
-            return request.answer
-        }?.resume()
+    /// A complete list of these conversations, all active threads.
+    fileprivate static func list(_ ids: [String]) -> BackendUpdate {
+        .snapshot(BackendSnapshot(conversations: ids.map { ConversationSnapshot(conversation: ConversationInfo(id: ConversationID($0), kind: .thread, state: .active)) }, isComplete: true))
     }
 }
 
@@ -159,7 +51,7 @@ struct SessionEngineTests {
 
     @Test func reconnectFollowsTheBackoffScheduleOnTheInjectedClock() async throws {
         let clock = TestClock()
-        let backend = FailingBackend(error: SwitchboardError(.connectionLost, "refused"))
+        let backend = TestBackend(name: "failing", connects: .refuse(SwitchboardError(.connectionLost, "refused")))
         let session = ChatSession(
             backend: backend,
             configuration: SessionConfiguration(reconnectBackoff: BackoffPolicy(initial: .seconds(1), maximum: .seconds(8))),
@@ -172,7 +64,7 @@ struct SessionEngineTests {
             var delays: [Duration] = []
             for attempt in 1...6 {
                 #expect(await clock.waitForSleepers(1), "the engine waits on the clock before attempt \(attempt + 1)")
-                #expect(backend.attempts.withLock { $0 } == attempt, "no attempt before its delay has passed")
+                #expect(backend.connectCount == attempt, "no attempt before its delay has passed")
                 let delay = try #require(clock.pendingDeadlines.first)
                 delays.append(delay)
                 clock.advance(by: delay)
@@ -188,7 +80,7 @@ struct SessionEngineTests {
 
     @Test func aFatalConnectErrorEndsTheSession() async throws {
         let session = ChatSession(
-            backend: FailingBackend(error: SwitchboardError(.fatal, "account blocked")),
+            backend: TestBackend(name: "failing", connects: .refuse(SwitchboardError(.fatal, "account blocked"))),
             clock: SessionClock(TestClock()),
             logger: .quiet
         )
@@ -209,7 +101,7 @@ struct SessionEngineTests {
     /// A fatal answer ends the session whichever request gets it, not only the link's own
     /// connect or updates: the account is gone for every request after it too.
     @Test func aFatalAnswerToARequestEndsTheSession() async throws {
-        let backend = ScriptedBackend()
+        let backend = TestBackend.scripted()
         let session = ChatSession(backend: backend, clock: SessionClock(TestClock()), logger: .quiet)
         try await withRecording(session) { recorder in
             try await session.resume()
@@ -233,24 +125,24 @@ struct SessionEngineTests {
     /// account cuts its long-poll and refuses the request in flight, in either order).
     @Test(arguments: [true, false])
     func aFatalAnswerHeardAsTheLinkFailsStillEndsTheSession(cutFirst: Bool) async throws {
-        let backend = CutBackend(throwsWhenCut: !cutFirst)
+        // The request waits for the test's answer through the link's cancellation too; without
+        // `cutFirst`, the link's scope throws as it ends, as an adapter whose long-poll was cut.
+        let backend = TestBackend(name: "cut", capabilities: [.conversationLifecycle], requestsOutliveCancellation: true)
         let session = ChatSession(backend: backend, clock: SessionClock(TestClock()), logger: .quiet)
         try await withRecording(session) { recorder in
             try await session.resume()
+            let link = try await backend.nextLink()
+            if !cutFirst { link.throwWhenClosed(SwitchboardError(.connectionLost, "the long-poll was cut")) }
             try await recorder.first("connected") { $0.kind == .connection(.connected, reason: nil) }
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { _ = try? await session.startConversation(ConversationDraft(title: "late")) }
-                try await waitUntil("the request is out", timeout: .seconds(15), signal: backend.changed) {
-                    backend.request.withLock { $0.arrived }
-                }
+                let request = try await backend.nextRequest()
                 if cutFirst {
-                    backend.cut.finish(throwing: SwitchboardError(.connectionLost, "the long-poll was cut"))
+                    link.fail(SwitchboardError(.connectionLost, "the long-poll was cut"))
                     // The loop has taken the cut once it cancels the request in flight.
-                    try await waitUntil("the request is cancelled", timeout: .seconds(15), signal: backend.changed) {
-                        backend.request.withLock { $0.cancelled }
-                    }
+                    try await request.waitUntilCancelled()
                 }
-                backend.answer()
+                request.fail(SwitchboardError(.fatal, "account deactivated"))
                 try await group.waitForAll()
             }
             let fatal = try await recorder.first("the fatal event") { if case .fatal = $0.kind { true } else { false } }
@@ -258,13 +150,16 @@ struct SessionEngineTests {
             #expect(await session.isClosed)
             print("a fatal answer \(cutFirst ? "after" : "before") the link's cut: \(fatal.kind), session closed: \(await session.isClosed)")
         }
+        expectNothingLeft(backend)
     }
 
     /// Closing or pausing a session whose link is still connecting cancels the connect instead
     /// of waiting for it: `switchboard connect webim` to a refused port took the HTTP client's
     /// whole deadline (60 s) to exit.
     @Test func pausingOrClosingWhileConnectingCancelsTheConnect() async throws {
-        let backend = HangingBackend()
+        // Every connect hangs (a server that accepts and never answers, a client that retries a
+        // refused port until its deadline) until the engine cancels it.
+        let backend = TestBackend(name: "hanging", connects: .hold)
         let session = ChatSession(backend: backend, clock: SessionClock(TestClock()), logger: .quiet)
         let events = session.events(filter: .all, buffering: .unbounded)
         try await session.withRunning { session in
@@ -276,15 +171,15 @@ struct SessionEngineTests {
             for await event in events {
                 if case .connection(.disconnected, .userInitiated?) = event.kind { break }
             }
-            #expect(backend.cancelled.withLock { $0 } == 1, "the pause cancelled the connect")
+            #expect(backend.abandonedConnects == 1, "the pause cancelled the connect")
             try await session.resume()
             for await event in events {
                 if case .connection(.connecting, _) = event.kind { break }
             }
         }
         // Reaching here means the close did not wait for the second connect either.
-        print("connects abandoned: \(backend.connects.withLock { $0 }) started, \(backend.cancelled.withLock { $0 }) cancelled by a pause or the close")
-        #expect(backend.connects.withLock { $0 } == 2 && backend.cancelled.withLock { $0 } == 2)
+        print("connects abandoned: \(backend.connectCount) started, \(backend.abandonedConnects) cancelled by a pause or the close")
+        #expect(backend.connectCount == 2 && backend.abandonedConnects == 2)
     }
 
     @Test func typingIsThrottledLocallyToTheBackendsPolicy() async throws {
@@ -414,28 +309,30 @@ struct SessionEngineTests {
     }
 
     @Test func aCompleteListReadBeforeAConversationWasStartedDoesNotRemoveIt() async throws {
-        let backend = ScriptedBackend()
+        let backend = TestBackend.scripted()
         let session = ChatSession(backend: backend, logger: .quiet)
         try await withRecording(session) { recorder in
             try await session.resume()
-            backend.push.yield(ScriptedBackend.list(["server-1"]))
+            let link = try await backend.nextLink()
+            link.yield(TestBackend.list(["server-1"]))
             try await recorder.first("the list") { $0.conversationID == ConversationID("server-1") }
             _ = try await session.startConversation(ConversationDraft(title: "local-1"))
             // The list the backend read before the start arrives after it (CXone's thread list
             // against a thread that exists only locally until its first message).
-            backend.push.yield(ScriptedBackend.list(["server-1"]))
-            backend.push.yield(ScriptedBackend.list(["server-1", "server-2"]))
+            link.yield(TestBackend.list(["server-1"]))
+            link.yield(TestBackend.list(["server-1", "server-2"]))
             try await recorder.first("the later list") { $0.conversationID == ConversationID("server-2") }
             let ids = try await session.conversations().map(\.id.rawValue).sorted()
             #expect(ids == ["local-1", "server-1", "server-2"], "a stale list removes nothing started here")
             // Once a list has shown it, a list without it means it is gone.
-            backend.push.yield(ScriptedBackend.list(["local-1", "server-1", "server-2"]))
-            backend.push.yield(ScriptedBackend.list(["server-1", "server-2"]))
+            link.yield(TestBackend.list(["local-1", "server-1", "server-2"]))
+            link.yield(TestBackend.list(["server-1", "server-2"]))
             try await recorder.first("removed") { $0.kind == .conversationRemoved && $0.conversationID == ConversationID("local-1") }
             let removed = recorder.events.filter { $0.kind == .conversationRemoved }.compactMap(\.conversationID?.rawValue)
             print("stale complete list after a local start: removed \(removed) (only after a list had shown it)")
             #expect(removed == ["local-1"])
         }
+        expectNothingLeft(backend)
     }
 
     @Test func theTimelineGivesOrderedDiffs() async throws {
@@ -492,3 +389,8 @@ struct SessionEngineTests {
     }
 }
 
+
+extension TestBackend {
+    /// How many connects the engine cancelled while they were held.
+    fileprivate var abandonedConnects: Int { links.filter { $0.state == .abandoned }.count }
+}
