@@ -471,7 +471,7 @@ struct EngineLoopTests {
                 return try await group.next()!
             }
             // Read at once: nothing was awaited between the call's return and here.
-            let stored = try await store.fetchConversation("new", scope: session.scope)
+            let stored = await store.fetchConversation("new", scope: session.scope)
             events.finish()
             var published: [ChatEvent] = []
             for await event in events { published.append(event) }
