@@ -183,4 +183,35 @@ struct TestBackendTests {
         let leftOvers = backend.finish()
         #expect(leftOvers.isEmpty, "\(leftOvers)")
     }
+
+    /// The example of `Docs/AdapterGuide.md` and of the kit's `TestingWithTestBackend` article,
+    /// as they show it (kept in step by hand): an app's reaction to a send the server refuses
+    /// and to a lost link, with no server.
+    @Test func theGuidesExample() async throws {
+        let backend = TestBackend()
+        let session = ChatSession(backend: backend, clock: SessionClock(ImmediateClock()), logger: .quiet)
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            let link = try await backend.nextLink()
+            let chat = ConversationInfo(id: "chat", kind: .supportChat, state: .active)
+            link.yield(.snapshot(BackendSnapshot(conversations: [ConversationSnapshot(conversation: chat)], isComplete: true)))
+            try await recorder.first("the conversation") { $0.conversationID == "chat" }
+
+            // The server refuses the send: the message turns failed, with the server's reason.
+            let sent = try await session.conversation("chat").send(text: "hello")
+            let request = try await backend.nextRequest()
+            request.fail(SwitchboardError(.messageRejected, "too long"))
+            let failed = try await recorder.first("the refusal") { event in
+                event.updatedMessage?.clientID == sent.clientID && event.updatedMessage?.deliveryState.isFailed == true
+            }
+            #expect(failed.updatedMessage?.deliveryState == .failed("too long"))
+
+            // The link drops: the session reconnects by itself, with what it stored.
+            link.close(throwing: SwitchboardError(.connectionLost, "the test cut the link"))
+            let next = try await backend.nextLink()
+            try await recorder.waitUntil("online again") { $0.filter(\.isConnected).count == 2 }
+            #expect(next.number == 2)
+        }
+        #expect(backend.finish().isEmpty)
+    }
 }
