@@ -31,8 +31,11 @@ public import Foundation
 ///   the link is lost.
 /// - **Requests.** Every request the engine performs waits as a ``PendingRequest`` until the
 ///   test takes it (``nextRequest(timeout:)``) and answers or fails it, unless a rule given to
-///   ``answerAutomatically(_:)`` answers it first. A request still waiting when its link ends, or
-///   whose task the engine cancels, is resumed with an error, so nothing leaks.
+///   ``answerAutomatically(_:)`` answers it first. A request still waiting when its link ends,
+///   or whose task the engine cancels, is resumed with an error, so nothing leaks.
+///   ``PendingRequest/acceptSend(serverID:sequence:time:)`` and
+///   ``PendingRequest/answerHistory(from:)`` answer the common ones as a server would, and
+///   ``historyPage(of:answering:)`` cuts a history page from a list for a rule.
 /// - **Leftovers.** ``finish()`` ends whatever is still waiting and reports what nobody consumed:
 ///   requests the test never took, updates the engine never read, links the test never looked
 ///   at. A test ends with `#expect(backend.finish().isEmpty)`.
@@ -856,6 +859,25 @@ extension TestBackend {
             return answer(.message(TestBackend.accepted(outgoing, serverID: serverID, sequence: sequence, time: time)))
         }
 
+        /// Answers a `BackendRequest.history(_:)` with a page of `messages`, as a server that
+        /// pages them by time or by sequence does (``TestBackend/historyPage(of:answering:)``);
+        /// fails it with `invalidArgument` when the query has an anchor such a server does not
+        /// understand (a paging token).
+        ///
+        /// - Parameter messages: everything the server holds, oldest first; the page is cut from
+        ///   those of the request's conversation.
+        /// - Returns: `false` when the request had ended already (abandoned, or answered).
+        @discardableResult
+        public func answerHistory(from messages: [Message]) -> Bool {
+            guard case .history(let query) = request else {
+                preconditionFailure("answerHistory answers a history request, not \(request.name)")
+            }
+            switch TestBackend.historyPage(of: messages, answering: query) {
+            case .success(let page): return answer(.history(page))
+            case .failure(let error): return fail(error)
+            }
+        }
+
         /// How the request ended; `nil` while it waits.
         public var outcome: Outcome? { backend.state.withLock { $0.requests[index].outcome } }
 
@@ -871,6 +893,55 @@ extension TestBackend {
         public func waitUntilCancelled(timeout: Duration? = nil) async throws {
             try await backend.waitUntil("the \(request.name) request to be cancelled", timeout: timeout) { _ in isCancelled }
         }
+    }
+
+    /// The page a server that pages by time or by sequence answers `query` with: of the
+    /// messages in the query's conversation, those older than its `before` anchor and newer than
+    /// its `after` anchor, the newest `limit` of them, oldest first. `hasMore` says whether
+    /// older ones within the bounds were left out; the page has no `nextAnchor`, so the engine
+    /// asks for the next page before the oldest message it stored.
+    ///
+    /// A `.time` anchor compares `Message.time`; a `.sequence` anchor compares
+    /// `Message.sequence`, and a message without one is outside it. Both bounds are exclusive.
+    ///
+    /// It returns a `Result`, as a rule of ``answerAutomatically(_:)`` does:
+    ///
+    /// ```swift
+    /// backend.answerAutomatically { pending in
+    ///     guard case .history(let query) = pending.request else { return nil }
+    ///     return TestBackend.historyPage(of: messages, answering: query).map { .history($0) }
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - messages: everything the server holds, oldest first, of any conversation.
+    ///   - query: what the engine asked.
+    /// - Returns: the page, or `SwitchboardError` `invalidArgument` when an anchor is a paging
+    ///   token, which only the backend that made it can read.
+    public static func historyPage(of messages: [Message], answering query: HistoryQuery) -> Result<HistoryPage, SwitchboardError> {
+        for case .token(let token)? in [query.before, query.after] {
+            return .failure(SwitchboardError(.invalidArgument, "a test backend pages by time or by sequence, not by the token \(token)"))
+        }
+        /// Where `message` stands against `anchor`, by time or by sequence; `nil` when it has no
+        /// sequence to compare.
+        func order(of message: Message, against anchor: HistoryQuery.Anchor) -> ComparisonResult? {
+            switch anchor {
+            case .time(let time):
+                return message.time.compare(time)
+            case .sequence(let sequence):
+                guard let own = message.sequence else { return nil }
+                return own < sequence ? .orderedAscending : own > sequence ? .orderedDescending : .orderedSame
+            case .token:
+                return nil
+            }
+        }
+        let within = messages.filter { message in
+            guard message.conversationID == query.conversationID else { return false }
+            if let before = query.before, order(of: message, against: before) != .orderedAscending { return false }
+            if let after = query.after, order(of: message, against: after) != .orderedDescending { return false }
+            return true
+        }
+        return .success(HistoryPage(messages: Array(within.suffix(max(query.limit, 0))), hasMore: within.count > query.limit))
     }
 
     /// The message a server makes of a send it accepts: the client's id and content, a server

@@ -131,4 +131,87 @@ struct TestBackendTests {
         #expect(backend.exchanges.map(\.request.name) == ["send"], "the unanswered send was abandoned as the link ended")
         if case .abandoned? = backend.exchanges.first?.outcome {} else { Issue.record("the send was not abandoned: \(backend.exchanges)") }
     }
+
+    /// Six messages of the chat, with sequences 1…6 and times 1…6 s, and one of another
+    /// conversation.
+    static let held: [Message] = (1...6).map { index in
+        Message(serverID: MessageID("m\(index)"), conversationID: chat, sequence: Int64(index), text: "\(index)", time: Date(timeIntervalSince1970: Double(index)))
+    } + [Message(serverID: "elsewhere", conversationID: "other", sequence: 2, text: "x", time: Date(timeIntervalSince1970: 2))]
+
+    @Test func historyPagesAreCutFromAListByTimeOrSequence() throws {
+        func page(before: HistoryQuery.Anchor?, after: HistoryQuery.Anchor? = nil, limit: Int) throws -> (ids: [MessageID?], hasMore: Bool) {
+            let page = try TestBackend.historyPage(of: Self.held, answering: HistoryQuery(conversationID: Self.chat, before: before, after: after, limit: limit)).get()
+            return (page.messages.map(\.serverID), page.hasMore)
+        }
+        let newest = try page(before: nil, limit: 2)
+        #expect(newest.ids == ["m5", "m6"] && newest.hasMore, "the newest page, oldest first")
+        let byTime = try page(before: .time(Date(timeIntervalSince1970: 5)), limit: 2)
+        #expect(byTime.ids == ["m3", "m4"] && byTime.hasMore)
+        let bySequence = try page(before: .sequence(3), limit: 5)
+        #expect(bySequence.ids == ["m1", "m2"] && !bySequence.hasMore, "the oldest page; the other conversation's message is not in it")
+        let bounded = try page(before: .time(Date(timeIntervalSince1970: 6)), after: .sequence(2), limit: 2)
+        #expect(bounded.ids == ["m4", "m5"] && bounded.hasMore)
+        let reachingTheBound = try page(before: .sequence(6), after: .time(Date(timeIntervalSince1970: 2)), limit: 3)
+        #expect(reachingTheBound.ids == ["m3", "m4", "m5"] && !reachingTheBound.hasMore, "nothing more above the bound")
+        let token = #expect(throws: SwitchboardError.self) { try page(before: .token("p1"), limit: 2) }
+        #expect(token?.code == .invalidArgument)
+    }
+
+    /// The app scrolls back twice; the test answers both pages from one list, and the second
+    /// query starts before the oldest message the first one stored.
+    @Test func historyCallsAnsweredFromAListReturnWhatTheyStored() async throws {
+        let backend = TestBackend(capabilities: [.historyPaging])
+        let session = ChatSession(backend: backend, clock: SessionClock(TestClock()), logger: .quiet)
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await backend.nextLink().yield(Self.snapshot)
+            try await recorder.first("the conversation") { $0.conversationID == Self.chat }
+            let chat = try await session.conversation(Self.chat)
+            async let first = chat.history(before: nil, limit: 2)
+            let firstRequest = try await backend.nextRequest()
+            #expect(firstRequest.request == .history(HistoryQuery(conversationID: Self.chat, before: nil, limit: 2)))
+            #expect(firstRequest.answerHistory(from: Self.held))
+            #expect(try await first.map(\.serverID) == ["m5", "m6"])
+            async let second = chat.history(before: nil, limit: 4)
+            let secondRequest = try await backend.nextRequest()
+            #expect(secondRequest.request == .history(HistoryQuery(conversationID: Self.chat, before: .sequence(5), limit: 4)))
+            #expect(secondRequest.answerHistory(from: Self.held))
+            let scrolled = try await second.compactMap(\.serverID)
+            print("history from a list: \(backend.requests.count) pages asked, the app holds \(scrolled)")
+            #expect(scrolled == ["m3", "m4", "m5", "m6"])
+        }
+        let leftOvers = backend.finish()
+        #expect(leftOvers.isEmpty, "\(leftOvers)")
+    }
+
+    /// The example of `Docs/AdapterGuide.md` and of the kit's `TestingWithTestBackend` article,
+    /// as they show it (kept in step by hand): an app's reaction to a send the server refuses
+    /// and to a lost link, with no server.
+    @Test func theGuidesExample() async throws {
+        let backend = TestBackend()
+        let session = ChatSession(backend: backend, clock: SessionClock(ImmediateClock()), logger: .quiet)
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            let link = try await backend.nextLink()
+            let chat = ConversationInfo(id: "chat", kind: .supportChat, state: .active)
+            link.yield(.snapshot(BackendSnapshot(conversations: [ConversationSnapshot(conversation: chat)], isComplete: true)))
+            try await recorder.first("the conversation") { $0.conversationID == "chat" }
+
+            // The server refuses the send: the message turns failed, with the server's reason.
+            let sent = try await session.conversation("chat").send(text: "hello")
+            let request = try await backend.nextRequest()
+            request.fail(SwitchboardError(.messageRejected, "too long"))
+            let failed = try await recorder.first("the refusal") { event in
+                event.updatedMessage?.clientID == sent.clientID && event.updatedMessage?.deliveryState.isFailed == true
+            }
+            #expect(failed.updatedMessage?.deliveryState == .failed("too long"))
+
+            // The link drops: the session reconnects by itself, with what it stored.
+            link.close(throwing: SwitchboardError(.connectionLost, "the test cut the link"))
+            let next = try await backend.nextLink()
+            try await recorder.waitUntil("online again") { $0.filter(\.isConnected).count == 2 }
+            #expect(next.number == 2)
+        }
+        #expect(backend.finish().isEmpty)
+    }
 }

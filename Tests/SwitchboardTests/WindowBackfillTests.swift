@@ -3,44 +3,55 @@ import Switchboard
 import SwitchboardTestKit
 import Testing
 
-/// A backend without sequences that, like CXone's thread recovery, answers every connection with
-/// the newest `window` messages of its one conversation, pushes new ones live, and pages history
-/// by time.
+/// The server of the window tests, scripted on a ``TestBackend``: one conversation without
+/// sequences that, like CXone's thread recovery, answers every link with the newest `window`
+/// messages, pushes new ones on the open link, and pages history by time. History requests are
+/// answered as they come, except those the test holds (``holdHistoryRequest(_:)``), which wait
+/// for it.
 ///
 /// `bounded`: like a Matrix `limited` sync, a window says where the messages it skipped start
 /// (``ConversationSnapshot/skippedAfter``: the last message the app was sent), history pages
 /// stop there, and every window comes with a cursor (`n` and the number of messages).
-final class WindowedBackend: ChatBackend, Sendable {
+///
+/// The lock guards the messages, the open link and the counts.
+private final class WindowedServer: Sendable {
     struct State {
         var messages: [Message] = []
-        var live: AsyncThrowingStream<BackendUpdate, any Error>.Continuation?
+        /// The link the server pushes on; `nil` once it dropped it.
+        var live: TestBackend.Link?
         /// How many of the messages the app was sent (in a window or live).
         var sent = 0
         var historyRequests = 0
-        /// The history requests (1-based) on which the link drops instead of answering.
-        var dropOnHistoryRequest: Set<Int> = []
-        /// Messages that arrive (live) when the given history request comes in.
-        var arriveOnHistoryRequest: [Int: [String]] = [:]
-        /// Messages that arrive unannounced when the given history request comes in, before it
-        /// is answered or dropped (the server skips them: a later window shows them).
-        var skipOnHistoryRequest: [Int: [String]] = [:]
-        /// The history requests on which the open link sends a new window (a `limited` sync).
-        var windowOnHistoryRequest: Set<Int> = []
-        /// Runs when the given history request comes in.
-        var onHistoryRequest: [Int: @Sendable () async -> Void] = [:]
+        /// The history requests (1-based) that wait for the test.
+        var held: Set<Int> = []
     }
 
     static let conversation = ConversationID("c")
     static let start = Date(timeIntervalSince1970: 1_700_000_000)
     let window: Int
     let bounded: Bool
+    let backend = TestBackend(name: "windowed", capabilities: [.historyPaging])
     let state = Locked(State())
-
-    var descriptor: BackendDescriptor { BackendDescriptor(name: "windowed", capabilities: [.historyPaging]) }
 
     init(window: Int, bounded: Bool = false) {
         self.window = window
         self.bounded = bounded
+        backend.onConnect { [self] link in
+            let first = state.withLock { state in
+                state.live = link
+                return windowUpdate(&state)
+            }
+            link.yield(first)
+        }
+        backend.answerAutomatically { [self] pending in
+            guard case .history(let query) = pending.request else { return .failure(SwitchboardError(.unsupported, "windowed: \(pending.request.name)")) }
+            let held = state.withLock { state in
+                state.historyRequests += 1
+                return state.held.contains(state.historyRequests)
+            }
+            if held { return nil }
+            return page(query).map { .history($0) }
+        }
     }
 
     /// The newest window as a snapshot, from the last message the app was sent on.
@@ -53,6 +64,24 @@ final class WindowedBackend: ChatBackend, Sendable {
         )
         state.sent = state.messages.count
         return .snapshot(BackendSnapshot(conversations: [item], isComplete: false, cursor: bounded ? .token("n\(state.sent)") : nil))
+    }
+
+    /// The page of the server's messages `query` asks for (by time).
+    func page(_ query: HistoryQuery) -> Result<HistoryPage, SwitchboardError> {
+        guard case .time? = query.before else { return .failure(SwitchboardError(.invalidArgument, "windowed pages by time")) }
+        return TestBackend.historyPage(of: state.withLock(\.messages), answering: query)
+    }
+
+    /// Answers a held history request with its page.
+    func answer(_ pending: TestBackend.PendingRequest) {
+        guard case .history(let query) = pending.request else {
+            Issue.record("expected a history request, got \(pending.request.name)")
+            return
+        }
+        switch page(query) {
+        case .success(let page): pending.answer(.history(page))
+        case .failure(let error): pending.fail(error)
+        }
     }
 
     /// Adds messages on the server; `push` sends them on the open link, as a live server does.
@@ -73,62 +102,29 @@ final class WindowedBackend: ChatBackend, Sendable {
         }
     }
 
+    /// Sends the newest window on the open link again (a `limited` sync).
+    func sendWindow() {
+        let (update, live) = state.withLock { state in (windowUpdate(&state), state.live) }
+        live?.yield(update)
+    }
+
     /// Ends the open link, as a dropped socket does.
     func dropLink() {
         let live = state.withLock { state in
             defer { state.live = nil }
             return state.live
         }
-        live?.finish(throwing: SwitchboardError(.connectionLost, "dropped"))
+        live?.fail(SwitchboardError(.connectionLost, "dropped"))
     }
 
-    var historyRequests: Int { state.withLock(\.historyRequests) }
-
-    func withConnection<Result: Sendable>(
-        _ context: ConnectionContext,
-        _ body: @Sendable (any BackendConnection) async throws -> Result
-    ) async throws -> Result {
-        let (updates, live) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
-        let first = state.withLock { state in
-            state.live = live
-            return windowUpdate(&state)
-        }
-        live.yield(first)
-        return try await body(Connection(backend: self, updates: updates))
+    /// The history request with this number (from 1) waits for the test
+    /// (``TestBackend/nextRequest(timeout:)``) instead of being answered.
+    func holdHistoryRequest(_ number: Int) {
+        state.withLock { _ = $0.held.insert(number) }
     }
 
-    struct Connection: BackendConnection {
-        let backend: WindowedBackend
-        let updates: AsyncThrowingStream<BackendUpdate, any Error>
-
-        func perform(_ request: BackendRequest) async throws -> BackendResponse {
-            guard case .history(let query) = request else { throw SwitchboardError(.unsupported, "windowed: \(request.name)") }
-            let (number, drop, arriving, skipped, newWindow, hook) = backend.state.withLock { state in
-                state.historyRequests += 1
-                let number = state.historyRequests
-                return (
-                    number, state.dropOnHistoryRequest.contains(number), state.arriveOnHistoryRequest[number] ?? [],
-                    state.skipOnHistoryRequest[number] ?? [], state.windowOnHistoryRequest.contains(number), state.onHistoryRequest[number]
-                )
-            }
-            await hook?()
-            backend.add(skipped, push: false)
-            if newWindow {
-                let (update, live) = backend.state.withLock { state in (backend.windowUpdate(&state), state.live) }
-                live?.yield(update)
-            }
-            if drop {
-                backend.dropLink()
-                throw SwitchboardError(.connectionLost, "dropped during history request \(number)")
-            }
-            backend.add(arriving)
-            guard case .time(let before)? = query.before else { throw SwitchboardError(.invalidArgument, "windowed pages by time") }
-            var lowerBound = Date.distantPast
-            if case .time(let after)? = query.after { lowerBound = after }
-            let older = backend.state.withLock { $0.messages.filter { $0.time < before && $0.time > lowerBound } }
-            return .history(HistoryPage(messages: Array(older.suffix(query.limit)), hasMore: older.count > query.limit))
-        }
-    }
+    /// How many history requests reached the server, answered or not.
+    var historyRequests: Int { backend.requests.filter { $0.name == "history" }.count }
 }
 
 @Suite(.timeLimit(.minutes(1)))
@@ -136,34 +132,46 @@ struct WindowBackfillTests {
     static func names(_ range: ClosedRange<Int>) -> [String] { range.map { "m\($0)" } }
 
     /// The session over `backend`, with 4 messages per backfill page.
-    func session(_ backend: WindowedBackend, store: InMemoryChatStore) -> ChatSession {
+    func session(_ backend: TestBackend, store: InMemoryChatStore) -> ChatSession {
         var configuration = SessionConfiguration.fastForTests
         configuration.backfillPageSize = 4
         return ChatSession(backend: backend, store: store, configuration: configuration, random: SeededRandomNumberGenerator(seed: 5), logger: .quiet)
     }
 
     /// Runs `body` with a session connected to a server holding m1…m5 (a window of 3), once the
-    /// first window (m3…m5) is stored; `stored` reads the conversation's stored texts.
-    func withFirstWindowStored(
+    /// first window (m3…m5) is stored; `stored` reads the conversation's stored texts. Then
+    /// expects nothing left on the backend.
+    private func withFirstWindowStored(
         bounded: Bool = false,
         store: InMemoryChatStore = InMemoryChatStore(),
-        _ body: (WindowedBackend, ChatSession, EventRecorder, _ stored: @escaping @Sendable () async throws -> [String]) async throws -> Void
+        _ body: (WindowedServer, ChatSession, EventRecorder, _ stored: @escaping @Sendable () async throws -> [String]) async throws -> Void
     ) async throws {
-        let backend = WindowedBackend(window: 3, bounded: bounded)
-        backend.add(Self.names(1...5))
-        let session = session(backend, store: store)
+        let server = WindowedServer(window: 3, bounded: bounded)
+        server.add(Self.names(1...5))
+        let session = session(server.backend, store: store)
         try await withRecording(session) { recorder in
             try await session.resume()
             try await recorder.first("the first window") { event in
                 if case .messageAdded(let message, _) = event.kind { return message.text == "m5" }
                 return false
             }
-            try await body(backend, session, recorder) { try await stored(store, session: session) }
+            try await body(server, session, recorder) { try await stored(store, session: session) }
         }
+        expectNothingLeft(server.backend)
     }
 
     func stored(_ store: InMemoryChatStore, session: ChatSession) async throws -> [String] {
-        await store.fetchMessages(in: WindowedBackend.conversation, before: nil, limit: .max, scope: session.scope).map(\.text)
+        await store.fetchMessages(in: WindowedServer.conversation, before: nil, limit: .max, scope: session.scope).map(\.text)
+    }
+
+    /// Takes the history request the server holds and drops the link under it, as a socket that
+    /// dies while the page is on its way; `skipping` arrive on the server unannounced first (a
+    /// later window shows them).
+    private func dropLinkUnderHeldPage(of server: WindowedServer, skipping: [String] = []) async throws {
+        let page = try await server.backend.nextRequest()
+        server.add(skipping, push: false)
+        server.dropLink()
+        page.fail(SwitchboardError(.connectionLost, "dropped during a history request"))
     }
 
     /// The figures of a run: what the store holds against what the server has from `first` on.
@@ -179,12 +187,15 @@ struct WindowBackfillTests {
     }
 
     @Test func aGapBelowTheRecentWindowIsPagedBackAndStoredInOrder() async throws {
-        try await withFirstWindowStored { backend, session, recorder, stored in
+        try await withFirstWindowStored { server, session, recorder, stored in
             // Fifteen messages while the link is down, and one that arrives live while the gap is
             // being filled: it waits, so the conversation is stored in order.
-            backend.add(Self.names(6...20), push: false)
-            backend.state.withLock { $0.arriveOnHistoryRequest[1] = ["m21"] }
-            backend.dropLink()
+            server.add(Self.names(6...20), push: false)
+            server.holdHistoryRequest(1)
+            server.dropLink()
+            let firstPage = try await server.backend.nextRequest()
+            server.add(["m21"])
+            server.answer(firstPage)
             try await recorder.waitUntil("the gap is closed") {
                 try await stored().last == "m21"
             }
@@ -203,10 +214,11 @@ struct WindowBackfillTests {
     }
 
     @Test func aLinkLostHalfwayFillsTheGapOnTheNextLinkWithNothingTwice() async throws {
-        try await withFirstWindowStored { backend, session, recorder, stored in
-            backend.add(Self.names(6...20), push: false)
-            backend.state.withLock { $0.dropOnHistoryRequest = [2] }
-            backend.dropLink()
+        try await withFirstWindowStored { server, session, recorder, stored in
+            server.add(Self.names(6...20), push: false)
+            server.holdHistoryRequest(2)
+            server.dropLink()
+            try await dropLinkUnderHeldPage(of: server)
             try await recorder.waitUntil("the gap is closed") {
                 try await stored().last == "m20"
             }
@@ -214,33 +226,31 @@ struct WindowBackfillTests {
             let statistics = await session.statistics
             let (lost, duplicated, outOfOrder) = figures(texts, expected: Self.names(3...20), events: recorder.events)
             print(
-                "window gap with the link lost on page 2: pages asked \(backend.historyRequests), connects \(statistics.connects), " +
+                "window gap with the link lost on page 2: pages asked \(server.historyRequests), connects \(statistics.connects), " +
                     "lost \(lost), duplicated \(duplicated), out of order \(outOfOrder)"
             )
             #expect(texts == Self.names(3...20))
             #expect(lost == 0 && duplicated == 0 && outOfOrder == 0)
             #expect(statistics.connects == 3)
-            #expect(backend.historyRequests == 5, "page 1, the dropped page 2, then pages 2…4 on the next link, below the oldest fetched")
+            #expect(server.historyRequests == 5, "page 1, the dropped page 2, then pages 2…4 on the next link, below the oldest fetched")
         }
     }
 
     @Test func aGapBelowTheNextLinksWindowIsFilledAfterTheOpenOne() async throws {
-        try await withFirstWindowStored { backend, session, recorder, stored in
+        try await withFirstWindowStored { server, session, recorder, stored in
             // m6…m20 while the link is down; on page 2 the link drops again and m21…m30 come while
             // it is down: the next link's window (m28…m30) has a gap of its own below it.
-            backend.add(Self.names(6...20), push: false)
-            backend.state.withLock { state in
-                state.dropOnHistoryRequest = [2]
-                state.skipOnHistoryRequest[2] = Self.names(21...30)
-            }
-            backend.dropLink()
+            server.add(Self.names(6...20), push: false)
+            server.holdHistoryRequest(2)
+            server.dropLink()
+            try await dropLinkUnderHeldPage(of: server, skipping: Self.names(21...30))
             try await recorder.waitUntil("both gaps are closed") { try await stored().count == 28 }
             let texts = try await stored()
             let statistics = await session.statistics
             let (lost, duplicated, outOfOrder) = figures(texts, expected: Self.names(3...30), events: recorder.events)
             print(
                 "window gaps, a second below the next link's window while the first is filled: 25 messages missed, " +
-                    "gaps \(statistics.gapsDetected), pages \(backend.historyRequests), lost \(lost), duplicated \(duplicated), out of order \(outOfOrder)"
+                    "gaps \(statistics.gapsDetected), pages \(server.historyRequests), lost \(lost), duplicated \(duplicated), out of order \(outOfOrder)"
             )
             #expect(texts == Self.names(3...30))
             #expect(lost == 0 && duplicated == 0 && outOfOrder == 0)
@@ -253,19 +263,18 @@ struct WindowBackfillTests {
         // the one being filled; and the stored cursor stays before the gaps until both are closed,
         // so a process that dies meanwhile syncs them again.
         let store = InMemoryChatStore()
-        let cursorDuringFill = Locked<SyncCursor?>(nil)
-        try await withFirstWindowStored(bounded: true, store: store) { backend, session, recorder, stored in
+        try await withFirstWindowStored(bounded: true, store: store) { server, session, recorder, stored in
             let scope = session.scope
-            backend.add(Self.names(6...20), push: false)
-            backend.state.withLock { state in
-                state.skipOnHistoryRequest[1] = Self.names(21...30)
-                state.windowOnHistoryRequest = [1]
-                state.onHistoryRequest[1] = {
-                    let cursor = await store.fetchCursor(scope: scope)
-                    cursorDuringFill.withLock { $0 = cursor }
-                }
-            }
-            backend.dropLink()
+            server.add(Self.names(6...20), push: false)
+            server.holdHistoryRequest(1)
+            server.dropLink()
+            // While the first page is on its way: m21…m30 come unannounced, and the open link
+            // sends a new window (m28…m30) that skipped them.
+            let firstPage = try await server.backend.nextRequest()
+            let cursorDuringFill = await store.fetchCursor(scope: scope)
+            server.add(Self.names(21...30), push: false)
+            server.sendWindow()
+            server.answer(firstPage)
             try await recorder.waitUntil("both gaps are closed") { try await stored().count == 28 }
             let texts = try await stored()
             let statistics = await session.statistics
@@ -273,25 +282,25 @@ struct WindowBackfillTests {
             let storedCursor = await store.fetchCursor(scope: scope)
             print(
                 "window gaps, bounded, a second during the fill: 25 messages missed, gaps \(statistics.gapsDetected), " +
-                    "pages \(backend.historyRequests), lost \(lost), duplicated \(duplicated), out of order \(outOfOrder); " +
-                    "cursor stored during the fill \(cursorDuringFill.withLock { $0 }.map { "\($0)" } ?? "none"), after \(storedCursor.map { "\($0)" } ?? "none")"
+                    "pages \(server.historyRequests), lost \(lost), duplicated \(duplicated), out of order \(outOfOrder); " +
+                    "cursor stored during the fill \(cursorDuringFill.map { "\($0)" } ?? "none"), after \(storedCursor.map { "\($0)" } ?? "none")"
             )
             #expect(texts == Self.names(3...30))
             #expect(lost == 0 && duplicated == 0 && outOfOrder == 0)
             #expect(statistics.gapsDetected == 2)
-            #expect(backend.historyRequests == 5, "m14…17, m10…13, m6…9; then m24…27, m21…23")
-            #expect(cursorDuringFill.withLock { $0 } == .token("n5"), "the first link's cursor, before both gaps")
+            #expect(server.historyRequests == 5, "m14…17, m10…13, m6…9; then m24…27, m21…23")
+            #expect(cursorDuringFill == .token("n5"), "the first link's cursor, before both gaps")
             #expect(storedCursor == .token("n30"))
         }
     }
 
     @Test func aWindowThatReachesTheStoreNeedsNoPages() async throws {
-        try await withFirstWindowStored { backend, session, recorder, stored in
-            backend.add(Self.names(6...7), push: false)
-            backend.dropLink()
+        try await withFirstWindowStored { server, session, recorder, stored in
+            server.add(Self.names(6...7), push: false)
+            server.dropLink()
             try await recorder.waitUntil("the window is stored") { try await stored().last == "m7" }
             #expect(try await stored() == Self.names(3...7))
-            #expect(backend.historyRequests == 0)
+            #expect(server.historyRequests == 0)
         }
     }
 
