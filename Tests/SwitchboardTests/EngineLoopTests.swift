@@ -117,98 +117,6 @@ extension TestBackend {
     }
 }
 
-/// A store that can hold the engine's next read of where history continues, so the loop waits
-/// inside a history call while the test starts another; it counts the page reads the app's calls
-/// make. The lock guards the hold and the count.
-private final class HoldingStore: ChatStore {
-    private struct State {
-        var holdNext = false
-        var held: CheckedContinuation<Void, Never>?
-        var pageReads = 0
-    }
-
-    let base = InMemoryChatStore()
-    private let state = Locked(State())
-    /// Fires when a read is held and when a page read ends.
-    private let changed = AsyncSignal()
-
-    var isHolding: Bool { state.withLock { $0.held != nil } }
-    var pageReads: Int { state.withLock { $0.pageReads } }
-
-    func holdNextOldestRead() { state.withLock { $0.holdNext = true } }
-
-    func release() {
-        let held = state.withLock { state in
-            defer { state.held = nil }
-            return state.held
-        }
-        held?.resume()
-    }
-
-    /// Waits until `check` holds, woken by each held read and each page read.
-    func waitUntil(_ what: String, _ check: @escaping @Sendable (HoldingStore) -> Bool) async throws {
-        try await SwitchboardTestKit.waitUntil(what, timeout: .seconds(15), signal: changed) { check(self) }
-    }
-
-    func fetchOldestConfirmedMessage(in conversation: ConversationID, scope: StoreScope) async throws -> Message? {
-        let hold = state.withLock { state in
-            defer { state.holdNext = false }
-            return state.holdNext
-        }
-        if hold {
-            await withCheckedContinuation { continuation in
-                state.withLock { $0.held = continuation }
-                changed.signal()
-            }
-        }
-        return await base.fetchOldestConfirmedMessage(in: conversation, scope: scope)
-    }
-
-    func fetchMessages(in conversation: ConversationID, before: MessageOrderKey?, limit: Int, scope: StoreScope) async throws -> [Message] {
-        let page = await base.fetchMessages(in: conversation, before: before, limit: limit, scope: scope)
-        state.withLock { $0.pageReads += 1 }
-        changed.signal()
-        return page
-    }
-
-    func apply(_ writes: [StoreWrite], scope: StoreScope) async throws { await base.apply(writes, scope: scope) }
-    func fetchConversations(scope: StoreScope) async throws -> [ConversationInfo] { await base.fetchConversations(scope: scope) }
-    func fetchConversation(_ id: ConversationID, scope: StoreScope) async throws -> ConversationInfo? { await base.fetchConversation(id, scope: scope) }
-    func saveConversation(_ conversation: ConversationInfo, scope: StoreScope) async throws { try await apply([.saveConversation(conversation)], scope: scope) }
-    func removeConversation(_ id: ConversationID, scope: StoreScope) async throws { try await apply([.removeConversation(id)], scope: scope) }
-    func fetchMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws -> Message? {
-        await base.fetchMessage(serverID: serverID, in: conversation, scope: scope)
-    }
-    func fetchMessage(clientID: ClientMessageID, scope: StoreScope) async throws -> Message? { await base.fetchMessage(clientID: clientID, scope: scope) }
-    func fetchMessages(serverIDs: [MessageID], clientIDs: [ClientMessageID], in conversation: ConversationID, scope: StoreScope) async throws -> [Message] {
-        try await base.fetchMessages(serverIDs: serverIDs, clientIDs: clientIDs, in: conversation, scope: scope)
-    }
-    func countMessages(in conversation: ConversationID, scope: StoreScope) async throws -> Int { await base.countMessages(in: conversation, scope: scope) }
-    func saveMessages(_ messages: [Message], scope: StoreScope) async throws { try await apply([.saveMessages(messages)], scope: scope) }
-    func removeMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws {
-        try await apply([.removeMessage(serverID, in: conversation)], scope: scope)
-    }
-    func removeAllMessages(in conversation: ConversationID, scope: StoreScope) async throws { try await apply([.removeAllMessages(in: conversation)], scope: scope) }
-    func fetchReadMarkers(in conversation: ConversationID, scope: StoreScope) async throws -> [ParticipantID: ChatEvent.ReadMarker] {
-        await base.fetchReadMarkers(in: conversation, scope: scope)
-    }
-    func saveReadMarker(_ marker: ChatEvent.ReadMarker, of participant: ParticipantID, in conversation: ConversationID, scope: StoreScope) async throws {
-        try await apply([.saveReadMarker(marker, of: participant, in: conversation)], scope: scope)
-    }
-    func fetchSequences(scope: StoreScope) async throws -> [ConversationID: Int64] { await base.fetchSequences(scope: scope) }
-    func saveSequence(_ sequence: Int64, for conversation: ConversationID, scope: StoreScope) async throws {
-        try await apply([.saveSequence(sequence, for: conversation)], scope: scope)
-    }
-    func fetchCursor(scope: StoreScope) async throws -> SyncCursor? { await base.fetchCursor(scope: scope) }
-    func saveCursor(_ cursor: SyncCursor?, scope: StoreScope) async throws { try await apply([.saveCursor(cursor)], scope: scope) }
-    func fetchOutbox(scope: StoreScope) async throws -> [OutboxEntry] { await base.fetchOutbox(scope: scope) }
-    func saveOutboxEntry(_ entry: OutboxEntry, scope: StoreScope) async throws { try await apply([.saveOutboxEntry(entry)], scope: scope) }
-    func removeOutboxEntry(_ clientID: ClientMessageID, scope: StoreScope) async throws { try await apply([.removeOutboxEntry(clientID)], scope: scope) }
-    func fetchCredentials(scope: StoreScope) async throws -> Credentials { await base.fetchCredentials(scope: scope) }
-    func saveCredentials(_ credentials: Credentials, scope: StoreScope) async throws { try await apply([.saveCredentials(credentials)], scope: scope) }
-    func fetchPendingMessages(scope: StoreScope) async throws -> [Message] { await base.fetchPendingMessages(scope: scope) }
-}
-
 @Suite(.timeLimit(.minutes(1)))
 struct EngineLoopTests {
     /// Applies a timeline's diffs to a list, as a UI does, until `done` holds for the list.
@@ -409,7 +317,7 @@ struct EngineLoopTests {
     /// first, so the backend is asked once, and both return the page once it is answered.
     @Test func twoHistoryCallsWhileThePageIsOnItsWayAskTheBackendOnce() async throws {
         let backend = TestBackend(name: "paged", capabilities: [.historyPaging])
-        let store = HoldingStore()
+        let store = ProbedStore()
         let session = ChatSession(backend: backend, store: store, clock: SessionClock(TestClock()), logger: .quiet)
         let page = (1...3).map { index in
             Message(serverID: MessageID("h\(index)"), conversationID: chatID, senderRole: .agent, text: "old \(index)", time: Date(timeIntervalSince1970: Double(index)))
@@ -420,18 +328,19 @@ struct EngineLoopTests {
             link.yield(oneConversation)
             try await recorder.first("the conversation") { $0.conversationID == chatID }
             let chat = try await session.conversation(chatID)
-            store.holdNextOldestRead()
+            // Where the first call's page starts is read from the store: held there.
+            store.holdNext(.fetchOldestConfirmedMessage)
             let results = try await withThrowingTaskGroup(of: [Message].self) { group in
                 group.addTask { try await chat.history(before: nil, limit: 10) }
                 // The loop is inside the first call, reading where its page starts.
-                try await store.waitUntil("the first call at the store") { $0.isHolding }
-                let readsBefore = store.pageReads
+                try await store.waitUntil("the first call at the store") { $0.isHolding(.fetchOldestConfirmedMessage) }
+                let readsBefore = store.finishedCount(.fetchMessagesPage)
                 group.addTask { try await chat.history(before: nil, limit: 10) }
                 // The second call read the stored page; its command reaches the inbox before the
                 // loop may go on (both run on the session's actor), so it waits behind the first.
-                try await store.waitUntil("the second call's read") { $0.pageReads > readsBefore }
+                try await store.waitUntil("the second call's read") { $0.finishedCount(.fetchMessagesPage) > readsBefore }
                 #expect(await session.statistics.bufferedInputs == 1, "the second call waits for the loop")
-                store.release()
+                store.release(.fetchOldestConfirmedMessage)
                 let request = try await backend.nextRequest()
                 #expect(request.request == .history(HistoryQuery(conversationID: chatID, before: nil, limit: 10)))
                 #expect(request.answer(.history(HistoryPage(messages: page, hasMore: true))))
