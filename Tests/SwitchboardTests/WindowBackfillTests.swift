@@ -331,6 +331,31 @@ struct WindowBackfillTests {
         #expect(events.count == 7, "14…17 fetched (13 is stored, 10…12 are history), 18…20 held")
     }
 
+    /// Pages that do not come newest first (a backend that pages from its top again on the next
+    /// link, after one that jumped ahead) still store the gap oldest first, each message once.
+    @Test func pagesThatComeOutOfOrderAreStillStoredOldestFirst() {
+        func message(_ index: Int) -> Message {
+            Message(serverID: MessageID("m\(index)"), conversationID: "c", text: "m\(index)", time: Date(timeIntervalSince1970: Double(index)))
+        }
+        let window = (20...21).map { BackendEvent(.messageAdded(message($0), position: .newest), conversation: "c") }
+        var fill = WindowBackfillStateMachine(conversation: "c", window: window, pageLimit: 3, maxPages: 5)
+        _ = fill.linkAvailable()
+        _ = fill.pageArrived(HistoryPage(messages: (14...16).map(message), hasMore: true), stored: [])
+        fill.linkLost()
+        _ = fill.linkAvailable()
+        _ = fill.pageArrived(HistoryPage(messages: (17...19).map(message), hasMore: true), stored: [])
+        guard case .deliver(let events, let unfilled)? = fill.pageArrived(HistoryPage(messages: (11...13).map(message), hasMore: true), stored: [message(13)]) else {
+            Issue.record("a stored message below the window closes the gap")
+            return
+        }
+        let order = events.compactMap { event -> String? in
+            if case .messageAdded(let message, _) = event.kind { return message.text }
+            return nil
+        }
+        #expect(unfilled == nil)
+        #expect(order == (14...21).map { "m\($0)" }, "once each, oldest first: \(order)")
+    }
+
     @Test func aGapDeeperThanTheLimitIsDeliveredAndReported() {
         func message(_ index: Int) -> Message {
             Message(serverID: MessageID("m\(index)"), conversationID: "c", text: "m\(index)", time: Date(timeIntervalSince1970: Double(index)))

@@ -122,12 +122,12 @@ public struct WindowBackfillStateMachine: Sendable {
     private func deliverAll(unfilled: String?, after start: MessageOrderKey? = nil) -> Action {
         var events: [BackendEvent] = []
         var seen = Set<MessageID>()
-        // Oldest page first, each page oldest first; a message two pages share goes once.
-        for page in pages.reversed() {
-            for message in page.sorted(by: { $0.orderKey < $1.orderKey }) where start.map({ message.orderKey > $0 }) ?? true {
-                if let id = message.serverID, !seen.insert(id).inserted { continue }
-                events.append(BackendEvent(.messageAdded(message, position: .newest), conversation: conversation, time: message.time))
-            }
+        // Every fetched message oldest first, whatever order the pages came in (a backend may
+        // page a range twice); a message two pages share goes once.
+        let fetched = pages.joined().sorted { $0.orderKey < $1.orderKey }
+        for message in fetched where start.map({ message.orderKey > $0 }) ?? true {
+            if let id = message.serverID, !seen.insert(id).inserted { continue }
+            events.append(BackendEvent(.messageAdded(message, position: .newest), conversation: conversation, time: message.time))
         }
         return .deliver(events + held, unfilled: unfilled)
     }
