@@ -331,6 +331,28 @@ struct WindowBackfillTests {
         #expect(events.count == 7, "14…17 fetched (13 is stored, 10…12 are history), 18…20 held")
     }
 
+    /// A link lost half-way: the next link asks for the page after the last one fetched (the
+    /// backend's token), not from the window again.
+    @Test func aFillGoesOnWhereItGotToOnTheNextLink() {
+        func message(_ index: Int) -> Message {
+            Message(serverID: MessageID("m\(index)"), conversationID: "c", text: "m\(index)", time: Date(timeIntervalSince1970: Double(index)))
+        }
+        let window = (20...21).map { BackendEvent(.messageAdded(message($0), position: .newest), conversation: "c") }
+        var fill = WindowBackfillStateMachine(conversation: "c", window: window, pageLimit: 3, maxPages: 3)
+        _ = fill.linkAvailable()
+        guard case .request(let second)? = fill.pageArrived(HistoryPage(messages: (17...19).map(message), hasMore: true, nextAnchor: .token("below-17")), stored: []) else {
+            Issue.record("the first page asks for the next")
+            return
+        }
+        #expect(second.before == .token("below-17"))
+        fill.linkLost()
+        guard case .request(let again)? = fill.linkAvailable() else {
+            Issue.record("the next link asks again")
+            return
+        }
+        #expect(again.before == .token("below-17"), "the next link goes on from the token: \(String(describing: again.before))")
+    }
+
     /// Pages that do not come newest first (a backend that pages from its top again on the next
     /// link, after one that jumped ahead) still store the gap oldest first, each message once.
     @Test func pagesThatComeOutOfOrderAreStillStoredOldestFirst() {

@@ -9,7 +9,8 @@ import Foundation
 /// history from the window until a page reaches a message the store has (or the server has no
 /// more), and meanwhile holds the window's message events and the live ones of the conversation:
 /// everything is stored together, oldest first, once the gap is closed. Nothing held is stored
-/// before that, so a link lost half-way loses nothing: the fill starts again on the next link.
+/// before that, so a link lost half-way loses nothing: the fill goes on from where it got to on
+/// the next link.
 public struct WindowBackfillStateMachine: Sendable {
     public enum Action: Sendable {
         /// Ask the backend for this older page.
@@ -73,12 +74,13 @@ public struct WindowBackfillStateMachine: Sendable {
         return .request(HistoryQuery(conversationID: conversation, before: nextAnchor ?? oldestAnchor, after: lowerBound, limit: pageLimit))
     }
 
-    /// The link went away with the page request unanswered: it is asked again on the next link.
+    /// The link went away with the page request unanswered: it is asked again on the next link,
+    /// from where the fill had got to: a backend's page token is sent on the next link as it is
+    /// (the adapter guide asks adapters to make their tokens whole on any link). Paging again
+    /// from the oldest message held re-fetched the gap from the top on every link of a backend
+    /// that answers a time anchor from its newest page, until the page limit cut it short.
     public mutating func linkLost() {
         isRequesting = false
-        // A page token belongs to the link that gave it; the next link pages from the oldest
-        // message held instead.
-        nextAnchor = nil
     }
 
     /// A page arrived; `stored` are those of its messages the store already has. The gap is

@@ -187,19 +187,44 @@ extension CXoneLink {
         let id = query.conversationID.rawValue
         // §3.7 names a page by its scroll token and the `createdAt` of the oldest message loaded
         // above it: the two go together. A token this adapter handed out carries its date (so it
-        // stays whole on another link); otherwise the thread's own pair is used — a time anchor
-        // cannot be sent, and pages older than needed are dropped as duplicates by the engine.
-        var pair: (token: String, oldest: Date?)?
+        // stays whole on another link). A time cannot be sent: a time anchor pages down from the
+        // top — the token the thread's recovery on this link gave — to the first page below that
+        // time. (The thread's latest token is where the last page of any fill stopped: a second
+        // fill on the same link that started there skipped the messages between, the CXone soak.)
         if case .token(let given)? = query.before {
-            pair = Self.decodeHistoryAnchor(given)
-        } else {
-            if state.withLock({ $0.threads[id]?.scrollToken }) == nil {
-                // Never recovered on this link: recover it; its messages arrive as a snapshot.
-                try await recover(id, socket: socket)
-            }
-            pair = state.withLock { state in state.threads[id]?.scrollToken.map { ($0, state.threads[id]?.oldestLoaded) } }
+            let (token, oldest) = Self.decodeHistoryAnchor(given)
+            return try await page(id, token: token, oldest: oldest, socket: socket)
         }
-        guard let (scrollToken, loaded) = pair, !scrollToken.isEmpty else { return HistoryPage(messages: [], hasMore: false) }
+        if state.withLock({ $0.threads[id]?.recoveryToken }) == nil {
+            // Never recovered on this link: recover it; its messages arrive as a snapshot.
+            try await recover(id, socket: socket)
+        }
+        guard let (top, topOldest) = state.withLock({ state in state.threads[id]?.recoveryToken.map { ($0, state.threads[id]?.recoveryOldest) } }) else {
+            return HistoryPage(messages: [], hasMore: false)
+        }
+        guard case .time(let before)? = query.before else {
+            return try await page(id, token: top, oldest: topOldest, socket: socket)
+        }
+        var current = try await page(id, token: top, oldest: topOldest, socket: socket)
+        // Bounded: each page is older than the last; a thread deeper than this many pages above
+        // the time gets what is below the last page fetched.
+        for _ in 0..<Self.maxPagesToTime {
+            let below = current.messages.filter { $0.time <= before }
+            guard below.isEmpty, current.hasMore, case .token(let next)? = current.nextAnchor else {
+                return HistoryPage(messages: below, hasMore: current.hasMore, nextAnchor: current.nextAnchor)
+            }
+            let (token, oldest) = Self.decodeHistoryAnchor(next)
+            current = try await page(id, token: token, oldest: oldest, socket: socket)
+        }
+        return HistoryPage(messages: current.messages.filter { $0.time <= before }, hasMore: current.hasMore, nextAnchor: current.nextAnchor)
+    }
+
+    /// How many pages a time anchor pages down through at most.
+    static let maxPagesToTime = 1_000
+
+    /// One `LoadMoreMessages` page: the page above `token` ends with a message created at `oldest`.
+    private func page(_ id: String, token scrollToken: String, oldest loaded: Date?, socket: TextWebSocket) async throws -> HistoryPage {
+        guard !scrollToken.isEmpty else { return HistoryPage(messages: [], hasMore: false) }
         let oldest = loaded ?? context.clock.date
         guard let reply = try await send(
             "LoadMoreMessages",

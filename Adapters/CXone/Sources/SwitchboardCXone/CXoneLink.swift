@@ -19,6 +19,10 @@ final class CXoneLink: BackendConnection {
         var scrollToken: String?
         /// The oldest message loaded (recovery, then each older page): `LoadMoreMessages` names it.
         var oldestLoaded: Date?
+        /// The token of the thread's last recovery on this link, and its oldest message: the top
+        /// of its history, where a page asked for by time starts.
+        var recoveryToken: String?
+        var recoveryOldest: Date?
         var closed = false
         /// The customer has sent into it: the server knows it.
         var sent = false
@@ -236,7 +240,11 @@ final class CXoneLink: BackendConnection {
                     thread.name = item.conversation.title
                     thread.closed = item.conversation.state.isClosed
                     if let contact = item.conversation.customData?["contactId"]?.stringValue { thread.contactID = contact }
-                    if let token = item.conversation.customData?["scrollToken"]?.stringValue { thread.scrollToken = token }
+                    if let token = item.conversation.customData?["scrollToken"]?.stringValue {
+                        thread.scrollToken = token
+                        thread.recoveryToken = token
+                        thread.recoveryOldest = item.messages.map(\.time).min()
+                    }
                     if let oldest = item.messages.map(\.time).min() { thread.oldestLoaded = min(oldest, thread.oldestLoaded ?? oldest) }
                     state.threads[item.conversation.id.rawValue] = thread
                 }
