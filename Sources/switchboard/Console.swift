@@ -31,6 +31,15 @@ actor Console {
             case thread
             /// `/appeal TEXT`: a conversation its first message makes (Webim offline appeals).
             case appeal
+
+            /// The command as the help writes it.
+            var usage: String {
+                switch self {
+                case .group: "/create TITLE [USER…]"
+                case .thread: "/new [FIELD=VALUE…]"
+                case .appeal: "/appeal TEXT"
+                }
+            }
         }
 
         enum Ending: Sendable {
@@ -38,6 +47,13 @@ actor Console {
             case close
             /// `/leave` takes the user out of the conversation, which goes on without them.
             case leave
+
+            var command: String {
+                switch self {
+                case .close: "/close"
+                case .leave: "/leave"
+                }
+            }
         }
 
         var start: Start?
@@ -79,22 +95,9 @@ actor Console {
     var help: String {
         let capabilities = session.descriptor.capabilities
         func offered(_ capability: BackendCapabilities, _ text: String) -> String? { capabilities.contains(capability) ? text : nil }
-        let start: String? =
-            switch commands.start {
-            case .group: "/create TITLE [USER…]"
-            case .thread: "/new [FIELD=VALUE…]"
-            case .appeal: "/appeal TEXT"
-            case nil: nil
-            }
-        let end: String? =
-            switch commands.ending {
-            case .close: "/close"
-            case .leave: "/leave"
-            case nil: nil
-            }
         let lines: [[String?]] = [
             ["TEXT or /send TEXT", offered(.typing, "/typing [DRAFT]"), offered(.readMarkers, "/read"), "/history N", offered(.files, "/file PATH")],
-            ["/conversations", "/open ID", start, commands.join == nil ? nil : "/join ID", end, offered(.archive, "/archive")],
+            ["/conversations", "/open ID", commands.start?.usage, commands.join == nil ? nil : "/join ID", commands.ending?.command, offered(.archive, "/archive")],
             [
                 offered(.participantsManagement, "/add USER"), offered(.participantsManagement, "/remove USER"),
                 offered(.conversationUpdate, "/rename TITLE"), offered(.agentRating, "/rate N"), offered(.polling, "/refresh [forced]"),
@@ -203,13 +206,7 @@ actor Console {
         guard !(sends && argument.isEmpty) else { return ["usage: \(command) \(command == "/file" ? "PATH" : "TEXT")"] }
         guard let id = try await currentConversation() else {
             if sends { unsent.append(argument) }
-            let start =
-                switch commands.start {
-                case .group: ", /create TITLE"
-                case .thread: ", /new"
-                case .appeal: ", /appeal TEXT"
-                case nil: ""
-                }
+            let start = commands.start.map { ", \($0.usage)" } ?? ""
             return ["no conversation\(sends ? ", nothing sent" : ""): /conversations, /open ID\(start)\(commands.join == nil ? "" : " or /join ID")"]
         }
         let chat = try await session.conversation(id)

@@ -129,6 +129,11 @@ private final class WindowedServer: Sendable {
 
 @Suite(.timeLimit(.minutes(1)))
 struct WindowBackfillTests {
+    /// Message `index` of conversation "c", sent at second `index`.
+    static func message(_ index: Int) -> Message {
+        Message(serverID: MessageID("m\(index)"), conversationID: "c", text: "m\(index)", time: Date(timeIntervalSince1970: Double(index)))
+    }
+
     static func names(_ range: ClosedRange<Int>) -> [String] { range.map { "m\($0)" } }
 
     /// The session over `backend`, with 4 messages per backfill page.
@@ -334,13 +339,10 @@ struct WindowBackfillTests {
     /// A link lost half-way: the next link asks for the page after the last one fetched (the
     /// backend's token), not from the window again.
     @Test func aFillGoesOnWhereItGotToOnTheNextLink() {
-        func message(_ index: Int) -> Message {
-            Message(serverID: MessageID("m\(index)"), conversationID: "c", text: "m\(index)", time: Date(timeIntervalSince1970: Double(index)))
-        }
-        let window = (20...21).map { BackendEvent(.messageAdded(message($0), position: .newest), conversation: "c") }
+        let window = (20...21).map { BackendEvent(.messageAdded(Self.message($0), position: .newest), conversation: "c") }
         var fill = WindowBackfillStateMachine(conversation: "c", window: window, pageLimit: 3, maxPages: 3)
         _ = fill.linkAvailable()
-        guard case .request(let second)? = fill.pageArrived(HistoryPage(messages: (17...19).map(message), hasMore: true, nextAnchor: .token("below-17")), stored: []) else {
+        guard case .request(let second)? = fill.pageArrived(HistoryPage(messages: (17...19).map(Self.message), hasMore: true, nextAnchor: .token("below-17")), stored: []) else {
             Issue.record("the first page asks for the next")
             return
         }
@@ -356,17 +358,14 @@ struct WindowBackfillTests {
     /// Pages that do not come newest first (a backend that pages from its top again on the next
     /// link, after one that jumped ahead) still store the gap oldest first, each message once.
     @Test func pagesThatComeOutOfOrderAreStillStoredOldestFirst() {
-        func message(_ index: Int) -> Message {
-            Message(serverID: MessageID("m\(index)"), conversationID: "c", text: "m\(index)", time: Date(timeIntervalSince1970: Double(index)))
-        }
-        let window = (20...21).map { BackendEvent(.messageAdded(message($0), position: .newest), conversation: "c") }
+        let window = (20...21).map { BackendEvent(.messageAdded(Self.message($0), position: .newest), conversation: "c") }
         var fill = WindowBackfillStateMachine(conversation: "c", window: window, pageLimit: 3, maxPages: 5)
         _ = fill.linkAvailable()
-        _ = fill.pageArrived(HistoryPage(messages: (14...16).map(message), hasMore: true), stored: [])
+        _ = fill.pageArrived(HistoryPage(messages: (14...16).map(Self.message), hasMore: true), stored: [])
         fill.linkLost()
         _ = fill.linkAvailable()
-        _ = fill.pageArrived(HistoryPage(messages: (17...19).map(message), hasMore: true), stored: [])
-        guard case .deliver(let events, let unfilled)? = fill.pageArrived(HistoryPage(messages: (11...13).map(message), hasMore: true), stored: [message(13)]) else {
+        _ = fill.pageArrived(HistoryPage(messages: (17...19).map(Self.message), hasMore: true), stored: [])
+        guard case .deliver(let events, let unfilled)? = fill.pageArrived(HistoryPage(messages: (11...13).map(Self.message), hasMore: true), stored: [Self.message(13)]) else {
             Issue.record("a stored message below the window closes the gap")
             return
         }
