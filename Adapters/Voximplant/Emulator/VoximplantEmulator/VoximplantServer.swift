@@ -53,7 +53,7 @@ public final class VoximplantServer: Sendable {
         var unansweredSenders: Set<String> = []
         var withheldSendAnswers = 0
         var retransmittedEvents = 0
-        var retransmits: [(user: String, conversation: String, from: Int64, to: Int64)] = []
+        var retransmits: [(client: Int, user: String, conversation: String, from: Int64, to: Int64)] = []
         var oversizedFrames = 0
         var pingsSent: [String] = []
         var pongs: [String?] = []
@@ -164,8 +164,11 @@ public final class VoximplantServer: Sendable {
     /// Events the server has sent again in answer to `retransmitEvents`, over its life: how much
     /// catch-up cost it.
     public var retransmittedEvents: Int { state.withLock { $0.retransmittedEvents } }
-    /// Every `retransmitEvents` the server answered, in order: who asked, for what range.
-    public var retransmits: [(user: String, conversation: String, from: Int64, to: Int64)] { state.withLock { $0.retransmits } }
+    /// Every `retransmitEvents` the server answered, in order: on which connection (-1 for the robot; numbered as
+    /// ``connectionsOpened`` counts them), who asked, for what range.
+    public var retransmits: [(client: Int, user: String, conversation: String, from: Int64, to: Int64)] { state.withLock { $0.retransmits } }
+    /// The connections the server has accepted over its life; the next one is numbered this.
+    public var connectionsOpened: Int { state.withLock { $0.nextClient } }
     public var connectedClients: Int { state.withLock { $0.clients.values.filter { $0.user != nil }.count } }
 
     // MARK: Faults
@@ -599,7 +602,7 @@ public final class VoximplantServer: Sendable {
             if let conversation = params["conversation"]?.stringValue, let from = params["eventsFrom"]?.intValue,
                 let to = params["eventsTo"]?.intValue
             {
-                state.retransmits.append((user, conversation, from, to))
+                state.retransmits.append((client ?? -1, user, conversation, from, to))
             }
             return result
         default:
