@@ -178,13 +178,15 @@ extension ChatSession {
                 pageLimit: configuration.backfillPageSize, maxPages: configuration.maxBackfillPages
             )
         }
+        var delivered: [BackendEvent] = []
         for event in events {
             if let conversation = event.conversationID, conversations[conversation].windowFill != nil, WindowBackfillStateMachine.holds(event) {
                 if !filling.contains(conversation) { holdDuringFill(event, in: conversation) }
             } else {
-                await deliver(event)
+                delivered.append(event)
             }
         }
+        await deliver(delivered)
         if isLinkOpen {
             for conversation in filling.sorted(by: { $0.rawValue < $1.rawValue }) {
                 await performBackfill(conversations[conversation].windowFill!.linkAvailable(), in: conversation)
@@ -260,10 +262,7 @@ extension ChatSession {
                 )
                 if isLinkOpen { await performBackfill(conversations[conversation].windowFill!.linkAvailable(), in: conversation) }
             } else {
-                await inOneTransaction {
-                    await preloadReconciliation(of: next.events, in: conversation)
-                    for event in next.events { await deliver(event) }
-                }
+                await inOneTransaction { await deliver(next.events) }
             }
         }
         if !conversations.contains(where: { $0.windowFill != nil }), let cursor { await persist { try await self.store.saveCursor(cursor, scope: self.scope) } }
@@ -279,10 +278,7 @@ extension ChatSession {
         case .deliver(let events, let unfilled)?:
             conversations[conversation].windowFill = nil
             if let unfilled { report(SwitchboardError(.protocolViolation, "a gap below the recent messages stays open: \(unfilled)"), conversation: conversation) }
-            await inOneTransaction {
-                await preloadReconciliation(of: events, in: conversation)
-                for event in events { await deliver(event) }
-            }
+            await inOneTransaction { await deliver(events) }
             await startQueuedWindows(in: conversation)
         case nil:
             break
@@ -439,10 +435,7 @@ extension ChatSession {
                 conversation: conversation
             )
         }
-        await preloadReconciliation(of: outcome.deliver.map(\.1), in: conversation)
-        for (_, event) in outcome.deliver {
-            await deliver(event)
-        }
+        await deliver(outcome.deliver.map(\.1))
         if !outcome.deliver.isEmpty, let delivered = conversations[conversation].tracker?.delivered {
             conversations[conversation].storedSequence = delivered
             await persist { try await self.store.saveSequence(delivered, for: conversation, scope: self.scope) }
@@ -462,151 +455,70 @@ extension ChatSession {
 
     /// Applies one in-order event to the store and publishes what changed.
     func deliver(_ event: BackendEvent) async {
-        let conversation = event.conversationID
-        let time = event.time
+        await deliver(CollectionOfOne(event))
+    }
+
+    /// Applies a run of in-order events to the store and publishes what changed: the rows they
+    /// touch are read in one go, ``EventProjection`` says what to write and announce, and the
+    /// writes are one `apply`, announced after it.
+    func deliver(_ events: some Collection<BackendEvent>) async {
+        guard !events.isEmpty else { return }
+        let known = Set(events.compactMap(\.conversationID)).filter { conversations[$0].isStored }
+        var rows = EventProjection.Rows(existing: known)
+        var output = EventProjection.Output()
         do {
-            switch event.kind {
-            case .messageAdded(var message, let position):
-                if let conversation { message.conversationID = conversation }
-                try await applyMessage(message, position: position, sequence: event.sequence, time: time)
-            case .messageUpdated(var message):
-                if let conversation { message.conversationID = conversation }
-                try await applyMessage(message, position: nil, sequence: event.sequence, time: time)
-            case .messageRemoved(let messageID):
-                guard let conversation else { throw missingConversation(event) }
-                guard try await store.fetchMessage(serverID: messageID, in: conversation, scope: scope) != nil else {
-                    return
+            try await read(EventProjection.reads(for: events, in: rows), into: &rows)
+            for event in events {
+                while case .needs(let reads) = EventProjection.project(event, rows: &rows, into: &output, now: clock.date) {
+                    // What is projected so far is stored first: the read sees it.
+                    await perform(&output)
+                    try await read(reads, into: &rows)
                 }
-                try await store.removeMessage(serverID: messageID, in: conversation, scope: scope)
-                publish(event.kind, conversation: conversation, sequence: event.sequence, time: time)
-            case .historyCleared:
-                guard let conversation else { throw missingConversation(event) }
-                try await store.removeAllMessages(in: conversation, scope: scope)
-                publish(event.kind, conversation: conversation, sequence: event.sequence, time: time)
-            case .conversationAdded(let info), .conversationUpdated(let info):
-                try await applyConversation(info, sequence: event.sequence, time: time)
-            case .conversationRemoved:
-                guard let conversation else { throw missingConversation(event) }
-                try await store.removeConversation(conversation, scope: scope)
-                conversations.remove(conversation)
-                publish(event.kind, conversation: conversation, sequence: event.sequence, time: time)
-            case .conversationStateChanged(let state, _):
-                guard let conversation else { throw missingConversation(event) }
-                var info = try await knownConversation(conversation, time: time)
-                let previous = info.state
-                guard previous != state else { return }
-                info.state = state
-                try await store.saveConversation(info, scope: scope)
-                publish(.conversationStateChanged(state, previous: previous), conversation: conversation, sequence: event.sequence, time: time)
-            case .agentChanged(let agent):
-                guard let conversation else { throw missingConversation(event) }
-                var info = try await knownConversation(conversation, time: time)
-                info.assignedAgent = agent
-                info = info.withAssignedAgentAsParticipant()
-                try await store.saveConversation(info, scope: scope)
-                publish(event.kind, conversation: conversation, sequence: event.sequence, time: time)
-            case .participantsAdded(let participants), .participantsUpdated(let participants):
-                guard let conversation else { throw missingConversation(event) }
-                var info = try await knownConversation(conversation, time: time)
-                for participant in participants {
-                    if let index = info.participants.firstIndex(where: { $0.id == participant.id }) {
-                        info.participants[index] = participant
-                    } else {
-                        info.participants.append(participant)
-                    }
-                }
-                try await store.saveConversation(info, scope: scope)
-                publish(event.kind, conversation: conversation, sequence: event.sequence, time: time)
-            case .participantsRemoved(let ids):
-                guard let conversation else { throw missingConversation(event) }
-                var info = try await knownConversation(conversation, time: time)
-                info.participants.removeAll { ids.contains($0.id) }
-                try await store.saveConversation(info, scope: scope)
-                publish(event.kind, conversation: conversation, sequence: event.sequence, time: time)
-            case .readMarker(let participant, let marker):
-                guard let conversation else { throw missingConversation(event) }
-                try await store.saveReadMarker(marker, of: participant, in: conversation, scope: scope)
-                let info = try await store.fetchConversation(conversation, scope: scope)
-                if case .sequence(let sequence) = marker, var info, let index = info.participants.firstIndex(where: { $0.id == participant }) {
-                    info.participants[index].lastReadSequence = sequence
-                    try await store.saveConversation(info, scope: scope)
-                }
-                publish(event.kind, conversation: conversation, sequence: event.sequence, time: time)
-                if let info { try await markCustomerMessagesRead(upTo: marker, by: participant, in: info, time: time) }
-            case .gap:
-                // Bus-only; an adapter has no business sending it.
-                report(SwitchboardError(.protocolViolation, "a backend sent a bus gap event"))
-            default:
-                publish(event.kind, conversation: conversation, sequence: event.sequence, time: time)
             }
-        } catch let error as SwitchboardError {
-            report(error, conversation: conversation)
         } catch {
-            report(SwitchboardError(.storageFailure, "could not store an event", underlying: error), conversation: conversation)
+            report(SwitchboardError(.storageFailure, "could not read the store for an event", underlying: error), conversation: events.first?.conversationID)
         }
+        await perform(&output)
     }
 
-    private func applyMessage(_ message: Message, position: ChatEvent.MessagePosition?, sequence: Int64?, time: Date?) async throws {
-        let conversation = message.conversationID
-        try await ensureConversation(conversation, time: time)
-        let candidates = try await store.fetchMessages(
-            serverIDs: message.serverID.map { [$0] } ?? [], clientIDs: message.clientID.map { [$0] } ?? [], in: conversation, scope: scope
-        )
-        let byServerID = message.serverID.flatMap { id in candidates.first { $0.serverID == id && $0.conversationID == conversation } }
-        let byClientID = message.clientID.flatMap { id in candidates.first { $0.clientID == id } }
-        // A history page is older information than whatever the store holds: it only fills in.
-        if position == .history, byServerID != nil {
-            statisticsValue.duplicatesDropped += 1
-            return
+    /// Reads the rows ``EventProjection`` asked for.
+    private func read(_ reads: EventProjection.Reads, into rows: inout EventProjection.Rows) async throws {
+        guard !reads.isEmpty else { return }
+        var found: [ConversationID: ConversationInfo] = [:]
+        for id in reads.conversations { found[id] = try await store.fetchConversation(id, scope: scope) }
+        var messages: [Message] = []
+        for (conversation, keys) in reads.messages {
+            messages += try await store.fetchMessages(serverIDs: Array(keys.serverIDs), clientIDs: Array(keys.clientIDs), in: conversation, scope: scope)
         }
-        switch MessageReconciler.reconcile(message, byServerID: byServerID, byClientID: byClientID) {
-        case .insert(let message):
-            try await store.saveMessages([message], scope: scope)
-            if let position {
-                publish(.messageAdded(message, position: position), conversation: conversation, sequence: sequence, time: time)
-            } else {
-                publish(.messageUpdated(message), conversation: conversation, sequence: sequence, time: time)
-            }
-        case .update(_, let merged):
-            try await store.saveMessages([merged], scope: scope)
-            publish(.messageUpdated(merged), conversation: conversation, sequence: sequence, time: time)
-        case .duplicate:
-            statisticsValue.duplicatesDropped += 1
+        var newest: [ConversationID: [Message]] = [:]
+        for id in reads.newest {
+            newest[id] = try await store.fetchMessages(in: id, before: nil, limit: EventProjection.readDerivationWindow, scope: scope)
         }
-        if let clientID = message.clientID, message.serverID != nil {
-            await perform(outbox.echoed(clientID))
-        }
+        rows.add(reads, conversations: found, messages: messages, newest: newest)
     }
 
-    private func applyConversation(_ info: ConversationInfo, sequence: Int64?, time: Date?) async throws {
-        let info = info.withAssignedAgentAsParticipant()
-        if let old = try await store.fetchConversation(info.id, scope: scope) {
-            let changes = SnapshotDiff.conversationChanges(from: old, to: info)
-            guard !changes.isEmpty else {
-                statisticsValue.duplicatesDropped += 1
+    /// Stores what a projection wrote in one `apply`, then announces it, ends the outbox entries
+    /// of the echoed sends, and reports its problems; `output` starts over.
+    private func perform(_ output: inout EventProjection.Output) async {
+        let done = output
+        output = EventProjection.Output()
+        statisticsValue.duplicatesDropped += done.duplicates
+        if !done.writes.isEmpty {
+            do {
+                try await store.apply(done.writes, scope: scope)
+            } catch {
+                report(SwitchboardError(.storageFailure, "could not store an event", underlying: error), conversation: done.publications.first?.conversation)
                 return
             }
-            try await store.saveConversation(info, scope: scope)
-            for change in changes {
-                publish(change.kind, conversation: info.id, sequence: sequence, time: time)
-            }
-        } else {
-            try await store.saveConversation(info, scope: scope)
-            publish(.conversationAdded(info), conversation: info.id, sequence: sequence, time: time)
         }
-    }
-
-    /// Before a run of events is delivered in one batch: the stored messages they will be
-    /// reconciled with, read in one go instead of one read each. A failed read only loses the
-    /// shortcut (each lookup reads for itself).
-    private func preloadReconciliation(of events: [BackendEvent], in conversation: ConversationID) async {
-        let messages = events.compactMap { event -> Message? in
-            switch event.kind {
-            case .messageAdded(let message, _), .messageUpdated(let message): message
-            default: nil
-            }
+        for (conversation, isStored) in done.stored {
+            if isStored { conversations[conversation].isStored = true } else { conversations.remove(conversation) }
         }
-        try? await store.preload(reconciling: messages, in: conversation, scope: scope)
+        for publication in done.publications {
+            publish(publication.kind, conversation: publication.conversation, sequence: publication.sequence, time: publication.time)
+        }
+        for clientID in done.echoed { await perform(outbox.echoed(clientID)) }
+        for (problem, conversation) in done.problems { report(problem, conversation: conversation) }
     }
 
     /// The stored conversation, or a new minimal one (published as added) when an event names
@@ -628,49 +540,6 @@ extension ChatSession {
     func ensureConversation(_ id: ConversationID, time: Date?) async throws {
         guard !conversations[id].isStored else { return }
         _ = try await knownConversation(id, time: time)
-    }
-
-    /// How far back a read marker turns the customer's sent messages `.read`.
-    static let readDerivationWindow = 200
-
-    /// A read marker from the other side of a support chat or thread (anyone but a customer) turns
-    /// the customer's messages up to it `.read`, each announced as `messageUpdated`; peer
-    /// conversations (direct, group) keep their markers as events only, and cost no store read.
-    private func markCustomerMessagesRead(
-        upTo marker: ChatEvent.ReadMarker,
-        by participant: ParticipantID,
-        in info: ConversationInfo,
-        time: Date?
-    ) async throws {
-        guard info.kind == .supportChat || info.kind == .thread,
-            info.participants.first(where: { $0.id == participant })?.role != .customer
-        else { return }
-        let conversation = info.id
-        let isWithinMarker: (Message) -> Bool
-        switch marker {
-        case .sequence(let sequence):
-            isWithinMarker = { ($0.sequence ?? .max) <= sequence }
-        case .time(let date):
-            isWithinMarker = { $0.time <= date }
-        case .message(let id):
-            guard let read = try await store.fetchMessage(serverID: id, in: conversation, scope: scope) else { return }
-            isWithinMarker = { $0.orderKey <= read.orderKey }
-        }
-        let recent = try await store.fetchMessages(in: conversation, before: nil, limit: Self.readDerivationWindow, scope: scope)
-        let nowRead = recent.filter {
-            $0.senderRole == .customer && $0.serverID != nil && ($0.deliveryState == .sent || $0.deliveryState == .delivered) && isWithinMarker($0)
-        }.map { message -> Message in
-            var message = message
-            message.deliveryState = .read
-            return message
-        }
-        guard !nowRead.isEmpty else { return }
-        try await store.saveMessages(nowRead, scope: scope)
-        for message in nowRead { publish(.messageUpdated(message), conversation: conversation, time: time) }
-    }
-
-    private func missingConversation(_ event: BackendEvent) -> SwitchboardError {
-        SwitchboardError(.protocolViolation, "\(event.kind.category) event without a conversation")
     }
 
     private func saveCursor(_ new: SyncCursor) async {

@@ -43,11 +43,12 @@ extension ChatSession {
         case .failure(let error): return reply.fail(error)
         }
         conversations[started.conversation.id].startedLocally = true
+        let id = started.conversation.id
         await inOneTransaction {
-            await deliver(BackendEvent(.conversationAdded(started.conversation), conversation: started.conversation.id))
-            for message in started.messages {
-                await deliver(BackendEvent(.messageAdded(message, position: .newest), conversation: started.conversation.id, time: message.time))
-            }
+            await deliver(
+                [BackendEvent(.conversationAdded(started.conversation), conversation: id)]
+                    + started.messages.map { BackendEvent(.messageAdded($0, position: .newest), conversation: id, time: $0.time) }
+            )
         }
         reply.succeed(started.conversation.id)
     }
@@ -312,10 +313,7 @@ extension ChatSession {
             if let next = page.nextAnchor { conversations[conversation].historyAnchor = next }
             if !page.hasMore { conversations[conversation].historyExhausted = true }
             await inOneTransaction {
-                for var message in page.messages {
-                    message.conversationID = conversation
-                    await deliver(BackendEvent(.messageAdded(message, position: .history), conversation: conversation, time: message.time))
-                }
+                await deliver(page.messages.map { BackendEvent(.messageAdded($0, position: .history), conversation: conversation, time: $0.time) })
             }
             let waiters = conversations[conversation].historyWaiters
             conversations[conversation].historyWaiters = []

@@ -13,9 +13,6 @@ final class BatchingStore: ChatStore {
         var conversations: [ConversationID: ConversationInfo] = [:]
         var messagesByServerID: [ConversationID: [MessageID: Message]] = [:]
         var messagesByClientID: [ClientMessageID: Message] = [:]
-        /// Keys a preload found the store does not have (until a kept write adds them).
-        var absentServerIDs: [ConversationID: Set<MessageID>] = [:]
-        var absentClientIDs: Set<ClientMessageID> = []
     }
 
     let base: any ChatStore
@@ -65,16 +62,12 @@ final class BatchingStore: ChatStore {
     }
 
     func fetchMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws -> Message? {
-        let (kept, absent) = batch.withLock { ($0?.messagesByServerID[conversation]?[serverID], $0?.absentServerIDs[conversation]?.contains(serverID) == true) }
-        if let kept { return kept }
-        if absent { return nil }
+        if let kept = batch.withLock({ $0?.messagesByServerID[conversation]?[serverID] }) { return kept }
         return try await base.fetchMessage(serverID: serverID, in: conversation, scope: scope)
     }
 
     func fetchMessage(clientID: ClientMessageID, scope: StoreScope) async throws -> Message? {
-        let (kept, absent) = batch.withLock { ($0?.messagesByClientID[clientID], $0?.absentClientIDs.contains(clientID) == true) }
-        if let kept { return kept }
-        if absent { return nil }
+        if let kept = batch.withLock({ $0?.messagesByClientID[clientID] }) { return kept }
         return try await base.fetchMessage(clientID: clientID, scope: scope)
     }
 
@@ -92,14 +85,14 @@ final class BatchingStore: ChatStore {
             for id in serverIDs {
                 if let message = batch.messagesByServerID[conversation]?[id] {
                     kept.append(message)
-                } else if batch.absentServerIDs[conversation]?.contains(id) != true {
+                } else {
                     missingServerIDs.append(id)
                 }
             }
             for id in clientIDs {
                 if let message = batch.messagesByClientID[id] {
                     kept.append(message)
-                } else if !batch.absentClientIDs.contains(id) {
+                } else {
                     missingClientIDs.append(id)
                 }
             }
@@ -107,33 +100,6 @@ final class BatchingStore: ChatStore {
         }
         guard !missingServerIDs.isEmpty || !missingClientIDs.isEmpty else { return kept }
         return kept + (try await base.fetchMessages(serverIDs: missingServerIDs, clientIDs: missingClientIDs, in: conversation, scope: scope))
-    }
-
-    /// Reads, in one go, the stored messages the batch is about to reconcile `messages` with,
-    /// and keeps them (and which keys the store does not have) in the overlay, so each message's
-    /// own lookup is answered there. Only while a batch is open.
-    func preload(reconciling messages: [Message], in conversation: ConversationID, scope: StoreScope) async throws {
-        let serverIDs = messages.compactMap(\.serverID)
-        let clientIDs = messages.compactMap(\.clientID)
-        guard isBatching, serverIDs.count + clientIDs.count > 1 else { return }
-        let found = try await fetchMessages(serverIDs: serverIDs, clientIDs: clientIDs, in: conversation, scope: scope)
-        batch.withLock { batch in
-            guard batch != nil else { return }
-            var foundServerIDs: Set<MessageID> = []
-            var foundClientIDs: Set<ClientMessageID> = []
-            for message in found {
-                if let id = message.serverID, message.conversationID == conversation {
-                    foundServerIDs.insert(id)
-                    if batch!.messagesByServerID[conversation]?[id] == nil { batch!.messagesByServerID[conversation, default: [:]][id] = message }
-                }
-                if let id = message.clientID {
-                    foundClientIDs.insert(id)
-                    if batch!.messagesByClientID[id] == nil { batch!.messagesByClientID[id] = message }
-                }
-            }
-            for id in serverIDs where !foundServerIDs.contains(id) { batch!.absentServerIDs[conversation, default: []].insert(id) }
-            for id in clientIDs where !foundClientIDs.contains(id) { batch!.absentClientIDs.insert(id) }
-        }
     }
 
     // MARK: Other reads: what is kept is applied first

@@ -1,0 +1,384 @@
+import Foundation
+
+/// What in-order events do to the stored conversations and messages: a pure function of the
+/// events and the stored rows they touch.
+///
+/// The engine reads the rows a run of events needs (``reads(for:in:)``) in one go, then projects
+/// the events one by one (``project(_:rows:into:now:)``): each returns the store writes, the
+/// events to publish, the sends the server echoed and the problems, and keeps `rows` up to date
+/// with its own writes, so the next event of the run sees them without a read. A row that only
+/// an earlier event can tell is needed (the newest messages a read marker turns `.read`) is asked
+/// for by returning the reads instead of projecting; the engine stores what was projected so
+/// far, reads, and projects the same event again.
+///
+/// No I/O, no clock: the engine performs what the output says (writes in one `apply`, events
+/// published after that is stored).
+enum EventProjection {
+    /// How far back a read marker turns the customer's sent messages `.read`.
+    static let readDerivationWindow = 200
+
+    /// The stored rows ``reads(for:in:)`` asked for, and the projection's writes since.
+    struct Rows: Sendable {
+        /// Conversations read (`nil`: the store has none) or written.
+        var conversations: [ConversationID: ConversationInfo?] = [:]
+        /// Conversations known to be stored whose value was not read: a message needs only that.
+        var existing: Set<ConversationID> = []
+        /// Messages by server id, per conversation (`nil`: the store has none).
+        var byServerID: [ConversationID: [MessageID: Message?]] = [:]
+        /// Messages by client id, in any conversation (`nil`: the store has none).
+        var byClientID: [ClientMessageID: Message?] = [:]
+        /// The ``EventProjection/readDerivationWindow`` newest messages of a conversation.
+        var newest: [ConversationID: [Message]] = [:]
+
+        init(existing: Set<ConversationID> = []) {
+            self.existing = existing
+        }
+
+        /// Whether the store holds `conversation`, when that is known.
+        func isStored(_ conversation: ConversationID) -> Bool? {
+            if existing.contains(conversation) { return true }
+            return conversations[conversation].map { $0 != nil }
+        }
+
+        /// Adds what the store answered for `reads`: a key it did not answer is absent.
+        mutating func add(_ reads: Reads, conversations found: [ConversationID: ConversationInfo], messages: [Message], newest: [ConversationID: [Message]]) {
+            for id in reads.conversations { conversations[id] = .some(found[id]) }
+            var foundByServerID: [ConversationID: [MessageID: Message]] = [:]
+            var foundByClientID: [ClientMessageID: Message] = [:]
+            for message in messages {
+                if let id = message.serverID { foundByServerID[message.conversationID, default: [:]][id] = message }
+                if let id = message.clientID { foundByClientID[id] = message }
+            }
+            for (conversation, keys) in reads.messages {
+                for id in keys.serverIDs { byServerID[conversation, default: [:]][id] = .some(foundByServerID[conversation]?[id]) }
+                for id in keys.clientIDs { byClientID[id] = .some(foundByClientID[id]) }
+            }
+            for (id, messages) in newest { self.newest[id] = messages }
+        }
+
+        fileprivate mutating func saved(_ message: Message) {
+            if let id = message.serverID { byServerID[message.conversationID, default: [:]][id] = message }
+            if let id = message.clientID { byClientID[id] = message }
+            newest[message.conversationID] = nil
+        }
+
+        fileprivate mutating func removed(serverID: MessageID, in conversation: ConversationID) {
+            if let clientID = byServerID[conversation]?[serverID]??.clientID { byClientID[clientID] = .some(nil) }
+            byServerID[conversation, default: [:]][serverID] = .some(nil)
+            newest[conversation] = nil
+        }
+
+        fileprivate mutating func removedMessages(in conversation: ConversationID) {
+            if let known = byServerID[conversation] {
+                byServerID[conversation] = known.mapValues { _ in nil }
+            }
+            for (id, message) in byClientID where message?.conversationID == conversation { byClientID[id] = .some(nil) }
+            newest[conversation] = []
+        }
+
+        fileprivate mutating func saved(_ info: ConversationInfo) {
+            conversations[info.id] = info
+        }
+
+        fileprivate mutating func removed(_ conversation: ConversationID) {
+            conversations[conversation] = .some(nil)
+            existing.remove(conversation)
+            removedMessages(in: conversation)
+        }
+    }
+
+    /// Rows to read before projecting.
+    struct Reads: Sendable, Hashable {
+        struct Keys: Sendable, Hashable {
+            var serverIDs: Set<MessageID> = []
+            var clientIDs: Set<ClientMessageID> = []
+        }
+
+        /// Conversations whose value is needed.
+        var conversations: Set<ConversationID> = []
+        /// Messages by key, per conversation (client ids are looked up in any conversation).
+        var messages: [ConversationID: Keys] = [:]
+        /// Conversations whose newest ``EventProjection/readDerivationWindow`` messages are needed.
+        var newest: Set<ConversationID> = []
+
+        var isEmpty: Bool { conversations.isEmpty && messages.isEmpty && newest.isEmpty }
+    }
+
+    /// An event to publish once the writes before it are stored.
+    struct Publication: Sendable, Hashable {
+        var kind: ChatEvent.Kind
+        var conversation: ConversationID?
+        var sequence: Int64?
+        var time: Date?
+    }
+
+    /// What projecting events produced, in order.
+    struct Output: Sendable {
+        var writes: [StoreWrite] = []
+        var publications: [Publication] = []
+        /// Client ids of the app's sends that came back from the server (their outbox entries end).
+        var echoed: [ClientMessageID] = []
+        /// Conversations the store was found or made to hold (`true`) or that were removed (`false`), in order.
+        var stored: [(ConversationID, Bool)] = []
+        /// Events that changed nothing.
+        var duplicates = 0
+        var problems: [(SwitchboardError, ConversationID?)] = []
+
+        fileprivate mutating func publish(_ kind: ChatEvent.Kind, _ conversation: ConversationID?, of event: BackendEvent) {
+            publications.append(Publication(kind: kind, conversation: conversation, sequence: event.sequence, time: event.time))
+        }
+    }
+
+    /// What `projected` says about the run `events`: projected in full, or a read is needed first.
+    enum Step: Sendable, Equatable {
+        case projected
+        case needs(Reads)
+    }
+
+    // MARK: Reads
+
+    /// The rows `events` need that `rows` does not hold: one read for a whole run of events.
+    static func reads(for events: some Sequence<BackendEvent>, in rows: Rows) -> Reads {
+        var reads = Reads()
+        for event in events {
+            let conversation = event.conversationID
+            switch event.kind {
+            case .messageAdded(let message, _), .messageUpdated(let message):
+                let conversation = conversation ?? message.conversationID
+                if rows.isStored(conversation) == nil { reads.conversations.insert(conversation) }
+                if let id = message.serverID, rows.byServerID[conversation]?[id] == nil {
+                    reads.messages[conversation, default: Reads.Keys()].serverIDs.insert(id)
+                }
+                if let id = message.clientID, rows.byClientID[id] == nil {
+                    reads.messages[conversation, default: Reads.Keys()].clientIDs.insert(id)
+                }
+            case .messageRemoved(let id):
+                if let conversation, rows.byServerID[conversation]?[id] == nil {
+                    reads.messages[conversation, default: Reads.Keys()].serverIDs.insert(id)
+                }
+            case .conversationAdded(let info), .conversationUpdated(let info):
+                if rows.conversations[info.id] == nil { reads.conversations.insert(info.id) }
+            case .conversationStateChanged, .agentChanged, .participantsAdded, .participantsUpdated, .participantsRemoved:
+                if let conversation, rows.conversations[conversation] == nil { reads.conversations.insert(conversation) }
+            case .readMarker(_, let marker):
+                guard let conversation else { break }
+                if rows.conversations[conversation] == nil { reads.conversations.insert(conversation) }
+                if case .message(let id) = marker, rows.byServerID[conversation]?[id] == nil {
+                    reads.messages[conversation, default: Reads.Keys()].serverIDs.insert(id)
+                }
+            default:
+                break
+            }
+        }
+        return reads
+    }
+
+    // MARK: Projection
+
+    /// Projects one in-order event onto `rows`, adding what it does to `output`; or, when it needs
+    /// a row `rows` does not hold, changes nothing and names the reads.
+    static func project(_ event: BackendEvent, rows: inout Rows, into output: inout Output, now: Date) -> Step {
+        let missing = reads(for: CollectionOfOne(event), in: rows)
+        if !missing.isEmpty { return .needs(missing) }
+        let conversation = event.conversationID
+        guard conversation != nil || !event.kind.needsConversation else {
+            output.problems.append((SwitchboardError(.protocolViolation, "\(event.kind.category) event without a conversation"), nil))
+            return .projected
+        }
+        switch event.kind {
+        case .messageAdded(var message, let position):
+            if let conversation { message.conversationID = conversation }
+            projectMessage(message, position: position, of: event, rows: &rows, into: &output, now: now)
+        case .messageUpdated(var message):
+            if let conversation { message.conversationID = conversation }
+            projectMessage(message, position: nil, of: event, rows: &rows, into: &output, now: now)
+        case .messageRemoved(let id):
+            guard (rows.byServerID[conversation!]?[id] ?? nil) != nil else { return .projected }
+            output.writes.append(.removeMessage(id, in: conversation!))
+            rows.removed(serverID: id, in: conversation!)
+            output.publish(event.kind, conversation, of: event)
+        case .historyCleared:
+            output.writes.append(.removeAllMessages(in: conversation!))
+            rows.removedMessages(in: conversation!)
+            output.publish(event.kind, conversation, of: event)
+        case .conversationAdded(let info), .conversationUpdated(let info):
+            projectConversation(info, of: event, rows: &rows, into: &output)
+        case .conversationRemoved:
+            output.writes.append(.removeConversation(conversation!))
+            rows.removed(conversation!)
+            output.stored.append((conversation!, false))
+            output.publish(event.kind, conversation, of: event)
+        case .conversationStateChanged(let state, _):
+            var info = known(conversation!, of: event, rows: &rows, into: &output, now: now)
+            let previous = info.state
+            guard previous != state else { return .projected }
+            info.state = state
+            save(info, rows: &rows, into: &output)
+            output.publish(.conversationStateChanged(state, previous: previous), conversation, of: event)
+        case .agentChanged(let agent):
+            var info = known(conversation!, of: event, rows: &rows, into: &output, now: now)
+            info.assignedAgent = agent
+            save(info.withAssignedAgentAsParticipant(), rows: &rows, into: &output)
+            output.publish(event.kind, conversation, of: event)
+        case .participantsAdded(let participants), .participantsUpdated(let participants):
+            var info = known(conversation!, of: event, rows: &rows, into: &output, now: now)
+            for participant in participants {
+                if let index = info.participants.firstIndex(where: { $0.id == participant.id }) {
+                    info.participants[index] = participant
+                } else {
+                    info.participants.append(participant)
+                }
+            }
+            save(info, rows: &rows, into: &output)
+            output.publish(event.kind, conversation, of: event)
+        case .participantsRemoved(let ids):
+            var info = known(conversation!, of: event, rows: &rows, into: &output, now: now)
+            info.participants.removeAll { ids.contains($0.id) }
+            save(info, rows: &rows, into: &output)
+            output.publish(event.kind, conversation, of: event)
+        case .readMarker(let participant, let marker):
+            return projectReadMarker(marker, of: participant, in: conversation!, event: event, rows: &rows, into: &output)
+        case .gap:
+            // Bus-only; an adapter has no business sending it.
+            output.problems.append((SwitchboardError(.protocolViolation, "a backend sent a bus gap event"), nil))
+        default:
+            output.publish(event.kind, conversation, of: event)
+        }
+        return .projected
+    }
+
+    private static func projectMessage(
+        _ message: Message,
+        position: ChatEvent.MessagePosition?,
+        of event: BackendEvent,
+        rows: inout Rows,
+        into output: inout Output,
+        now: Date
+    ) {
+        let conversation = message.conversationID
+        if !rows.existing.contains(conversation) { _ = known(conversation, of: event, rows: &rows, into: &output, now: now) }
+        let byServerID = message.serverID.flatMap { rows.byServerID[conversation]?[$0] ?? nil }
+        let byClientID = message.clientID.flatMap { rows.byClientID[$0] ?? nil }
+        // A history page is older information than whatever the store holds: it only fills in.
+        if position == .history, byServerID != nil {
+            output.duplicates += 1
+            return
+        }
+        switch MessageReconciler.reconcile(message, byServerID: byServerID, byClientID: byClientID) {
+        case .insert(let message):
+            output.writes.append(.saveMessages([message]))
+            rows.saved(message)
+            let kind: ChatEvent.Kind = position.map { .messageAdded(message, position: $0) } ?? .messageUpdated(message)
+            output.publish(kind, conversation, of: event)
+        case .update(_, let merged):
+            output.writes.append(.saveMessages([merged]))
+            rows.saved(merged)
+            output.publish(.messageUpdated(merged), conversation, of: event)
+        case .duplicate:
+            output.duplicates += 1
+        }
+        if let clientID = message.clientID, message.serverID != nil { output.echoed.append(clientID) }
+    }
+
+    private static func projectConversation(_ info: ConversationInfo, of event: BackendEvent, rows: inout Rows, into output: inout Output) {
+        let info = info.withAssignedAgentAsParticipant()
+        if let old = rows.conversations[info.id] ?? nil {
+            let changes = SnapshotDiff.conversationChanges(from: old, to: info)
+            guard !changes.isEmpty else {
+                output.duplicates += 1
+                return
+            }
+            save(info, rows: &rows, into: &output)
+            for change in changes { output.publish(change.kind, info.id, of: event) }
+        } else {
+            save(info, rows: &rows, into: &output)
+            output.publish(.conversationAdded(info), info.id, of: event)
+        }
+    }
+
+    /// A read marker is stored and announced; a read marker of a participant it names takes its
+    /// place, and one from the other side of a support chat or thread turns the customer's
+    /// messages up to it `.read` (peer conversations keep their markers as events only).
+    private static func projectReadMarker(
+        _ marker: ChatEvent.ReadMarker,
+        of participant: ParticipantID,
+        in conversation: ConversationID,
+        event: BackendEvent,
+        rows: inout Rows,
+        into output: inout Output
+    ) -> Step {
+        let info = rows.conversations[conversation] ?? nil
+        let derives =
+            info.map { info in
+                (info.kind == .supportChat || info.kind == .thread)
+                    && info.participants.first(where: { $0.id == participant })?.role != .customer
+            } ?? false
+        var isWithinMarker: ((Message) -> Bool)?
+        if derives {
+            switch marker {
+            case .sequence(let sequence): isWithinMarker = { ($0.sequence ?? .max) <= sequence }
+            case .time(let date): isWithinMarker = { $0.time <= date }
+            case .message(let id):
+                if let read = rows.byServerID[conversation]?[id] ?? nil {
+                    let key = read.orderKey
+                    isWithinMarker = { $0.orderKey <= key }
+                }
+            }
+            if isWithinMarker != nil, rows.newest[conversation] == nil {
+                var reads = Reads()
+                reads.newest = [conversation]
+                return .needs(reads)
+            }
+        }
+        output.writes.append(.saveReadMarker(marker, of: participant, in: conversation))
+        if case .sequence(let sequence) = marker, var info, let index = info.participants.firstIndex(where: { $0.id == participant }) {
+            info.participants[index].lastReadSequence = sequence
+            save(info, rows: &rows, into: &output)
+        }
+        output.publish(event.kind, conversation, of: event)
+        guard let isWithinMarker, let newest = rows.newest[conversation] else { return .projected }
+        let nowRead = newest.filter {
+            $0.senderRole == .customer && $0.serverID != nil && ($0.deliveryState == .sent || $0.deliveryState == .delivered) && isWithinMarker($0)
+        }.map { message -> Message in
+            var message = message
+            message.deliveryState = .read
+            return message
+        }
+        guard !nowRead.isEmpty else { return .projected }
+        output.writes.append(.saveMessages(nowRead))
+        for message in nowRead {
+            rows.saved(message)
+            output.publications.append(Publication(kind: .messageUpdated(message), conversation: conversation, sequence: nil, time: event.time))
+        }
+        return .projected
+    }
+
+    /// The stored conversation, or a new minimal one (announced as added) when an event names a
+    /// conversation the backend never announced.
+    private static func known(_ id: ConversationID, of event: BackendEvent, rows: inout Rows, into output: inout Output, now: Date) -> ConversationInfo {
+        if rows.existing.insert(id).inserted { output.stored.append((id, true)) }
+        if let info = rows.conversations[id] ?? nil { return info }
+        let info = ConversationInfo(id: id, createdAt: event.time ?? now)
+        save(info, rows: &rows, into: &output)
+        output.publications.append(Publication(kind: .conversationAdded(info), conversation: id, sequence: nil, time: event.time))
+        return info
+    }
+
+    private static func save(_ info: ConversationInfo, rows: inout Rows, into output: inout Output) {
+        output.writes.append(.saveConversation(info))
+        rows.saved(info)
+    }
+}
+
+extension ChatEvent.Kind {
+    /// Whether an event of this kind means nothing without a conversation.
+    fileprivate var needsConversation: Bool {
+        switch self {
+        case .messageRemoved, .historyCleared, .conversationRemoved, .conversationStateChanged, .agentChanged, .participantsAdded,
+            .participantsUpdated, .participantsRemoved, .readMarker:
+            true
+        default:
+            false
+        }
+    }
+}
