@@ -26,8 +26,8 @@ extension ChatSession {
     func linkEstablished() async {
         await expireOutbox()
         await perform(outbox.connected())
-        for conversation in conversations.ids(where: { $0.pendingReadMarker != nil }) {
-            enqueue(.markRead(conversation, conversations[conversation].pendingReadMarker!), lane: conversation)
+        for conversation in conversations.ids(where: { $0.readMarker.pending != nil }) {
+            enqueue(.markRead(conversation, conversations[conversation].readMarker.pending!), lane: conversation)
         }
         for conversation in conversations.ids(where: { $0.windowFill != nil }) {
             await performBackfill(conversations[conversation].windowFill!.linkAvailable(), in: conversation)
@@ -114,7 +114,14 @@ extension ChatSession {
     // MARK: Helpers
 
     private func applySnapshot(_ snapshot: BackendSnapshot) async {
+        let capabilities = descriptor.capabilities
+        let application = SnapshotApplication(
+            pageLimit: configuration.backfillPageSize,
+            maxPages: configuration.maxBackfillPages,
+            fillsWindows: capabilities.contains(.historyPaging) && !capabilities.contains(.sequences)
+        )
         var stored = SnapshotDiff.Stored(conversations: [:], messages: [:])
+        var storedOldest: [ConversationID: Message] = [:]
         do {
             if snapshot.isComplete {
                 // A complete list removes what it does not name: every stored conversation counts.
@@ -130,11 +137,11 @@ extension ChatSession {
             for item in snapshot.conversations {
                 let id = item.conversation.id
                 var messages: [MessageID: Message] = [:]
-                for message in item.messages {
-                    guard let serverID = message.serverID,
-                        let old = try await store.fetchMessage(serverID: serverID, in: id, scope: scope)
-                    else { continue }
-                    messages[serverID] = old
+                let serverIDs = item.messages.compactMap(\.serverID)
+                if !serverIDs.isEmpty {
+                    for old in try await store.fetchMessages(serverIDs: serverIDs, clientIDs: [], in: id, scope: scope) {
+                        if let serverID = old.serverID, old.conversationID == id { messages[serverID] = old }
+                    }
                 }
                 if item.messagesAreComplete {
                     for old in try await store.fetchMessages(in: id, before: nil, limit: .max, scope: scope) {
@@ -143,100 +150,25 @@ extension ChatSession {
                 }
                 stored.messages[id] = messages
             }
+            for id in application.windowsToPlace(snapshot, stored: stored, states: conversations) {
+                storedOldest[id] = try await store.fetchOldestConfirmedMessage(in: id, scope: scope)
+            }
         } catch {
             report(SwitchboardError(.storageFailure, "could not read the store for a snapshot", underlying: error))
             return
         }
-        if snapshot.isComplete {
-            // Listed: the backend knows it. Not listed: started here after the backend read its
-            // list, or not yet on the server (a CXone thread before its first message): not gone.
-            for item in snapshot.conversations { conversations[item.conversation.id].startedLocally = false }
-            for id in conversations.ids(where: \.startedLocally) { stored.conversations[id] = nil }
-        }
-        let filling: Set<ConversationID>
-        do {
-            filling = try await windowsWithGaps(in: snapshot, stored: stored)
-        } catch {
-            report(SwitchboardError(.storageFailure, "could not read the store for a snapshot", underlying: error))
-            return
-        }
-        // A new fill holds its window's message events from the start; an open one holds them too.
-        let events = SnapshotDiff.events(from: snapshot, against: stored)
-        // A window for a conversation whose fill is still open waits its turn: the gap below it
-        // is not the one being filled (a second `limited` sync, the next link's recovery).
-        for item in snapshot.conversations where conversations[item.conversation.id].windowFill != nil && !filling.contains(item.conversation.id) {
-            if !item.messages.isEmpty, !item.messagesAreComplete {
-                conversations[item.conversation.id].queuedWindows.append(QueuedWindow(window: item))
-            }
-        }
-        for conversation in filling.sorted(by: { $0.rawValue < $1.rawValue }) {
-            statisticsValue.gapsDetected += 1
-            conversations[conversation].windowFill = WindowBackfillStateMachine(
-                conversation: conversation,
-                window: events.filter { $0.conversationID == conversation && WindowBackfillStateMachine.holds($0) },
-                lowerBound: snapshot.conversations.first { $0.conversation.id == conversation }?.skippedAfter,
-                pageLimit: configuration.backfillPageSize, maxPages: configuration.maxBackfillPages
-            )
-        }
-        var delivered: [BackendEvent] = []
-        for event in events {
-            if let conversation = event.conversationID, conversations[conversation].windowFill != nil, WindowBackfillStateMachine.holds(event) {
-                if !filling.contains(conversation) { holdDuringFill(event, in: conversation) }
-            } else {
-                delivered.append(event)
-            }
-        }
-        await deliver(delivered)
+        let plan = application.apply(snapshot, stored: stored, storedOldest: storedOldest, to: &conversations)
+        statisticsValue.gapsDetected += plan.newFills.count
+        await deliver(plan.deliver)
         if isLinkOpen {
-            for conversation in filling.sorted(by: { $0.rawValue < $1.rawValue }) {
+            for conversation in plan.newFills {
                 await performBackfill(conversations[conversation].windowFill!.linkAvailable(), in: conversation)
             }
         }
-        for item in snapshot.conversations {
-            if let head = item.conversation.lastSequence {
-                await observeHead(of: item.conversation.id, lastSequence: head)
-            }
+        for (conversation, head) in plan.heads {
+            await observeHead(of: conversation, lastSequence: head)
         }
         if let cursor = snapshot.cursor { await saveCursor(cursor) }
-    }
-
-    /// The conversations of a snapshot whose recent window does not reach what the store has: its
-    /// oldest message is not stored while older ones are. Only for backends that page history
-    /// and have no sequences (sequences find their gaps themselves).
-    private func windowsWithGaps(in snapshot: BackendSnapshot, stored: SnapshotDiff.Stored) async throws -> Set<ConversationID> {
-        let capabilities = descriptor.capabilities
-        guard capabilities.contains(.historyPaging), !capabilities.contains(.sequences) else { return [] }
-        var gaps: Set<ConversationID> = []
-        for item in snapshot.conversations where conversations[item.conversation.id].windowFill == nil {
-            let id = item.conversation.id
-            if try await hasGap(below: item, isStored: { stored.messages[id]?[$0] != nil }) { gaps.insert(id) }
-        }
-        return gaps
-    }
-
-    /// Whether the snapshot's window leaves a gap below it: the backend says events were skipped
-    /// before it (``ConversationSnapshot/skippedAfter``), or its oldest message is not stored while
-    /// older ones are. Either way only once the store has something older to fill down to.
-    private func hasGap(below item: ConversationSnapshot, isStored: (MessageID) async throws -> Bool) async throws -> Bool {
-        guard !item.messagesAreComplete, let oldest = item.messages.min(by: { $0.orderKey < $1.orderKey }) else { return false }
-        let bounded = item.skippedAfter != nil
-        // Most windows start with a stored message (every reconnect's recovery): that is known
-        // without reading the store's oldest message.
-        if !bounded {
-            guard let serverID = oldest.serverID, try await !isStored(serverID) else { return false }
-        }
-        guard let storedOldest = try await store.fetchOldestConfirmedMessage(in: item.conversation.id, scope: scope) else { return false }
-        return bounded || storedOldest.orderKey < oldest.orderKey
-    }
-
-    /// Holds a message event of a conversation whose gap is being filled: with the newest window
-    /// waiting its turn, else with the fill.
-    private func holdDuringFill(_ event: BackendEvent, in conversation: ConversationID) {
-        if let last = conversations[conversation].queuedWindows.indices.last {
-            conversations[conversation].queuedWindows[last].events.append(event)
-        } else {
-            conversations[conversation].windowFill!.hold(event)
-        }
     }
 
     /// The fill of `conversation` closed: the windows that waited for it are checked in turn, each
@@ -245,14 +177,16 @@ extension ChatSession {
     private func startQueuedWindows(in conversation: ConversationID) async {
         while conversations[conversation].windowFill == nil, !conversations[conversation].queuedWindows.isEmpty {
             let next = conversations[conversation].queuedWindows.removeFirst()
-            let gap: Bool
+            var gap = false
             do {
-                gap = try await hasGap(below: next.window) { serverID in
-                    try await store.fetchMessage(serverID: serverID, in: conversation, scope: scope) != nil
+                let oldest = next.window.messages.min(by: { $0.orderKey < $1.orderKey })?.serverID
+                let isStored = try await oldest.asyncFlatMap { try await store.fetchMessage(serverID: $0, in: conversation, scope: scope) } != nil
+                if SnapshotApplication.mayLeaveGap(next.window, isStored: { _ in isStored }) {
+                    let storedOldest = try await store.fetchOldestConfirmedMessage(in: conversation, scope: scope)
+                    gap = SnapshotApplication.hasGap(below: next.window, storedOldest: storedOldest)
                 }
             } catch {
                 report(SwitchboardError(.storageFailure, "could not read the store for a window; a gap below it stays open", underlying: error), conversation: conversation)
-                gap = false
             }
             if gap {
                 statisticsValue.gapsDetected += 1
@@ -332,7 +266,7 @@ extension ChatSession {
         } else if let conversation = event.conversationID, conversations[conversation].windowFill != nil,
             WindowBackfillStateMachine.holds(event)
         {
-            holdDuringFill(event, in: conversation)
+            conversations[conversation].holdDuringFill(event)
         } else {
             await deliver(event)
         }
@@ -398,8 +332,7 @@ extension ChatSession {
             report(SwitchboardError(.storageFailure, "could not clear the forgotten history of \(conversation)", underlying: error), conversation: conversation)
         }
         // Markers of the old numbering mean nothing in the new one.
-        conversations[conversation].sentReadMarker = nil
-        conversations[conversation].pendingReadMarker = nil
+        conversations[conversation].readMarker.forget()
         let baseline = catchUpBaseline(head)
         conversations[conversation].storedSequence = baseline
         conversations[conversation].tracker = newTracker(conversation, baseline: baseline)

@@ -218,62 +218,28 @@ extension ChatSession {
         if let marker {
             resolved = marker
         } else {
-            guard let newest = try await store.fetchMessages(in: conversation, before: nil, limit: 1, scope: scope).last
-            else { return }
-            if let sequence = newest.sequence {
-                resolved = .sequence(sequence)
-            } else if let serverID = newest.serverID {
-                resolved = .message(serverID)
-            } else {
-                resolved = .time(newest.time)
-            }
+            guard let newest = try await store.fetchMessages(in: conversation, before: nil, limit: 1, scope: scope).last else { return }
+            resolved = ReadMarkerStateMachine.marker(upTo: newest)
         }
-        // A marker never moves back: one at or before the newest set is already true.
-        if let newest = conversations[conversation].pendingReadMarker ?? conversations[conversation].sentReadMarker,
-            try await !isReadMarker(resolved, after: newest, in: conversation)
-        {
-            return
+        var times: [MessageID: Date] = [:]
+        for id in conversations[conversation].readMarker.messagesToPlace(resolved) {
+            times[id] = try await store.fetchMessage(serverID: id, in: conversation, scope: scope)?.time
         }
-        conversations[conversation].pendingReadMarker = resolved
+        guard case .send(let marker) = conversations[conversation].readMarker.mark(resolved, times: times) else { return }
         if var info = try await store.fetchConversation(conversation, scope: scope), info.unreadCount != 0 {
             info.unreadCount = 0
             await persist { try await self.store.saveConversation(info, scope: self.scope) }
             publish(.conversationUpdated(info), conversation: conversation)
         }
-        enqueue(.markRead(conversation, resolved), lane: conversation)
-    }
-
-    /// Whether `marker` reads further than `other`. Markers of different kinds are compared
-    /// through the messages they name; one that cannot be placed counts as further.
-    private func isReadMarker(
-        _ marker: ChatEvent.ReadMarker,
-        after other: ChatEvent.ReadMarker,
-        in conversation: ConversationID
-    ) async throws -> Bool {
-        if case .sequence(let new) = marker, case .sequence(let old) = other { return new > old }
-        guard let new = try await readPosition(of: marker, in: conversation),
-            let old = try await readPosition(of: other, in: conversation)
-        else { return true }
-        return new > old
-    }
-
-    private func readPosition(of marker: ChatEvent.ReadMarker, in conversation: ConversationID) async throws -> Date? {
-        switch marker {
-        case .time(let date): return date
-        case .message(let id): return try await store.fetchMessage(serverID: id, in: conversation, scope: scope)?.time
-        case .sequence: return nil
-        }
+        enqueue(.markRead(conversation, marker), lane: conversation)
     }
 
     func readMarkerSent(_ marker: ChatEvent.ReadMarker, in conversation: ConversationID) {
-        conversations[conversation].sentReadMarker = marker
-        if conversations[conversation].pendingReadMarker == marker { conversations[conversation].pendingReadMarker = nil }
+        conversations[conversation].readMarker.taken(marker)
     }
 
     func readMarkerFailed(_ error: SwitchboardError, in conversation: ConversationID) {
-        guard !error.isTransient else { return }
-        conversations[conversation].pendingReadMarker = nil
-        report(SwitchboardError(error.code, "marking read failed", underlying: error), conversation: conversation)
+        if let problem = conversations[conversation].readMarker.failed(error) { report(problem, conversation: conversation) }
     }
 
     // MARK: History
@@ -295,12 +261,20 @@ extension ChatSession {
     func requestHistory(_ conversation: ConversationID, limit: Int, reply: Reply<Void>) async {
         do {
             try lifecycle.checkOpen()
-            if conversations[conversation].historyWaiters.isEmpty {
-                guard let query = try await nextHistoryQuery(in: conversation, limit: limit), enqueue(.history(query), lane: conversation) else {
-                    return reply.succeed(())
-                }
+            var next = conversations[conversation].history.next(in: conversation, limit: limit, isLinkOpen: isLinkOpen)
+            if next == .readOldestStored {
+                let oldest = try await store.fetchOldestConfirmedMessage(in: conversation, scope: scope)
+                next = conversations[conversation].history.next(in: conversation, limit: limit, isLinkOpen: isLinkOpen, oldestStored: .some(oldest))
             }
-            conversations[conversation].historyWaiters.append(reply)
+            switch next {
+            case .ask(let query):
+                guard enqueue(.history(query), lane: conversation) else { return reply.succeed(()) }
+            case .join:
+                break
+            case .answerNow, .readOldestStored:
+                return reply.succeed(())
+            }
+            conversations[conversation].history.join(reply)
         } catch {
             reply.fail(error)
         }
@@ -310,13 +284,10 @@ extension ChatSession {
     func historyPageArrived(_ result: Result<BackendResponse, SwitchboardError>, in conversation: ConversationID) async {
         switch result {
         case .success(.history(let page)):
-            if let next = page.nextAnchor { conversations[conversation].historyAnchor = next }
-            if !page.hasMore { conversations[conversation].historyExhausted = true }
+            let waiters = conversations[conversation].history.pageArrived(page)
             await inOneTransaction {
                 await deliver(page.messages.map { BackendEvent(.messageAdded($0, position: .history), conversation: conversation, time: $0.time) })
             }
-            let waiters = conversations[conversation].historyWaiters
-            conversations[conversation].historyWaiters = []
             for waiter in waiters { waiter.succeed(()) }
         case .success(let response):
             failHistoryWaiters(in: conversation, SwitchboardError(.protocolViolation, "history answered with \(response)"))
@@ -326,22 +297,7 @@ extension ChatSession {
     }
 
     func failHistoryWaiters(in conversation: ConversationID, _ error: SwitchboardError) {
-        let waiters = conversations[conversation].historyWaiters
-        conversations[conversation].historyWaiters = []
-        for waiter in waiters { waiter.fail(error) }
-    }
-
-    /// The query for the page before the oldest stored message, or `nil` when there is nothing
-    /// more to ask (exhausted, or no link).
-    private func nextHistoryQuery(in conversation: ConversationID, limit: Int) async throws -> HistoryQuery? {
-        guard !conversations[conversation].historyExhausted, isLinkOpen else { return nil }
-        // The backend's own anchor from the last page wins; the store is read only without one.
-        if let anchor = conversations[conversation].historyAnchor {
-            return HistoryQuery(conversationID: conversation, before: anchor, limit: limit)
-        }
-        let oldest = try await store.fetchOldestConfirmedMessage(in: conversation, scope: scope)
-        let anchor = oldest.map { oldest in oldest.sequence.map { HistoryQuery.Anchor.sequence($0) } ?? .time(oldest.time) }
-        return HistoryQuery(conversationID: conversation, before: anchor, limit: limit)
+        for waiter in conversations[conversation].history.pageFailed() { waiter.fail(error) }
     }
 }
 

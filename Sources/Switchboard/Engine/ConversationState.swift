@@ -16,16 +16,10 @@ struct ConversationState: Sendable {
     /// a gap of its own: it is checked, and filled, when the fill before it closes.
     var queuedWindows: [QueuedWindow] = []
     var typing: TypingThrottleStateMachine?
-    /// A read marker the app set that the server has not taken yet.
-    var pendingReadMarker: ChatEvent.ReadMarker?
-    /// The newest read marker sent, so a marker never moves back.
-    var sentReadMarker: ChatEvent.ReadMarker?
-    /// Where the next history page from the backend starts.
-    var historyAnchor: HistoryQuery.Anchor?
-    /// The backend said there is no older history.
-    var historyExhausted = false
-    /// The app's calls waiting for the history page on its way (a second call joins the first).
-    var historyWaiters: [Reply<Void>] = []
+    /// The app's own read marker: sent, on its way, never moving back.
+    var readMarker = ReadMarkerStateMachine()
+    /// History paging: where the next page starts, and the app's calls waiting for it.
+    var history = HistoryPagingStateMachine<Reply<Void>>()
     /// Started by the app and not listed by any snapshot yet: a complete snapshot may predate it
     /// (it was read while the conversation was being made), so it does not remove it.
     var startedLocally = false

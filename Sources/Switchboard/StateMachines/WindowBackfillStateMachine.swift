@@ -67,6 +67,9 @@ public struct WindowBackfillStateMachine: Sendable {
         held.append(event)
     }
 
+    /// The message events waiting for the gap, in arrival order.
+    var heldEvents: [BackendEvent] { held }
+
     /// The next page to ask for, when none is out (after the start, or on a new link).
     public mutating func linkAvailable() -> Action? {
         guard !isRequesting else { return nil }
