@@ -16,7 +16,7 @@ extension ChatSession {
             credentials.values.merge(new.values) { _, new in new }
             await persist { try await self.store.saveCredentials(self.credentials, scope: self.scope) }
         case .cursor(let new):
-            await saveCursor(new)
+            await perform(machine.cursorArrived(new))
         case .problem(let error):
             report(error)
         }
@@ -56,59 +56,13 @@ extension ChatSession {
             requestAbandoned(request.work, error: SwitchboardError(.connectionLost, "the link closed before \(request.work.request.name) was answered"))
         }
         await perform(outbox.disconnected(interrupting: interrupted ? Set(unanswered) : []))
-        conversations.forEach { state in
-            state.tracker?.connectionLost()
-            state.windowFill?.linkLost()
-            state.typing = nil
-        }
+        machine.linkLost()
         cancelTimers { event in
             switch event {
             case .hold, .outboxRetry, .typing, .poll: true
             case .reconnect, .linkStable: false
             }
         }
-    }
-
-    func retransmitFinished(
-        _ conversation: ConversationID,
-        range: ClosedRange<Int64>,
-        result: Result<BackendResponse, SwitchboardError>
-    ) async {
-        guard var tracker = conversations[conversation].tracker else { return }
-        let outcome: SequenceTrackerStateMachine<BackendEvent>.Outcome
-        switch result {
-        case .success(.events(let events)), .success(.retransmitted(let events, isComplete: false)):
-            outcome = receive(events, in: range, complete: false, tracker: &tracker)
-        case .success(.retransmitted(let events, isComplete: true)):
-            outcome = receive(events, in: range, complete: true, tracker: &tracker)
-        case .success(let response):
-            report(SwitchboardError(.protocolViolation, "retransmit answered with \(response)"), conversation: conversation)
-            outcome = tracker.retransmitFailed(range)
-        case .failure(let error):
-            if error.code != .cancelled {
-                report(SwitchboardError(error.code, "retransmit \(range) failed", underlying: error), conversation: conversation)
-            }
-            outcome = tracker.retransmitFailed(range)
-        }
-        conversations[conversation].tracker = tracker
-        await handle(outcome, in: conversation)
-    }
-
-    /// Feeds a retransmit's events of `range` to the tracker, then its completion.
-    private func receive(
-        _ events: [BackendEvent],
-        in range: ClosedRange<Int64>,
-        complete: Bool,
-        tracker: inout SequenceTrackerStateMachine<BackendEvent>
-    ) -> SequenceTrackerStateMachine<BackendEvent>.Outcome {
-        statisticsValue.retransmittedEvents += events.count
-        var outcome = SequenceTrackerStateMachine<BackendEvent>.Outcome()
-        for event in events {
-            guard let sequence = event.sequence, range.contains(sequence) else { continue }
-            outcome.merge(tracker.receive(sequence: sequence, event: event))
-        }
-        outcome.merge(tracker.retransmitCompleted(range, complete: complete))
-        return outcome
     }
 
     // MARK: Helpers
@@ -168,7 +122,7 @@ extension ChatSession {
         for (conversation, head) in plan.heads {
             await observeHead(of: conversation, lastSequence: head)
         }
-        if let cursor = snapshot.cursor { await saveCursor(cursor) }
+        if let cursor = snapshot.cursor { await perform(machine.cursorArrived(cursor)) }
     }
 
     /// The fill of `conversation` closed: the windows that waited for it are checked in turn, each
@@ -199,7 +153,7 @@ extension ChatSession {
                 await inOneTransaction { await deliver(next.events) }
             }
         }
-        if !conversations.contains(where: { $0.windowFill != nil }), let cursor { await persist { try await self.store.saveCursor(cursor, scope: self.scope) } }
+        await perform(machine.cursorToStore())
     }
 
     /// Performs what a window fill asks: the next page, or storing everything it held.
@@ -248,78 +202,56 @@ extension ChatSession {
     }
 
     private func applyEvent(_ event: BackendEvent) async {
-        if descriptor.capabilities.contains(.sequences), let sequence = event.sequence,
-            let conversation = event.conversationID
-        {
-            if let delivered = conversations[conversation].tracker?.delivered, sequence <= delivered, await isForeign(event, at: sequence, in: conversation) {
-                await resynchronize(
-                    conversation, head: sequence,
-                    because: "event #\(sequence) came with message \(event.messageServerID?.rawValue ?? "?"), not the one stored at #\(sequence)"
-                )
-            }
-            var tracker = conversations[conversation].tracker ?? newTracker(conversation, baseline: catchUpBaseline(sequence - 1))
-            let before = tracker.heldCount
-            let outcome = tracker.receive(sequence: sequence, event: event)
-            if tracker.heldCount > before { statisticsValue.heldBack += 1 }
-            conversations[conversation].tracker = tracker
-            await handle(outcome, in: conversation)
-        } else if let conversation = event.conversationID, conversations[conversation].windowFill != nil,
-            WindowBackfillStateMachine.holds(event)
-        {
-            conversations[conversation].holdDuringFill(event)
-        } else {
-            await deliver(event)
+        var step = machine.event(event)
+        if case .needs(.message(let sequence, let conversation)) = step {
+            step = machine.event(event, storedAtSequence: .some(await storedMessage(atSequence: sequence, in: conversation)))
         }
-        if let cursor = event.cursor { await saveCursor(cursor) }
+        if case .perform(let actions) = step { await perform(actions) }
     }
 
     private func observeHead(of conversation: ConversationID, lastSequence: Int64) async {
-        guard descriptor.capabilities.contains(.sequences) else { return }
-        // A conversation the store knows but has no cursor for starts at the head: older
-        // events are history, paged on demand. One never seen before catches up its newest
-        // events (SessionConfiguration.newConversationCatchUp); the rest is history too.
-        let known = (try? await store.fetchConversation(conversation, scope: scope)) != nil
-        var tracker = conversations[conversation].tracker ?? newTracker(conversation, baseline: known ? lastSequence : catchUpBaseline(lastSequence))
-        if conversations[conversation].storedSequence == nil {
-            // Where this link starts is stored at once, not with the first event delivered: a
-            // session that ends before any event came (its sends applied but unanswered, then
-            // the process killed) must resume from here, not take what came meanwhile for
-            // history (the gateway failover test lost those messages).
-            let baseline = tracker.delivered
-            conversations[conversation].storedSequence = baseline
-            await persist { try await self.store.saveSequence(baseline, for: conversation, scope: self.scope) }
+        var step = machine.head(of: conversation, lastSequence: lastSequence)
+        if case .needs = step {
+            let isStored = (try? await store.fetchConversation(conversation, scope: scope)) != nil
+            step = machine.head(of: conversation, lastSequence: lastSequence, isStored: isStored)
         }
-        if lastSequence < tracker.delivered {
-            await resynchronize(conversation, head: lastSequence, because: "its newest event is #\(lastSequence), below the #\(tracker.delivered) delivered")
-            tracker = conversations[conversation].tracker!
-        }
-        let outcome = tracker.headObserved(lastSequence)
-        conversations[conversation].tracker = tracker
-        await handle(outcome, in: conversation)
+        if case .perform(let actions) = step { await perform(actions) }
     }
 
-    /// Whether `event`, a sequence already delivered, is a new message where the store holds
-    /// another at that sequence: a server that numbers its events afresh.
-    private func isForeign(_ event: BackendEvent, at sequence: Int64, in conversation: ConversationID) async -> Bool {
-        guard case .messageAdded = event.kind, let id = event.messageServerID else { return false }
+    /// The stored message at `sequence`, if any (a failed read: none).
+    private func storedMessage(atSequence sequence: Int64, in conversation: ConversationID) async -> Message? {
         let above = MessageOrderKey(isPending: false, sequence: sequence + 1, time: .distantPast, tieBreaker: "")
-        guard let stored = try? await store.fetchMessages(in: conversation, before: above, limit: 1, scope: scope).last,
-            stored.sequence == sequence, let storedID = stored.serverID
-        else { return false }
-        return storedID != id
+        guard let stored = try? await store.fetchMessages(in: conversation, before: above, limit: 1, scope: scope).last, stored.sequence == sequence
+        else { return nil }
+        return stored
     }
 
-    /// The server has forgotten `conversation`'s events (it restarted without its data, or was
-    /// restored from a backup) and numbers them afresh: its history is the truth from now on.
-    /// Says so as a problem, clears what the store holds of the old history (the app's pending
-    /// sends stay, and go to the new one), and starts over at `head` as for a conversation never
-    /// seen, so what the server has now arrives instead of being taken for what was delivered.
-    func resynchronize(_ conversation: ConversationID, head: Int64, because reason: String) async {
-        statisticsValue.resynchronizations += 1
-        report(
-            SwitchboardError(.protocolViolation, "the server has forgotten the events of \(conversation) (\(reason)); resynchronizing it from the server"),
-            conversation: conversation
-        )
+    /// Performs what ``SessionStateMachine`` asks, in order.
+    func perform(_ actions: [SessionStateMachine.Action]) async {
+        for action in actions {
+            switch action {
+            case .deliver(let events):
+                await deliver(events)
+            case .saveSequence(let sequence, let conversation):
+                await persist { try await self.store.saveSequence(sequence, for: conversation, scope: self.scope) }
+            case .retransmit(let range, let conversation):
+                // Without a link the tracker asks again on the next one.
+                if !enqueue(.retransmit(conversation, range), lane: conversation) { machine.retransmitNotSent(range, in: conversation) }
+            case .startHoldTimer(let conversation):
+                setTimer(.hold(conversation), after: configuration.holdTimeout)
+            case .report(let problem, let conversation):
+                report(problem, conversation: conversation)
+            case .clearHistory(let conversation):
+                await clearHistory(of: conversation)
+            case .saveCursor(let cursor):
+                await persist { try await self.store.saveCursor(cursor, scope: self.scope) }
+            }
+        }
+    }
+
+    /// The server forgot `conversation`'s events: the store's old history goes, the app's pending
+    /// sends stay (they go to the new one), and the app hears `historyCleared`.
+    private func clearHistory(of conversation: ConversationID) async {
         let pendingIDs = outbox.entries.filter { $0.message.conversationID == conversation }.map(\.message.clientID)
         do {
             let pending = try await store.fetchMessages(serverIDs: [], clientIDs: pendingIDs, in: conversation, scope: scope)
@@ -330,59 +262,6 @@ extension ChatSession {
             for message in pending { publish(.messageAdded(message, position: .newest), conversation: conversation, sequence: nil, time: nil) }
         } catch {
             report(SwitchboardError(.storageFailure, "could not clear the forgotten history of \(conversation)", underlying: error), conversation: conversation)
-        }
-        // Markers of the old numbering mean nothing in the new one.
-        conversations[conversation].readMarker.forget()
-        let baseline = catchUpBaseline(head)
-        conversations[conversation].storedSequence = baseline
-        conversations[conversation].tracker = newTracker(conversation, baseline: baseline)
-        await persist { try await self.store.saveSequence(baseline, for: conversation, scope: self.scope) }
-    }
-
-    /// Where a conversation first seen at `head` starts: its newest events are caught up.
-    private func catchUpBaseline(_ head: Int64) -> Int64 {
-        max(0, head - Int64(configuration.newConversationCatchUp))
-    }
-
-    private func newTracker(_ conversation: ConversationID, baseline: Int64) -> SequenceTrackerStateMachine<BackendEvent> {
-        SequenceTrackerStateMachine(
-            delivered: conversations[conversation].storedSequence ?? baseline,
-            batchLimit: max(1, descriptor.limits.maxRetransmitBatch),
-            maxInFlight: configuration.maxRetransmitsInFlight,
-            maxHeld: configuration.maxHeldEvents,
-            maxJump: configuration.maxSequenceJump
-        )
-    }
-
-    /// Performs a tracker outcome: deliver in order, persist the cursor, ask for retransmits,
-    /// start the hold timer.
-    func handle(_ outcome: SequenceTrackerStateMachine<BackendEvent>.Outcome, in conversation: ConversationID) async {
-        statisticsValue.duplicatesDropped += outcome.duplicates
-        statisticsValue.heldOverflow += outcome.overflowed
-        if let refused = outcome.refused {
-            report(
-                SwitchboardError(
-                    .protocolViolation,
-                    "sequence \(refused) is more than \(configuration.maxSequenceJump) past the \(conversations[conversation].tracker?.delivered ?? 0) delivered; ignored"
-                ),
-                conversation: conversation
-            )
-        }
-        await deliver(outcome.deliver.map(\.1))
-        if !outcome.deliver.isEmpty, let delivered = conversations[conversation].tracker?.delivered {
-            conversations[conversation].storedSequence = delivered
-            await persist { try await self.store.saveSequence(delivered, for: conversation, scope: self.scope) }
-        }
-        if !outcome.retransmit.isEmpty { statisticsValue.gapsDetected += 1 }
-        for range in outcome.retransmit {
-            statisticsValue.retransmitRequests += 1
-            if !enqueue(.retransmit(conversation, range), lane: conversation) {
-                // No link: the tracker asks again on the next one.
-                _ = conversations[conversation].tracker?.retransmitFailed(range)
-            }
-        }
-        if outcome.startHoldTimer {
-            setTimer(.hold(conversation), after: configuration.holdTimeout)
         }
     }
 
@@ -475,33 +354,12 @@ extension ChatSession {
         _ = try await knownConversation(id, time: time)
     }
 
-    private func saveCursor(_ new: SyncCursor) async {
-        guard new != cursor else { return }
-        cursor = new
-        // While a gap is being filled the stored cursor stays before it: a process that dies
-        // with the gap open syncs it again, instead of resuming past messages it never stored.
-        // The next link still starts from here: the open fill is kept across links.
-        guard !conversations.contains(where: { $0.windowFill != nil }) else { return }
-        await persist { try await self.store.saveCursor(new, scope: self.scope) }
-    }
-
     func persist(_ body: () async throws -> Void) async {
         do {
             try await body()
         } catch {
             report(SwitchboardError(.storageFailure, "could not write to the store", underlying: error))
         }
-    }
-}
-
-extension SequenceTrackerStateMachine.Outcome {
-    mutating func merge(_ other: Self) {
-        deliver += other.deliver
-        retransmit += other.retransmit
-        startHoldTimer = startHoldTimer || other.startHoldTimer
-        duplicates += other.duplicates
-        overflowed += other.overflowed
-        refused = refused ?? other.refused
     }
 }
 
@@ -516,14 +374,4 @@ extension Optional {
 struct QueuedWindow: Sendable {
     let window: ConversationSnapshot
     var events: [BackendEvent] = []
-}
-
-extension BackendEvent {
-    /// The server id of the message a message event carries.
-    fileprivate var messageServerID: MessageID? {
-        switch kind {
-        case .messageAdded(let message, _), .messageUpdated(let message): message.serverID
-        default: nil
-        }
-    }
 }

@@ -54,10 +54,9 @@ public actor ChatSession: Session {
     var connection: ConnectionStateMachine
     var outbox: OutboxStateMachine
     var lanes: RequestLanesStateMachine<LaneWork>
-    /// What the engine keeps per conversation (``ConversationState``).
-    var conversations = ConversationStates()
+    /// The engine's rules and the state they keep (being assembled, #27).
+    var machine: SessionStateMachine
     var credentials = Credentials()
-    var cursor: SyncCursor?
     /// A timed poll is queued or in flight (backends that push nothing).
     var pollQueued = false
 
@@ -77,7 +76,19 @@ public actor ChatSession: Session {
     public var connectionState: ConnectionState { connection.published }
     /// What the app wants of the session: running, paused or closed.
     var lifecycle: LifecycleStateMachine { connection.lifecycle }
-    var statisticsValue = SessionStatistics()
+    /// What the engine keeps per conversation (``ConversationState``), in the machine.
+    var conversations: ConversationStates {
+        get { machine.conversations }
+        _modify { yield &machine.conversations }
+    }
+    var statisticsValue: SessionStatistics {
+        get { machine.statistics }
+        _modify { yield &machine.statistics }
+    }
+    var cursor: SyncCursor? {
+        get { machine.cursor }
+        set { machine.cursor = newValue }
+    }
 
     /// - Parameters:
     ///   - id: names the session on the bus; random when omitted.
@@ -121,6 +132,7 @@ public actor ChatSession: Session {
             maxLinkLosses: configuration.maxLinkLossesPerSend
         )
         self.lanes = RequestLanesStateMachine(concurrency: configuration.maxConcurrentRequests)
+        self.machine = SessionStateMachine(settings: SessionStateMachine.Settings(descriptor: backend.descriptor, configuration: configuration))
         self.inbox = EngineInbox(updateWindow: configuration.inboundWindow)
     }
 
@@ -580,8 +592,7 @@ public actor ChatSession: Session {
         case .linkStable(let id):
             connection.stableTimerFired(id)
         case .hold(let conversation):
-            guard let outcome = conversations[conversation].tracker?.holdTimerFired() else { return }
-            await handle(outcome, in: conversation)
+            await perform(machine.holdTimerFired(in: conversation))
         case .outboxRetry(let conversation):
             statisticsValue.sendRetries += 1
             await expireOutbox()
@@ -668,7 +679,7 @@ public actor ChatSession: Session {
         case .retransmit(let conversation, let range):
             // A retransmit's events (up to a hundred) go into one store transaction, as the
             // updates of a link that arrive together do.
-            await inOneTransaction { await retransmitFinished(conversation, range: range, result: result) }
+            await inOneTransaction { await perform(machine.retransmitFinished(range, in: conversation, result: result)) }
         case .backfill(let query):
             await backfillFinished(query.conversationID, result: result)
         case .typing:

@@ -1,0 +1,299 @@
+import Foundation
+
+/// The engine's rules as one value: the session's state that the rules read and change, and, for
+/// each input, the actions the runner (``ChatSession``) performs — store these events, save this
+/// sequence, ask for this retransmit, start this timer, report this problem.
+///
+/// Pure: no `async`, no I/O, no clock reads. A fact it needs from the store is asked for by
+/// returning ``Step/needs(_:)``; the runner reads it and gives the same input again with the
+/// answer. Nothing is changed before a step asks, so asking again is safe.
+///
+/// Being assembled (#27). It holds so far the per-conversation state, the statistics, the account
+/// cursor, and the rules for what arrives: sequenced events (their order, gaps, retransmits and
+/// heads, and a server that numbers them afresh), events held while a window's gap is filled, and
+/// when the cursor may be stored. The other parts it composes are pure values of their own
+/// (``ConnectionStateMachine``, ``OutboxStateMachine``, ``EventProjection``,
+/// ``SnapshotApplication``…), still performed by the runner directly.
+struct SessionStateMachine: Sendable {
+    /// What the rules depend on, fixed for the session.
+    struct Settings: Sendable {
+        /// The backend numbers each conversation's events (``BackendCapabilities/sequences``).
+        var isSequenced: Bool
+        /// The most events one retransmit asks for (``BackendLimits/maxRetransmitBatch``).
+        var maxRetransmitBatch: Int
+        /// How many of its newest events a conversation first seen catches up.
+        var newConversationCatchUp: Int
+        var maxRetransmitsInFlight: Int
+        var maxHeldEvents: Int
+        var maxSequenceJump: Int64
+
+        init(descriptor: BackendDescriptor, configuration: SessionConfiguration) {
+            isSequenced = descriptor.capabilities.contains(.sequences)
+            maxRetransmitBatch = max(1, descriptor.limits.maxRetransmitBatch)
+            newConversationCatchUp = configuration.newConversationCatchUp
+            maxRetransmitsInFlight = configuration.maxRetransmitsInFlight
+            maxHeldEvents = configuration.maxHeldEvents
+            maxSequenceJump = configuration.maxSequenceJump
+        }
+    }
+
+    /// What the runner does, in order.
+    enum Action: Sendable {
+        /// Store these in-order events and announce them (``EventProjection``).
+        case deliver([BackendEvent])
+        /// Store where the conversation's events resume.
+        case saveSequence(Int64, ConversationID)
+        /// Ask for these events again; without a link, say so (``retransmitNotSent(_:in:)``).
+        case retransmit(ClosedRange<Int64>, ConversationID)
+        /// Wake the conversation's tracker after the hold timeout (``holdTimerFired(in:)``).
+        case startHoldTimer(ConversationID)
+        case report(SwitchboardError, ConversationID?)
+        /// The server forgot the conversation's events: clear its stored history, keeping the
+        /// app's pending sends, and announce that.
+        case clearHistory(ConversationID)
+        case saveCursor(SyncCursor)
+    }
+
+    /// A fact from the store that a step needs.
+    enum Read: Sendable, Hashable {
+        /// Whether the store holds the conversation.
+        case conversationIsStored(ConversationID)
+        /// The stored message at this sequence, if any.
+        case message(atSequence: Int64, in: ConversationID)
+    }
+
+    enum Step: Sendable {
+        case needs(Read)
+        case perform([Action])
+    }
+
+    typealias Tracker = SequenceTrackerStateMachine<BackendEvent>
+
+    let settings: Settings
+    /// What the engine keeps per conversation.
+    var conversations = ConversationStates()
+    var statistics = SessionStatistics()
+    /// The account-wide cursor as the backend last gave it (stored only while no fill is open).
+    var cursor: SyncCursor?
+
+    init(settings: Settings) {
+        self.settings = settings
+    }
+
+    // MARK: Events
+
+    /// An event from the link: ordered by its conversation's tracker (sequenced backends), held
+    /// while its conversation's gap is filled, or stored as it comes.
+    ///
+    /// - Parameter storedAtSequence: the stored message at the event's sequence, once asked for
+    ///   (`.some(nil)`: none): a new message at a sequence already delivered is checked against it.
+    mutating func event(_ event: BackendEvent, storedAtSequence: Message?? = .none) -> Step {
+        var actions: [Action] = []
+        if settings.isSequenced, let sequence = event.sequence, let conversation = event.conversationID {
+            if let delivered = conversations[conversation].tracker?.delivered, sequence <= delivered, case .messageAdded(let message, _) = event.kind,
+                let id = message.serverID
+            {
+                guard let storedAtSequence else { return .needs(.message(atSequence: sequence, in: conversation)) }
+                if let stored = storedAtSequence, stored.sequence == sequence, let storedID = stored.serverID, storedID != id {
+                    actions += resynchronize(conversation, head: sequence, because: "event #\(sequence) came with message \(id.rawValue), not the one stored at #\(sequence)")
+                }
+            }
+            var tracker = conversations[conversation].tracker ?? newTracker(for: conversation, baseline: catchUpBaseline(sequence - 1))
+            let before = tracker.heldCount
+            let outcome = tracker.receive(sequence: sequence, event: event)
+            if tracker.heldCount > before { statistics.heldBack += 1 }
+            conversations[conversation].tracker = tracker
+            actions += handle(outcome, in: conversation)
+        } else if let conversation = event.conversationID, conversations[conversation].windowFill != nil, WindowBackfillStateMachine.holds(event) {
+            conversations[conversation].holdDuringFill(event)
+        } else {
+            actions.append(.deliver([event]))
+        }
+        if let cursor = event.cursor { actions += cursorArrived(cursor) }
+        return .perform(actions)
+    }
+
+    /// The backend says where a conversation's events are up to. A conversation the store knows
+    /// but has no sequence for starts there: older events are history, paged on demand. One never
+    /// seen catches up its newest events (``SessionConfiguration/newConversationCatchUp``). A head
+    /// below what was delivered is a server that forgot.
+    ///
+    /// - Parameter isStored: whether the store holds the conversation, once asked for.
+    mutating func head(of conversation: ConversationID, lastSequence: Int64, isStored: Bool? = nil) -> Step {
+        guard settings.isSequenced else { return .perform([]) }
+        var actions: [Action] = []
+        var tracker: Tracker
+        if let existing = conversations[conversation].tracker {
+            tracker = existing
+        } else {
+            guard let isStored = isStored ?? (conversations[conversation].isStored ? true : nil) else {
+                return .needs(.conversationIsStored(conversation))
+            }
+            tracker = newTracker(for: conversation, baseline: isStored ? lastSequence : catchUpBaseline(lastSequence))
+        }
+        if conversations[conversation].storedSequence == nil {
+            // Where this link starts is stored at once, not with the first event delivered: a
+            // session that ends before any event came (its sends applied but unanswered, then the
+            // process killed) must resume from here, not take what came meanwhile for history
+            // (the gateway failover test lost those messages).
+            conversations[conversation].storedSequence = tracker.delivered
+            actions.append(.saveSequence(tracker.delivered, conversation))
+        }
+        if lastSequence < tracker.delivered {
+            actions += resynchronize(conversation, head: lastSequence, because: "its newest event is #\(lastSequence), below the #\(tracker.delivered) delivered")
+            tracker = conversations[conversation].tracker!
+        }
+        let outcome = tracker.headObserved(lastSequence)
+        conversations[conversation].tracker = tracker
+        actions += handle(outcome, in: conversation)
+        return .perform(actions)
+    }
+
+    /// A retransmit of `range` answered (or failed).
+    mutating func retransmitFinished(_ range: ClosedRange<Int64>, in conversation: ConversationID, result: Result<BackendResponse, SwitchboardError>) -> [Action] {
+        guard var tracker = conversations[conversation].tracker else { return [] }
+        var actions: [Action] = []
+        var outcome = Tracker.Outcome()
+        switch result {
+        case .success(.events(let events)), .success(.retransmitted(let events, isComplete: false)):
+            outcome = receive(events, in: range, complete: false, tracker: &tracker)
+        case .success(.retransmitted(let events, isComplete: true)):
+            outcome = receive(events, in: range, complete: true, tracker: &tracker)
+        case .success(let response):
+            actions.append(.report(SwitchboardError(.protocolViolation, "retransmit answered with \(response)"), conversation))
+            outcome = tracker.retransmitFailed(range)
+        case .failure(let error):
+            if error.code != .cancelled {
+                actions.append(.report(SwitchboardError(error.code, "retransmit \(range) failed", underlying: error), conversation))
+            }
+            outcome = tracker.retransmitFailed(range)
+        }
+        conversations[conversation].tracker = tracker
+        return actions + handle(outcome, in: conversation)
+    }
+
+    /// A retransmit could not be queued (no link): the tracker asks again on the next one.
+    mutating func retransmitNotSent(_ range: ClosedRange<Int64>, in conversation: ConversationID) {
+        _ = conversations[conversation].tracker?.retransmitFailed(range)
+    }
+
+    /// The hold timer of a conversation fired: what its tracker held for a gap goes on.
+    mutating func holdTimerFired(in conversation: ConversationID) -> [Action] {
+        guard let outcome = conversations[conversation].tracker?.holdTimerFired() else { return [] }
+        return handle(outcome, in: conversation)
+    }
+
+    /// The link is gone: the trackers and fills re-plan on the next one, typing starts afresh
+    /// (its timers died with the link).
+    mutating func linkLost() {
+        conversations.forEach { state in
+            state.tracker?.connectionLost()
+            state.windowFill?.linkLost()
+            state.typing = nil
+        }
+    }
+
+    // MARK: The cursor
+
+    /// The backend's account-wide cursor moved. While a gap is being filled the stored cursor
+    /// stays before it: a process that dies with the gap open syncs it again, instead of
+    /// resuming past messages it never stored. (The next link still starts from the new one: the
+    /// open fill is kept across links.)
+    mutating func cursorArrived(_ new: SyncCursor) -> [Action] {
+        guard new != cursor else { return [] }
+        cursor = new
+        return cursorToStore()
+    }
+
+    /// The cursor to store now that it may be: once no fill is open.
+    func cursorToStore() -> [Action] {
+        guard let cursor, !conversations.contains(where: { $0.windowFill != nil }) else { return [] }
+        return [.saveCursor(cursor)]
+    }
+
+    // MARK: Helpers
+
+    /// The server has forgotten `conversation`'s events (it restarted without its data, or was
+    /// restored from a backup) and numbers them afresh: its history is the truth from now on.
+    /// Says so, clears what the store holds of the old history (the app's pending sends stay, and
+    /// go to the new one), and starts over at `head` as for a conversation never seen, so what the
+    /// server has now arrives instead of being taken for what was delivered.
+    private mutating func resynchronize(_ conversation: ConversationID, head: Int64, because reason: String) -> [Action] {
+        statistics.resynchronizations += 1
+        // Markers of the old numbering mean nothing in the new one.
+        conversations[conversation].readMarker.forget()
+        let baseline = catchUpBaseline(head)
+        conversations[conversation].storedSequence = baseline
+        conversations[conversation].tracker = newTracker(for: conversation, baseline: baseline)
+        let problem = SwitchboardError(
+            .protocolViolation, "the server has forgotten the events of \(conversation) (\(reason)); resynchronizing it from the server"
+        )
+        return [.report(problem, conversation), .clearHistory(conversation), .saveSequence(baseline, conversation)]
+    }
+
+    /// What a tracker's outcome asks: deliver in order (and store where that got to), ask for
+    /// retransmits, start the hold timer.
+    private mutating func handle(_ outcome: Tracker.Outcome, in conversation: ConversationID) -> [Action] {
+        statistics.duplicatesDropped += outcome.duplicates
+        statistics.heldOverflow += outcome.overflowed
+        var actions: [Action] = []
+        if let refused = outcome.refused {
+            let delivered = conversations[conversation].tracker?.delivered ?? 0
+            actions.append(
+                .report(SwitchboardError(.protocolViolation, "sequence \(refused) is more than \(settings.maxSequenceJump) past the \(delivered) delivered; ignored"), conversation)
+            )
+        }
+        if !outcome.deliver.isEmpty {
+            actions.append(.deliver(outcome.deliver.map(\.1)))
+            if let delivered = conversations[conversation].tracker?.delivered {
+                conversations[conversation].storedSequence = delivered
+                actions.append(.saveSequence(delivered, conversation))
+            }
+        }
+        if !outcome.retransmit.isEmpty { statistics.gapsDetected += 1 }
+        for range in outcome.retransmit {
+            statistics.retransmitRequests += 1
+            actions.append(.retransmit(range, conversation))
+        }
+        if outcome.startHoldTimer { actions.append(.startHoldTimer(conversation)) }
+        return actions
+    }
+
+    /// Feeds a retransmit's events of `range` to the tracker, then its completion.
+    private mutating func receive(_ events: [BackendEvent], in range: ClosedRange<Int64>, complete: Bool, tracker: inout Tracker) -> Tracker.Outcome {
+        statistics.retransmittedEvents += events.count
+        var outcome = Tracker.Outcome()
+        for event in events {
+            guard let sequence = event.sequence, range.contains(sequence) else { continue }
+            outcome.merge(tracker.receive(sequence: sequence, event: event))
+        }
+        outcome.merge(tracker.retransmitCompleted(range, complete: complete))
+        return outcome
+    }
+
+    /// Where a conversation first seen at `head` starts: its newest events are caught up.
+    private func catchUpBaseline(_ head: Int64) -> Int64 {
+        max(0, head - Int64(settings.newConversationCatchUp))
+    }
+
+    private func newTracker(for conversation: ConversationID, baseline: Int64) -> Tracker {
+        Tracker(
+            delivered: conversations[conversation].storedSequence ?? baseline,
+            batchLimit: settings.maxRetransmitBatch,
+            maxInFlight: settings.maxRetransmitsInFlight,
+            maxHeld: settings.maxHeldEvents,
+            maxJump: settings.maxSequenceJump
+        )
+    }
+}
+
+extension SequenceTrackerStateMachine.Outcome {
+    mutating func merge(_ other: Self) {
+        deliver += other.deliver
+        retransmit += other.retransmit
+        startHoldTimer = startHoldTimer || other.startHoldTimer
+        duplicates += other.duplicates
+        overflowed += other.overflowed
+        refused = refused ?? other.refused
+    }
+}
