@@ -36,6 +36,11 @@ import Testing
             case .report(let problem, _): "report \(problem.code)"
             case .clearHistory: "clearHistory"
             case .saveCursor(let cursor): "saveCursor \(cursor)"
+            case .requestPage(let query, _): "requestPage \(query.before.map { "\($0)" } ?? "newest")"
+            case .placeQueuedWindows: "placeQueuedWindows"
+            case .observeHead(_, let head): "observeHead \(head)"
+            case .sendReadMarker(.message(let id), _): "sendReadMarker \(id.rawValue)"
+            case .sendReadMarker(let marker, _): "sendReadMarker \(marker)"
             }
         }
     }
@@ -129,4 +134,78 @@ import Testing
         #expect(Self.describe(machine.cursorToStore()) == ["saveCursor token(\"c2\")"])
         #expect(Self.describe(machine.cursorArrived(.token("c2"))) == [], "the same cursor again")
     }
+
+    // MARK: Windows (backends without sequences)
+
+    static func windowed(_ range: ClosedRange<Int>) -> BackendSnapshot {
+        BackendSnapshot(conversations: [ConversationSnapshot(conversation: ConversationInfo(id: conversation), messages: range.map(windowMessage))], isComplete: false)
+    }
+
+    static func windowMessage(_ index: Int) -> Message {
+        Message(serverID: MessageID("w\(index)"), conversationID: conversation, text: "w\(index)", time: Date(timeIntervalSince1970: Double(index)))
+    }
+
+    static func stored(_ indices: [Int]) -> SnapshotDiff.Stored {
+        SnapshotDiff.Stored(
+            conversations: [conversation: ConversationInfo(id: conversation)],
+            messages: [conversation: Dictionary(uniqueKeysWithValues: indices.map { (MessageID("w\($0)"), windowMessage($0)) })]
+        )
+    }
+
+    @Test func aWindowAboveAGapIsFilledPageByPageAndTheWindowsThatWaitedArePlacedAfter() {
+        var machine = Self.machine(sequenced: false)
+        let first = Self.windowed(5...6)
+        #expect(machine.windowsToPlace(first, stored: Self.stored([1])) == [Self.conversation])
+        let opened = machine.snapshot(first, stored: Self.stored([1]), storedOldest: [Self.conversation: Self.windowMessage(1)], isLinkOpen: true)
+        #expect(Self.describe(opened) == ["deliver ", "requestPage time(1970-01-01 00:00:05 +0000)"], "the window's messages wait for the fill")
+        // A second window while the fill is open waits its turn.
+        _ = machine.snapshot(Self.windowed(9...10), stored: Self.stored([1]), storedOldest: [:], isLinkOpen: true)
+        #expect(machine.conversations[Self.conversation].queuedWindows.count == 1)
+        // The page reaches what the store has: the fill stores everything, oldest first.
+        let page = HistoryPage(messages: [Self.windowMessage(1), Self.windowMessage(3), Self.windowMessage(4)], hasMore: true)
+        guard case .needs(.messages(let ids, _)) = machine.pageFinished(in: Self.conversation, result: .success(.history(page)), isLinkOpen: true) else {
+            Issue.record("a page asks which of its messages are stored")
+            return
+        }
+        #expect(Set(ids) == ["w1", "w3", "w4"])
+        let closed = machine.pageFinished(in: Self.conversation, result: .success(.history(page)), isLinkOpen: true, stored: [Self.windowMessage(1)])
+        guard case .perform(let actions) = closed, case .deliver(let events) = actions.first else {
+            Issue.record("the fill closes with what it holds")
+            return
+        }
+        #expect(events.compactMap { if case .messageAdded(let m, _) = $0.kind { m.text } else { nil } } == ["w3", "w4", "w5", "w6"])
+        #expect(Self.describe(Array(actions.dropFirst())) == ["placeQueuedWindows"])
+        // The queued window: its oldest is stored (the fill just stored... not w9): asked, then placed.
+        #expect(machine.hasQueuedWindowToPlace(in: Self.conversation))
+        guard case .needs(.messageIsStored("w9", _)) = machine.placeQueuedWindow(in: Self.conversation, isLinkOpen: true) else {
+            Issue.record("placing a window asks whether its oldest message is stored")
+            return
+        }
+        guard case .needs(.oldestConfirmedMessage) = machine.placeQueuedWindow(in: Self.conversation, isLinkOpen: true, oldestIsStored: false) else {
+            Issue.record("an oldest message not stored asks for the store's oldest")
+            return
+        }
+        let placed = machine.placeQueuedWindow(in: Self.conversation, isLinkOpen: true, oldestIsStored: false, storedOldest: .some(Self.windowMessage(1)))
+        #expect(Self.perform(placed) == ["requestPage time(1970-01-01 00:00:09 +0000)"], "a gap of its own: filled in turn")
+        #expect(machine.statistics.gapsDetected == 2 && machine.statistics.backfillRequests == 2)
+    }
+
+    @Test func aFillGoesOnAcrossLinksAndAFailedPageStoresWhatItHolds() {
+        var machine = Self.machine(sequenced: false)
+        _ = machine.snapshot(Self.windowed(5...6), stored: Self.stored([1]), storedOldest: [Self.conversation: Self.windowMessage(1)], isLinkOpen: false)
+        _ = machine.conversations[Self.conversation].readMarker.mark(.message("w5"), times: [:])
+        #expect(Self.describe(machine.linkOpened()) == ["sendReadMarker w5", "requestPage time(1970-01-01 00:00:05 +0000)"], "the marker set offline goes, the fill asks")
+        machine.backfillNotSent(in: Self.conversation)
+        #expect(Self.describe(machine.linkOpened()).last == "requestPage time(1970-01-01 00:00:05 +0000)", "asked again on the next link")
+        #expect(Self.perform(machine.pageFinished(in: Self.conversation, result: .failure(SwitchboardError(.connectionLost, "gone")), isLinkOpen: false)) == [])
+        #expect(machine.conversations[Self.conversation].windowFill != nil, "a link lost half-way loses nothing")
+        let serverError = SwitchboardError(.serverError, "500")
+        #expect(serverError.isTransient)
+        #expect(Self.perform(machine.pageFinished(in: Self.conversation, result: .failure(serverError), isLinkOpen: true)) == ["requestPage time(1970-01-01 00:00:05 +0000)"], "a transient failure is asked again")
+        _ = machine.pageFinished(in: Self.conversation, result: .failure(serverError), isLinkOpen: true)
+        let failed = machine.pageFinished(in: Self.conversation, result: .failure(serverError), isLinkOpen: true)
+        #expect(Self.perform(failed) == ["report protocolViolation", "deliver ? ?", "placeQueuedWindows"], "the third stores what the fill holds (its window), and says the gap stays")
+        #expect(machine.conversations[Self.conversation].windowFill == nil)
+    }
 }
+

@@ -26,12 +26,7 @@ extension ChatSession {
     func linkEstablished() async {
         await expireOutbox()
         await perform(outbox.connected())
-        for conversation in conversations.ids(where: { $0.readMarker.pending != nil }) {
-            enqueue(.markRead(conversation, conversations[conversation].readMarker.pending!), lane: conversation)
-        }
-        for conversation in conversations.ids(where: { $0.windowFill != nil }) {
-            await performBackfill(conversations[conversation].windowFill!.linkAvailable(), in: conversation)
-        }
+        await perform(machine.linkOpened())
         // A backend that pushes nothing is asked for what changed while the session was away.
         pollNow()
     }
@@ -68,12 +63,6 @@ extension ChatSession {
     // MARK: Helpers
 
     private func applySnapshot(_ snapshot: BackendSnapshot) async {
-        let capabilities = descriptor.capabilities
-        let application = SnapshotApplication(
-            pageLimit: configuration.backfillPageSize,
-            maxPages: configuration.maxBackfillPages,
-            fillsWindows: capabilities.contains(.historyPaging) && !capabilities.contains(.sequences)
-        )
         var stored = SnapshotDiff.Stored(conversations: [:], messages: [:])
         var storedOldest: [ConversationID: Message] = [:]
         do {
@@ -104,101 +93,57 @@ extension ChatSession {
                 }
                 stored.messages[id] = messages
             }
-            for id in application.windowsToPlace(snapshot, stored: stored, states: conversations) {
+            for id in machine.windowsToPlace(snapshot, stored: stored) {
                 storedOldest[id] = try await store.fetchOldestConfirmedMessage(in: id, scope: scope)
             }
         } catch {
             report(SwitchboardError(.storageFailure, "could not read the store for a snapshot", underlying: error))
             return
         }
-        let plan = application.apply(snapshot, stored: stored, storedOldest: storedOldest, to: &conversations)
-        statisticsValue.gapsDetected += plan.newFills.count
-        await deliver(plan.deliver)
-        if isLinkOpen {
-            for conversation in plan.newFills {
-                await performBackfill(conversations[conversation].windowFill!.linkAvailable(), in: conversation)
-            }
-        }
-        for (conversation, head) in plan.heads {
-            await observeHead(of: conversation, lastSequence: head)
-        }
-        if let cursor = snapshot.cursor { await perform(machine.cursorArrived(cursor)) }
+        await perform(machine.snapshot(snapshot, stored: stored, storedOldest: storedOldest, isLinkOpen: isLinkOpen))
     }
 
-    /// The fill of `conversation` closed: the windows that waited for it are checked in turn, each
+    /// The fill of `conversation` closed: the windows that waited for it are placed in turn, each
     /// filled when it has a gap of its own or else stored with what came after it. When no fill
     /// is open any more, the cursor they kept back is stored.
-    private func startQueuedWindows(in conversation: ConversationID) async {
-        while conversations[conversation].windowFill == nil, !conversations[conversation].queuedWindows.isEmpty {
-            let next = conversations[conversation].queuedWindows.removeFirst()
-            var gap = false
-            do {
-                let oldest = next.window.messages.min(by: { $0.orderKey < $1.orderKey })?.serverID
-                let isStored = try await oldest.asyncFlatMap { try await store.fetchMessage(serverID: $0, in: conversation, scope: scope) } != nil
-                if SnapshotApplication.mayLeaveGap(next.window, isStored: { _ in isStored }) {
-                    let storedOldest = try await store.fetchOldestConfirmedMessage(in: conversation, scope: scope)
-                    gap = SnapshotApplication.hasGap(below: next.window, storedOldest: storedOldest)
+    private func placeQueuedWindows(in conversation: ConversationID) async {
+        while machine.hasQueuedWindowToPlace(in: conversation) {
+            var oldestIsStored: Bool?
+            var storedOldest: Message??
+            var step = machine.placeQueuedWindow(in: conversation, isLinkOpen: isLinkOpen)
+            while case .needs(let read) = step {
+                do {
+                    switch read {
+                    case .messageIsStored(let id, _):
+                        oldestIsStored = try await store.fetchMessage(serverID: id, in: conversation, scope: scope) != nil
+                    default:
+                        storedOldest = .some(try await store.fetchOldestConfirmedMessage(in: conversation, scope: scope))
+                    }
+                } catch {
+                    report(SwitchboardError(.storageFailure, "could not read the store for a window; a gap below it stays open", underlying: error), conversation: conversation)
+                    oldestIsStored = oldestIsStored ?? false
+                    storedOldest = storedOldest ?? .some(nil)
                 }
-            } catch {
-                report(SwitchboardError(.storageFailure, "could not read the store for a window; a gap below it stays open", underlying: error), conversation: conversation)
+                step = machine.placeQueuedWindow(in: conversation, isLinkOpen: isLinkOpen, oldestIsStored: oldestIsStored, storedOldest: storedOldest)
             }
-            if gap {
-                statisticsValue.gapsDetected += 1
-                conversations[conversation].windowFill = WindowBackfillStateMachine(
-                    conversation: conversation, window: next.events, lowerBound: next.window.skippedAfter,
-                    pageLimit: configuration.backfillPageSize, maxPages: configuration.maxBackfillPages
-                )
-                if isLinkOpen { await performBackfill(conversations[conversation].windowFill!.linkAvailable(), in: conversation) }
-            } else {
-                await inOneTransaction { await deliver(next.events) }
-            }
+            if case .perform(let actions) = step { await perform(actions) }
         }
         await perform(machine.cursorToStore())
     }
 
-    /// Performs what a window fill asks: the next page, or storing everything it held.
-    func performBackfill(_ action: WindowBackfillStateMachine.Action?, in conversation: ConversationID) async {
-        switch action {
-        case .request(let query)?:
-            statisticsValue.backfillRequests += 1
-            // Without a link the fill asks again when the next one is up.
-            if !enqueue(.backfill(query), lane: conversation) { conversations[conversation].windowFill?.linkLost() }
-        case .deliver(let events, let unfilled)?:
-            conversations[conversation].windowFill = nil
-            if let unfilled { report(SwitchboardError(.protocolViolation, "a gap below the recent messages stays open: \(unfilled)"), conversation: conversation) }
-            await inOneTransaction { await deliver(events) }
-            await startQueuedWindows(in: conversation)
-        case nil:
-            break
-        }
-    }
-
-    /// A history page below a window arrived (or failed).
-    func backfillFinished(_ conversation: ConversationID, result: Result<BackendResponse, SwitchboardError>) async {
-        guard conversations[conversation].windowFill != nil else { return }
-        switch result {
-        case .success(.history(let page)):
-            let stored: [Message]
+    /// A page below a window arrived (or failed).
+    func pageFinished(_ conversation: ConversationID, result: Result<BackendResponse, SwitchboardError>) async {
+        var step = machine.pageFinished(in: conversation, result: result, isLinkOpen: isLinkOpen)
+        if case .needs(.messages(let ids, _)) = step {
             do {
-                let ids = page.messages.compactMap(\.serverID)
-                stored = ids.isEmpty ? [] : try await store.fetchMessages(serverIDs: ids, clientIDs: [], in: conversation, scope: scope)
-                    .filter { $0.serverID != nil }
+                let stored = try await store.fetchMessages(serverIDs: ids, clientIDs: [], in: conversation, scope: scope)
+                step = machine.pageFinished(in: conversation, result: result, isLinkOpen: isLinkOpen, stored: stored)
             } catch {
-                // The page cannot be placed: the fill stops and stores what it holds, with a problem.
                 let failure = SwitchboardError(.storageFailure, "could not read the store for a history page", underlying: error)
-                await performBackfill(conversations[conversation].windowFill!.pageFailed(failure), in: conversation)
-                return
+                step = .perform(machine.pageUnusable(failure, in: conversation))
             }
-            await performBackfill(conversations[conversation].windowFill!.pageArrived(page, stored: stored), in: conversation)
-        case .success(let response):
-            let error = SwitchboardError(.protocolViolation, "history answered with \(response)")
-            await performBackfill(conversations[conversation].windowFill!.pageFailed(error), in: conversation)
-        case .failure(let error) where !isLinkOpen || error.code == .cancelled:
-            // The link went: the next link asks again.
-            conversations[conversation].windowFill!.linkLost()
-        case .failure(let error):
-            await performBackfill(conversations[conversation].windowFill!.pageFailed(error), in: conversation)
         }
+        if case .perform(let actions) = step { await perform(actions) }
     }
 
     private func applyEvent(_ event: BackendEvent) async {
@@ -231,7 +176,7 @@ extension ChatSession {
         for action in actions {
             switch action {
             case .deliver(let events):
-                await deliver(events)
+                await inOneTransaction { await deliver(events) }
             case .saveSequence(let sequence, let conversation):
                 await persist { try await self.store.saveSequence(sequence, for: conversation, scope: self.scope) }
             case .retransmit(let range, let conversation):
@@ -245,6 +190,15 @@ extension ChatSession {
                 await clearHistory(of: conversation)
             case .saveCursor(let cursor):
                 await persist { try await self.store.saveCursor(cursor, scope: self.scope) }
+            case .requestPage(let query, let conversation):
+                // Without a link the fill asks again when the next one is up.
+                if !enqueue(.backfill(query), lane: conversation) { machine.backfillNotSent(in: conversation) }
+            case .placeQueuedWindows(let conversation):
+                await placeQueuedWindows(in: conversation)
+            case .observeHead(let conversation, let head):
+                await observeHead(of: conversation, lastSequence: head)
+            case .sendReadMarker(let marker, let conversation):
+                enqueue(.markRead(conversation, marker), lane: conversation)
             }
         }
     }
@@ -363,12 +317,6 @@ extension ChatSession {
     }
 }
 
-extension Optional {
-    func asyncFlatMap<U>(_ transform: (Wrapped) async throws -> U?) async rethrows -> U? {
-        guard let value = self else { return nil }
-        return try await transform(value)
-    }
-}
 
 /// A window that came while its conversation's fill was open, and the message events after it.
 struct QueuedWindow: Sendable {

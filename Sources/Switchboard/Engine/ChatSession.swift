@@ -681,7 +681,7 @@ public actor ChatSession: Session {
             // updates of a link that arrive together do.
             await inOneTransaction { await perform(machine.retransmitFinished(range, in: conversation, result: result)) }
         case .backfill(let query):
-            await backfillFinished(query.conversationID, result: result)
+            await pageFinished(query.conversationID, result: result)
         case .typing:
             if case .failure(let error) = result {
                 // Typing is best effort: a failure is only logged.

@@ -26,8 +26,16 @@ struct SessionStateMachine: Sendable {
         var maxRetransmitsInFlight: Int
         var maxHeldEvents: Int
         var maxSequenceJump: Int64
+        /// Whether a window's gap is filled with history pages: backends that page history and
+        /// have no sequences (sequences find their gaps themselves).
+        var fillsWindows: Bool
+        var backfillPageSize: Int
+        var maxBackfillPages: Int
 
         init(descriptor: BackendDescriptor, configuration: SessionConfiguration) {
+            fillsWindows = descriptor.capabilities.contains(.historyPaging) && !descriptor.capabilities.contains(.sequences)
+            backfillPageSize = configuration.backfillPageSize
+            maxBackfillPages = configuration.maxBackfillPages
             isSequenced = descriptor.capabilities.contains(.sequences)
             maxRetransmitBatch = max(1, descriptor.limits.maxRetransmitBatch)
             newConversationCatchUp = configuration.newConversationCatchUp
@@ -52,6 +60,17 @@ struct SessionStateMachine: Sendable {
         /// app's pending sends, and announce that.
         case clearHistory(ConversationID)
         case saveCursor(SyncCursor)
+        /// Ask for a page below a window; without a link, say so (``backfillNotSent(in:)``).
+        case requestPage(HistoryQuery, ConversationID)
+        /// The conversation's fill closed: place the windows that waited for it in turn
+        /// (``placeQueuedWindow(in:isLinkOpen:oldestIsStored:storedOldest:)``), then store the
+        /// cursor if it may be (``cursorToStore()``).
+        case placeQueuedWindows(ConversationID)
+        /// The backend says where the conversation's events are up to
+        /// (``head(of:lastSequence:isStored:)``).
+        case observeHead(ConversationID, Int64)
+        /// Send the app's read marker.
+        case sendReadMarker(ChatEvent.ReadMarker, ConversationID)
     }
 
     /// A fact from the store that a step needs.
@@ -60,6 +79,12 @@ struct SessionStateMachine: Sendable {
         case conversationIsStored(ConversationID)
         /// The stored message at this sequence, if any.
         case message(atSequence: Int64, in: ConversationID)
+        /// Whether the store holds this message.
+        case messageIsStored(MessageID, in: ConversationID)
+        /// The oldest message of the conversation the server confirmed, if any.
+        case oldestConfirmedMessage(in: ConversationID)
+        /// The stored messages with these server ids.
+        case messages([MessageID], in: ConversationID)
     }
 
     enum Step: Sendable {
