@@ -14,7 +14,7 @@ extension ChatSession {
             await observeHead(of: conversation, lastSequence: lastSequence)
         case .credentials(let new):
             credentials.values.merge(new.values) { _, new in new }
-            await persist { try await self.store.saveCredentials(self.credentials, scope: self.scope) }
+            await persist(.saveCredentials(credentials))
         case .cursor(let new):
             await perform(machine.cursorArrived(new))
         case .problem(let error):
@@ -68,13 +68,13 @@ extension ChatSession {
         do {
             if snapshot.isComplete {
                 // A complete list removes what it does not name: every stored conversation counts.
-                for conversation in try await store.fetchConversations(scope: scope) {
+                for conversation in try await flushed().fetchConversations(scope: scope) {
                     stored.conversations[conversation.id] = conversation
                 }
             } else {
                 for item in snapshot.conversations {
                     let id = item.conversation.id
-                    stored.conversations[id] = try await store.fetchConversation(id, scope: scope)
+                    stored.conversations[id] = try await readConversation(id)
                 }
             }
             for item in snapshot.conversations {
@@ -82,19 +82,19 @@ extension ChatSession {
                 var messages: [MessageID: Message] = [:]
                 let serverIDs = item.messages.compactMap(\.serverID)
                 if !serverIDs.isEmpty {
-                    for old in try await store.fetchMessages(serverIDs: serverIDs, clientIDs: [], in: id, scope: scope) {
+                    for old in try await readMessages(serverIDs: serverIDs, clientIDs: [], in: id) {
                         if let serverID = old.serverID, old.conversationID == id { messages[serverID] = old }
                     }
                 }
                 if item.messagesAreComplete {
-                    for old in try await store.fetchMessages(in: id, before: nil, limit: .max, scope: scope) {
+                    for old in try await flushed().fetchMessages(in: id, before: nil, limit: .max, scope: scope) {
                         if let serverID = old.serverID { messages[serverID] = old }
                     }
                 }
                 stored.messages[id] = messages
             }
             for id in machine.windowsToPlace(snapshot, stored: stored) {
-                storedOldest[id] = try await store.fetchOldestConfirmedMessage(in: id, scope: scope)
+                storedOldest[id] = try await flushed().fetchOldestConfirmedMessage(in: id, scope: scope)
             }
         } catch {
             report(SwitchboardError(.storageFailure, "could not read the store for a snapshot", underlying: error))
@@ -115,9 +115,9 @@ extension ChatSession {
                 do {
                     switch read {
                     case .messageIsStored(let id, _):
-                        oldestIsStored = try await store.fetchMessage(serverID: id, in: conversation, scope: scope) != nil
+                        oldestIsStored = try await !readMessages(serverIDs: [id], clientIDs: [], in: conversation).isEmpty
                     default:
-                        storedOldest = .some(try await store.fetchOldestConfirmedMessage(in: conversation, scope: scope))
+                        storedOldest = .some(try await flushed().fetchOldestConfirmedMessage(in: conversation, scope: scope))
                     }
                 } catch {
                     report(SwitchboardError(.storageFailure, "could not read the store for a window; a gap below it stays open", underlying: error), conversation: conversation)
@@ -136,7 +136,7 @@ extension ChatSession {
         var step = machine.pageFinished(in: conversation, result: result, isLinkOpen: isLinkOpen)
         if case .needs(.messages(let ids, _)) = step {
             do {
-                let stored = try await store.fetchMessages(serverIDs: ids, clientIDs: [], in: conversation, scope: scope)
+                let stored = try await readMessages(serverIDs: ids, clientIDs: [], in: conversation)
                 step = machine.pageFinished(in: conversation, result: result, isLinkOpen: isLinkOpen, stored: stored)
             } catch {
                 let failure = SwitchboardError(.storageFailure, "could not read the store for a history page", underlying: error)
@@ -157,7 +157,7 @@ extension ChatSession {
     private func observeHead(of conversation: ConversationID, lastSequence: Int64) async {
         var step = machine.head(of: conversation, lastSequence: lastSequence)
         if case .needs = step {
-            let isStored = (try? await store.fetchConversation(conversation, scope: scope)) != nil
+            let isStored = (try? await readConversation(conversation)) != nil
             step = machine.head(of: conversation, lastSequence: lastSequence, isStored: isStored)
         }
         if case .perform(let actions) = step { await perform(actions) }
@@ -166,7 +166,7 @@ extension ChatSession {
     /// The stored message at `sequence`, if any (a failed read: none).
     private func storedMessage(atSequence sequence: Int64, in conversation: ConversationID) async -> Message? {
         let above = MessageOrderKey(isPending: false, sequence: sequence + 1, time: .distantPast, tieBreaker: "")
-        guard let stored = try? await store.fetchMessages(in: conversation, before: above, limit: 1, scope: scope).last, stored.sequence == sequence
+        guard let stored = try? await flushed().fetchMessages(in: conversation, before: above, limit: 1, scope: scope).last, stored.sequence == sequence
         else { return nil }
         return stored
     }
@@ -178,7 +178,7 @@ extension ChatSession {
             case .deliver(let events):
                 await inOneTransaction { await deliver(events) }
             case .saveSequence(let sequence, let conversation):
-                await persist { try await self.store.saveSequence(sequence, for: conversation, scope: self.scope) }
+                await persist(.saveSequence(sequence, for: conversation))
             case .retransmit(let range, let conversation):
                 // Without a link the tracker asks again on the next one.
                 if !enqueue(.retransmit(conversation, range), lane: conversation) { machine.retransmitNotSent(range, in: conversation) }
@@ -189,7 +189,7 @@ extension ChatSession {
             case .clearHistory(let conversation):
                 await clearHistory(of: conversation)
             case .saveCursor(let cursor):
-                await persist { try await self.store.saveCursor(cursor, scope: self.scope) }
+                await persist(.saveCursor(cursor))
             case .requestPage(let query, let conversation):
                 // Without a link the fill asks again when the next one is up.
                 if !enqueue(.backfill(query), lane: conversation) { machine.backfillNotSent(in: conversation) }
@@ -208,10 +208,9 @@ extension ChatSession {
     private func clearHistory(of conversation: ConversationID) async {
         let pendingIDs = outbox.entries.filter { $0.message.conversationID == conversation }.map(\.message.clientID)
         do {
-            let pending = try await store.fetchMessages(serverIDs: [], clientIDs: pendingIDs, in: conversation, scope: scope)
+            let pending = try await readMessages(serverIDs: [], clientIDs: pendingIDs, in: conversation)
                 .filter { $0.conversationID == conversation && $0.deliveryState == .pending }
-            try await store.removeAllMessages(in: conversation, scope: scope)
-            if !pending.isEmpty { try await store.saveMessages(pending, scope: scope) }
+            try await write([.removeAllMessages(in: conversation)] + (pending.isEmpty ? [] : [.saveMessages(pending)]))
             publish(.historyCleared, conversation: conversation, sequence: nil, time: nil)
             for message in pending { publish(.messageAdded(message, position: .newest), conversation: conversation, sequence: nil, time: nil) }
         } catch {
@@ -224,58 +223,47 @@ extension ChatSession {
         await deliver(CollectionOfOne(event))
     }
 
-    /// Applies a run of in-order events to the store and publishes what changed: the rows they
-    /// touch are read in one go, ``EventProjection`` says what to write and announce, and the
-    /// writes are one `apply`, announced after it.
+    /// Applies a run of in-order events to the store and publishes what changed, in one
+    /// transaction: the rows they touch that the transaction does not hold are read in one go,
+    /// ``EventProjection`` says what to write and announce, and the writes are kept with the
+    /// transaction's, announced once it is stored.
     func deliver(_ events: some Collection<BackendEvent>) async {
         guard !events.isEmpty else { return }
-        let known = Set(events.compactMap(\.conversationID)).filter { conversations[$0].isStored }
-        var rows = EventProjection.Rows(existing: known)
-        var output = EventProjection.Output()
-        do {
-            try await read(EventProjection.reads(for: events, in: rows), into: &rows)
-            for event in events {
-                while case .needs(let reads) = EventProjection.project(event, rows: &rows, into: &output, now: clock.date) {
-                    // What is projected so far is stored first: the read sees it.
-                    await perform(&output)
-                    try await read(reads, into: &rows)
+        await inOneTransaction {
+            // The transaction's rows are taken while the projection works on them (no copy) and
+            // put back before anything else may read them.
+            var rows = takeTransactionRows()
+            rows.existing.formUnion(events.compactMap(\.conversationID).filter { conversations[$0].isStored })
+            var output = EventProjection.Output()
+            do {
+                try await read(EventProjection.reads(for: events, in: rows), into: &rows)
+                for event in events {
+                    while case .needs(let reads) = EventProjection.project(event, rows: &rows, into: &output, now: clock.date) {
+                        transactionRows = rows
+                        await perform(&output)
+                        rows = takeTransactionRows()
+                        try await read(reads, into: &rows)
+                    }
                 }
+            } catch {
+                report(SwitchboardError(.storageFailure, "could not read the store for an event", underlying: error), conversation: events.first?.conversationID)
             }
-        } catch {
-            report(SwitchboardError(.storageFailure, "could not read the store for an event", underlying: error), conversation: events.first?.conversationID)
+            transactionRows = rows
+            await perform(&output)
         }
-        await perform(&output)
     }
 
-    /// Reads the rows ``EventProjection`` asked for.
-    private func read(_ reads: EventProjection.Reads, into rows: inout EventProjection.Rows) async throws {
-        guard !reads.isEmpty else { return }
-        var found: [ConversationID: ConversationInfo] = [:]
-        for id in reads.conversations { found[id] = try await store.fetchConversation(id, scope: scope) }
-        var messages: [Message] = []
-        for (conversation, keys) in reads.messages {
-            messages += try await store.fetchMessages(serverIDs: Array(keys.serverIDs), clientIDs: Array(keys.clientIDs), in: conversation, scope: scope)
-        }
-        var newest: [ConversationID: [Message]] = [:]
-        for id in reads.newest {
-            newest[id] = try await store.fetchMessages(in: id, before: nil, limit: EventProjection.readDerivationWindow, scope: scope)
-        }
-        rows.add(reads, conversations: found, messages: messages, newest: newest)
-    }
-
-    /// Stores what a projection wrote in one `apply`, then announces it, ends the outbox entries
-    /// of the echoed sends, and reports its problems; `output` starts over.
+    /// Keeps what a projection wrote with the transaction, then announces it, ends the outbox
+    /// entries of the echoed sends, and reports its problems; `output` starts over.
     private func perform(_ output: inout EventProjection.Output) async {
         let done = output
         output = EventProjection.Output()
         statisticsValue.duplicatesDropped += done.duplicates
-        if !done.writes.isEmpty {
-            do {
-                try await store.apply(done.writes, scope: scope)
-            } catch {
-                report(SwitchboardError(.storageFailure, "could not store an event", underlying: error), conversation: done.publications.first?.conversation)
-                return
-            }
+        do {
+            try await write(done.writes, projected: true)
+        } catch {
+            report(SwitchboardError(.storageFailure, "could not store an event", underlying: error), conversation: done.publications.first?.conversation)
+            return
         }
         for (conversation, isStored) in done.stored {
             if isStored { conversations[conversation].isStored = true } else { conversations.remove(conversation) }
@@ -287,36 +275,18 @@ extension ChatSession {
         for (problem, conversation) in done.problems { report(problem, conversation: conversation) }
     }
 
-    /// The stored conversation, or a new minimal one (published as added) when an event names
-    /// a conversation the backend never announced.
-    func knownConversation(_ id: ConversationID, time: Date?) async throws -> ConversationInfo {
-        if let info = try await store.fetchConversation(id, scope: scope) {
-            conversations[id].isStored = true
-            return info
-        }
-        let info = ConversationInfo(id: id, createdAt: time ?? clock.date)
-        try await store.saveConversation(info, scope: scope)
-        conversations[id].isStored = true
-        publish(.conversationAdded(info), conversation: id, time: time)
-        return info
-    }
-
-    /// ``knownConversation(_:time:)`` for a caller that needs only the conversation to exist:
-    /// no read when it is known to.
-    func ensureConversation(_ id: ConversationID, time: Date?) async throws {
+    /// The stored conversation, or a new minimal one (published as added) when the app names a
+    /// conversation the backend never announced.
+    func ensureConversation(_ id: ConversationID, time: Date) async throws {
         guard !conversations[id].isStored else { return }
-        _ = try await knownConversation(id, time: time)
-    }
-
-    func persist(_ body: () async throws -> Void) async {
-        do {
-            try await body()
-        } catch {
-            report(SwitchboardError(.storageFailure, "could not write to the store", underlying: error))
+        if try await readConversation(id) == nil {
+            let info = ConversationInfo(id: id, createdAt: time)
+            try await write([.saveConversation(info)])
+            publish(.conversationAdded(info), conversation: id, time: time)
         }
+        conversations[id].isStored = true
     }
 }
-
 
 /// A window that came while its conversation's fill was open, and the message events after it.
 struct QueuedWindow: Sendable {

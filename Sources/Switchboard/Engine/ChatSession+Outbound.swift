@@ -6,13 +6,13 @@ import Logging
 extension ChatSession {
     public func conversations() async throws -> [ConversationInfo] {
         try lifecycle.checkOpen()
-        return try await store.base.fetchConversations(scope: scope)
+        return try await store.fetchConversations(scope: scope)
     }
 
     /// One stored conversation, read by its id.
     func storedConversation(_ id: ConversationID) async throws -> ConversationInfo? {
         try lifecycle.checkOpen()
-        return try await store.base.fetchConversation(id, scope: scope)
+        return try await store.fetchConversation(id, scope: scope)
     }
 
     public func conversation(_ id: ConversationID) async throws -> any Conversation {
@@ -103,7 +103,7 @@ extension ChatSession {
         try await ensureConversation(conversation, time: now)
         // The message and its outbox entry in one transaction: a crash between the two would
         // leave a pending message nothing resends.
-        try await store.apply([.saveMessages([message]), .saveOutboxEntry(entry)], scope: scope)
+        try await write([.saveMessages([message]), .saveOutboxEntry(entry)])
         publish(.messageAdded(message, position: .newest), conversation: conversation, time: now)
         await perform(outbox.enqueue(entry))
         return message
@@ -118,22 +118,24 @@ extension ChatSession {
                 enqueue(.send(entry), lane: entry.conversationID)
             case .complete(let entry):
                 statisticsValue.messagesSent += 1
-                await persist { try await self.store.removeOutboxEntry(entry.clientID, scope: self.scope) }
+                await persist(.removeOutboxEntry(entry.clientID))
             case .fail(let entry, let reason):
                 statisticsValue.sendFailures += 1
                 // The failed message and the end of its entry in one transaction.
                 await inOneTransaction {
-                    await persist {
-                        try await self.store.removeOutboxEntry(entry.clientID, scope: self.scope)
-                        if var message = try await self.store.fetchMessage(clientID: entry.clientID, scope: self.scope) {
-                            message.deliveryState = .failed(reason)
-                            try await self.store.saveMessages([message], scope: self.scope)
-                            self.publish(.messageUpdated(message), conversation: entry.conversationID)
-                        }
+                    do {
+                        var writes: [StoreWrite] = [.removeOutboxEntry(entry.clientID)]
+                        var message = try await readMessages(serverIDs: [], clientIDs: [entry.clientID], in: entry.conversationID).first
+                        message?.deliveryState = .failed(reason)
+                        if let message { writes.append(.saveMessages([message])) }
+                        try await write(writes)
+                        if let message { publish(.messageUpdated(message), conversation: entry.conversationID) }
+                    } catch {
+                        report(SwitchboardError(.storageFailure, "could not write to the store", underlying: error))
                     }
                 }
             case .persist(let entry):
-                await persist { try await self.store.saveOutboxEntry(entry, scope: self.scope) }
+                await persist(.saveOutboxEntry(entry))
             case .scheduleRetry(let conversation, let delay):
                 setTimer(.outboxRetry(conversation), after: delay)
             }
@@ -149,7 +151,7 @@ extension ChatSession {
                 message.clientID = message.clientID ?? entry.clientID
                 message.conversationID = entry.conversationID
                 confirmed = message
-            } else if var stored = try? await store.fetchMessage(clientID: entry.clientID, scope: scope),
+            } else if var stored = try? await readMessages(serverIDs: [], clientIDs: [entry.clientID], in: entry.conversationID).first,
                 stored.deliveryState == .pending
             {
                 // Answered without the message ("done"): the server has it, so it is sent.
@@ -218,17 +220,17 @@ extension ChatSession {
         if let marker {
             resolved = marker
         } else {
-            guard let newest = try await store.fetchMessages(in: conversation, before: nil, limit: 1, scope: scope).last else { return }
+            guard let newest = try await flushed().fetchMessages(in: conversation, before: nil, limit: 1, scope: scope).last else { return }
             resolved = ReadMarkerStateMachine.marker(upTo: newest)
         }
         var times: [MessageID: Date] = [:]
         for id in conversations[conversation].readMarker.messagesToPlace(resolved) {
-            times[id] = try await store.fetchMessage(serverID: id, in: conversation, scope: scope)?.time
+            times[id] = try await readMessages(serverIDs: [id], clientIDs: [], in: conversation).first?.time
         }
         guard case .send(let marker) = conversations[conversation].readMarker.mark(resolved, times: times) else { return }
-        if var info = try await store.fetchConversation(conversation, scope: scope), info.unreadCount != 0 {
+        if var info = try await readConversation(conversation), info.unreadCount != 0 {
             info.unreadCount = 0
-            await persist { try await self.store.saveConversation(info, scope: self.scope) }
+            await persist(.saveConversation(info))
             publish(.conversationUpdated(info), conversation: conversation)
         }
         enqueue(.markRead(conversation, marker), lane: conversation)
@@ -246,7 +248,7 @@ extension ChatSession {
 
     func storedMessages(in conversation: ConversationID, before: MessageOrderKey?, limit: Int) async throws -> [Message] {
         try lifecycle.checkOpen()
-        return try await store.base.fetchMessages(in: conversation, before: before, limit: limit, scope: scope)
+        return try await store.fetchMessages(in: conversation, before: before, limit: limit, scope: scope)
     }
 
     func history(in conversation: ConversationID, before: MessageOrderKey?, limit: Int) async throws -> [Message] {
@@ -263,7 +265,7 @@ extension ChatSession {
             try lifecycle.checkOpen()
             var next = conversations[conversation].history.next(in: conversation, limit: limit, isLinkOpen: isLinkOpen)
             if next == .readOldestStored {
-                let oldest = try await store.fetchOldestConfirmedMessage(in: conversation, scope: scope)
+                let oldest = try await flushed().fetchOldestConfirmedMessage(in: conversation, scope: scope)
                 next = conversations[conversation].history.next(in: conversation, limit: limit, isLinkOpen: isLinkOpen, oldestStored: .some(oldest))
             }
             switch next {
@@ -393,7 +395,7 @@ extension ChatSession {
     }
 
     private func applyChanges(_ changes: ConversationChanges, to conversation: ConversationID) async {
-        guard var info = try? await store.fetchConversation(conversation, scope: scope) else { return }
+        guard var info = try? await readConversation(conversation) else { return }
         if let title = changes.title { info.title = title }
         if let isPublicJoin = changes.isPublicJoin {
             if isPublicJoin { info.flags.insert(.publicJoin) } else { info.flags.remove(.publicJoin) }

@@ -38,11 +38,11 @@ public actor ChatSession: Session {
     public nonisolated let scope: StoreScope
 
     let backend: any ChatBackend
-    /// The store as the loop uses it: writes of a batch of inbound updates are kept and applied
-    /// as one transaction. App reads outside the loop use `store.base`.
-    let store: BatchingStore
-    /// Events of the open batch, published once its writes are stored.
-    var deferredEvents: [ChatEvent] = []
+    /// Where state persists. The loop reads and writes it through its open transaction
+    /// (`ChatSession+Store.swift`); app reads go to it directly.
+    let store: any ChatStore
+    /// The writes, events and rows of the inputs the loop is handling together.
+    var openTransaction: OpenTransaction?
     let configuration: SessionConfiguration
     let clock: SessionClock
     let logger: Logger
@@ -117,7 +117,7 @@ public actor ChatSession: Session {
         self.backend = backend
         self.descriptor = backend.descriptor
         self.scope = StoreScope(backend: backend.descriptor.name, account: account)
-        self.store = BatchingStore(store)
+        self.store = store
         self.bus = bus
         self.configuration = configuration
         self.clock = clock
@@ -282,7 +282,7 @@ public actor ChatSession: Session {
             repairs.append(.saveOutboxEntry(entry))
         }
         if !repairs.isEmpty {
-            try await store.apply(repairs, scope: scope)
+            try await write(repairs)
             statisticsValue.repairedAtLoad = repairs.count
             logger.notice("repaired the stored outbox", metadata: ["repairs": "\(repairs.count)"])
         }
@@ -432,7 +432,7 @@ public actor ChatSession: Session {
                 await linkDropped(interrupted: interrupted)
             case .clearCredentials:
                 credentials = Credentials()
-                await persist { try await self.store.saveCredentials(self.credentials, scope: self.scope) }
+                await persist(.saveCredentials(credentials))
             case .gaveUp(let error):
                 logger.error("session ended", metadata: ["error": "\(error)"])
                 publish(.fatal(error), conversation: nil)
@@ -746,7 +746,7 @@ public actor ChatSession: Session {
 
     // MARK: Publishing
 
-    /// Publishes an event, or, while a batch of updates is open, keeps it until the batch's
+    /// Publishes an event, or, while a transaction is open, keeps it until the transaction's
     /// writes are stored: nothing is announced that a crash could take back.
     func publish(_ kind: ChatEvent.Kind, conversation: ConversationID?, sequence: Int64? = nil, time: Date? = nil) {
         let event = ChatEvent(
@@ -756,36 +756,12 @@ public actor ChatSession: Session {
             sequence: sequence,
             kind: kind
         )
-        if store.isBatching && !kind.isControl {
-            deferredEvents.append(event)
+        if openTransaction != nil && !kind.isControl {
+            openTransaction!.events.append(event)
             return
         }
         statisticsValue.eventsPublished += 1
         bus.publish(event)
-    }
-
-    /// Runs `body` with the loop's store in a batch: all its writes are one transaction, and its
-    /// events are published once that is stored. Inside an open batch it simply runs `body`.
-    func inOneTransaction(_ body: () async -> Void) async {
-        guard !store.isBatching else {
-            await body()
-            return
-        }
-        store.begin()
-        await body()
-        let events = deferredEvents
-        deferredEvents.removeAll(keepingCapacity: true)
-        do {
-            if try await store.commit(scope: scope) > 0 { statisticsValue.storeTransactions += 1 }
-        } catch {
-            // What the batch would have announced was not stored: a problem instead, and the
-            // cursor it would have moved was not stored either, so the next link fetches it again.
-            conversations.forEach { $0.isStored = false }
-            report(SwitchboardError(.storageFailure, "could not store a batch of writes", underlying: error))
-            return
-        }
-        statisticsValue.eventsPublished += events.count
-        for event in events { bus.publish(event) }
     }
 
     func report(_ error: SwitchboardError, conversation: ConversationID? = nil) {

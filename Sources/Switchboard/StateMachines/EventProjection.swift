@@ -56,6 +56,18 @@ enum EventProjection {
             for (id, messages) in newest { self.newest[id] = messages }
         }
 
+        /// Puts a write made outside the projection in the rows.
+        mutating func apply(_ write: StoreWrite) {
+            switch write {
+            case .saveConversation(let info): saved(info)
+            case .removeConversation(let id): removed(id)
+            case .saveMessages(let messages): for message in messages { saved(message) }
+            case .removeMessage(let id, let conversation): removed(serverID: id, in: conversation)
+            case .removeAllMessages(let conversation): removedMessages(in: conversation)
+            default: break
+            }
+        }
+
         fileprivate mutating func saved(_ message: Message) {
             if let id = message.serverID { byServerID[message.conversationID, default: [:]][id] = message }
             if let id = message.clientID { byClientID[id] = message }
@@ -171,6 +183,19 @@ enum EventProjection {
             }
         }
         return reads
+    }
+
+    /// The part of `reads` that `rows` does not hold.
+    static func reads(missingFrom rows: Rows, of reads: Reads) -> Reads {
+        var missing = Reads()
+        missing.conversations = reads.conversations.filter { rows.conversations[$0] == nil }
+        for (conversation, keys) in reads.messages {
+            let serverIDs = keys.serverIDs.filter { rows.byServerID[conversation]?[$0] == nil }
+            let clientIDs = keys.clientIDs.filter { rows.byClientID[$0] == nil }
+            if !serverIDs.isEmpty || !clientIDs.isEmpty { missing.messages[conversation] = Reads.Keys(serverIDs: serverIDs, clientIDs: clientIDs) }
+        }
+        missing.newest = reads.newest.filter { rows.newest[$0] == nil }
+        return missing
     }
 
     // MARK: Projection

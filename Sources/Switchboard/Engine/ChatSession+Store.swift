@@ -1,0 +1,157 @@
+import Foundation
+
+/// The store as the loop uses it.
+///
+/// While a transaction is open (``inOneTransaction(_:)``: the updates that arrived together, a
+/// send's outcome, a retransmit's events), writes are kept and stored as one `apply` when it ends,
+/// and the events they announce wait for that: nothing is announced that a crash could take back.
+/// The conversations and messages the kept writes touch, and those read meanwhile, are kept too
+/// (``EventProjection/Rows``, the projection's own working set), so a read by key is answered from
+/// them or goes to the store for a key no kept write touched. Any other read (a page, a list, the
+/// oldest message) first stores what is kept (``flushed()``); so does a removal of many rows. With
+/// no transaction open, every write goes straight to the store.
+///
+/// App reads outside the loop go to ``store`` itself, and see what is committed.
+extension ChatSession {
+    /// Runs `body` in one transaction: its writes are one `apply`, its events are published once
+    /// that is stored. Inside an open transaction it simply runs `body`.
+    func inOneTransaction(_ body: () async -> Void) async {
+        guard openTransaction == nil else {
+            await body()
+            return
+        }
+        openTransaction = OpenTransaction()
+        await body()
+        let transaction = openTransaction!
+        openTransaction = nil
+        do {
+            if !transaction.writes.isEmpty {
+                try await store.apply(transaction.writes, scope: scope)
+                statisticsValue.storeTransactions += 1
+            }
+        } catch {
+            // What the transaction would have announced was not stored: a problem instead, and
+            // the cursor it would have moved was not stored either, so the next link fetches it
+            // again.
+            conversations.forEach { $0.isStored = false }
+            report(SwitchboardError(.storageFailure, "could not store a batch of writes", underlying: error))
+            return
+        }
+        statisticsValue.eventsPublished += transaction.events.count
+        for event in transaction.events { bus.publish(event) }
+    }
+
+    /// Writes `writes` (kept while a transaction is open). `projected`: they come from
+    /// ``EventProjection``, which has put them in the rows already.
+    func write(_ writes: [StoreWrite], projected: Bool = false) async throws {
+        guard !writes.isEmpty else { return }
+        guard openTransaction != nil else {
+            try await store.apply(writes, scope: scope)
+            return
+        }
+        openTransaction!.writes += writes
+        var removesMany = false
+        for write in writes {
+            if !projected { openTransaction!.rows.apply(write) }
+            switch write {
+            case .removeAllMessages, .removeConversation: removesMany = true
+            default: break
+            }
+        }
+        // A removal of rows nobody read: stored at once, so a read by key cannot find them.
+        if removesMany { try await flush() }
+    }
+
+    /// ``write(_:projected:)``, with a failure reported instead of thrown.
+    func persist(_ writes: StoreWrite...) async {
+        do {
+            try await write(writes)
+        } catch {
+            report(SwitchboardError(.storageFailure, "could not write to the store", underlying: error))
+        }
+    }
+
+    /// The store, with what the open transaction kept stored first: for a read the rows cannot
+    /// answer. The transaction stays open.
+    func flushed() async throws -> any ChatStore {
+        try await flush()
+        return store
+    }
+
+    private func flush() async throws {
+        guard let writes = openTransaction?.writes, !writes.isEmpty else { return }
+        openTransaction!.writes = []
+        try await store.apply(writes, scope: scope)
+        statisticsValue.storeTransactions += 1
+    }
+
+    // MARK: Reads by key
+
+    /// The rows of the open transaction (empty without one): what the projection works on.
+    var transactionRows: EventProjection.Rows {
+        get { openTransaction?.rows ?? EventProjection.Rows() }
+        set { openTransaction?.rows = newValue }
+    }
+
+    /// The rows of the open transaction, taken out of it (it holds none until they are put
+    /// back), so the taker is their only owner and changes them without a copy.
+    func takeTransactionRows() -> EventProjection.Rows {
+        guard openTransaction != nil else { return EventProjection.Rows() }
+        defer { openTransaction!.rows = EventProjection.Rows() }
+        return openTransaction!.rows
+    }
+
+    /// Reads the rows ``EventProjection`` asked for into `rows`: by key from the store (no kept
+    /// write touched them, or the rows would know them), the newest messages after storing what
+    /// is kept.
+    func read(_ reads: EventProjection.Reads, into rows: inout EventProjection.Rows) async throws {
+        guard !reads.isEmpty else { return }
+        var found: [ConversationID: ConversationInfo] = [:]
+        for id in reads.conversations { found[id] = try await store.fetchConversation(id, scope: scope) }
+        var messages: [Message] = []
+        for (conversation, keys) in reads.messages {
+            messages += try await store.fetchMessages(serverIDs: Array(keys.serverIDs), clientIDs: Array(keys.clientIDs), in: conversation, scope: scope)
+        }
+        var newest: [ConversationID: [Message]] = [:]
+        if !reads.newest.isEmpty {
+            try await flush()
+            for id in reads.newest {
+                newest[id] = try await store.fetchMessages(in: id, before: nil, limit: EventProjection.readDerivationWindow, scope: scope)
+            }
+        }
+        rows.add(reads, conversations: found, messages: messages, newest: newest)
+    }
+
+    /// A stored conversation, as the open transaction sees it.
+    func readConversation(_ id: ConversationID) async throws -> ConversationInfo? {
+        var reads = EventProjection.Reads()
+        reads.conversations = [id]
+        return try await readRows(reads).conversations[id] ?? nil
+    }
+
+    /// The stored messages with these ids, as the open transaction sees them.
+    func readMessages(serverIDs: [MessageID], clientIDs: [ClientMessageID], in conversation: ConversationID) async throws -> [Message] {
+        var reads = EventProjection.Reads()
+        reads.messages[conversation] = EventProjection.Reads.Keys(serverIDs: Set(serverIDs), clientIDs: Set(clientIDs))
+        let rows = try await readRows(reads)
+        let byServerID = serverIDs.compactMap { rows.byServerID[conversation]?[$0] ?? nil }
+        let byClientID = clientIDs.compactMap { rows.byClientID[$0] ?? nil }
+        return byServerID + byClientID
+    }
+
+    /// The rows `reads` names, read where the open transaction does not know them (and kept in it).
+    private func readRows(_ reads: EventProjection.Reads) async throws -> EventProjection.Rows {
+        var rows = transactionRows
+        try await read(EventProjection.reads(missingFrom: rows, of: reads), into: &rows)
+        transactionRows = rows
+        return rows
+    }
+}
+
+/// The writes of the inputs the loop handles together, the events they announce, and the rows
+/// they touched or read.
+struct OpenTransaction: Sendable {
+    var writes: [StoreWrite] = []
+    var events: [ChatEvent] = []
+    var rows = EventProjection.Rows()
+}
