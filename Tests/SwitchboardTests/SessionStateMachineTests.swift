@@ -41,6 +41,13 @@ import Testing
             case .observeHead(_, let head): "observeHead \(head)"
             case .sendReadMarker(.message(let id), _): "sendReadMarker \(id.rawValue)"
             case .sendReadMarker(let marker, _): "sendReadMarker \(marker)"
+            case .send(let entry): "send \(entry.clientID.rawValue)"
+            case .saveOutboxEntry(let entry): "saveOutboxEntry \(entry.clientID.rawValue) attempts \(entry.attempts) losses \(entry.linkLosses)"
+            case .removeOutboxEntry(let clientID): "removeOutboxEntry \(clientID.rawValue)"
+            case .failSend(let entry, _): "failSend \(entry.clientID.rawValue)"
+            case .startRetryTimer: "startRetryTimer"
+            case .sendTyping(let isTyping, let draft, _): "sendTyping \(isTyping) \(draft ?? "-")"
+            case .startTypingTimer(_, let instant): "startTypingTimer \(instant)"
             }
         }
     }
@@ -206,6 +213,81 @@ import Testing
         let failed = machine.pageFinished(in: Self.conversation, result: .failure(serverError), isLinkOpen: true)
         #expect(Self.perform(failed) == ["report protocolViolation", "deliver ? ?", "placeQueuedWindows"], "the third stores what the fill holds (its window), and says the gap stays")
         #expect(machine.conversations[Self.conversation].windowFill == nil)
+    }
+
+    // MARK: Sends and typing
+
+    static func entry(_ id: String) -> OutboxEntry {
+        OutboxEntry(message: OutgoingMessage(clientID: ClientMessageID(id), conversationID: conversation, content: MessageDraft(text: id)), createdAt: Date(timeIntervalSince1970: 0))
+    }
+
+    @Test func aSendsAnswerReplacesThePendingCopyAndEndsItsEntry() {
+        var machine = Self.machine()
+        var random = SeededRandomNumberGenerator(seed: 1)
+        #expect(Self.describe(machine.outbox { $0.connected() }).isEmpty)
+        #expect(Self.describe(machine.outbox { $0.enqueue(Self.entry("a")) }) == ["send a"])
+        var confirmed = Self.entry("a").pendingMessage
+        confirmed.serverID = "s-a"
+        confirmed.clientID = nil  // the server's copy without the client id gets it back
+        let answered = machine.sendFinished(Self.entry("a"), result: .success(.message(confirmed)), using: &random)
+        guard case .perform(let actions) = answered, case .deliver(let events) = actions.first, case .messageUpdated(let stored) = events.first?.kind else {
+            Issue.record("the server's copy is stored")
+            return
+        }
+        #expect(stored.clientID == "a" && stored.serverID == "s-a")
+        #expect(Self.describe(Array(actions.dropFirst())) == ["removeOutboxEntry a"])
+        #expect(machine.statistics.messagesSent == 1 && machine.outbox.isEmpty)
+    }
+
+    @Test func anAnswerWithoutTheMessageMarksThePendingCopySentUnlessItsEchoCameFirst() {
+        var machine = Self.machine()
+        var random = SeededRandomNumberGenerator(seed: 1)
+        _ = machine.outbox { $0.connected() }
+        _ = machine.outbox { $0.enqueue(Self.entry("a")) }
+        guard case .needs(.sentMessage("a", in: Self.conversation)) = machine.sendFinished(Self.entry("a"), result: .success(.done), using: &random) else {
+            Issue.record("an answer without the message asks for the stored copy")
+            return
+        }
+        let pending = Self.entry("a").pendingMessage
+        #expect(Self.perform(machine.sendFinished(Self.entry("a"), result: .success(.done), stored: .some(pending), using: &random)) == ["deliver ?", "removeOutboxEntry a"])
+        _ = machine.outbox { $0.enqueue(Self.entry("b")) }
+        var echoed = Self.entry("b").pendingMessage
+        echoed.deliveryState = .sent
+        #expect(Self.perform(machine.sendFinished(Self.entry("b"), result: .success(.done), stored: .some(echoed), using: &random)) == ["removeOutboxEntry b"])
+    }
+
+    @Test func aSendThatKeepsKillingTheLinkFailsAndTheNextOneGoes() {
+        var machine = Self.machine()
+        var random = SeededRandomNumberGenerator(seed: 1)
+        _ = machine.outbox { $0.connected() }
+        _ = machine.outbox { $0.enqueue(Self.entry("poison")) }
+        _ = machine.outbox { $0.enqueue(Self.entry("next")) }
+        var last: [String] = []
+        for _ in 1...SessionConfiguration.fastForTests.maxLinkLossesPerSend {
+            last = Self.describe(machine.outbox { $0.disconnected(interrupting: ["poison"]) })
+            _ = machine.outbox { $0.connected() }
+        }
+        #expect(last.contains("failSend poison"), "\(last)")
+        #expect(machine.statistics.sendFailures == 1)
+        #expect(machine.outbox.entries.map(\.clientID) == ["next"])
+        let transient = machine.sendFinished(Self.entry("next"), result: .failure(SwitchboardError(.serverError, "503")), using: &random)
+        #expect(Self.perform(transient) == ["saveOutboxEntry next attempts 1 losses 0", "startRetryTimer"])
+        #expect(machine.statistics.sendAttemptsFailed == 1)
+    }
+
+    @Test func typingFollowsTheBackendsPolicy() {
+        var machine = Self.machine()  // the default policy: at most one "typing" per 10 s
+        let (first, sent) = machine.typing(true, draft: "h", in: Self.conversation, now: .seconds(1))
+        #expect(first == .sent && Self.describe(sent) == ["sendTyping true h"])
+        let (second, none) = machine.typing(true, draft: "hi", in: Self.conversation, now: .seconds(5))
+        #expect(second == .throttled && none.isEmpty)
+        var settings = Machine.Settings(descriptor: BackendDescriptor(name: "w", capabilities: [.typing]), configuration: .fastForTests)
+        settings.typingPolicy = .coalesce(interval: .seconds(1), autoStop: .seconds(5))
+        var coalescing = Machine(settings: settings)
+        #expect(Self.describe(coalescing.typing(true, draft: "h", in: Self.conversation, now: .seconds(1)).1) == ["sendTyping true h", "startTypingTimer 2.0 seconds"])
+        let (later, nothing) = coalescing.typing(true, draft: "he", in: Self.conversation, now: .milliseconds(1500))
+        #expect(later == .coalesced && nothing.isEmpty, "the latest draft waits for the timer set already")
+        #expect(Self.describe(coalescing.typingTimerFired(in: Self.conversation, now: .seconds(2))) == ["sendTyping true he", "startTypingTimer 3.0 seconds"])
     }
 }
 

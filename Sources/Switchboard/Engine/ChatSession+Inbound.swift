@@ -25,7 +25,7 @@ extension ChatSession {
     /// A link is up: resume the outbox and send the read markers set while offline.
     func linkEstablished() async {
         await expireOutbox()
-        await perform(outbox.connected())
+        await perform(machine.outbox { $0.connected() })
         await perform(machine.linkOpened())
         // A backend that pushes nothing is asked for what changed while the session was away.
         pollNow()
@@ -34,7 +34,8 @@ extension ChatSession {
     /// Fails the sends that waited longer than the configured expiry.
     func expireOutbox() async {
         guard let expiry = configuration.outboxExpiry else { return }
-        await perform(outbox.expire(createdBefore: clock.date.addingTimeInterval(-expiry.seconds)))
+        let deadline = clock.date.addingTimeInterval(-expiry.seconds)
+        await perform(machine.outbox { $0.expire(createdBefore: deadline) })
     }
 
     /// The link is gone and everything it carried has reported. Requests still in its lanes never
@@ -50,7 +51,8 @@ extension ChatSession {
         for request in lanes.removeAll() {
             requestAbandoned(request.work, error: SwitchboardError(.connectionLost, "the link closed before \(request.work.request.name) was answered"))
         }
-        await perform(outbox.disconnected(interrupting: interrupted ? Set(unanswered) : []))
+        let interrupting = interrupted ? Set(unanswered) : []
+        await perform(machine.outbox { $0.disconnected(interrupting: interrupting) })
         machine.linkLost()
         cancelTimers { event in
             switch event {
@@ -199,6 +201,39 @@ extension ChatSession {
                 await observeHead(of: conversation, lastSequence: head)
             case .sendReadMarker(let marker, let conversation):
                 enqueue(.markRead(conversation, marker), lane: conversation)
+            case .send(let entry):
+                // The outbox sends only while connected; if the link is going, the next one resends.
+                enqueue(.send(entry), lane: entry.conversationID)
+            case .saveOutboxEntry(let entry):
+                await persist(.saveOutboxEntry(entry))
+            case .removeOutboxEntry(let clientID):
+                await persist(.removeOutboxEntry(clientID))
+            case .failSend(let entry, let reason):
+                await markFailed(entry, reason: reason)
+            case .startRetryTimer(let conversation, let delay):
+                setTimer(.outboxRetry(conversation), after: delay)
+            case .sendTyping(let isTyping, let draft, let conversation):
+                // Typing is best effort: offline it is dropped.
+                enqueue(.typing(conversation, isTyping: isTyping, draft: draft), lane: conversation)
+            case .startTypingTimer(let conversation, let instant):
+                setTimer(.typing(conversation), at: instant)
+            }
+        }
+    }
+
+    /// A send failed for good: its message is marked failed with the reason and its outbox entry
+    /// goes, in one transaction.
+    private func markFailed(_ entry: OutboxEntry, reason: String) async {
+        await inOneTransaction {
+            do {
+                var writes: [StoreWrite] = [.removeOutboxEntry(entry.clientID)]
+                var message = try await readMessages(serverIDs: [], clientIDs: [entry.clientID], in: entry.conversationID).first
+                message?.deliveryState = .failed(reason)
+                if let message { writes.append(.saveMessages([message])) }
+                try await write(writes)
+                if let message { publish(.messageUpdated(message), conversation: entry.conversationID) }
+            } catch {
+                report(SwitchboardError(.storageFailure, "could not write to the store", underlying: error))
             }
         }
     }
@@ -271,7 +306,7 @@ extension ChatSession {
         for publication in done.publications {
             publish(publication.kind, conversation: publication.conversation, sequence: publication.sequence, time: publication.time)
         }
-        for clientID in done.echoed { await perform(outbox.echoed(clientID)) }
+        for clientID in done.echoed { await perform(machine.outbox { $0.echoed(clientID) }) }
         for (problem, conversation) in done.problems { report(problem, conversation: conversation) }
     }
 

@@ -105,69 +105,22 @@ extension ChatSession {
         // leave a pending message nothing resends.
         try await write([.saveMessages([message]), .saveOutboxEntry(entry)])
         publish(.messageAdded(message, position: .newest), conversation: conversation, time: now)
-        await perform(outbox.enqueue(entry))
+        await perform(machine.outbox { $0.enqueue(entry) })
         return message
     }
 
-    /// Performs outbox actions.
-    func perform(_ actions: [OutboxStateMachine.Action]) async {
-        for action in actions {
-            switch action {
-            case .send(let entry):
-                // The outbox sends only while connected; if the link is going, the next one resends.
-                enqueue(.send(entry), lane: entry.conversationID)
-            case .complete(let entry):
-                statisticsValue.messagesSent += 1
-                await persist(.removeOutboxEntry(entry.clientID))
-            case .fail(let entry, let reason):
-                statisticsValue.sendFailures += 1
-                // The failed message and the end of its entry in one transaction.
-                await inOneTransaction {
-                    do {
-                        var writes: [StoreWrite] = [.removeOutboxEntry(entry.clientID)]
-                        var message = try await readMessages(serverIDs: [], clientIDs: [entry.clientID], in: entry.conversationID).first
-                        message?.deliveryState = .failed(reason)
-                        if let message { writes.append(.saveMessages([message])) }
-                        try await write(writes)
-                        if let message { publish(.messageUpdated(message), conversation: entry.conversationID) }
-                    } catch {
-                        report(SwitchboardError(.storageFailure, "could not write to the store", underlying: error))
-                    }
-                }
-            case .persist(let entry):
-                await persist(.saveOutboxEntry(entry))
-            case .scheduleRetry(let conversation, let delay):
-                setTimer(.outboxRetry(conversation), after: delay)
-            }
-        }
-    }
-
     func sendFinished(_ entry: OutboxEntry, result: Result<BackendResponse, SwitchboardError>) async {
-        switch result {
-        case .success(let response):
-            // The confirmed message and the end of its outbox entry go in one transaction.
-            var confirmed: Message?
-            if case .message(var message) = response {
-                message.clientID = message.clientID ?? entry.clientID
-                message.conversationID = entry.conversationID
-                confirmed = message
-            } else if var stored = try? await readMessages(serverIDs: [], clientIDs: [entry.clientID], in: entry.conversationID).first,
-                stored.deliveryState == .pending
-            {
-                // Answered without the message ("done"): the server has it, so it is sent.
-                stored.deliveryState = .sent
-                confirmed = stored
-            }
-            await inOneTransaction {
-                if let confirmed {
-                    await deliver(BackendEvent(.messageUpdated(confirmed), conversation: entry.conversationID))
-                }
-                await perform(outbox.succeeded(entry.clientID))
-            }
-        case .failure(let error):
-            statisticsValue.sendAttemptsFailed += 1
+        if case .failure(let error) = result {
             logger.debug("send failed", metadata: ["error": "\(error)", "attempts": "\(entry.attempts + 1)"])
-            await perform(outbox.failed(entry.clientID, error: error, using: &random))
+        }
+        // The confirmed message and the end of its outbox entry go in one transaction.
+        await inOneTransaction {
+            var step = machine.sendFinished(entry, result: result, using: &random)
+            if case .needs = step {
+                let stored = try? await readMessages(serverIDs: [], clientIDs: [entry.clientID], in: entry.conversationID).first
+                step = machine.sendFinished(entry, result: result, stored: .some(stored), using: &random)
+            }
+            if case .perform(let actions) = step { await perform(actions) }
         }
     }
 
@@ -183,30 +136,11 @@ extension ChatSession {
     }
 
     /// The user typed, or stopped: the throttle decides what goes out.
-    func typingChanged(_ isTyping: Bool, draft: String?, in conversation: ConversationID) throws -> TypingOutcome {
+    func typingChanged(_ isTyping: Bool, draft: String?, in conversation: ConversationID) async throws -> TypingOutcome {
         try lifecycle.checkOpen()
-        var throttle =
-            conversations[conversation].typing
-            ?? TypingThrottleStateMachine(policy: configuration.typingPolicy ?? descriptor.limits.typingPolicy)
-        let now = clock.now
-        let actions = isTyping ? throttle.userTyping(draft: draft, now: now) : throttle.userStopped(now: now)
-        conversations[conversation].typing = throttle
-        performTyping(actions, in: conversation)
-        if actions.contains(where: { if case .send = $0 { return true } else { return false } }) { return .sent }
-        if case .minimumInterval = throttle.policy { return .throttled }
-        return .coalesced
-    }
-
-    func performTyping(_ actions: [TypingThrottleStateMachine.Action], in conversation: ConversationID) {
-        for action in actions {
-            switch action {
-            case .send(let isTyping, let draft):
-                // Typing is best effort: offline it is dropped.
-                enqueue(.typing(conversation, isTyping: isTyping, draft: draft), lane: conversation)
-            case .scheduleTimer(let instant):
-                setTimer(.typing(conversation), at: instant)
-            }
-        }
+        let (outcome, actions) = machine.typing(isTyping, draft: draft, in: conversation, now: clock.now)
+        await perform(actions)
+        return outcome
     }
 
     func markRead(upTo marker: ChatEvent.ReadMarker?, in conversation: ConversationID) async throws {
@@ -423,7 +357,7 @@ extension ChatSession {
         case .send(let draft, let conversation, let reply):
             await reply.answer { try await enqueueSend(draft, in: conversation) }
         case .typing(let isTyping, let draft, let conversation, let reply):
-            await reply.answer { try typingChanged(isTyping, draft: draft, in: conversation) }
+            await reply.answer { try await typingChanged(isTyping, draft: draft, in: conversation) }
         case .markRead(let marker, let conversation, let reply):
             await reply.answer { try await setReadMarker(marker, in: conversation) }
         case .history(let conversation, let limit, let reply):

@@ -52,7 +52,6 @@ public actor ChatSession: Session {
     /// What the app wants, the link, and reconnecting: the rules live in the machine; the loop
     /// performs its actions with the handles of the link it started.
     var connection: ConnectionStateMachine
-    var outbox: OutboxStateMachine
     var lanes: RequestLanesStateMachine<LaneWork>
     /// The engine's rules and the state they keep (being assembled, #27).
     var machine: SessionStateMachine
@@ -89,6 +88,7 @@ public actor ChatSession: Session {
         get { machine.cursor }
         set { machine.cursor = newValue }
     }
+    var outbox: OutboxStateMachine { machine.outbox }
 
     /// - Parameters:
     ///   - id: names the session on the bus; random when omitted.
@@ -127,10 +127,6 @@ public actor ChatSession: Session {
         logger[metadataKey: "backend"] = "\(backend.descriptor.name)"
         self.logger = logger
         self.connection = ConnectionStateMachine(backoff: configuration.reconnectBackoff, stableLinkDuration: configuration.stableLinkDuration)
-        self.outbox = OutboxStateMachine(
-            backoff: configuration.outboxBackoff,
-            maxLinkLosses: configuration.maxLinkLossesPerSend
-        )
         self.lanes = RequestLanesStateMachine(concurrency: configuration.maxConcurrentRequests)
         self.machine = SessionStateMachine(settings: SessionStateMachine.Settings(descriptor: backend.descriptor, configuration: configuration))
         self.inbox = EngineInbox(updateWindow: configuration.inboundWindow)
@@ -251,7 +247,8 @@ public actor ChatSession: Session {
             }
             credentials = try await store.fetchCredentials(scope: scope)
             cursor = try await store.fetchCursor(scope: scope)
-            outbox.restore(try await repairedOutbox())
+            let entries = try await repairedOutbox()
+            machine.outbox.restore(entries)
         } catch {
             report(SwitchboardError(.storageFailure, "could not load the session state", underlying: error))
         }
@@ -596,10 +593,9 @@ public actor ChatSession: Session {
         case .outboxRetry(let conversation):
             statisticsValue.sendRetries += 1
             await expireOutbox()
-            await perform(outbox.retryTimerFired(conversation))
+            await perform(machine.outbox { $0.retryTimerFired(conversation) })
         case .typing(let conversation):
-            guard let actions = conversations[conversation].typing?.timerFired(now: clock.now) else { return }
-            performTyping(actions, in: conversation)
+            await perform(machine.typingTimerFired(in: conversation, now: clock.now))
         case .poll:
             pollNow()
         }

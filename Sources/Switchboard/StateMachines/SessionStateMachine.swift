@@ -31,11 +31,18 @@ struct SessionStateMachine: Sendable {
         var fillsWindows: Bool
         var backfillPageSize: Int
         var maxBackfillPages: Int
+        /// How typing reaches the backend: the configuration's, else the backend's own.
+        var typingPolicy: TypingPolicy
+        var outboxBackoff: BackoffPolicy
+        var maxLinkLossesPerSend: Int
 
         init(descriptor: BackendDescriptor, configuration: SessionConfiguration) {
             fillsWindows = descriptor.capabilities.contains(.historyPaging) && !descriptor.capabilities.contains(.sequences)
             backfillPageSize = configuration.backfillPageSize
             maxBackfillPages = configuration.maxBackfillPages
+            typingPolicy = configuration.typingPolicy ?? descriptor.limits.typingPolicy
+            outboxBackoff = configuration.outboxBackoff
+            maxLinkLossesPerSend = configuration.maxLinkLossesPerSend
             isSequenced = descriptor.capabilities.contains(.sequences)
             maxRetransmitBatch = max(1, descriptor.limits.maxRetransmitBatch)
             newConversationCatchUp = configuration.newConversationCatchUp
@@ -71,6 +78,20 @@ struct SessionStateMachine: Sendable {
         case observeHead(ConversationID, Int64)
         /// Send the app's read marker.
         case sendReadMarker(ChatEvent.ReadMarker, ConversationID)
+        /// Send this message (it stays in the outbox until answered).
+        case send(OutboxEntry)
+        case saveOutboxEntry(OutboxEntry)
+        /// The send is done: its outbox entry goes.
+        case removeOutboxEntry(ClientMessageID)
+        /// The send failed for good: its message is marked failed with `reason` and its outbox
+        /// entry goes, in one transaction.
+        case failSend(OutboxEntry, reason: String)
+        /// Call ``outbox(_:)`` with `retryTimerFired` for the conversation after `delay`.
+        case startRetryTimer(ConversationID, after: Duration)
+        /// Tell the backend the user is typing (best effort: dropped offline).
+        case sendTyping(Bool, draft: String?, ConversationID)
+        /// Call ``typingTimerFired(in:now:)`` at this instant.
+        case startTypingTimer(ConversationID, at: Duration)
     }
 
     /// A fact from the store that a step needs.
@@ -85,6 +106,8 @@ struct SessionStateMachine: Sendable {
         case oldestConfirmedMessage(in: ConversationID)
         /// The stored messages with these server ids.
         case messages([MessageID], in: ConversationID)
+        /// The stored copy of the app's message with this client id.
+        case sentMessage(ClientMessageID, in: ConversationID)
     }
 
     enum Step: Sendable {
@@ -100,9 +123,12 @@ struct SessionStateMachine: Sendable {
     var statistics = SessionStatistics()
     /// The account-wide cursor as the backend last gave it (stored only while no fill is open).
     var cursor: SyncCursor?
+    /// The sends waiting for the server, FIFO per conversation.
+    var outbox: OutboxStateMachine
 
     init(settings: Settings) {
         self.settings = settings
+        self.outbox = OutboxStateMachine(backoff: settings.outboxBackoff, maxLinkLosses: settings.maxLinkLossesPerSend)
     }
 
     // MARK: Events
