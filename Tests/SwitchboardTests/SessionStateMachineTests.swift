@@ -52,6 +52,16 @@ import Testing
         }
     }
 
+    /// The store's answers to a step's reads.
+    static func facts(_ answers: (Machine.Read, Machine.Facts.Answer)...) -> Machine.Facts {
+        var facts = Machine.Facts()
+        for (read, answer) in answers { facts.answers[read] = answer }
+        return facts
+    }
+
+    /// The store holds the conversation.
+    static let knownConversation = facts((.conversation(conversation), .conversation(ConversationInfo(id: conversation))))
+
     static func perform(_ step: Machine.Step) -> [String] {
         guard case .perform(let actions) = step else {
             Issue.record("the step asked for \(step)")
@@ -62,31 +72,31 @@ import Testing
 
     @Test func aKnownConversationStartsAtItsHeadAndOneNeverSeenCatchesUpItsNewest() {
         var machine = Self.machine()
-        guard case .needs(.conversationIsStored(Self.conversation)) = machine.head(of: Self.conversation, lastSequence: 10) else {
+        guard case .needs(.conversation(Self.conversation)) = machine.head(of: Self.conversation, lastSequence: 10) else {
             Issue.record("a conversation without a tracker asks whether it is stored")
             return
         }
-        #expect(Self.perform(machine.head(of: Self.conversation, lastSequence: 10, isStored: true)) == ["saveSequence 10"], "older events are history")
+        #expect(Self.perform(machine.head(of: Self.conversation, lastSequence: 10, facts: Self.knownConversation)) == ["saveSequence 10"], "older events are history")
         var fresh = Self.machine()
-        #expect(Self.perform(fresh.head(of: Self.conversation, lastSequence: 10, isStored: false)) == ["saveSequence 8", "retransmit 9...10", "startHoldTimer"])
+        #expect(Self.perform(fresh.head(of: Self.conversation, lastSequence: 10, facts: Self.facts((.conversation(Self.conversation), .conversation(nil))))) == ["saveSequence 8", "retransmit 9...10", "startHoldTimer"])
     }
 
     @Test func aGapIsAskedForInBatchesAndFilledInOrder() {
         var machine = Self.machine()
-        _ = machine.head(of: Self.conversation, lastSequence: 1, isStored: true)
+        _ = machine.head(of: Self.conversation, lastSequence: 1, facts: Self.knownConversation)
         #expect(Self.perform(machine.event(Self.message(2))) == ["deliver m2", "saveSequence 2"])
         #expect(Self.perform(machine.event(Self.message(7))) == ["retransmit 3...5", "retransmit 6...6", "startHoldTimer"])
         #expect(machine.statistics.heldBack == 1 && machine.statistics.gapsDetected == 1 && machine.statistics.retransmitRequests == 2)
         let answer = BackendResponse.retransmitted([3, 4, 5].map { Self.message($0) }, isComplete: true)
         #expect(Self.describe(machine.retransmitFinished(3...5, in: Self.conversation, result: .success(answer))) == ["deliver m3 m4 m5", "saveSequence 5"])
         #expect(Self.describe(machine.retransmitFinished(6...6, in: Self.conversation, result: .success(.retransmitted([Self.message(6)], isComplete: true)))) == ["deliver m6 m7", "saveSequence 7"])
-        #expect(Self.perform(machine.event(Self.message(7), storedAtSequence: .some(nil))) == [], "a duplicate")
+        #expect(Self.perform(machine.event(Self.message(7), facts: Self.facts((.message(atSequence: 7, in: Self.conversation), .message(nil))))) == [], "a duplicate")
         #expect(machine.statistics.duplicatesDropped == 1)
     }
 
     @Test func aRetransmitThatFailsOrCannotBeSentIsAskedForAgainWhenTheHoldTimerFires() {
         var machine = Self.machine()
-        _ = machine.head(of: Self.conversation, lastSequence: 1, isStored: true)
+        _ = machine.head(of: Self.conversation, lastSequence: 1, facts: Self.knownConversation)
         _ = machine.event(Self.message(4))
         machine.retransmitNotSent(2...3, in: Self.conversation)
         #expect(Self.describe(machine.holdTimerFired(in: Self.conversation)) == ["retransmit 2...3", "startHoldTimer"])
@@ -99,7 +109,7 @@ import Testing
 
     @Test func aHeadBelowWhatWasDeliveredIsAServerThatForgot() {
         var machine = Self.machine()
-        _ = machine.head(of: Self.conversation, lastSequence: 5, isStored: true)
+        _ = machine.head(of: Self.conversation, lastSequence: 5, facts: Self.knownConversation)
         _ = machine.conversations[Self.conversation].readMarker.mark(.sequence(5), times: [:])
         #expect(Self.perform(machine.head(of: Self.conversation, lastSequence: 3)) == ["report protocolViolation", "clearHistory", "saveSequence 1", "retransmit 2...3", "startHoldTimer"])
         #expect(machine.conversations[Self.conversation].readMarker == ReadMarkerStateMachine(), "markers of the old numbering are forgotten")
@@ -108,16 +118,16 @@ import Testing
 
     @Test func aNewMessageAtADeliveredSequenceIsCheckedAgainstTheStoredOne() {
         var machine = Self.machine()
-        _ = machine.head(of: Self.conversation, lastSequence: 5, isStored: true)
+        _ = machine.head(of: Self.conversation, lastSequence: 5, facts: Self.knownConversation)
         guard case .needs(.message(atSequence: 4, in: Self.conversation)) = machine.event(Self.message(4)) else {
             Issue.record("a message at a delivered sequence asks for the stored one")
             return
         }
         let same = Message(serverID: "m4", conversationID: Self.conversation, sequence: 4, text: "m4", time: Date(timeIntervalSince1970: 4))
-        #expect(Self.perform(machine.event(Self.message(4), storedAtSequence: .some(same))) == [], "the same message again: a duplicate")
-        #expect(Self.perform(machine.event(Self.message(4), storedAtSequence: .some(nil))) == [], "nothing stored there (history not paged): a duplicate")
+        #expect(Self.perform(machine.event(Self.message(4), facts: Self.facts((.message(atSequence: 4, in: Self.conversation), .message(same))))) == [], "the same message again: a duplicate")
+        #expect(Self.perform(machine.event(Self.message(4), facts: Self.facts((.message(atSequence: 4, in: Self.conversation), .message(nil))))) == [], "nothing stored there (history not paged): a duplicate")
         #expect(
-            Self.perform(machine.event(Self.message(4, id: "other"), storedAtSequence: .some(same)))
+            Self.perform(machine.event(Self.message(4, id: "other"), facts: Self.facts((.message(atSequence: 4, in: Self.conversation), .message(same)))))
                 == ["report protocolViolation", "clearHistory", "saveSequence 2", "retransmit 3...3", "startHoldTimer"],
             "another message where the store has one: the server numbers afresh"
         )
@@ -125,7 +135,7 @@ import Testing
 
     @Test func anAbsurdJumpIsRefusedAndSaidSo() {
         var machine = Self.machine()
-        _ = machine.head(of: Self.conversation, lastSequence: 1, isStored: true)
+        _ = machine.head(of: Self.conversation, lastSequence: 1, facts: Self.knownConversation)
         let jump = Self.message(1 + SessionConfiguration.fastForTests.maxSequenceJump + 1)
         #expect(Self.perform(machine.event(jump)) == ["report protocolViolation"])
     }
@@ -175,7 +185,7 @@ import Testing
             return
         }
         #expect(Set(ids) == ["w1", "w3", "w4"])
-        let closed = machine.pageFinished(in: Self.conversation, result: .success(.history(page)), isLinkOpen: true, stored: [Self.windowMessage(1)])
+        let closed = machine.pageFinished(in: Self.conversation, result: .success(.history(page)), isLinkOpen: true, facts: Self.facts((.messages(ids, in: Self.conversation), .messages([Self.windowMessage(1)]))))
         guard case .perform(let actions) = closed, case .deliver(let events) = actions.first else {
             Issue.record("the fill closes with what it holds")
             return
@@ -184,15 +194,15 @@ import Testing
         #expect(Self.describe(Array(actions.dropFirst())) == ["placeQueuedWindows"])
         // The queued window: its oldest is stored (the fill just stored... not w9): asked, then placed.
         #expect(machine.hasQueuedWindowToPlace(in: Self.conversation))
-        guard case .needs(.messageIsStored("w9", _)) = machine.placeQueuedWindow(in: Self.conversation, isLinkOpen: true) else {
+        guard case .needs(.storedMessage("w9", _)) = machine.placeQueuedWindow(in: Self.conversation, isLinkOpen: true) else {
             Issue.record("placing a window asks whether its oldest message is stored")
             return
         }
-        guard case .needs(.oldestConfirmedMessage) = machine.placeQueuedWindow(in: Self.conversation, isLinkOpen: true, oldestIsStored: false) else {
+        guard case .needs(.oldestConfirmedMessage) = machine.placeQueuedWindow(in: Self.conversation, isLinkOpen: true, facts: Self.facts((.storedMessage("w9", in: Self.conversation), .message(nil)))) else {
             Issue.record("an oldest message not stored asks for the store's oldest")
             return
         }
-        let placed = machine.placeQueuedWindow(in: Self.conversation, isLinkOpen: true, oldestIsStored: false, storedOldest: .some(Self.windowMessage(1)))
+        let placed = machine.placeQueuedWindow(in: Self.conversation, isLinkOpen: true, facts: Self.facts((.storedMessage("w9", in: Self.conversation), .message(nil)), (.oldestConfirmedMessage(in: Self.conversation), .message(Self.windowMessage(1)))))
         #expect(Self.perform(placed) == ["requestPage time(1970-01-01 00:00:09 +0000)"], "a gap of its own: filled in turn")
         #expect(machine.statistics.gapsDetected == 2 && machine.statistics.backfillRequests == 2)
     }
@@ -249,11 +259,11 @@ import Testing
             return
         }
         let pending = Self.entry("a").pendingMessage
-        #expect(Self.perform(machine.sendFinished(Self.entry("a"), result: .success(.done), stored: .some(pending), using: &random)) == ["deliver ?", "removeOutboxEntry a"])
+        #expect(Self.perform(machine.sendFinished(Self.entry("a"), result: .success(.done), facts: Self.facts((.sentMessage("a", in: Self.conversation), .message(pending))), using: &random)) == ["deliver ?", "removeOutboxEntry a"])
         _ = machine.outbox { $0.enqueue(Self.entry("b")) }
         var echoed = Self.entry("b").pendingMessage
         echoed.deliveryState = .sent
-        #expect(Self.perform(machine.sendFinished(Self.entry("b"), result: .success(.done), stored: .some(echoed), using: &random)) == ["removeOutboxEntry b"])
+        #expect(Self.perform(machine.sendFinished(Self.entry("b"), result: .success(.done), facts: Self.facts((.sentMessage("b", in: Self.conversation), .message(echoed))), using: &random)) == ["removeOutboxEntry b"])
     }
 
     @Test func aSendThatKeepsKillingTheLinkFailsAndTheNextOneGoes() {

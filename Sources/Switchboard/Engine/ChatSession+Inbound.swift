@@ -110,67 +110,68 @@ extension ChatSession {
     /// is open any more, the cursor they kept back is stored.
     private func placeQueuedWindows(in conversation: ConversationID) async {
         while machine.hasQueuedWindowToPlace(in: conversation) {
-            var oldestIsStored: Bool?
-            var storedOldest: Message??
-            var step = machine.placeQueuedWindow(in: conversation, isLinkOpen: isLinkOpen)
-            while case .needs(let read) = step {
-                do {
-                    switch read {
-                    case .messageIsStored(let id, _):
-                        oldestIsStored = try await !readMessages(serverIDs: [id], clientIDs: [], in: conversation).isEmpty
-                    default:
-                        storedOldest = .some(try await flushed().fetchOldestConfirmedMessage(in: conversation, scope: scope))
-                    }
-                } catch {
-                    report(SwitchboardError(.storageFailure, "could not read the store for a window; a gap below it stays open", underlying: error), conversation: conversation)
-                    oldestIsStored = oldestIsStored ?? false
-                    storedOldest = storedOldest ?? .some(nil)
-                }
-                step = machine.placeQueuedWindow(in: conversation, isLinkOpen: isLinkOpen, oldestIsStored: oldestIsStored, storedOldest: storedOldest)
-            }
-            if case .perform(let actions) = step { await perform(actions) }
+            let isLinkOpen = isLinkOpen
+            await run { $0.placeQueuedWindow(in: conversation, isLinkOpen: isLinkOpen, facts: $1) }
         }
         await perform(machine.cursorToStore())
     }
 
     /// A page below a window arrived (or failed).
     func pageFinished(_ conversation: ConversationID, result: Result<BackendResponse, SwitchboardError>) async {
-        var step = machine.pageFinished(in: conversation, result: result, isLinkOpen: isLinkOpen)
-        if case .needs(.messages(let ids, _)) = step {
-            do {
-                let stored = try await readMessages(serverIDs: ids, clientIDs: [], in: conversation)
-                step = machine.pageFinished(in: conversation, result: result, isLinkOpen: isLinkOpen, stored: stored)
-            } catch {
-                let failure = SwitchboardError(.storageFailure, "could not read the store for a history page", underlying: error)
-                step = .perform(machine.pageUnusable(failure, in: conversation))
-            }
-        }
-        if case .perform(let actions) = step { await perform(actions) }
+        let isLinkOpen = isLinkOpen
+        await run { $0.pageFinished(in: conversation, result: result, isLinkOpen: isLinkOpen, facts: $1) }
     }
 
     private func applyEvent(_ event: BackendEvent) async {
-        var step = machine.event(event)
-        if case .needs(.message(let sequence, let conversation)) = step {
-            step = machine.event(event, storedAtSequence: .some(await storedMessage(atSequence: sequence, in: conversation)))
-        }
-        if case .perform(let actions) = step { await perform(actions) }
+        await run { $0.event(event, facts: $1) }
     }
 
     private func observeHead(of conversation: ConversationID, lastSequence: Int64) async {
-        var step = machine.head(of: conversation, lastSequence: lastSequence)
-        if case .needs = step {
-            let isStored = (try? await readConversation(conversation)) != nil
-            step = machine.head(of: conversation, lastSequence: lastSequence, isStored: isStored)
-        }
-        if case .perform(let actions) = step { await perform(actions) }
+        await run { $0.head(of: conversation, lastSequence: lastSequence, facts: $1) }
     }
 
-    /// The stored message at `sequence`, if any (a failed read: none).
-    private func storedMessage(atSequence sequence: Int64, in conversation: ConversationID) async -> Message? {
-        let above = MessageOrderKey(isPending: false, sequence: sequence + 1, time: .distantPast, tieBreaker: "")
-        guard let stored = try? await flushed().fetchMessages(in: conversation, before: above, limit: 1, scope: scope).last, stored.sequence == sequence
-        else { return nil }
-        return stored
+    /// Runs one input of ``SessionStateMachine``: reads each fact it asks for (a failed read is
+    /// a fact too), gives it the input again, and performs the actions it returns.
+    ///
+    /// - Returns: the first read that failed, if any.
+    @discardableResult
+    func run(_ input: (inout SessionStateMachine, SessionStateMachine.Facts) -> SessionStateMachine.Step) async -> SwitchboardError? {
+        var facts = SessionStateMachine.Facts()
+        while true {
+            switch input(&machine, facts) {
+            case .needs(let read):
+                do {
+                    facts.answers[read] = try await answer(read)
+                } catch {
+                    facts.answers[read] = .failed(error as? SwitchboardError ?? SwitchboardError(.storageFailure, "could not read the store", underlying: error))
+                }
+            case .perform(let actions):
+                await perform(actions)
+                return facts.firstFailure
+            }
+        }
+    }
+
+    /// Reads what the machine asked for, as the open transaction sees the store.
+    private func answer(_ read: SessionStateMachine.Read) async throws -> SessionStateMachine.Facts.Answer {
+        switch read {
+        case .conversation(let id):
+            return .conversation(try await readConversation(id))
+        case .message(atSequence: let sequence, let conversation):
+            let above = MessageOrderKey(isPending: false, sequence: sequence + 1, time: .distantPast, tieBreaker: "")
+            let stored = try await flushed().fetchMessages(in: conversation, before: above, limit: 1, scope: scope).last
+            return .message(stored?.sequence == sequence ? stored : nil)
+        case .storedMessage(let id, let conversation):
+            return .message(try await readMessages(serverIDs: [id], clientIDs: [], in: conversation).first)
+        case .oldestConfirmedMessage(let conversation):
+            return .message(try await flushed().fetchOldestConfirmedMessage(in: conversation, scope: scope))
+        case .newestMessage(let conversation):
+            return .message(try await flushed().fetchMessages(in: conversation, before: nil, limit: 1, scope: scope).last)
+        case .messages(let ids, let conversation):
+            return .messages(try await readMessages(serverIDs: ids, clientIDs: [], in: conversation))
+        case .sentMessage(let clientID, let conversation):
+            return .message(try await readMessages(serverIDs: [], clientIDs: [clientID], in: conversation).first)
+        }
     }
 
     /// Performs what ``SessionStateMachine`` asks, in order.

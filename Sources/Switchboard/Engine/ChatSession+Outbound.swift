@@ -115,12 +115,9 @@ extension ChatSession {
         }
         // The confirmed message and the end of its outbox entry go in one transaction.
         await inOneTransaction {
-            var step = machine.sendFinished(entry, result: result, using: &random)
-            if case .needs = step {
-                let stored = try? await readMessages(serverIDs: [], clientIDs: [entry.clientID], in: entry.conversationID).first
-                step = machine.sendFinished(entry, result: result, stored: .some(stored), using: &random)
-            }
-            if case .perform(let actions) = step { await perform(actions) }
+            var random = random
+            await run { $0.sendFinished(entry, result: result, facts: $1, using: &random) }
+            self.random = random
         }
     }
 

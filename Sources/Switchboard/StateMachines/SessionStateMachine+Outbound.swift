@@ -25,13 +25,11 @@ extension SessionStateMachine {
     /// A send answered (or failed). The server's copy of the message replaces the pending one; an
     /// answer without it ("done") means the server has it, so the stored pending copy is sent.
     ///
-    /// - Parameters:
-    ///   - stored: the stored copy of the message, once asked for.
-    ///   - random: the retry backoff's jitter.
+    /// - Parameter random: the retry backoff's jitter.
     mutating func sendFinished(
         _ entry: OutboxEntry,
         result: Result<BackendResponse, SwitchboardError>,
-        stored: Message?? = .none,
+        facts: Facts = Facts(),
         using random: inout some RandomNumberGenerator
     ) -> Step {
         switch result {
@@ -40,7 +38,8 @@ extension SessionStateMachine {
             message.conversationID = entry.conversationID
             return .perform([.deliver([BackendEvent(.messageUpdated(message), conversation: entry.conversationID)])] + outbox { $0.succeeded(entry.clientID) })
         case .success:
-            guard let stored else { return .needs(.sentMessage(entry.clientID, in: entry.conversationID)) }
+            let read = Read.sentMessage(entry.clientID, in: entry.conversationID)
+            guard let stored = facts.message(read) else { return .needs(read) }
             var actions: [Action] = []
             if var stored, stored.deliveryState == .pending {
                 stored.deliveryState = .sent

@@ -38,19 +38,22 @@ extension SessionStateMachine {
     }
 
     /// A page below a window answered (or failed).
-    ///
-    /// - Parameter stored: the stored messages with the page's server ids, once asked for.
     mutating func pageFinished(
         in conversation: ConversationID,
         result: Result<BackendResponse, SwitchboardError>,
         isLinkOpen: Bool,
-        stored: [Message]? = nil
+        facts: Facts = Facts()
     ) -> Step {
         guard conversations[conversation].windowFill != nil else { return .perform([]) }
         switch result {
         case .success(.history(let page)):
             let ids = page.messages.compactMap(\.serverID)
-            guard let stored = ids.isEmpty ? [] : stored else { return .needs(.messages(ids, in: conversation)) }
+            let read = Read.messages(ids, in: conversation)
+            if let failure = facts.failure(of: read) {
+                // The page cannot be placed: the fill stops and stores what it holds, with a problem.
+                return .perform(pageUnusable(SwitchboardError(.storageFailure, "could not read the store for a history page", underlying: failure), in: conversation))
+            }
+            guard let stored = ids.isEmpty ? [] : facts.messages(read) else { return .needs(read) }
             return .perform(backfill(conversations[conversation].windowFill!.pageArrived(page, stored: stored.filter { $0.serverID != nil }), in: conversation))
         case .success(let response):
             return .perform(pageUnusable(SwitchboardError(.protocolViolation, "history answered with \(response)"), in: conversation))
@@ -77,32 +80,34 @@ extension SessionStateMachine {
     /// The window waiting first for `conversation`'s fill, once none is open: filled when it has a
     /// gap of its own, else stored with the events that came after it.
     ///
-    /// - Parameters:
-    ///   - oldestIsStored: whether the store holds the window's oldest message, once asked for.
-    ///   - storedOldest: the conversation's oldest confirmed stored message, once asked for.
-    mutating func placeQueuedWindow(
-        in conversation: ConversationID,
-        isLinkOpen: Bool,
-        oldestIsStored: Bool? = nil,
-        storedOldest: Message?? = .none
-    ) -> Step {
+    /// A read that fails is reported, and the window stored as it is (a gap below it stays open).
+    mutating func placeQueuedWindow(in conversation: ConversationID, isLinkOpen: Bool, facts: Facts = Facts()) -> Step {
         guard conversations[conversation].windowFill == nil, let next = conversations[conversation].queuedWindows.first else { return .perform([]) }
-        let oldest = next.window.messages.min(by: { $0.orderKey < $1.orderKey })?.serverID
-        if let oldest, oldestIsStored == nil, next.window.skippedAfter == nil { return .needs(.messageIsStored(oldest, in: conversation)) }
+        var oldestIsStored = false
+        if next.window.skippedAfter == nil, let oldest = next.window.messages.min(by: { $0.orderKey < $1.orderKey })?.serverID {
+            let read = Read.storedMessage(oldest, in: conversation)
+            guard let stored = facts.message(read) else { return .needs(read) }
+            oldestIsStored = stored != nil
+        }
         var gap = false
-        if SnapshotApplication.mayLeaveGap(next.window, isStored: { _ in oldestIsStored ?? false }) {
-            guard let storedOldest else { return .needs(.oldestConfirmedMessage(in: conversation)) }
+        if SnapshotApplication.mayLeaveGap(next.window, isStored: { _ in oldestIsStored }) {
+            let read = Read.oldestConfirmedMessage(in: conversation)
+            guard let storedOldest = facts.message(read) else { return .needs(read) }
             gap = SnapshotApplication.hasGap(below: next.window, storedOldest: storedOldest)
         }
         conversations[conversation].queuedWindows.removeFirst()
-        guard gap else { return .perform([.deliver(next.events)]) }
+        var actions: [Action] = []
+        if let failure = facts.firstFailure {
+            actions.append(.report(SwitchboardError(.storageFailure, "could not read the store for a window; a gap below it stays open", underlying: failure), conversation))
+        }
+        guard gap else { return .perform(actions + [.deliver(next.events)]) }
         statistics.gapsDetected += 1
         conversations[conversation].windowFill = WindowBackfillStateMachine(
             conversation: conversation, window: next.events, lowerBound: next.window.skippedAfter,
             pageLimit: settings.backfillPageSize, maxPages: settings.maxBackfillPages
         )
-        guard isLinkOpen else { return .perform([]) }
-        return .perform(backfill(conversations[conversation].windowFill!.linkAvailable(), in: conversation))
+        guard isLinkOpen else { return .perform(actions) }
+        return .perform(actions + backfill(conversations[conversation].windowFill!.linkAvailable(), in: conversation))
     }
 
     /// Whether `conversation` has a window waiting that can be placed now (no fill open).

@@ -5,8 +5,9 @@ import Foundation
 /// sequence, ask for this retransmit, start this timer, report this problem.
 ///
 /// Pure: no `async`, no I/O, no clock reads. A fact it needs from the store is asked for by
-/// returning ``Step/needs(_:)``; the runner reads it and gives the same input again with the
-/// answer. Nothing is changed before a step asks, so asking again is safe.
+/// returning ``Step/needs(_:)``; the runner reads it, adds the answer to the input's ``Facts``
+/// and gives the same input again. Nothing is changed before a step asks, so asking again is
+/// safe.
 ///
 /// Being assembled (#27). It holds so far the per-conversation state, the statistics, the account
 /// cursor, and the rules for what arrives: sequenced events (their order, gaps, retransmits and
@@ -70,7 +71,7 @@ struct SessionStateMachine: Sendable {
         /// Ask for a page below a window; without a link, say so (``backfillNotSent(in:)``).
         case requestPage(HistoryQuery, ConversationID)
         /// The conversation's fill closed: place the windows that waited for it in turn
-        /// (``placeQueuedWindow(in:isLinkOpen:oldestIsStored:storedOldest:)``), then store the
+        /// (``placeQueuedWindow(in:isLinkOpen:facts:)``), then store the
         /// cursor if it may be (``cursorToStore()``).
         case placeQueuedWindows(ConversationID)
         /// The backend says where the conversation's events are up to
@@ -96,18 +97,68 @@ struct SessionStateMachine: Sendable {
 
     /// A fact from the store that a step needs.
     enum Read: Sendable, Hashable {
-        /// Whether the store holds the conversation.
-        case conversationIsStored(ConversationID)
+        /// The stored conversation, if any.
+        case conversation(ConversationID)
         /// The stored message at this sequence, if any.
         case message(atSequence: Int64, in: ConversationID)
-        /// Whether the store holds this message.
-        case messageIsStored(MessageID, in: ConversationID)
+        /// The stored message with this server id, if any.
+        case storedMessage(MessageID, in: ConversationID)
         /// The oldest message of the conversation the server confirmed, if any.
         case oldestConfirmedMessage(in: ConversationID)
+        /// The newest stored message of the conversation, if any.
+        case newestMessage(in: ConversationID)
         /// The stored messages with these server ids.
         case messages([MessageID], in: ConversationID)
-        /// The stored copy of the app's message with this client id.
+        /// The stored copy of the app's message with this client id, if any.
         case sentMessage(ClientMessageID, in: ConversationID)
+    }
+
+    /// What the store answered to the reads of one input so far. A read that failed reads as
+    /// absent; a step that must know tells by ``failure(of:)``.
+    struct Facts: Sendable {
+        enum Answer: Sendable {
+            case conversation(ConversationInfo?)
+            case message(Message?)
+            case messages([Message])
+            case failed(SwitchboardError)
+        }
+
+        var answers: [Read: Answer] = [:]
+
+        /// The answer to `read`: `nil` until asked, `.some(nil)` for none (or a failed read).
+        func conversation(_ read: Read) -> ConversationInfo?? {
+            switch answers[read] {
+            case .conversation(let info)?: .some(info)
+            case .failed?: .some(nil)
+            default: nil
+            }
+        }
+
+        func message(_ read: Read) -> Message?? {
+            switch answers[read] {
+            case .message(let message)?: .some(message)
+            case .failed?: .some(nil)
+            default: nil
+            }
+        }
+
+        func messages(_ read: Read) -> [Message]? {
+            switch answers[read] {
+            case .messages(let messages)?: messages
+            case .failed?: []
+            default: nil
+            }
+        }
+
+        func failure(of read: Read) -> SwitchboardError? {
+            if case .failed(let error)? = answers[read] { return error }
+            return nil
+        }
+
+        /// The first failed read, if any.
+        var firstFailure: SwitchboardError? {
+            answers.values.lazy.compactMap { if case .failed(let error) = $0 { error } else { nil } }.first
+        }
     }
 
     enum Step: Sendable {
@@ -136,15 +187,15 @@ struct SessionStateMachine: Sendable {
     /// An event from the link: ordered by its conversation's tracker (sequenced backends), held
     /// while its conversation's gap is filled, or stored as it comes.
     ///
-    /// - Parameter storedAtSequence: the stored message at the event's sequence, once asked for
-    ///   (`.some(nil)`: none): a new message at a sequence already delivered is checked against it.
-    mutating func event(_ event: BackendEvent, storedAtSequence: Message?? = .none) -> Step {
+    /// A new message at a sequence already delivered is checked against the stored one there.
+    mutating func event(_ event: BackendEvent, facts: Facts = Facts()) -> Step {
         var actions: [Action] = []
         if settings.isSequenced, let sequence = event.sequence, let conversation = event.conversationID {
             if let delivered = conversations[conversation].tracker?.delivered, sequence <= delivered, case .messageAdded(let message, _) = event.kind,
                 let id = message.serverID
             {
-                guard let storedAtSequence else { return .needs(.message(atSequence: sequence, in: conversation)) }
+                let read = Read.message(atSequence: sequence, in: conversation)
+                guard let storedAtSequence = facts.message(read) else { return .needs(read) }
                 if let stored = storedAtSequence, stored.sequence == sequence, let storedID = stored.serverID, storedID != id {
                     actions += resynchronize(conversation, head: sequence, because: "event #\(sequence) came with message \(id.rawValue), not the one stored at #\(sequence)")
                 }
@@ -168,17 +219,16 @@ struct SessionStateMachine: Sendable {
     /// but has no sequence for starts there: older events are history, paged on demand. One never
     /// seen catches up its newest events (``SessionConfiguration/newConversationCatchUp``). A head
     /// below what was delivered is a server that forgot.
-    ///
-    /// - Parameter isStored: whether the store holds the conversation, once asked for.
-    mutating func head(of conversation: ConversationID, lastSequence: Int64, isStored: Bool? = nil) -> Step {
+    mutating func head(of conversation: ConversationID, lastSequence: Int64, facts: Facts = Facts()) -> Step {
         guard settings.isSequenced else { return .perform([]) }
         var actions: [Action] = []
         var tracker: Tracker
         if let existing = conversations[conversation].tracker {
             tracker = existing
         } else {
-            guard let isStored = isStored ?? (conversations[conversation].isStored ? true : nil) else {
-                return .needs(.conversationIsStored(conversation))
+            let read = Read.conversation(conversation)
+            guard let isStored = conversations[conversation].isStored ? true : facts.conversation(read).map({ $0 != nil }) else {
+                return .needs(read)
             }
             tracker = newTracker(for: conversation, baseline: isStored ? lastSequence : catchUpBaseline(lastSequence))
         }
