@@ -48,6 +48,7 @@ import Testing
             case .startRetryTimer: "startRetryTimer"
             case .sendTyping(let isTyping, let draft, _): "sendTyping \(isTyping) \(draft ?? "-")"
             case .startTypingTimer(_, let instant): "startTypingTimer \(instant)"
+            case .updateConversation(let info): "updateConversation unread \(info.unreadCount)"
             }
         }
     }
@@ -298,6 +299,36 @@ import Testing
         let (later, nothing) = coalescing.typing(true, draft: "he", in: Self.conversation, now: .milliseconds(1500))
         #expect(later == .coalesced && nothing.isEmpty, "the latest draft waits for the timer set already")
         #expect(Self.describe(coalescing.typingTimerFired(in: Self.conversation, now: .seconds(2))) == ["sendTyping true he", "startTypingTimer 3.0 seconds"])
+    }
+
+    // MARK: Marking read
+
+    @Test func markingReadWithoutAMarkerReadsUpToTheNewestMessageAndClearsTheUnreadCount() {
+        var machine = Self.machine()
+        guard case .needs(.newestMessage(in: Self.conversation)) = machine.markRead(nil, in: Self.conversation) else {
+            Issue.record("no marker: the newest stored message is asked for")
+            return
+        }
+        #expect(Self.perform(machine.markRead(nil, in: Self.conversation, facts: Self.facts((.newestMessage(in: Self.conversation), .message(nil))))) == [], "nothing stored: nothing to mark")
+        let newest = Message(serverID: "m9", conversationID: Self.conversation, sequence: 9, text: "", time: .distantPast)
+        let unread = ConversationInfo(id: Self.conversation, unreadCount: 3)
+        let facts = Self.facts((.newestMessage(in: Self.conversation), .message(newest)), (.conversation(Self.conversation), .conversation(unread)))
+        #expect(Self.perform(machine.markRead(nil, in: Self.conversation, facts: facts)) == ["updateConversation unread 0", "sendReadMarker sequence(9)"])
+        #expect(Self.perform(machine.markRead(.sequence(8), in: Self.conversation, facts: facts)) == [], "behind the one on its way")
+        #expect(Self.describe(machine.readMarkerAnswered(.sequence(9), in: Self.conversation, result: .success(.done))).isEmpty)
+        #expect(machine.conversations[Self.conversation].readMarker.sent == .sequence(9))
+    }
+
+    @Test func aMarkerTheServerRefusesIsReportedAndAFailedReadChangesNothing() {
+        var machine = Self.machine()
+        let known = Self.facts((.conversation(Self.conversation), .conversation(ConversationInfo(id: Self.conversation))))
+        #expect(Self.perform(machine.markRead(.sequence(4), in: Self.conversation, facts: known)) == ["sendReadMarker sequence(4)"])
+        #expect(Self.describe(machine.readMarkerAnswered(.sequence(4), in: Self.conversation, result: .failure(SwitchboardError(.invalidArgument, "no"))))
+            == ["report invalidArgument"])
+        var failed = Machine.Facts()
+        failed.answers[.conversation(Self.conversation)] = .failed(SwitchboardError(.storageFailure, "disk"))
+        #expect(Self.perform(machine.markRead(.sequence(5), in: Self.conversation, facts: failed)) == [])
+        #expect(machine.conversations[Self.conversation].readMarker.pending == nil, "nothing was marked")
     }
 }
 

@@ -218,6 +218,9 @@ extension ChatSession {
                 enqueue(.typing(conversation, isTyping: isTyping, draft: draft), lane: conversation)
             case .startTypingTimer(let conversation, let instant):
                 setTimer(.typing(conversation), at: instant)
+            case .updateConversation(let info):
+                await persist(.saveConversation(info))
+                publish(.conversationUpdated(info), conversation: info.id)
             }
         }
     }

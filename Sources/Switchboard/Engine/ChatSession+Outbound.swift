@@ -42,14 +42,7 @@ extension ChatSession {
         case .success(let response): return reply.fail(SwitchboardError(.protocolViolation, "startConversation answered with \(response)"))
         case .failure(let error): return reply.fail(error)
         }
-        conversations[started.conversation.id].startedLocally = true
-        let id = started.conversation.id
-        await inOneTransaction {
-            await deliver(
-                [BackendEvent(.conversationAdded(started.conversation), conversation: id)]
-                    + started.messages.map { BackendEvent(.messageAdded($0, position: .newest), conversation: id, time: $0.time) }
-            )
-        }
+        await perform(machine.conversationStarted(started))
         reply.succeed(started.conversation.id)
     }
 
@@ -147,32 +140,7 @@ extension ChatSession {
 
     func setReadMarker(_ marker: ChatEvent.ReadMarker?, in conversation: ConversationID) async throws {
         try lifecycle.checkOpen()
-        let resolved: ChatEvent.ReadMarker
-        if let marker {
-            resolved = marker
-        } else {
-            guard let newest = try await flushed().fetchMessages(in: conversation, before: nil, limit: 1, scope: scope).last else { return }
-            resolved = ReadMarkerStateMachine.marker(upTo: newest)
-        }
-        var times: [MessageID: Date] = [:]
-        for id in conversations[conversation].readMarker.messagesToPlace(resolved) {
-            times[id] = try await readMessages(serverIDs: [id], clientIDs: [], in: conversation).first?.time
-        }
-        guard case .send(let marker) = conversations[conversation].readMarker.mark(resolved, times: times) else { return }
-        if var info = try await readConversation(conversation), info.unreadCount != 0 {
-            info.unreadCount = 0
-            await persist(.saveConversation(info))
-            publish(.conversationUpdated(info), conversation: conversation)
-        }
-        enqueue(.markRead(conversation, marker), lane: conversation)
-    }
-
-    func readMarkerSent(_ marker: ChatEvent.ReadMarker, in conversation: ConversationID) {
-        conversations[conversation].readMarker.taken(marker)
-    }
-
-    func readMarkerFailed(_ error: SwitchboardError, in conversation: ConversationID) {
-        if let problem = conversations[conversation].readMarker.failed(error) { report(problem, conversation: conversation) }
+        if let failure = await run({ $0.markRead(marker, in: conversation, facts: $1) }) { throw failure }
     }
 
     // MARK: History

@@ -684,10 +684,7 @@ public actor ChatSession: Session {
                 logger.debug("typing notification failed", metadata: ["error": "\(error)"])
             }
         case .markRead(let conversation, let marker):
-            switch result {
-            case .success: readMarkerSent(marker, in: conversation)
-            case .failure(let error): readMarkerFailed(error, in: conversation)
-            }
+            await perform(machine.readMarkerAnswered(marker, in: conversation, result: result))
         case .poll:
             if case .failure(let error) = result, error.code != .cancelled {
                 logger.debug("poll failed", metadata: ["error": "\(error)"])

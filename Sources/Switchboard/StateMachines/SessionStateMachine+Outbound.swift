@@ -1,3 +1,5 @@
+import Foundation
+
 /// The rules for what goes out: the outbox that carries sends (its own rules are
 /// ``OutboxStateMachine``'s; here is what its decisions mean for the store and the statistics),
 /// a send's answer, and typing under the backend's policy.
@@ -84,4 +86,64 @@ extension SessionStateMachine {
             }
         }
     }
+
+    // MARK: Read markers and started conversations
+
+    /// The app marks read up to `marker` (without one, up to the newest stored message): sent
+    /// unless the newest marker set reads as far already, and the conversation's unread count goes
+    /// to 0. A read that failed changes nothing (the runner throws it to the app).
+    mutating func markRead(_ marker: ChatEvent.ReadMarker?, in conversation: ConversationID, facts: Facts = Facts()) -> Step {
+        let resolved: ChatEvent.ReadMarker
+        if let marker {
+            resolved = marker
+        } else {
+            let read = Read.newestMessage(in: conversation)
+            guard let newest = facts.message(read) else { return .needs(read) }
+            guard let newest else { return .perform([]) }
+            resolved = ReadMarkerStateMachine.marker(upTo: newest)
+        }
+        var times: [MessageID: Date] = [:]
+        for id in conversations[conversation].readMarker.messagesToPlace(resolved) {
+            let read = Read.storedMessage(id, in: conversation)
+            guard let message = facts.message(read) else { return .needs(read) }
+            times[id] = message?.time
+        }
+        let read = Read.conversation(conversation)
+        guard let info = facts.conversation(read) else { return .needs(read) }
+        guard facts.firstFailure == nil, case .send(let marker) = conversations[conversation].readMarker.mark(resolved, times: times) else {
+            return .perform([])
+        }
+        var actions: [Action] = []
+        if var info, info.unreadCount != 0 {
+            info.unreadCount = 0
+            actions.append(.updateConversation(info))
+        }
+        return .perform(actions + [.sendReadMarker(marker, conversation)])
+    }
+
+    /// The server took the app's read marker, or refused it (reported unless the next link sends
+    /// it again).
+    mutating func readMarkerAnswered(_ marker: ChatEvent.ReadMarker, in conversation: ConversationID, result: Result<BackendResponse, SwitchboardError>) -> [Action] {
+        switch result {
+        case .success:
+            conversations[conversation].readMarker.taken(marker)
+            return []
+        case .failure(let error):
+            return conversations[conversation].readMarker.failed(error).map { [.report($0, conversation)] } ?? []
+        }
+    }
+
+    /// The backend made the app's new conversation: it (and the messages it began with) is
+    /// stored; no complete list read before it removes it.
+    mutating func conversationStarted(_ started: ConversationSnapshot) -> [Action] {
+        let id = started.conversation.id
+        conversations[id].startedLocally = true
+        return [
+            .deliver(
+                [BackendEvent(.conversationAdded(started.conversation), conversation: id)]
+                    + started.messages.map { BackendEvent(.messageAdded($0, position: .newest), conversation: id, time: $0.time) }
+            )
+        ]
+    }
 }
+

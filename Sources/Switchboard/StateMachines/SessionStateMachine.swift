@@ -93,6 +93,8 @@ struct SessionStateMachine: Sendable {
         case sendTyping(Bool, draft: String?, ConversationID)
         /// Call ``typingTimerFired(in:now:)`` at this instant.
         case startTypingTimer(ConversationID, at: Duration)
+        /// Store the conversation as it now is, and announce it (`conversationUpdated`).
+        case updateConversation(ConversationInfo)
     }
 
     /// A fact from the store that a step needs.
