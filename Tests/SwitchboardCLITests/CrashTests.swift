@@ -184,8 +184,14 @@ struct CrashTests {
 
 /// The CLI as a child process: lines to its standard input, the console's replies (standard
 /// error) back as lines; standard output (the events) is discarded. The lock guards the reply
-/// lines, the waiting reader and the exit waiter; `Process` itself is touched only by the test.
-final class Child: @unchecked Sendable {
+/// lines, the waiting reader and the exit waiter.
+///
+/// Started with `posix_spawn`, not Foundation's `Process`: on Linux `Process.run()` reads
+/// `/proc/self/fd` past the end of glibc's buffer (swift-corelibs-foundation #5472, fixed after
+/// Swift 6.3.1) and crashed the whole test process with signal 11 in `memcpy` (seen in CI and in
+/// a local run). Its pipes are close-on-exec in this process, so no other child inherits them;
+/// one thread reads its standard error, another waits for its exit.
+final class Child: Sendable {
     private struct State {
         var lines: [String] = []
         var partial = Data()
@@ -193,11 +199,11 @@ final class Child: @unchecked Sendable {
         var exited = false
         var exitWaiter: CheckedContinuation<Void, Never>?
         var closed = false
+        /// The write end of the child's standard input, until it is closed.
+        var input: Int32?
     }
 
-    private let process = Process()
-    private let input = Pipe()
-    private let errors = Pipe()
+    let pid: pid_t
     private let state = Locked(State())
 
     /// The `switchboard` executable beside the test bundle.
@@ -207,26 +213,89 @@ final class Child: @unchecked Sendable {
 
     /// `mergingOutput`: standard output's lines are read too, with standard error's.
     static func start(_ arguments: [String], mergingOutput: Bool = false) throws -> Child {
-        let child = Child()
-        try child.run(arguments, mergingOutput: mergingOutput)
-        return child
+        try Child(arguments, mergingOutput: mergingOutput)
     }
 
-    private func run(_ arguments: [String], mergingOutput: Bool) throws {
-        process.executableURL = Self.executable
-        process.arguments = arguments
-        process.standardInput = input
-        process.standardOutput = mergingOutput ? errors : FileHandle.nullDevice
-        process.standardError = errors
-        errors.fileHandleForReading.readabilityHandler = { [weak self] handle in
-            self?.received(handle.availableData)
+    private init(_ arguments: [String], mergingOutput: Bool) throws {
+        // Socket pairs as pipes: made close-on-exec atomically (`pipe2` is not imported), so a
+        // child another test starts meanwhile cannot inherit them.
+        let kind = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        var input: [Int32] = [0, 0]
+        var errors: [Int32] = [0, 0]
+        guard socketpair(AF_UNIX, kind, 0, &input) == 0 else { throw ConformanceFailure("socketpair: error \(errno)") }
+        guard socketpair(AF_UNIX, kind, 0, &errors) == 0 else {
+            close(input[0])
+            close(input[1])
+            throw ConformanceFailure("socketpair: error \(errno)")
         }
-        process.terminationHandler = { [weak self] _ in self?.ended() }
-        try process.run()
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        // dup2 clears close-on-exec on the copy: the child keeps exactly these three.
+        posix_spawn_file_actions_adddup2(&actions, input[0], 0)
+        if mergingOutput {
+            posix_spawn_file_actions_adddup2(&actions, errors[1], 1)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        }
+        posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // The child starts with no signal blocked and SIGPIPE at its default, whatever the test
+        // process does (it ignores SIGPIPE).
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        sigaddset(&defaults, SIGPIPE)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let path = Self.executable.path
+        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
+        close(input[0])
+        close(errors[1])
+        guard result == 0 else {
+            close(input[1])
+            close(errors[0])
+            throw ConformanceFailure("could not start \(path): error \(result)")
+        }
+        self.pid = pid
+        state.withLock { $0.input = input[1] }
+        let readEnd = errors[0]
+        Thread.detachNewThread { [self] in
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let count = read(readEnd, &buffer, buffer.count)
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { break }
+                received(Data(buffer[0..<count]))
+            }
+            close(readEnd)
+            received(Data())
+        }
+        let child = pid
+        Thread.detachNewThread { [self] in
+            var status: Int32 = 0
+            while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+            ended()
+        }
     }
 
     func send(_ line: String) throws {
-        try input.fileHandleForWriting.write(contentsOf: Data((line + "\n").utf8))
+        guard let input = state.withLock({ $0.input }) else { throw ConformanceFailure("the child's input is closed") }
+        var bytes = Array((line + "\n").utf8)
+        var written = 0
+        while written < bytes.count {
+            let count = bytes.withUnsafeMutableBytes { write(input, $0.baseAddress! + written, $0.count - written) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { throw ConformanceFailure("writing to the child failed: error \(errno)") }
+            written += count
+        }
     }
 
     /// The next reply line; a watchdog turns a child that never answers into a failure.
@@ -245,12 +314,12 @@ final class Child: @unchecked Sendable {
     }
 
     func kill() {
-        _ = Foundation.kill(process.processIdentifier, SIGKILL)
+        _ = Foundation.kill(pid, SIGKILL)
     }
 
     /// The child's resident memory.
     func residentBytes() throws -> Int {
-        try ProcessMemory.residentBytes(ofProcess: process.processIdentifier)
+        try ProcessMemory.residentBytes(ofProcess: pid)
     }
 
     func waitForExit() async {
@@ -262,8 +331,7 @@ final class Child: @unchecked Sendable {
             }
             if done { continuation.resume() }
         }
-        errors.fileHandleForReading.readabilityHandler = nil
-        try? input.fileHandleForWriting.close()
+        if let input = state.withLock({ state in defer { state.input = nil }; return state.input }) { close(input) }
     }
 
     private func received(_ data: Data) {

@@ -330,5 +330,21 @@ import Testing
         #expect(Self.perform(machine.markRead(.sequence(5), in: Self.conversation, facts: failed)) == [])
         #expect(machine.conversations[Self.conversation].readMarker.pending == nil, "nothing was marked")
     }
+
+    @Test func theOutboxIsRepairedAtLoad() {
+        var machine = Self.machine()
+        var orphan = Message(clientID: "orphan", conversationID: Self.conversation, text: "typed before a crash", time: Date(timeIntervalSince1970: 7), deliveryState: .pending)
+        orphan.senderRole = .customer
+        let repairs = machine.restoreOutbox([Self.entry("kept"), Self.entry("lost-message")], withMessage: ["kept"], pending: [orphan, Self.entry("kept").pendingMessage])
+        #expect(repairs.count == 2)
+        #expect(repairs.first == .saveMessages([Self.entry("lost-message").pendingMessage]), "an entry whose message is gone gets it back")
+        guard case .saveOutboxEntry(let entry) = repairs.last else {
+            Issue.record("a pending message with no entry gets one")
+            return
+        }
+        #expect(entry.clientID == "orphan" && entry.message.content.text == "typed before a crash" && entry.createdAt == orphan.time)
+        #expect(machine.outbox.entries.map(\.clientID) == ["kept", "lost-message", "orphan"])
+        #expect(machine.statistics.repairedAtLoad == 2)
+    }
 }
 

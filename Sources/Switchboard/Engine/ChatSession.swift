@@ -247,43 +247,25 @@ public actor ChatSession: Session {
             }
             credentials = try await store.fetchCredentials(scope: scope)
             cursor = try await store.fetchCursor(scope: scope)
-            let entries = try await repairedOutbox()
-            machine.outbox.restore(entries)
+            try await repairedOutbox()
         } catch {
             report(SwitchboardError(.storageFailure, "could not load the session state", underlying: error))
         }
     }
 
-    /// The stored outbox, with what a crash could have left half done put right (a store whose
-    /// writes were not yet transactions, or written by hand): a pending message with no entry
-    /// gets one (it is sent, with its client id, so the server drops it if it has it already);
-    /// an entry with no message gets its pending message back.
-    private func repairedOutbox() async throws -> [OutboxEntry] {
-        var entries = try await store.fetchOutbox(scope: scope)
-        let queued = Set(entries.map(\.clientID))
-        var repairs: [StoreWrite] = []
-        for entry in entries where try await store.fetchMessage(clientID: entry.clientID, scope: scope) == nil {
-            repairs.append(.saveMessages([entry.pendingMessage]))
+    /// The stored outbox, with what a crash could have left half done put right
+    /// (``SessionStateMachine/restoreOutbox(_:withMessage:pending:)``).
+    private func repairedOutbox() async throws {
+        let entries = try await store.fetchOutbox(scope: scope)
+        var withMessage: Set<ClientMessageID> = []
+        for entry in entries where try await store.fetchMessage(clientID: entry.clientID, scope: scope) != nil {
+            withMessage.insert(entry.clientID)
         }
-        for message in try await store.fetchPendingMessages(scope: scope) {
-            guard let clientID = message.clientID, !queued.contains(clientID) else { continue }
-            let draft = MessageDraft(
-                text: message.text, kind: message.kind, attachments: message.attachments,
-                payload: message.payload, quote: message.quote
-            )
-            let entry = OutboxEntry(
-                message: OutgoingMessage(clientID: clientID, conversationID: message.conversationID, content: draft),
-                createdAt: message.time
-            )
-            entries.append(entry)
-            repairs.append(.saveOutboxEntry(entry))
-        }
+        let repairs = machine.restoreOutbox(entries, withMessage: withMessage, pending: try await store.fetchPendingMessages(scope: scope))
         if !repairs.isEmpty {
             try await write(repairs)
-            statisticsValue.repairedAtLoad = repairs.count
             logger.notice("repaired the stored outbox", metadata: ["repairs": "\(repairs.count)"])
         }
-        return entries
     }
 
     // MARK: The loop

@@ -24,6 +24,35 @@ extension SessionStateMachine {
         }
     }
 
+    /// The stored outbox at load, with what a crash could have left half done put right (a store
+    /// whose writes were not yet transactions, or written by hand): a pending message with no
+    /// entry gets one (it is sent, with its client id, so the server drops it if it has it
+    /// already); an entry with no message gets its pending message back.
+    ///
+    /// - Parameters:
+    ///   - entries: the stored outbox, oldest first.
+    ///   - withMessage: the client ids of those entries whose message the store holds.
+    ///   - pending: the stored messages waiting for the server (no server id, `pending`).
+    /// - Returns: the writes that repair the store.
+    mutating func restoreOutbox(_ entries: [OutboxEntry], withMessage: Set<ClientMessageID>, pending: [Message]) -> [StoreWrite] {
+        var entries = entries
+        let queued = Set(entries.map(\.clientID))
+        var repairs: [StoreWrite] = entries.filter { !withMessage.contains($0.clientID) }.map { .saveMessages([$0.pendingMessage]) }
+        for message in pending {
+            guard let clientID = message.clientID, !queued.contains(clientID) else { continue }
+            let draft = MessageDraft(text: message.text, kind: message.kind, attachments: message.attachments, payload: message.payload, quote: message.quote)
+            let entry = OutboxEntry(
+                message: OutgoingMessage(clientID: clientID, conversationID: message.conversationID, content: draft),
+                createdAt: message.time
+            )
+            entries.append(entry)
+            repairs.append(.saveOutboxEntry(entry))
+        }
+        outbox.restore(entries)
+        statistics.repairedAtLoad = repairs.count
+        return repairs
+    }
+
     /// A send answered (or failed). The server's copy of the message replaces the pending one; an
     /// answer without it ("done") means the server has it, so the stored pending copy is sent.
     ///
