@@ -228,42 +228,25 @@ final class Child: Sendable {
             close(input[1])
             throw ConformanceFailure("socketpair: error \(errno)")
         }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        // dup2 clears close-on-exec on the copy: the child keeps exactly these three.
-        posix_spawn_file_actions_adddup2(&actions, input[0], 0)
-        if mergingOutput {
-            posix_spawn_file_actions_adddup2(&actions, errors[1], 1)
-        } else {
-            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        let pid: pid_t
+        do {
+            // SIGPIPE at its default in the child: the test process ignores it.
+            pid = try spawnProcess(Self.executable.path, arguments: arguments, defaultSignals: [SIGPIPE]) { actions in
+                // dup2 clears close-on-exec on the copy: the child keeps exactly these three.
+                posix_spawn_file_actions_adddup2(&actions, input[0], 0)
+                if mergingOutput {
+                    posix_spawn_file_actions_adddup2(&actions, errors[1], 1)
+                } else {
+                    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+                }
+                posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
+            }
+        } catch {
+            for descriptor in input + errors { close(descriptor) }
+            throw error
         }
-        posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        // The child starts with no signal blocked and SIGPIPE at its default, whatever the test
-        // process does (it ignores SIGPIPE).
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        sigaddset(&defaults, SIGPIPE)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        let path = Self.executable.path
-        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var pid: pid_t = 0
-        let result = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
         close(input[0])
         close(errors[1])
-        guard result == 0 else {
-            close(input[1])
-            close(errors[0])
-            throw ConformanceFailure("could not start \(path): error \(result)")
-        }
         self.pid = pid
         state.withLock { $0.input = input[1] }
         let readEnd = errors[0]

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+@_spi(TestKit) import SwitchboardTestKit
 
 #if canImport(Glibc)
 import Glibc
@@ -10,9 +11,9 @@ import Glibc
 /// 0x03) into SIGINT for it, as a shell's terminal does. The test holds the master side: what it
 /// reads is what the person would see, what it writes is what they would type.
 ///
-/// Started with `posix_spawn` (`POSIX_SPAWN_SETSID`), not Foundation's `Process`, which cannot
-/// give a child a session and a controlling terminal (and crashed the test process when several
-/// children started at once, see `SpawnedChild` in the Matrix tests). Reads wait in `poll` with a
+/// Started with `posix_spawn` (`POSIX_SPAWN_SETSID`, the test kit's `spawnProcess`), not
+/// Foundation's `Process`, which cannot give a child a session and a controlling terminal (and
+/// crashes the test process now and then, see `spawnProcess`). Reads wait in `poll` with a
 /// deadline, on a thread of their own: nothing here sleeps.
 final class TerminalChild: Sendable {
     let pid: pid_t
@@ -40,39 +41,22 @@ final class TerminalChild: Sendable {
         let ownSlave = open(slavePath, O_RDWR | O_NOCTTY | O_CLOEXEC)
         guard ownSlave >= 0 else { throw Self.failure("open \(slavePath)") }
 
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        // After setsid (which glibc does before the file actions), opening the terminal without
-        // O_NOCTTY makes it the new session's controlling terminal.
-        posix_spawn_file_actions_addopen(&actions, 0, slavePath, O_RDWR, 0)
-        posix_spawn_file_actions_adddup2(&actions, 0, 1)
-        posix_spawn_file_actions_adddup2(&actions, 0, 2)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        // No signal blocked, and SIGINT and SIGTERM at their default, whatever the test process does.
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        sigaddset(&defaults, SIGINT)
-        sigaddset(&defaults, SIGTERM)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        // POSIX_SPAWN_SETSID is 0x80 in glibc (2.26 and later): a GNU extension the Glibc module
-        // does not always import by name.
-        let setSessionID: Int32 = 0x80
-        posix_spawnattr_setflags(&attributes, Int16(setSessionID | Int32(POSIX_SPAWN_SETSIGMASK) | Int32(POSIX_SPAWN_SETSIGDEF)))
-
-        let argv: [UnsafeMutablePointer<CChar>?] = ([executable.path] + arguments).map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var pid: pid_t = 0
-        let result = posix_spawn(&pid, executable.path, &actions, &attributes, argv, environ)
-        guard result == 0 else {
+        let pid: pid_t
+        do {
+            // A session of its own (POSIX_SPAWN_SETSID, 0x80 in glibc 2.26 and later: a GNU
+            // extension the Glibc module does not always import by name), and SIGINT and SIGTERM
+            // at their default, whatever the test process does.
+            pid = try spawnProcess(executable.path, arguments: arguments, flags: 0x80, defaultSignals: [SIGINT, SIGTERM]) { actions in
+                // After setsid (which glibc does before the file actions), opening the terminal
+                // without O_NOCTTY makes it the new session's controlling terminal.
+                posix_spawn_file_actions_addopen(&actions, 0, slavePath, O_RDWR, 0)
+                posix_spawn_file_actions_adddup2(&actions, 0, 1)
+                posix_spawn_file_actions_adddup2(&actions, 0, 2)
+            }
+        } catch {
             close(master)
             close(ownSlave)
-            throw TerminalChildError(description: "could not start \(executable.path): error \(result)")
+            throw error
         }
         self.pid = pid
         self.master = master

@@ -49,6 +49,8 @@ import Testing
             case .sendTyping(let isTyping, let draft, _): "sendTyping \(isTyping) \(draft ?? "-")"
             case .startTypingTimer(_, let instant): "startTypingTimer \(instant)"
             case .updateConversation(let info): "updateConversation unread \(info.unreadCount)"
+            case .poll: "poll"
+            case .startPollTimer(let delay): "startPollTimer \(delay)"
             }
         }
     }
@@ -345,6 +347,46 @@ import Testing
         #expect(entry.clientID == "orphan" && entry.message.content.text == "typed before a crash" && entry.createdAt == orphan.time)
         #expect(machine.outbox.entries.map(\.clientID) == ["kept", "lost-message", "orphan"])
         #expect(machine.statistics.repairedAtLoad == 2)
+    }
+
+    // MARK: Polling and app requests
+
+    @Test func aBackendThatPushesNothingIsPolledOnceAtATimeAndAgainAfterTheInterval() {
+        var configuration = SessionConfiguration.fastForTests
+        configuration.pollInterval = .seconds(30)
+        var machine = Machine(settings: Machine.Settings(descriptor: BackendDescriptor(name: "p", capabilities: [.polling]), configuration: configuration))
+        #expect(Self.describe(machine.pollDue(isLinkOpen: false)).isEmpty, "no link: the next one polls when it opens")
+        #expect(Self.describe(machine.pollDue(isLinkOpen: true)) == ["poll"])
+        #expect(Self.describe(machine.pollDue(isLinkOpen: true)).isEmpty, "one is queued already")
+        #expect(Self.describe(machine.pollFinished(isLinkOpen: true)) == ["startPollTimer 30.0 seconds"])
+        #expect(Self.describe(machine.pollDue(isLinkOpen: true)) == ["poll"])
+        machine.pollAbandoned()
+        #expect(Self.describe(machine.pollFinished(isLinkOpen: false)).isEmpty)
+        #expect(machine.statistics.polls == 2)
+        var pushing = Self.machine()
+        #expect(Self.describe(pushing.pollDue(isLinkOpen: true)).isEmpty, "a backend that pushes is not polled")
+    }
+
+    @Test func anAppRequestsAnswerIsStoredAsItSays() {
+        var machine = Self.machine()
+        let edited = Message(serverID: "m1", conversationID: Self.conversation, text: "edited", time: .distantPast, isEdited: true)
+        #expect(Self.perform(machine.appRequestAnswered(.message(edited), as: .response(in: Self.conversation))) == ["deliver ?"])
+        #expect(Self.perform(machine.appRequestAnswered(.done, as: .nothing)) == [])
+        var changes = ConversationChanges()
+        changes.title = "Renamed"
+        let asks = machine.appRequestAnswered(.done, as: .changes(changes, to: Self.conversation))
+        guard case .needs(.conversation(Self.conversation)) = asks else {
+            Issue.record("a bare \"done\" applies the changes to the stored conversation")
+            return
+        }
+        let stored = Self.facts((.conversation(Self.conversation), .conversation(ConversationInfo(id: Self.conversation, title: "Old"))))
+        guard case .perform(let actions) = machine.appRequestAnswered(.done, as: .changes(changes, to: Self.conversation), facts: stored),
+            case .deliver(let events) = actions.first, case .conversationUpdated(let info) = events.first?.kind
+        else {
+            Issue.record("the changed conversation is stored")
+            return
+        }
+        #expect(info.title == "Renamed")
     }
 }
 

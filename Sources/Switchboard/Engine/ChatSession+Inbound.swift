@@ -28,7 +28,7 @@ extension ChatSession {
         await perform(machine.outbox { $0.connected() })
         await perform(machine.linkOpened())
         // A backend that pushes nothing is asked for what changed while the session was away.
-        pollNow()
+        await pollNow()
     }
 
     /// Fails the sends that waited longer than the configured expiry.
@@ -221,6 +221,11 @@ extension ChatSession {
             case .updateConversation(let info):
                 await persist(.saveConversation(info))
                 publish(.conversationUpdated(info), conversation: info.id)
+            case .poll:
+                cancelTimer(.poll)
+                enqueue(.poll, lane: nil)
+            case .startPollTimer(let delay):
+                setTimer(.poll, after: delay)
             }
         }
     }

@@ -205,39 +205,6 @@ extension ChatSession {
 
 extension ChatSession {
     /// What a request's answer does to the store before its caller hears it.
-    func apply(_ response: BackendResponse, as applying: AppCommand.Applying) async {
-        switch applying {
-        case .nothing:
-            break
-        case .response(let conversation):
-            await applyResponse(response, in: conversation)
-        case .changes(let changes, let conversation):
-            // The server did not answer with the conversation: the changes go to the stored one.
-            if case .done = response { await applyChanges(changes, to: conversation) } else { await applyResponse(response, in: conversation) }
-        }
-    }
-
-    private func applyChanges(_ changes: ConversationChanges, to conversation: ConversationID) async {
-        guard var info = try? await readConversation(conversation) else { return }
-        if let title = changes.title { info.title = title }
-        if let isPublicJoin = changes.isPublicJoin {
-            if isPublicJoin { info.flags.insert(.publicJoin) } else { info.flags.remove(.publicJoin) }
-        }
-        if let customData = changes.customData { info.customData = customData }
-        await deliver(BackendEvent(.conversationUpdated(info), conversation: conversation))
-    }
-
-    private func applyResponse(_ response: BackendResponse, in conversation: ConversationID) async {
-        switch response {
-        case .message(let message):
-            await deliver(BackendEvent(.messageUpdated(message), conversation: conversation))
-        case .conversation(let info):
-            await deliver(BackendEvent(.conversationUpdated(info), conversation: conversation))
-        default:
-            break
-        }
-    }
-
     /// Runs one app command on the loop.
     func handle(_ command: AppCommand) async {
         switch command {

@@ -56,8 +56,6 @@ public actor ChatSession: Session {
     /// The engine's rules and the state they keep (being assembled, #27).
     var machine: SessionStateMachine
     var credentials = Credentials()
-    /// A timed poll is queued or in flight (backends that push nothing).
-    var pollQueued = false
 
     // The loop's own state.
     nonisolated let inbox: EngineInbox<Input>
@@ -579,7 +577,7 @@ public actor ChatSession: Session {
         case .typing(let conversation):
             await perform(machine.typingTimerFired(in: conversation, now: clock.now))
         case .poll:
-            pollNow()
+            await pollNow()
         }
     }
 
@@ -671,9 +669,9 @@ public actor ChatSession: Session {
             if case .failure(let error) = result, error.code != .cancelled {
                 logger.debug("poll failed", metadata: ["error": "\(error)"])
             }
-            pollFinished()
+            await perform(machine.pollFinished(isLinkOpen: isLinkOpen))
         case .app(_, let applying, let reply):
-            if case .success(let response) = result { await apply(response, as: applying) }
+            if case .success(let response) = result { await run { $0.appRequestAnswered(response, as: applying, facts: $1) } }
             reply.complete(result)
         case .start(_, let reply):
             await conversationStarted(result, reply: reply)
@@ -684,20 +682,9 @@ public actor ChatSession: Session {
 
     // MARK: Polling
 
-    /// Asks a backend that pushes nothing for its changes, unless a timed poll is already queued.
-    func pollNow() {
-        guard descriptor.capabilities.contains(.polling), !pollQueued, isLinkOpen else { return }
-        cancelTimer(.poll)
-        if enqueue(.poll, lane: nil) {
-            pollQueued = true
-            statisticsValue.polls += 1
-        }
-    }
-
-    /// The timed poll answered (or failed): the next one is due a poll interval from now.
-    private func pollFinished() {
-        pollQueued = false
-        if isLinkOpen { setTimer(.poll, after: configuration.pollInterval) }
+    /// Asks a backend that pushes nothing for its changes, unless a poll is queued already.
+    func pollNow() async {
+        await perform(machine.pollDue(isLinkOpen: isLinkOpen))
     }
 
     /// A request that never got an answer because its link or the session went away.
@@ -709,7 +696,7 @@ public actor ChatSession: Session {
             break
         case .poll:
             // The next link polls when it opens.
-            pollQueued = false
+            machine.pollAbandoned()
         case .app(_, _, let reply):
             reply.fail(error)
         case .start(_, let reply):

@@ -174,5 +174,57 @@ extension SessionStateMachine {
             )
         ]
     }
+
+    // MARK: Polling and app requests
+
+    /// A poll is due (a link opened, the poll timer fired, the app asked): a backend that pushes
+    /// nothing is asked for its changes, unless a poll is queued already.
+    mutating func pollDue(isLinkOpen: Bool) -> [Action] {
+        guard settings.polls, !isPollQueued, isLinkOpen else { return [] }
+        isPollQueued = true
+        statistics.polls += 1
+        return [.poll]
+    }
+
+    /// The poll answered (or failed): the next one is due a poll interval from now.
+    mutating func pollFinished(isLinkOpen: Bool) -> [Action] {
+        isPollQueued = false
+        return isLinkOpen ? [.startPollTimer(after: settings.pollInterval)] : []
+    }
+
+    /// The poll never got an answer (its link went): the next link polls when it opens.
+    mutating func pollAbandoned() {
+        isPollQueued = false
+    }
+
+    /// An app request answered: what it changed is stored as `applying` says — the message or
+    /// conversation the server answered with, or, when it answered only "done", the app's changes
+    /// applied to the stored conversation.
+    mutating func appRequestAnswered(_ response: BackendResponse, as applying: AppCommand.Applying, facts: Facts = Facts()) -> Step {
+        func answered(in conversation: ConversationID) -> [Action] {
+            switch response {
+            case .message(let message): [.deliver([BackendEvent(.messageUpdated(message), conversation: conversation)])]
+            case .conversation(let info): [.deliver([BackendEvent(.conversationUpdated(info), conversation: conversation)])]
+            default: []
+            }
+        }
+        switch applying {
+        case .nothing:
+            return .perform([])
+        case .response(let conversation):
+            return .perform(answered(in: conversation))
+        case .changes(let changes, let conversation):
+            guard case .done = response else { return .perform(answered(in: conversation)) }
+            let read = Read.conversation(conversation)
+            guard let stored = facts.conversation(read) else { return .needs(read) }
+            guard var info = stored else { return .perform([]) }
+            if let title = changes.title { info.title = title }
+            if let isPublicJoin = changes.isPublicJoin {
+                if isPublicJoin { info.flags.insert(.publicJoin) } else { info.flags.remove(.publicJoin) }
+            }
+            if let customData = changes.customData { info.customData = customData }
+            return .perform([.deliver([BackendEvent(.conversationUpdated(info), conversation: conversation)])])
+        }
+    }
 }
 

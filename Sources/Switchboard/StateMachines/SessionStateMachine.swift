@@ -36,6 +36,9 @@ struct SessionStateMachine: Sendable {
         var typingPolicy: TypingPolicy
         var outboxBackoff: BackoffPolicy
         var maxLinkLossesPerSend: Int
+        /// The backend pushes nothing and is polled (``BackendCapabilities/polling``).
+        var polls: Bool
+        var pollInterval: Duration
 
         init(descriptor: BackendDescriptor, configuration: SessionConfiguration) {
             fillsWindows = descriptor.capabilities.contains(.historyPaging) && !descriptor.capabilities.contains(.sequences)
@@ -44,6 +47,8 @@ struct SessionStateMachine: Sendable {
             typingPolicy = configuration.typingPolicy ?? descriptor.limits.typingPolicy
             outboxBackoff = configuration.outboxBackoff
             maxLinkLossesPerSend = configuration.maxLinkLossesPerSend
+            polls = descriptor.capabilities.contains(.polling)
+            pollInterval = configuration.pollInterval
             isSequenced = descriptor.capabilities.contains(.sequences)
             maxRetransmitBatch = max(1, descriptor.limits.maxRetransmitBatch)
             newConversationCatchUp = configuration.newConversationCatchUp
@@ -95,6 +100,10 @@ struct SessionStateMachine: Sendable {
         case startTypingTimer(ConversationID, at: Duration)
         /// Store the conversation as it now is, and announce it (`conversationUpdated`).
         case updateConversation(ConversationInfo)
+        /// Ask the backend for its changes (the poll timer is cancelled: this is the poll).
+        case poll
+        /// Call ``pollDue(isLinkOpen:)`` after `delay`.
+        case startPollTimer(after: Duration)
     }
 
     /// A fact from the store that a step needs.
@@ -178,6 +187,8 @@ struct SessionStateMachine: Sendable {
     var cursor: SyncCursor?
     /// The sends waiting for the server, FIFO per conversation.
     var outbox: OutboxStateMachine
+    /// A poll is queued or in flight (backends that push nothing).
+    var isPollQueued = false
 
     init(settings: Settings) {
         self.settings = settings

@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 import Testing
 import Switchboard
-import SwitchboardTestKit
+@_spi(TestKit) import SwitchboardTestKit
 import SwitchboardTransport
 
 #if canImport(Glibc)
@@ -254,35 +254,21 @@ struct MatrixTestUser: Sendable {
     }
 }
 
-/// A child process started with `posix_spawn`, not Foundation's `Process`: `Process.run()` crashed
-/// the test process (signal 11 in `memcpy`, twice in CI) when a Synapse started or stopped while the
-/// crash tests launched their own children. Output goes to a file; the child is killed and reaped
-/// with SIGKILL and `waitpid` (a throwaway server has nothing to save).
+/// A child process started with the test kit's `spawnProcess` (`posix_spawn`), not Foundation's
+/// `Process`, whose `run()` crashed the test process (signal 11 in `memcpy`, swift-corelibs-foundation
+/// #5472). Output goes to a file; the child is killed and reaped with SIGKILL and `waitpid` (a
+/// throwaway server has nothing to save).
 #if canImport(Glibc)
 final class SpawnedChild: Sendable {
     let pid: pid_t
     private let reaped = Locked(false)
 
     init(_ arguments: [String], output: String) throws {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        // The child starts with no signal blocked, whatever the test process blocks.
-        var none = sigset_t()
-        sigemptyset(&none)
-        posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
-        let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var pid: pid_t = 0
-        let result = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, environ)
-        guard result == 0 else { throw SwitchboardError(.notConnected, "could not start \(arguments[0]): error \(result)") }
+        let pid = try spawnProcess(arguments[0], arguments: Array(arguments.dropFirst())) { actions in
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+            posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        }
         self.pid = pid
     }
 
