@@ -51,6 +51,7 @@ import Testing
             case .updateConversation(let info): "updateConversation unread \(info.unreadCount)"
             case .poll: "poll"
             case .startPollTimer(let delay): "startPollTimer \(delay)"
+            case .cancelLinkTimers: "cancelLinkTimers"
             }
         }
     }
@@ -106,7 +107,7 @@ import Testing
         let failed = machine.retransmitFinished(2...3, in: Self.conversation, result: .failure(SwitchboardError(.timedOut, "no answer")))
         #expect(Self.describe(failed) == ["report timedOut"], "the hold timer runs already")
         #expect(Self.describe(machine.holdTimerFired(in: Self.conversation)) == ["retransmit 2...3", "startHoldTimer"])
-        machine.linkLost()
+        #expect(Self.describe(machine.linkDropped(interrupted: true, inFlightSends: [])) == ["cancelLinkTimers"])
         #expect(Self.perform(machine.head(of: Self.conversation, lastSequence: 4)) == ["retransmit 2...3", "startHoldTimer"], "the next link plans again")
     }
 
@@ -277,15 +278,16 @@ import Testing
         _ = machine.outbox { $0.enqueue(Self.entry("next")) }
         var last: [String] = []
         for _ in 1...SessionConfiguration.fastForTests.maxLinkLossesPerSend {
-            last = Self.describe(machine.outbox { $0.disconnected(interrupting: ["poison"]) })
+            last = Self.describe(machine.linkDropped(interrupted: true, inFlightSends: ["poison"]))
             _ = machine.outbox { $0.connected() }
         }
-        #expect(last.contains("failSend poison"), "\(last)")
+        #expect(last.contains("failSend poison") && last.last == "cancelLinkTimers", "\(last)")
+        #expect(machine.statistics.sendAttemptsFailed == SessionConfiguration.fastForTests.maxLinkLossesPerSend)
         #expect(machine.statistics.sendFailures == 1)
         #expect(machine.outbox.entries.map(\.clientID) == ["next"])
         let transient = machine.sendFinished(Self.entry("next"), result: .failure(SwitchboardError(.serverError, "503")), using: &random)
         #expect(Self.perform(transient) == ["saveOutboxEntry next attempts 1 losses 0", "startRetryTimer"])
-        #expect(machine.statistics.sendAttemptsFailed == 1)
+        #expect(machine.statistics.sendAttemptsFailed == SessionConfiguration.fastForTests.maxLinkLossesPerSend + 1)
     }
 
     @Test func typingFollowsTheBackendsPolicy() {

@@ -38,28 +38,18 @@ extension ChatSession {
         await perform(machine.outbox { $0.expire(createdBefore: deadline) })
     }
 
-    /// The link is gone and everything it carried has reported. Requests still in its lanes never
-    /// got an answer: a send in flight counts against the send (a send that keeps killing the
-    /// link fails), the trackers re-plan their retransmits on the next link, typing starts
-    /// afresh (its timer died with the link), app requests fail.
+    /// The link is gone and everything it carried has reported: requests still in its lanes
+    /// never got an answer (app requests fail), and the machine says what that means
+    /// (``SessionStateMachine/linkDropped(interrupted:inFlightSends:)``).
     func linkDropped(interrupted: Bool) async {
-        let unanswered = lanes.inFlightWork.compactMap { work -> ClientMessageID? in
+        let inFlightSends = lanes.inFlightWork.compactMap { work -> ClientMessageID? in
             if case .send(let entry) = work { return entry.clientID }
             return nil
         }
-        statisticsValue.sendAttemptsFailed += interrupted ? unanswered.count : 0
         for request in lanes.removeAll() {
             requestAbandoned(request.work, error: SwitchboardError(.connectionLost, "the link closed before \(request.work.request.name) was answered"))
         }
-        let interrupting = interrupted ? Set(unanswered) : []
-        await perform(machine.outbox { $0.disconnected(interrupting: interrupting) })
-        machine.linkLost()
-        cancelTimers { event in
-            switch event {
-            case .hold, .outboxRetry, .typing, .poll: true
-            case .reconnect, .linkStable: false
-            }
-        }
+        await perform(machine.linkDropped(interrupted: interrupted, inFlightSends: inFlightSends))
     }
 
     // MARK: Helpers
@@ -226,6 +216,13 @@ extension ChatSession {
                 enqueue(.poll, lane: nil)
             case .startPollTimer(let delay):
                 setTimer(.poll, after: delay)
+            case .cancelLinkTimers:
+                cancelTimers { event in
+                    switch event {
+                    case .hold, .outboxRetry, .typing, .poll: true
+                    case .reconnect, .linkStable: false
+                    }
+                }
             }
         }
     }

@@ -104,6 +104,8 @@ struct SessionStateMachine: Sendable {
         case poll
         /// Call ``pollDue(isLinkOpen:)`` after `delay`.
         case startPollTimer(after: Duration)
+        /// Cancel the timers that lived on the link: hold, outbox retry, typing, poll.
+        case cancelLinkTimers
     }
 
     /// A fact from the store that a step needs.
@@ -297,14 +299,20 @@ struct SessionStateMachine: Sendable {
         return handle(outcome, in: conversation)
     }
 
-    /// The link is gone: the trackers and fills re-plan on the next one, typing starts afresh
-    /// (its timers died with the link).
-    mutating func linkLost() {
+    /// The link is gone and everything it carried has reported. The sends it had on the wire
+    /// (`inFlightSends`) count a link loss when it failed (a send that keeps killing the link
+    /// fails), the trackers and fills re-plan on the next link, typing starts afresh, and the
+    /// timers that lived on the link go.
+    mutating func linkDropped(interrupted: Bool, inFlightSends: [ClientMessageID]) -> [Action] {
+        if interrupted { statistics.sendAttemptsFailed += inFlightSends.count }
+        let interrupting = interrupted ? Set(inFlightSends) : []
+        let actions = outbox { $0.disconnected(interrupting: interrupting) }
         conversations.forEach { state in
             state.tracker?.connectionLost()
             state.windowFill?.linkLost()
             state.typing = nil
         }
+        return actions + [.cancelLinkTimers]
     }
 
     // MARK: The cursor
