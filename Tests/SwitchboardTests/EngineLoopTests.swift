@@ -179,6 +179,29 @@ struct EngineLoopTests {
         expectNothingLeft(backend)
     }
 
+    @Test func aConversationRemovedWithItsLastEventsKeepsNoSequence() async throws {
+        let backend = TestBackend(name: "sequenced", capabilities: [.sequences])
+        let store = InMemoryChatStore()
+        let message = Message(serverID: "m1", conversationID: "gone", sequence: 1, text: "last words", time: Date(timeIntervalSince1970: 1))
+        backend.onConnect { link in
+            link.yield(.conversationHead("gone", lastSequence: 0))
+            // The last message and the removal arrive together: one run of the tracker.
+            link.yield(.event(BackendEvent(.messageAdded(message, position: .newest), conversation: "gone", sequence: 1)))
+            link.yield(.event(BackendEvent(.conversationRemoved, conversation: "gone", sequence: 2)))
+        }
+        let session = ChatSession(backend: backend, store: store, clock: SessionClock(TestClock()), logger: .quiet)
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.waitUntil("the removal") { events in events.contains { if case .conversationRemoved = $0.kind { true } else { false } } }
+            // A command goes through the loop after the update: the update's actions are done.
+            try await session.pause()
+        }
+        let sequences = await store.fetchSequences(scope: StoreScope(backend: "sequenced", account: "default"))
+        print("a conversation removed with its last events: stored sequences \(sequences)")
+        #expect(sequences["gone"] == nil, "a removed conversation resumes nowhere")
+        expectNothingLeft(backend)
+    }
+
     /// Runs a session on `backend` (on a test clock nobody advances) and hands `body` its one
     /// conversation once the session knows it.
     private func withChat(

@@ -348,7 +348,6 @@ import Testing
         }
         #expect(entry.clientID == "orphan" && entry.message.content.text == "typed before a crash" && entry.createdAt == orphan.time)
         #expect(machine.outbox.entries.map(\.clientID) == ["kept", "lost-message", "orphan"])
-        #expect(machine.statistics.repairedAtLoad == 2)
     }
 
     // MARK: Polling and app requests
@@ -389,6 +388,18 @@ import Testing
             return
         }
         #expect(info.title == "Renamed")
+    }
+
+    @Test func aQueuedWindowWhoseReadFailedIsStoredAsItIsAndSaidSo() {
+        var machine = Self.machine(sequenced: false)
+        _ = machine.snapshot(Self.windowed(5...6), stored: Self.stored([1]), storedOldest: [Self.conversation: Self.windowMessage(1)], isLinkOpen: true)
+        _ = machine.snapshot(Self.windowed(9...10), stored: Self.stored([1]), storedOldest: [:], isLinkOpen: true)
+        machine.conversations[Self.conversation].windowFill = nil  // the first fill closed
+        var failed = Machine.Facts()
+        failed.answers[.storedMessage("w9", in: Self.conversation)] = .failed(SwitchboardError(.storageFailure, "disk"))
+        let placed = machine.placeQueuedWindow(in: Self.conversation, isLinkOpen: true, facts: failed)
+        #expect(Self.perform(placed) == ["report storageFailure", "deliver ? ?"], "no fill opened on a read that failed")
+        #expect(machine.conversations[Self.conversation].windowFill == nil)
     }
 }
 

@@ -171,6 +171,8 @@ extension ChatSession {
             case .deliver(let events):
                 await inOneTransaction { await deliver(events) }
             case .saveSequence(let sequence, let conversation):
+                // A conversation removed by the events just stored keeps no sequence.
+                guard conversations.isKept(conversation) else { continue }
                 await persist(.saveSequence(sequence, for: conversation))
             case .retransmit(let range, let conversation):
                 // Without a link the tracker asks again on the next one.
@@ -276,18 +278,26 @@ extension ChatSession {
             var rows = takeTransactionRows()
             rows.existing.formUnion(events.compactMap(\.conversationID).filter { conversations[$0].isStored })
             var output = EventProjection.Output()
-            do {
-                try await read(EventProjection.reads(for: events, in: rows), into: &rows)
-                for event in events {
-                    while case .needs(let reads) = EventProjection.project(event, rows: &rows, into: &output, now: clock.date) {
-                        transactionRows = rows
-                        await perform(&output)
-                        rows = takeTransactionRows()
+            // One read for the run; if it fails, each event reads what it needs below.
+            try? await read(EventProjection.reads(for: events, in: rows), into: &rows)
+            for event in events {
+                while case .needs(let reads) = EventProjection.project(event, rows: &rows, into: &output, now: clock.date) {
+                    transactionRows = rows
+                    await perform(&output)
+                    rows = takeTransactionRows()
+                    do {
                         try await read(reads, into: &rows)
+                    } catch where reads.conversations.isEmpty && reads.messages.isEmpty {
+                        // Only the newest messages a read marker would turn read: the marker is
+                        // stored and announced without that.
+                        report(SwitchboardError(.storageFailure, "could not read the messages a read marker reads", underlying: error), conversation: event.conversationID)
+                        for conversation in reads.newest { rows.newest[conversation] = [] }
+                    } catch {
+                        // This event cannot be placed; the others still are.
+                        report(SwitchboardError(.storageFailure, "could not read the store for an event", underlying: error), conversation: event.conversationID)
+                        break
                     }
                 }
-            } catch {
-                report(SwitchboardError(.storageFailure, "could not read the store for an event", underlying: error), conversation: events.first?.conversationID)
             }
             transactionRows = rows
             await perform(&output)
@@ -304,6 +314,7 @@ extension ChatSession {
             try await write(done.writes, projected: true)
         } catch {
             report(SwitchboardError(.storageFailure, "could not store an event", underlying: error), conversation: done.publications.first?.conversation)
+            for (problem, conversation) in done.problems { report(problem, conversation: conversation) }
             return
         }
         for (conversation, isStored) in done.stored {
@@ -316,8 +327,8 @@ extension ChatSession {
         for (problem, conversation) in done.problems { report(problem, conversation: conversation) }
     }
 
-    /// The stored conversation, or a new minimal one (published as added) when the app names a
-    /// conversation the backend never announced.
+    /// Makes sure the store holds `id`: a new minimal conversation (published as added) when the
+    /// app names one the backend never announced.
     func ensureConversation(_ id: ConversationID, time: Date) async throws {
         guard !conversations[id].isStored else { return }
         if try await readConversation(id) == nil {

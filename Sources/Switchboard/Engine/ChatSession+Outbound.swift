@@ -108,9 +108,7 @@ extension ChatSession {
         }
         // The confirmed message and the end of its outbox entry go in one transaction.
         await inOneTransaction {
-            var random = random
-            await run { $0.sendFinished(entry, result: result, facts: $1, using: &random) }
-            self.random = random
+            await run { $0.sendFinished(entry, result: result, facts: $1, using: &self.random) }
         }
     }
 
@@ -202,9 +200,7 @@ extension ChatSession {
     }
 }
 
-
 extension ChatSession {
-    /// What a request's answer does to the store before its caller hears it.
     /// Runs one app command on the loop.
     func handle(_ command: AppCommand) async {
         switch command {

@@ -25,14 +25,15 @@ extension ChatSession {
         let transaction = openTransaction!
         openTransaction = nil
         do {
+            if let failure = transaction.failure { throw failure }
             if !transaction.writes.isEmpty {
                 try await store.apply(transaction.writes, scope: scope)
                 statisticsValue.storeTransactions += 1
             }
         } catch {
-            // What the transaction would have announced was not stored: a problem instead, and
-            // the cursor it would have moved was not stored either, so the next link fetches it
-            // again.
+            // What the transaction would have announced was not stored (all of it, or the part a
+            // read stored first): a problem instead, and the cursor it would have moved was not
+            // stored either, so the next link fetches it again.
             conversations.forEach { $0.isStored = false }
             report(SwitchboardError(.storageFailure, "could not store a batch of writes", underlying: error))
             return
@@ -81,7 +82,15 @@ extension ChatSession {
     private func flush() async throws {
         guard let writes = openTransaction?.writes, !writes.isEmpty else { return }
         openTransaction!.writes = []
-        try await store.apply(writes, scope: scope)
+        do {
+            try await store.apply(writes, scope: scope)
+        } catch {
+            // The rows show writes the store does not have: they are forgotten, and the
+            // transaction announces nothing (see `inOneTransaction`).
+            openTransaction!.rows = EventProjection.Rows()
+            openTransaction!.failure = openTransaction!.failure ?? error
+            throw error
+        }
         statisticsValue.storeTransactions += 1
     }
 
@@ -154,4 +163,6 @@ struct OpenTransaction: Sendable {
     var writes: [StoreWrite] = []
     var events: [ChatEvent] = []
     var rows = EventProjection.Rows()
+    /// A part stored early (before a read) failed: the transaction announces nothing.
+    var failure: (any Error)?
 }

@@ -262,6 +262,7 @@ public actor ChatSession: Session {
         let repairs = machine.restoreOutbox(entries, withMessage: withMessage, pending: try await store.fetchPendingMessages(scope: scope))
         if !repairs.isEmpty {
             try await write(repairs)
+            statisticsValue.repairedAtLoad = repairs.count
             logger.notice("repaired the stored outbox", metadata: ["repairs": "\(repairs.count)"])
         }
     }

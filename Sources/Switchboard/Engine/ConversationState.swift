@@ -35,6 +35,11 @@ struct ConversationStates: Sendable {
         _modify { yield &states[id, default: ConversationState()] }
     }
 
+    /// Whether anything is kept for `id` (it was not removed since).
+    func isKept(_ id: ConversationID) -> Bool {
+        states[id] != nil
+    }
+
     /// Forgets everything kept for `id` (the conversation is gone).
     mutating func remove(_ id: ConversationID) {
         states[id] = nil

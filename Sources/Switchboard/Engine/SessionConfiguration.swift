@@ -114,8 +114,9 @@ public struct SessionStatistics: Sendable, Hashable, Codable {
     public var problems = 0
     /// Outbox entries and pending messages put right at load (see ``ChatSession``).
     public var repairedAtLoad = 0
-    /// Store transactions for inbound updates, and the updates they held: updates that arrive
-    /// together are stored together.
+    /// Store transactions the loop made (each input's writes are one, or more where a read had to
+    /// see them first), and the inbound updates they held: updates that arrive together are stored
+    /// together.
     public var storeTransactions = 0
     public var batchedUpdates = 0
 

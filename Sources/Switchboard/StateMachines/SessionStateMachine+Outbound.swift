@@ -49,7 +49,6 @@ extension SessionStateMachine {
             repairs.append(.saveOutboxEntry(entry))
         }
         outbox.restore(entries)
-        statistics.repairedAtLoad = repairs.count
         return repairs
     }
 

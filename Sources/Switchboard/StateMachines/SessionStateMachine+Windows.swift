@@ -90,7 +90,7 @@ extension SessionStateMachine {
             oldestIsStored = stored != nil
         }
         var gap = false
-        if SnapshotApplication.mayLeaveGap(next.window, isStored: { _ in oldestIsStored }) {
+        if facts.firstFailure == nil, SnapshotApplication.mayLeaveGap(next.window, isStored: { _ in oldestIsStored }) {
             let read = Read.oldestConfirmedMessage(in: conversation)
             guard let storedOldest = facts.message(read) else { return .needs(read) }
             gap = SnapshotApplication.hasGap(below: next.window, storedOldest: storedOldest)

@@ -9,12 +9,13 @@ import Foundation
 /// and gives the same input again. Nothing is changed before a step asks, so asking again is
 /// safe.
 ///
-/// Being assembled (#27). It holds so far the per-conversation state, the statistics, the account
-/// cursor, and the rules for what arrives: sequenced events (their order, gaps, retransmits and
-/// heads, and a server that numbers them afresh), events held while a window's gap is filled, and
-/// when the cursor may be stored. The other parts it composes are pure values of their own
-/// (``ConnectionStateMachine``, ``OutboxStateMachine``, ``EventProjection``,
-/// ``SnapshotApplication``…), still performed by the runner directly.
+/// Being assembled (#27). It holds the per-conversation state, the statistics, the account cursor
+/// and the outbox, and the rules for what arrives (sequenced events, gaps, heads, a server that
+/// numbers them afresh, snapshots, window fills, the cursor) and for most of what goes out (sends
+/// and their answers, typing, marking read, polling, an app request's answer, a lost link). It
+/// composes pure values of their own (``OutboxStateMachine``, ``SnapshotApplication``,
+/// ``ReadMarkerStateMachine``, the trackers…); ``ConnectionStateMachine`` and the request lanes
+/// are still performed by the runner beside it.
 struct SessionStateMachine: Sendable {
     /// What the rules depend on, fixed for the session.
     struct Settings: Sendable {
@@ -80,7 +81,7 @@ struct SessionStateMachine: Sendable {
         /// cursor if it may be (``cursorToStore()``).
         case placeQueuedWindows(ConversationID)
         /// The backend says where the conversation's events are up to
-        /// (``head(of:lastSequence:isStored:)``).
+        /// (``head(of:lastSequence:facts:)``).
         case observeHead(ConversationID, Int64)
         /// Send the app's read marker.
         case sendReadMarker(ChatEvent.ReadMarker, ConversationID)

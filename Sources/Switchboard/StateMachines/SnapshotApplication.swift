@@ -4,7 +4,7 @@
 /// heads the sequence trackers observe.
 ///
 /// Pure: the engine reads the stored rows (``SnapshotDiff/Stored``) and, for the windows that may
-/// leave a gap (``windowsToPlace(_:stored:states:fillsWindows:)``), the oldest confirmed stored
+/// leave a gap (``windowsToPlace(_:stored:states:)``), the oldest confirmed stored
 /// message, then performs the plan.
 struct SnapshotApplication: Sendable {
     /// How a new window fill pages.
