@@ -296,9 +296,9 @@ import Testing
         #expect(first == .sent && Self.describe(sent) == ["sendTyping true h"])
         let (second, none) = machine.typing(true, draft: "hi", in: Self.conversation, now: .seconds(5))
         #expect(second == .throttled && none.isEmpty)
-        var settings = Machine.Settings(descriptor: BackendDescriptor(name: "w", capabilities: [.typing]), configuration: .fastForTests)
-        settings.typingPolicy = .coalesce(interval: .seconds(1), autoStop: .seconds(5))
-        var coalescing = Machine(settings: settings)
+        var configuration = SessionConfiguration.fastForTests
+        configuration.typingPolicy = .coalesce(interval: .seconds(1), autoStop: .seconds(5))
+        var coalescing = Machine(settings: Machine.Settings(descriptor: BackendDescriptor(name: "w", capabilities: [.typing]), configuration: configuration))
         #expect(Self.describe(coalescing.typing(true, draft: "h", in: Self.conversation, now: .seconds(1)).1) == ["sendTyping true h", "startTypingTimer 2.0 seconds"])
         let (later, nothing) = coalescing.typing(true, draft: "he", in: Self.conversation, now: .milliseconds(1500))
         #expect(later == .coalesced && nothing.isEmpty, "the latest draft waits for the timer set already")

@@ -169,7 +169,7 @@ extension ChatSession {
         for action in actions {
             switch action {
             case .deliver(let events):
-                await inOneTransaction { await deliver(events) }
+                await deliver(events)
             case .saveSequence(let sequence, let conversation):
                 // A conversation removed by the events just stored keeps no sequence.
                 guard conversations.isKept(conversation) else { continue }
@@ -259,11 +259,6 @@ extension ChatSession {
         } catch {
             report(SwitchboardError(.storageFailure, "could not clear the forgotten history of \(conversation)", underlying: error), conversation: conversation)
         }
-    }
-
-    /// Applies one in-order event to the store and publishes what changed.
-    func deliver(_ event: BackendEvent) async {
-        await deliver(CollectionOfOne(event))
     }
 
     /// Applies a run of in-order events to the store and publishes what changed, in one

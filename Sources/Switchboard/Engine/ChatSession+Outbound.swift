@@ -184,9 +184,7 @@ extension ChatSession {
         switch result {
         case .success(.history(let page)):
             let waiters = conversations[conversation].history.pageArrived(page)
-            await inOneTransaction {
-                await deliver(page.messages.map { BackendEvent(.messageAdded($0, position: .history), conversation: conversation, time: $0.time) })
-            }
+            await deliver(page.messages.map { BackendEvent(.messageAdded($0, position: .history), conversation: conversation, time: $0.time) })
             for waiter in waiters { waiter.succeed(()) }
         case .success(let response):
             failHistoryWaiters(in: conversation, SwitchboardError(.protocolViolation, "history answered with \(response)"))

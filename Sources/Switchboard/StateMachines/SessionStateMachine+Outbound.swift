@@ -188,7 +188,7 @@ extension SessionStateMachine {
     /// The poll answered (or failed): the next one is due a poll interval from now.
     mutating func pollFinished(isLinkOpen: Bool) -> [Action] {
         isPollQueued = false
-        return isLinkOpen ? [.startPollTimer(after: settings.pollInterval)] : []
+        return isLinkOpen ? [.startPollTimer(after: settings.configuration.pollInterval)] : []
     }
 
     /// The poll never got an answer (its link went): the next link polls when it opens.

@@ -17,46 +17,28 @@ import Foundation
 /// ``ReadMarkerStateMachine``, the trackers…); ``ConnectionStateMachine`` and the request lanes
 /// are still performed by the runner beside it.
 struct SessionStateMachine: Sendable {
-    /// What the rules depend on, fixed for the session.
+    /// What the rules depend on, fixed for the session: the configuration, and what the backend
+    /// can do.
     struct Settings: Sendable {
-        /// The backend numbers each conversation's events (``BackendCapabilities/sequences``).
-        var isSequenced: Bool
-        /// The most events one retransmit asks for (``BackendLimits/maxRetransmitBatch``).
-        var maxRetransmitBatch: Int
-        /// How many of its newest events a conversation first seen catches up.
-        var newConversationCatchUp: Int
-        var maxRetransmitsInFlight: Int
-        var maxHeldEvents: Int
-        var maxSequenceJump: Int64
-        /// Whether a window's gap is filled with history pages: backends that page history and
-        /// have no sequences (sequences find their gaps themselves).
-        var fillsWindows: Bool
-        var backfillPageSize: Int
-        var maxBackfillPages: Int
-        /// How typing reaches the backend: the configuration's, else the backend's own.
-        var typingPolicy: TypingPolicy
-        var outboxBackoff: BackoffPolicy
-        var maxLinkLossesPerSend: Int
-        /// The backend pushes nothing and is polled (``BackendCapabilities/polling``).
-        var polls: Bool
-        var pollInterval: Duration
+        var descriptor: BackendDescriptor
+        var configuration: SessionConfiguration
 
         init(descriptor: BackendDescriptor, configuration: SessionConfiguration) {
-            fillsWindows = descriptor.capabilities.contains(.historyPaging) && !descriptor.capabilities.contains(.sequences)
-            backfillPageSize = configuration.backfillPageSize
-            maxBackfillPages = configuration.maxBackfillPages
-            typingPolicy = configuration.typingPolicy ?? descriptor.limits.typingPolicy
-            outboxBackoff = configuration.outboxBackoff
-            maxLinkLossesPerSend = configuration.maxLinkLossesPerSend
-            polls = descriptor.capabilities.contains(.polling)
-            pollInterval = configuration.pollInterval
-            isSequenced = descriptor.capabilities.contains(.sequences)
-            maxRetransmitBatch = max(1, descriptor.limits.maxRetransmitBatch)
-            newConversationCatchUp = configuration.newConversationCatchUp
-            maxRetransmitsInFlight = configuration.maxRetransmitsInFlight
-            maxHeldEvents = configuration.maxHeldEvents
-            maxSequenceJump = configuration.maxSequenceJump
+            self.descriptor = descriptor
+            self.configuration = configuration
         }
+
+        /// The backend numbers each conversation's events (``BackendCapabilities/sequences``).
+        var isSequenced: Bool { descriptor.capabilities.contains(.sequences) }
+        /// Whether a window's gap is filled with history pages: backends that page history and
+        /// have no sequences (sequences find their gaps themselves).
+        var fillsWindows: Bool { descriptor.capabilities.contains(.historyPaging) && !isSequenced }
+        /// The backend pushes nothing and is polled (``BackendCapabilities/polling``).
+        var polls: Bool { descriptor.capabilities.contains(.polling) }
+        /// How typing reaches the backend: the configuration's, else the backend's own.
+        var typingPolicy: TypingPolicy { configuration.typingPolicy ?? descriptor.limits.typingPolicy }
+        /// The most events one retransmit asks for (``BackendLimits/maxRetransmitBatch``).
+        var maxRetransmitBatch: Int { max(1, descriptor.limits.maxRetransmitBatch) }
     }
 
     /// What the runner does, in order.
@@ -195,7 +177,7 @@ struct SessionStateMachine: Sendable {
 
     init(settings: Settings) {
         self.settings = settings
-        self.outbox = OutboxStateMachine(backoff: settings.outboxBackoff, maxLinkLosses: settings.maxLinkLossesPerSend)
+        self.outbox = OutboxStateMachine(backoff: settings.configuration.outboxBackoff, maxLinkLosses: settings.configuration.maxLinkLossesPerSend)
     }
 
     // MARK: Events
@@ -363,7 +345,7 @@ struct SessionStateMachine: Sendable {
         if let refused = outcome.refused {
             let delivered = conversations[conversation].tracker?.delivered ?? 0
             actions.append(
-                .report(SwitchboardError(.protocolViolation, "sequence \(refused) is more than \(settings.maxSequenceJump) past the \(delivered) delivered; ignored"), conversation)
+                .report(SwitchboardError(.protocolViolation, "sequence \(refused) is more than \(settings.configuration.maxSequenceJump) past the \(delivered) delivered; ignored"), conversation)
             )
         }
         if !outcome.deliver.isEmpty {
@@ -396,16 +378,16 @@ struct SessionStateMachine: Sendable {
 
     /// Where a conversation first seen at `head` starts: its newest events are caught up.
     private func catchUpBaseline(_ head: Int64) -> Int64 {
-        max(0, head - Int64(settings.newConversationCatchUp))
+        max(0, head - Int64(settings.configuration.newConversationCatchUp))
     }
 
     private func newTracker(for conversation: ConversationID, baseline: Int64) -> Tracker {
         Tracker(
             delivered: conversations[conversation].storedSequence ?? baseline,
             batchLimit: settings.maxRetransmitBatch,
-            maxInFlight: settings.maxRetransmitsInFlight,
-            maxHeld: settings.maxHeldEvents,
-            maxJump: settings.maxSequenceJump
+            maxInFlight: settings.configuration.maxRetransmitsInFlight,
+            maxHeld: settings.configuration.maxHeldEvents,
+            maxJump: settings.configuration.maxSequenceJump
         )
     }
 }
