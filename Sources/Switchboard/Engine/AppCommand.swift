@@ -1,7 +1,8 @@
 /// What the app asks of a session, as the loop takes it: one typed input each, so the loop's
 /// inputs can be listed and logged. A flow that needs the backend (a history page, starting a
-/// conversation, a request whose answer is applied) is one command: the loop sends its request
-/// and finishes the flow when the answer comes, with the flow's state kept in the lane's work.
+/// conversation, a request whose answer is applied) is one command: the machine sends its request
+/// and finishes the flow when the answer comes, with the flow's state kept in the lane's work
+/// (``SessionStateMachine/LaneWork``).
 enum AppCommand: Sendable {
     /// What the app wants of the connection.
     enum LifecycleChange: Sendable, Hashable {
@@ -52,27 +53,19 @@ protocol FailableReply: Sendable {
 
 /// The one answer an app command's caller waits for.
 struct Reply<Value: Sendable>: FailableReply {
-    let continuation: CheckedContinuation<Value, any Error>
+    private let resume: @Sendable (Result<Value, any Error>) -> Void
 
-    func succeed(_ value: Value) { continuation.resume(returning: value) }
-    func fail(_ error: any Error) { continuation.resume(throwing: error) }
-    func complete(_ result: Result<Value, SwitchboardError>) { continuation.resume(with: result.mapError { $0 as any Error }) }
-
-    /// Fails with what `body` throws; otherwise the answer comes later (a request's outcome).
-    func answerLater(_ body: () throws -> Void) async {
-        do {
-            try body()
-        } catch {
-            fail(error)
-        }
+    /// Answers a caller waiting on `continuation`.
+    init(continuation: CheckedContinuation<Value, any Error>) {
+        self.resume = { continuation.resume(with: $0) }
     }
 
-    /// Answers with what `body` returns or throws.
-    func answer(_ body: () async throws -> Value) async {
-        do {
-            succeed(try await body())
-        } catch {
-            fail(error)
-        }
+    /// Answers by calling `resume` (once).
+    init(_ resume: @escaping @Sendable (Result<Value, any Error>) -> Void) {
+        self.resume = resume
     }
+
+    func succeed(_ value: Value) { resume(.success(value)) }
+    func fail(_ error: any Error) { resume(.failure(error)) }
+    func complete(_ result: Result<Value, SwitchboardError>) { resume(result.mapError { $0 as any Error }) }
 }

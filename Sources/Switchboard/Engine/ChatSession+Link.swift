@@ -2,57 +2,42 @@ import Foundation
 import Logging
 
 // The link: one child task of the loop that opens the backend's connection, reads its updates and
-// performs the requests the loop hands it; and the connection machine's actions that start and
-// end it.
+// performs the requests the machine hands it.
 extension ChatSession {
-    // MARK: The link
+    /// A request handed to a link to perform.
+    struct LinkJob: Sendable {
+        let ticket: Int
+        let request: BackendRequest
+    }
 
-    /// Performs what the connection machine decided.
-    func perform(_ actions: [ConnectionStateMachine.Action]) async {
-        for action in actions {
-            switch action {
-            case .startLink(let id):
-                let (jobs, continuation) = AsyncStream.makeStream(of: LinkJob.self)
-                let (aborted, abort) = AsyncStream.makeStream(of: Void.self)
-                link = LinkHandles(id: id, jobs: continuation, abort: abort)
-                let context = ConnectionContext(
-                    session: self.id,
-                    credentials: credentials,
-                    cursor: cursor,
-                    conversationSequences: conversations.sequences,
-                    clock: clock,
-                    logger: logger
-                )
-                spawns.append(.link(id, context, jobs, aborted: aborted))
-            case .finishJobs(let id):
-                if link?.id == id { link?.jobs.finish() }
-            case .abortConnect(let id):
-                if link?.id == id { link?.abort.finish() }
-            case .publish(let state, let reason):
-                publish(.connection(state, reason: reason), conversation: nil)
-            case .setReconnectTimer(let delay):
-                setTimer(.reconnect, after: delay)
-            case .cancelReconnectTimer:
-                cancelTimer(.reconnect)
-            case .setStableTimer(let id, let delay):
-                setTimer(.linkStable(id), after: delay)
-            case .cancelStableTimer(let id):
-                cancelTimer(.linkStable(id))
-            case .linkEstablished:
-                statisticsValue.connects += 1
-                await linkEstablished()
-            case .linkDropped(let interrupted):
-                link = nil
-                if interrupted { statisticsValue.connectionFailures += 1 }
-                await linkDropped(interrupted: interrupted)
-            case .clearCredentials:
-                credentials = Credentials()
-                await persist(.saveCredentials(credentials))
-            case .gaveUp(let error):
-                logger.error("session ended", metadata: ["error": "\(error)"])
-                publish(.fatal(error), conversation: nil)
-            }
-        }
+    /// What the loop holds of the link it started: the streams it hands work through.
+    struct LinkHandles {
+        let id: Int
+        let jobs: AsyncStream<LinkJob>.Continuation
+        /// Finished to abandon a link that has not opened yet (its connect is cancelled).
+        let abort: AsyncStream<Void>.Continuation
+    }
+
+    /// Starts link `id` with what the session resumes from.
+    func startLink(_ id: Int) {
+        let (jobs, continuation) = AsyncStream.makeStream(of: LinkJob.self)
+        let (aborted, abort) = AsyncStream.makeStream(of: Void.self)
+        link = LinkHandles(id: id, jobs: continuation, abort: abort)
+        let context = ConnectionContext(
+            session: self.id,
+            credentials: machine.credentials,
+            cursor: machine.cursor,
+            conversationSequences: machine.conversations.sequences,
+            clock: clock,
+            logger: logger
+        )
+        spawns.append(.link(id, context, jobs, aborted: aborted))
+    }
+
+    /// Hands a request to link `id`; if that link takes no more work, the request fails at once.
+    func hand(_ request: BackendRequest, ticket: Int, to id: Int) {
+        if let link, link.id == id, case .enqueued = link.jobs.yield(LinkJob(ticket: ticket, request: request)) { return }
+        inbox.yield(.requestFinished(id, ticket: ticket, .failure(SwitchboardError(.connectionLost, "the link closed before \(request.name) was sent"))))
     }
 
     /// One link's scope: opens it, reads its updates, performs the requests the loop hands it as
@@ -110,6 +95,4 @@ extension ChatSession {
             }
         }
     }
-
-    var isLinkOpen: Bool { connection.isLinkOpen }
 }

@@ -13,8 +13,9 @@ import Foundation
 ///
 /// App reads outside the loop go to ``store`` itself, and see what is committed.
 extension ChatSession {
-    /// Runs `body` in one transaction: its writes are one `apply`, its events are published once
-    /// that is stored. Inside an open transaction it simply runs `body`.
+    /// Runs `body` in one transaction: its writes are one `apply`; once that is stored, its events
+    /// are published, the inputs it left for after the commit are handled (each in a transaction
+    /// of its own), and its callers are answered. Inside an open transaction it simply runs `body`.
     func inOneTransaction(_ body: () async -> Void) async {
         guard openTransaction == nil else {
             await body()
@@ -28,18 +29,21 @@ extension ChatSession {
             if let failure = transaction.failure { throw failure }
             if !transaction.writes.isEmpty {
                 try await store.apply(transaction.writes, scope: scope)
-                statisticsValue.storeTransactions += 1
+                machine.statistics.storeTransactions += 1
             }
         } catch {
             // What the transaction would have announced was not stored (all of it, or the part a
             // read stored first): a problem instead, and the cursor it would have moved was not
-            // stored either, so the next link fetches it again.
-            conversations.forEach { $0.isStored = false }
-            report(SwitchboardError(.storageFailure, "could not store a batch of writes", underlying: error))
+            // stored either, so the next link fetches it again. Its callers hear the failure.
+            let failure = SwitchboardError(.storageFailure, "could not store a batch of writes", underlying: error)
+            await run(.commitFailed(failure))
+            for answer in transaction.answers { answer.complete(failure) }
             return
         }
-        statisticsValue.eventsPublished += transaction.events.count
+        machine.statistics.eventsPublished += transaction.events.count
         for event in transaction.events { bus.publish(event) }
+        for input in transaction.afterCommit { await inOneTransaction { await run(input) } }
+        for answer in transaction.answers { answer.complete(nil) }
     }
 
     /// Writes `writes` (kept while a transaction is open). `projected`: they come from
@@ -63,15 +67,6 @@ extension ChatSession {
         if removesMany { try await flush() }
     }
 
-    /// ``write(_:projected:)``, with a failure reported instead of thrown.
-    func persist(_ writes: StoreWrite...) async {
-        do {
-            try await write(writes)
-        } catch {
-            report(SwitchboardError(.storageFailure, "could not write to the store", underlying: error))
-        }
-    }
-
     /// The store, with what the open transaction kept stored first: for a read the rows cannot
     /// answer. The transaction stays open.
     func flushed() async throws -> any ChatStore {
@@ -91,7 +86,7 @@ extension ChatSession {
             openTransaction!.failure = openTransaction!.failure ?? error
             throw error
         }
-        statisticsValue.storeTransactions += 1
+        machine.statistics.storeTransactions += 1
     }
 
     // MARK: Reads by key
@@ -157,11 +152,13 @@ extension ChatSession {
     }
 }
 
-/// The writes of the inputs the loop handles together, the events they announce, and the rows
-/// they touched or read.
+/// The writes of the inputs the loop handles together, the events they announce, the answers and
+/// inputs that wait for them to be stored, and the rows they touched or read.
 struct OpenTransaction: Sendable {
     var writes: [StoreWrite] = []
     var events: [ChatEvent] = []
+    var answers: [SessionStateMachine.Answer] = []
+    var afterCommit: [SessionStateMachine.Input] = []
     var rows = EventProjection.Rows()
     /// A part stored early (before a read) failed: the transaction announces nothing.
     var failure: (any Error)?

@@ -18,16 +18,16 @@ public import Logging
 /// }
 /// ```
 ///
-/// **One loop.** ``run()`` is a single consumer of one input queue: every input — an update from
-/// the link, an app command (a send, a typing keystroke, a read marker), a timer tick, a
-/// request's outcome, the link opening or closing — goes into it, and the loop feeds them one at
-/// a time to the pure state machines (``LifecycleStateMachine``, ``ReconnectStateMachine``,
-/// ``SequenceTrackerStateMachine``, ``OutboxStateMachine``, ``TypingThrottleStateMachine``,
-/// ``RequestLanesStateMachine``, ``SnapshotDiff``, ``MessageReconciler``) and performs their
-/// actions. Only the loop changes engine state; the app's calls wait for their command to be
-/// taken. Requests go out in per-conversation lanes (FIFO per conversation, bounded concurrency
-/// across conversations) as child tasks of the link, which end — and are forgotten — as soon as
-/// they are done. Timers are deadlines the loop keeps; one sleeper task waits for the earliest.
+/// **One loop, one machine.** ``run()`` is a single consumer of one input queue: every input — an
+/// update from the link, an app command (a send, a typing keystroke, a read marker), the clock
+/// reaching a deadline, a request's outcome, the link opening or closing — goes into it, and the
+/// loop hands them one at a time to the session's state machine (`SessionStateMachine`, pure:
+/// every rule of the engine lives there) and performs the effects it returns: store, announce,
+/// hand a request to the link, start or end the link, answer the app. Each input's writes are
+/// stored in one transaction, and its events announced and its callers answered once they are.
+/// Requests go out in per-conversation lanes (FIFO per conversation, bounded concurrency across
+/// conversations) as child tasks of the link, which end — and are forgotten — as soon as they
+/// are done. One sleeper task waits for the machine's earliest deadline.
 ///
 /// Commands given before ``run()`` starts wait for it; after the session has ended they throw
 /// `sessionClosed`.
@@ -41,52 +41,32 @@ public actor ChatSession: Session {
     /// Where state persists. The loop reads and writes it through its open transaction
     /// (`ChatSession+Store.swift`); app reads go to it directly.
     let store: any ChatStore
-    /// The writes, events and rows of the inputs the loop is handling together.
+    /// The writes, events, answers and rows of the input the loop is handling.
     var openTransaction: OpenTransaction?
     let configuration: SessionConfiguration
     let clock: SessionClock
     let logger: Logger
     var random: AnyRandomNumberGenerator
-
-    // The state machines and what the loop keeps beside them. Only the loop changes these.
-    /// What the app wants, the link, and reconnecting: the rules live in the machine; the loop
-    /// performs its actions with the handles of the link it started.
-    var connection: ConnectionStateMachine
-    var lanes: RequestLanesStateMachine<LaneWork>
-    /// The engine's rules and the state they keep (being assembled, #27).
+    /// The engine's rules and the state they keep. Only the loop changes it.
     var machine: SessionStateMachine
-    var credentials = Credentials()
 
-    // The loop's own state.
-    nonisolated let inbox: EngineInbox<Input>
-    /// Wakes the timer sleeper when an earlier deadline is set.
+    nonisolated let inbox: EngineInbox<SessionStateMachine.Input>
+    /// Wakes the sleeper when an earlier deadline is set.
     nonisolated let timerWake = AsyncSignal()
-    /// The streams the loop talks to its link through (at most one link).
+    /// The jobs stream of the link the loop started, if any (at most one).
     var link: LinkHandles?
-    var timers = TimerSchedule()
+    /// The deadline the running sleeper waits for, and which sleeper that is.
+    var armedDeadline: Duration?
+    var sleeperGeneration = 0
     /// Child tasks the loop decided on; started by the loop between inputs.
     var spawns: [Spawn] = []
     var loopEnded = false
     private var hasRun = false
     private var didLoadState = false
 
-    public var connectionState: ConnectionState { connection.published }
+    public var connectionState: ConnectionState { machine.connection.published }
     /// What the app wants of the session: running, paused or closed.
-    var lifecycle: LifecycleStateMachine { connection.lifecycle }
-    /// What the engine keeps per conversation (``ConversationState``), in the machine.
-    var conversations: ConversationStates {
-        get { machine.conversations }
-        _modify { yield &machine.conversations }
-    }
-    var statisticsValue: SessionStatistics {
-        get { machine.statistics }
-        _modify { yield &machine.statistics }
-    }
-    var cursor: SyncCursor? {
-        get { machine.cursor }
-        set { machine.cursor = newValue }
-    }
-    var outbox: OutboxStateMachine { machine.outbox }
+    var lifecycle: LifecycleStateMachine { machine.connection.lifecycle }
 
     /// - Parameters:
     ///   - id: names the session on the bus; random when omitted.
@@ -124,22 +104,20 @@ public actor ChatSession: Session {
         logger[metadataKey: "session"] = "\(self.id)"
         logger[metadataKey: "backend"] = "\(backend.descriptor.name)"
         self.logger = logger
-        self.connection = ConnectionStateMachine(backoff: configuration.reconnectBackoff, stableLinkDuration: configuration.stableLinkDuration)
-        self.lanes = RequestLanesStateMachine(concurrency: configuration.maxConcurrentRequests)
         self.machine = SessionStateMachine(settings: SessionStateMachine.Settings(descriptor: backend.descriptor, configuration: configuration))
         self.inbox = EngineInbox(updateWindow: configuration.inboundWindow)
     }
 
     /// What the engine has done so far, and what it holds now.
     public var statistics: SessionStatistics {
-        var statistics = statisticsValue
+        var statistics = machine.statistics
         statistics.liveTasks = inbox.liveTasks
         statistics.peakLiveTasks = inbox.peakLiveTasks
         statistics.bufferedInputs = inbox.buffered
         statistics.peakBufferedInputs = inbox.peakBuffered
-        statistics.requestsQueued = lanes.count
-        statistics.heldEvents = conversations.heldEvents
-        statistics.timersPending = timers.count
+        statistics.requestsQueued = machine.lanes.count
+        statistics.heldEvents = machine.conversations.heldEvents
+        statistics.timersPending = machine.deadlines.count
         return statistics
     }
 
@@ -164,22 +142,17 @@ public actor ChatSession: Session {
     /// after it ended), so a session can be resumed before it runs and closed after.
     private func lifecycleCommand(_ change: AppCommand.LifecycleChange) async throws {
         if !hasRun || loopEnded {
-            try await applyLifecycle(change)
+            let outcome = Locked<Result<Void, any Error>?>(nil)
+            let command = AppCommand.lifecycle(change, Reply { result in outcome.withLock { $0 = result } })
+            await inOneTransaction { await run(.command(command)) }
+            try outcome.withLock { $0 }?.get()
             return
         }
         do {
             try await submit { .lifecycle(change, $0) }
         } catch let error as SwitchboardError where error.code == .sessionClosed && loopEnded {
             // The loop ended while the change waited for its turn: it still applies.
-            try await applyLifecycle(change)
-        }
-    }
-
-    func applyLifecycle(_ change: AppCommand.LifecycleChange) async throws {
-        switch change {
-        case .resume: await perform(try connection.resume())
-        case .pause: await perform(try connection.pause())
-        case .close: await perform(connection.close())
+            try await lifecycleCommand(change)
         }
     }
 
@@ -195,10 +168,10 @@ public actor ChatSession: Session {
         await loadState()
         await withTaskCancellationHandler {
             await ChildTasks.withScope { group in
-                await perform(connection.ready())
+                await take(.started)
                 await startSpawns(in: &group)
-                while !connection.isFinished, let input = await inbox.next() {
-                    await handle(input)
+                while !machine.connection.isFinished, let input = await inbox.next() {
+                    await take(input)
                     await startSpawns(in: &group)
                 }
                 group.cancelAll()
@@ -211,10 +184,7 @@ public actor ChatSession: Session {
         for input in inbox.close() {
             if case .command(let command) = input { command.reply.fail(Self.ended) }
         }
-        for request in lanes.removeAll() {
-            requestAbandoned(request.work, error: SwitchboardError(.sessionClosed, "the session has ended"))
-        }
-        await perform(connection.loopEnded())
+        await take(.ended)
     }
 
     /// Runs the session around `body`, then closes it and ends ``run()``.
@@ -236,54 +206,35 @@ public actor ChatSession: Session {
         }
     }
 
+    /// Reads what the session resumes from, and repairs what a crash could have left half done of
+    /// the outbox (``SessionStateMachine/load(sequences:credentials:cursor:outbox:withMessage:pending:)``).
     private func loadState() async {
         guard !didLoadState else { return }
         didLoadState = true
         do {
-            for (conversation, sequence) in try await store.fetchSequences(scope: scope) {
-                conversations[conversation].storedSequence = sequence
+            let entries = try await store.fetchOutbox(scope: scope)
+            var withMessage: Set<ClientMessageID> = []
+            for entry in entries where try await store.fetchMessage(clientID: entry.clientID, scope: scope) != nil {
+                withMessage.insert(entry.clientID)
             }
-            credentials = try await store.fetchCredentials(scope: scope)
-            cursor = try await store.fetchCursor(scope: scope)
-            try await repairedOutbox()
+            let repairs = machine.load(
+                sequences: try await store.fetchSequences(scope: scope),
+                credentials: try await store.fetchCredentials(scope: scope),
+                cursor: try await store.fetchCursor(scope: scope),
+                outbox: entries,
+                withMessage: withMessage,
+                pending: try await store.fetchPendingMessages(scope: scope)
+            )
+            if !repairs.isEmpty {
+                try await store.apply(repairs, scope: scope)
+                logger.notice("repaired the stored outbox", metadata: ["repairs": "\(repairs.count)"])
+            }
         } catch {
             report(SwitchboardError(.storageFailure, "could not load the session state", underlying: error))
         }
     }
 
-    /// The stored outbox, with what a crash could have left half done put right
-    /// (``SessionStateMachine/restoreOutbox(_:withMessage:pending:)``).
-    private func repairedOutbox() async throws {
-        let entries = try await store.fetchOutbox(scope: scope)
-        var withMessage: Set<ClientMessageID> = []
-        for entry in entries where try await store.fetchMessage(clientID: entry.clientID, scope: scope) != nil {
-            withMessage.insert(entry.clientID)
-        }
-        let repairs = machine.restoreOutbox(entries, withMessage: withMessage, pending: try await store.fetchPendingMessages(scope: scope))
-        if !repairs.isEmpty {
-            try await write(repairs)
-            statisticsValue.repairedAtLoad = repairs.count
-            logger.notice("repaired the stored outbox", metadata: ["repairs": "\(repairs.count)"])
-        }
-    }
-
     // MARK: The loop
-
-    /// One input of the loop.
-    enum Input: Sendable {
-        /// An app command, in turn with every other input.
-        case command(AppCommand)
-        case linkOpened(Int)
-        case update(Int, BackendUpdate)
-        /// The link's updates ended or threw: the link is failing.
-        case linkFailed(Int, SwitchboardError)
-        /// The link's scope has ended, and every request it carried has reported.
-        case linkClosed(Int, SwitchboardError?)
-        case requestFinished(Int, ticket: Int, Result<BackendResponse, SwitchboardError>)
-        case timerTick(generation: Int)
-        /// The task running the loop was cancelled.
-        case cancelled
-    }
 
     /// A child task the loop decided to start.
     enum Spawn: Sendable {
@@ -291,59 +242,38 @@ public actor ChatSession: Session {
         case sleeper(generation: Int, deadline: Duration, wakeGeneration: Int)
     }
 
-    /// A request handed to a link to perform.
-    struct LinkJob: Sendable {
-        let ticket: Int
-        let request: BackendRequest
-    }
-
-    /// What the loop holds of the link it started: the streams it hands work through.
-    struct LinkHandles {
-        let id: Int
-        let jobs: AsyncStream<LinkJob>.Continuation
-        /// Finished to abandon a link that has not opened yet (its connect is cancelled).
-        let abort: AsyncStream<Void>.Continuation
-    }
-
-    private func handle(_ input: Input) async {
+    /// Handles one input in one transaction. The updates that arrived together from the link are
+    /// handled together, in one transaction.
+    func take(_ input: SessionStateMachine.Input) async {
         switch input {
-        case .command(let command):
-            guard !loopEnded else { return command.reply.fail(Self.ended) }
-            await handle(command)
-        case .linkOpened(let id):
-            await perform(connection.linkOpened(id))
-        case .update(let id, let update):
+        case .command(let command) where loopEnded:
+            command.reply.fail(Self.ended)
+        case .update(let id, _):
             inbox.updateTaken()
-            guard connection.link?.id == id else { return }
-            connection.updateArrived(id)
-            // The updates that arrived together go into one store transaction.
             var batched = 1
             await inOneTransaction {
-                await apply(update)
+                await run(input)
                 while batched < configuration.maxUpdatesPerTransaction,
-                    case .update(_, let next)? = inbox.nextIfBuffered(where: { input in
+                    let next = inbox.nextIfBuffered(where: { input in
                         if case .update(id, _) = input { return true }
                         return false
                     })
                 {
                     inbox.updateTaken()
-                    await apply(next)
+                    await run(next)
                     batched += 1
                 }
             }
-            statisticsValue.batchedUpdates += batched
-        case .linkFailed(let id, let error):
-            await perform(connection.linkFailed(id, error))
-        case .linkClosed(let id, let error):
-            await perform(connection.linkClosed(id, thrown: error, using: &random))
-        case .requestFinished(let id, let ticket, let result):
-            await requestFinished(ticket, result: result, link: id)
-        case .timerTick(let generation):
-            await timerTick(generation)
+            machine.statistics.batchedUpdates += batched
+        case .tick(let sleeper) where !isCurrent(sleeper: sleeper):
+            break
         case .cancelled:
             loopEnded = true
-            await perform(connection.cancelled())
+            await inOneTransaction { await run(input) }
+        default:
+            await inOneTransaction { await run(input) }
         }
+        armTimer()
     }
 
     private func startSpawns(in group: inout ChildTasks) async {
@@ -361,7 +291,7 @@ public actor ChatSession: Session {
             case .sleeper(let generation, let deadline, let wakeGeneration):
                 await group.addTask { [self] in
                     await self.sleep(until: deadline, unlessWokenSince: wakeGeneration)
-                    self.inbox.yield(.timerTick(generation: generation))
+                    self.inbox.yield(.tick(sleeper: generation))
                     self.inbox.taskEnded()
                 }
             }
@@ -398,12 +328,12 @@ public actor ChatSession: Session {
             openTransaction!.events.append(event)
             return
         }
-        statisticsValue.eventsPublished += 1
+        machine.statistics.eventsPublished += 1
         bus.publish(event)
     }
 
     func report(_ error: SwitchboardError, conversation: ConversationID? = nil) {
-        statisticsValue.problems += 1
+        machine.statistics.problems += 1
         logger.warning("problem", metadata: ["error": "\(error)"])
         publish(.error(error), conversation: conversation)
     }

@@ -70,3 +70,9 @@ struct ConversationStates: Sendable {
         states.compactMapValues { $0.tracker?.delivered ?? $0.storedSequence }
     }
 }
+
+/// A window that came while its conversation's fill was open, and the message events after it.
+struct QueuedWindow: Sendable {
+    let window: ConversationSnapshot
+    var events: [BackendEvent] = []
+}

@@ -9,13 +9,16 @@ import Foundation
 /// and gives the same input again. Nothing is changed before a step asks, so asking again is
 /// safe.
 ///
-/// Being assembled (#27). It holds the per-conversation state, the statistics, the account cursor
-/// and the outbox, and the rules for what arrives (sequenced events, gaps, heads, a server that
-/// numbers them afresh, snapshots, window fills, the cursor) and for most of what goes out (sends
-/// and their answers, typing, marking read, polling, an app request's answer, a lost link). It
-/// composes pure values of their own (``OutboxStateMachine``, ``SnapshotApplication``,
-/// ``ReadMarkerStateMachine``, the trackers…); ``ConnectionStateMachine`` and the request lanes
-/// are still performed by the runner beside it.
+/// It holds the whole state of a session's engine — per conversation (``ConversationState``), the
+/// connection (``ConnectionStateMachine``), the request lanes, the outbox, the deadlines, the
+/// cursor, the credentials and the statistics — and takes every input through one entry,
+/// ``handle(_:facts:at:using:)`` (`SessionStateMachine+Inputs.swift`), which returns the
+/// ``Effect``s the runner performs. The rules themselves are steps that return ``Action``s: for
+/// what arrives (sequenced events, gaps, heads, a server that numbers them afresh, snapshots,
+/// window fills, the cursor) here and in `+Windows`, for what goes out (sends and their answers,
+/// typing, marking read, polling, an app request's answer, a lost link) in `+Outbound`. They
+/// compose pure values of their own (``OutboxStateMachine``, ``SnapshotApplication``,
+/// ``ReadMarkerStateMachine``, the trackers…).
 struct SessionStateMachine: Sendable {
     /// What the rules depend on, fixed for the session: the configuration, and what the backend
     /// can do.
@@ -107,6 +110,12 @@ struct SessionStateMachine: Sendable {
         case messages([MessageID], in: ConversationID)
         /// The stored copy of the app's message with this client id, if any.
         case sentMessage(ClientMessageID, in: ConversationID)
+        /// The stored copies of the app's messages with these client ids.
+        case sentMessages([ClientMessageID], in: ConversationID)
+        /// Every stored message of the conversation.
+        case allMessages(in: ConversationID)
+        /// Every stored conversation.
+        case allConversations
     }
 
     /// What the store answered to the reads of one input so far. A read that failed reads as
@@ -116,6 +125,7 @@ struct SessionStateMachine: Sendable {
             case conversation(ConversationInfo?)
             case message(Message?)
             case messages([Message])
+            case conversations([ConversationInfo])
             case failed(SwitchboardError)
         }
 
@@ -141,6 +151,14 @@ struct SessionStateMachine: Sendable {
         func messages(_ read: Read) -> [Message]? {
             switch answers[read] {
             case .messages(let messages)?: messages
+            case .failed?: []
+            default: nil
+            }
+        }
+
+        func conversations(_ read: Read) -> [ConversationInfo]? {
+            switch answers[read] {
+            case .conversations(let conversations)?: conversations
             case .failed?: []
             default: nil
             }
@@ -174,10 +192,42 @@ struct SessionStateMachine: Sendable {
     var outbox: OutboxStateMachine
     /// A poll is queued or in flight (backends that push nothing).
     var isPollQueued = false
+    /// What the app wants, the link, and reconnecting (``ConnectionStateMachine``).
+    var connection: ConnectionStateMachine
+    /// The requests on the link, in their conversations' lanes.
+    var lanes: RequestLanesStateMachine<LaneWork>
+    /// The deadlines set: the runner's one sleeper waits for the earliest (``nextDeadline``) and
+    /// the clock reaching it is ``Input/tick``.
+    var deadlines: [Timer: Duration] = [:]
+    /// What the backend gave the session to resume with (tokens, visitor ids).
+    var credentials = Credentials()
 
     init(settings: Settings) {
         self.settings = settings
-        self.outbox = OutboxStateMachine(backoff: settings.configuration.outboxBackoff, maxLinkLosses: settings.configuration.maxLinkLossesPerSend)
+        let configuration = settings.configuration
+        self.outbox = OutboxStateMachine(backoff: configuration.outboxBackoff, maxLinkLosses: configuration.maxLinkLossesPerSend)
+        self.connection = ConnectionStateMachine(backoff: configuration.reconnectBackoff, stableLinkDuration: configuration.stableLinkDuration)
+        self.lanes = RequestLanesStateMachine(concurrency: configuration.maxConcurrentRequests)
+    }
+
+    /// The state loaded from the store: where each conversation's events resume, the credentials,
+    /// the cursor and the outbox (``restoreOutbox(_:withMessage:pending:)``).
+    ///
+    /// - Returns: the writes that repair the stored outbox.
+    mutating func load(
+        sequences: [ConversationID: Int64],
+        credentials: Credentials,
+        cursor: SyncCursor?,
+        outbox entries: [OutboxEntry],
+        withMessage: Set<ClientMessageID>,
+        pending: [Message]
+    ) -> [StoreWrite] {
+        for (conversation, sequence) in sequences { conversations[conversation].storedSequence = sequence }
+        self.credentials = credentials
+        self.cursor = cursor
+        let repairs = restoreOutbox(entries, withMessage: withMessage, pending: pending)
+        statistics.repairedAtLoad = repairs.count
+        return repairs
     }
 
     // MARK: Events

@@ -1,0 +1,100 @@
+import Foundation
+import Logging
+
+// What the app asks of a session. Reads go to the store; every call that changes engine state is
+// a command the loop hands to the machine.
+extension ChatSession {
+    public func conversations() async throws -> [ConversationInfo] {
+        try lifecycle.checkOpen()
+        return try await store.fetchConversations(scope: scope)
+    }
+
+    /// One stored conversation, read by its id.
+    func storedConversation(_ id: ConversationID) async throws -> ConversationInfo? {
+        try lifecycle.checkOpen()
+        return try await store.fetchConversation(id, scope: scope)
+    }
+
+    public func conversation(_ id: ConversationID) async throws -> any Conversation {
+        try lifecycle.checkOpen()
+        guard try await storedConversation(id) != nil else {
+            throw SwitchboardError(.conversationNotFound, "no conversation \(id) in this session")
+        }
+        return SessionConversation(session: self, id: id)
+    }
+
+    public func startConversation(_ draft: ConversationDraft) async throws -> any Conversation {
+        if let first = draft.firstMessage { try checkSendable(first) }
+        var draft = draft
+        if draft.clientID == nil { draft.clientID = ClientMessageID.random(using: &random) }
+        try requireCapability(BackendRequest.startConversation(draft).requiredCapability)
+        let id = try await submit { [draft] in .startConversation(draft, $0) }
+        return SessionConversation(session: self, id: id)
+    }
+
+    public func refresh(forced: Bool) async throws {
+        // The updates it answers with are applied before the answer reaches here (`requestFinished`).
+        _ = try await performNow(.poll(forced: forced))
+    }
+
+    public func setCustomFields(_ fields: [String: String]) async throws {
+        _ = try await performNow(.setCustomFields(nil, fields))
+    }
+
+    public func performVendorRequest(_ name: String, payload: JSONValue) async throws -> BackendResponse {
+        try await performNow(.vendor(name: name, payload: payload))
+    }
+
+    // MARK: Sending
+
+    func send(_ draft: MessageDraft, in conversation: ConversationID) async throws -> Message {
+        try checkSendable(draft)
+        return try await submit { .send(draft, in: conversation, $0) }
+    }
+
+    /// What the backend refuses of any message, checked before anything is stored or sent.
+    nonisolated func checkSendable(_ draft: MessageDraft) throws {
+        if !draft.attachments.isEmpty { try requireCapability(.files) }
+        if draft.quote != nil { try requireCapability(.quotes) }
+        let limits = descriptor.limits
+        if draft.text.count > limits.maxTextLength {
+            throw SwitchboardError(
+                .payloadTooLarge,
+                "text of \(draft.text.count) characters is over the limit of \(limits.maxTextLength)"
+            )
+        }
+        if let payload = draft.payload, payload.jsonData().count > limits.maxPayloadBytes {
+            throw SwitchboardError(.payloadTooLarge, "payload is over the limit of \(limits.maxPayloadBytes) bytes")
+        }
+    }
+
+    /// Messages waiting in the outbox, FIFO per conversation.
+    public var pendingSends: [OutboxEntry] { machine.outbox.entries }
+
+    // MARK: Typing and read markers
+
+    @discardableResult
+    func userTyping(_ isTyping: Bool, draft: String?, in conversation: ConversationID) async throws -> TypingOutcome {
+        try requireCapability(.typing)
+        return try await submit { .typing(isTyping, draft: draft, in: conversation, $0) }
+    }
+
+    func markRead(upTo marker: ChatEvent.ReadMarker?, in conversation: ConversationID) async throws {
+        try requireCapability(.readMarkers)
+        try await submit { .markRead(marker, in: conversation, $0) }
+    }
+
+    // MARK: History
+
+    func storedMessages(in conversation: ConversationID, before: MessageOrderKey?, limit: Int) async throws -> [Message] {
+        try lifecycle.checkOpen()
+        return try await store.fetchMessages(in: conversation, before: before, limit: limit, scope: scope)
+    }
+
+    func history(in conversation: ConversationID, before: MessageOrderKey?, limit: Int) async throws -> [Message] {
+        let stored = try await storedMessages(in: conversation, before: before, limit: limit)
+        guard stored.count < limit, descriptor.capabilities.contains(.historyPaging) else { return stored }
+        try await submit { .history(conversation, limit: limit, $0) }
+        return try await storedMessages(in: conversation, before: before, limit: limit)
+    }
+}

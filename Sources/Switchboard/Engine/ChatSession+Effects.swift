@@ -1,0 +1,143 @@
+import Foundation
+import Logging
+
+// The loop's half of each input: gives it to the machine, reads what the machine asks for, and
+// performs the effects it returns.
+extension ChatSession {
+    /// Runs one input of ``SessionStateMachine``: reads each fact it asks for (a failed read is a
+    /// fact too), gives it the input again, and performs the effects it returns.
+    func run(_ input: SessionStateMachine.Input) async {
+        var facts = SessionStateMachine.Facts()
+        let moment = SessionStateMachine.Moment(now: clock.now, date: clock.date)
+        while true {
+            switch machine.handle(input, facts: facts, at: moment, using: &random) {
+            case .needs(let read):
+                do {
+                    facts.answers[read] = try await answer(read)
+                } catch {
+                    facts.answers[read] = .failed(error as? SwitchboardError ?? SwitchboardError(.storageFailure, "could not read the store", underlying: error))
+                }
+            case .perform(let effects):
+                await perform(effects)
+                return
+            }
+        }
+    }
+
+    /// Reads what the machine asked for, as the open transaction sees the store.
+    private func answer(_ read: SessionStateMachine.Read) async throws -> SessionStateMachine.Facts.Answer {
+        switch read {
+        case .conversation(let id):
+            return .conversation(try await readConversation(id))
+        case .message(atSequence: let sequence, let conversation):
+            let above = MessageOrderKey(isPending: false, sequence: sequence + 1, time: .distantPast, tieBreaker: "")
+            let stored = try await flushed().fetchMessages(in: conversation, before: above, limit: 1, scope: scope).last
+            return .message(stored?.sequence == sequence ? stored : nil)
+        case .storedMessage(let id, let conversation):
+            return .message(try await readMessages(serverIDs: [id], clientIDs: [], in: conversation).first)
+        case .oldestConfirmedMessage(let conversation):
+            return .message(try await flushed().fetchOldestConfirmedMessage(in: conversation, scope: scope))
+        case .newestMessage(let conversation):
+            return .message(try await flushed().fetchMessages(in: conversation, before: nil, limit: 1, scope: scope).last)
+        case .messages(let ids, let conversation):
+            return .messages(try await readMessages(serverIDs: ids, clientIDs: [], in: conversation))
+        case .sentMessage(let clientID, let conversation):
+            return .message(try await readMessages(serverIDs: [], clientIDs: [clientID], in: conversation).first)
+        case .sentMessages(let clientIDs, let conversation):
+            return .messages(try await readMessages(serverIDs: [], clientIDs: clientIDs, in: conversation))
+        case .allMessages(let conversation):
+            return .messages(try await flushed().fetchMessages(in: conversation, before: nil, limit: .max, scope: scope))
+        case .allConversations:
+            return .conversations(try await flushed().fetchConversations(scope: scope))
+        }
+    }
+
+    /// Performs what the machine decided, in order.
+    func perform(_ effects: [SessionStateMachine.Effect]) async {
+        for effect in effects {
+            switch effect {
+            case .deliver(let events):
+                await deliver(events)
+            case .write(let writes):
+                do {
+                    try await write(writes)
+                } catch {
+                    report(SwitchboardError(.storageFailure, "could not write to the store", underlying: error))
+                }
+            case .publish(let kind, let conversation, let sequence, let time):
+                publish(kind, conversation: conversation, sequence: sequence, time: time)
+            case .report(let problem, let conversation):
+                report(problem, conversation: conversation)
+            case .answer(let answer):
+                if openTransaction != nil { openTransaction!.answers.append(answer) } else { answer.complete(nil) }
+            case .log(let level, let message, let error):
+                logger.log(level: level, "\(message)", metadata: error.map { ["error": "\($0)"] })
+            case .request(let link, let ticket, let request):
+                hand(request, ticket: ticket, to: link)
+            case .startLink(let id):
+                startLink(id)
+            case .finishJobs(let id):
+                if link?.id == id { link?.jobs.finish() }
+            case .abortConnect(let id):
+                if link?.id == id { link?.abort.finish() }
+            case .then(let input):
+                await run(input)
+            case .afterCommit(let input):
+                if openTransaction != nil { openTransaction!.afterCommit.append(input) } else { await inOneTransaction { await run(input) } }
+            }
+        }
+    }
+
+    /// Applies a run of in-order events to the store and publishes what changed, in one
+    /// transaction: the rows they touch that the transaction does not hold are read in one go,
+    /// ``EventProjection`` says what to write and announce, and the writes are kept with the
+    /// transaction's, announced once it is stored.
+    func deliver(_ events: some Collection<BackendEvent>) async {
+        guard !events.isEmpty else { return }
+        await inOneTransaction {
+            // The transaction's rows are taken while the projection works on them (no copy) and
+            // put back before anything else may read them.
+            var rows = takeTransactionRows()
+            rows.existing.formUnion(events.compactMap(\.conversationID).filter { machine.conversations[$0].isStored })
+            var output = EventProjection.Output()
+            // One read for the run; if it fails, each event reads what it needs below.
+            try? await read(EventProjection.reads(for: events, in: rows), into: &rows)
+            for event in events {
+                while case .needs(let reads) = EventProjection.project(event, rows: &rows, into: &output, now: clock.date) {
+                    transactionRows = rows
+                    await perform(&output)
+                    rows = takeTransactionRows()
+                    do {
+                        try await read(reads, into: &rows)
+                    } catch where reads.conversations.isEmpty && reads.messages.isEmpty {
+                        // Only the newest messages a read marker would turn read: the marker is
+                        // stored and announced without that.
+                        report(SwitchboardError(.storageFailure, "could not read the messages a read marker reads", underlying: error), conversation: event.conversationID)
+                        for conversation in reads.newest { rows.newest[conversation] = [] }
+                    } catch {
+                        // This event cannot be placed; the others still are.
+                        report(SwitchboardError(.storageFailure, "could not read the store for an event", underlying: error), conversation: event.conversationID)
+                        break
+                    }
+                }
+            }
+            transactionRows = rows
+            await perform(&output)
+        }
+    }
+
+    /// Keeps what a projection wrote with the transaction, then lets the machine announce it
+    /// (``SessionStateMachine/Input/projected(_:)``); `output` starts over.
+    private func perform(_ output: inout EventProjection.Output) async {
+        let done = output
+        output = EventProjection.Output()
+        do {
+            try await write(done.writes, projected: true)
+        } catch {
+            report(SwitchboardError(.storageFailure, "could not store an event", underlying: error), conversation: done.publications.first?.conversation)
+            for (problem, conversation) in done.problems { report(problem, conversation: conversation) }
+            return
+        }
+        await run(.projected(done))
+    }
+}

@@ -1,0 +1,724 @@
+import Foundation
+import Logging
+
+/// The machine's one entry: every input of a session — an app command, the link opening, an update,
+/// a request's outcome, the clock reaching a deadline, the link ending — goes through
+/// ``handle(_:facts:at:using:)``, which returns the ``Effect``s the runner performs. The inputs are
+/// values, so they can be listed, logged and replayed; the flows that take several turns keep their
+/// state here (the request lanes, history waiters, the outbox), not in the runner.
+extension SessionStateMachine {
+    /// When an input is handled: the runner reads its clock once per input.
+    struct Moment: Sendable {
+        /// The monotonic instant, for deadlines.
+        var now: Duration
+        /// The wall time, for what is stored and announced.
+        var date: Date
+    }
+
+    /// What a deadline is for; one per kind and conversation.
+    enum Timer: Sendable, Hashable {
+        case hold(ConversationID)
+        case outboxRetry(ConversationID)
+        case typing(ConversationID)
+        case reconnect
+        case linkStable(Int)
+        /// The next timed poll of a backend that pushes nothing.
+        case poll
+
+        /// It lives on the link, and goes with it.
+        var livesOnLink: Bool {
+            switch self {
+            case .hold, .outboxRetry, .typing, .poll: true
+            case .reconnect, .linkStable: false
+            }
+        }
+    }
+
+    /// What a request in a lane is for, so its outcome reaches the right rule.
+    enum LaneWork: Sendable {
+        case send(OutboxEntry)
+        case retransmit(ConversationID, ClosedRange<Int64>)
+        /// A history page below a recent window (``WindowBackfillStateMachine``).
+        case backfill(HistoryQuery)
+        case typing(ConversationID, isTyping: Bool, draft: String?)
+        case markRead(ConversationID, ChatEvent.ReadMarker)
+        /// The engine's own poll of a backend that pushes nothing.
+        case poll
+        /// An app request; its caller waits for the answer, applied as `applying` says.
+        case app(BackendRequest, AppCommand.Applying, Reply<BackendResponse>)
+        /// The app's new conversation; its caller waits for it to be stored.
+        case start(ConversationDraft, Reply<ConversationID>)
+        /// A history page the app asked for; its callers wait in the conversation's state.
+        case history(HistoryQuery)
+
+        var request: BackendRequest {
+            switch self {
+            case .send(let entry): .send(entry.message)
+            case .retransmit(let conversation, let range): .retransmit(conversation, range)
+            case .backfill(let query): .history(query)
+            case .typing(let conversation, let isTyping, let draft): .typing(conversation, isTyping: isTyping, draft: draft)
+            case .markRead(let conversation, let marker): .markRead(conversation, upTo: marker)
+            case .poll: .poll(forced: false)
+            case .app(let request, _, _): request
+            case .start(let draft, _): .startConversation(draft)
+            case .history(let query): .history(query)
+            }
+        }
+    }
+
+    /// One input of the session.
+    enum Input: Sendable {
+        /// The stored state is loaded: a link may open.
+        case started
+        case command(AppCommand)
+        case linkOpened(Int)
+        case update(Int, BackendUpdate)
+        /// The link's updates ended or threw: the link is failing.
+        case linkFailed(Int, SwitchboardError)
+        /// The link's scope has ended, and every request it carried has reported.
+        case linkClosed(Int, SwitchboardError?)
+        case requestFinished(Int, ticket: Int, Result<BackendResponse, SwitchboardError>)
+        /// The clock reached a deadline (perhaps one since cancelled: what is due fires). `sleeper`
+        /// names the runner's sleeper that saw it, so the runner drops one it has superseded.
+        case tick(sleeper: Int)
+        /// The task running the loop was cancelled.
+        case cancelled
+        /// The loop has ended: what never got an answer fails.
+        case ended
+        /// An input's writes could not be stored: what it announced did not happen.
+        case commitFailed(SwitchboardError)
+
+        // Follow-ups the machine asks for (``Effect/then(_:)``, ``Effect/afterCommit(_:)``).
+
+        /// A request's outcome, for what asked for it.
+        case answered(LaneWork, Result<BackendResponse, SwitchboardError>)
+        /// An update that came in an answer (a poll's) rather than on the link.
+        case answeredUpdate(BackendUpdate)
+        case head(ConversationID, Int64)
+        case placeQueuedWindows(ConversationID)
+        /// The runner stored what ``EventProjection`` wrote: announce it and end the echoed sends.
+        case projected(EventProjection.Output)
+        case storeSequence(Int64, ConversationID)
+        case sendFailed(OutboxEntry, reason: String)
+        case clearHistory(ConversationID)
+        /// The app's message and its outbox entry are stored: the outbox takes it.
+        case queueSend(OutboxEntry)
+    }
+
+    /// What the runner does, in order. (The sub-steps' ``Action``s are what the rules decide;
+    /// these are what performing them takes.)
+    enum Effect: Sendable {
+        /// Store these in-order events and announce them: ``EventProjection`` with the rows it
+        /// reads, then ``Input/projected(_:)``.
+        case deliver([BackendEvent])
+        case write([StoreWrite])
+        /// Announce this (once the input's writes are stored, unless it is a control event).
+        case publish(ChatEvent.Kind, ConversationID?, sequence: Int64? = nil, time: Date? = nil)
+        case report(SwitchboardError, ConversationID?)
+        /// Answer an app command once the input's writes are stored.
+        case answer(Answer)
+        case log(Logger.Level, String, SwitchboardError?)
+        /// Hand this request to link `link`.
+        case request(link: Int, ticket: Int, BackendRequest)
+        /// Start link `id` (``ConnectionStateMachine/Action/startLink(_:)``).
+        case startLink(Int)
+        case finishJobs(Int)
+        case abortConnect(Int)
+        /// Handle this input next, in the same transaction.
+        case then(Input)
+        /// Handle this input once this one's writes are stored (not at all if they fail).
+        case afterCommit(Input)
+    }
+
+    /// What ``handle(_:facts:at:using:)`` says: a read first, or the effects.
+    enum Turn: Sendable {
+        case needs(Read)
+        case perform([Effect])
+    }
+
+    /// The answer to an app command, given once the input's writes are stored; if they could not
+    /// be, the caller gets that failure instead.
+    struct Answer: Sendable {
+        let complete: @Sendable (_ storeFailure: SwitchboardError?) -> Void
+    }
+
+    // MARK: The entry
+
+    /// Handles one input. Asks for a read (``Turn/needs(_:)``) before changing anything, so the
+    /// runner gives the same input again with the answer added to `facts`.
+    mutating func handle(_ input: Input, facts: Facts = Facts(), at moment: Moment, using random: inout some RandomNumberGenerator) -> Turn {
+        switch input {
+        case .started:
+            return .perform(effects(of: connection.ready(), at: moment))
+        case .command(let command):
+            return self.command(command, facts: facts, at: moment, using: &random)
+        case .linkOpened(let id):
+            return .perform(effects(of: connection.linkOpened(id), at: moment))
+        case .update(let id, let update):
+            guard connection.link?.id == id else { return .perform([]) }
+            connection.updateArrived(id)
+            return apply(update, facts: facts, at: moment)
+        case .linkFailed(let id, let error):
+            return .perform(effects(of: connection.linkFailed(id, error), at: moment))
+        case .linkClosed(let id, let thrown):
+            return .perform(effects(of: connection.linkClosed(id, thrown: thrown, using: &random), at: moment))
+        case .requestFinished(let id, let ticket, let result):
+            return .perform(requestFinished(ticket, result: result, link: id, at: moment))
+        case .tick:
+            return .perform(timersDue(at: moment))
+        case .cancelled:
+            return .perform(effects(of: connection.cancelled(), at: moment))
+        case .ended:
+            let abandoned = lanes.removeAll().flatMap { abandon($0.work, SwitchboardError(.sessionClosed, "the session has ended")) }
+            return .perform(abandoned + effects(of: connection.loopEnded(), at: moment))
+        case .commitFailed(let error):
+            // What the input would have stored is not there: nothing is known to be stored.
+            conversations.forEach { $0.isStored = false }
+            return .perform([.report(error, nil)])
+        case .answered(let work, let result):
+            return answered(work, result: result, facts: facts, at: moment, using: &random)
+        case .answeredUpdate(let update):
+            return apply(update, facts: facts, at: moment)
+        case .head(let conversation, let lastSequence):
+            return resolved(head(of: conversation, lastSequence: lastSequence, facts: facts), at: moment)
+        case .placeQueuedWindows(let conversation):
+            // The windows that waited for the conversation's fill are placed in turn; once none can
+            // be, the cursor they kept back is stored.
+            guard hasQueuedWindowToPlace(in: conversation) else { return .perform(effects(of: cursorToStore(), at: moment)) }
+            let step = placeQueuedWindow(in: conversation, isLinkOpen: connection.isLinkOpen, facts: facts)
+            guard case .perform(let actions) = step else { return resolved(step, at: moment) }
+            return .perform(effects(of: actions, at: moment) + [.then(.placeQueuedWindows(conversation))])
+        case .projected(let output):
+            return .perform(projected(output, at: moment))
+        case .storeSequence(let sequence, let conversation):
+            // A conversation removed by the events just stored keeps no sequence.
+            return .perform(conversations.isKept(conversation) ? [.write([.saveSequence(sequence, for: conversation)])] : [])
+        case .sendFailed(let entry, let reason):
+            return sendFailed(entry, reason: reason, facts: facts)
+        case .clearHistory(let conversation):
+            return clearHistory(of: conversation, facts: facts)
+        case .queueSend(let entry):
+            return .perform(effects(of: outbox { $0.enqueue(entry) }, at: moment))
+        }
+    }
+
+    // MARK: Updates
+
+    private mutating func apply(_ update: BackendUpdate, facts: Facts, at moment: Moment) -> Turn {
+        switch update {
+        case .snapshot(let snapshot):
+            return resolved(snapshotArrived(snapshot, facts: facts), at: moment)
+        case .event(let event):
+            return resolved(self.event(event, facts: facts), at: moment)
+        case .conversationHead(let conversation, let lastSequence):
+            return resolved(head(of: conversation, lastSequence: lastSequence, facts: facts), at: moment)
+        case .credentials(let new):
+            credentials.values.merge(new.values) { _, new in new }
+            return .perform([.write([.saveCredentials(credentials)])])
+        case .cursor(let new):
+            return .perform(effects(of: cursorArrived(new), at: moment))
+        case .problem(let error):
+            return .perform([.report(error, nil)])
+        }
+    }
+
+    /// A snapshot: compared with the stored conversations and messages it names (every stored
+    /// conversation, for a complete list), then ``snapshot(_:stored:storedOldest:isLinkOpen:)``.
+    mutating func snapshotArrived(_ snapshot: BackendSnapshot, facts: Facts = Facts()) -> Step {
+        var stored = SnapshotDiff.Stored(conversations: [:], messages: [:])
+        if snapshot.isComplete {
+            // A complete list removes what it does not name: every stored conversation counts.
+            guard let all = facts.conversations(.allConversations) else { return .needs(.allConversations) }
+            for conversation in all { stored.conversations[conversation.id] = conversation }
+        } else {
+            for item in snapshot.conversations {
+                let read = Read.conversation(item.conversation.id)
+                guard let info = facts.conversation(read) else { return .needs(read) }
+                stored.conversations[item.conversation.id] = info
+            }
+        }
+        for item in snapshot.conversations {
+            let id = item.conversation.id
+            var messages: [MessageID: Message] = [:]
+            let serverIDs = item.messages.compactMap(\.serverID)
+            if !serverIDs.isEmpty {
+                let read = Read.messages(serverIDs, in: id)
+                guard let found = facts.messages(read) else { return .needs(read) }
+                for old in found where old.conversationID == id {
+                    if let serverID = old.serverID { messages[serverID] = old }
+                }
+            }
+            if item.messagesAreComplete {
+                let read = Read.allMessages(in: id)
+                guard let all = facts.messages(read) else { return .needs(read) }
+                for old in all {
+                    if let serverID = old.serverID { messages[serverID] = old }
+                }
+            }
+            stored.messages[id] = messages
+        }
+        var storedOldest: [ConversationID: Message] = [:]
+        for id in windowsToPlace(snapshot, stored: stored) {
+            let read = Read.oldestConfirmedMessage(in: id)
+            guard let oldest = facts.message(read) else { return .needs(read) }
+            storedOldest[id] = oldest
+        }
+        if let failure = facts.firstFailure {
+            return .perform([.report(SwitchboardError(.storageFailure, "could not read the store for a snapshot", underlying: failure), nil)])
+        }
+        return .perform(self.snapshot(snapshot, stored: stored, storedOldest: storedOldest, isLinkOpen: connection.isLinkOpen))
+    }
+
+    /// What ``EventProjection`` wrote is stored: the conversations it stored or removed are known,
+    /// its events announced, the sends that came back end.
+    private mutating func projected(_ output: EventProjection.Output, at moment: Moment) -> [Effect] {
+        statistics.duplicatesDropped += output.duplicates
+        for (conversation, isStored) in output.stored {
+            if isStored { conversations[conversation].isStored = true } else { conversations.remove(conversation) }
+        }
+        var effects: [Effect] = output.publications.map { .publish($0.kind, $0.conversation, sequence: $0.sequence, time: $0.time) }
+        for clientID in output.echoed { effects += self.effects(of: outbox { $0.echoed(clientID) }, at: moment) }
+        return effects + output.problems.map { .report($0.0, $0.1) }
+    }
+
+    /// The server forgot `conversation`'s events: the store's old history goes, the app's pending
+    /// sends stay (they go to the new one), and the app hears `historyCleared`.
+    private func clearHistory(of conversation: ConversationID, facts: Facts) -> Turn {
+        let pendingIDs = outbox.entries.filter { $0.message.conversationID == conversation }.map(\.message.clientID)
+        var pending: [Message] = []
+        if !pendingIDs.isEmpty {
+            let read = Read.sentMessages(pendingIDs, in: conversation)
+            guard let found = facts.messages(read) else { return .needs(read) }
+            if let failure = facts.failure(of: read) {
+                return .perform([.report(SwitchboardError(.storageFailure, "could not clear the forgotten history of \(conversation)", underlying: failure), conversation)])
+            }
+            pending = found.filter { $0.conversationID == conversation && $0.deliveryState == .pending }
+        }
+        return .perform(
+            [.write([.removeAllMessages(in: conversation)] + (pending.isEmpty ? [] : [.saveMessages(pending)])), .publish(.historyCleared, conversation)]
+                + pending.map { .publish(.messageAdded($0, position: .newest), conversation) }
+        )
+    }
+
+    /// A send failed for good: its message is marked failed with the reason and its outbox entry
+    /// goes, together.
+    private func sendFailed(_ entry: OutboxEntry, reason: String, facts: Facts) -> Turn {
+        let read = Read.sentMessage(entry.clientID, in: entry.conversationID)
+        guard let stored = facts.message(read) else { return .needs(read) }
+        if let failure = facts.failure(of: read) {
+            return .perform([.report(SwitchboardError(.storageFailure, "could not write to the store", underlying: failure), nil)])
+        }
+        guard var message = stored else { return .perform([.write([.removeOutboxEntry(entry.clientID)])]) }
+        message.deliveryState = .failed(reason)
+        return .perform([.write([.removeOutboxEntry(entry.clientID), .saveMessages([message])]), .publish(.messageUpdated(message), entry.conversationID)])
+    }
+
+    // MARK: The link
+
+    /// What the connection machine decided, performed: the link's own effects, and what a link
+    /// coming or going means for the rest of the session.
+    private mutating func effects(of decided: [ConnectionStateMachine.Action], at moment: Moment) -> [Effect] {
+        var effects: [Effect] = []
+        for action in decided {
+            switch action {
+            case .startLink(let id): effects.append(.startLink(id))
+            case .finishJobs(let id): effects.append(.finishJobs(id))
+            case .abortConnect(let id): effects.append(.abortConnect(id))
+            case .publish(let state, let reason): effects.append(.publish(.connection(state, reason: reason), nil))
+            case .setReconnectTimer(let delay): deadlines[.reconnect] = moment.now + delay
+            case .cancelReconnectTimer: deadlines[.reconnect] = nil
+            case .setStableTimer(let id, let delay): deadlines[.linkStable(id)] = moment.now + delay
+            case .cancelStableTimer(let id): deadlines[.linkStable(id)] = nil
+            case .linkEstablished:
+                statistics.connects += 1
+                // The outbox resumes, the read markers set while offline go, the open fills ask
+                // again, and a backend that pushes nothing is asked what changed meanwhile.
+                effects += self.effects(of: expireOutbox(at: moment) + outbox { $0.connected() } + linkOpened() + pollDue(isLinkOpen: connection.isLinkOpen), at: moment)
+            case .linkDropped(let interrupted):
+                if interrupted { statistics.connectionFailures += 1 }
+                effects += linkGone(interrupted: interrupted, at: moment)
+            case .clearCredentials:
+                credentials = Credentials()
+                effects.append(.write([.saveCredentials(credentials)]))
+            case .gaveUp(let error):
+                effects += [.log(.error, "session ended", error), .publish(.fatal(error), nil)]
+            }
+        }
+        return effects
+    }
+
+    /// The link is gone and everything it carried has reported: what is still in its lanes never
+    /// got an answer (app requests fail), and ``linkDropped(interrupted:inFlightSends:)`` says
+    /// what that means.
+    private mutating func linkGone(interrupted: Bool, at moment: Moment) -> [Effect] {
+        let inFlightSends = lanes.inFlightWork.compactMap { work -> ClientMessageID? in
+            if case .send(let entry) = work { return entry.clientID }
+            return nil
+        }
+        var effects: [Effect] = []
+        for request in lanes.removeAll() {
+            effects += abandon(request.work, SwitchboardError(.connectionLost, "the link closed before \(request.work.request.name) was answered"))
+        }
+        return effects + self.effects(of: linkDropped(interrupted: interrupted, inFlightSends: inFlightSends), at: moment)
+    }
+
+    /// Fails the sends that waited longer than the configured expiry.
+    private mutating func expireOutbox(at moment: Moment) -> [Action] {
+        guard let expiry = settings.configuration.outboxExpiry else { return [] }
+        return outbox { $0.expire(createdBefore: moment.date.addingTimeInterval(-expiry.seconds)) }
+    }
+
+    // MARK: Timers
+
+    /// The deadlines the clock has reached fire, earliest first.
+    private mutating func timersDue(at moment: Moment) -> [Effect] {
+        let due = deadlines.filter { $0.value <= moment.now }.sorted { $0.value < $1.value }.map(\.key)
+        for timer in due { deadlines[timer] = nil }
+        var effects: [Effect] = []
+        for timer in due {
+            switch timer {
+            case .reconnect:
+                effects += self.effects(of: connection.reconnectTimerFired(), at: moment)
+            case .linkStable(let id):
+                connection.stableTimerFired(id)
+            case .hold(let conversation):
+                effects += self.effects(of: holdTimerFired(in: conversation), at: moment)
+            case .outboxRetry(let conversation):
+                statistics.sendRetries += 1
+                effects += self.effects(of: expireOutbox(at: moment) + outbox { $0.retryTimerFired(conversation) }, at: moment)
+            case .typing(let conversation):
+                effects += self.effects(of: typingTimerFired(in: conversation, now: moment.now), at: moment)
+            case .poll:
+                effects += self.effects(of: pollDue(isLinkOpen: connection.isLinkOpen), at: moment)
+            }
+        }
+        return effects
+    }
+
+    /// The earliest deadline set, if any: the runner's one sleeper waits for it.
+    var nextDeadline: Duration? { deadlines.values.min() }
+
+    // MARK: Requests
+
+    /// Queues `work` in its conversation's lane on the open link; `false` when there is no open
+    /// link (nothing is queued).
+    private mutating func enqueue(_ work: LaneWork, lane: ConversationID?, into effects: inout [Effect]) -> Bool {
+        guard connection.isLinkOpen else { return false }
+        effects += dispatch(lanes.enqueue(work, lane: lane))
+        return true
+    }
+
+    /// The requests the lanes let start, handed to the open link. (Without one they stay in their
+    /// lanes, and are answered when the link has gone: ``linkGone(interrupted:at:)``.)
+    private mutating func dispatch(_ requests: [RequestLanesStateMachine<LaneWork>.Request]) -> [Effect] {
+        guard let id = connection.openLinkID else { return [] }
+        return requests.map { request in
+            connection.requestDispatched(id)
+            return .request(link: id, ticket: request.ticket, request.work.request)
+        }
+    }
+
+    private mutating func requestFinished(_ ticket: Int, result: Result<BackendResponse, SwitchboardError>, link id: Int, at moment: Moment) -> [Effect] {
+        let (finished, next) = lanes.finished(ticket)
+        var effects = dispatch(next)
+        var failure: SwitchboardError?
+        if case .failure(let error) = result {
+            failure = error
+            if error.code == .fatal { effects.append(.log(.debug, "a request answered with a fatal error", error)) }
+        }
+        // A fatal answer ends the session; a good one proves the link healthy; the last answer a
+        // draining link waited for lets it close.
+        effects += self.effects(of: connection.requestFinished(id, failure: failure), at: moment)
+        guard let finished else { return effects }
+        if case .success(.updates(let updates)) = result {
+            // What a poll found is stored and announced before its caller hears back.
+            effects += updates.map { .then(.answeredUpdate($0)) }
+        }
+        return effects + [.then(.answered(finished.work, result))]
+    }
+
+    /// A request's outcome reaches what asked for it.
+    private mutating func answered(
+        _ work: LaneWork,
+        result: Result<BackendResponse, SwitchboardError>,
+        facts: Facts,
+        at moment: Moment,
+        using random: inout some RandomNumberGenerator
+    ) -> Turn {
+        switch work {
+        case .send(let entry):
+            // The confirmed message and the end of its outbox entry are stored together.
+            var effects: [Effect] = []
+            if case .failure(let error) = result { effects.append(.log(.debug, "send failed (attempt \(entry.attempts + 1))", error)) }
+            let step = sendFinished(entry, result: result, facts: facts, using: &random)
+            guard case .perform(let actions) = step else { return resolved(step, at: moment) }
+            return .perform(effects + self.effects(of: actions, at: moment))
+        case .retransmit(let conversation, let range):
+            return .perform(effects(of: retransmitFinished(range, in: conversation, result: result), at: moment))
+        case .backfill(let query):
+            return resolved(pageFinished(in: query.conversationID, result: result, isLinkOpen: connection.isLinkOpen, facts: facts), at: moment)
+        case .typing:
+            // Typing is best effort: a failure is only logged.
+            if case .failure(let error) = result { return .perform([.log(.debug, "typing notification failed", error)]) }
+            return .perform([])
+        case .markRead(let conversation, let marker):
+            return .perform(effects(of: readMarkerAnswered(marker, in: conversation, result: result), at: moment))
+        case .poll:
+            var effects: [Effect] = []
+            if case .failure(let error) = result, error.code != .cancelled { effects.append(.log(.debug, "poll failed", error)) }
+            return .perform(effects + self.effects(of: pollFinished(isLinkOpen: connection.isLinkOpen), at: moment))
+        case .app(_, let applying, let reply):
+            guard case .success(let response) = result else { return .perform([.answer(reply.answering(result))]) }
+            let step = appRequestAnswered(response, as: applying, facts: facts)
+            guard case .perform(let actions) = step else { return resolved(step, at: moment) }
+            return .perform(effects(of: actions, at: moment) + [.answer(reply.answering(result))])
+        case .start(_, let reply):
+            // The conversation (and the messages it began with) is stored before the caller hears.
+            let started: ConversationSnapshot
+            switch result {
+            case .success(.conversation(let info)): started = ConversationSnapshot(conversation: info)
+            case .success(.startedConversation(let snapshot)): started = snapshot
+            case .success(let response): return .perform([.answer(reply.failing(SwitchboardError(.protocolViolation, "startConversation answered with \(response)")))])
+            case .failure(let error): return .perform([.answer(reply.failing(error))])
+            }
+            return .perform(effects(of: conversationStarted(started), at: moment) + [.answer(reply.answering(started.conversation.id))])
+        case .history(let query):
+            let conversation = query.conversationID
+            switch result {
+            case .success(.history(let page)):
+                // The page is stored, then everyone waiting for it hears back.
+                let waiters = conversations[conversation].history.pageArrived(page)
+                let events = page.messages.map { BackendEvent(.messageAdded($0, position: .history), conversation: conversation, time: $0.time) }
+                return .perform([.deliver(events)] + waiters.map { .answer($0.answering(())) })
+            case .success(let response):
+                return .perform(failHistoryWaiters(in: conversation, SwitchboardError(.protocolViolation, "history answered with \(response)")))
+            case .failure(let error):
+                return .perform(failHistoryWaiters(in: conversation, error))
+            }
+        }
+    }
+
+    /// A request that never got an answer because its link or the session went away.
+    private mutating func abandon(_ work: LaneWork, _ error: SwitchboardError) -> [Effect] {
+        switch work {
+        case .send, .retransmit, .backfill, .typing, .markRead:
+            // The outbox resends, the tracker and the window fill re-plan, typing is dropped, the
+            // marker stays pending.
+            return []
+        case .poll:
+            // The next link polls when it opens.
+            pollAbandoned()
+            return []
+        case .app(_, _, let reply):
+            return [.answer(reply.failing(error))]
+        case .start(_, let reply):
+            return [.answer(reply.failing(error))]
+        case .history(let query):
+            return failHistoryWaiters(in: query.conversationID, error)
+        }
+    }
+
+    private mutating func failHistoryWaiters(in conversation: ConversationID, _ error: SwitchboardError) -> [Effect] {
+        conversations[conversation].history.pageFailed().map { .answer($0.failing(error)) }
+    }
+
+    // MARK: App commands
+
+    private mutating func command(_ command: AppCommand, facts: Facts, at moment: Moment, using random: inout some RandomNumberGenerator) -> Turn {
+        if case .lifecycle(let change, let reply) = command {
+            do {
+                let decided: [ConnectionStateMachine.Action]
+                switch change {
+                case .resume: decided = try connection.resume()
+                case .pause: decided = try connection.pause()
+                case .close: decided = connection.close()
+                }
+                return .perform(effects(of: decided, at: moment) + [.answer(reply.answering(()))])
+            } catch {
+                return .perform([.answer(reply.failing(error))])
+            }
+        }
+        do {
+            try connection.lifecycle.checkOpen()
+        } catch {
+            return .perform([.answer(command.reply.failing(error))])
+        }
+        switch command {
+        case .lifecycle:
+            preconditionFailure("handled above")
+        case .send(let draft, let conversation, let reply):
+            return send(draft, in: conversation, reply: reply, facts: facts, at: moment, using: &random)
+        case .typing(let isTyping, let draft, let conversation, let reply):
+            let (outcome, actions) = typing(isTyping, draft: draft, in: conversation, now: moment.now)
+            return .perform(effects(of: actions, at: moment) + [.answer(reply.answering(outcome))])
+        case .markRead(let marker, let conversation, let reply):
+            let step = markRead(marker, in: conversation, facts: facts)
+            guard case .perform(let actions) = step else { return resolved(step, at: moment) }
+            // A read that failed changes nothing, and the caller hears it.
+            return .perform(effects(of: actions, at: moment) + [.answer(facts.firstFailure.map { reply.failing($0) } ?? reply.answering(()))])
+        case .history(let conversation, let limit, let reply):
+            return history(in: conversation, limit: limit, reply: reply, facts: facts)
+        case .startConversation(let draft, let reply):
+            var effects: [Effect] = []
+            guard enqueue(.start(draft, reply), lane: nil, into: &effects) else {
+                return .perform([.answer(reply.failing(SwitchboardError(.notConnected, "startConversation needs a connection")))])
+            }
+            return .perform(effects)
+        case .request(let request, let applying, let reply):
+            var effects: [Effect] = []
+            guard enqueue(.app(request, applying, reply), lane: request.conversationID, into: &effects) else {
+                return .perform([.answer(reply.failing(SwitchboardError(.notConnected, "\(request.name) needs a connection")))])
+            }
+            return .perform(effects)
+        }
+    }
+
+    /// The app's message: stored with its outbox entry (and its conversation, when the backend
+    /// never announced it), announced pending, and handed to the outbox once stored — a crash
+    /// between the two would leave a pending message nothing resends.
+    private mutating func send(
+        _ draft: MessageDraft,
+        in conversation: ConversationID,
+        reply: Reply<Message>,
+        facts: Facts,
+        at moment: Moment,
+        using random: inout some RandomNumberGenerator
+    ) -> Turn {
+        var effects: [Effect] = []
+        if !conversations[conversation].isStored {
+            let read = Read.conversation(conversation)
+            guard let stored = facts.conversation(read) else { return .needs(read) }
+            if let failure = facts.failure(of: read) { return .perform([.answer(reply.failing(failure))]) }
+            if stored == nil {
+                let info = ConversationInfo(id: conversation, createdAt: moment.date)
+                effects += [.write([.saveConversation(info)]), .publish(.conversationAdded(info), conversation, time: moment.date)]
+            }
+            conversations[conversation].isStored = true
+        }
+        let outgoing = OutgoingMessage(clientID: ClientMessageID.random(using: &random), conversationID: conversation, content: draft)
+        let entry = OutboxEntry(message: outgoing, createdAt: moment.date)
+        let message = entry.pendingMessage
+        return .perform(
+            effects + [
+                .write([.saveMessages([message]), .saveOutboxEntry(entry)]),
+                .publish(.messageAdded(message, position: .newest), conversation, time: moment.date),
+                .answer(reply.answering(message)),
+                .afterCommit(.queueSend(entry)),
+            ]
+        )
+    }
+
+    /// The app asked for the next history page: asked of the backend, or, when a page is on its
+    /// way already, waited for. Answered at once when there is nothing more to ask.
+    private mutating func history(in conversation: ConversationID, limit: Int, reply: Reply<Void>, facts: Facts) -> Turn {
+        let isLinkOpen = connection.isLinkOpen
+        var next = conversations[conversation].history.next(in: conversation, limit: limit, isLinkOpen: isLinkOpen)
+        if next == .readOldestStored {
+            let read = Read.oldestConfirmedMessage(in: conversation)
+            guard let oldest = facts.message(read) else { return .needs(read) }
+            if let failure = facts.failure(of: read) { return .perform([.answer(reply.failing(failure))]) }
+            next = conversations[conversation].history.next(in: conversation, limit: limit, isLinkOpen: isLinkOpen, oldestStored: .some(oldest))
+        }
+        var effects: [Effect] = []
+        switch next {
+        case .ask(let query):
+            guard enqueue(.history(query), lane: conversation, into: &effects) else { return .perform([.answer(reply.answering(()))]) }
+        case .join:
+            break
+        case .answerNow, .readOldestStored:
+            return .perform([.answer(reply.answering(()))])
+        }
+        conversations[conversation].history.join(reply)
+        return .perform(effects)
+    }
+
+    // MARK: From the rules' actions to effects
+
+    private mutating func resolved(_ step: Step, at moment: Moment) -> Turn {
+        switch step {
+        case .needs(let read): .needs(read)
+        case .perform(let actions): .perform(effects(of: actions, at: moment))
+        }
+    }
+
+    /// What performing the rules' actions takes: requests go into their lanes, timers become
+    /// deadlines, the rest become writes, announcements or follow-up inputs.
+    private mutating func effects(of actions: [Action], at moment: Moment) -> [Effect] {
+        var effects: [Effect] = []
+        for action in actions {
+            switch action {
+            case .deliver(let events):
+                effects.append(.deliver(events))
+            case .saveSequence(let sequence, let conversation):
+                // Decided once the events before it are stored (they may remove the conversation).
+                effects.append(.then(.storeSequence(sequence, conversation)))
+            case .retransmit(let range, let conversation):
+                // Without a link the tracker asks again on the next one.
+                if !enqueue(.retransmit(conversation, range), lane: conversation, into: &effects) { retransmitNotSent(range, in: conversation) }
+            case .startHoldTimer(let conversation):
+                deadlines[.hold(conversation)] = moment.now + settings.configuration.holdTimeout
+            case .report(let problem, let conversation):
+                effects.append(.report(problem, conversation))
+            case .clearHistory(let conversation):
+                effects.append(.then(.clearHistory(conversation)))
+            case .saveCursor(let cursor):
+                effects.append(.write([.saveCursor(cursor)]))
+            case .requestPage(let query, let conversation):
+                // Without a link the fill asks again when the next one is up.
+                if !enqueue(.backfill(query), lane: conversation, into: &effects) { backfillNotSent(in: conversation) }
+            case .placeQueuedWindows(let conversation):
+                effects.append(.then(.placeQueuedWindows(conversation)))
+            case .observeHead(let conversation, let head):
+                effects.append(.then(.head(conversation, head)))
+            case .sendReadMarker(let marker, let conversation):
+                _ = enqueue(.markRead(conversation, marker), lane: conversation, into: &effects)
+            case .send(let entry):
+                // The outbox sends only while connected; if the link is going, the next one resends.
+                _ = enqueue(.send(entry), lane: entry.conversationID, into: &effects)
+            case .saveOutboxEntry(let entry):
+                effects.append(.write([.saveOutboxEntry(entry)]))
+            case .removeOutboxEntry(let clientID):
+                effects.append(.write([.removeOutboxEntry(clientID)]))
+            case .failSend(let entry, let reason):
+                effects.append(.then(.sendFailed(entry, reason: reason)))
+            case .startRetryTimer(let conversation, let delay):
+                deadlines[.outboxRetry(conversation)] = moment.now + delay
+            case .sendTyping(let isTyping, let draft, let conversation):
+                // Typing is best effort: offline it is dropped.
+                _ = enqueue(.typing(conversation, isTyping: isTyping, draft: draft), lane: conversation, into: &effects)
+            case .startTypingTimer(let conversation, let instant):
+                deadlines[.typing(conversation)] = instant
+            case .updateConversation(let info):
+                effects += [.write([.saveConversation(info)]), .publish(.conversationUpdated(info), info.id)]
+            case .poll:
+                deadlines[.poll] = nil
+                _ = enqueue(.poll, lane: nil, into: &effects)
+            case .startPollTimer(let delay):
+                deadlines[.poll] = moment.now + delay
+            case .cancelLinkTimers:
+                for timer in deadlines.keys where timer.livesOnLink { deadlines[timer] = nil }
+            }
+        }
+        return effects
+    }
+}
+
+extension Reply {
+    /// Answers with `result` once the input's writes are stored.
+    func answering(_ result: Result<Value, SwitchboardError>) -> SessionStateMachine.Answer {
+        SessionStateMachine.Answer { storeFailure in
+            if let storeFailure { fail(storeFailure) } else { complete(result) }
+        }
+    }
+
+    func answering(_ value: Value) -> SessionStateMachine.Answer {
+        answering(.success(value))
+    }
+
+}
+
+extension FailableReply {
+    func failing(_ error: any Error) -> SessionStateMachine.Answer {
+        SessionStateMachine.Answer { _ in fail(error) }
+    }
+}
