@@ -108,19 +108,6 @@ public actor ChatSession: Session {
         self.inbox = EngineInbox(updateWindow: configuration.inboundWindow)
     }
 
-    /// What the engine has done so far, and what it holds now.
-    public var statistics: SessionStatistics {
-        var statistics = machine.statistics
-        statistics.liveTasks = inbox.liveTasks
-        statistics.peakLiveTasks = inbox.peakLiveTasks
-        statistics.bufferedInputs = inbox.buffered
-        statistics.peakBufferedInputs = inbox.peakBuffered
-        statistics.requestsQueued = machine.lanes.count
-        statistics.heldEvents = machine.conversations.heldEvents
-        statistics.timersPending = machine.deadlines.count
-        return statistics
-    }
-
     // MARK: Lifecycle
 
     public func resume() async throws {
@@ -336,21 +323,5 @@ public actor ChatSession: Session {
         machine.statistics.problems += 1
         logger.warning("problem", metadata: ["error": "\(error)"])
         publish(.error(error), conversation: conversation)
-    }
-
-    public nonisolated func events(filter: EventFilter, buffering: EventBus.BufferingPolicy) -> EventStream {
-        bus.subscribe(filter: filter.intersection(EventFilter(sessions: [id])), buffering: buffering)
-    }
-
-    nonisolated func requireCapability(_ capability: BackendCapabilities?) throws {
-        if let capability, !descriptor.capabilities.contains(capability) {
-            throw SwitchboardError.unsupported(capability, backend: descriptor.name)
-        }
-    }
-
-    /// Performs a request on the live link, in its conversation's lane, and waits for the answer.
-    func performNow(_ request: BackendRequest, applying: AppCommand.Applying = .nothing) async throws -> BackendResponse {
-        try requireCapability(request.requiredCapability)
-        return try await submit { .request(request, applying, $0) }
     }
 }
