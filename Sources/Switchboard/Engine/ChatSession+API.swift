@@ -100,6 +100,23 @@ extension ChatSession {
 
     // MARK: The session
 
+    public func resume() async throws {
+        try await lifecycleCommand(.resume)
+    }
+
+    public func pause() async throws {
+        try await lifecycleCommand(.pause)
+    }
+
+    public func close() async {
+        try? await lifecycleCommand(.close)
+    }
+
+    /// `true` once the session is closed, by the app or by a fatal error.
+    public var isClosed: Bool { lifecycle.state == .closed }
+
+    public var connectionState: ConnectionState { machine.connection.published }
+
     /// What the engine has done so far, and what it holds now.
     public var statistics: SessionStatistics {
         var statistics = machine.statistics

@@ -64,7 +64,6 @@ public actor ChatSession: Session {
     private var hasRun = false
     private var didLoadState = false
 
-    public var connectionState: ConnectionState { machine.connection.published }
     /// What the app wants of the session: running, paused or closed.
     var lifecycle: LifecycleStateMachine { machine.connection.lifecycle }
 
@@ -110,24 +109,9 @@ public actor ChatSession: Session {
 
     // MARK: Lifecycle
 
-    public func resume() async throws {
-        try await lifecycleCommand(.resume)
-    }
-
-    public func pause() async throws {
-        try await lifecycleCommand(.pause)
-    }
-
-    public func close() async {
-        try? await lifecycleCommand(.close)
-    }
-
-    /// `true` once the session is closed, by the app or by a fatal error.
-    public var isClosed: Bool { lifecycle.state == .closed }
-
     /// Runs a lifecycle change on the loop, or at once when no loop runs (before ``run()``, or
     /// after it ended), so a session can be resumed before it runs and closed after.
-    private func lifecycleCommand(_ change: AppCommand.LifecycleChange) async throws {
+    func lifecycleCommand(_ change: AppCommand.LifecycleChange) async throws {
         if !hasRun || loopEnded {
             let outcome = Locked<Result<Void, any Error>?>(nil)
             let command = AppCommand.lifecycle(change, Reply { result in outcome.withLock { $0 = result } })

@@ -90,8 +90,10 @@ extension SessionStateMachine {
 
         // Follow-ups the machine asks for (``Effect/then(_:)``, ``Effect/afterCommit(_:)``).
 
-        /// A request's outcome, for what asked for it.
-        case answered(LaneWork, Result<BackendResponse, SwitchboardError>)
+        /// A request's outcome, for what asked for it. (Boxed, as the follow-ups in ``Effect`` are:
+        /// the inline size of an input is that of its largest case, and every input and effect is
+        /// copied through the loop's frames.)
+        indirect case answered(LaneWork, Result<BackendResponse, SwitchboardError>)
         /// An update that came in an answer (a poll's) rather than on the link.
         case answeredUpdate(BackendUpdate)
         case head(ConversationID, Int64)
@@ -125,9 +127,9 @@ extension SessionStateMachine {
         case finishJobs(Int)
         case abortConnect(Int)
         /// Handle this input next, in the same transaction.
-        case then(Input)
+        indirect case then(Input)
         /// Handle this input once this one's writes are stored (not at all if they fail).
-        case afterCommit(Input)
+        indirect case afterCommit(Input)
     }
 
     /// What ``handle(_:facts:at:using:)`` says: a read first, or the effects.
