@@ -62,6 +62,16 @@ import Testing
         #expect(Self.reconnectDelay(closed) == nil, "ended on purpose: no backoff")
     }
 
+    @Test func aRequestTheLinkDidNotTakeIsNotWaitedForByADrain() throws {
+        var machine = try Self.open()
+        machine.requestDispatched(0)
+        machine.requestDispatched(0)
+        #expect(try machine.pause() == [])
+        #expect(machine.requestFinished(0, failure: nil) == [])
+        #expect(machine.requestNotTaken(0) == [.finishJobs(0)], "the one left was never out")
+        #expect(machine.requestNotTaken(7) == [], "another link's news is ignored")
+    }
+
     @Test func aPausedLinkStillConnectingIsAbortedNotWaitedFor() throws {
         var machine = Machine(backoff: Self.backoff, stableLinkDuration: Self.stable)
         _ = try machine.resume()

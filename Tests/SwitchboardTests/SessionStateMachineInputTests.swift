@@ -213,6 +213,20 @@ import Testing
         #expect(driver.take(.linkOpened(1)).contains("request 2 send on 1"), "the next link sends it again")
     }
 
+    @Test func aRequestTheGoingLinkDidNotTakeWaitsInItsLaneUntilTheLinkHasGone() {
+        var driver = Driver()
+        driver.open()
+        let request = Answered<BackendResponse>()
+        #expect(driver.take(.command(.request(.vendor(name: "x", payload: .null), .nothing, request.reply))) == ["request 0 vendor(x) on 0"])
+        #expect(driver.take(.requestNotTaken(0, ticket: 0)).isEmpty, "not an answer: nothing is decided on it")
+        #expect(request.result.withLock { $0 } == nil)
+        #expect(driver.machine.lanes.count == 1)
+        _ = driver.take(.linkFailed(0, SwitchboardError(.connectionLost, "dropped")))
+        _ = driver.take(.linkClosed(0, nil))
+        #expect(request.errorCode == .connectionLost, "the link went before it was sent")
+        #expect(driver.machine.lanes.count == 0)
+    }
+
     @Test func aFailedRetransmitIsAskedForAgainWhenTheHoldDeadlineIsReached() {
         var configuration = SessionConfiguration.fastForTests
         configuration.newConversationCatchUp = 0

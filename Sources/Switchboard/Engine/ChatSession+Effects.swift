@@ -73,7 +73,7 @@ extension ChatSession {
             case .log(let level, let message, let error):
                 logger.log(level: level, "\(message)", metadata: error.map { ["error": "\($0)"] })
             case .request(let link, let ticket, let request):
-                hand(request, ticket: ticket, to: link)
+                if !hand(request, ticket: ticket, to: link) { await run(.requestNotTaken(link, ticket: ticket)) }
             case .startLink(let id):
                 startLink(id)
             case .finishJobs(let id):

@@ -34,10 +34,10 @@ extension ChatSession {
         spawns.append(.link(id, context, jobs, aborted: aborted))
     }
 
-    /// Hands a request to link `id`; if that link takes no more work, the request fails at once.
-    func hand(_ request: BackendRequest, ticket: Int, to id: Int) {
-        if let link, link.id == id, case .enqueued = link.jobs.yield(LinkJob(ticket: ticket, request: request)) { return }
-        inbox.yield(.requestFinished(id, ticket: ticket, .failure(SwitchboardError(.connectionLost, "the link closed before \(request.name) was sent"))))
+    /// Hands a request to link `id`; `false` when that link takes no more work.
+    func hand(_ request: BackendRequest, ticket: Int, to id: Int) -> Bool {
+        guard let link, link.id == id, case .enqueued = link.jobs.yield(LinkJob(ticket: ticket, request: request)) else { return false }
+        return true
     }
 
     /// One link's scope: opens it, reads its updates, performs the requests the loop hands it as

@@ -34,7 +34,13 @@ extension ChatSession {
         } catch {
             // What the transaction would have announced was not stored (all of it, or the part a
             // read stored first): a problem instead, and the cursor it would have moved was not
-            // stored either, so the next link fetches it again. Its callers hear the failure.
+            // stored either, so the next link fetches it again. Its callers hear the failure. The
+            // problems it found are still problems.
+            for event in transaction.events {
+                guard case .error = event.kind else { continue }
+                machine.statistics.eventsPublished += 1
+                bus.publish(event)
+            }
             let failure = SwitchboardError(.storageFailure, "could not store a batch of writes", underlying: error)
             await run(.commitFailed(failure))
             for answer in transaction.answers { answer.complete(failure) }

@@ -178,26 +178,25 @@ public actor ChatSession: Session {
     }
 
     /// Reads what the session resumes from, and repairs what a crash could have left half done of
-    /// the outbox (``SessionStateMachine/load(sequences:credentials:cursor:outbox:withMessage:pending:)``).
+    /// the outbox (``SessionStateMachine/restoreOutbox(_:withMessage:pending:)``).
     private func loadState() async {
         guard !didLoadState else { return }
         didLoadState = true
         do {
+            machine.load(
+                sequences: try await store.fetchSequences(scope: scope),
+                credentials: try await store.fetchCredentials(scope: scope),
+                cursor: try await store.fetchCursor(scope: scope)
+            )
             let entries = try await store.fetchOutbox(scope: scope)
             var withMessage: Set<ClientMessageID> = []
             for entry in entries where try await store.fetchMessage(clientID: entry.clientID, scope: scope) != nil {
                 withMessage.insert(entry.clientID)
             }
-            let repairs = machine.load(
-                sequences: try await store.fetchSequences(scope: scope),
-                credentials: try await store.fetchCredentials(scope: scope),
-                cursor: try await store.fetchCursor(scope: scope),
-                outbox: entries,
-                withMessage: withMessage,
-                pending: try await store.fetchPendingMessages(scope: scope)
-            )
+            let repairs = machine.restoreOutbox(entries, withMessage: withMessage, pending: try await store.fetchPendingMessages(scope: scope))
             if !repairs.isEmpty {
                 try await store.apply(repairs, scope: scope)
+                machine.statistics.repairedAtLoad = repairs.count
                 logger.notice("repaired the stored outbox", metadata: ["repairs": "\(repairs.count)"])
             }
         } catch {

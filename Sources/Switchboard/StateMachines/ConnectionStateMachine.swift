@@ -174,12 +174,22 @@ struct ConnectionStateMachine: Sendable {
         } else if failure == nil {
             provedHealthyIfDue(id, byRequest: true)
         }
-        if case .draining(let link, let fatal) = state, link.jobsOut == 0 {
-            // The last request the drain waited for has answered: the link may close.
-            state = .ending(link, failure: fatal)
-            actions.append(.finishJobs(link.id))
-        }
-        return actions
+        return actions + drained()
+    }
+
+    /// A request handed to link `id` was not taken (its scope had stopped taking work): it is not
+    /// out, and it answers nothing.
+    mutating func requestNotTaken(_ id: Int) -> [Action] {
+        guard link?.id == id else { return [] }
+        modifyLink(id) { $0.jobsOut -= 1 }
+        return drained()
+    }
+
+    /// A draining link whose last request has reported may close.
+    private mutating func drained() -> [Action] {
+        guard case .draining(let link, let fatal) = state, link.jobsOut == 0 else { return [] }
+        state = .ending(link, failure: fatal)
+        return [.finishJobs(link.id)]
     }
 
     /// Link `id`'s updates ended or threw.

@@ -78,6 +78,9 @@ extension SessionStateMachine {
         /// The link's scope has ended, and every request it carried has reported.
         case linkClosed(Int, SwitchboardError?)
         case requestFinished(Int, ticket: Int, Result<BackendResponse, SwitchboardError>)
+        /// Link `id` did not take the request handed to it (its scope had stopped taking work, as
+        /// it goes): the request stays in its lane until the link has gone.
+        case requestNotTaken(Int, ticket: Int)
         /// The clock reached a deadline (perhaps one since cancelled: what is due fires). `sleeper`
         /// names the runner's sleeper that saw it, so the runner drops one it has superseded.
         case tick(sleeper: Int)
@@ -90,6 +93,11 @@ extension SessionStateMachine {
 
         // Follow-ups the machine asks for (``Effect/then(_:)``, ``Effect/afterCommit(_:)``).
 
+        /// A timer that was due fires (one at a time: what one does is performed before the next).
+        case timerFired(Timer)
+        /// A request the rules decided on goes into its lane, in the order the effects before it
+        /// were performed (a send an echo let go before the page a snapshot asked for).
+        indirect case enqueue(LaneWork, lane: ConversationID?)
         /// A request's outcome, for what asked for it. (Boxed, as the follow-ups in ``Effect`` are:
         /// the inline size of an input is that of its largest case, and every input and effect is
         /// copied through the loop's frames.)
@@ -166,8 +174,17 @@ extension SessionStateMachine {
             return .perform(effects(of: connection.linkClosed(id, thrown: thrown, using: &random), at: moment))
         case .requestFinished(let id, let ticket, let result):
             return .perform(requestFinished(ticket, result: result, link: id, at: moment))
+        case .requestNotTaken(let id, _):
+            return .perform(effects(of: connection.requestNotTaken(id), at: moment))
         case .tick:
-            return .perform(timersDue(at: moment))
+            // Every timer due fires, earliest first, each once the one before it is performed.
+            let due = deadlines.filter { $0.value <= moment.now }.sorted { $0.value < $1.value }.map(\.key)
+            for timer in due { deadlines[timer] = nil }
+            return .perform(due.map { .then(.timerFired($0)) })
+        case .timerFired(let timer):
+            return .perform(fired(timer, at: moment))
+        case .enqueue(let work, let lane):
+            return .perform(enqueued(work, lane: lane))
         case .cancelled:
             return .perform(effects(of: connection.cancelled(), at: moment))
         case .ended:
@@ -372,29 +389,24 @@ extension SessionStateMachine {
 
     // MARK: Timers
 
-    /// The deadlines the clock has reached fire, earliest first.
-    private mutating func timersDue(at moment: Moment) -> [Effect] {
-        let due = deadlines.filter { $0.value <= moment.now }.sorted { $0.value < $1.value }.map(\.key)
-        for timer in due { deadlines[timer] = nil }
-        var effects: [Effect] = []
-        for timer in due {
-            switch timer {
-            case .reconnect:
-                effects += self.effects(of: connection.reconnectTimerFired(), at: moment)
-            case .linkStable(let id):
-                connection.stableTimerFired(id)
-            case .hold(let conversation):
-                effects += self.effects(of: holdTimerFired(in: conversation), at: moment)
-            case .outboxRetry(let conversation):
-                statistics.sendRetries += 1
-                effects += self.effects(of: expireOutbox(at: moment) + outbox { $0.retryTimerFired(conversation) }, at: moment)
-            case .typing(let conversation):
-                effects += self.effects(of: typingTimerFired(in: conversation, now: moment.now), at: moment)
-            case .poll:
-                effects += self.effects(of: pollDue(isLinkOpen: connection.isLinkOpen), at: moment)
-            }
+    /// A timer that was due fires.
+    private mutating func fired(_ timer: Timer, at moment: Moment) -> [Effect] {
+        switch timer {
+        case .reconnect:
+            return effects(of: connection.reconnectTimerFired(), at: moment)
+        case .linkStable(let id):
+            connection.stableTimerFired(id)
+            return []
+        case .hold(let conversation):
+            return effects(of: holdTimerFired(in: conversation), at: moment)
+        case .outboxRetry(let conversation):
+            statistics.sendRetries += 1
+            return effects(of: expireOutbox(at: moment) + outbox { $0.retryTimerFired(conversation) }, at: moment)
+        case .typing(let conversation):
+            return effects(of: typingTimerFired(in: conversation, now: moment.now), at: moment)
+        case .poll:
+            return effects(of: pollDue(isLinkOpen: connection.isLinkOpen), at: moment)
         }
-        return effects
     }
 
     /// The earliest deadline set, if any: the runner's one sleeper waits for it.
@@ -408,6 +420,21 @@ extension SessionStateMachine {
         guard connection.isLinkOpen else { return false }
         effects += dispatch(lanes.enqueue(work, lane: lane))
         return true
+    }
+
+    /// A request the rules decided on, queued; without an open link, what asked for it hears so:
+    /// the tracker and the fill ask again on the next link, typing and a marker are dropped (the
+    /// marker stays pending), the outbox resends, the next link polls.
+    private mutating func enqueued(_ work: LaneWork, lane: ConversationID?) -> [Effect] {
+        var effects: [Effect] = []
+        guard !enqueue(work, lane: lane, into: &effects) else { return effects }
+        switch work {
+        case .retransmit(let conversation, let range): retransmitNotSent(range, in: conversation)
+        case .backfill(let query): backfillNotSent(in: query.conversationID)
+        case .poll: pollAbandoned()
+        case .send, .typing, .markRead, .app, .start, .history: break
+        }
+        return effects
     }
 
     /// The requests the lanes let start, handed to the open link. (Without one they stay in their
@@ -643,8 +670,8 @@ extension SessionStateMachine {
         }
     }
 
-    /// What performing the rules' actions takes: requests go into their lanes, timers become
-    /// deadlines, the rest become writes, announcements or follow-up inputs.
+    /// What performing the rules' actions takes: timers become deadlines, saves become writes, and
+    /// requests (into their lanes, when their turn comes) and the rest become follow-up inputs.
     private mutating func effects(of actions: [Action], at moment: Moment) -> [Effect] {
         var effects: [Effect] = []
         for action in actions {
@@ -655,8 +682,7 @@ extension SessionStateMachine {
                 // Decided once the events before it are stored (they may remove the conversation).
                 effects.append(.then(.storeSequence(sequence, conversation)))
             case .retransmit(let range, let conversation):
-                // Without a link the tracker asks again on the next one.
-                if !enqueue(.retransmit(conversation, range), lane: conversation, into: &effects) { retransmitNotSent(range, in: conversation) }
+                effects.append(.then(.enqueue(.retransmit(conversation, range), lane: conversation)))
             case .startHoldTimer(let conversation):
                 deadlines[.hold(conversation)] = moment.now + settings.configuration.holdTimeout
             case .report(let problem, let conversation):
@@ -666,17 +692,16 @@ extension SessionStateMachine {
             case .saveCursor(let cursor):
                 effects.append(.write([.saveCursor(cursor)]))
             case .requestPage(let query, let conversation):
-                // Without a link the fill asks again when the next one is up.
-                if !enqueue(.backfill(query), lane: conversation, into: &effects) { backfillNotSent(in: conversation) }
+                effects.append(.then(.enqueue(.backfill(query), lane: conversation)))
             case .placeQueuedWindows(let conversation):
                 effects.append(.then(.placeQueuedWindows(conversation)))
             case .observeHead(let conversation, let head):
                 effects.append(.then(.head(conversation, head)))
             case .sendReadMarker(let marker, let conversation):
-                _ = enqueue(.markRead(conversation, marker), lane: conversation, into: &effects)
+                effects.append(.then(.enqueue(.markRead(conversation, marker), lane: conversation)))
             case .send(let entry):
                 // The outbox sends only while connected; if the link is going, the next one resends.
-                _ = enqueue(.send(entry), lane: entry.conversationID, into: &effects)
+                effects.append(.then(.enqueue(.send(entry), lane: entry.conversationID)))
             case .saveOutboxEntry(let entry):
                 effects.append(.write([.saveOutboxEntry(entry)]))
             case .removeOutboxEntry(let clientID):
@@ -687,14 +712,14 @@ extension SessionStateMachine {
                 deadlines[.outboxRetry(conversation)] = moment.now + delay
             case .sendTyping(let isTyping, let draft, let conversation):
                 // Typing is best effort: offline it is dropped.
-                _ = enqueue(.typing(conversation, isTyping: isTyping, draft: draft), lane: conversation, into: &effects)
+                effects.append(.then(.enqueue(.typing(conversation, isTyping: isTyping, draft: draft), lane: conversation)))
             case .startTypingTimer(let conversation, let instant):
                 deadlines[.typing(conversation)] = instant
             case .updateConversation(let info):
                 effects += [.write([.saveConversation(info)]), .publish(.conversationUpdated(info), info.id)]
             case .poll:
                 deadlines[.poll] = nil
-                _ = enqueue(.poll, lane: nil, into: &effects)
+                effects.append(.then(.enqueue(.poll, lane: nil)))
             case .startPollTimer(let delay):
                 deadlines[.poll] = moment.now + delay
             case .cancelLinkTimers:

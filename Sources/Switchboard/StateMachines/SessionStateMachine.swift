@@ -210,24 +210,12 @@ struct SessionStateMachine: Sendable {
         self.lanes = RequestLanesStateMachine(concurrency: configuration.maxConcurrentRequests)
     }
 
-    /// The state loaded from the store: where each conversation's events resume, the credentials,
-    /// the cursor and the outbox (``restoreOutbox(_:withMessage:pending:)``).
-    ///
-    /// - Returns: the writes that repair the stored outbox.
-    mutating func load(
-        sequences: [ConversationID: Int64],
-        credentials: Credentials,
-        cursor: SyncCursor?,
-        outbox entries: [OutboxEntry],
-        withMessage: Set<ClientMessageID>,
-        pending: [Message]
-    ) -> [StoreWrite] {
+    /// The state loaded from the store: where each conversation's events resume, the credentials
+    /// and the cursor. (The outbox follows: ``restoreOutbox(_:withMessage:pending:)``.)
+    mutating func load(sequences: [ConversationID: Int64], credentials: Credentials, cursor: SyncCursor?) {
         for (conversation, sequence) in sequences { conversations[conversation].storedSequence = sequence }
         self.credentials = credentials
         self.cursor = cursor
-        let repairs = restoreOutbox(entries, withMessage: withMessage, pending: pending)
-        statistics.repairedAtLoad = repairs.count
-        return repairs
     }
 
     // MARK: Events
