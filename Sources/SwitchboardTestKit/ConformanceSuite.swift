@@ -86,7 +86,7 @@ public enum ConformanceSuite {
         outboxAcrossDisconnect, rejectedSendFails, unsupportedCapabilityThrows, malformedInboundSurvives,
         fatalEndsSession, multipleSessionsOneBus, editAndDelete, loginRetried, conversationLifecycle, noSecretsInLogs,
         badInputSurvived,
-        vendorBadInputSurvived,
+        vendorBadInputSurvived, unreadAndActivity, markReadClears,
     ]
 
     static let connectAndClose = ConformanceCase("connect and close") { harness in
@@ -476,6 +476,55 @@ public enum ConformanceSuite {
             }
             let texts = try await probe.emulator.serverMessages(in: conversation.id).map(\.text)
             try require(!texts.contains("refused") && texts.contains("accepted"), "the server has only the accepted send")
+        }
+    }
+
+    static let unreadAndActivity = ConformanceCase("unread count and activity follow what arrives") { harness in
+        try await harness.withSession { probe in
+            let conversation = try await probe.openConversation()
+            let before = try await conversation.info().unreadCount
+            try await probe.emulator.agentSend("unread one", in: conversation.id)
+            try await probe.emulator.agentSend("unread two", in: conversation.id)
+            try await probe.waitForMessages(["unread one", "unread two"], in: conversation)
+            let arrived = try await conversation.info()
+            try require(arrived.unreadCount == before + 2, "two messages from the other side count: \(before) became \(arrived.unreadCount)")
+            let mine = try await conversation.send(text: "my own")
+            try await probe.recorder.first("the send is confirmed") { $0.updatedMessage.map { $0.clientID == mine.clientID && $0.serverID != nil } ?? false }
+            let after = try await conversation.info()
+            try require(after.unreadCount == before + 2, "the user's own message does not count: \(after.unreadCount)")
+            let stored = try await conversation.storedMessages(before: nil, limit: 200).filter { $0.serverID != nil }
+            let newest = try stored.max { $0.time < $1.time }.unwrap("a stored message")
+            try require(after.updatedAt == newest.time, "activity is the newest message's time: \(String(describing: after.updatedAt)), not \(newest.time)")
+            try require(after.lastMessage?.serverID == newest.serverID, "the last message is the newest: \(String(describing: after.lastMessage?.text))")
+            if probe.session.descriptor.capabilities.contains(.sequences) {
+                let sequence = stored.compactMap(\.sequence).max()
+                try require(after.lastSequence == sequence, "the last sequence is the newest message's: \(String(describing: after.lastSequence)), not \(String(describing: sequence))")
+            }
+        }
+    }
+
+    static let markReadClears = ConformanceCase(
+        "marking read clears the unread count, also after a failed send", capabilities: .readMarkers, faults: [.failRequest]
+    ) { harness in
+        try await harness.withSession { probe in
+            let conversation = try await probe.openConversation()
+            try await probe.emulator.agentSend("read me", in: conversation.id)
+            try await probe.waitForMessages(["read me"], in: conversation)
+            try await probe.emulator.inject(.failNextRequest(SwitchboardError(.messageRejected, "not allowed"), named: "send"))
+            let doomed = try await conversation.send(text: "refused")
+            try await probe.recorder.first("the send fails") { $0.updatedMessage.map { $0.clientID == doomed.clientID && $0.deliveryState.isFailed } ?? false }
+            try await probe.emulator.agentSend("and me", in: conversation.id)
+            try await probe.waitForMessages(["and me"], in: conversation)
+            try require(try await conversation.info().unreadCount > 0, "the agent's messages are unread")
+            let marked = probe.recorder.events.count
+            try await conversation.markRead()
+            try require(try await conversation.info().unreadCount == 0, "marking read clears the count")
+            _ = try await probe.emulator.waitForCustomerActivity(in: conversation.id, timeout: probe.recorder.patience) { $0.readMarkers >= 1 }
+            let problems = probe.recorder.events.dropFirst(marked).compactMap { event -> SwitchboardError? in
+                if case .error(let error) = event.kind { return error }
+                return nil
+            }
+            try require(problems.isEmpty, "the marker names a message the server has, not the failed one: \(problems)")
         }
     }
 

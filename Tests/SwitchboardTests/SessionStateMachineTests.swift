@@ -307,17 +307,22 @@ import Testing
 
     // MARK: Marking read
 
-    @Test func markingReadWithoutAMarkerReadsUpToTheNewestMessageAndClearsTheUnreadCount() {
+    @Test func markingReadWithoutAMarkerReadsUpToTheNewestMessageFromOthersAndClearsTheUnreadCount() {
         var machine = Self.machine()
-        guard case .needs(.newestMessage(in: Self.conversation)) = machine.markRead(nil, in: Self.conversation) else {
-            Issue.record("no marker: the newest stored message is asked for")
+        guard case .needs(.newestMessages(in: Self.conversation)) = machine.markRead(nil, in: Self.conversation) else {
+            Issue.record("no marker: the newest stored messages are asked for")
             return
         }
-        #expect(Self.perform(machine.markRead(nil, in: Self.conversation, facts: Self.facts((.newestMessage(in: Self.conversation), .message(nil))))) == [], "nothing stored: nothing to mark")
-        let newest = Message(serverID: "m9", conversationID: Self.conversation, sequence: 9, text: "", time: .distantPast)
+        #expect(Self.perform(machine.markRead(nil, in: Self.conversation, facts: Self.facts((.newestMessages(in: Self.conversation), .messages([]))))) == [], "nothing stored: nothing to mark")
+        let theirs = Message(serverID: "m9", conversationID: Self.conversation, sequence: 9, senderRole: .agent, text: "", time: Date(timeIntervalSince1970: 9))
+        let mine = Message(serverID: "m10", conversationID: Self.conversation, sequence: 10, senderRole: .customer, text: "", time: Date(timeIntervalSince1970: 10))
+        let failed = Message(clientID: "f", conversationID: Self.conversation, senderRole: .customer, text: "", time: Date(timeIntervalSince1970: 11), deliveryState: .failed("no"))
         let unread = ConversationInfo(id: Self.conversation, unreadCount: 3)
-        let facts = Self.facts((.newestMessage(in: Self.conversation), .message(newest)), (.conversation(Self.conversation), .conversation(unread)))
-        #expect(Self.perform(machine.markRead(nil, in: Self.conversation, facts: facts)) == ["updateConversation unread 0", "sendReadMarker sequence(9)"])
+        let facts = Self.facts((.newestMessages(in: Self.conversation), .messages([theirs, mine, failed])), (.conversation(Self.conversation), .conversation(unread)))
+        #expect(
+            Self.perform(machine.markRead(nil, in: Self.conversation, facts: facts)) == ["updateConversation unread 0", "sendReadMarker sequence(9)"],
+            "the user's own messages, sent or failed, are no place to mark"
+        )
         #expect(Self.perform(machine.markRead(.sequence(8), in: Self.conversation, facts: facts)) == [], "behind the one on its way")
         #expect(Self.describe(machine.readMarkerAnswered(.sequence(9), in: Self.conversation, result: .success(.done))).isEmpty)
         #expect(machine.conversations[Self.conversation].readMarker.sent == .sequence(9))

@@ -32,6 +32,12 @@ public struct BackendCapabilities: OptionSet, Sendable, Hashable, Codable, Custo
     /// ``SessionConfiguration/pollInterval`` while it is up, and when the app calls
     /// ``Session/refresh(forced:)``.
     public static let polling = BackendCapabilities(rawValue: 1 << 17)
+    /// The conversations the backend reports carry the user's own unread count
+    /// (``ConversationInfo/unreadCount``), and a reported count wins over the engine's (the backend
+    /// knows what the user read on other devices); between reports the engine counts. Without it
+    /// the engine keeps its own count and a reported conversation does not change it. (Not in ``all``: it says what the backend's data
+    /// holds, not a call it takes.)
+    public static let unreadCounts = BackendCapabilities(rawValue: 1 << 18)
 
     public static let all: BackendCapabilities = [
         .typing, .readMarkers, .sequences, .historyPaging, .files, .threads, .participantsManagement,
@@ -46,7 +52,7 @@ public struct BackendCapabilities: OptionSet, Sendable, Hashable, Codable, Custo
         (.conversationLifecycle, "conversationLifecycle"), (.agentRating, "agentRating"),
         (.customFields, "customFields"), (.analytics, "analytics"), (.edit, "edit"), (.delete, "delete"),
         (.quotes, "quotes"), (.archive, "archive"), (.vendorRequests, "vendorRequests"),
-        (.polling, "polling"),
+        (.polling, "polling"), (.unreadCounts, "unreadCounts"),
     ]
 
     public var description: String {

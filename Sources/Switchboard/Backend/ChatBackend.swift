@@ -25,6 +25,12 @@ public import Logging
 public protocol ChatBackend: Sendable {
     var descriptor: BackendDescriptor { get }
 
+    /// The participant the session acts as, where the backend knows it before connecting (the
+    /// Voximplant-style user): a message it sent from another device is the user's own, and
+    /// never counts as unread. `nil` (the default) where the user is the customer of a support
+    /// chat (``Participant/Role/customer`` says whose a message is) or is not known up front.
+    var user: ParticipantID? { get }
+
     /// Opens a link to the service, runs `body` with it, and closes the link afterwards.
     ///
     /// `body` returns when the engine is done with the link (paused, closed, or the updates
@@ -36,6 +42,10 @@ public protocol ChatBackend: Sendable {
         _ context: ConnectionContext,
         _ body: @Sendable (any BackendConnection) async throws -> Result
     ) async throws -> Result
+}
+
+extension ChatBackend {
+    public var user: ParticipantID? { nil }
 }
 
 /// One live link to a backend, valid inside ``ChatBackend/withConnection(_:_:)``.

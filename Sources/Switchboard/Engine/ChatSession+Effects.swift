@@ -37,8 +37,8 @@ extension ChatSession {
             return .message(try await readMessages(serverIDs: [id], clientIDs: [], in: conversation).first)
         case .oldestConfirmedMessage(let conversation):
             return .message(try await flushed().fetchOldestConfirmedMessage(in: conversation, scope: scope))
-        case .newestMessage(let conversation):
-            return .message(try await flushed().fetchMessages(in: conversation, before: nil, limit: 1, scope: scope).last)
+        case .newestMessages(let conversation):
+            return .messages(try await flushed().fetchMessages(in: conversation, before: nil, limit: EventProjection.readDerivationWindow, scope: scope))
         case .messages(let ids, let conversation):
             return .messages(try await readMessages(serverIDs: ids, clientIDs: [], in: conversation))
         case .sentMessage(let clientID, let conversation):
@@ -98,12 +98,16 @@ extension ChatSession {
             // The transaction's rows are taken while the projection works on them (no copy) and
             // put back before anything else may read them.
             var rows = takeTransactionRows()
-            rows.existing.formUnion(events.compactMap(\.conversationID).filter { machine.conversations[$0].isStored })
+            for conversation in Set(events.compactMap(\.conversationID)) where machine.conversations[conversation].isStored {
+                rows.existing.insert(conversation)
+                if rows.conversations[conversation] == nil, let info = machine.conversations[conversation].info { rows.conversations[conversation] = info }
+            }
             var output = EventProjection.Output()
+            let projection = machine.settings.projection
             // One read for the run; if it fails, each event reads what it needs below.
             try? await read(EventProjection.reads(for: events, in: rows), into: &rows)
             for event in events {
-                while case .needs(let reads) = EventProjection.project(event, rows: &rows, into: &output, now: clock.date) {
+                while case .needs(let reads) = EventProjection.project(event, rows: &rows, into: &output, now: clock.date, settings: projection) {
                     transactionRows = rows
                     await perform(&output)
                     rows = takeTransactionRows()

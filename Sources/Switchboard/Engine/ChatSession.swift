@@ -103,7 +103,7 @@ public actor ChatSession: Session {
         logger[metadataKey: "session"] = "\(self.id)"
         logger[metadataKey: "backend"] = "\(backend.descriptor.name)"
         self.logger = logger
-        self.machine = SessionStateMachine(settings: SessionStateMachine.Settings(descriptor: backend.descriptor, configuration: configuration))
+        self.machine = SessionStateMachine(settings: SessionStateMachine.Settings(descriptor: backend.descriptor, configuration: configuration, user: backend.user))
         self.inbox = EngineInbox(updateWindow: configuration.inboundWindow)
     }
 

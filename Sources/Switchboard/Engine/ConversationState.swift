@@ -9,6 +9,9 @@ struct ConversationState: Sendable {
     /// Known to be in the store, so an event for it needs no read to learn that (the store's read
     /// per event was a third of an inbound message's time). Forgotten when a batch fails to commit.
     var isStored = false
+    /// The stored value as this session last wrote or read it, so a new message (which moves the
+    /// conversation's activity and unread count) needs no read of it. Forgotten with `isStored`.
+    var info: ConversationInfo?
     /// Closes the gap below a recent window with history pages (backends without sequences).
     var windowFill: WindowBackfillStateMachine?
     /// Windows that came while the fill was open (a second `limited` sync, the next link's

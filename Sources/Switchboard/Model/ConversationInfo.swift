@@ -68,13 +68,22 @@ public struct ConversationInfo: Sendable, Hashable, Codable, Identifiable {
     public var state: State
     public var participants: [Participant]
     public var assignedAgent: Participant?
-    /// The newest event sequence the server reports, where the backend has sequences.
+    /// The newest event sequence the server reports, where the backend has sequences; the engine
+    /// moves it with each message event.
     public var lastSequence: Int64?
+    /// Messages from others the user has not read: kept by the engine for every backend (each new
+    /// message from someone else adds one; the user's own never count; marking read, here or on
+    /// another device, lowers it), or the backend's own count where it reports one
+    /// (``BackendCapabilities/unreadCounts``).
     public var unreadCount: Int
     public var customData: JSONValue?
     public var flags: Flags
     public var createdAt: Date?
+    /// The time of the newest message (or of the newest change the backend reported): sort a list
+    /// of conversations by it.
     public var updatedAt: Date?
+    /// The newest message, as a list of conversations shows it.
+    public var lastMessage: MessagePreview?
 
     public init(
         id: ConversationID,
@@ -88,7 +97,8 @@ public struct ConversationInfo: Sendable, Hashable, Codable, Identifiable {
         customData: JSONValue? = nil,
         flags: Flags = [],
         createdAt: Date? = nil,
-        updatedAt: Date? = nil
+        updatedAt: Date? = nil,
+        lastMessage: MessagePreview? = nil
     ) {
         self.id = id
         self.kind = kind
@@ -102,6 +112,7 @@ public struct ConversationInfo: Sendable, Hashable, Codable, Identifiable {
         self.flags = flags
         self.createdAt = createdAt
         self.updatedAt = updatedAt
+        self.lastMessage = lastMessage
     }
 
     public func participant(_ id: ParticipantID) -> Participant? {
@@ -117,5 +128,32 @@ extension ConversationInfo {
         var info = self
         info.participants.append(agent)
         return info
+    }
+}
+
+/// A conversation's newest message, as a list of conversations shows it.
+public struct MessagePreview: Sendable, Hashable, Codable {
+    public var serverID: MessageID?
+    public var sender: ParticipantID?
+    public var senderRole: Participant.Role?
+    public var senderName: String?
+    public var text: String
+    /// How many files it carries (a preview says "📎 2" where it has no text).
+    public var attachmentCount: Int
+    public var time: Date
+    public var deliveryState: Message.DeliveryState
+    /// Sent by the user (from this app or another device).
+    public var isOwn: Bool
+
+    public init(_ message: Message, isOwn: Bool) {
+        self.serverID = message.serverID
+        self.sender = message.sender
+        self.senderRole = message.senderRole
+        self.senderName = message.senderName
+        self.text = message.text
+        self.attachmentCount = message.attachments.count
+        self.time = message.time
+        self.deliveryState = message.deliveryState
+        self.isOwn = isOwn
     }
 }

@@ -14,8 +14,34 @@ import Foundation
 /// No I/O, no clock: the engine performs what the output says (writes in one `apply`, events
 /// published after that is stored).
 enum EventProjection {
-    /// How far back a read marker turns the customer's sent messages `.read`.
+    /// How far back a read marker turns the customer's sent messages `.read`, and how far back
+    /// the user's own marker from another device recounts the unread messages.
     static let readDerivationWindow = 200
+
+    /// What the projection needs to know of the session.
+    struct Settings: Sendable {
+        /// The participant the session acts as, where the backend names it (``ChatBackend/user``).
+        var user: ParticipantID?
+        /// The backend reports the user's unread count itself, and a conversation it reports
+        /// brings its count (``BackendCapabilities/unreadCounts``); between reports the engine
+        /// counts.
+        var backendCountsUnread = false
+
+        init(user: ParticipantID? = nil, backendCountsUnread: Bool = false) {
+            self.user = user
+            self.backendCountsUnread = backendCountsUnread
+        }
+
+        /// Whether the user sent `message` (from this app or another device).
+        func isOwn(_ message: Message) -> Bool {
+            message.senderRole == .customer || (user != nil && message.sender == user)
+        }
+
+        /// Whether `message`, new, is one the user has to read: someone else's, not a notice.
+        func isUnread(_ message: Message) -> Bool {
+            !isOwn(message) && message.senderRole != .system && message.kind != .system && !message.isDeleted
+        }
+    }
 
     /// The stored rows ``reads(for:in:)`` asked for, and the projection's writes since.
     struct Rows: Sendable {
@@ -134,6 +160,10 @@ enum EventProjection {
         var stored: [(ConversationID, Bool)] = []
         /// Events that changed nothing.
         var duplicates = 0
+        /// Conversations this run added, with the activity the backend reported for them then (or
+        /// reported with a count of their own): the messages up to it that come with them are
+        /// their history, or counted already, not news.
+        var historyUntil: [ConversationID: Date] = [:]
         var problems: [(SwitchboardError, ConversationID?)] = []
 
         fileprivate mutating func publish(_ kind: ChatEvent.Kind, _ conversation: ConversationID?, of event: BackendEvent) {
@@ -155,7 +185,20 @@ enum EventProjection {
         for event in events {
             let conversation = event.conversationID
             switch event.kind {
-            case .messageAdded(let message, _), .messageUpdated(let message):
+            case .messageAdded(let message, let position):
+                // A new message moves its conversation's activity and unread count: the
+                // conversation's value is needed, not only that it is stored.
+                let conversation = conversation ?? message.conversationID
+                if position == .newest ? rows.conversations[conversation] == nil : rows.isStored(conversation) == nil {
+                    reads.conversations.insert(conversation)
+                }
+                if let id = message.serverID, rows.byServerID[conversation]?[id] == nil {
+                    reads.messages[conversation, default: Reads.Keys()].serverIDs.insert(id)
+                }
+                if let id = message.clientID, rows.byClientID[id] == nil {
+                    reads.messages[conversation, default: Reads.Keys()].clientIDs.insert(id)
+                }
+            case .messageUpdated(let message):
                 let conversation = conversation ?? message.conversationID
                 if rows.isStored(conversation) == nil { reads.conversations.insert(conversation) }
                 if let id = message.serverID, rows.byServerID[conversation]?[id] == nil {
@@ -202,7 +245,7 @@ enum EventProjection {
 
     /// Projects one in-order event onto `rows`, adding what it does to `output`; or, when it needs
     /// a row `rows` does not hold, changes nothing and names the reads.
-    static func project(_ event: BackendEvent, rows: inout Rows, into output: inout Output, now: Date) -> Step {
+    static func project(_ event: BackendEvent, rows: inout Rows, into output: inout Output, now: Date, settings: Settings = Settings()) -> Step {
         let missing = reads(for: CollectionOfOne(event), in: rows)
         if !missing.isEmpty { return .needs(missing) }
         let conversation = event.conversationID
@@ -213,10 +256,10 @@ enum EventProjection {
         switch event.kind {
         case .messageAdded(var message, let position):
             if let conversation { message.conversationID = conversation }
-            projectMessage(message, position: position, of: event, rows: &rows, into: &output, now: now)
+            projectMessage(message, position: position, of: event, rows: &rows, into: &output, now: now, settings: settings)
         case .messageUpdated(var message):
             if let conversation { message.conversationID = conversation }
-            projectMessage(message, position: nil, of: event, rows: &rows, into: &output, now: now)
+            projectMessage(message, position: nil, of: event, rows: &rows, into: &output, now: now, settings: settings)
         case .messageRemoved(let id):
             guard (rows.byServerID[conversation!]?[id] ?? nil) != nil else { return .projected }
             output.writes.append(.removeMessage(id, in: conversation!))
@@ -227,7 +270,7 @@ enum EventProjection {
             rows.removedMessages(in: conversation!)
             output.publish(event.kind, conversation, of: event)
         case .conversationAdded(let info), .conversationUpdated(let info):
-            projectConversation(info, of: event, rows: &rows, into: &output)
+            projectConversation(info, of: event, rows: &rows, into: &output, settings: settings)
         case .conversationRemoved:
             output.writes.append(.removeConversation(conversation!))
             rows.removed(conversation!)
@@ -262,7 +305,7 @@ enum EventProjection {
             save(info, rows: &rows, into: &output)
             output.publish(event.kind, conversation, of: event)
         case .readMarker(let participant, let marker):
-            return projectReadMarker(marker, of: participant, in: conversation!, event: event, rows: &rows, into: &output)
+            return projectReadMarker(marker, of: participant, in: conversation!, event: event, rows: &rows, into: &output, settings: settings)
         case .gap:
             // Bus-only; an adapter has no business sending it.
             output.problems.append((SwitchboardError(.protocolViolation, "a backend sent a bus gap event"), nil))
@@ -278,10 +321,11 @@ enum EventProjection {
         of event: BackendEvent,
         rows: inout Rows,
         into output: inout Output,
-        now: Date
+        now: Date,
+        settings: Settings
     ) {
         let conversation = message.conversationID
-        if !rows.existing.contains(conversation) { _ = known(conversation, of: event, rows: &rows, into: &output, now: now) }
+        if !rows.existing.contains(conversation) || position == .newest { _ = known(conversation, of: event, rows: &rows, into: &output, now: now) }
         let byServerID = message.serverID.flatMap { rows.byServerID[conversation]?[$0] ?? nil }
         let byClientID = message.clientID.flatMap { rows.byClientID[$0] ?? nil }
         // A history page is older information than whatever the store holds: it only fills in.
@@ -294,10 +338,14 @@ enum EventProjection {
             output.writes.append(.saveMessages([message]))
             rows.saved(message)
             let kind: ChatEvent.Kind = position.map { .messageAdded(message, position: $0) } ?? .messageUpdated(message)
+            // A new message moves its conversation (a newer copy of one never seen too, without
+            // counting); a page of history does not.
+            if position != .history { arrived(message, in: conversation, counts: position == .newest, rows: &rows, into: &output, settings: settings) }
             output.publish(kind, conversation, of: event)
         case .update(_, let merged):
             output.writes.append(.saveMessages([merged]))
             rows.saved(merged)
+            if position != .history { arrived(merged, in: conversation, counts: false, rows: &rows, into: &output, settings: settings) }
             output.publish(.messageUpdated(merged), conversation, of: event)
         case .duplicate:
             output.duplicates += 1
@@ -305,9 +353,51 @@ enum EventProjection {
         if let clientID = message.clientID, message.serverID != nil { output.echoed.append(clientID) }
     }
 
-    private static func projectConversation(_ info: ConversationInfo, of event: BackendEvent, rows: inout Rows, into output: inout Output) {
-        let info = info.withAssignedAgentAsParticipant()
+    /// A new message (or a newer copy of one) moves its conversation: its activity, its newest
+    /// sequence and message (when it is the newest), and, when it is news from someone else, its
+    /// unread count.
+    private static func arrived(
+        _ message: Message,
+        in conversation: ConversationID,
+        counts: Bool = true,
+        rows: inout Rows,
+        into output: inout Output,
+        settings: Settings
+    ) {
+        guard var info = rows.conversations[conversation] ?? nil else { return }
+        let old = info
+        if let sequence = message.sequence, sequence > (info.lastSequence ?? .min) { info.lastSequence = sequence }
+        if message.time >= (info.lastMessage?.time ?? .distantPast) {
+            info.lastMessage = MessagePreview(message, isOwn: settings.isOwn(message))
+            if message.time > (info.updatedAt ?? .distantPast) { info.updatedAt = message.time }
+        }
+        if counts, message.time > (output.historyUntil[conversation] ?? .distantPast), settings.isUnread(message),
+            isAfterOwnMarker(message, in: info, settings: settings)
+        {
+            info.unreadCount += 1
+        }
+        guard info != old else { return }
+        save(info, rows: &rows, into: &output)
+    }
+
+    /// Whether `message` comes after the user's own read marker, where the conversation keeps one
+    /// (a sequenced backend's participants carry theirs): a conversation's catch-up below it is
+    /// read already.
+    private static func isAfterOwnMarker(_ message: Message, in info: ConversationInfo, settings: Settings) -> Bool {
+        guard let user = settings.user, let sequence = message.sequence, let read = info.participant(user)?.lastReadSequence else { return true }
+        return sequence > read
+    }
+
+    private static func projectConversation(_ info: ConversationInfo, of event: BackendEvent, rows: inout Rows, into output: inout Output, settings: Settings) {
+        var info = info.withAssignedAgentAsParticipant()
+        // A backend that counts reports a count that takes in the messages that come with it.
+        if settings.backendCountsUnread { output.historyUntil[info.id] = .distantFuture }
         if let old = rows.conversations[info.id] ?? nil {
+            // What the engine keeps from the messages stays unless the backend says more.
+            if !settings.backendCountsUnread { info.unreadCount = old.unreadCount }
+            if let oldSequence = old.lastSequence, oldSequence > (info.lastSequence ?? .min) { info.lastSequence = oldSequence }
+            if let oldTime = old.updatedAt, oldTime > (info.updatedAt ?? .distantPast) { info.updatedAt = oldTime }
+            if let oldLast = old.lastMessage, oldLast.time >= (info.lastMessage?.time ?? .distantPast) { info.lastMessage = oldLast }
             let changes = SnapshotDiff.conversationChanges(from: old, to: info)
             guard !changes.isEmpty else {
                 output.duplicates += 1
@@ -316,6 +406,9 @@ enum EventProjection {
             save(info, rows: &rows, into: &output)
             for change in changes { output.publish(change.kind, info.id, of: event) }
         } else {
+            if let activity = info.updatedAt { output.historyUntil[info.id] = max(activity, output.historyUntil[info.id] ?? .distantPast) }
+            // A backend that does not count reports no count: the engine's starts here.
+            if !settings.backendCountsUnread { info.unreadCount = 0 }
             save(info, rows: &rows, into: &output)
             output.publish(.conversationAdded(info), info.id, of: event)
         }
@@ -330,9 +423,20 @@ enum EventProjection {
         in conversation: ConversationID,
         event: BackendEvent,
         rows: inout Rows,
-        into output: inout Output
+        into output: inout Output,
+        settings: Settings
     ) -> Step {
         let info = rows.conversations[conversation] ?? nil
+        // The user's own marker, set on another device (or echoed): what is unread is what came
+        // after it from others.
+        let isOwn = info.map { info in
+            participant == settings.user || info.participant(participant)?.role == .customer
+        } ?? false
+        if isOwn, rows.newest[conversation] == nil {
+            var reads = Reads()
+            reads.newest = [conversation]
+            return .needs(reads)
+        }
         let derives =
             info.map { info in
                 (info.kind == .supportChat || info.kind == .thread)
@@ -356,9 +460,15 @@ enum EventProjection {
             }
         }
         output.writes.append(.saveReadMarker(marker, of: participant, in: conversation))
-        if case .sequence(let sequence) = marker, var info, let index = info.participants.firstIndex(where: { $0.id == participant }) {
-            info.participants[index].lastReadSequence = sequence
-            save(info, rows: &rows, into: &output)
+        if var info {
+            let old = info
+            if case .sequence(let sequence) = marker, let index = info.participants.firstIndex(where: { $0.id == participant }) {
+                info.participants[index].lastReadSequence = sequence
+            }
+            if isOwn, let newest = rows.newest[conversation] {
+                info.unreadCount = unread(in: newest, after: marker, settings: settings)
+            }
+            if info != old { save(info, rows: &rows, into: &output) }
         }
         output.publish(event.kind, conversation, of: event)
         guard let isWithinMarker, let newest = rows.newest[conversation] else { return .projected }
@@ -376,6 +486,19 @@ enum EventProjection {
             output.publications.append(Publication(kind: .messageUpdated(message), conversation: conversation, sequence: nil, time: event.time))
         }
         return .projected
+    }
+
+    /// How many of `newest` (oldest first) came from others after the user's `marker`.
+    private static func unread(in newest: [Message], after marker: ChatEvent.ReadMarker, settings: Settings) -> Int {
+        let isRead: (Message) -> Bool
+        switch marker {
+        case .sequence(let sequence): isRead = { ($0.sequence ?? .max) <= sequence }
+        case .time(let date): isRead = { $0.time <= date }
+        case .message(let id):
+            guard let key = newest.first(where: { $0.serverID == id })?.orderKey else { return newest.filter(settings.isUnread).count }
+            isRead = { $0.orderKey <= key }
+        }
+        return newest.filter { settings.isUnread($0) && $0.serverID != nil && !isRead($0) }.count
     }
 
     /// The stored conversation, or a new minimal one (announced as added) when an event names a

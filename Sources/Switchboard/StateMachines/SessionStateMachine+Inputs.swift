@@ -192,7 +192,10 @@ extension SessionStateMachine {
             return .perform(abandoned + effects(of: connection.loopEnded(), at: moment))
         case .commitFailed(let error):
             // What the input would have stored is not there: nothing is known to be stored.
-            conversations.forEach { $0.isStored = false }
+            conversations.forEach { state in
+                state.isStored = false
+                state.info = nil
+            }
             return .perform([.report(error, nil)])
         case .answered(let work, let result):
             return answered(work, result: result, facts: facts, at: moment, using: &random)
@@ -294,6 +297,9 @@ extension SessionStateMachine {
         statistics.duplicatesDropped += output.duplicates
         for (conversation, isStored) in output.stored {
             if isStored { conversations[conversation].isStored = true } else { conversations.remove(conversation) }
+        }
+        for write in output.writes {
+            if case .saveConversation(let info) = write, conversations.isKept(info.id) { conversations[info.id].info = info }
         }
         var effects: [Effect] = output.publications.map { .publish($0.kind, $0.conversation, sequence: $0.sequence, time: $0.time) }
         for clientID in output.echoed { effects += self.effects(of: outbox { $0.echoed(clientID) }, at: moment) }
@@ -623,6 +629,7 @@ extension SessionStateMachine {
                 effects += [.write([.saveConversation(info)]), .publish(.conversationAdded(info), conversation, time: moment.date)]
             }
             conversations[conversation].isStored = true
+            conversations[conversation].info = stored ?? ConversationInfo(id: conversation, createdAt: moment.date)
         }
         let outgoing = OutgoingMessage(clientID: ClientMessageID.random(using: &random), conversationID: conversation, content: draft)
         let entry = OutboxEntry(message: outgoing, createdAt: moment.date)
@@ -716,6 +723,7 @@ extension SessionStateMachine {
             case .startTypingTimer(let conversation, let instant):
                 deadlines[.typing(conversation)] = instant
             case .updateConversation(let info):
+                if conversations[info.id].isStored { conversations[info.id].info = info }
                 effects += [.write([.saveConversation(info)]), .publish(.conversationUpdated(info), info.id)]
             case .poll:
                 deadlines[.poll] = nil

@@ -117,18 +117,20 @@ extension SessionStateMachine {
 
     // MARK: Read markers and started conversations
 
-    /// The app marks read up to `marker` (without one, up to the newest stored message): sent
-    /// unless the newest marker set reads as far already, and the conversation's unread count goes
-    /// to 0. A read that failed changes nothing (the runner throws it to the app).
+    /// The app marks read up to `marker` (without one, up to the newest message from others the
+    /// server has: the user's own, pending or failed, are no place to mark), sent unless the newest
+    /// marker set reads as far already, and the conversation's unread count goes to 0. A read that
+    /// failed changes nothing (the runner throws it to the app).
     mutating func markRead(_ marker: ChatEvent.ReadMarker?, in conversation: ConversationID, facts: Facts = Facts()) -> Step {
         let resolved: ChatEvent.ReadMarker
         if let marker {
             resolved = marker
         } else {
-            let read = Read.newestMessage(in: conversation)
-            guard let newest = facts.message(read) else { return .needs(read) }
-            guard let newest else { return .perform([]) }
-            resolved = ReadMarkerStateMachine.marker(upTo: newest)
+            let read = Read.newestMessages(in: conversation)
+            guard let newest = facts.messages(read) else { return .needs(read) }
+            let projection = settings.projection
+            guard let last = newest.last(where: { $0.serverID != nil && !projection.isOwn($0) }) else { return .perform([]) }
+            resolved = ReadMarkerStateMachine.marker(upTo: last)
         }
         var times: [MessageID: Date] = [:]
         for id in conversations[conversation].readMarker.messagesToPlace(resolved) {

@@ -25,10 +25,18 @@ struct SessionStateMachine: Sendable {
     struct Settings: Sendable {
         var descriptor: BackendDescriptor
         var configuration: SessionConfiguration
+        /// The participant the session acts as, where the backend names it (``ChatBackend/user``).
+        var user: ParticipantID?
 
-        init(descriptor: BackendDescriptor, configuration: SessionConfiguration) {
+        init(descriptor: BackendDescriptor, configuration: SessionConfiguration, user: ParticipantID? = nil) {
             self.descriptor = descriptor
             self.configuration = configuration
+            self.user = user
+        }
+
+        /// What the event projection needs: who the user is, and whose unread count wins.
+        var projection: EventProjection.Settings {
+            EventProjection.Settings(user: user, backendCountsUnread: descriptor.capabilities.contains(.unreadCounts))
         }
 
         /// The backend numbers each conversation's events (``BackendCapabilities/sequences``).
@@ -104,8 +112,9 @@ struct SessionStateMachine: Sendable {
         case storedMessage(MessageID, in: ConversationID)
         /// The oldest message of the conversation the server confirmed, if any.
         case oldestConfirmedMessage(in: ConversationID)
-        /// The newest stored message of the conversation, if any.
-        case newestMessage(in: ConversationID)
+        /// The newest stored messages of the conversation (``EventProjection/readDerivationWindow``
+        /// of them), oldest first.
+        case newestMessages(in: ConversationID)
         /// The stored messages with these server ids.
         case messages([MessageID], in: ConversationID)
         /// The stored copy of the app's message with this client id, if any.

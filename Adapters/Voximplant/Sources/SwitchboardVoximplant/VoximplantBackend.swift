@@ -54,6 +54,9 @@ public struct VoximplantBackend: ChatBackend {
     public let descriptor: BackendDescriptor
     let logger: Logger
 
+    /// The configured user: its messages from another device are the user's own.
+    public var user: ParticipantID? { ParticipantID(configuration.user) }
+
     public init(configuration: VoximplantConfiguration, logger: Logger = Logger(label: "switchboard.voximplant")) {
         self.configuration = configuration
         self.logger = logger

@@ -25,7 +25,7 @@ public struct WebimBackend: ChatBackend {
             name: "webim",
             capabilities: [
                 .typing, .readMarkers, .historyPaging, .files, .conversationLifecycle, .agentRating, .customFields, .edit,
-                .delete, .quotes, .vendorRequests,
+                .delete, .quotes, .vendorRequests, .unreadCounts,
             ],
             limits: BackendLimits(
                 maxTextLength: 20_000,
