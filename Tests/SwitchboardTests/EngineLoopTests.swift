@@ -246,7 +246,9 @@ struct EngineLoopTests {
             #expect(TestBackend.label(typing.request) == "typing:true", "typing on the wire")
             try await chat.userStoppedTyping()
             try await chat.markRead(upTo: .sequence(5))
-            try await chat.markRead(upTo: .sequence(3))
+            await #expect(throws: SwitchboardError.self, "a marker behind is refused, before anything is sent") {
+                try await chat.markRead(upTo: .sequence(3))
+            }
             try await chat.markRead(upTo: .sequence(7))
             typing.answer(.done)
             try await backend.waitUntil("everything sent") { $0.log.count == 4 }

@@ -25,6 +25,21 @@ import Testing
         #expect(machine.mark(.sequence(6), times: [:]) == .send(.sequence(6)))
     }
 
+    @Test func anExplicitMarkerBehindMovesBackWhereTheBackendAllowsAndIsRefusedWhereItDoesNot() {
+        var machine = Machine()
+        _ = machine.mark(.sequence(5), times: [:])
+        machine.taken(.sequence(5))
+        guard case .refused(let error) = machine.mark(.sequence(3), times: [:], isExplicit: true) else {
+            Issue.record("a marker behind is refused, not dropped in silence")
+            return
+        }
+        #expect(error.code == .invalidArgument)
+        #expect(machine.pending == nil, "a refused marker changes nothing")
+        #expect(machine.mark(.sequence(5), times: [:], isExplicit: true) == .alreadyRead, "the same marker again is nothing to do")
+        #expect(machine.mark(.sequence(3), times: [:], isExplicit: true, mayMoveBack: true) == .send(.sequence(3)))
+        #expect(machine.mark(.sequence(2), times: [:], isExplicit: false, mayMoveBack: true) == .alreadyRead, "\"up to the newest\" never moves back")
+    }
+
     @Test func markersOfDifferentKindsArePlacedByTheTimesOfTheMessagesTheyName() {
         var machine = Machine()
         #expect(machine.messagesToPlace(.message("a")).isEmpty, "nothing set: nothing to compare with")

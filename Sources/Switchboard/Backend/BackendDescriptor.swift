@@ -81,19 +81,25 @@ public struct BackendLimits: Sendable, Hashable {
     public var maxPayloadBytes: Int
     public var typingPolicy: TypingPolicy
     public var historyPageSize: Int
+    /// The backend takes a read marker behind the one it has (Voximplant-style: the marker goes
+    /// where the client puts it). Where it does not, `markRead(upTo:)` with a marker behind the
+    /// newest one set throws `invalidArgument` before anything is sent.
+    public var readMarkersMayMoveBack: Bool
 
     public init(
         maxTextLength: Int = 5000,
         maxRetransmitBatch: Int = 100,
         maxPayloadBytes: Int = 5 * 1024,
         typingPolicy: TypingPolicy = .minimumInterval(.seconds(10)),
-        historyPageSize: Int = 50
+        historyPageSize: Int = 50,
+        readMarkersMayMoveBack: Bool = false
     ) {
         self.maxTextLength = maxTextLength
         self.maxRetransmitBatch = maxRetransmitBatch
         self.maxPayloadBytes = maxPayloadBytes
         self.typingPolicy = typingPolicy
         self.historyPageSize = historyPageSize
+        self.readMarkersMayMoveBack = readMarkersMayMoveBack
     }
 }
 

@@ -16,6 +16,9 @@ struct ReadMarkerStateMachine: Sendable, Hashable {
         case send(ChatEvent.ReadMarker)
         /// The newest marker set already reads as far: nothing to send.
         case alreadyRead
+        /// The app's marker is behind the newest one set, and the backend does not take a marker
+        /// that moves back.
+        case refused(SwitchboardError)
     }
 
     /// The marker `markRead()` without one means: up to `newest`, the newest stored message.
@@ -38,8 +41,18 @@ struct ReadMarkerStateMachine: Sendable, Hashable {
     /// The app marks read up to `marker`: send it, unless the newest marker set reads as far
     /// already. Markers of different kinds are compared through the times of the messages they
     /// name (`times`); one that cannot be placed counts as further.
-    mutating func mark(_ marker: ChatEvent.ReadMarker, times: [MessageID: Date]) -> Decision {
-        if let newest = pending ?? sent, !Self.reads(marker, furtherThan: newest, times: times) { return .alreadyRead }
+    ///
+    /// - Parameters:
+    ///   - isExplicit: the app named the marker (not "up to the newest").
+    ///   - mayMoveBack: the backend takes a marker behind the one it has: an explicit marker
+    ///     behind is sent; where it does not, it is refused, not dropped in silence.
+    mutating func mark(_ marker: ChatEvent.ReadMarker, times: [MessageID: Date], isExplicit: Bool = false, mayMoveBack: Bool = false) -> Decision {
+        if let newest = pending ?? sent, !Self.reads(marker, furtherThan: newest, times: times) {
+            guard isExplicit, marker != newest, Self.reads(newest, furtherThan: marker, times: times) else { return .alreadyRead }
+            guard mayMoveBack else {
+                return .refused(SwitchboardError(.invalidArgument, "the read marker \(marker) is behind \(newest), and this backend does not move a read marker back"))
+            }
+        }
         pending = marker
         return .send(marker)
     }

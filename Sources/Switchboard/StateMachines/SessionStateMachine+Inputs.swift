@@ -588,6 +588,7 @@ extension SessionStateMachine {
             return .perform(effects(of: actions, at: moment) + [.answer(reply.answering(outcome))])
         case .markRead(let marker, let conversation, let reply):
             let step = markRead(marker, in: conversation, facts: facts)
+            if case .refuse(let error) = step { return .perform([.answer(reply.failing(error))]) }
             guard case .perform(let actions) = step else { return resolved(step, at: moment) }
             // A read that failed changes nothing, and the caller hears it.
             return .perform(effects(of: actions, at: moment) + [.answer(facts.firstFailure.map { reply.failing($0) } ?? reply.answering(()))])
@@ -674,6 +675,7 @@ extension SessionStateMachine {
         switch step {
         case .needs(let read): .needs(read)
         case .perform(let actions): .perform(effects(of: actions, at: moment))
+        case .refuse(let error): .perform([.report(error, nil)])
         }
     }
 

@@ -119,8 +119,9 @@ extension SessionStateMachine {
 
     /// The app marks read up to `marker` (without one, up to the newest message from others the
     /// server has: the user's own, pending or failed, are no place to mark), sent unless the newest
-    /// marker set reads as far already, and the conversation's unread count goes to 0. A read that
-    /// failed changes nothing (the runner throws it to the app).
+    /// marker set reads as far already, and the conversation's unread count goes to 0. A marker
+    /// behind the newest one set is sent where the backend moves markers back, and refused where it
+    /// does not. A read that failed changes nothing (the runner throws it to the app).
     mutating func markRead(_ marker: ChatEvent.ReadMarker?, in conversation: ConversationID, facts: Facts = Facts()) -> Step {
         let resolved: ChatEvent.ReadMarker
         if let marker {
@@ -140,15 +141,22 @@ extension SessionStateMachine {
         }
         let read = Read.conversation(conversation)
         guard let info = facts.conversation(read) else { return .needs(read) }
-        guard facts.firstFailure == nil, case .send(let marker) = conversations[conversation].readMarker.mark(resolved, times: times) else {
-            return .perform([])
+        guard facts.firstFailure == nil else { return .perform([]) }
+        let decision = conversations[conversation].readMarker.mark(
+            resolved, times: times, isExplicit: marker != nil, mayMoveBack: settings.descriptor.limits.readMarkersMayMoveBack
+        )
+        let sending: ChatEvent.ReadMarker
+        switch decision {
+        case .send(let marker): sending = marker
+        case .alreadyRead: return .perform([])
+        case .refused(let error): return .refuse(error)
         }
         var actions: [Action] = []
         if var info, info.unreadCount != 0 {
             info.unreadCount = 0
             actions.append(.updateConversation(info))
         }
-        return .perform(actions + [.sendReadMarker(marker, conversation)])
+        return .perform(actions + [.sendReadMarker(sending, conversation)])
     }
 
     /// The server took the app's read marker, or refused it (reported unless the next link sends

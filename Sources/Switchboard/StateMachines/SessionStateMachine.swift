@@ -187,6 +187,8 @@ struct SessionStateMachine: Sendable {
     enum Step: Sendable {
         case needs(Read)
         case perform([Action])
+        /// The app's command is refused with this error; nothing changed.
+        case refuse(SwitchboardError)
     }
 
     typealias Tracker = SequenceTrackerStateMachine<BackendEvent>

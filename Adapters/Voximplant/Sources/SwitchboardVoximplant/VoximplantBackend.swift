@@ -71,7 +71,8 @@ public struct VoximplantBackend: ChatBackend {
                 maxRetransmitBatch: 100,
                 maxPayloadBytes: 5 * 1024,
                 typingPolicy: .minimumInterval(.seconds(10)),
-                historyPageSize: 100
+                historyPageSize: 100,
+                readMarkersMayMoveBack: true
             )
         )
     }

@@ -341,6 +341,21 @@ struct VoximplantSpecClientTests {
             }
         }
     }
+
+    @Test func aReadMarkerMovesBackAsTheSpecAllows() async throws {
+        try await withVoximplantEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                for text in ["one", "two", "three"] { try await control.agentSend(text, in: chat.id) }
+                try await probe.waitForMessages(["one", "two", "three"], in: chat)
+                let newest = try await chat.storedMessages(before: nil, limit: 10).compactMap(\.sequence).max() ?? 0
+                try await chat.markRead(upTo: .sequence(newest))
+                try await chat.markRead(upTo: .sequence(newest - 1))
+                _ = try await control.waitForCustomerActivity(in: chat.id, timeout: .seconds(30)) { $0.readMarkers >= 2 }
+                #expect(control.server.readLog.suffix(2).map(\.sequence) == [newest, newest - 1], "the marker goes where the client puts it (§5)")
+            }
+        }
+    }
 }
 
 /// Participants and conversation changes through the typed `Conversation` calls, with the

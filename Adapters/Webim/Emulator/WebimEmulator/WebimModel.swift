@@ -61,6 +61,8 @@ struct WebimChat {
     var operatorTyping = false
     var readByVisitor = true
     var unreadByVisitor = 0
+    /// When the oldest message the visitor has not read came (unix s).
+    var unreadByVisitorSinceTs: Double?
     var rates: [Int: Int] = [:]
 
     var isClosed: Bool { ["closed", "closed_by_visitor", "closed_by_operator"].contains(state) }
@@ -72,6 +74,7 @@ struct WebimChat {
             "operator": operatorInChat?.json ?? .null, "operatorTyping": .bool(operatorTyping),
             "visitorTyping": .null, "readByVisitor": .bool(readByVisitor),
             "unreadByVisitorMsgCnt": .int(Int64(unreadByVisitor)),
+            "unreadByVisitorSinceTs": unreadByVisitorSinceTs.map(JSONValue.double) ?? .null,
             "operatorIdToRate": .object(Dictionary(uniqueKeysWithValues: rates.map {
                 (String($0.key), ["operatorId": .int(Int64($0.key)), "rating": .int(Int64($0.value))] as JSONValue)
             })),

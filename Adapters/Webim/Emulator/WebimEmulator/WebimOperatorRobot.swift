@@ -138,6 +138,14 @@ public struct WebimOperatorRobot: Sendable {
         server.appendMessage(message, visitorID: visitor, state: &state)
         state.visitors[visitor]!.chat!.readByVisitor = false
         state.visitors[visitor]!.chat!.unreadByVisitor += 1
+        // As the real server does: the visitor's unread count follows each operator message.
+        let since = state.visitors[visitor]!.chat!.unreadByVisitorSinceTs ?? Double(message.tsMicros) / 1_000_000
+        state.visitors[visitor]!.chat!.unreadByVisitorSinceTs = since
+        let unread = state.visitors[visitor]!.chat!.unreadByVisitor
+        server.record(
+            ["objectType": "UNREAD_BY_VISITOR", "event": "upd", "id": "chat", "data": ["msgCnt": .int(Int64(unread)), "sinceTs": .double(since)]],
+            for: visitor, state: &state
+        )
         return message.id
     }
 

@@ -420,6 +420,7 @@ public final class WebimServer: Sendable {
                 if state.visitors[visitorID]?.chat != nil {
                     state.visitors[visitorID]!.chat!.readByVisitor = true
                     state.visitors[visitorID]!.chat!.unreadByVisitor = 0
+                    state.visitors[visitorID]!.chat!.unreadByVisitorSinceTs = nil
                     record(["objectType": "CHAT_READ_BY_VISITOR", "event": "upd", "id": "chat", "data": true], for: visitorID, state: &state)
                     record(["objectType": "UNREAD_BY_VISITOR", "event": "upd", "id": "chat", "data": ["msgCnt": 0, "sinceTs": .null]], for: visitorID, state: &state)
                 }

@@ -106,7 +106,13 @@ public struct WebimDeltaReader: Sendable {
             operatorID = data?["id"]?.intValue.map(Int.init)
             chat = chat?.with("operator", data ?? .null)
         case ("UNREAD_BY_VISITOR", _):
+            // The server's count of what the visitor has not read: it wins over the engine's
+            // (`BackendCapabilities.unreadCounts`), so it goes out as the conversation it changes.
             chat = chat?.with("unreadByVisitorMsgCnt", data?["msgCnt"] ?? 0)
+            if let current = chat {
+                let info = WebimMapping.conversationInfo(current, context: context)
+                return [.snapshot(BackendSnapshot(conversations: [ConversationSnapshot(conversation: info)], isComplete: false))]
+            }
         case ("OPERATOR_RATE", _):
             // A rating (not a resolution answer) refreshes the conversation's ratings.
             if let id = data?["operatorId"]?.intValue, let rating = data?["rating"]?.intValue, let current = chat {

@@ -46,6 +46,24 @@ import Testing
         #expect(more.count == 1 && reader.chatState == "closed")
     }
 
+    @Test func theServersUnreadCountReachesTheConversation() throws {
+        var reader = WebimDeltaReader(baseURL: "https://demo.webim.ru")
+        let full = Data(#"{"revision": 1, "fullUpdate": {"visitor": {"id": "v1"}, "chat": {"id": 1, "state": "chatting", "messages": []}}}"#.utf8)
+        _ = reader.read(full, credentials: Credentials(), now: now)
+        // The SDK's own payload for the delta (`DeltaCallbackTests.unreadByVisitorJson`).
+        let data = try WebimCodecTests.fixture("DeltaCallbackTests__unreadByVisitorJson__L555.json")
+        let item: JSONValue = ["objectType": "UNREAD_BY_VISITOR", "event": "upd", "id": "chat", "data": data]
+        let body = try JSONValue.object(["revision": "2", "deltaList": [item]]).jsonData()
+        guard case .changed(_, _, let updates) = reader.read(body, credentials: Credentials(), now: now),
+            case .snapshot(let snapshot)? = updates.last
+        else {
+            Issue.record("the count goes out as the conversation it changes")
+            return
+        }
+        #expect(snapshot.conversations.first?.conversation.unreadCount == 5)
+        #expect(!snapshot.isComplete)
+    }
+
     @Test func answersThatAreNotAChange() {
         var reader = WebimDeltaReader(baseURL: "https://demo.webim.ru")
         guard case .malformed(let error) = reader.read(Data("<html>".utf8), credentials: Credentials(), now: now) else {
