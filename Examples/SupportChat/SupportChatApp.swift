@@ -46,7 +46,7 @@ struct SupportChatApp: Sendable {
         self.screen = screen
     }
 
-    static let help = "type a message and press return · /more older messages · /typing · /read · /quit"
+    static let help = "type a message and press return · /more older messages · /typing · /read · /inbox · /quit"
 
     /// Runs the chat until the input ends or `/quit`.
     ///
@@ -85,6 +85,9 @@ struct SupportChatApp: Sendable {
             let chat = try await openConversation(session, listed: listed)
             listed.finish()
             let timeline = try await chat.timeline(limit: options.window)
+            // Every conversation of the session, for `/inbox` and a line when another one has
+            // something unread.
+            let inbox = try await Inbox(bus: bus, sessions: [session])
             // Typing and read markers of the others come as events of the conversation.
             let activity = chat.events()
             screen("chat \(chat.id) · \(Self.help)")
@@ -93,7 +96,8 @@ struct SupportChatApp: Sendable {
                 group.addTask { await showConnection(connection) }
                 group.addTask { await render(timeline, me: me, chat: chat) }
                 group.addTask { await showActivity(activity, me: me) }
-                await readInput(input, chat: chat, timeline: timeline)
+                group.addTask { await showOthers(inbox, open: chat.id, me: me) }
+                await readInput(input, chat: chat, timeline: timeline, inbox: inbox)
                 connection.finish()
                 activity.finish()
                 group.cancelAll()
@@ -172,6 +176,19 @@ struct SupportChatApp: Sendable {
         }
     }
 
+    /// A line when another conversation than the open one has something new the user has not
+    /// read: the inbox says which, and what.
+    private func showOthers(_ inbox: Inbox, open: ConversationID, me: ParticipantID) async {
+        var shown: [ConversationID: Int] = [:]
+        for await update in inbox {
+            for item in update.items where item.conversation.id != open {
+                let unread = item.conversation.unreadCount
+                if unread > shown[item.conversation.id, default: 0] { screen("✉ " + Self.inboxLine(item.conversation, me: me).dropFirst(2)) }
+                shown[item.conversation.id] = unread
+            }
+        }
+    }
+
     private func showActivity(_ events: EventStream, me: ParticipantID) async {
         for await event in events {
             switch event.kind {
@@ -182,7 +199,12 @@ struct SupportChatApp: Sendable {
         }
     }
 
-    private func readInput(_ input: AsyncStream<String>, chat: any Conversation, timeline: Timeline) async {
+    private func readInput(
+        _ input: AsyncStream<String>,
+        chat: any Conversation,
+        timeline: Timeline,
+        inbox: Inbox
+    ) async {
         for await line in input {
             let text = line.trimmingCharacters(in: .whitespaces)
             do {
@@ -197,6 +219,10 @@ struct SupportChatApp: Sendable {
                     screen("  (typing: \(outcome))")
                 case "/read":
                     try await chat.markRead()
+                case "/inbox":
+                    // Every conversation, newest activity first, with what the user has not read.
+                    for item in inbox.items { screen(Self.inboxLine(item.conversation, me: ParticipantID(options.user))) }
+                    screen("  \(inbox.unreadTotal) unread in all")
                 default:
                     _ = try await chat.send(text: text)   // on screen at once as pending, via the timeline
                 }
@@ -206,6 +232,15 @@ struct SupportChatApp: Sendable {
                 screen("! \(error)")
             }
         }
+    }
+
+    /// One conversation as an inbox shows it: its title, what is unread, the last message.
+    static func inboxLine(_ conversation: ConversationInfo, me: ParticipantID) -> String {
+        let title = conversation.title ?? conversation.id.rawValue
+        let last = conversation.lastMessage.map { last in
+            " · \(last.isOwn || last.sender == me ? "me" : last.sender?.rawValue ?? "?"): \(last.text)"
+        } ?? ""
+        return "▸ \(title) · \(conversation.unreadCount) unread\(last)"
     }
 
     private func line(_ message: Message, me: ParticipantID) -> String {

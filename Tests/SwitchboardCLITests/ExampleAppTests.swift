@@ -58,6 +58,17 @@ struct ExampleAppTests {
                 try server.robot(bob).send("Still there?", in: conversation)
                 try await screen.wait(for: "the message after the reconnect") { $0 == "\(bob): Still there?" }
 
+                // Another conversation the app has not opened: the inbox says it is there, unread.
+                let billing = try server.robot(bob).createConversation(title: "Billing", with: [alice])
+                try server.robot(bob).send("Your invoice is ready", in: billing)
+                let notice = "✉ Billing · 1 unread · \(bob): Your invoice is ready"
+                try await screen.wait(for: "the other conversation's message noticed") { $0 == notice }
+                typed.yield("/inbox")
+                try await screen.wait(for: "the inbox") { $0.hasSuffix("unread in all") }
+                let listed = screen.all.filter { $0.hasPrefix("▸ ") }
+                #expect(listed.first == "▸ Billing · 1 unread · \(bob): Your invoice is ready", "newest activity first, with what is unread")
+                #expect(listed.contains { $0.hasPrefix("▸ Support · ") })
+
                 typed.yield("/quit")
                 try await group.next()
             }

@@ -14,7 +14,7 @@ import Testing
         ("Atomic(", "Locked (iOS 18 / macOS 15)"),
         ("withDiscardingTaskGroup", "ChildTasks (iOS 17 / macOS 14)"),
         ("withThrowingDiscardingTaskGroup", "withThrowingTaskGroup (iOS 17 / macOS 14)"),
-        ("import Observation", "no replacement in the library (iOS 17 / macOS 14)"),
+        ("import Observation", "it only in a file whose every declaration is marked `@available(macOS 14.0, iOS 17.0, …)` (iOS 17 / macOS 14)"),
         ("InlineArray", "an array or a tuple (iOS 26)"),
         ("Span<", "withUnsafeBufferPointer (iOS 26)"),
         ("Task(name:", "Task without a name (iOS 26)"),
@@ -37,10 +37,11 @@ import Testing
             for case let path as String in walker where path.hasSuffix(".swift") {
                 files += 1
                 let text = try String(contentsOf: base.appendingPathComponent(path), encoding: .utf8)
+                let gated = Self.everyDeclarationIsGated(text)
                 for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
                     let code = line.trimmingCharacters(in: .whitespaces)
                     guard !code.hasPrefix("//") else { continue }
-                    for api in Self.newerAPIs where code.contains(api.pattern) {
+                    for api in Self.newerAPIs where code.contains(api.pattern) && !(gated && api.pattern == "import Observation") {
                         uses.append("\(directory)/\(path):\(number + 1): \(api.pattern) — use \(api.instead)")
                     }
                 }
@@ -49,6 +50,28 @@ import Testing
         print("platform check: \(files) source files of the library modules, \(uses.count) uses of APIs above iOS 16 / macOS 13")
         #expect(files > 50, "the walk found the sources")
         #expect(uses.isEmpty, "\(uses.joined(separator: "\n"))")
+    }
+
+    /// Whether each top-level type of `text` is marked available from macOS 14 and iOS 17 (the
+    /// observable models: the import is fine where nothing older can reach what it brings).
+    static func everyDeclarationIsGated(_ text: String) -> Bool {
+        let lines = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        let declarations = lines.indices.filter { lines[$0].hasPrefix("public final class ") || lines[$0].hasPrefix("public struct ") || lines[$0].hasPrefix("public enum ") }
+        return !declarations.isEmpty && declarations.allSatisfy { index in
+            // The attributes and documentation right above the type.
+            var above = index - 1
+            while above >= 0, lines[above].hasPrefix("@") || lines[above].hasPrefix("///") {
+                if lines[above].hasPrefix("@available(macOS 14.0, iOS 17.0") { return true }
+                above -= 1
+            }
+            return false
+        }
+    }
+
+    @Test func anObservationImportNeedsEveryDeclarationGated() {
+        let gated = "public import Observation\n@available(macOS 14.0, iOS 17.0, tvOS 17.0, watchOS 10.0, *)\n@MainActor\n@Observable\npublic final class M {}\n"
+        #expect(Self.everyDeclarationIsGated(gated))
+        #expect(!Self.everyDeclarationIsGated(gated + "public struct Open {}\n"), "one type reachable from iOS 16 is one too many")
     }
 
     @Test func packageDeclaresTheDocumentedMinimum() throws {

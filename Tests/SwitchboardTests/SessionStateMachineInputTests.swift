@@ -71,6 +71,7 @@ import Testing
             case .publish(.fatal(let error), _, _, _): "publish fatal \(error.code)"
             case .publish(.messageAdded, _, _, _): "publish messageAdded"
             case .publish(.conversationAdded, _, _, _): "publish conversationAdded"
+            case .publish(.typing(let who, let isTyping, _), _, _, _): "publish typing \(who) \(isTyping)"
             case .publish: "publish"
             case .report(let problem, _): "report \(problem.code)"
             case .answer: "answer"
@@ -250,6 +251,27 @@ import Testing
             driver.take(.requestFinished(0, ticket: 1, .success(.retransmitted([], isComplete: true)))) == ["deliver m3", "write saveSequence 3"],
             "a complete answer without #2 proves it absent: the held event goes on"
         )
+    }
+
+    @Test func whoWasTypingStopsWhenTheConversationClosesOrTheyLeave() {
+        var driver = Driver()
+        func published(_ kinds: ChatEvent.Kind...) -> Machine.Input {
+            var output = EventProjection.Output()
+            output.publications = kinds.map { EventProjection.Publication(kind: $0, conversation: Self.conversation, sequence: nil, time: nil) }
+            return .projected(output)
+        }
+        #expect(driver.take(published(.typing("bob", isTyping: true, draft: nil), .typing("eve", isTyping: true, draft: nil))) == [
+            "publish typing bob true", "publish typing eve true",
+        ])
+        #expect(driver.take(published(.participantsRemoved(["eve"]))) == ["publish", "publish typing eve false"], "eve left: her typing ends")
+        #expect(driver.take(published(.typing("bob", isTyping: false, draft: nil), .typing("bob", isTyping: true, draft: nil))).count == 2)
+        #expect(
+            driver.take(published(.conversationStateChanged(.closed, previous: .active))) == ["publish", "publish typing bob false"],
+            "a closed chat has nobody typing"
+        )
+        #expect(driver.take(published(.conversationStateChanged(.closed, previous: .active))) == ["publish"], "said once")
+        _ = driver.take(published(.typing("bot", isTyping: true, draft: nil)))
+        #expect(driver.take(published(.agentChanged(Participant(id: "bob", role: .agent)))) == ["publish", "publish typing bot false"], "the bot handed over")
     }
 
     @Test func theSameInputsReplayTheSameEffects() {

@@ -19,6 +19,8 @@ struct ConversationState: Sendable {
     /// a gap of its own: it is checked, and filled, when the fill before it closes.
     var queuedWindows: [QueuedWindow] = []
     var typing: TypingThrottleStateMachine?
+    /// The others the app was told are typing, and have not been said to stop.
+    var othersTyping: Set<ParticipantID> = []
     /// The app's own read marker: sent, on its way, never moving back.
     var readMarker = ReadMarkerStateMachine()
     /// History paging: where the next page starts, and the app's calls waiting for it.

@@ -302,8 +302,36 @@ extension SessionStateMachine {
             if case .saveConversation(let info) = write, conversations.isKept(info.id) { conversations[info.id].info = info }
         }
         var effects: [Effect] = output.publications.map { .publish($0.kind, $0.conversation, sequence: $0.sequence, time: $0.time) }
+        effects += typingEnded(by: output.publications)
         for clientID in output.echoed { effects += self.effects(of: outbox { $0.echoed(clientID) }, at: moment) }
         return effects + output.problems.map { .report($0.0, $0.1) }
+    }
+
+    /// Who the app was told is typing, and the "stopped" it is owed when the conversation closes or
+    /// the typist leaves it (the backend says nothing more of someone who left).
+    private mutating func typingEnded(by publications: [EventProjection.Publication]) -> [Effect] {
+        var effects: [Effect] = []
+        for publication in publications {
+            guard let conversation = publication.conversation else { continue }
+            var gone: Set<ParticipantID> = []
+            switch publication.kind {
+            case .typing(let who, let isTyping, _):
+                if isTyping { conversations[conversation].othersTyping.insert(who) } else { conversations[conversation].othersTyping.remove(who) }
+            case .conversationStateChanged(let state, _) where state.isClosed:
+                gone = conversations[conversation].othersTyping
+            case .participantsRemoved(let ids):
+                gone = conversations[conversation].othersTyping.intersection(ids)
+            case .agentChanged(let agent):
+                gone = conversations[conversation].othersTyping.filter { $0 != agent?.id }
+            default:
+                continue
+            }
+            conversations[conversation].othersTyping.subtract(gone)
+            for who in gone.sorted(by: { $0.rawValue < $1.rawValue }) {
+                effects.append(.publish(.typing(who, isTyping: false, draft: nil), conversation, time: publication.time))
+            }
+        }
+        return effects
     }
 
     /// The server forgot `conversation`'s events: the store's old history goes, the app's pending

@@ -1,0 +1,129 @@
+import Foundation
+import Observation
+@testable import Switchboard
+import SwitchboardTestKit
+import Testing
+
+/// The inbox: the conversations of several sessions on one bus, newest activity first, with their
+/// unread counts, as ordered diffs through one sequence, and as an `@Observable` model.
+@Suite(.timeLimit(.minutes(1)))
+struct InboxTests {
+    static func item(_ session: String, _ conversation: String, at seconds: Double, unread: Int = 0) -> InboxItem {
+        InboxItem(
+            session: SessionID(session),
+            conversation: ConversationInfo(id: ConversationID(conversation), unreadCount: unread, updatedAt: Date(timeIntervalSince1970: seconds))
+        )
+    }
+
+    @Test func theStateKeepsTheNewestActivityFirstAndSaysEachChangeAsDiffs() {
+        var state = InboxState()
+        var list: [InboxItem] = []
+        list.apply(state.reset([Self.item("s", "old", at: 1), Self.item("s", "new", at: 3, unread: 2)]))
+        #expect(state.items.map(\.conversation.id) == ["new", "old"])
+        #expect(state.unreadTotal == 2)
+        list.apply(state.upsert(Self.item("t", "middle", at: 2, unread: 1)))
+        #expect(state.items.map(\.conversation.id) == ["new", "middle", "old"])
+        let inPlace = state.upsert(Self.item("s", "old", at: 1, unread: 4))
+        #expect(inPlace == [.update(Self.item("s", "old", at: 1, unread: 4), at: 2)], "a change that keeps its place is an update")
+        list.apply(inPlace)
+        let moved = state.upsert(Self.item("s", "old", at: 9, unread: 5))
+        #expect(moved == [.remove(at: 2), .insert(Self.item("s", "old", at: 9, unread: 5), at: 0)], "new activity moves it to the top")
+        list.apply(moved)
+        #expect(state.upsert(Self.item("s", "old", at: 9, unread: 5)).isEmpty, "nothing changed, nothing to say")
+        list.apply(state.remove(InboxItem.ID(session: "t", conversation: "middle")))
+        #expect(state.unreadTotal == 7)
+        #expect(list == state.items, "a list kept from the diffs matches")
+    }
+
+    /// Two sessions on one bus, each on a backend the test drives.
+    func withTwoSessions(_ body: @Sendable (EventBus, [ChatSession], [TestBackend.Link], [EventRecorder]) async throws -> Void) async throws {
+        let bus = EventBus()
+        let backends = [
+            TestBackend(descriptor: BackendDescriptor(name: "a", capabilities: [.readMarkers])),
+            TestBackend(descriptor: BackendDescriptor(name: "b", capabilities: [.readMarkers])),
+        ]
+        let sessions = zip(["first", "second"], backends).map { id, backend in
+            ChatSession(id: SessionID(id), backend: backend, bus: bus, clock: SessionClock(TestClock()), logger: .quiet)
+        }
+        try await withRecording(sessions[0]) { first in
+            try await withRecording(sessions[1]) { second in
+                var links: [TestBackend.Link] = []
+                for (session, backend) in zip(sessions, backends) {
+                    try await session.resume()
+                    links.append(try await backend.nextLink())
+                }
+                try await body(bus, sessions, links, [first, second])
+            }
+        }
+    }
+
+    static func listing(_ conversation: ConversationID, at seconds: Double) -> BackendUpdate {
+        .snapshot(
+            BackendSnapshot(conversations: [ConversationSnapshot(conversation: ConversationInfo(id: conversation, updatedAt: Date(timeIntervalSince1970: seconds)))], isComplete: true)
+        )
+    }
+
+    static func agentMessage(_ id: MessageID, in conversation: ConversationID, at seconds: Double) -> BackendUpdate {
+        let message = Message(serverID: id, conversationID: conversation, senderRole: .agent, text: "hello \(id)", time: Date(timeIntervalSince1970: seconds))
+        return .event(BackendEvent(.messageAdded(message, position: .newest), conversation: conversation))
+    }
+
+    @Test func theInboxListsEverySessionsConversationsAndMovesTheOneAMessageArrivesIn() async throws {
+        try await withTwoSessions { bus, sessions, links, recorders in
+            links[0].yield(Self.listing("a1", at: 1))
+            links[1].yield(Self.listing("b1", at: 2))
+            for (recorder, id) in zip(recorders, ["a1", "b1"]) {
+                try await recorder.first("the conversation is stored") { $0.conversationID == ConversationID(id) }
+            }
+            let inbox = try await Inbox(bus: bus, sessions: sessions)
+            var updates = inbox.makeAsyncIterator()
+            let initial = try #require(await updates.next())
+            #expect(initial.items.map(\.conversation.id) == ["b1", "a1"], "newest activity first, across sessions")
+            #expect(initial.items.map(\.session) == ["second", "first"])
+            links[0].yield(Self.agentMessage("m1", in: "a1", at: 3))
+            let moved = try #require(await updates.next())
+            let top = try #require(moved.items.first)
+            #expect(moved.diffs == [.remove(at: 1), .insert(top, at: 0)])
+            #expect(top.conversation.id == "a1" && top.conversation.unreadCount == 1 && top.conversation.lastMessage?.text == "hello m1")
+            #expect(moved.unreadTotal == 1)
+            links[1].yield(Self.agentMessage("m2", in: "b1", at: 4))
+            let second = try #require(await updates.next())
+            #expect(second.unreadTotal == 2 && second.items.map(\.conversation.id) == ["b1", "a1"])
+            try await sessions[0].conversation("a1").markRead(upTo: .message("m1"))
+            let read = try #require(await updates.next())
+            #expect(read.unreadTotal == 1, "marking read in one session lowers the total")
+            #expect(read.diffs.count == 1, "it keeps its place: one update")
+            var list: [InboxItem] = []
+            for update in [initial, moved, second, read] { list.apply(update.diffs) }
+            #expect(list == inbox.items, "a list kept from the diffs matches the inbox")
+        }
+    }
+
+    @MainActor
+    @Test func theModelsTellTheirObserversWhenWhatTheyShowChanges() async throws {
+        try await withTwoSessions { bus, sessions, links, recorders in
+            links[0].yield(Self.listing("a1", at: 1))
+            try await recorders[0].first("the conversation is stored") { $0.conversationID == "a1" }
+            let model = await InboxModel(try await Inbox(bus: bus, sessions: sessions))
+            let timeline = await TimelineModel(try await sessions[0].conversation("a1").timeline(limit: 10))
+            let (changes, changed) = AsyncStream.makeStream(of: String.self)
+            await MainActor.run {
+                withObservationTracking { _ = model.unreadTotal } onChange: { changed.yield("inbox") }
+                withObservationTracking { _ = timeline.items } onChange: { changed.yield("timeline") }
+            }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await model.run() }
+                group.addTask { await timeline.run() }
+                links[0].yield(Self.agentMessage("m1", in: "a1", at: 3))
+                var seen: Set<String> = []
+                for await change in changes {
+                    seen.insert(change)
+                    if seen.count == 2 { break }
+                }
+                #expect(await model.unreadTotal == 1)
+                #expect(await timeline.items.map(\.text) == ["hello m1"])
+                group.cancelAll()
+            }
+        }
+    }
+}
