@@ -86,7 +86,7 @@ public enum ConformanceSuite {
         outboxAcrossDisconnect, rejectedSendFails, unsupportedCapabilityThrows, malformedInboundSurvives,
         fatalEndsSession, multipleSessionsOneBus, editAndDelete, loginRetried, conversationLifecycle, noSecretsInLogs,
         badInputSurvived,
-        vendorBadInputSurvived, unreadAndActivity, markReadClears,
+        vendorBadInputSurvived, unreadAndActivity, markReadClears, agentKeptAcrossAReconnect,
     ]
 
     static let connectAndClose = ConformanceCase("connect and close") { harness in
@@ -500,6 +500,38 @@ public enum ConformanceSuite {
                 let sequence = stored.compactMap(\.sequence).max()
                 try require(after.lastSequence == sequence, "the last sequence is the newest message's: \(String(describing: after.lastSequence)), not \(String(describing: sequence))")
             }
+        }
+    }
+
+    static let agentKeptAcrossAReconnect = ConformanceCase("the agent and participants stay across a reconnect", faults: [.disconnect]) { harness in
+        try await harness.withSession { probe in
+            let conversation = try await probe.openConversation()
+            try await probe.emulator.agentSend("before the cut", in: conversation.id)
+            try await probe.waitForMessages(["before the cut"], in: conversation)
+            let before = try await conversation.info()
+            let mark = probe.recorder.events.count
+            let faults = try await probe.emulator.appliedFaults
+            try await probe.emulator.inject(.disconnect)
+            try await probe.emulator.agentSend("after the cut", in: conversation.id)
+            try await probe.waitForMessages(["after the cut"], in: conversation)
+            _ = try await expectFault(.disconnect, since: faults, "the disconnect", probe: probe)
+            try await probe.waitForConnection(after: mark)
+            let spurious = probe.recorder.events.dropFirst(mark).filter { event in
+                guard event.conversationID == conversation.id else { return false }
+                switch event.kind {
+                case .agentChanged(let agent): return agent?.id != before.assignedAgent?.id
+                case .participantsRemoved: return true
+                default: return false
+                }
+            }
+            try require(spurious.isEmpty, "nobody left and the agent did not change, yet the session said \(spurious.map(\.kind))")
+            let after = try await conversation.info()
+            try require(after.assignedAgent?.id == before.assignedAgent?.id, "the agent stays: \(String(describing: after.assignedAgent?.id))")
+            try require(
+                Set(after.participants.map(\.id)).isSuperset(of: before.participants.map(\.id)),
+                "the participants stay: \(before.participants.map(\.id)) became \(after.participants.map(\.id))"
+            )
+            print("\(probe.session.descriptor.name): agent \(before.assignedAgent?.id.rawValue ?? "none") and \(before.participants.count) participants kept across a cut link")
         }
     }
 

@@ -136,6 +136,9 @@ struct Demo: Sendable {
             try await phone.resume()
             try await events.first("caught up") { $0.addedMessage?.text.hasPrefix("It will be delivered") == true }
             try await confirmed(offlineReply, events, in: phone.id)
+            let badge = try await chat.info().unreadCount
+            try await chat.markRead()
+            narrate("The app's badge: \(badge) unread from Bob; Alice reads the chat and it shows \(try await chat.info().unreadCount)")
 
             narrate("The server loses two events on the way to the phone; the gap is detected and filled")
             server.dropNext(2, for: .clientsOf(alice))
@@ -469,6 +472,8 @@ struct Demo: Sendable {
                 }
                 agent.send("Booked for tomorrow. Anything else?", in: chat.id.rawValue)
                 try await events.first("the booking") { $0.addedMessage?.text.hasPrefix("Booked for tomorrow") == true }
+                let assigned = try await chat.info().assignedAgent?.displayName ?? "nobody"
+                narrate("Still assigned after the reconnect: \(assigned)")
                 agent.close(chat.id.rawValue)
                 try await events.first("closed") {
                     if case .conversationStateChanged(let state, _) = $0.kind { return $0.origin.session == session.id && state.isClosed } else { return false }

@@ -11,10 +11,12 @@ extension CXoneLink {
         switch channel.mode {
         case .multiThread:
             guard let list = try await send("FetchThreadList", awaitReply: true, socket: socket) else { return }
-            guard var listing = Self.snapshot(in: list.frame, type: list.type) else {
+            guard let listed = Self.snapshot(in: list.frame, type: list.type) else {
                 await apply(list.frame, type: list.type)
                 return
             }
+            var listing = listed.snapshot
+            for update in listed.rest { continuation.yield(update) }
             remember(.snapshot(listing), frame: list.frame)
             // Recover the open threads (the SDK's load(with:)): their recent messages catch the
             // session up on what it missed while away, and give each thread its scroll token and
@@ -28,12 +30,13 @@ extension CXoneLink {
                 } catch let error as SwitchboardError where error.code == .conversationNotFound {
                     continue
                 }
-                guard let reply, let recovered = Self.snapshot(in: reply.frame, type: reply.type) else {
+                guard let reply, let recovery = Self.snapshot(in: reply.frame, type: reply.type) else {
                     if let reply { await apply(reply.frame, type: reply.type) }
                     continue
                 }
-                remember(.snapshot(recovered), frame: reply.frame)
-                for item in recovered.conversations {
+                for update in recovery.rest { continuation.yield(update) }
+                remember(.snapshot(recovery.snapshot), frame: reply.frame)
+                for item in recovery.snapshot.conversations {
                     if let index = listing.conversations.firstIndex(where: { $0.conversation.id == item.conversation.id }) {
                         listing.conversations[index] = item
                     }

@@ -325,13 +325,23 @@ final class CXoneLink: BackendConnection {
         Dictionary(uniqueKeysWithValues: keys.map { ($0, "") })
     }
 
-    /// The snapshot a `ThreadListFetched` or `ThreadRecovered` reply decodes to; `nil` for any
+    /// The snapshot a `ThreadListFetched` or `ThreadRecovered` reply decodes to, and what else it
+    /// brings (a recovery that carries the customer brings their identity too); `nil` for any
     /// other reply (an `EventInS3`, say), which then goes through ``apply(_:type:thread:)``.
-    static func snapshot(in frame: JSONValue, type: String?) -> BackendSnapshot? {
-        guard case .updates(let updates)? = try? CXoneMapping.outcome(of: frame, type: type, thread: nil), updates.count == 1,
-            case .snapshot(let snapshot) = updates[0]
-        else { return nil }
-        return snapshot
+    static func snapshot(in frame: JSONValue, type: String?) -> (snapshot: BackendSnapshot, rest: [BackendUpdate])? {
+        guard case .updates(let updates)? = try? CXoneMapping.outcome(of: frame, type: type, thread: nil) else { return nil }
+        let snapshots = updates.compactMap { update -> BackendSnapshot? in
+            if case .snapshot(let snapshot) = update { return snapshot }
+            return nil
+        }
+        guard snapshots.count == 1 else { return nil }
+        return (
+            snapshots[0],
+            updates.filter { update in
+                if case .snapshot = update { return false }
+                return true
+            }
+        )
     }
 }
 
