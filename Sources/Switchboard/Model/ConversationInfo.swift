@@ -83,7 +83,19 @@ public struct ConversationInfo: Sendable, Hashable, Codable, Identifiable {
     /// of conversations by it.
     public var updatedAt: Date?
     /// The newest message, as a list of conversations shows it.
-    public var lastMessage: MessagePreview?
+    public var lastMessage: MessagePreview? {
+        get { lastMessageBox?.preview }
+        set { lastMessageBox = newValue.map(PreviewBox.init) }
+    }
+    /// Held by reference: a conversation travels inline in every event and engine input, whose
+    /// size is that of their largest case, and the preview would make each of them 100 bytes
+    /// larger (the idle session grew by 30 KB).
+    private var lastMessageBox: PreviewBox?
+
+    private enum CodingKeys: String, CodingKey {
+        case id, kind, title, state, participants, assignedAgent, lastSequence, unreadCount, customData, flags, createdAt, updatedAt
+        case lastMessageBox = "lastMessage"
+    }
 
     public init(
         id: ConversationID,
@@ -112,7 +124,7 @@ public struct ConversationInfo: Sendable, Hashable, Codable, Identifiable {
         self.flags = flags
         self.createdAt = createdAt
         self.updatedAt = updatedAt
-        self.lastMessage = lastMessage
+        self.lastMessageBox = lastMessage.map(PreviewBox.init)
     }
 
     public func participant(_ id: ParticipantID) -> Participant? {
@@ -129,6 +141,26 @@ extension ConversationInfo {
         info.participants.append(agent)
         return info
     }
+}
+
+/// A ``MessagePreview`` held by reference, encoded as the preview itself.
+private final class PreviewBox: Sendable, Hashable, Codable {
+    let preview: MessagePreview
+
+    init(_ preview: MessagePreview) {
+        self.preview = preview
+    }
+
+    init(from decoder: any Decoder) throws {
+        self.preview = try MessagePreview(from: decoder)
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        try preview.encode(to: encoder)
+    }
+
+    static func == (lhs: PreviewBox, rhs: PreviewBox) -> Bool { lhs.preview == rhs.preview }
+    func hash(into hasher: inout Hasher) { hasher.combine(preview) }
 }
 
 /// A conversation's newest message, as a list of conversations shows it.

@@ -164,6 +164,8 @@ enum EventProjection {
         /// reported with a count of their own): the messages up to it that come with them are
         /// their history, or counted already, not news.
         var historyUntil: [ConversationID: Date] = [:]
+        /// Where each conversation's write is in ``writes`` (one per conversation and run).
+        var conversationWrites: [ConversationID: Int] = [:]
         var problems: [(SwitchboardError, ConversationID?)] = []
 
         fileprivate mutating func publish(_ kind: ChatEvent.Kind, _ conversation: ConversationID?, of event: BackendEvent) {
@@ -273,6 +275,7 @@ enum EventProjection {
             projectConversation(info, of: event, rows: &rows, into: &output, settings: settings)
         case .conversationRemoved:
             output.writes.append(.removeConversation(conversation!))
+            output.conversationWrites[conversation!] = nil
             rows.removed(conversation!)
             output.stored.append((conversation!, false))
             output.publish(event.kind, conversation, of: event)
@@ -513,7 +516,14 @@ enum EventProjection {
     }
 
     private static func save(_ info: ConversationInfo, rows: inout Rows, into output: inout Output) {
-        output.writes.append(.saveConversation(info))
+        // One write per conversation in a run, where it was first written, with its last value:
+        // each message of a catch-up moves its conversation.
+        if let index = output.conversationWrites[info.id] {
+            output.writes[index] = .saveConversation(info)
+        } else {
+            output.conversationWrites[info.id] = output.writes.count
+            output.writes.append(.saveConversation(info))
+        }
         rows.saved(info)
     }
 }
