@@ -99,30 +99,35 @@ struct InboxTests {
         }
     }
 
+    /// Waits until `condition` holds, registering for the next change of what `tracking` reads
+    /// each time it does not (both on the main actor, where the models change).
     @MainActor
-    @Test func theModelsTellTheirObserversWhenWhatTheyShowChanges() async throws {
+    static func waitUntil(_ condition: @MainActor () -> Bool, tracking: @MainActor () -> Void) async {
+        while !condition() {
+            await withCheckedContinuation { (changed: CheckedContinuation<Void, Never>) in
+                withObservationTracking({ tracking() }, onChange: { changed.resume() })
+            }
+        }
+    }
+
+    @Test func theModelsTellTheirObserversWhenWhatTheyShowChangeAndRunAgainAfterACancel() async throws {
         try await withTwoSessions { bus, sessions, links, recorders in
             links[0].yield(Self.listing("a1", at: 1))
             try await recorders[0].first("the conversation is stored") { $0.conversationID == "a1" }
-            let model = await InboxModel(try await Inbox(bus: bus, sessions: sessions))
-            let timeline = await TimelineModel(try await sessions[0].conversation("a1").timeline(limit: 10))
-            let (changes, changed) = AsyncStream.makeStream(of: String.self)
-            await MainActor.run {
-                withObservationTracking { _ = model.unreadTotal } onChange: { changed.yield("inbox") }
-                withObservationTracking { _ = timeline.items } onChange: { changed.yield("timeline") }
-            }
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await model.run() }
-                group.addTask { await timeline.run() }
-                links[0].yield(Self.agentMessage("m1", in: "a1", at: 3))
-                var seen: Set<String> = []
-                for await change in changes {
-                    seen.insert(change)
-                    if seen.count == 2 { break }
+            let chat = try await sessions[0].conversation("a1")
+            let (inbox, timeline) = await MainActor.run { (InboxModel(bus: bus, sessions: sessions), TimelineModel(conversation: chat, limit: 10)) }
+            for (round, message) in [MessageID("m1"), "m2"].enumerated() {
+                // Each round runs the models as a view's `.task` would, then cancels them.
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await inbox.run() }
+                    group.addTask { try await timeline.run() }
+                    await Self.waitUntil({ inbox.items.count == 1 }, tracking: { _ = inbox.items })
+                    links[0].yield(Self.agentMessage(message, in: "a1", at: Double(3 + round)))
+                    await Self.waitUntil({ inbox.unreadTotal == round + 1 }, tracking: { _ = inbox.unreadTotal })
+                    await Self.waitUntil({ timeline.items.count == round + 1 }, tracking: { _ = timeline.items })
+                    #expect(await timeline.items.last?.text == "hello \(message)")
+                    group.cancelAll()
                 }
-                #expect(await model.unreadTotal == 1)
-                #expect(await timeline.items.map(\.text) == ["hello m1"])
-                group.cancelAll()
             }
         }
     }

@@ -335,12 +335,20 @@ import Testing
 
     @Test func aMarkerTheServerRefusesIsReportedAndAFailedReadChangesNothing() {
         var machine = Self.machine()
-        let known = Self.facts((.conversation(Self.conversation), .conversation(ConversationInfo(id: Self.conversation))))
-        #expect(Self.perform(machine.markRead(.sequence(4), in: Self.conversation, facts: known)) == ["sendReadMarker sequence(4)"])
+        let theirs = (5...6).map { Message(serverID: MessageID("m\($0)"), conversationID: Self.conversation, sequence: Int64($0), senderRole: .agent, text: "", time: Date(timeIntervalSince1970: Double($0))) }
+        let known = Self.facts(
+            (.conversation(Self.conversation), .conversation(ConversationInfo(id: Self.conversation, unreadCount: 6))),
+            (.newestMessages(in: Self.conversation), .messages(theirs))
+        )
+        #expect(
+            Self.perform(machine.markRead(.sequence(4), in: Self.conversation, facts: known)) == ["updateConversation unread 2", "sendReadMarker sequence(4)"],
+            "what came from others after the marker stays unread"
+        )
         #expect(Self.describe(machine.readMarkerAnswered(.sequence(4), in: Self.conversation, result: .failure(SwitchboardError(.invalidArgument, "no"))))
             == ["report invalidArgument"])
         var failed = Machine.Facts()
         failed.answers[.conversation(Self.conversation)] = .failed(SwitchboardError(.storageFailure, "disk"))
+        failed.answers[.newestMessages(in: Self.conversation)] = .messages([])
         #expect(Self.perform(machine.markRead(.sequence(5), in: Self.conversation, facts: failed)) == [])
         #expect(machine.conversations[Self.conversation].readMarker.pending == nil, "nothing was marked")
     }

@@ -152,6 +152,8 @@ extension ChatSession {
     private func perform(_ output: inout EventProjection.Output) async {
         let done = output
         output = EventProjection.Output()
+        // What the run has said of its conversations' history holds for the rest of the run.
+        output.historyUntil = done.historyUntil
         do {
             try await write(done.writes, projected: true)
         } catch {

@@ -374,7 +374,10 @@ enum EventProjection {
             info.lastMessage = MessagePreview(message, isOwn: settings.isOwn(message))
             if message.time > (info.updatedAt ?? .distantPast) { info.updatedAt = message.time }
         }
-        if counts, message.time > (output.historyUntil[conversation] ?? .distantPast), settings.isUnread(message),
+        // A message older than the newest one from others already there is one the backend shows
+        // again (a recovery of a thread known by its last message), not news.
+        let newestFromOthers = old.lastMessage.flatMap { $0.isOwn ? nil : $0.time } ?? .distantPast
+        if counts, message.time > (output.historyUntil[conversation] ?? .distantPast), message.time >= newestFromOthers, settings.isUnread(message),
             isAfterOwnMarker(message, in: info, settings: settings)
         {
             info.unreadCount += 1
@@ -492,7 +495,7 @@ enum EventProjection {
     }
 
     /// How many of `newest` (oldest first) came from others after the user's `marker`.
-    private static func unread(in newest: [Message], after marker: ChatEvent.ReadMarker, settings: Settings) -> Int {
+    static func unread(in newest: [Message], after marker: ChatEvent.ReadMarker, settings: Settings) -> Int {
         let isRead: (Message) -> Bool
         switch marker {
         case .sequence(let sequence): isRead = { ($0.sequence ?? .max) <= sequence }

@@ -298,6 +298,11 @@ extension SessionStateMachine {
         for (conversation, isStored) in output.stored {
             if isStored { conversations[conversation].isStored = true } else { conversations.remove(conversation) }
         }
+        // The value this session last wrote of each conversation: what the next message moves.
+        // One known stored only now, and not written, is read when next needed.
+        for (conversation, isStored) in output.stored where isStored && !output.conversationWrites.keys.contains(conversation) {
+            conversations[conversation].info = nil
+        }
         for write in output.writes {
             if case .saveConversation(let info) = write, conversations.isKept(info.id) { conversations[info.id].info = info }
         }
@@ -336,8 +341,10 @@ extension SessionStateMachine {
 
     /// The server forgot `conversation`'s events: the store's old history goes, the app's pending
     /// sends stay (they go to the new one), and the app hears `historyCleared`.
-    func clearHistory(of conversation: ConversationID, facts: Facts) -> Turn {
+    mutating func clearHistory(of conversation: ConversationID, facts: Facts) -> Turn {
         let pendingIDs = outbox.entries.filter { $0.message.conversationID == conversation }.map(\.message.clientID)
+        let stored = Read.conversation(conversation)
+        guard let info = facts.conversation(stored) else { return .needs(stored) }
         var pending: [Message] = []
         if !pendingIDs.isEmpty {
             let read = Read.sentMessages(pendingIDs, in: conversation)
@@ -347,9 +354,20 @@ extension SessionStateMachine {
             }
             pending = found.filter { $0.conversationID == conversation && $0.deliveryState == .pending }
         }
+        // What the old numbering said of the conversation means nothing in the new one: its last
+        // sequence and message, and the read markers of its participants. What came is counted
+        // afresh as it is caught up.
+        var writes: [StoreWrite] = [.removeAllMessages(in: conversation)] + (pending.isEmpty ? [] : [.saveMessages(pending)])
+        if var info {
+            info.lastSequence = nil
+            info.lastMessage = nil
+            info.unreadCount = 0
+            for index in info.participants.indices { info.participants[index].lastReadSequence = nil }
+            conversations[conversation].info = info
+            writes.append(.saveConversation(info))
+        }
         return .perform(
-            [.write([.removeAllMessages(in: conversation)] + (pending.isEmpty ? [] : [.saveMessages(pending)])), .publish(.historyCleared, conversation)]
-                + pending.map { .publish(.messageAdded($0, position: .newest), conversation) }
+            [.write(writes), .publish(.historyCleared, conversation)] + pending.map { .publish(.messageAdded($0, position: .newest), conversation) }
         )
     }
 
@@ -534,7 +552,7 @@ extension SessionStateMachine {
             case .startTypingTimer(let conversation, let instant):
                 deadlines[.typing(conversation)] = instant
             case .updateConversation(let info):
-                if conversations[info.id].isStored { conversations[info.id].info = info }
+                conversations[info.id].info = info
                 effects += [.write([.saveConversation(info)]), .publish(.conversationUpdated(info), info.id)]
             case .poll:
                 deadlines[.poll] = nil

@@ -119,17 +119,19 @@ extension SessionStateMachine {
 
     /// The app marks read up to `marker` (without one, up to the newest message from others the
     /// server has: the user's own, pending or failed, are no place to mark), sent unless the newest
-    /// marker set reads as far already, and the conversation's unread count goes to 0. A marker
+    /// marker set reads as far already, and the conversation's unread count becomes what came from
+    /// others after it (0 for the newest). A marker
     /// behind the newest one set is sent where the backend moves markers back, and refused where it
     /// does not. A read that failed changes nothing (the runner throws it to the app).
     mutating func markRead(_ marker: ChatEvent.ReadMarker?, in conversation: ConversationID, facts: Facts = Facts()) -> Step {
+        // The newest messages: where "up to the newest" is, and what stays unread after the marker.
+        let newestRead = Read.newestMessages(in: conversation)
+        guard let newest = facts.messages(newestRead) else { return .needs(newestRead) }
+        let projection = settings.projection
         let resolved: ChatEvent.ReadMarker
         if let marker {
             resolved = marker
         } else {
-            let read = Read.newestMessages(in: conversation)
-            guard let newest = facts.messages(read) else { return .needs(read) }
-            let projection = settings.projection
             guard let last = newest.last(where: { $0.serverID != nil && !projection.isOwn($0) }) else { return .perform([]) }
             resolved = ReadMarkerStateMachine.marker(upTo: last)
         }
@@ -152,8 +154,9 @@ extension SessionStateMachine {
         case .refused(let error): return .refuse(error)
         }
         var actions: [Action] = []
-        if var info, info.unreadCount != 0 {
-            info.unreadCount = 0
+        let unread = EventProjection.unread(in: newest, after: sending, settings: projection)
+        if var info, info.unreadCount != unread {
+            info.unreadCount = unread
             actions.append(.updateConversation(info))
         }
         return .perform(actions + [.sendReadMarker(sending, conversation)])
