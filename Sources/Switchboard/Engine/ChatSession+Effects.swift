@@ -13,10 +13,7 @@ extension ChatSession {
         var left: [ArraySlice<SessionStateMachine.Effect>] = [await turn(input)[...]]
         while var effects = left.popLast() {
             while let effect = effects.popFirst() {
-                guard case .then(let next) = effect else {
-                    await perform(effect)
-                    continue
-                }
+                guard let next = await perform(effect) else { continue }
                 left.append(effects)
                 left.append(await turn(next)[...])
                 break
@@ -71,8 +68,11 @@ extension ChatSession {
         }
     }
 
-    /// Performs one effect the machine decided on (a follow-up is ``run(_:)``'s).
-    private func perform(_ effect: SessionStateMachine.Effect) async {
+    /// Performs one effect the machine decided on.
+    ///
+    /// - Returns: the follow-up to handle before the effects after this one (`then`), which
+    ///   ``run(_:)`` takes in turn.
+    private func perform(_ effect: SessionStateMachine.Effect) async -> SessionStateMachine.Input? {
         switch effect {
         case .deliver(let events):
             await deliver(events)
@@ -99,10 +99,11 @@ extension ChatSession {
         case .abortConnect(let id):
             if link?.id == id { link?.abort.finish() }
         case .then(let input):
-            await run(input)
+            return input
         case .afterCommit(let input):
             if openTransaction != nil { openTransaction!.afterCommit.append(input) } else { await inOneTransaction { await run(input) } }
         }
+        return nil
     }
 
     /// Applies a run of in-order events to the store and publishes what changed, in one

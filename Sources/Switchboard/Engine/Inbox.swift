@@ -32,6 +32,8 @@ public final class Inbox: AsyncSequence, Sendable {
     private struct State {
         var inbox: InboxState
         var deliveredInitial = false
+        /// The handle of each conversation read since, so a change reads only its conversation.
+        var handles: [InboxItem.ID: any Conversation] = [:]
     }
 
     private let sessions: [SessionID: any Session]
@@ -101,21 +103,35 @@ public final class Inbox: AsyncSequence, Sendable {
             diffs = state.withLock { $0.inbox.reset(all) }
         case .conversationRemoved:
             guard let conversation = event.conversationID else { return nil }
-            diffs = state.withLock { $0.inbox.remove(InboxItem.ID(session: event.origin.session, conversation: conversation)) }
+            let id = InboxItem.ID(session: event.origin.session, conversation: conversation)
+            diffs = state.withLock { state in
+                state.handles[id] = nil
+                return state.inbox.remove(id)
+            }
         default:
             guard let conversation = event.conversationID, Self.changesTheList(event.kind), let session = sessions[event.origin.session] else { return nil }
             // What the store holds now: the engine stored the change before it published it.
+            let id = InboxItem.ID(session: event.origin.session, conversation: conversation)
             let stored: ConversationInfo?
             do {
-                stored = try await session.conversation(conversation).info()
+                let handle: any Conversation
+                if let known = state.withLock({ $0.handles[id] }) {
+                    handle = known
+                } else {
+                    handle = try await session.conversation(conversation)
+                    state.withLock { $0.handles[id] = handle }
+                }
+                stored = try await handle.info()
             } catch let error as SwitchboardError where error.code == .conversationNotFound {
                 stored = nil
             } catch {
                 return nil
             }
-            let id = InboxItem.ID(session: event.origin.session, conversation: conversation)
             diffs = state.withLock { state in
-                guard let stored else { return state.inbox.remove(id) }
+                guard let stored else {
+                    state.handles[id] = nil
+                    return state.inbox.remove(id)
+                }
                 return state.inbox.upsert(InboxItem(session: id.session, conversation: stored))
             }
         }

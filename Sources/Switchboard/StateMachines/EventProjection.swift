@@ -438,32 +438,16 @@ enum EventProjection {
         let isOwn = info.map { info in
             participant == settings.user || info.participant(participant)?.role == .customer
         } ?? false
-        if isOwn, rows.newest[conversation] == nil {
-            var reads = Reads()
-            reads.newest = [conversation]
-            return .needs(reads)
-        }
         let derives =
             info.map { info in
                 (info.kind == .supportChat || info.kind == .thread)
                     && info.participants.first(where: { $0.id == participant })?.role != .customer
             } ?? false
-        var isWithinMarker: ((Message) -> Bool)?
-        if derives {
-            switch marker {
-            case .sequence(let sequence): isWithinMarker = { ($0.sequence ?? .max) <= sequence }
-            case .time(let date): isWithinMarker = { $0.time <= date }
-            case .message(let id):
-                if let read = rows.byServerID[conversation]?[id] ?? nil {
-                    let key = read.orderKey
-                    isWithinMarker = { $0.orderKey <= key }
-                }
-            }
-            if isWithinMarker != nil, rows.newest[conversation] == nil {
-                var reads = Reads()
-                reads.newest = [conversation]
-                return .needs(reads)
-            }
+        let isWithinMarker = derives ? readTest(marker, orderKey: { rows.byServerID[conversation]?[$0]??.orderKey }) : nil
+        if isOwn || isWithinMarker != nil, rows.newest[conversation] == nil {
+            var reads = Reads()
+            reads.newest = [conversation]
+            return .needs(reads)
         }
         output.writes.append(.saveReadMarker(marker, of: participant, in: conversation))
         if var info {
@@ -495,16 +479,22 @@ enum EventProjection {
     }
 
     /// How many of `newest` (oldest first) came from others after the user's `marker`.
+    /// A marker on a message older than all of them reads none of them.
     static func unread(in newest: [Message], after marker: ChatEvent.ReadMarker, settings: Settings) -> Int {
-        let isRead: (Message) -> Bool
-        switch marker {
-        case .sequence(let sequence): isRead = { ($0.sequence ?? .max) <= sequence }
-        case .time(let date): isRead = { $0.time <= date }
-        case .message(let id):
-            guard let key = newest.first(where: { $0.serverID == id })?.orderKey else { return newest.filter(settings.isUnread).count }
-            isRead = { $0.orderKey <= key }
-        }
+        let isRead = readTest(marker, orderKey: { id in newest.first { $0.serverID == id }?.orderKey }) ?? { _ in false }
         return newest.filter { settings.isUnread($0) && $0.serverID != nil && !isRead($0) }.count
+    }
+
+    /// Whether a message is at or before `marker`; `nil` for a marker on a message whose place
+    /// `orderKey` does not know.
+    private static func readTest(_ marker: ChatEvent.ReadMarker, orderKey: (MessageID) -> MessageOrderKey?) -> ((Message) -> Bool)? {
+        switch marker {
+        case .sequence(let sequence): return { ($0.sequence ?? .max) <= sequence }
+        case .time(let date): return { $0.time <= date }
+        case .message(let id):
+            guard let key = orderKey(id) else { return nil }
+            return { $0.orderKey <= key }
+        }
     }
 
     /// The stored conversation, or a new minimal one (announced as added) when an event names a

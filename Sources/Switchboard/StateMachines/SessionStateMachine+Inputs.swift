@@ -303,8 +303,8 @@ extension SessionStateMachine {
         for (conversation, isStored) in output.stored where isStored && !output.conversationWrites.keys.contains(conversation) {
             conversations[conversation].info = nil
         }
-        for write in output.writes {
-            if case .saveConversation(let info) = write, conversations.isKept(info.id) { conversations[info.id].info = info }
+        for index in output.conversationWrites.values {
+            if case .saveConversation(let info) = output.writes[index], conversations.isKept(info.id) { conversations[info.id].info = info }
         }
         var effects: [Effect] = output.publications.map { .publish($0.kind, $0.conversation, sequence: $0.sequence, time: $0.time) }
         effects += typingEnded(by: output.publications)
