@@ -45,7 +45,7 @@ public final class PostgresChatStore: ChatStore {
     private let fences = Locked([StoreScope: Int64]())
 
     /// The current schema version; ``migrate()`` brings an older schema up to it.
-    public static let schemaVersion = 3
+    public static let schemaVersion = 4
 
     /// A store in `schema` of the database `client` connects to. Nothing is read until the first
     /// call, which creates or migrates the tables.
@@ -275,8 +275,33 @@ public final class PostgresChatStore: ChatStore {
                 "CREATE SEQUENCE \(table("fence_token"))",
                 "CREATE TABLE \(table("fence")) (backend text NOT NULL, account text NOT NULL, token bigint NOT NULL, PRIMARY KEY (backend, account))",
             ],
+            // The user joins every key (``StoreScope/user``); rows stored before belong to no user.
+            Self.scopedTables.flatMap { name in
+                ["ALTER TABLE \(table(name)) ADD COLUMN user_id text NOT NULL DEFAULT ''"]
+                    // A message's key is its position.
+                    + (name == "message" ? [] : ["ALTER TABLE \(table(name)) DROP CONSTRAINT \(name)_pkey"])
+            } + [
+                "ALTER TABLE \(table("conversation")) ADD PRIMARY KEY (backend, account, user_id, id)",
+                "ALTER TABLE \(table("read_marker")) ADD PRIMARY KEY (backend, account, user_id, conversation, participant)",
+                "ALTER TABLE \(table("sequence")) ADD PRIMARY KEY (backend, account, user_id, conversation)",
+                "ALTER TABLE \(table("cursor")) ADD PRIMARY KEY (backend, account, user_id)",
+                "ALTER TABLE \(table("outbox")) ADD PRIMARY KEY (backend, account, user_id, client_id)",
+                "ALTER TABLE \(table("credentials")) ADD PRIMARY KEY (backend, account, user_id)",
+                "ALTER TABLE \(table("fence")) ADD PRIMARY KEY (backend, account, user_id)",
+                "DROP INDEX \(table("conversation_order")), \(table("message_server")), \(table("message_client")), \(table("message_client_scope")), \(table("message_order")), \(table("outbox_order"))",
+                "CREATE INDEX conversation_order ON \(table("conversation")) (backend, account, user_id, position)",
+                "CREATE UNIQUE INDEX message_server ON \(table("message")) (backend, account, user_id, conversation, server_id) WHERE server_id IS NOT NULL",
+                "CREATE UNIQUE INDEX message_client ON \(table("message")) (backend, account, user_id, conversation, client_id) WHERE client_id IS NOT NULL",
+                "CREATE INDEX message_client_scope ON \(table("message")) (backend, account, user_id, client_id) WHERE client_id IS NOT NULL",
+                "CREATE INDEX message_order ON \(table("message")) (backend, account, user_id, conversation, pending, sequence, time, tie)",
+                "CREATE INDEX outbox_order ON \(table("outbox")) (backend, account, user_id, position)",
+            ],
         ]
     }
+
+    /// The tables keyed by scope: what ``StoreWrite/removeEverything`` empties of one, the
+    /// fencing token included.
+    static let scopedTables = ["conversation", "message", "read_marker", "sequence", "cursor", "outbox", "credentials", "fence"]
 
     /// A table of the store's schema, for SQL.
     func table(_ name: String) -> String { "\(schema).\(name)" }
@@ -426,12 +451,12 @@ public final class PostgresChatStore: ChatStore {
             let values = try chunk.map { ByteBuffer(bytes: try StoredValue.encode($0)) }
             try await connection.run(
                 """
-                INSERT INTO \(unescaped: table("message")) (backend, account, conversation, server_id, client_id, pending, sequence, time, tie, value)
-                SELECT \(scope.backend.rawValue), \(scope.account), c, s, NULL, p, q, t, k, v
+                INSERT INTO \(unescaped: table("message")) (backend, account, user_id, conversation, server_id, client_id, pending, sequence, time, tie, value)
+                SELECT \(scope.backend.rawValue), \(scope.account), \(scope.userKey), c, s, NULL, p, q, t, k, v
                 FROM unnest(\(conversations)::text[], \(serverIDs)::text[], \(pending)::boolean[], \(sequences)::bigint[],
                 \(times)::double precision[], \(ties)::text[], \(values)::bytea[]) WITH ORDINALITY AS r(c, s, p, q, t, k, v, n)
                 ORDER BY n
-                ON CONFLICT (backend, account, conversation, server_id) WHERE server_id IS NOT NULL DO UPDATE SET
+                ON CONFLICT (backend, account, user_id, conversation, server_id) WHERE server_id IS NOT NULL DO UPDATE SET
                 client_id = excluded.client_id, pending = excluded.pending, sequence = excluded.sequence, time = excluded.time, tie = excluded.tie,
                 value = excluded.value
                 """,
@@ -474,8 +499,8 @@ public final class PostgresChatStore: ChatStore {
         } else {
             try await connection.run(
                 """
-                INSERT INTO \(unescaped: table("message")) (backend, account, conversation, server_id, client_id, pending, sequence, time, tie, value)
-                VALUES (\(scope.backend.rawValue), \(scope.account), \(message.conversationID.rawValue), \(message.serverID?.rawValue),
+                INSERT INTO \(unescaped: table("message")) (backend, account, user_id, conversation, server_id, client_id, pending, sequence, time, tie, value)
+                VALUES (\(scope.backend.rawValue), \(scope.account), \(scope.userKey), \(message.conversationID.rawValue), \(message.serverID?.rawValue),
                 \(message.clientID?.rawValue), \(key.isPending), \(key.sequence), \(time), \(key.tieBreaker), \(value))
                 """,
                 logger: logger
@@ -584,7 +609,7 @@ public final class PostgresChatStore: ChatStore {
 
     /// The key of the advisory lock that serializes the scope's writes: the schema's own, so
     /// stores in other schemas of the database (other deployments, tests) never wait on it.
-    private func lockKey(_ scope: StoreScope) -> String { "switchboard.scope.\(schema).\(scope.backend.rawValue)/\(scope.account)" }
+    private func lockKey(_ scope: StoreScope) -> String { "switchboard.scope.\(schema).\(scope)" }
 
     // MARK: Fencing
 
@@ -605,9 +630,9 @@ public final class PostgresChatStore: ChatStore {
             var token: Int64 = 0
             let rows = try await connection.query(
                 """
-                INSERT INTO \(unescaped: self.table("fence")) (backend, account, token)
-                VALUES (\(scope.backend.rawValue), \(scope.account), nextval(\(self.table("fence_token"))))
-                ON CONFLICT (backend, account) DO UPDATE SET token = excluded.token RETURNING token
+                INSERT INTO \(unescaped: self.table("fence")) (backend, account, user_id, token)
+                VALUES (\(scope.backend.rawValue), \(scope.account), \(scope.userKey), nextval(\(self.table("fence_token"))))
+                ON CONFLICT (backend, account, user_id) DO UPDATE SET token = excluded.token RETURNING token
                 """,
                 logger: logger
             )
@@ -628,7 +653,7 @@ public final class PostgresChatStore: ChatStore {
         guard newest == token else {
             throw SwitchboardError(
                 .storageFailure,
-                "the session of \(scope.backend.rawValue)/\(scope.account) was taken over by another process (fencing token \(token), newest \(newest.map(String.init) ?? "none")): this write is refused",
+                "the session of \(scope) was taken over by another process (fencing token \(token), newest \(newest.map(String.init) ?? "none")): this write is refused",
                 vendorCode: "fenced"
             )
         }
@@ -639,9 +664,9 @@ public final class PostgresChatStore: ChatStore {
         case .saveConversation(let conversation):
             try await connection.run(
                 """
-                INSERT INTO \(unescaped: table("conversation")) (backend, account, id, value)
-                VALUES (\(scope.backend.rawValue), \(scope.account), \(conversation.id.rawValue), \(try StoredValue.encode(conversation)))
-                ON CONFLICT (backend, account, id) DO UPDATE SET value = excluded.value
+                INSERT INTO \(unescaped: table("conversation")) (backend, account, user_id, id, value)
+                VALUES (\(scope.backend.rawValue), \(scope.account), \(scope.userKey), \(conversation.id.rawValue), \(try StoredValue.encode(conversation)))
+                ON CONFLICT (backend, account, user_id, id) DO UPDATE SET value = excluded.value
                 """,
                 logger: logger
             )
@@ -663,26 +688,26 @@ public final class PostgresChatStore: ChatStore {
         case .saveReadMarker(let marker, let participant, let conversation):
             try await connection.run(
                 """
-                INSERT INTO \(unescaped: table("read_marker")) (backend, account, conversation, participant, value)
-                VALUES (\(scope.backend.rawValue), \(scope.account), \(conversation.rawValue), \(participant.rawValue), \(try StoredValue.encode(marker)))
-                ON CONFLICT (backend, account, conversation, participant) DO UPDATE SET value = excluded.value
+                INSERT INTO \(unescaped: table("read_marker")) (backend, account, user_id, conversation, participant, value)
+                VALUES (\(scope.backend.rawValue), \(scope.account), \(scope.userKey), \(conversation.rawValue), \(participant.rawValue), \(try StoredValue.encode(marker)))
+                ON CONFLICT (backend, account, user_id, conversation, participant) DO UPDATE SET value = excluded.value
                 """,
                 logger: logger
             )
         case .saveSequence(let sequence, let conversation):
             try await connection.run(
                 """
-                INSERT INTO \(unescaped: table("sequence")) (backend, account, conversation, value)
-                VALUES (\(scope.backend.rawValue), \(scope.account), \(conversation.rawValue), \(sequence))
-                ON CONFLICT (backend, account, conversation) DO UPDATE SET value = excluded.value
+                INSERT INTO \(unescaped: table("sequence")) (backend, account, user_id, conversation, value)
+                VALUES (\(scope.backend.rawValue), \(scope.account), \(scope.userKey), \(conversation.rawValue), \(sequence))
+                ON CONFLICT (backend, account, user_id, conversation) DO UPDATE SET value = excluded.value
                 """,
                 logger: logger
             )
         case .saveCursor(let cursor?):
             try await connection.run(
                 """
-                INSERT INTO \(unescaped: table("cursor")) (backend, account, value) VALUES (\(scope.backend.rawValue), \(scope.account), \(try StoredValue.encode(cursor)))
-                ON CONFLICT (backend, account) DO UPDATE SET value = excluded.value
+                INSERT INTO \(unescaped: table("cursor")) (backend, account, user_id, value) VALUES (\(scope.backend.rawValue), \(scope.account), \(scope.userKey), \(try StoredValue.encode(cursor)))
+                ON CONFLICT (backend, account, user_id) DO UPDATE SET value = excluded.value
                 """,
                 logger: logger
             )
@@ -691,9 +716,9 @@ public final class PostgresChatStore: ChatStore {
         case .saveOutboxEntry(let entry):
             try await connection.run(
                 """
-                INSERT INTO \(unescaped: table("outbox")) (backend, account, client_id, value)
-                VALUES (\(scope.backend.rawValue), \(scope.account), \(entry.clientID.rawValue), \(try StoredValue.encode(entry)))
-                ON CONFLICT (backend, account, client_id) DO UPDATE SET value = excluded.value
+                INSERT INTO \(unescaped: table("outbox")) (backend, account, user_id, client_id, value)
+                VALUES (\(scope.backend.rawValue), \(scope.account), \(scope.userKey), \(entry.clientID.rawValue), \(try StoredValue.encode(entry)))
+                ON CONFLICT (backend, account, user_id, client_id) DO UPDATE SET value = excluded.value
                 """,
                 logger: logger
             )
@@ -702,12 +727,16 @@ public final class PostgresChatStore: ChatStore {
         case .saveCredentials(let credentials):
             try await connection.run(
                 """
-                INSERT INTO \(unescaped: table("credentials")) (backend, account, value)
-                VALUES (\(scope.backend.rawValue), \(scope.account), \(try StoredValue.encode(credentials)))
-                ON CONFLICT (backend, account) DO UPDATE SET value = excluded.value
+                INSERT INTO \(unescaped: table("credentials")) (backend, account, user_id, value)
+                VALUES (\(scope.backend.rawValue), \(scope.account), \(scope.userKey), \(try StoredValue.encode(credentials)))
+                ON CONFLICT (backend, account, user_id) DO UPDATE SET value = excluded.value
                 """,
                 logger: logger
             )
+        case .removeEverything:
+            for name in Self.scopedTables {
+                try await connection.run("DELETE FROM \(unescaped: table(name)) WHERE \(scope: scope)", logger: logger)
+            }
         }
     }
 
@@ -785,12 +814,14 @@ public final class PostgresChatStore: ChatStore {
 }
 
 extension PostgresQuery.StringInterpolation {
-    /// The condition every query of a scope starts with, its two values bound.
+    /// The condition every query of a scope starts with, its three values bound.
     fileprivate mutating func appendInterpolation(scope: StoreScope) {
         appendLiteral("backend = ")
         appendInterpolation(scope.backend.rawValue)
         appendLiteral(" AND account = ")
         appendInterpolation(scope.account)
+        appendLiteral(" AND user_id = ")
+        appendInterpolation(scope.userKey)
     }
 }
 
@@ -807,4 +838,9 @@ extension PostgresClient {
     package func run(_ query: PostgresQuery, logger: Logger? = nil) async throws {
         for try await _ in try await self.query(query, logger: logger) {}
     }
+}
+
+extension StoreScope {
+    /// The `user_id` column: an anonymous user is `''`.
+    fileprivate var userKey: String { user ?? "" }
 }

@@ -97,8 +97,54 @@ public final class SQLiteChatStore: ChatStore {
                     """
             )
         }
+        // The user joins every key (``StoreScope/user``); rows stored before belong to no user.
+        // SQLite cannot change a primary key, so each table is built anew and its rows copied in
+        // their order.
+        migrator.registerMigration("v2: the user in every key") { db in
+            let columns: [String: (definition: String, copied: String)] = [
+                "conversation": ("id TEXT NOT NULL, value BLOB NOT NULL, PRIMARY KEY (backend, account, userID, id)", "id, value"),
+                "message": (
+                    """
+                    conversation TEXT NOT NULL, serverID TEXT, clientID TEXT,
+                    pending INTEGER NOT NULL, sequence INTEGER NOT NULL, time REAL NOT NULL, tie TEXT NOT NULL, value BLOB NOT NULL
+                    """,
+                    "conversation, serverID, clientID, pending, sequence, time, tie, value"
+                ),
+                "readMarker": (
+                    "conversation TEXT NOT NULL, participant TEXT NOT NULL, value BLOB NOT NULL, PRIMARY KEY (backend, account, userID, conversation, participant)",
+                    "conversation, participant, value"
+                ),
+                "sequence": ("conversation TEXT NOT NULL, value INTEGER NOT NULL, PRIMARY KEY (backend, account, userID, conversation)", "conversation, value"),
+                "cursor": ("value BLOB NOT NULL, PRIMARY KEY (backend, account, userID)", "value"),
+                "outbox": ("clientID TEXT NOT NULL, value BLOB NOT NULL, PRIMARY KEY (backend, account, userID, clientID)", "clientID, value"),
+                "credentials": ("value BLOB NOT NULL, PRIMARY KEY (backend, account, userID)", "value"),
+            ]
+            for table in tables {
+                let (definition, copied) = columns[table]!
+                try db.execute(
+                    sql: """
+                        ALTER TABLE \(table) RENAME TO \(table)_v1;
+                        CREATE TABLE \(table) (backend TEXT NOT NULL, account TEXT NOT NULL, userID TEXT NOT NULL, \(definition));
+                        INSERT INTO \(table) (rowid, backend, account, userID, \(copied))
+                            SELECT rowid, backend, account, '', \(copied) FROM \(table)_v1 ORDER BY rowid;
+                        DROP TABLE \(table)_v1;
+                        """
+                )
+            }
+            try db.execute(
+                sql: """
+                    CREATE UNIQUE INDEX message_server ON message (backend, account, userID, conversation, serverID) WHERE serverID IS NOT NULL;
+                    CREATE UNIQUE INDEX message_client ON message (backend, account, userID, conversation, clientID) WHERE clientID IS NOT NULL;
+                    CREATE INDEX message_client_scope ON message (backend, account, userID, clientID) WHERE clientID IS NOT NULL;
+                    CREATE INDEX message_order ON message (backend, account, userID, conversation, pending, sequence, time, tie);
+                    """
+            )
+        }
         return migrator
     }
+
+    /// Every table of the schema: what ``StoreWrite/removeEverything`` empties of a scope.
+    static let tables = ["conversation", "message", "readMarker", "sequence", "cursor", "outbox", "credentials"]
 
     // MARK: Conversations
 
@@ -108,7 +154,7 @@ public final class SQLiteChatStore: ChatStore {
 
     public func fetchConversation(_ id: ConversationID, scope: StoreScope) async throws -> ConversationInfo? {
         try await read { db in
-            try Data.fetchOne(db, cached: "SELECT value FROM conversation WHERE backend = ? AND account = ? AND id = ?", arguments: scope.arguments + [id.rawValue])
+            try Data.fetchOne(db, cached: "SELECT value FROM conversation WHERE backend = ? AND account = ? AND userID = ? AND id = ?", arguments: scope.arguments + [id.rawValue])
                 .map { try StoredValue.decode(ConversationInfo.self, $0) }
         }
     }
@@ -150,7 +196,7 @@ public final class SQLiteChatStore: ChatStore {
         try serverIDs.map(\.rawValue).chunked(500).flatMap { chunk in
             try Data.fetchAll(
                 db,
-                cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND conversation = ? AND serverID IN (\(placeholders(chunk.count)))",
+                cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND userID = ? AND conversation = ? AND serverID IN (\(placeholders(chunk.count)))",
                 arguments: scope.arguments + StatementArguments([conversation.rawValue] + chunk)
             ).map { try StoredValue.decode(Message.self, $0) }
         }
@@ -161,7 +207,7 @@ public final class SQLiteChatStore: ChatStore {
         try clientIDs.map(\.rawValue).chunked(500).flatMap { chunk in
             try Data.fetchAll(
                 db,
-                cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND clientID IN (\(placeholders(chunk.count)))",
+                cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND userID = ? AND clientID IN (\(placeholders(chunk.count)))",
                 arguments: scope.arguments + StatementArguments(Array(chunk))
             ).map { try StoredValue.decode(Message.self, $0) }
         }
@@ -179,7 +225,7 @@ public final class SQLiteChatStore: ChatStore {
     ) async throws -> [Message] {
         guard limit > 0 else { return [] }
         return try await read { db in
-            var sql = "SELECT value FROM message WHERE backend = ? AND account = ? AND conversation = ?"
+            var sql = "SELECT value FROM message WHERE backend = ? AND account = ? AND userID = ? AND conversation = ?"
             var arguments = scope.arguments + [conversation.rawValue]
             if let before {
                 // `MessageOrderKey`'s order, as a row comparison: pending last, then sequence, time, id.
@@ -194,7 +240,7 @@ public final class SQLiteChatStore: ChatStore {
 
     public func countMessages(in conversation: ConversationID, scope: StoreScope) async throws -> Int {
         try await read { db in
-            try Int.fetchOne(db, cached: "SELECT COUNT(*) FROM message WHERE backend = ? AND account = ? AND conversation = ?", arguments: scope.arguments + [conversation.rawValue]) ?? 0
+            try Int.fetchOne(db, cached: "SELECT COUNT(*) FROM message WHERE backend = ? AND account = ? AND userID = ? AND conversation = ?", arguments: scope.arguments + [conversation.rawValue]) ?? 0
         }
     }
 
@@ -206,7 +252,7 @@ public final class SQLiteChatStore: ChatStore {
     /// one. A row under the client id that another row's server id wins over is dropped: the
     /// confirmed message replaces its pending copy.
     private static func save(_ message: Message, value: Data, scope: StoreScope, _ db: Database) throws {
-        let where_ = "backend = ? AND account = ? AND conversation = ?"
+        let where_ = "backend = ? AND account = ? AND userID = ? AND conversation = ?"
         let base = scope.arguments + [message.conversationID.rawValue]
         let byServer = try message.serverID.flatMap {
             try Int64.fetchOne(db, cached: "SELECT rowid FROM message WHERE \(where_) AND serverID = ?", arguments: base + [$0.rawValue])
@@ -230,8 +276,8 @@ public final class SQLiteChatStore: ChatStore {
         } else {
             try db.execute(
                 cached: """
-                    INSERT INTO message (backend, account, conversation, serverID, clientID, pending, sequence, time, tie, value)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO message (backend, account, userID, conversation, serverID, clientID, pending, sequence, time, tie, value)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: base + columns
             )
@@ -251,7 +297,7 @@ public final class SQLiteChatStore: ChatStore {
             try Data.fetchOne(
                 db,
                 cached: """
-                    SELECT value FROM message WHERE backend = ? AND account = ? AND conversation = ? AND pending = 0
+                    SELECT value FROM message WHERE backend = ? AND account = ? AND userID = ? AND conversation = ? AND pending = 0
                     ORDER BY pending, sequence, time, tie LIMIT 1
                     """,
                 arguments: scope.arguments + [conversation.rawValue]
@@ -261,7 +307,7 @@ public final class SQLiteChatStore: ChatStore {
 
     public func fetchPendingMessages(scope: StoreScope) async throws -> [Message] {
         try await read { db in
-            try Data.fetchAll(db, cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND pending = 1 ORDER BY rowid", arguments: scope.arguments)
+            try Data.fetchAll(db, cached: "SELECT value FROM message WHERE backend = ? AND account = ? AND userID = ? AND pending = 1 ORDER BY rowid", arguments: scope.arguments)
                 .map { try StoredValue.decode(Message.self, $0) }
                 .filter { $0.deliveryState == .pending }
         }
@@ -274,7 +320,7 @@ public final class SQLiteChatStore: ChatStore {
             var markers: [ParticipantID: ChatEvent.ReadMarker] = [:]
             let rows = try Row.fetchAll(
                 db,
-                cached: "SELECT participant, value FROM readMarker WHERE backend = ? AND account = ? AND conversation = ?",
+                cached: "SELECT participant, value FROM readMarker WHERE backend = ? AND account = ? AND userID = ? AND conversation = ?",
                 arguments: scope.arguments + [conversation.rawValue]
             )
             for row in rows {
@@ -291,7 +337,7 @@ public final class SQLiteChatStore: ChatStore {
     public func fetchSequences(scope: StoreScope) async throws -> [ConversationID: Int64] {
         try await read { db in
             var sequences: [ConversationID: Int64] = [:]
-            for row in try Row.fetchAll(db, cached: "SELECT conversation, value FROM sequence WHERE backend = ? AND account = ?", arguments: scope.arguments) {
+            for row in try Row.fetchAll(db, cached: "SELECT conversation, value FROM sequence WHERE backend = ? AND account = ? AND userID = ?", arguments: scope.arguments) {
                 sequences[ConversationID(row["conversation"])] = row["value"]
             }
             return sequences
@@ -304,7 +350,7 @@ public final class SQLiteChatStore: ChatStore {
 
     public func fetchCursor(scope: StoreScope) async throws -> SyncCursor? {
         try await read { db in
-            try Data.fetchOne(db, cached: "SELECT value FROM cursor WHERE backend = ? AND account = ?", arguments: scope.arguments)
+            try Data.fetchOne(db, cached: "SELECT value FROM cursor WHERE backend = ? AND account = ? AND userID = ?", arguments: scope.arguments)
                 .map { try StoredValue.decode(SyncCursor.self, $0) }
         }
     }
@@ -329,7 +375,7 @@ public final class SQLiteChatStore: ChatStore {
 
     public func fetchCredentials(scope: StoreScope) async throws -> Credentials {
         try await read { db in
-            try Data.fetchOne(db, cached: "SELECT value FROM credentials WHERE backend = ? AND account = ?", arguments: scope.arguments)
+            try Data.fetchOne(db, cached: "SELECT value FROM credentials WHERE backend = ? AND account = ? AND userID = ?", arguments: scope.arguments)
                 .map { try StoredValue.decode(Credentials.self, $0) } ?? Credentials()
         }
     }
@@ -349,7 +395,7 @@ public final class SQLiteChatStore: ChatStore {
     }
 
     private static func perform(_ write: StoreWrite, scope: StoreScope, _ db: Database) throws {
-        let key = "backend = ? AND account = ?"
+        let key = "backend = ? AND account = ? AND userID = ?"
         switch write {
         case .saveConversation(let conversation):
             try upsertKeepingOrder(try StoredValue.encode(conversation), into: "conversation", keyColumn: "id", key: conversation.id.rawValue, scope: scope, db)
@@ -367,16 +413,16 @@ public final class SQLiteChatStore: ChatStore {
             try db.execute(cached: "DELETE FROM message WHERE \(key) AND conversation = ?", arguments: scope.arguments + [conversation.rawValue])
         case .saveReadMarker(let marker, let participant, let conversation):
             try db.execute(
-                cached: "INSERT OR REPLACE INTO readMarker (backend, account, conversation, participant, value) VALUES (?, ?, ?, ?, ?)",
+                cached: "INSERT OR REPLACE INTO readMarker (backend, account, userID, conversation, participant, value) VALUES (?, ?, ?, ?, ?, ?)",
                 arguments: scope.arguments + [conversation.rawValue, participant.rawValue, try StoredValue.encode(marker)]
             )
         case .saveSequence(let sequence, let conversation):
             try db.execute(
-                cached: "INSERT OR REPLACE INTO sequence (backend, account, conversation, value) VALUES (?, ?, ?, ?)",
+                cached: "INSERT OR REPLACE INTO sequence (backend, account, userID, conversation, value) VALUES (?, ?, ?, ?, ?)",
                 arguments: scope.arguments + [conversation.rawValue, sequence]
             )
         case .saveCursor(let cursor?):
-            try db.execute(cached: "INSERT OR REPLACE INTO cursor (backend, account, value) VALUES (?, ?, ?)", arguments: scope.arguments + [try StoredValue.encode(cursor)])
+            try db.execute(cached: "INSERT OR REPLACE INTO cursor (backend, account, userID, value) VALUES (?, ?, ?, ?)", arguments: scope.arguments + [try StoredValue.encode(cursor)])
         case .saveCursor(nil):
             try db.execute(cached: "DELETE FROM cursor WHERE \(key)", arguments: scope.arguments)
         case .saveOutboxEntry(let entry):
@@ -384,7 +430,9 @@ public final class SQLiteChatStore: ChatStore {
         case .removeOutboxEntry(let clientID):
             try db.execute(cached: "DELETE FROM outbox WHERE \(key) AND clientID = ?", arguments: scope.arguments + [clientID.rawValue])
         case .saveCredentials(let credentials):
-            try db.execute(cached: "INSERT OR REPLACE INTO credentials (backend, account, value) VALUES (?, ?, ?)", arguments: scope.arguments + [try StoredValue.encode(credentials)])
+            try db.execute(cached: "INSERT OR REPLACE INTO credentials (backend, account, userID, value) VALUES (?, ?, ?, ?)", arguments: scope.arguments + [try StoredValue.encode(credentials)])
+        case .removeEverything:
+            for table in tables { try db.execute(cached: "DELETE FROM \(table) WHERE \(key)", arguments: scope.arguments) }
         }
     }
 
@@ -393,7 +441,7 @@ public final class SQLiteChatStore: ChatStore {
     /// The values of `table` in the order they were first saved (`conversation`, `outbox`).
     private func fetchInOrder<T: Decodable & Sendable>(_ type: T.Type, from table: String, scope: StoreScope) async throws -> [T] {
         try await read { db in
-            try Data.fetchAll(db, cached: "SELECT value FROM \(table) WHERE backend = ? AND account = ? ORDER BY rowid", arguments: scope.arguments)
+            try Data.fetchAll(db, cached: "SELECT value FROM \(table) WHERE backend = ? AND account = ? AND userID = ? ORDER BY rowid", arguments: scope.arguments)
                 .map { try StoredValue.decode(type, $0) }
         }
     }
@@ -410,8 +458,8 @@ public final class SQLiteChatStore: ChatStore {
     ) throws {
         try db.execute(
             cached: """
-                INSERT INTO \(table) (backend, account, \(keyColumn), value) VALUES (?, ?, ?, ?)
-                ON CONFLICT (backend, account, \(keyColumn)) DO UPDATE SET value = excluded.value
+                INSERT INTO \(table) (backend, account, userID, \(keyColumn), value) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT (backend, account, userID, \(keyColumn)) DO UPDATE SET value = excluded.value
                 """,
             arguments: scope.arguments + [key, value]
         )
@@ -454,8 +502,8 @@ public final class SQLiteChatStore: ChatStore {
 }
 
 extension StoreScope {
-    /// The two key columns every table starts with.
-    fileprivate var arguments: StatementArguments { [backend.rawValue, account] }
+    /// The three key columns every table starts with; an anonymous user is `''`.
+    fileprivate var arguments: StatementArguments { [backend.rawValue, account, user ?? ""] }
 }
 
 /// Statements compiled once per connection and reused (GRDB's statement cache): the engine runs

@@ -30,6 +30,9 @@ public struct InMemoryBackend: ChatBackend {
         )
     }
 
+    /// The user's rows are theirs alone on a shared store.
+    public var storeUser: String? { user.rawValue }
+
     public func withConnection<Result: Sendable>(
         _ context: ConnectionContext,
         _ body: @Sendable (any BackendConnection) async throws -> Result

@@ -34,7 +34,7 @@ public enum StoreContract {
     public static let cases: [StoreContractCase] = [
         conversationsKeepTheirOrderAndScope, aConfirmedMessageReplacesItsPendingCopy, pagesFollowTheMessageOrder,
         theFirstCallOnAScopeMayBeAnyCall, markersSequencesCursorOutboxAndCredentials, aBatchIsAppliedInOrderAsOne,
-        theOldestConfirmedMessageAndThePendingOnesAreReadAlone, reconciliationCandidatesInOneRead,
+        theOldestConfirmedMessageAndThePendingOnesAreReadAlone, reconciliationCandidatesInOneRead, usersOfOneAccountAreApartAndForgottenWhole,
     ]
 
     /// What the cases share: two scopes, a conversation, a time base and a message maker.
@@ -221,6 +221,59 @@ public enum StoreContract {
         // More keys than one SQLite statement takes (it reads in chunks of 500).
         let many = try await store.fetchMessages(serverIDs: (1...700).map { MessageID("s\($0)") }, clientIDs: [], in: f.conversation, scope: f.scope)
         try requireEqual(many.count, 700, "700 keys at once")
+    }
+
+    static let usersOfOneAccountAreApartAndForgottenWhole = StoreContractCase("users of one account are apart, and forgetting one removes all of it") { f in
+        let store = try await f.makeStore()
+        let alice = StoreScope(backend: "test", account: "default", user: "alice")
+        let users = [alice, StoreScope(backend: "test", account: "default", user: "bob"), StoreScope(backend: "test", account: "default")]
+        for scope in users {
+            let name = scope.user ?? "anonymous"
+            try await store.apply(
+                [
+                    .saveConversation(ConversationInfo(id: f.conversation, kind: .supportChat, title: name)),
+                    .saveMessages([
+                        f.message(server: "s-\(name)", client: nil, sequence: 1, second: 1, text: "to \(name)"),
+                        f.message(server: nil, client: "k-\(name)", second: 2, text: "from \(name)"),
+                    ]),
+                    .saveReadMarker(.sequence(1), of: ParticipantID(name), in: f.conversation),
+                    .saveSequence(1, for: f.conversation),
+                    .saveCursor(.token(name)),
+                    .saveOutboxEntry(f.entry("k-\(name)", text: "from \(name)")),
+                    .saveCredentials(Credentials(["token": name])),
+                ],
+                scope: scope
+            )
+        }
+        for scope in users {
+            let name = scope.user ?? "anonymous"
+            try requireEqual(try await store.fetchConversations(scope: scope).map(\.title), [name], "\(name) sees only their conversation")
+            try requireEqual(
+                try await store.fetchMessages(in: f.conversation, before: nil, limit: 10, scope: scope).map(\.text), ["to \(name)", "from \(name)"],
+                "\(name) sees only their messages"
+            )
+            try requireEqual(try await store.fetchOutbox(scope: scope).map(\.clientID.rawValue), ["k-\(name)"], "\(name) sees only their outbox")
+            try requireEqual(try await store.fetchCredentials(scope: scope)["token"], name, "\(name) sees only their credentials")
+            try requireEqual(try await store.fetchCursor(scope: scope), .token(name), "\(name) sees only their cursor")
+            try requireEqual(try await store.fetchMessage(clientID: ClientMessageID("k-\(name)"), scope: scope)?.text, "from \(name)", "\(name) finds their own send")
+        }
+        try require(try await store.fetchMessage(clientID: "k-bob", scope: alice) == nil, "alice does not find bob's send")
+
+        try await store.apply([.removeEverything], scope: alice)
+        try require(try await store.fetchConversations(scope: alice).isEmpty, "a forgotten user has no conversation")
+        try requireEqual(try await store.countMessages(in: f.conversation, scope: alice), 0, "a forgotten user has no message")
+        try require(try await store.fetchPendingMessages(scope: alice).isEmpty, "a forgotten user has no pending message")
+        try require(try await store.fetchReadMarkers(in: f.conversation, scope: alice).isEmpty, "a forgotten user has no read marker")
+        try require(try await store.fetchSequences(scope: alice).isEmpty, "a forgotten user has no sequence")
+        try require(try await store.fetchCursor(scope: alice) == nil, "a forgotten user has no cursor")
+        try require(try await store.fetchOutbox(scope: alice).isEmpty, "a forgotten user has no outbox")
+        try requireEqual(try await store.fetchCredentials(scope: alice), Credentials(), "a forgotten user has no credentials")
+        for scope in users.dropFirst() {
+            let name = scope.user ?? "anonymous"
+            try requireEqual(try await store.countMessages(in: f.conversation, scope: scope), 2, "\(name) keeps their messages")
+            try requireEqual(try await store.fetchOutbox(scope: scope).count, 1, "\(name) keeps their outbox")
+            try requireEqual(try await store.fetchCredentials(scope: scope)["token"], name, "\(name) keeps their credentials")
+        }
     }
 }
 

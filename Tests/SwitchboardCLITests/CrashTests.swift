@@ -27,7 +27,7 @@ struct CrashTests {
             let report = try await Self.killRepeatedly(
                 seed: 0xC4A5_0001,
                 arguments: { ["connect", "voximplant", "--url", url, "--user", alice, "--token", "a", "--store", $0, "--jsonl"] },
-                scope: StoreScope(backend: "voximplant", account: "default"),
+                scope: StoreScope(backend: "voximplant", account: "default", user: alice),
                 conversation: ConversationID(conversation),
                 changes: server.changes,
                 serverTexts: { server.messages(in: conversation).filter { $0.sender == alice }.map(\.text) },
@@ -58,7 +58,7 @@ struct CrashTests {
             _ = try await Self.killRepeatedly(
                 seed: 0xC4A5_0002,
                 arguments: { ["connect", "webim", "--url", baseURL, "--visitor-fields", #"{"fields":{"id":"crash"}}"#, "--store", $0, "--jsonl"] },
-                scope: StoreScope(backend: "webim", account: "default"),
+                scope: StoreScope(backend: "webim", account: "default", user: "visitor:crash"),
                 conversation: WebimBackend.conversationID,
                 changes: server.changes,
                 serverTexts: { server.messages(ofVisitor: visitor).filter { $0.kind == "visitor" }.map(\.text) }

@@ -86,7 +86,7 @@ extension CrashTests {
                     }
                     try await waitUntil("the unanswered sessions' sends in their outboxes", timeout: .seconds(120), signal: stored) {
                         for customer in unansweredCustomers {
-                            guard try await store.fetchOutbox(scope: StoreScope(backend: "voximplant", account: customer.user)).count == sends
+                            guard try await store.fetchOutbox(scope: StoreScope(backend: "voximplant", account: customer.user, user: customer.user)).count == sends
                             else { return false }
                         }
                         return true
@@ -114,7 +114,7 @@ extension CrashTests {
                     var inFlight: [String] = []
                     var appliedUnanswered = 0
                     for customer in moved where unanswered.contains(customer.user) {
-                        let texts = try await store.fetchOutbox(scope: StoreScope(backend: "voximplant", account: customer.user)).map(\.message.content.text)
+                        let texts = try await store.fetchOutbox(scope: StoreScope(backend: "voximplant", account: customer.user, user: customer.user)).map(\.message.content.text)
                         let onServer = Set(server.messages(in: customer.conversation).map(\.text))
                         inFlight += texts
                         appliedUnanswered += texts.filter(onServer.contains).count
@@ -179,7 +179,7 @@ extension CrashTests {
                     var inFlightOnServer: [String: Int] = [:]
                     for customer in customers {
                         let truth = server.log(of: customer.conversation, customer: customer.user)
-                        let scope = StoreScope(backend: "voximplant", account: customer.user)
+                        let scope = StoreScope(backend: "voximplant", account: customer.user, user: customer.user)
                         let rows = try await store.fetchMessages(in: ConversationID(customer.conversation), before: nil, limit: .max, scope: scope)
                         audit.add(StoreAudit.compare(server: truth, stored: rows, sent: (1...sends).map { "\(customer.user) \($0)" }))
                         for message in truth where inFlight.contains(message.text) { inFlightOnServer[message.text, default: 0] += 1 }
@@ -310,7 +310,7 @@ extension CrashTests {
                 try await waitUntil("every message in the shared store", timeout: .seconds(120), signal: server.changes) {
                     var count = 0
                     for customer in customers {
-                        let scope = StoreScope(backend: "cxone", account: customer)
+                        let scope = StoreScope(backend: "cxone", account: customer, user: customer)
                         for conversation in try await store.fetchConversations(scope: scope) {
                             count += try await store.fetchMessages(in: conversation.id, before: nil, limit: .max, scope: scope).filter { $0.serverID != nil }.count
                         }

@@ -120,6 +120,55 @@ struct PostgresChatStoreTests {
         }
     }
 
+    /// `forgetUser` on PostgreSQL: every row of the user goes, in every table keyed by user (read
+    /// from the catalog, so a table added later is counted too), the fencing token included;
+    /// another user's rows stay.
+    @Test func forgettingAUserLeavesNoRowOfTheirsInAnyTable() async throws {
+        try await PostgresServer.withClient { client, schemas in
+            let schema = schemas.fresh()
+            let store = try PostgresChatStore(client: client, schema: schema)
+            let emulator = InMemoryEmulator()
+            let harness = ConformanceHarness(context: ConformanceContext(emulator: emulator, patience: .seconds(45)))
+            let agent = Participant(id: "bob", role: .agent)
+            var sessions: [String: ChatSession] = [:]
+            for user in ["carol", "alice"] {
+                let chat = emulator.server.createConversation(participants: [Participant(id: ParticipantID(user), role: .customer), agent])
+                let backend = InMemoryBackend(server: emulator.server, user: ParticipantID(user))
+                sessions[user] = try await harness.withSession(backend: backend, store: store) { probe in
+                    try await store.takeOver(probe.session.scope)
+                    try await store.apply([.saveCredentials(Credentials(["token": user])), .saveCursor(.token(user)), .saveReadMarker(.sequence(1), of: "bob", in: chat.id)], scope: probe.session.scope)
+                    try await probe.recorder.first("the chat") { $0.conversationID == chat.id }
+                    try await probe.session.pause()
+                    try await probe.session.conversation(chat.id).send(text: "\(user) writes")
+                    return probe.session
+                }
+            }
+            func rowsPerUser() async throws -> [String: [String: Int]] {
+                var tables: [String] = []
+                let named = try await client.query(
+                    "SELECT table_name FROM information_schema.columns WHERE table_schema = \(schema) AND column_name = 'user_id' ORDER BY table_name"
+                )
+                for try await table in named.decode(String.self) { tables.append(table) }
+                var rows: [String: [String: Int]] = [:]
+                for table in tables {
+                    for try await (user, count) in try await client.query("SELECT user_id, count(*)::bigint FROM \(unescaped: schema).\(unescaped: table) GROUP BY user_id")
+                        .decode((String, Int64).self)
+                    {
+                        rows[user, default: [:]][table] = Int(count)
+                    }
+                }
+                return rows
+            }
+            let before = try await rowsPerUser()
+            try await sessions["alice"]!.forgetUser()
+            let after = try await rowsPerUser()
+            print("forgetUser on PostgreSQL: alice's rows \(before["alice"] ?? [:]) before, \(after["alice"] ?? [:]) after; carol's \(after["carol"] ?? [:])")
+            #expect(before["alice"]?.keys.sorted() == ["conversation", "credentials", "cursor", "fence", "message", "outbox", "read_marker", "sequence"], "alice had rows in every table")
+            #expect(after["alice"] == nil, "no row of alice's is left")
+            #expect(after["carol"] == before["carol"], "carol's rows are untouched")
+        }
+    }
+
     /// Two processes' stores on one schema: the one that took the session over last writes; the
     /// other, which lost it and has not noticed (a partition), has every write refused, and
     /// nothing it tried is stored. A store that never took the scope over writes as before.

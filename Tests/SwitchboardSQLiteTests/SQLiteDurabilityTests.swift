@@ -73,7 +73,7 @@ struct SQLiteDurabilityTests {
             let emulator = InMemoryEmulator()
             let conversation = emulator.server.createConversation(participants: [Participant(id: "customer", role: .customer)])
             let backend = InMemoryBackend(server: emulator.server, user: "customer")
-            let scope = StoreScope(backend: backend.descriptor.name, account: "default")
+            let scope = StoreScope(backend: backend.descriptor.name, account: "default", user: backend.storeUser)
             // What a crash between two writes of an older build left: a pending message with no
             // entry, and an entry with no message (written now, so the outbox expiry keeps them).
             let now = Date()

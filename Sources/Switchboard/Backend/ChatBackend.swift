@@ -31,6 +31,19 @@ public protocol ChatBackend: Sendable {
     /// chat (``Participant/Role/customer`` says whose a message is) or is not known up front.
     var user: ParticipantID? { get }
 
+    /// The user whose rows the session's store holds (``StoreScope/user``), where the app's
+    /// configuration names one: the Webim visitor of the identification fields or the provided
+    /// token, the CXone customer id, the Voximplant-style or Matrix user. A session for another
+    /// user on the same store sees none of this user's conversations, messages, cursors,
+    /// credentials or outbox. `nil` for an anonymous user the server makes up (one per store
+    /// scope; ``ChatSession/forgetUser()`` starts a new one). Defaults to ``user``.
+    var storeUser: String? { get }
+
+    /// Whether a session forgets every stored row of its user before it starts, as
+    /// ``ChatSession/forgetUser()`` does (Webim's visitor-data clearing at session build).
+    /// `false` by default.
+    var startsAsNewUser: Bool { get }
+
     /// Opens a link to the service, runs `body` with it, and closes the link afterwards.
     ///
     /// `body` returns when the engine is done with the link (paused, closed, or the updates
@@ -46,6 +59,8 @@ public protocol ChatBackend: Sendable {
 
 extension ChatBackend {
     public var user: ParticipantID? { nil }
+    public var storeUser: String? { user?.rawValue }
+    public var startsAsNewUser: Bool { false }
 }
 
 /// One live link to a backend, valid inside ``ChatBackend/withConnection(_:_:)``.

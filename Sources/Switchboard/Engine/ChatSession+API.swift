@@ -112,6 +112,26 @@ extension ChatSession {
         try? await lifecycleCommand(.close)
     }
 
+    /// Signs the user out of this device: closes the session, waits for ``run()`` to return, and
+    /// deletes every row of the user from the store in one transaction — conversations,
+    /// messages, read markers, sequences, the cursor, the outbox (queued sends are dropped, never
+    /// sent) and the credentials (the SDKs' `destroyWithClearVisitorData` and `signOut`). The
+    /// server is not told; the next session for this scope starts as a new user (a new anonymous
+    /// visitor or customer), and sessions of other users on the store keep their rows.
+    ///
+    /// - Throws: ``SwitchboardError/Code/storageFailure`` when the rows cannot be deleted; the
+    ///   session is closed all the same, and a second call tries again.
+    public func forgetUser() async throws {
+        await close()
+        if hasRun && !runEnded {
+            let generation = runEnd.generation
+            if !runEnded { await runEnd.wait(since: generation) }
+        }
+        try await store.apply([.removeEverything], scope: scope)
+        machine.outbox = OutboxStateMachine(backoff: machine.outbox.backoff, maxLinkLosses: machine.outbox.maxLinkLosses)
+        logger.notice("forgot the user's stored rows")
+    }
+
     /// `true` once the session is closed, by the app or by a fatal error.
     public var isClosed: Bool { lifecycle.state == .closed }
 

@@ -37,7 +37,8 @@ public actor ChatSession: Session {
     public nonisolated let bus: EventBus
     public nonisolated let scope: StoreScope
 
-    let backend: any ChatBackend
+    /// The adapter the session drives.
+    public nonisolated let backend: any ChatBackend
     /// Where state persists. The loop reads and writes it through its open transaction
     /// (`ChatSession+Store.swift`); app reads go to it directly.
     let store: any ChatStore
@@ -61,7 +62,10 @@ public actor ChatSession: Session {
     /// Child tasks the loop decided on; started by the loop between inputs.
     var spawns: [Spawn] = []
     var loopEnded = false
-    private var hasRun = false
+    /// Whether ``run()`` has returned, and the signal it gives then.
+    var runEnded = false
+    nonisolated let runEnd = AsyncSignal()
+    var hasRun = false
     private var didLoadState = false
 
     /// What the app wants of the session: running, paused or closed.
@@ -71,7 +75,7 @@ public actor ChatSession: Session {
     ///   - id: names the session on the bus; random when omitted.
     ///   - backend: the adapter.
     ///   - account: the store scope's account key, so several accounts of one backend can
-    ///     share a store.
+    ///     share a store. The scope's user is the backend's ``ChatBackend/storeUser``.
     ///   - store: where state persists; in memory by default.
     ///   - bus: where events go; a private bus by default.
     ///   - configuration: backoff, hold timeout, typing, lane and limit settings.
@@ -93,7 +97,7 @@ public actor ChatSession: Session {
         self.id = id ?? SessionID(UUIDString.random(using: &random))
         self.backend = backend
         self.descriptor = backend.descriptor
-        self.scope = StoreScope(backend: backend.descriptor.name, account: account)
+        self.scope = StoreScope(backend: backend.descriptor.name, account: account, user: backend.storeUser)
         self.store = store
         self.bus = bus
         self.configuration = configuration
@@ -156,6 +160,8 @@ public actor ChatSession: Session {
             if case .command(let command) = input { command.reply.fail(Self.ended) }
         }
         await take(.ended)
+        runEnded = true
+        runEnd.signal()
     }
 
     /// Runs the session around `body`, then closes it and ends ``run()``.
@@ -183,6 +189,10 @@ public actor ChatSession: Session {
         guard !didLoadState else { return }
         didLoadState = true
         do {
+            if backend.startsAsNewUser {
+                try await store.apply([.removeEverything], scope: scope)
+                logger.notice("forgot the stored user before starting")
+            }
             machine.load(
                 sequences: try await store.fetchSequences(scope: scope),
                 credentials: try await store.fetchCredentials(scope: scope),

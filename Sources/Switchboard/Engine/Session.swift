@@ -12,6 +12,8 @@ public protocol Session: Sendable {
     func pause() async throws
     /// Ends the session for good. Idempotent.
     func close() async
+    /// Ends the session and deletes every stored row of its user (sign-out on a shared device).
+    func forgetUser() async throws
 
     var connectionState: ConnectionState { get async }
 
@@ -45,6 +47,11 @@ extension Session {
     /// A fake that does not poll (the requirement came after `Session` was published).
     public func refresh(forced: Bool) async throws {
         throw SwitchboardError(.unsupported, "this session does not poll")
+    }
+
+    /// A fake that stores nothing (the requirement came after `Session` was published).
+    public func forgetUser() async throws {
+        throw SwitchboardError(.unsupported, "this session cannot forget its user")
     }
 }
 

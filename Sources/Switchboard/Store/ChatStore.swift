@@ -1,16 +1,22 @@
-/// Which account's data a store call is about: the backend kind plus an account key (a Webim
-/// account and visitor, a CXone brand and channel, a Voximplant user). Several sessions can
-/// share one store with different scopes.
+/// Whose data a store call is about: the backend kind, an account key the app chooses (several
+/// accounts of one backend can share a store) and the user (the Webim visitor, the CXone
+/// customer, the Voximplant-style or Matrix user). Several sessions can share one store with
+/// different scopes; none sees another's rows.
 public struct StoreScope: Sendable, Hashable, Codable, CustomStringConvertible {
     public var backend: BackendName
     public var account: String
+    /// The user the rows belong to (``ChatBackend/storeUser``): a session for another user on the
+    /// same store sees none of them. `nil` where the backend does not know the user before it
+    /// connects (an anonymous visitor, a Matrix access token).
+    public var user: String?
 
-    public init(backend: BackendName, account: String) {
+    public init(backend: BackendName, account: String, user: String? = nil) {
         self.backend = backend
         self.account = account
+        self.user = user
     }
 
-    public var description: String { "\(backend)/\(account)" }
+    public var description: String { user.map { "\(backend)/\(account)/\($0)" } ?? "\(backend)/\(account)" }
 }
 
 /// Where a session keeps what it knows: conversations with their participants and read
@@ -112,6 +118,9 @@ public enum StoreWrite: Sendable, Hashable {
     case saveOutboxEntry(OutboxEntry)
     case removeOutboxEntry(ClientMessageID)
     case saveCredentials(Credentials)
+    /// Removes every row of the scope: its conversations, messages, read markers, sequences,
+    /// cursor, outbox and credentials (``ChatSession/forgetUser()``).
+    case removeEverything
 }
 
 extension ChatStore {

@@ -228,6 +228,7 @@ public actor InMemoryChatStore: ChatStore {
             case .saveOutboxEntry(let entry): saveOutboxEntry(entry, scope: scope)
             case .removeOutboxEntry(let clientID): removeOutboxEntry(clientID, scope: scope)
             case .saveCredentials(let credentials): saveCredentials(credentials, scope: scope)
+            case .removeEverything: scopes[scope] = nil
             }
         }
     }

@@ -61,10 +61,11 @@ public final class CXoneAnalytics: Sendable {
         }
     }
 
-    /// Takes the visitor, the visit and the page the session's store kept for `account`, where
+    /// Takes the visitor, the visit and the page the session's store kept for `account` and the
+    /// configured customer (``CXoneConfiguration/customerID``, the store scope's user), where
     /// this has none yet. Call it before the session runs (it reads the store once).
     public func restore(from store: any ChatStore, account: String = "default") async throws {
-        adopt(try await store.fetchCredentials(scope: StoreScope(backend: "cxone", account: account)))
+        adopt(try await store.fetchCredentials(scope: StoreScope(backend: "cxone", account: account, user: configuration.customerID)))
     }
 
     /// `PageView`; starts a visit (`VisitorVisit`) when none is running, and ends the previous

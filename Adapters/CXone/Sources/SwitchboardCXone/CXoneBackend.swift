@@ -151,6 +151,10 @@ public struct CXoneBackend: ChatBackend {
         return try CXoneHTTPAnswers.liveChatAvailability(status: response.status, body: response.body)
     }
 
+    /// The configured customer (``CXoneConfiguration/customerID``): each customer on a device has
+    /// their own rows. `nil` for the customer the adapter makes up, one per store scope.
+    public var storeUser: String? { configuration.customerID }
+
     public func withConnection<Result: Sendable>(
         _ context: ConnectionContext,
         _ body: @Sendable (any BackendConnection) async throws -> Result

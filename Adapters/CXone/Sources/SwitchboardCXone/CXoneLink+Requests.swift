@@ -137,13 +137,6 @@ extension CXoneLink {
             }
             try await send("ExecuteTrigger", data: ["trigger": ["id": .string(trigger)]], destination: destinationID, awaitReply: false, socket: socket)
             return .vendor([:])
-        case .vendor("signOut", _):
-            // As the SDK's signOut: forget the customer, the visitor, the tokens and the visit,
-            // then drop the link. The next connection is a new customer; close the session to stop.
-            keep(Self.cleared(Self.customerCredentials))
-            analytics.forget()
-            end(SwitchboardError(.connectionLost, "signed out", vendorCode: "signOut"))
-            return .vendor([:])
         case .vendor(let name, let payload) where name.hasPrefix("analytics."):
             return .vendor(try await analytics(String(name.dropFirst("analytics.".count)), data: payload))
         case .vendor(let name, _):

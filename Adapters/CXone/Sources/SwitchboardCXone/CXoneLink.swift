@@ -87,13 +87,20 @@ final class CXoneLink: BackendConnection {
         analytics: CXoneAnalytics
     ) async throws -> CXoneLink {
         var credentials = context.credentials
-        // The session merges credentials, so a cleared one (sign-out) is stored as "".
+        // The session merges credentials, so a cleared one is stored as "".
         credentials.values = credentials.values.filter { !$0.value.isEmpty }
+        if let configured = configuration.customerID, credentials["customer-id"] != configured {
+            // The configured customer wins over a stored one (the store scope's user is the
+            // configured customer, so only a store written before that held another): nothing of
+            // the other customer's sign-in is used.
+            for key in CXoneLink.customerCredentials { credentials[key] = nil }
+            credentials["customer-id"] = configured
+        }
         // One visitor for analytics and the socket: what was stored, unless the app's analytics
         // made one before this first connection (then that one).
         analytics.adopt(credentials)
         credentials["visitor-id"] = analytics.visitorID
-        if credentials["customer-id"] == nil { credentials["customer-id"] = configuration.customerID ?? UUID().uuidString.lowercased() }
+        if credentials["customer-id"] == nil { credentials["customer-id"] = UUID().uuidString.lowercased() }
         await putVisitor(configuration: configuration, transport: transport, credentials: credentials)
         var token: String?
         if channel.isEnabled("securedSessions") {

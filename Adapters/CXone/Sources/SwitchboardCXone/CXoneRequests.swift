@@ -111,11 +111,14 @@ public struct CXoneRequests: Sendable {
         _ = try await session.performVendorRequest("ExecuteTrigger", payload: ["trigger": .string(id)])
     }
 
-    /// Signs the customer out: the stored customer, visitor, tokens and visit are forgotten and
-    /// the link drops. If the session goes on, it reconnects as a new customer (or as the
-    /// configured ``CXoneConfiguration/customerID``); close the session to stop instead.
+    /// The SDK's `signOut()`: closes the session and deletes the customer — their threads,
+    /// messages, queued sends (never sent), visitor, tokens and visit — from the store
+    /// (``ChatSession/forgetUser()``). The server is not told, as with the SDK. The next session
+    /// on this store is a new customer (or the configured ``CXoneConfiguration/customerID``).
     public func signOut() async throws {
-        _ = try await session.performVendorRequest("signOut", payload: [:])
+        try await session.forgetUser()
+        // The analytics' visitor and visit go too (the backend keeps them for the app's calls).
+        if let backend = (session as? ChatSession)?.backend as? CXoneBackend { backend.analytics.forget() }
     }
 
     private func analytics(_ type: String, _ data: JSONValue) async throws -> [JSONValue] {

@@ -470,20 +470,65 @@ struct CXoneScenarioTests {
         }
     }
 
-    @Test func signingOutForgetsTheCustomerAndReconnectsAsANewOne() async throws {
+    /// `signOut` is the SDK's: the session closes, nothing of the customer stays in the store, a
+    /// send they queued never goes out, and the next session on the store is a new customer.
+    @Test func signingOutForgetsTheCustomerAndTheNextSessionIsANewOne() async throws {
         try await withCXoneEmulator(.init(mode: .multi)) { control in
             let backend = try backend(control) { $0.customerID = nil }
             let store = InMemoryChatStore()
-            try await harness(control).withSession(backend: backend, store: store) { probe in
-                let before = control.server.visitors.keys.sorted()
+            let (first, scope) = try await harness(control).withSession(backend: backend, store: store) { probe in
+                let chat = try await probe.openConversation()
+                _ = try await chat.send(text: "before signing out")
+                try await probe.waitForMessages(["before signing out"], in: chat)
+                let customer = try await CXoneRequests(session: probe.session).identity().customerID
+                try await probe.session.pause()
+                _ = try await chat.send(text: "queued, never sent")
                 try await CXoneRequests(session: probe.session).signOut()
-                try await probe.recorder.waitUntil("reconnected") { $0.filter(\.isConnected).count >= 2 }
-                let after = Set(control.server.visitors.keys)
-                #expect(before.count == 1)
-                #expect(after.count == 2, "a new visitor after sign-out")
-                let customers = Set(control.server.visitors.values.compactMap { $0["customerIdentity"]?["idOnExternalPlatform"]?.stringValue })
-                #expect(customers.count == 2, "a new customer after sign-out")
+                #expect(await probe.session.isClosed)
+                return (customer, probe.session.scope)
             }
+            let left = try await store.fetchConversations(scope: scope).count + store.fetchOutbox(scope: scope).count
+                + store.fetchCredentials(scope: scope).values.count + store.fetchPendingMessages(scope: scope).count
+            let second = try await harness(control).withSession(backend: backend, store: store) { probe in
+                try await probe.recorder.first("connected") { $0.isConnected }
+                #expect(try await probe.session.conversations().isEmpty, "the new customer has no thread")
+                return try await CXoneRequests(session: probe.session).identity().customerID
+            }
+            let neverSent = control.server.received.filter { $0.eventType == "SendMessage" && $0.data["messageContent"]?["payload"]?["text"]?.stringValue == "queued, never sent" }
+            print("cxone signOut: \(left) rows left of the first customer, customers \(first ?? "-") then \(second ?? "-"), \(control.server.visitors.count) visitors, the queued send sent \(neverSent.count) times")
+            #expect(left == 0, "no conversation, outbox entry, credential or pending message of the first customer is left")
+            #expect(first != nil && second != nil && first != second, "a new customer after sign-out")
+            #expect(control.server.visitors.count == 2, "a new visitor after sign-out")
+            #expect(neverSent.isEmpty, "the signed-out customer's queued send never went out")
+        }
+    }
+
+    /// A session for customer `bob` on a store that held `alice`'s sign-in signs in as `bob`: the
+    /// server files Bob's message under Bob, and Bob's store holds none of Alice's thread.
+    @Test func aConfiguredCustomerNeverSignsInAsTheStoresPreviousOne() async throws {
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            let store = InMemoryChatStore()
+            try await harness(control).withSession(backend: try backend(control) { $0.customerID = "alice" }, store: store) { probe in
+                let chat = try await probe.openConversation()
+                _ = try await chat.send(text: "alice writes")
+                try await probe.waitForMessages(["alice writes"], in: chat)
+            }
+            let bobStored = try await harness(control).withSession(backend: try backend(control) { $0.customerID = "bob" }, store: store) { probe in
+                #expect(try await probe.session.conversations().isEmpty, "bob's store starts empty")
+                let chat = try await probe.openConversation()
+                _ = try await chat.send(text: "bob writes")
+                try await probe.waitForMessages(["bob writes"], in: chat)
+                #expect(try await CXoneRequests(session: probe.session).identity().customerID == "bob")
+                var texts: [String] = []
+                for info in try await probe.session.conversations() {
+                    texts += try await probe.session.conversation(info.id).storedMessages(before: nil, limit: .max).map(\.text)
+                }
+                return texts
+            }
+            let texts: (String) -> [String] = { customer in control.server.threads(of: customer).flatMap { control.server.messages(inThread: $0).map(\.text) } }
+            print("cxone customer switch: bob stored \(bobStored); server: alice \(texts("alice")), bob \(texts("bob"))")
+            #expect(!bobStored.contains("alice writes"), "bob's store holds none of alice's thread")
+            #expect(texts("bob").contains("bob writes") && !texts("alice").contains("bob writes"), "bob's message is filed under bob")
         }
     }
 

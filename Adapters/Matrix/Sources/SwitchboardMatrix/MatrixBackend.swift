@@ -46,6 +46,14 @@ public struct MatrixBackend: ChatBackend {
         )
     }
 
+    /// The user of a password login, as configured: each user on a device has their own rows.
+    /// `nil` for an access-token login, whose user the server names only on connecting: give
+    /// such sessions an `account` per user.
+    public var storeUser: String? {
+        if case .password(let user, _) = configuration.login { return user }
+        return nil
+    }
+
     public func withConnection<Result: Sendable>(
         _ context: ConnectionContext,
         _ body: @Sendable (any BackendConnection) async throws -> Result

@@ -100,7 +100,7 @@ struct MatrixGatewayTests {
                 var duplicated = 0
                 var outOfOrder = 0
                 for (customer, room) in zip(customers, rooms) {
-                    let scope = StoreScope(backend: "matrix", account: customer.localPart)
+                    let scope = StoreScope(backend: "matrix", account: customer.localPart, user: customer.localPart)
                     let stored = try await store.fetchMessages(in: room, before: nil, limit: .max, scope: scope).map(\.text)
                     let onServer = try await agent.texts(in: room)
                     let expected = (1...sends).map { "\(customer.localPart) \($0)" } + (1...sends).map { "You wrote: \(customer.localPart) \($0)" }

@@ -86,6 +86,10 @@ public struct WebimAppealsBackend: ChatBackend {
         )
     }
 
+    /// The user token the appeals belong to, by its digest: each user on a device has their own
+    /// rows.
+    public var storeUser: String? { "token:" + WebimConfiguration.digest(configuration.userToken) }
+
     public func withConnection<Result: Sendable>(
         _ context: ConnectionContext,
         _ body: @Sendable (any BackendConnection) async throws -> Result

@@ -37,29 +37,21 @@ public struct WebimBackend: ChatBackend {
         )
     }
 
+    /// The identified visitor (the `id` of the identification fields, or the provided
+    /// authorization token, by a digest of it), so each visitor on a device has their own rows;
+    /// `nil` for the anonymous visitor the server makes up.
+    public var storeUser: String? { configuration.visitorKey }
+
+    /// `clearVisitorData`: the session forgets the stored visitor, and every row of theirs, before
+    /// it starts; its later links (after a network drop) keep the visitor the first one made.
+    public var startsAsNewUser: Bool { configuration.clearVisitorData }
+
     public func withConnection<Result: Sendable>(
         _ context: ConnectionContext,
         _ body: @Sendable (any BackendConnection) async throws -> Result
     ) async throws -> Result {
-        // `clearVisitorData` starts a new visitor once, for the session this backend was built
-        // for: its later links (after a network drop) keep the visitor the first one made.
-        let clear = configuration.clearVisitorData && visitorDataToClear.take()
-        let link = WebimLink(configuration: configuration, transport: transport, context: context, clearVisitorData: clear)
+        let link = WebimLink(configuration: configuration, transport: transport, context: context)
         return try await link.run(body)
-    }
-
-    private let visitorDataToClear = Once()
-
-    /// `true` the first time only.
-    private final class Once: Sendable {
-        private let taken = Locked(false)
-
-        func take() -> Bool {
-            taken.withLock { taken in
-                defer { taken = true }
-                return !taken
-            }
-        }
     }
 }
 
@@ -70,6 +62,14 @@ public struct WebimRequests: Sendable {
 
     public init(session: any Session) {
         self.session = session
+    }
+
+    /// The SDK's `destroyWithClearVisitorData()`: closes the session and deletes the visitor and
+    /// every row of theirs from the store (``ChatSession/forgetUser()``); queued messages are
+    /// never sent. The next session on this store starts a new visitor. The server is not told,
+    /// as with the SDK.
+    public func destroyWithClearVisitorData() async throws {
+        try await session.forgetUser()
     }
 
     /// `set_push_token`; `nil` unsubscribes (`none`).

@@ -111,3 +111,27 @@ public struct WebimConfiguration: Sendable {
         try WebimBuilderError.checkVisitorFields(visitorFieldsJSON)
     }
 }
+
+extension WebimConfiguration {
+    /// Whose rows the session's store holds (``WebimBackend/storeUser``): the identified
+    /// visitor's id, else the provided authorization token by its digest (a token is never a
+    /// key in the clear), else `nil` for the anonymous visitor. The SDK keys its stored visitor
+    /// the same way (`visitor.<visitorId|anonymous>`).
+    var visitorKey: String? {
+        if let json = visitorFieldsJSON, let fields = try? JSONValue(parsing: json), let id = WebimBuilderError.visitorID(in: fields) {
+            return "visitor:" + id
+        }
+        return providedAuthorizationToken.map { "token:" + Self.digest($0) }
+    }
+
+    /// 64-bit FNV-1a, in hex: tells the tokens of one device apart without writing a token into
+    /// the store's keys and the logs.
+    static func digest(_ token: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in token.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        return String(hash, radix: 16)
+    }
+}

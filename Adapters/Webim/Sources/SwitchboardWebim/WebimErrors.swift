@@ -70,9 +70,14 @@ public enum WebimBuilderError: String, Sendable, Hashable, CaseIterable {
         guard value.objectValue != nil else {
             throw WebimBuilderError.invalidVisitorFields.error(#"visitor fields are a JSON object, {"fields":{"id":"…"}}, not \#(json.prefix(40))"#)
         }
-        guard (value["fields"]?["id"] ?? value["id"])?.stringValue != nil else {
+        guard visitorID(in: value) != nil else {
             throw WebimBuilderError.invalidVisitorFields.error(#"visitor fields have no "id" string: {"fields":{"id":"…",…}} (or "id" beside "fields" in the v1 form)"#)
         }
+    }
+
+    /// The visitor's id in identification fields: `fields.id`, or `id` beside `fields` (v1).
+    static func visitorID(in fields: JSONValue) -> String? {
+        (fields["fields"]?["id"] ?? fields["id"])?.stringValue
     }
 
     /// The error ``WebimConfiguration/validate()`` throws for this reason.

@@ -30,12 +30,12 @@ final class WebimLink: BackendConnection {
 
     private let state: Locked<State>
 
-    init(configuration: WebimConfiguration, transport: HTTPTransport, context: ConnectionContext, clearVisitorData: Bool) {
+    init(configuration: WebimConfiguration, transport: HTTPTransport, context: ConnectionContext) {
         (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
         self.configuration = configuration
         self.transport = transport
         self.context = context
-        var credentials = clearVisitorData ? Credentials() : context.credentials
+        var credentials = context.credentials
         if credentials["device-id"] == nil { credentials["device-id"] = UUID().uuidString }
         self.state = Locked(State(credentials: credentials, reader: WebimDeltaReader(baseURL: configuration.baseURL)))
     }

@@ -3,6 +3,7 @@ import Logging
 import Switchboard
 @_spi(TestKit) import SwitchboardTestKit
 import SwitchboardTransport
+import SwitchboardSQLite
 import SwitchboardWebim
 import Testing
 @_spi(TestKit) import WebimEmulator
@@ -224,6 +225,59 @@ struct WebimScenarioTests {
                 #expect(first.count == 1)
                 #expect(after == first, "the same visitor after the drop")
             }
+        }
+    }
+
+    /// Two identified visitors on one device's store: the second sees none of the first's
+    /// messages, sends none of their queued ones and none of their session (`visit-session-id`,
+    /// `visitor`) on init; the first's queued send goes out when they come back, and
+    /// `destroyWithClearVisitorData` leaves no row of theirs.
+    @Test func aSecondVisitorOnOneStoreGetsNothingOfTheFirst() async throws {
+        try await withWebimEmulator { control in
+            let store = try SQLiteChatStore.inMemory()
+            func visitor(_ id: String) throws -> WebimBackend {
+                try WebimBackend(configuration: WebimConfiguration(accountName: control.baseURL, visitorFieldsJSON: #"{"fields":{"id":"\#(id)"}}"#))
+            }
+            /// Sends as the visitor, and waits for the server's confirmation.
+            @Sendable func send(_ text: String, _ probe: SessionProbe) async throws -> any Conversation {
+                try await probe.recorder.first("the visitor's conversation") { $0.conversationID == WebimBackend.conversationID }
+                let chat = try await probe.session.conversation(WebimBackend.conversationID)
+                let sent = try await chat.send(text: text)
+                try await probe.recorder.first("\(text) confirmed") { $0.updatedMessage?.clientID == sent.clientID && $0.updatedMessage?.serverID != nil }
+                return chat
+            }
+            let alicesSession = try await harness(control).withSession(backend: visitor("alice"), store: store) { probe in
+                let chat = try await send("alice writes", probe)
+                try await probe.session.pause()
+                _ = try await chat.send(text: "alice's queued send")
+                return try await store.fetchCredentials(scope: probe.session.scope)["visit-session-id"]
+            }
+            let bobStored = try await harness(control).withSession(backend: visitor("bob"), store: store) { probe in
+                let chat = try await send("bob writes", probe)
+                return try await chat.storedMessages(before: nil, limit: .max).map(\.text)
+            }
+            let bobsInit = control.server.lastParameters(of: "init") ?? [:]
+            let onServer = { (id: String) in control.server.messages(ofVisitor: "provided-\(id)").map(\.text) }
+            print("webim visitor switch: bob stored \(bobStored); server: alice \(onServer("alice")), bob \(onServer("bob")); bob's init carried visit-session-id \(bobsInit["visit-session-id"] ?? "none")")
+            #expect(alicesSession != nil)
+            #expect(!bobStored.contains { $0.hasPrefix("alice") }, "bob's store holds none of alice's messages")
+            #expect(bobsInit["visit-session-id"] == nil && bobsInit["visitor"] == nil, "bob's init carries nothing of alice's visit")
+            #expect(onServer("bob") == ["bob writes"] && onServer("alice") == ["alice writes"], "alice's queued send did not go out as bob")
+
+            // Alice comes back: her queued send goes out as hers; then she signs out.
+            let rows = try await harness(control).withSession(backend: visitor("alice"), store: store) { probe in
+                try await probe.recorder.waitUntil("alice's queued send confirmed") { events in
+                    events.compactMap(\.updatedMessage).contains { $0.text == "alice's queued send" && $0.serverID != nil }
+                }
+                try await WebimRequests(session: probe.session).destroyWithClearVisitorData()
+                let alice = probe.session.scope
+                return try await store.fetchConversations(scope: alice).count + store.fetchCredentials(scope: alice).values.count
+                    + store.fetchOutbox(scope: alice).count + store.countMessages(in: WebimBackend.conversationID, scope: alice)
+            }
+            let bobKept = try await store.countMessages(in: WebimBackend.conversationID, scope: StoreScope(backend: "webim", account: "default", user: "visitor:bob"))
+            #expect(onServer("alice") == ["alice writes", "alice's queued send"], "sent once, as alice")
+            #expect(rows == 0, "destroyWithClearVisitorData leaves no row of alice's")
+            #expect(bobKept == 1, "bob's rows stay")
         }
     }
 
