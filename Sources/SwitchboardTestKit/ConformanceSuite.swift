@@ -81,7 +81,7 @@ public struct ConformanceCase: Sendable, CustomStringConvertible {
 /// ```
 public enum ConformanceSuite {
     public static let cases: [ConformanceCase] = [
-        connectAndClose, sendAndEcho, receiveAgentMessage, typingFromAgent, typingToAgent, readMarkers,
+        connectAndClose, sendAndEcho, receiveAgentMessage, typingFromAgent, typingEndsWithTheChat, typingToAgent, readMarkers,
         historyPaging, reconnectWithoutLoss, gapFill, duplicatesDropped, outOfOrderHeldBack,
         outboxAcrossDisconnect, rejectedSendFails, unsupportedCapabilityThrows, malformedInboundSurvives,
         fatalEndsSession, multipleSessionsOneBus, editAndDelete, loginRetried, conversationLifecycle, noSecretsInLogs,
@@ -275,6 +275,32 @@ public enum ConformanceSuite {
                 if case .typing(_, true, _) = event.kind { return event.conversationID == conversation.id }
                 return false
             }
+        }
+    }
+
+    static let typingEndsWithTheChat = ConformanceCase("typing ends when the agent ends the chat", capabilities: .typing) { harness in
+        try await harness.withSession { probe in
+            let conversation = try await probe.openConversation()
+            try await probe.emulator.agentTyping(true, in: conversation.id)
+            try await probe.recorder.first("the agent is typing") { event in
+                if case .typing(_, true, _) = event.kind { return event.conversationID == conversation.id }
+                return false
+            }
+            let mark = probe.recorder.events.count
+            try await probe.emulator.agentEnd(conversation.id)
+            // Nothing says "stopped typing" but the end itself (no backend's agent sends it here).
+            do {
+                try await probe.recorder.waitUntil("the agent's typing ends with the chat") { events in
+                    events.dropFirst(mark).contains { event in
+                        if case .typing(_, false, _) = event.kind { return event.conversationID == conversation.id }
+                        return false
+                    }
+                }
+            } catch {
+                throw ConformanceFailure("\(error); after the end came \(probe.recorder.events.dropFirst(mark).map(\.kind))")
+            }
+            let info = try await conversation.info()
+            print("\(probe.session.descriptor.name): typing ended with the chat (state \(info.state), agent \(info.assignedAgent?.id.rawValue ?? "none"))")
         }
     }
 

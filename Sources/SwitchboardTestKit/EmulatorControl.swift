@@ -148,6 +148,10 @@ public protocol EmulatorControl: Sendable {
     func agentSend(_ text: String, in conversation: ConversationID) async throws
     func agentTyping(_ isTyping: Bool, in conversation: ConversationID) async throws
     func agentMarkRead(in conversation: ConversationID) async throws
+    /// The agent ends the chat: closes it where the backend has chats that end (Webim, CXone, the
+    /// in-memory server), leaves it where a conversation outlives its members (Voximplant-style,
+    /// Matrix).
+    func agentEnd(_ conversation: ConversationID) async throws
 
     /// Arms `fault` (or applies it at once, as a disconnect does). Whether it took effect shows in
     /// ``appliedFaults``.

@@ -54,6 +54,10 @@ public struct InMemoryEmulator: EmulatorControl {
         try agent.markRead(conversation)
     }
 
+    public func agentEnd(_ conversation: ConversationID) async throws {
+        try agent.close(conversation)
+    }
+
     public func inject(_ fault: EmulatorFault) async throws {
         let target = InMemoryServer.FaultTarget.clientsOf(customer)
         switch fault {

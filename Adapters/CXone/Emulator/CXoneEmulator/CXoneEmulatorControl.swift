@@ -98,6 +98,10 @@ public struct CXoneEmulatorControl: EmulatorControl {
         agent.markRead(conversation.rawValue)
     }
 
+    public func agentEnd(_ conversation: ConversationID) async throws {
+        agent.close(conversation.rawValue)
+    }
+
     public func inject(_ fault: EmulatorFault) async throws {
         switch fault {
         case .disconnect: server.inject(.closeSocket)

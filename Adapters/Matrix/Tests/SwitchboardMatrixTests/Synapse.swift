@@ -215,6 +215,10 @@ struct MatrixTestUser: Sendable {
         _ = try await call("PUT", "/_matrix/client/v3/rooms/\(Self.encode(room.rawValue))/typing/\(Self.encode(userID))", body: ["typing": .bool(isTyping), "timeout": 30_000])
     }
 
+    func leave(_ room: ConversationID) async throws {
+        _ = try await call("POST", "/_matrix/client/v3/rooms/\(Self.encode(room.rawValue))/leave", body: [:])
+    }
+
     func markRead(_ message: MessageID, in room: ConversationID) async throws {
         _ = try await call("POST", "/_matrix/client/v3/rooms/\(Self.encode(room.rawValue))/receipt/m.read/\(Self.encode(message.rawValue))", body: [:])
     }

@@ -53,6 +53,10 @@ struct SynapseControl: EmulatorControl {
         try await agent.typing(isTyping, in: conversation)
     }
 
+    func agentEnd(_ conversation: ConversationID) async throws {
+        try await agent.leave(conversation)
+    }
+
     func agentMarkRead(in conversation: ConversationID) async throws {
         guard let newest = try await agent.messages(in: conversation).last?["event_id"]?.stringValue else { return }
         try await agent.markRead(MessageID(newest), in: conversation)

@@ -52,6 +52,10 @@ public struct VoximplantEmulatorControl: EmulatorControl {
         if isTyping { try agent.typing(in: conversation.rawValue) }
     }
 
+    public func agentEnd(_ conversation: ConversationID) async throws {
+        try agent.leave(conversation.rawValue)
+    }
+
     public func agentMarkRead(in conversation: ConversationID) async throws {
         try agent.markRead(in: conversation.rawValue)
     }

@@ -83,8 +83,16 @@ enum VoximplantMapping {
             if ["removeParticipants", "leaveConversation"].contains(wire.action ?? ""), removed.contains(me) {
                 return logged(.conversationRemoved)
             }
-            // The snapshot as of the event; the engine diffs it into participant events.
-            if let snapshot = wire.conversationSnapshot { return logged(.conversationUpdated(self.conversation(snapshot))) }
+            // The snapshot as of the event; the engine diffs it into participant events. Those the
+            // event removes are gone from it, whether or not the server's snapshot still lists
+            // them (it is taken as the event is sent to them too).
+            if let snapshot = wire.conversationSnapshot {
+                var info = self.conversation(snapshot)
+                if ["removeParticipants", "leaveConversation"].contains(wire.action ?? "") {
+                    info.participants.removeAll { removed.contains($0.id.rawValue) }
+                }
+                return logged(.conversationUpdated(info))
+            }
         case "sendMessage":
             if let message = wire.message { return logged(.messageAdded(self.message(message, keepSequence: true), position: .newest)) }
         case "editMessage":

@@ -69,6 +69,10 @@ public struct WebimAppealsEmulatorControl: EmulatorControl {
         throw SwitchboardError(.unsupported, "an appeal has no typing")
     }
 
+    public func agentEnd(_ conversation: ConversationID) async throws {
+        throw SwitchboardError(.unsupported, "an operator answers an appeal; nothing ends it")
+    }
+
     public func agentMarkRead(in conversation: ConversationID) async throws {
         try agent.readAppeal(try chatID(conversation), of: try visitorID())
     }

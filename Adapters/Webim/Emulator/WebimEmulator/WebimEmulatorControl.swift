@@ -64,6 +64,10 @@ public struct WebimEmulatorControl: EmulatorControl {
         try agent.markRead(visitor: visitorID)
     }
 
+    public func agentEnd(_ conversation: ConversationID) async throws {
+        try agent.close(visitor: visitorID)
+    }
+
     public func inject(_ fault: EmulatorFault) async throws {
         switch fault {
         case .disconnect:

@@ -270,7 +270,9 @@ enum WebimMapping {
                 )
             ]
         case ("CHAT", _):
-            return emit(.conversationStateChanged(.closed, previous: nil))
+            // No chat: as the SDK (`MessageStreamImpl.changingChatStateOf(chat: nil)`), the chat is
+            // closed and has no operator; the engine ends the operator's typing with the chat.
+            return emit(.conversationStateChanged(.closed, previous: nil)) + emit(.agentChanged(nil))
         case ("CHAT_MESSAGE", "add"), ("CHAT_MESSAGE", "upd"):
             guard let json = data, let mapped = message(json, context: context) else {
                 return [.problem(SwitchboardError(.protocolViolation, "CHAT_MESSAGE \(id) is not a message"))]

@@ -281,6 +281,36 @@ struct WebimScenarioTests {
         }
     }
 
+    /// A `CHAT` update without a chat ends it as the SDK does (`changingChatStateOf(chat: nil)`):
+    /// closed, no operator, and the operator no longer typing. The delta comes from the
+    /// emulator's HTTP answer (an injected body), through the whole session.
+    @Test func aChatUpdateWithoutAChatEndsItWithNoOperatorAndNoTyping() async throws {
+        try await withWebimEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                try control.agent.typing(true, visitor: control.visitorID)
+                try await probe.recorder.first("the operator typing") { if case .typing(_, true, _) = $0.kind { return true } else { return false } }
+                let before = try await chat.info()
+                let mark = probe.recorder.events.count
+                let revision = control.server.revision(ofVisitor: control.visitorID) + 1_000
+                control.server.inject(
+                    .body(#"{"revision":\#(revision),"deltaList":[{"objectType":"CHAT","event":"upd","id":"1","data":null}]}"#), on: .delta
+                )
+                // A change answers the poll in flight; the next one meets the injected answer.
+                try control.agent.typing(true, visitor: control.visitorID)
+                try await probe.recorder.first("no operator") { if case .agentChanged(nil) = $0.kind { return true } else { return false } }
+                let after = try await chat.info()
+                let typingAfter = probe.recorder.events.dropFirst(mark).compactMap { event -> Bool? in
+                    if case .typing(_, let isTyping, _) = event.kind { return isTyping } else { return nil }
+                }
+                print("webim CHAT null: agent \(before.assignedAgent?.id.rawValue ?? "none") → \(after.assignedAgent?.id.rawValue ?? "none"), state \(before.state) → \(after.state), typing after \(typingAfter)")
+                #expect(before.assignedAgent != nil)
+                #expect(after.assignedAgent == nil && after.state == .closed)
+                #expect(typingAfter.last == false, "the operator's typing ends with the chat")
+            }
+        }
+    }
+
     @Test func theOperatorReadingTurnsTheVisitorsMessagesRead() async throws {
         try await withWebimEmulator { control in
             try await harness(control).withSession { probe in
