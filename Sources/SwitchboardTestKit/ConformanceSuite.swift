@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 @_spi(TestKit) public import Switchboard
 
@@ -41,7 +42,11 @@ public struct ConformanceCase: Sendable, CustomStringConvertible {
         if !missingFaults.isEmpty {
             return .skipped("the emulator cannot inject \(missingFaults.map(\.rawValue).sorted())")
         }
-        try await body(ConformanceHarness(context: context))
+        do {
+            try await body(ConformanceHarness(context: context))
+        } catch let skip as ConformanceSkip {
+            return .skipped(skip.description)
+        }
         return .passed
     }
 
@@ -81,7 +86,7 @@ public struct ConformanceCase: Sendable, CustomStringConvertible {
 /// ```
 public enum ConformanceSuite {
     public static let cases: [ConformanceCase] = [
-        connectAndClose, sendAndEcho, receiveAgentMessage, typingFromAgent, typingEndsWithTheChat, typingToAgent, readMarkers,
+        connectAndClose, sendAndEcho, receiveAgentMessage, typingFromAgent, typingEndsWithTheChat, typingToAgent, readMarkers, readOnAnotherDevice, activityOrder,
         historyPaging, reconnectWithoutLoss, gapFill, duplicatesDropped, outOfOrderHeldBack,
         outboxAcrossDisconnect, rejectedSendFails, unsupportedCapabilityThrows, malformedInboundSurvives,
         fatalEndsSession, multipleSessionsOneBus, editAndDelete, loginRetried, conversationLifecycle, noSecretsInLogs,
@@ -519,13 +524,72 @@ public enum ConformanceSuite {
             let after = try await conversation.info()
             try require(after.unreadCount == before + 2, "the user's own message does not count: \(after.unreadCount)")
             let stored = try await conversation.storedMessages(before: nil, limit: 200).filter { $0.serverID != nil }
-            let newest = try stored.max { $0.time < $1.time }.unwrap("a stored message")
+            // Times tie at the backend's resolution (a second on some): then the later in the
+            // store's order is the newer.
+            let newest = try stored.enumerated().max { ($0.element.time, $0.offset) < ($1.element.time, $1.offset) }.unwrap("a stored message").element
             try require(after.updatedAt == newest.time, "activity is the newest message's time: \(String(describing: after.updatedAt)), not \(newest.time)")
             try require(after.lastMessage?.serverID == newest.serverID, "the last message is the newest: \(String(describing: after.lastMessage?.text))")
             if probe.session.descriptor.capabilities.contains(.sequences) {
                 let sequence = stored.compactMap(\.sequence).max()
                 try require(after.lastSequence == sequence, "the last sequence is the newest message's: \(String(describing: after.lastSequence)), not \(String(describing: sequence))")
             }
+        }
+    }
+
+    static let readOnAnotherDevice = ConformanceCase("reading on another device lowers the unread count", capabilities: .readMarkers) { harness in
+        try await harness.withSession { first in
+            let conversation = try await first.openConversation()
+            try await first.emulator.agentSend("read me elsewhere", in: conversation.id)
+            try await first.waitForMessages(["read me elsewhere"], in: conversation)
+            let before = try await conversation.info().unreadCount
+            try require(before > 0, "the agent's message is unread here")
+            // Another device of the same customer, with a store of its own, reads it.
+            try await harness.withSession { second in
+                try await second.recorder.first("the other device learns the conversation") { event in
+                    event.conversationID == conversation.id && event.kind.category == .conversation
+                }
+                let there = try await second.session.conversation(conversation.id)
+                // A device that comes later may start at the conversation's head: it pages back
+                // to what it was sent before.
+                if second.session.descriptor.capabilities.contains(.historyPaging) { _ = try await there.history(before: nil, limit: 20) }
+                try await second.recorder.waitUntil("the other device has the message") {
+                    try await there.storedMessages(before: nil, limit: 50).contains { $0.text == "read me elsewhere" }
+                }
+                try await there.markRead()
+                _ = try await second.emulator.waitForCustomerActivity(in: conversation.id, timeout: second.recorder.patience) { $0.readMarkers >= 1 }
+            }
+            try await first.recorder.waitUntil("the count here drops to 0") { try await conversation.info().unreadCount == 0 }
+            print("\(first.session.descriptor.name): unread \(before) here, 0 after reading on another device")
+        }
+    }
+
+    static let activityOrder = ConformanceCase("conversations follow their last activity") { harness in
+        try await harness.withSession { probe in
+            let first = try await probe.openConversation()
+            let second = try await probe.openConversation()
+            guard first.id != second.id else { throw ConformanceSkip("one conversation per customer: nothing to order") }
+            /// Each conversation's activity, checked against its newest stored message.
+            func activity(_ conversation: any Conversation) async throws -> Date {
+                let info = try await conversation.info()
+                let stored = try await conversation.storedMessages(before: nil, limit: 200).filter { $0.serverID != nil }
+                let newest = try stored.map(\.time).max().unwrap("a stored message in \(conversation.id)")
+                let updated = try info.updatedAt.unwrap("the activity of \(conversation.id)")
+                try require(updated == newest, "\(conversation.id)'s activity is its newest message's time: \(updated), not \(newest)")
+                return updated
+            }
+            try await probe.emulator.agentSend("in the first", in: first.id)
+            try await probe.waitForMessages(["in the first"], in: first)
+            try await probe.emulator.agentSend("in the second", in: second.id)
+            try await probe.waitForMessages(["in the second"], in: second)
+            try require(try await activity(second) >= activity(first), "the second conversation's message is the newer activity")
+            try await probe.emulator.agentSend("the first again", in: first.id)
+            try await probe.waitForMessages(["the first again"], in: first)
+            let (one, two) = (try await activity(first), try await activity(second))
+            try require(one >= two, "the first conversation's new message puts it first: \(one) against \(two)")
+            let sorted = try await probe.session.conversations().filter { [first.id, second.id].contains($0.id) }
+                .sorted { ($0.updatedAt ?? .distantPast) > ($1.updatedAt ?? .distantPast) }.map(\.id)
+            print("\(probe.session.descriptor.name): conversations by activity \(sorted.map(\.rawValue)) (\(one == two ? "a tie at the backend's time resolution" : "apart"))")
+            if one != two { try require(sorted == [first.id, second.id], "sorted by activity: \(sorted)") }
         }
     }
 

@@ -6,6 +6,14 @@ public struct ConformanceFailure: Error, CustomStringConvertible, Sendable {
     public init(_ description: String) { self.description = description }
 }
 
+/// Thrown by a conformance case that finds, once running, that the backend cannot show what it
+/// checks (one conversation per customer, for a case about several): the case is skipped with the
+/// reason, and held to the adapter's expected skips like a missing capability.
+public struct ConformanceSkip: Error, CustomStringConvertible, Sendable {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
 /// Throws ``ConformanceFailure`` with `message` unless `condition` holds.
 public func require(
     _ condition: Bool,

@@ -148,6 +148,11 @@ public enum BackendUpdate: Sendable, Hashable {
     case cursor(SyncCursor)
     /// Input the adapter could not use; the session goes on.
     case problem(SwitchboardError)
+    /// The participant the session acts as, once the link knows it where ``ChatBackend/user``
+    /// could not say (a Matrix login by local part, a CXone customer made up at the first
+    /// connection): that participant's messages and read markers are the user's own, set on
+    /// another device.
+    case user(ParticipantID)
 }
 
 /// An incremental event as an adapter reports it: a normalized kind plus where it sits in the

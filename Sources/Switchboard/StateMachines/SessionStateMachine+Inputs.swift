@@ -241,6 +241,9 @@ extension SessionStateMachine {
             return .perform(effects(of: cursorArrived(new), at: moment))
         case .problem(let error):
             return .perform([.report(error, nil)])
+        case .user(let user):
+            settings.user = user
+            return .perform([])
         }
     }
 

@@ -193,7 +193,8 @@ struct SessionStateMachine: Sendable {
 
     typealias Tracker = SequenceTrackerStateMachine<BackendEvent>
 
-    let settings: Settings
+    /// What the machine was built with, and the user once a link names them (``BackendUpdate/user(_:)``).
+    var settings: Settings
     /// What the engine keeps per conversation.
     var conversations = ConversationStates()
     var statistics = SessionStatistics()

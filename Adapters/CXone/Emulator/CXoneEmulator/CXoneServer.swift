@@ -94,6 +94,8 @@ public final class CXoneServer: Sendable {
         var customerID: String?
         var attachments: [JSONValue] = []
         var readAt: Date?
+        /// When the customer saw it (`MessageSeenByCustomer`): an agent's message only.
+        var seenByCustomerAt: Date?
         var content: JSONValue?
 
         var isHidden: Bool {
@@ -626,7 +628,21 @@ public final class CXoneServer: Sendable {
             let messageID = data["idOnExternalPlatform"]?.stringValue?.lowercased() ?? UUID().uuidString.lowercased()
             guard !state.threads[threadID]!.messages.contains(where: { $0.id == messageID }) else { return }
             appendAndPush(StoredMessage(id: messageID, thread: threadID, direction: "outbound", text: text, createdAt: messageTime(&state)), state: &state)
-        case "MessageSeenByCustomer", "SenderTypingStarted", "SenderTypingEnded", "SetContactCustomFields", "SetCustomerCustomFields", "ExecuteTrigger":
+        case "MessageSeenByCustomer":
+            // Every agent message of the thread is seen; each customer's connection is told
+            // (`MessageSeenChanged`), so their other devices learn it.
+            guard let threadID, let thread = state.threads[threadID] else { return }
+            for index in thread.messages.indices where thread.messages[index].direction == "outbound" && thread.messages[index].seenByCustomerAt == nil {
+                state.threads[threadID]!.messages[index].seenByCustomerAt = clock.date
+                push(
+                    [
+                        "eventId": .string(UUID().uuidString.lowercased()), "eventType": "MessageSeenChanged", "createdAt": .string(Self.date(clock.date)),
+                        "data": ["message": messageJSON(state.threads[threadID]!.messages[index])],
+                    ],
+                    toCustomer: thread.customerID, state: &state
+                )
+            }
+        case "SenderTypingStarted", "SenderTypingEnded", "SetContactCustomFields", "SetCustomerCustomFields", "ExecuteTrigger":
             break
         default:
             state.connections[connection]?.send(operationError(eventID, "InconsistentData", "unknown event \(type)"))
@@ -762,7 +778,7 @@ public final class CXoneServer: Sendable {
             "createdAt": .string(Self.date(message.createdAt)), "direction": .string(message.direction),
             "attachments": .array(message.attachments),
             "userStatistics": ["seenAt": .null, "readAt": message.readAt.map { .string(Self.date($0)) } ?? .null],
-            "customerStatistics": ["seenAt": .null],
+            "customerStatistics": ["seenAt": message.seenByCustomerAt.map { .string(Self.date($0)) } ?? .null],
             "authorUser": message.agent ?? .null,
         ]
         if let customer = message.customerID { object["authorEndUserIdentity"] = ["idOnExternalPlatform": .string(customer)] }

@@ -111,6 +111,9 @@ final class CXoneLink: BackendConnection {
         )
         let link = CXoneLink(configuration: configuration, channel: channel, transport: transport, context: context, credentials: credentials, url: url, analytics: analytics)
         link.continuation.yield(.credentials(credentials))
+        // The customer, made up at the first connection when not configured: their markers from
+        // another device are the user's own.
+        link.continuation.yield(.user(ParticipantID(credentials["customer-id"]!)))
         return link
     }
 
@@ -200,7 +203,8 @@ final class CXoneLink: BackendConnection {
         }
         if type == "FireProactiveAction" { receiveProactiveAction(frame["data"] ?? .null) }
         do {
-            switch try CXoneMapping.outcome(of: frame, type: type, thread: thread) {
+            let customer = state.withLock { $0.credentials["customer-id"] }.map(ParticipantID.init)
+            switch try CXoneMapping.outcome(of: frame, type: type, thread: thread, customer: customer) {
             case .updates(let updates):
                 for var update in updates {
                     if case .credentials(var credentials) = update, let lifetime = credentials["access-token-expires-in"].flatMap(Double.init) {

@@ -158,8 +158,9 @@ public enum CXoneMapping {
     }
 
     /// Maps one event frame of type `type`; `thread` is the thread a reply is about, when the reply
-    /// does not say.
-    public static func outcome(of frame: JSONValue, type: String?, thread: ConversationID? = nil) throws -> Outcome {
+    /// does not say; `customer` is the session's customer, whose own read markers (an agent's
+    /// message seen, on this device or another) are told when known.
+    public static func outcome(of frame: JSONValue, type: String?, thread: ConversationID? = nil, customer: ParticipantID? = nil) throws -> Outcome {
         let data = frame["data"] ?? frame["postback"]?["data"]
         let time = date(frame["createdAt"])
         func event(_ kind: ChatEvent.Kind, _ conversation: ConversationID?) -> BackendUpdate {
@@ -182,11 +183,19 @@ public enum CXoneMapping {
             }
             return .updates(updates)
         case "MessageReadChanged", "MessageSeenChanged":
-            guard let message = try message(try required(data?["message"], "data.message")) else { return .updates([]) }
+            let json = try required(data?["message"], "data.message")
+            guard let message = try message(json) else { return .updates([]) }
             var updates = [event(.messageUpdated(message), message.conversationID)]
             if message.deliveryState == .read, let id = message.serverID {
                 // The event does not say which agent read it.
                 updates.append(event(.readMarker(ParticipantID("agent"), .message(id)), message.conversationID))
+            }
+            if type == "MessageSeenChanged", let customer, message.senderRole != .customer, date(json["customerStatistics"]?["seenAt"]) != nil,
+                let id = message.serverID
+            {
+                // The customer saw an agent's message (`MessageSeenByCustomer`, from this device or
+                // another): the user's own marker.
+                updates.append(event(.readMarker(customer, .message(id)), message.conversationID))
             }
             return .updates(updates)
         case "SenderTypingStarted", "SenderTypingEnded":

@@ -75,6 +75,7 @@ final class MatrixLink: BackendConnection {
                 var credentials = Credentials(["access_token": newToken, "user_id": userID])
                 credentials["device_id"] = answer["device_id"]?.stringValue
                 continuation.yield(.credentials(credentials))
+                continuation.yield(.user(ParticipantID(userID)))
                 context.logger.debug("matrix: logged in", metadata: ["device": .string(answer["device_id"]?.stringValue ?? "")])
                 return
             }
@@ -86,6 +87,7 @@ final class MatrixLink: BackendConnection {
             state.userID = userID
             state.reader = MatrixSyncReader(me: userID, homeserver: base)
         }
+        continuation.yield(.user(ParticipantID(userID)))
     }
 
     // MARK: Sync

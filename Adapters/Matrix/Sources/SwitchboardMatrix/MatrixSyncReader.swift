@@ -199,7 +199,8 @@ public struct MatrixSyncReader: Sendable {
                 state.typing = now
             case "m.receipt":
                 for (eventID, receipts) in (event["content"]?.objectValue ?? [:]).sorted(by: { $0.key < $1.key }) {
-                    for (user, receipt) in (receipts["m.read"]?.objectValue ?? [:]).sorted(by: { $0.key < $1.key }) where user != me {
+                    // The user's own receipt too: read on another device, which lowers the count here.
+                    for (user, receipt) in (receipts["m.read"]?.objectValue ?? [:]).sorted(by: { $0.key < $1.key }) {
                         let time = receipt["ts"].map { MatrixMapping.date($0) }
                         ephemeral.append(.update(.event(BackendEvent(.readMarker(ParticipantID(user), .message(MessageID(eventID))), conversation: id, time: time))))
                     }
