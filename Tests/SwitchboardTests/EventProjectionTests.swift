@@ -239,6 +239,21 @@ import Testing
         #expect(table.reads == 1)
     }
 
+    @Test func aRemovedUnreadMessageIsOneLessToReadAndARemovedReadOneChangesNothing() {
+        var table = Table()
+        table.conversations[Self.conversation] = ConversationInfo(id: Self.conversation, participants: [Self.customer, Self.agent], unreadCount: 2)
+        table.messages = [Self.message(1), Self.message(2, from: .customer), Self.message(3), Self.message(4)]
+        _ = table.project([Self.event(.messageRemoved("m1"))])
+        #expect(table.conversations[Self.conversation]?.unreadCount == 2, "m1 was read already: m3 and m4 are the unread ones")
+        _ = table.project([Self.event(.messageRemoved("m2"))])
+        #expect(table.conversations[Self.conversation]?.unreadCount == 2, "the user's own message never counted")
+        _ = table.project([Self.event(.messageRemoved("m4"))])
+        #expect(table.conversations[Self.conversation]?.unreadCount == 1, "an unread message gone is one less to read")
+        _ = table.project([Self.event(.messageRemoved("m3"))])
+        #expect(table.conversations[Self.conversation]?.unreadCount == 0)
+        #expect(table.messages.isEmpty)
+    }
+
     @Test func aConversationUpdateAnnouncesWhatChangedOrNothing() {
         var table = Table()
         let old = ConversationInfo(id: Self.conversation, state: .queued, participants: [Self.customer])

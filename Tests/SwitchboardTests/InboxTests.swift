@@ -99,6 +99,31 @@ struct InboxTests {
         }
     }
 
+    /// An inbox that falls behind reloads and says so with a reset; a session closed since lists
+    /// nothing (before, its closed store failed the reload, and the list stayed stale for good).
+    @Test func anInboxThatFellBehindReloadsWithoutTheClosedSessions() async throws {
+        try await withTwoSessions { bus, sessions, links, recorders in
+            links[0].yield(Self.listing("a1", at: 1))
+            links[1].yield(Self.listing("b1", at: 2))
+            for (recorder, id) in zip(recorders, ["a1", "b1"]) {
+                try await recorder.first("the conversation is stored") { $0.conversationID == ConversationID(id) }
+            }
+            let inbox = try await Inbox(bus: bus, sessions: sessions, buffering: .bounded(1))
+            var updates = inbox.makeAsyncIterator()
+            let initial = try #require(await updates.next())
+            #expect(initial.items.count == 2)
+            await sessions[0].close()
+            for (index, seconds) in [3.0, 4.0, 5.0].enumerated() { links[1].yield(Self.agentMessage(MessageID("m\(index)"), in: "b1", at: seconds)) }
+            try await recorders[1].waitUntil("three messages stored") { events in events.compactMap(\.addedMessage).count == 3 }
+            // The buffer holds the first change, then says the rest fell behind.
+            var reloaded = try #require(await updates.next())
+            for _ in 0..<3 where reloaded.diffs != [.reset(reloaded.items)] { reloaded = try #require(await updates.next()) }
+            #expect(reloaded.diffs == [.reset(reloaded.items)], "a reset, not diffs it cannot vouch for")
+            #expect(reloaded.items.map(\.conversation.id) == ["b1"], "the closed session's conversation is gone")
+            #expect(reloaded.unreadTotal == 3)
+        }
+    }
+
     /// Waits until `condition` holds, registering for the next change of what `tracking` reads
     /// each time it does not (both on the main actor, where the models change).
     @MainActor

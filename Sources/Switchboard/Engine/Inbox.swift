@@ -9,7 +9,8 @@ import Foundation
 /// order. Apply the diffs in the order they come (`[InboxItem].apply(_:)`) and the list matches
 /// ``items``. A conversation is read again from its session's store when the bus says it (or one
 /// of its messages) changed, so the list shows what the store holds. When the subscription falls
-/// behind, the inbox reloads and emits a `.reset`.
+/// behind, the inbox reloads and emits a `.reset`; a reload that fails is tried again at the next
+/// event, and a session closed since lists nothing.
 ///
 /// ```swift
 /// let inbox = try await Inbox(bus: bus, sessions: [webim, cxone])
@@ -34,6 +35,8 @@ public final class Inbox: AsyncSequence, Sendable {
         var deliveredInitial = false
         /// The handle of each conversation read since, so a change reads only its conversation.
         var handles: [InboxItem.ID: any Conversation] = [:]
+        /// The subscription fell behind and the reload failed: the list waits for one that works.
+        var needsReload = false
     }
 
     private let sessions: [SessionID: any Session]
@@ -45,10 +48,12 @@ public final class Inbox: AsyncSequence, Sendable {
     /// - Parameters:
     ///   - bus: the bus the sessions publish on.
     ///   - sessions: the sessions whose conversations the inbox lists.
-    public init(bus: EventBus, sessions: [any Session]) async throws {
+    ///   - buffering: how many events wait for the iterating task before the inbox falls behind
+    ///     (and reloads).
+    public init(bus: EventBus, sessions: [any Session], buffering: EventBus.BufferingPolicy = .bounded(4096)) async throws {
         self.sessions = Dictionary(sessions.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         // Subscribe before reading the stores, so nothing falls between the two.
-        self.events = bus.subscribe(filter: EventFilter(sessions: Set(self.sessions.keys)), buffering: .bounded(4096))
+        self.events = bus.subscribe(filter: EventFilter(sessions: Set(self.sessions.keys)), buffering: buffering)
         self.state = Locked(State(inbox: InboxState()))
         let initial = try await loadAll()
         state.withLock { _ = $0.inbox.reset(initial) }
@@ -82,7 +87,11 @@ public final class Inbox: AsyncSequence, Sendable {
     private func loadAll() async throws -> [InboxItem] {
         var items: [InboxItem] = []
         for (id, session) in sessions {
-            items += try await session.conversations().map { InboxItem(session: id, conversation: $0) }
+            do {
+                items += try await session.conversations().map { InboxItem(session: id, conversation: $0) }
+            } catch let error as SwitchboardError where error.code == .sessionClosed {
+                continue
+            }
         }
         return items
     }
@@ -97,10 +106,17 @@ public final class Inbox: AsyncSequence, Sendable {
 
     private func apply(_ event: ChatEvent) async -> Update? {
         let diffs: [InboxDiff]
-        switch event.kind {
-        case .gap:
+        if case .gap = event.kind { state.withLock { $0.needsReload = true } }
+        if state.withLock({ $0.needsReload }) {
+            // What fell behind is read whole: this event is in it.
             guard let all = try? await loadAll() else { return nil }
-            diffs = state.withLock { $0.inbox.reset(all) }
+            diffs = state.withLock { state in
+                state.needsReload = false
+                return state.inbox.reset(all)
+            }
+            return state.withLock { Update(diffs: diffs, items: $0.inbox.items, unreadTotal: $0.inbox.unreadTotal) }
+        }
+        switch event.kind {
         case .conversationRemoved:
             guard let conversation = event.conversationID else { return nil }
             let id = InboxItem.ID(session: event.origin.session, conversation: conversation)

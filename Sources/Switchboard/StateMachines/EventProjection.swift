@@ -213,6 +213,8 @@ enum EventProjection {
                 if let conversation, rows.byServerID[conversation]?[id] == nil {
                     reads.messages[conversation, default: Reads.Keys()].serverIDs.insert(id)
                 }
+                // Its unread count, which the removal may lower.
+                if let conversation, rows.conversations[conversation] == nil { reads.conversations.insert(conversation) }
             case .conversationAdded(let info), .conversationUpdated(let info):
                 if rows.conversations[info.id] == nil { reads.conversations.insert(info.id) }
             case .conversationStateChanged, .agentChanged, .participantsAdded, .participantsUpdated, .participantsRemoved:
@@ -263,7 +265,19 @@ enum EventProjection {
             if let conversation { message.conversationID = conversation }
             projectMessage(message, position: nil, of: event, rows: &rows, into: &output, now: now, settings: settings)
         case .messageRemoved(let id):
-            guard (rows.byServerID[conversation!]?[id] ?? nil) != nil else { return .projected }
+            guard let removed = rows.byServerID[conversation!]?[id] ?? nil else { return .projected }
+            if var info = rows.conversations[conversation!] ?? nil, info.unreadCount > 0, !settings.backendCountsUnread, settings.isUnread(removed) {
+                // The unread messages are the newest from others: one of them gone is one less to read.
+                guard let newest = rows.newest[conversation!] else {
+                    var reads = Reads()
+                    reads.newest = [conversation!]
+                    return .needs(reads)
+                }
+                if newest.filter({ settings.isUnread($0) && $0.serverID != nil }).suffix(info.unreadCount).contains(where: { $0.serverID == id }) {
+                    info.unreadCount -= 1
+                    save(info, rows: &rows, into: &output)
+                }
+            }
             output.writes.append(.removeMessage(id, in: conversation!))
             rows.removed(serverID: id, in: conversation!)
             output.publish(event.kind, conversation, of: event)

@@ -356,6 +356,24 @@ struct VoximplantSpecClientTests {
             }
         }
     }
+
+    /// The agent removes a message the user has not read: the badge counts one less.
+    @Test func aRemovedUnreadMessageLowersTheUnreadCount() async throws {
+        try await withVoximplantEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                for text in ["keep me", "take me back"] { try await control.agentSend(text, in: chat.id) }
+                try await probe.waitForMessages(["keep me", "take me back"], in: chat)
+                let before = try await chat.info().unreadCount
+                let removed = try #require(try await chat.storedMessages(before: nil, limit: 10).first { $0.text == "take me back" }?.serverID)
+                try control.agent.remove(removed.rawValue, in: chat.id.rawValue)
+                try await probe.recorder.first("the removal") { if case .messageRemoved(removed) = $0.kind { return true } else { return false } }
+                let after = try await chat.info().unreadCount
+                print("voximplant removal: unread \(before) before, \(after) after the agent removed an unread message")
+                #expect(after == before - 1)
+            }
+        }
+    }
 }
 
 /// Participants and conversation changes through the typed `Conversation` calls, with the
