@@ -274,23 +274,24 @@ public enum ConformanceSuite {
 
     static let typingFromAgent = ConformanceCase("typing from the agent", capabilities: .typing) { harness in
         try await harness.withSession { probe in
-            let conversation = try await probe.openConversation()
-            try await probe.emulator.agentTyping(true, in: conversation.id)
-            try await probe.recorder.first("the agent is typing") { event in
-                if case .typing(_, true, _) = event.kind { return event.conversationID == conversation.id }
-                return false
-            }
+            _ = try await agentTypes(probe)
         }
+    }
+
+    /// Opens a conversation whose agent types, and waits until the session says so.
+    private static func agentTypes(_ probe: SessionProbe) async throws -> any Conversation {
+        let conversation = try await probe.openConversation()
+        try await probe.emulator.agentTyping(true, in: conversation.id)
+        try await probe.recorder.first("the agent is typing") { event in
+            if case .typing(_, true, _) = event.kind { return event.conversationID == conversation.id }
+            return false
+        }
+        return conversation
     }
 
     static let typingEndsWithTheChat = ConformanceCase("typing ends when the agent ends the chat", capabilities: .typing) { harness in
         try await harness.withSession { probe in
-            let conversation = try await probe.openConversation()
-            try await probe.emulator.agentTyping(true, in: conversation.id)
-            try await probe.recorder.first("the agent is typing") { event in
-                if case .typing(_, true, _) = event.kind { return event.conversationID == conversation.id }
-                return false
-            }
+            let conversation = try await agentTypes(probe)
             let mark = probe.recorder.events.count
             try await probe.emulator.agentEnd(conversation.id)
             // Nothing says "stopped typing" but the end itself (no backend's agent sends it here).

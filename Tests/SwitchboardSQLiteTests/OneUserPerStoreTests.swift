@@ -9,11 +9,13 @@ import Testing
 /// and signing one out (`forgetUser`) leaves no row of theirs — read from the file's tables.
 @Suite(.timeLimit(.minutes(1)))
 struct OneUserPerStoreTests {
-    func withDatabaseFile<T>(_ body: (String) async throws -> T) async throws -> T {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        return try await body(directory.appendingPathComponent("chat.sqlite").path)
+    /// An emulator with one conversation each for the customers `alice` and `carol`, and the agent `bob`.
+    static func aliceAndCarol() -> (emulator: InMemoryEmulator, alicesChat: ConversationID, carolsChat: ConversationID) {
+        let emulator = InMemoryEmulator()
+        let agent = Participant(id: "bob", role: .agent)
+        let alices = emulator.server.createConversation(participants: [Participant(id: "alice", role: .customer), agent])
+        let carols = emulator.server.createConversation(participants: [Participant(id: "carol", role: .customer), agent])
+        return (emulator, alices.id, carols.id)
     }
 
     /// Rows per user in every table of the file (all of them, so a table added later is counted
@@ -33,27 +35,24 @@ struct OneUserPerStoreTests {
 
     @Test func aSecondUserSeesNoneOfTheFirstsRowsAndSendsNoneOfTheirQueuedMessages() async throws {
         try await withDatabaseFile { path in
-            let emulator = InMemoryEmulator()
-            let agent = Participant(id: "bob", role: .agent)
-            let alicesChat = emulator.server.createConversation(participants: [Participant(id: "alice", role: .customer), agent])
-            let carolsChat = emulator.server.createConversation(participants: [Participant(id: "carol", role: .customer), agent])
+            let (emulator, alicesChat, carolsChat) = Self.aliceAndCarol()
             let alice = InMemoryBackend(server: emulator.server, user: "alice")
             let carol = InMemoryBackend(server: emulator.server, user: "carol")
             let harness = ConformanceHarness(context: ConformanceContext(emulator: emulator))
 
             // Alice: a message from the agent, then a send queued while offline.
             try await harness.withSession(backend: alice, store: try SQLiteChatStore(path: path)) { probe in
-                try await probe.recorder.first("alice's chat") { $0.conversationID == alicesChat.id }
-                _ = try emulator.server.agent("bob", name: "Bob").send("for alice", in: alicesChat.id)
+                try await probe.recorder.first("alice's chat") { $0.conversationID == alicesChat }
+                _ = try emulator.server.agent("bob", name: "Bob").send("for alice", in: alicesChat)
                 try await probe.recorder.first("the agent's message") { $0.addedMessage?.text == "for alice" }
                 try await probe.session.pause()
-                try await probe.session.conversation(alicesChat.id).send(text: "alice's queued send")
+                try await probe.session.conversation(alicesChat).send(text: "alice's queued send")
             }
 
             // Carol, on the same file: her own chat only, and nothing of Alice's goes out.
             let (carolSees, carolsRows) = try await harness.withSession(backend: carol, store: try SQLiteChatStore(path: path)) { probe in
-                try await probe.recorder.first("carol's chat") { $0.conversationID == carolsChat.id }
-                let sent = try await probe.session.conversation(carolsChat.id).send(text: "carol writes")
+                try await probe.recorder.first("carol's chat") { $0.conversationID == carolsChat }
+                let sent = try await probe.session.conversation(carolsChat).send(text: "carol writes")
                 try await probe.recorder.first("carol's send confirmed") { $0.updatedMessage?.clientID == sent.clientID && $0.updatedMessage?.serverID != nil }
                 var texts: [String] = []
                 for info in try await probe.session.conversations() {
@@ -61,7 +60,7 @@ struct OneUserPerStoreTests {
                 }
                 return (texts, await probe.session.pendingSends.count)
             }
-            let alicesSendsOnServer = emulator.server.messages(in: alicesChat.id).filter { $0.text == "alice's queued send" }.count
+            let alicesSendsOnServer = emulator.server.messages(in: alicesChat).filter { $0.text == "alice's queued send" }.count
             print("one user per store: carol stored \(carolSees), \(carolsRows) pending; alice's queued send on the server while carol ran: \(alicesSendsOnServer)")
             #expect(carolSees == ["carol writes"], "carol sees none of alice's messages")
             #expect(carolsRows == 0, "carol's outbox holds none of alice's sends")
@@ -73,20 +72,17 @@ struct OneUserPerStoreTests {
                     events.compactMap(\.updatedMessage).contains { $0.text == "alice's queued send" && $0.serverID != nil }
                 }
             }
-            let alicesOnServer = emulator.server.messages(in: alicesChat.id).filter { $0.text == "alice's queued send" }
+            let alicesOnServer = emulator.server.messages(in: alicesChat).filter { $0.text == "alice's queued send" }
             #expect(alicesOnServer.count == 1 && alicesOnServer.first?.sender == "alice", "alice's send went out once, as alice")
         }
     }
 
     @Test func forgettingAUserLeavesNoRowOfTheirsAndKeepsTheOthers() async throws {
         try await withDatabaseFile { path in
-            let emulator = InMemoryEmulator()
-            let agent = Participant(id: "bob", role: .agent)
-            let alicesChat = emulator.server.createConversation(participants: [Participant(id: "alice", role: .customer), agent])
-            let carolsChat = emulator.server.createConversation(participants: [Participant(id: "carol", role: .customer), agent])
+            let (emulator, alicesChat, carolsChat) = Self.aliceAndCarol()
             let harness = ConformanceHarness(context: ConformanceContext(emulator: emulator))
             let store = try SQLiteChatStore(path: path)
-            for (user, chat) in [("carol", carolsChat.id), ("alice", alicesChat.id)] {
+            for (user, chat) in [("carol", carolsChat), ("alice", alicesChat)] {
                 try await harness.withSession(backend: InMemoryBackend(server: emulator.server, user: ParticipantID(user)), store: store) { probe in
                     try await probe.recorder.first("the chat") { $0.conversationID == chat }
                     let sent = try await probe.session.conversation(chat).send(text: "\(user) writes")
@@ -99,7 +95,7 @@ struct OneUserPerStoreTests {
             // marker), so every table holds a row of alice's.
             let alicesScope = StoreScope(backend: "in-memory", account: "default", user: "alice")
             try await store.apply(
-                [.saveCredentials(Credentials(["token": "alice's"])), .saveCursor(.token("alice's")), .saveReadMarker(.sequence(1), of: "bob", in: alicesChat.id)],
+                [.saveCredentials(Credentials(["token": "alice's"])), .saveCursor(.token("alice's")), .saveReadMarker(.sequence(1), of: "bob", in: alicesChat)],
                 scope: alicesScope
             )
 
@@ -108,7 +104,7 @@ struct OneUserPerStoreTests {
                 #expect(probe.session.scope == alicesScope)
                 try await probe.recorder.first("connected") { $0.isConnected }
                 try await probe.session.pause()
-                try await probe.session.conversation(alicesChat.id).send(text: "never sent")
+                try await probe.session.conversation(alicesChat).send(text: "never sent")
                 let before = try await Self.rowsPerUser(in: store)
                 try await probe.session.forgetUser()
                 #expect(await probe.session.isClosed)
@@ -123,10 +119,10 @@ struct OneUserPerStoreTests {
 
             // A new session for alice starts from nothing, and the dropped send never went out.
             try await harness.withSession(backend: InMemoryBackend(server: emulator.server, user: "alice"), store: store) { probe in
-                try await probe.recorder.first("alice's chat again") { $0.conversationID == alicesChat.id }
+                try await probe.recorder.first("alice's chat again") { $0.conversationID == alicesChat }
                 #expect(await probe.session.pendingSends.isEmpty)
             }
-            #expect(!emulator.server.messages(in: alicesChat.id).contains { $0.text == "never sent" })
+            #expect(!emulator.server.messages(in: alicesChat).contains { $0.text == "never sent" })
         }
     }
 

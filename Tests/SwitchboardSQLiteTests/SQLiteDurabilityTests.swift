@@ -7,14 +7,6 @@ import Testing
 /// What only a file store can show: the session's state outlives the process.
 @Suite(.timeLimit(.minutes(1)))
 struct SQLiteDurabilityTests {
-    /// A fresh database file, removed afterwards.
-    func withDatabaseFile<T>(_ body: (String) async throws -> T) async throws -> T {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        return try await body(directory.appendingPathComponent("chat.sqlite").path)
-    }
-
     @Test func theOutboxAndHistorySurviveARestartOfTheProcess() async throws {
         try await withDatabaseFile { path in
             let emulator = InMemoryEmulator()
