@@ -275,9 +275,14 @@ public final class PostgresChatStore: ChatStore {
                 "CREATE SEQUENCE \(table("fence_token"))",
                 "CREATE TABLE \(table("fence")) (backend text NOT NULL, account text NOT NULL, token bigint NOT NULL, PRIMARY KEY (backend, account))",
             ],
-            // The user joins every key (``StoreScope/user``); rows stored before belong to no user.
-            Self.scopedTables.flatMap { name in
-                ["ALTER TABLE \(table(name)) ADD COLUMN user_id text NOT NULL DEFAULT ''"]
+            // The user joins every key (``StoreScope/user``). Rows stored before may be any user's:
+            // they go to `StoreScope.userBeforeUsers`, which no session reads, until the app adopts
+            // them. The tables as they were at version 3 (a table added later is not this one's).
+            ["conversation", "message", "read_marker", "sequence", "cursor", "outbox", "credentials", "fence"].flatMap { name in
+                [
+                    "ALTER TABLE \(table(name)) ADD COLUMN user_id text NOT NULL DEFAULT '\(StoreScope.userBeforeUsers)'",
+                    "ALTER TABLE \(table(name)) ALTER COLUMN user_id DROP DEFAULT",
+                ]
                     // A message's key is its position.
                     + (name == "message" ? [] : ["ALTER TABLE \(table(name)) DROP CONSTRAINT \(name)_pkey"])
             } + [
@@ -610,6 +615,36 @@ public final class PostgresChatStore: ChatStore {
     /// The key of the advisory lock that serializes the scope's writes: the schema's own, so
     /// stores in other schemas of the database (other deployments, tests) never wait on it.
     private func lockKey(_ scope: StoreScope) -> String { "switchboard.scope.\(schema).\(scope)" }
+
+    // MARK: Rows stored before users
+
+    /// Gives the rows this schema held before the user joined its keys (version 4 put them under
+    /// `StoreScope.userBeforeUsers`) to `user` of `backend` and `account`: call it once, before
+    /// that user's first session, when the app knows whose they were. One transaction; when
+    /// `user` already has a row with the same key nothing changes and it throws.
+    ///
+    /// - Returns: how many rows changed hands.
+    /// - Throws: ``SwitchboardError/Code/storageFailure``.
+    @discardableResult
+    public func adoptRowsStoredBeforeUsers(backend: BackendName, account: String, as user: String?) async throws -> Int {
+        try await migrate()
+        let adopter = StoreScope(backend: backend, account: account, user: user)
+        return try await transaction("adoption") { connection, logger in
+            var changed = 0
+            for name in Self.scopedTables {
+                let rows = try await connection.query(
+                    """
+                    WITH moved AS (UPDATE \(unescaped: self.table(name)) SET user_id = \(adopter.userKey)
+                    WHERE backend = \(backend.rawValue) AND account = \(account) AND user_id = \(StoreScope.userBeforeUsers) RETURNING 1)
+                    SELECT count(*)::bigint FROM moved
+                    """,
+                    logger: logger
+                )
+                for try await count in rows.decode(Int64.self) { changed += Int(count) }
+            }
+            return changed
+        }
+    }
 
     // MARK: Fencing
 

@@ -97,9 +97,10 @@ public final class SQLiteChatStore: ChatStore {
                     """
             )
         }
-        // The user joins every key (``StoreScope/user``); rows stored before belong to no user.
-        // SQLite cannot change a primary key, so each table is built anew and its rows copied in
-        // their order.
+        // The user joins every key (``StoreScope/user``). Rows stored before may be any user's:
+        // they go to ``StoreScope/userBeforeUsers``, which no session reads, until the app adopts
+        // them. SQLite cannot change a primary key, so each table is built anew and its rows
+        // copied in their order.
         migrator.registerMigration("v2: the user in every key") { db in
             let columns: [String: (definition: String, copied: String)] = [
                 "conversation": ("id TEXT NOT NULL, value BLOB NOT NULL, PRIMARY KEY (backend, account, userID, id)", "id, value"),
@@ -119,17 +120,16 @@ public final class SQLiteChatStore: ChatStore {
                 "outbox": ("clientID TEXT NOT NULL, value BLOB NOT NULL, PRIMARY KEY (backend, account, userID, clientID)", "clientID, value"),
                 "credentials": ("value BLOB NOT NULL, PRIMARY KEY (backend, account, userID)", "value"),
             ]
-            for table in tables {
+            // The tables as they were at v1 (a table added later is not this migration's).
+            for table in ["conversation", "message", "readMarker", "sequence", "cursor", "outbox", "credentials"] {
                 let (definition, copied) = columns[table]!
+                try db.execute(sql: "ALTER TABLE \(table) RENAME TO \(table)_v1")
+                try db.execute(sql: "CREATE TABLE \(table) (backend TEXT NOT NULL, account TEXT NOT NULL, userID TEXT NOT NULL, \(definition))")
                 try db.execute(
-                    sql: """
-                        ALTER TABLE \(table) RENAME TO \(table)_v1;
-                        CREATE TABLE \(table) (backend TEXT NOT NULL, account TEXT NOT NULL, userID TEXT NOT NULL, \(definition));
-                        INSERT INTO \(table) (rowid, backend, account, userID, \(copied))
-                            SELECT rowid, backend, account, '', \(copied) FROM \(table)_v1 ORDER BY rowid;
-                        DROP TABLE \(table)_v1;
-                        """
+                    sql: "INSERT INTO \(table) (rowid, backend, account, userID, \(copied)) SELECT rowid, backend, account, ?, \(copied) FROM \(table)_v1 ORDER BY rowid",
+                    arguments: [StoreScope.userBeforeUsers]
                 )
+                try db.execute(sql: "DROP TABLE \(table)_v1")
             }
             try db.execute(
                 sql: """
@@ -382,6 +382,31 @@ public final class SQLiteChatStore: ChatStore {
 
     public func saveCredentials(_ credentials: Credentials, scope: StoreScope) async throws {
         try await apply([.saveCredentials(credentials)], scope: scope)
+    }
+
+    // MARK: Rows stored before users
+
+    /// Gives the rows this store held before the user joined its keys (migration v2 put them
+    /// under ``StoreScope/userBeforeUsers``) to `user` of `backend` and `account`: call it once,
+    /// before that user's first session, when the app knows whose they were. One transaction;
+    /// when `user` already has a row with the same key nothing changes and it throws.
+    ///
+    /// - Returns: how many rows changed hands.
+    /// - Throws: ``SwitchboardError/Code/storageFailure``.
+    @discardableResult
+    public func adoptRowsStoredBeforeUsers(backend: BackendName, account: String, as user: String?) async throws -> Int {
+        let adopter = StoreScope(backend: backend, account: account, user: user)
+        return try await write { db in
+            var changed = 0
+            for table in Self.tables {
+                try db.execute(
+                    sql: "UPDATE \(table) SET userID = ? WHERE backend = ? AND account = ? AND userID = ?",
+                    arguments: [adopter.user ?? "", backend.rawValue, account, StoreScope.userBeforeUsers]
+                )
+                changed += db.changesCount
+            }
+            return changed
+        }
     }
 
     // MARK: Transactions

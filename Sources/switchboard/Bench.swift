@@ -261,7 +261,7 @@ struct Bench: Sendable {
                 try Data.fetchAll(
                     db.cachedStatement(
                         sql: """
-                            SELECT value FROM message WHERE backend = ? AND account = ? AND conversation = ?
+                            SELECT value FROM message WHERE backend = ? AND account = ? AND userID = '' AND conversation = ?
                             AND (pending, sequence, time, tie) < (?, ?, ?, ?)
                             ORDER BY pending DESC, sequence DESC, time DESC, tie DESC LIMIT 50
                             """

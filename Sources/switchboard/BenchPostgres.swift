@@ -36,7 +36,7 @@ extension Bench {
         return try await historyPageRow(store, label: "PostgreSQL history page", storeName: "PostgreSQL", baselineName: "raw PostgresNIO SELECT") { middle in
             let rows = try await store.client.query(
                 """
-                SELECT value FROM \(unescaped: table) WHERE backend = 'bench' AND account = 'a' AND conversation = 'c1'
+                SELECT value FROM \(unescaped: table) WHERE backend = 'bench' AND account = 'a' AND user_id = '' AND conversation = 'c1'
                 AND (pending, sequence, time, tie) < (\(middle.isPending), \(middle.sequence), \(middle.time.timeIntervalSinceReferenceDate), \(middle.tieBreaker))
                 ORDER BY pending DESC, sequence DESC, time DESC, tie DESC LIMIT 50
                 """
@@ -74,8 +74,8 @@ extension Bench {
                         let value = try StoredValue.encode(message)
                         let rows = try await connection.query(
                             """
-                            INSERT INTO \(unescaped: table) (backend, account, conversation, server_id, client_id, pending, sequence, time, tie, value)
-                            VALUES ('bench', 'raw', 'c1', \(message.serverID?.rawValue), NULL, false, \(message.sequence ?? 0),
+                            INSERT INTO \(unescaped: table) (backend, account, user_id, conversation, server_id, client_id, pending, sequence, time, tie, value)
+                            VALUES ('bench', 'raw', '', 'c1', \(message.serverID?.rawValue), NULL, false, \(message.sequence ?? 0),
                             \(message.time.timeIntervalSinceReferenceDate), \(message.orderKey.tieBreaker), \(value))
                             """,
                             logger: .quiet

@@ -169,6 +169,21 @@ struct PostgresChatStoreTests {
         }
     }
 
+    /// Rows stored before the user joined the keys are no session's until the app adopts them.
+    @Test func rowsStoredBeforeUsersWaitToBeAdopted() async throws {
+        try await PostgresServer.withClient { client, schemas in
+            let store = try PostgresChatStore(client: client, schema: schemas.fresh())
+            let before = StoreScope(backend: "webim", account: "default", user: StoreScope.userBeforeUsers)
+            try await store.apply([.saveCredentials(Credentials(["page-id": "p1"])), .saveConversation(ConversationInfo(id: conversation))], scope: before)
+            let owner = StoreScope(backend: "webim", account: "default", user: "visitor:v1")
+            #expect(try await store.fetchCredentials(scope: StoreScope(backend: "webim", account: "default"))["page-id"] == nil)
+            #expect(try await store.adoptRowsStoredBeforeUsers(backend: "webim", account: "default", as: "visitor:v1") == 2)
+            #expect(try await store.fetchCredentials(scope: owner)["page-id"] == "p1")
+            #expect(try await store.fetchConversations(scope: owner).map(\.id) == [conversation])
+            #expect(try await store.fetchConversations(scope: before).isEmpty)
+        }
+    }
+
     /// Two processes' stores on one schema: the one that took the session over last writes; the
     /// other, which lost it and has not noticed (a partition), has every write refused, and
     /// nothing it tried is stored. A store that never took the scope over writes as before.

@@ -126,9 +126,10 @@ struct OneUserPerStoreTests {
         }
     }
 
-    /// A file written before the user joined the keys: its rows belong to no user, and a session
-    /// without one reads them as before.
-    @Test func rowsStoredBeforeTheUserJoinedTheKeysBelongToNoUser() async throws {
+    /// A file written before the user joined the keys: its rows may be any user's, so no session
+    /// reads them (an anonymous one would have read an identified user's) until the app adopts
+    /// them for the user they belong to.
+    @Test func rowsStoredBeforeTheUserJoinedTheKeysWaitToBeAdopted() async throws {
         try await withDatabaseFile { path in
             let queue = try DatabaseQueue(path: path)
             try SQLiteChatStore.migrator.migrate(queue, upTo: "v1")
@@ -141,9 +142,14 @@ struct OneUserPerStoreTests {
             try queue.close()
             let store = try SQLiteChatStore(path: path)
             let anonymous = StoreScope(backend: "webim", account: "default")
-            #expect(try await store.fetchCredentials(scope: anonymous)["page-id"] == "p1")
-            #expect(try await store.fetchOutbox(scope: anonymous).map(\.message.content.text) == ["old"])
-            #expect(try await store.fetchOutbox(scope: StoreScope(backend: "webim", account: "default", user: "visitor:v1")).isEmpty)
+            let owner = StoreScope(backend: "webim", account: "default", user: "visitor:v1")
+            #expect(try await store.fetchCredentials(scope: anonymous)["page-id"] == nil, "an anonymous session does not get them")
+            #expect(try await store.fetchOutbox(scope: owner).isEmpty, "nor does any user before adopting them")
+            let adopted = try await store.adoptRowsStoredBeforeUsers(backend: "webim", account: "default", as: "visitor:v1")
+            #expect(adopted == 2)
+            #expect(try await store.fetchCredentials(scope: owner)["page-id"] == "p1")
+            #expect(try await store.fetchOutbox(scope: owner).map(\.message.content.text) == ["old"])
+            #expect(try await store.fetchCredentials(scope: anonymous)["page-id"] == nil)
         }
     }
 }

@@ -197,6 +197,29 @@ import Testing
         #expect(table.conversations[Self.conversation]?.unreadCount == 0, "the agent's marker says nothing of the user's")
     }
 
+    /// A CXone thread lists only its agents: the customer's own marker (seen on another device)
+    /// reads the agent's messages for the count, and turns none of the customer's own read.
+    @Test func theCustomersOwnMarkerInAThreadListingOnlyItsAgentsReadsNoneOfTheirMessages() {
+        var table = Table()
+        table.conversations["t"] = ConversationInfo(id: "t", kind: .thread, participants: [Self.agent], unreadCount: 1)
+        let mine = Message(serverID: "c1", conversationID: "t", sender: "cust", senderRole: .customer, text: "mine", time: Date(timeIntervalSince1970: 1), deliveryState: .sent)
+        let theirs = Message(serverID: "a1", conversationID: "t", sender: "bob", senderRole: .agent, text: "theirs", time: Date(timeIntervalSince1970: 2))
+        table.messages = [mine, theirs]
+        _ = table.project([BackendEvent(.readMarker("cust", .message("a1")), conversation: "t")], settings: Projection.Settings(user: "cust"))
+        #expect(table.messages.first { $0.serverID == "c1" }?.deliveryState == .sent, "the customer's marker is not the agent's")
+        #expect(table.conversations["t"]?.unreadCount == 0)
+    }
+
+    /// A receipt on an event the store does not hold as a message (a Matrix receipt on a
+    /// membership change) says nothing of what is unread.
+    @Test func theUsersOwnMarkerOnAnEventNotStoredLeavesTheCount() {
+        var table = Table()
+        table.conversations[Self.conversation] = ConversationInfo(id: Self.conversation, participants: [Self.customer, Self.agent], unreadCount: 1)
+        table.messages = (1...3).map { Self.message($0, sequence: Int64($0)) }
+        _ = table.project([Self.event(.readMarker("me", .message("$membership")))])
+        #expect(table.conversations[Self.conversation]?.unreadCount == 1, "not 3: the marker's place is unknown")
+    }
+
     @Test func theServersCopyOfASendUpdatesThePendingRowAndEndsItsOutboxEntry() {
         var table = Table()
         table.conversations[Self.conversation] = ConversationInfo(id: Self.conversation)

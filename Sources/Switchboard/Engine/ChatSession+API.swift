@@ -119,13 +119,16 @@ extension ChatSession {
     /// server is not told; the next session for this scope starts as a new user (a new anonymous
     /// visitor or customer), and sessions of other users on the store keep their rows.
     ///
-    /// - Throws: ``SwitchboardError/Code/storageFailure`` when the rows cannot be deleted; the
-    ///   session is closed all the same, and a second call tries again.
+    /// - Throws: ``SwitchboardError/Code/storageFailure`` when the rows cannot be deleted, or
+    ///   `CancellationError` when cancelled before ``run()`` returned; the session is closed all
+    ///   the same, and a second call tries again.
     public func forgetUser() async throws {
         await close()
         if hasRun && !runEnded {
             let generation = runEnd.generation
             if !runEnded { await runEnd.wait(since: generation) }
+            // Cancelled while the loop still ran: deleting now could race its last writes.
+            if !runEnded { throw CancellationError() }
         }
         try await store.apply([.removeEverything], scope: scope)
         machine.outbox = OutboxStateMachine(backoff: machine.outbox.backoff, maxLinkLosses: machine.outbox.maxLinkLosses)

@@ -452,11 +452,14 @@ enum EventProjection {
         let isOwn = info.map { info in
             participant == settings.user || info.participant(participant)?.role == .customer
         } ?? false
+        // An agent's marker reads the customer's messages; the customer's own reads none of them
+        // (a thread may list only its agents, so the customer is known by `isOwn`, not the list).
         let derives =
-            info.map { info in
+            !isOwn
+            && (info.map { info in
                 (info.kind == .supportChat || info.kind == .thread)
                     && info.participants.first(where: { $0.id == participant })?.role != .customer
-            } ?? false
+            } ?? false)
         let isWithinMarker = derives ? readTest(marker, orderKey: { rows.byServerID[conversation]?[$0]??.orderKey }) : nil
         if isOwn || isWithinMarker != nil, rows.newest[conversation] == nil {
             var reads = Reads()
@@ -469,8 +472,8 @@ enum EventProjection {
             if case .sequence(let sequence) = marker, let index = info.participants.firstIndex(where: { $0.id == participant }) {
                 info.participants[index].lastReadSequence = sequence
             }
-            if isOwn, let newest = rows.newest[conversation] {
-                info.unreadCount = unread(in: newest, after: marker, settings: settings)
+            if isOwn, let newest = rows.newest[conversation], let count = unread(in: newest, after: marker, settings: settings) {
+                info.unreadCount = count
             }
             if info != old { save(info, rows: &rows, into: &output) }
         }
@@ -492,11 +495,17 @@ enum EventProjection {
         return .projected
     }
 
-    /// How many of `newest` (oldest first) came from others after the user's `marker`.
-    /// A marker on a message older than all of them reads none of them.
-    static func unread(in newest: [Message], after marker: ChatEvent.ReadMarker, settings: Settings) -> Int {
-        let isRead = readTest(marker, orderKey: { id in newest.first { $0.serverID == id }?.orderKey }) ?? { _ in false }
-        return newest.filter { settings.isUnread($0) && $0.serverID != nil && !isRead($0) }.count
+    /// How many of `newest` (oldest first) came from others after the user's `marker`; `nil` for
+    /// a marker on an event `newest` does not hold (a Matrix receipt on a membership change, a
+    /// message older than the window), which says nothing of what is unread.
+    static func unread(in newest: [Message], after marker: ChatEvent.ReadMarker, settings: Settings) -> Int? {
+        guard let isRead = readTest(marker, orderKey: { id in newest.first { $0.serverID == id }?.orderKey }) else { return nil }
+        return unread(in: newest, settings: settings, isRead: isRead)
+    }
+
+    /// How many of `newest` came from others and are not `isRead`.
+    static func unread(in newest: [Message], settings: Settings, isRead: (Message) -> Bool = { _ in false }) -> Int {
+        newest.filter { settings.isUnread($0) && $0.serverID != nil && !isRead($0) }.count
     }
 
     /// Whether a message is at or before `marker`; `nil` for a marker on a message whose place

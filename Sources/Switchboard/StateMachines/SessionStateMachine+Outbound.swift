@@ -154,7 +154,8 @@ extension SessionStateMachine {
         case .refused(let error): return .refuse(error)
         }
         var actions: [Action] = []
-        let unread = EventProjection.unread(in: newest, after: sending, settings: projection)
+        // A marker older than the newest messages reads none of them.
+        let unread = EventProjection.unread(in: newest, after: sending, settings: projection) ?? EventProjection.unread(in: newest, settings: projection)
         if var info, info.unreadCount != unread {
             info.unreadCount = unread
             actions.append(.updateConversation(info))

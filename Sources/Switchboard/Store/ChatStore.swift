@@ -10,13 +10,20 @@ public struct StoreScope: Sendable, Hashable, Codable, CustomStringConvertible {
     /// connects (an anonymous visitor, a Matrix access token).
     public var user: String?
 
+    /// An empty `user` is no user: both name the same rows.
     public init(backend: BackendName, account: String, user: String? = nil) {
         self.backend = backend
         self.account = account
-        self.user = user
+        self.user = user?.isEmpty == true ? nil : user
     }
 
     public var description: String { user.map { "\(backend)/\(account)/\($0)" } ?? "\(backend)/\(account)" }
+
+    /// The user the durable stores gave the rows they held before the user joined the keys: no
+    /// session reads them (they may be any user's), until the app hands them to the user they
+    /// belong to (`adoptRowsStoredBeforeUsers(backend:account:as:)` on the SQLite and PostgreSQL
+    /// stores).
+    public static let userBeforeUsers = "~stored-before-users"
 }
 
 /// Where a session keeps what it knows: conversations with their participants and read

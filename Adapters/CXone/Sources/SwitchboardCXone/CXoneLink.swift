@@ -89,7 +89,7 @@ final class CXoneLink: BackendConnection {
         var credentials = context.credentials
         // The session merges credentials, so a cleared one is stored as "".
         credentials.values = credentials.values.filter { !$0.value.isEmpty }
-        if let configured = configuration.customerID, credentials["customer-id"] != configured {
+        if let configured = configuration.customerID, credentials["customer-id"]?.lowercased() != configured.lowercased() {
             // The configured customer wins over a stored one (the store scope's user is the
             // configured customer, so only a store written before that held another): nothing of
             // the other customer's sign-in is used.
@@ -214,6 +214,8 @@ final class CXoneLink: BackendConnection {
                     }
                     remember(update, frame: frame)
                     yieldPushed(update)
+                    // The server named the customer (`ConsumerAuthorized`): their markers are the user's own.
+                    if case .credentials(let credentials) = update, let customer = credentials["customer-id"] { yieldPushed(.user(ParticipantID(customer))) }
                 }
                 if channel.mode == .liveChat { openNewThreadIfAllClosed() }
             case .download(let url, _):

@@ -212,7 +212,7 @@ struct MatrixTestUser: Sendable {
     }
 
     func typing(_ isTyping: Bool, in room: ConversationID) async throws {
-        _ = try await call("PUT", "/_matrix/client/v3/rooms/\(Self.encode(room.rawValue))/typing/\(Self.encode(userID))", body: ["typing": .bool(isTyping), "timeout": 30_000])
+        _ = try await call("PUT", "/_matrix/client/v3/rooms/\(Self.encode(room.rawValue))/typing/\(Self.encode(userID))", body: ["typing": .bool(isTyping), "timeout": 120_000])
     }
 
     func leave(_ room: ConversationID) async throws {
