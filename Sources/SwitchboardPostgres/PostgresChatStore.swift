@@ -275,7 +275,7 @@ public final class PostgresChatStore: ChatStore {
                 "CREATE SEQUENCE \(table("fence_token"))",
                 "CREATE TABLE \(table("fence")) (backend text NOT NULL, account text NOT NULL, token bigint NOT NULL, PRIMARY KEY (backend, account))",
             ],
-            // The user joins every key (``StoreScope/user``). Rows stored before may be any user's:
+            // The user joins every key (`StoreScope.user`). Rows stored before may be any user's:
             // they go to `StoreScope.userBeforeUsers`, which no session reads, until the app adopts
             // them. The tables as they were at version 3 (a table added later is not this one's).
             ["conversation", "message", "read_marker", "sequence", "cursor", "outbox", "credentials", "fence"].flatMap { name in
@@ -304,7 +304,7 @@ public final class PostgresChatStore: ChatStore {
         ]
     }
 
-    /// The tables keyed by scope: what ``StoreWrite/removeEverything`` empties of one, the
+    /// The tables keyed by scope: what `StoreWrite.removeEverything` empties of one, the
     /// fencing token included.
     static let scopedTables = ["conversation", "message", "read_marker", "sequence", "cursor", "outbox", "credentials", "fence"]
 
@@ -321,23 +321,7 @@ public final class PostgresChatStore: ChatStore {
         try await values(ConversationInfo.self, "SELECT value FROM \(unescaped: table("conversation")) WHERE \(scope: scope) AND id = \(id.rawValue)").first
     }
 
-    public func saveConversation(_ conversation: ConversationInfo, scope: StoreScope) async throws {
-        try await apply([.saveConversation(conversation)], scope: scope)
-    }
-
-    public func removeConversation(_ id: ConversationID, scope: StoreScope) async throws {
-        try await apply([.removeConversation(id)], scope: scope)
-    }
-
     // MARK: Messages
-
-    public func fetchMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws -> Message? {
-        try await fetchMessages(serverIDs: [serverID], clientIDs: [], in: conversation, scope: scope).first
-    }
-
-    public func fetchMessage(clientID: ClientMessageID, scope: StoreScope) async throws -> Message? {
-        try await fetchMessages(serverIDs: [], clientIDs: [clientID], in: "", scope: scope).first
-    }
 
     /// One statement whatever the number of keys: the keys go as two array parameters.
     public func fetchMessages(
@@ -392,18 +376,6 @@ public final class PostgresChatStore: ChatStore {
             for try await value in rows.decode(Int.self) { count = value }
             return count
         }
-    }
-
-    public func saveMessages(_ messages: [Message], scope: StoreScope) async throws {
-        try await apply([.saveMessages(messages)], scope: scope)
-    }
-
-    public func removeMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws {
-        try await apply([.removeMessage(serverID, in: conversation)], scope: scope)
-    }
-
-    public func removeAllMessages(in conversation: ConversationID, scope: StoreScope) async throws {
-        try await apply([.removeAllMessages(in: conversation)], scope: scope)
     }
 
     public func fetchOldestConfirmedMessage(in conversation: ConversationID, scope: StoreScope) async throws -> Message? {
@@ -529,10 +501,6 @@ public final class PostgresChatStore: ChatStore {
         }
     }
 
-    public func saveReadMarker(_ marker: ChatEvent.ReadMarker, of participant: ParticipantID, in conversation: ConversationID, scope: StoreScope) async throws {
-        try await apply([.saveReadMarker(marker, of: participant, in: conversation)], scope: scope)
-    }
-
     public func fetchSequences(scope: StoreScope) async throws -> [ConversationID: Int64] {
         try await read("sequences") { connection, logger in
             var sequences: [ConversationID: Int64] = [:]
@@ -542,16 +510,8 @@ public final class PostgresChatStore: ChatStore {
         }
     }
 
-    public func saveSequence(_ sequence: Int64, for conversation: ConversationID, scope: StoreScope) async throws {
-        try await apply([.saveSequence(sequence, for: conversation)], scope: scope)
-    }
-
     public func fetchCursor(scope: StoreScope) async throws -> SyncCursor? {
         try await values(SyncCursor.self, "SELECT value FROM \(unescaped: table("cursor")) WHERE \(scope: scope)").first
-    }
-
-    public func saveCursor(_ cursor: SyncCursor?, scope: StoreScope) async throws {
-        try await apply([.saveCursor(cursor)], scope: scope)
     }
 
     // MARK: Outbox and credentials
@@ -560,20 +520,8 @@ public final class PostgresChatStore: ChatStore {
         try await values(OutboxEntry.self, "SELECT value FROM \(unescaped: table("outbox")) WHERE \(scope: scope) ORDER BY position")
     }
 
-    public func saveOutboxEntry(_ entry: OutboxEntry, scope: StoreScope) async throws {
-        try await apply([.saveOutboxEntry(entry)], scope: scope)
-    }
-
-    public func removeOutboxEntry(_ clientID: ClientMessageID, scope: StoreScope) async throws {
-        try await apply([.removeOutboxEntry(clientID)], scope: scope)
-    }
-
     public func fetchCredentials(scope: StoreScope) async throws -> Credentials {
         try await values(Credentials.self, "SELECT value FROM \(unescaped: table("credentials")) WHERE \(scope: scope)").first ?? Credentials()
-    }
-
-    public func saveCredentials(_ credentials: Credentials, scope: StoreScope) async throws {
-        try await apply([.saveCredentials(credentials)], scope: scope)
     }
 
     // MARK: Transactions
@@ -624,7 +572,7 @@ public final class PostgresChatStore: ChatStore {
     /// `user` already has a row with the same key nothing changes and it throws.
     ///
     /// - Returns: how many rows changed hands.
-    /// - Throws: ``SwitchboardError/Code/storageFailure``.
+    /// - Throws: `SwitchboardError.Code.storageFailure`.
     @discardableResult
     public func adoptRowsStoredBeforeUsers(backend: BackendName, account: String, as user: String?) async throws -> Int {
         try await migrate()

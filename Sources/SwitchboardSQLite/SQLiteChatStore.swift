@@ -97,8 +97,8 @@ public final class SQLiteChatStore: ChatStore {
                     """
             )
         }
-        // The user joins every key (``StoreScope/user``). Rows stored before may be any user's:
-        // they go to ``StoreScope/userBeforeUsers``, which no session reads, until the app adopts
+        // The user joins every key (`StoreScope.user`). Rows stored before may be any user's:
+        // they go to `StoreScope.userBeforeUsers`, which no session reads, until the app adopts
         // them. SQLite cannot change a primary key, so each table is built anew and its rows
         // copied in their order.
         migrator.registerMigration("v2: the user in every key") { db in
@@ -143,7 +143,7 @@ public final class SQLiteChatStore: ChatStore {
         return migrator
     }
 
-    /// Every table of the schema: what ``StoreWrite/removeEverything`` empties of a scope.
+    /// Every table of the schema: what `StoreWrite.removeEverything` empties of a scope.
     static let tables = ["conversation", "message", "readMarker", "sequence", "cursor", "outbox", "credentials"]
 
     // MARK: Conversations
@@ -159,23 +159,7 @@ public final class SQLiteChatStore: ChatStore {
         }
     }
 
-    public func saveConversation(_ conversation: ConversationInfo, scope: StoreScope) async throws {
-        try await apply([.saveConversation(conversation)], scope: scope)
-    }
-
-    public func removeConversation(_ id: ConversationID, scope: StoreScope) async throws {
-        try await apply([.removeConversation(id)], scope: scope)
-    }
-
     // MARK: Messages
-
-    public func fetchMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws -> Message? {
-        try await read { db in try Self.messages(serverIDs: [serverID], in: conversation, scope: scope, db).first }
-    }
-
-    public func fetchMessage(clientID: ClientMessageID, scope: StoreScope) async throws -> Message? {
-        try await read { db in try Self.messages(clientIDs: [clientID], scope: scope, db).first }
-    }
 
     public func fetchMessages(
         serverIDs: [MessageID],
@@ -244,10 +228,6 @@ public final class SQLiteChatStore: ChatStore {
         }
     }
 
-    public func saveMessages(_ messages: [Message], scope: StoreScope) async throws {
-        try await apply([.saveMessages(messages)], scope: scope)
-    }
-
     /// Replaces the row stored under the message's server id, else under its client id, else adds
     /// one. A row under the client id that another row's server id wins over is dropped: the
     /// confirmed message replaces its pending copy.
@@ -282,14 +262,6 @@ public final class SQLiteChatStore: ChatStore {
                 arguments: base + columns
             )
         }
-    }
-
-    public func removeMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws {
-        try await apply([.removeMessage(serverID, in: conversation)], scope: scope)
-    }
-
-    public func removeAllMessages(in conversation: ConversationID, scope: StoreScope) async throws {
-        try await apply([.removeAllMessages(in: conversation)], scope: scope)
     }
 
     public func fetchOldestConfirmedMessage(in conversation: ConversationID, scope: StoreScope) async throws -> Message? {
@@ -330,10 +302,6 @@ public final class SQLiteChatStore: ChatStore {
         }
     }
 
-    public func saveReadMarker(_ marker: ChatEvent.ReadMarker, of participant: ParticipantID, in conversation: ConversationID, scope: StoreScope) async throws {
-        try await apply([.saveReadMarker(marker, of: participant, in: conversation)], scope: scope)
-    }
-
     public func fetchSequences(scope: StoreScope) async throws -> [ConversationID: Int64] {
         try await read { db in
             var sequences: [ConversationID: Int64] = [:]
@@ -344,10 +312,6 @@ public final class SQLiteChatStore: ChatStore {
         }
     }
 
-    public func saveSequence(_ sequence: Int64, for conversation: ConversationID, scope: StoreScope) async throws {
-        try await apply([.saveSequence(sequence, for: conversation)], scope: scope)
-    }
-
     public func fetchCursor(scope: StoreScope) async throws -> SyncCursor? {
         try await read { db in
             try Data.fetchOne(db, cached: "SELECT value FROM cursor WHERE backend = ? AND account = ? AND userID = ?", arguments: scope.arguments)
@@ -355,22 +319,10 @@ public final class SQLiteChatStore: ChatStore {
         }
     }
 
-    public func saveCursor(_ cursor: SyncCursor?, scope: StoreScope) async throws {
-        try await apply([.saveCursor(cursor)], scope: scope)
-    }
-
     // MARK: Outbox and credentials
 
     public func fetchOutbox(scope: StoreScope) async throws -> [OutboxEntry] {
         try await fetchInOrder(OutboxEntry.self, from: "outbox", scope: scope)
-    }
-
-    public func saveOutboxEntry(_ entry: OutboxEntry, scope: StoreScope) async throws {
-        try await apply([.saveOutboxEntry(entry)], scope: scope)
-    }
-
-    public func removeOutboxEntry(_ clientID: ClientMessageID, scope: StoreScope) async throws {
-        try await apply([.removeOutboxEntry(clientID)], scope: scope)
     }
 
     public func fetchCredentials(scope: StoreScope) async throws -> Credentials {
@@ -380,14 +332,10 @@ public final class SQLiteChatStore: ChatStore {
         }
     }
 
-    public func saveCredentials(_ credentials: Credentials, scope: StoreScope) async throws {
-        try await apply([.saveCredentials(credentials)], scope: scope)
-    }
-
     // MARK: Rows stored before users
 
     /// Gives the rows this store held before the user joined its keys (migration v2 put them
-    /// under ``StoreScope/userBeforeUsers``) to `user` of `backend` and `account`: call it once,
+    /// under `StoreScope.userBeforeUsers`) to `user` of `backend` and `account`: call it once,
     /// before that user's first session, when the app knows whose they were. One transaction;
     /// when `user` already has a row with the same key nothing changes and it throws.
     ///

@@ -20,10 +20,6 @@ public final class ProbedStore: ChatStore, Sendable {
         case apply
         case fetchConversations
         case fetchConversation
-        /// `fetchMessage(serverID:in:scope:)`.
-        case fetchMessageByServerID
-        /// `fetchMessage(clientID:scope:)`.
-        case fetchMessageByClientID
         /// `fetchMessages(serverIDs:clientIDs:in:scope:)`: the reads reconciliation makes.
         case fetchMessagesByKeys
         /// `fetchMessages(in:before:limit:scope:)`: a page of history.
@@ -116,22 +112,6 @@ public final class ProbedStore: ChatStore, Sendable {
         try await probed(.fetchConversation) { try await base.fetchConversation(id, scope: scope) }
     }
 
-    public func saveConversation(_ conversation: ConversationInfo, scope: StoreScope) async throws {
-        try await apply([.saveConversation(conversation)], scope: scope)
-    }
-
-    public func removeConversation(_ id: ConversationID, scope: StoreScope) async throws {
-        try await apply([.removeConversation(id)], scope: scope)
-    }
-
-    public func fetchMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws -> Message? {
-        try await probed(.fetchMessageByServerID) { try await base.fetchMessage(serverID: serverID, in: conversation, scope: scope) }
-    }
-
-    public func fetchMessage(clientID: ClientMessageID, scope: StoreScope) async throws -> Message? {
-        try await probed(.fetchMessageByClientID) { try await base.fetchMessage(clientID: clientID, scope: scope) }
-    }
-
     public func fetchMessages(serverIDs: [MessageID], clientIDs: [ClientMessageID], in conversation: ConversationID, scope: StoreScope) async throws -> [Message] {
         try await probed(.fetchMessagesByKeys) { try await base.fetchMessages(serverIDs: serverIDs, clientIDs: clientIDs, in: conversation, scope: scope) }
     }
@@ -144,60 +124,24 @@ public final class ProbedStore: ChatStore, Sendable {
         try await probed(.countMessages) { try await base.countMessages(in: conversation, scope: scope) }
     }
 
-    public func saveMessages(_ messages: [Message], scope: StoreScope) async throws {
-        try await apply([.saveMessages(messages)], scope: scope)
-    }
-
-    public func removeMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws {
-        try await apply([.removeMessage(serverID, in: conversation)], scope: scope)
-    }
-
-    public func removeAllMessages(in conversation: ConversationID, scope: StoreScope) async throws {
-        try await apply([.removeAllMessages(in: conversation)], scope: scope)
-    }
-
     public func fetchReadMarkers(in conversation: ConversationID, scope: StoreScope) async throws -> [ParticipantID: ChatEvent.ReadMarker] {
         try await probed(.fetchReadMarkers) { try await base.fetchReadMarkers(in: conversation, scope: scope) }
-    }
-
-    public func saveReadMarker(_ marker: ChatEvent.ReadMarker, of participant: ParticipantID, in conversation: ConversationID, scope: StoreScope) async throws {
-        try await apply([.saveReadMarker(marker, of: participant, in: conversation)], scope: scope)
     }
 
     public func fetchSequences(scope: StoreScope) async throws -> [ConversationID: Int64] {
         try await probed(.fetchSequences) { try await base.fetchSequences(scope: scope) }
     }
 
-    public func saveSequence(_ sequence: Int64, for conversation: ConversationID, scope: StoreScope) async throws {
-        try await apply([.saveSequence(sequence, for: conversation)], scope: scope)
-    }
-
     public func fetchCursor(scope: StoreScope) async throws -> SyncCursor? {
         try await probed(.fetchCursor) { try await base.fetchCursor(scope: scope) }
-    }
-
-    public func saveCursor(_ cursor: SyncCursor?, scope: StoreScope) async throws {
-        try await apply([.saveCursor(cursor)], scope: scope)
     }
 
     public func fetchOutbox(scope: StoreScope) async throws -> [OutboxEntry] {
         try await probed(.fetchOutbox) { try await base.fetchOutbox(scope: scope) }
     }
 
-    public func saveOutboxEntry(_ entry: OutboxEntry, scope: StoreScope) async throws {
-        try await apply([.saveOutboxEntry(entry)], scope: scope)
-    }
-
-    public func removeOutboxEntry(_ clientID: ClientMessageID, scope: StoreScope) async throws {
-        try await apply([.removeOutboxEntry(clientID)], scope: scope)
-    }
-
     public func fetchCredentials(scope: StoreScope) async throws -> Credentials {
         try await probed(.fetchCredentials) { try await base.fetchCredentials(scope: scope) }
-    }
-
-    public func saveCredentials(_ credentials: Credentials, scope: StoreScope) async throws {
-        try await apply([.saveCredentials(credentials)], scope: scope)
     }
 
     public func fetchOldestConfirmedMessage(in conversation: ConversationID, scope: StoreScope) async throws -> Message? {

@@ -170,7 +170,7 @@ struct PollingTests {
         let store = InMemoryChatStore()
         var stored = Credentials()
         stored["since"] = "1"
-        await store.saveCredentials(stored, scope: StoreScope(backend: "polled", account: "default"))
+        try await store.saveCredentials(stored, scope: StoreScope(backend: "polled", account: "default"))
         let session = ChatSession(backend: backend, store: store, configuration: .fastForTests, clock: SessionClock(TestClock()), logger: .quiet)
         try await session.resume()
         try await withRecording(session) { recorder in

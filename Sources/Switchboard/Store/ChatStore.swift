@@ -30,28 +30,29 @@ public struct StoreScope: Sendable, Hashable, Codable, CustomStringConvertible {
 /// markers, messages (unique per scope, conversation and server id), sync cursors, the outbox
 /// and the backend's credentials.
 ///
-/// Every method is one atomic step; implementations make them safe to call concurrently. A
+/// Every write goes through ``apply(_:scope:)``, which makes several writes one transaction — all
+/// of them or none — so a send (its message and its outbox entry) or a send's outcome (the
+/// confirmed message and the end of its outbox entry) can never be half stored by a crash. The
+/// one-write helpers (`saveConversation`, `saveMessages`, `saveCredentials` …) are extensions on
+/// it. Every method is one atomic step; implementations make them safe to call concurrently. A
 /// message is identified by its server id, or by its client id until the server has confirmed
 /// it: saving a message that now has a server id replaces the row stored under its client id.
 ///
-/// ``apply(_:scope:)`` makes several writes one transaction — all of them or none — so a send
-/// (its message and its outbox entry) or a send's outcome (the confirmed message and the end of
-/// its outbox entry) can never be half stored by a crash.
-///
-/// `InMemoryChatStore` ships in the core; `SwitchboardSQLite` provides the durable store.
+/// `InMemoryChatStore` ships in the core; `SwitchboardSQLite` and `SwitchboardPostgres` provide
+/// the durable stores. `StoreContract` in `SwitchboardTestKit` checks a store against all of
+/// this.
 public protocol ChatStore: Sendable {
+    /// Applies `writes` in order as one transaction: after a crash either all of them are
+    /// stored or none.
+    func apply(_ writes: [StoreWrite], scope: StoreScope) async throws
+
+    /// The conversations, in the order they were first saved.
     func fetchConversations(scope: StoreScope) async throws -> [ConversationInfo]
     func fetchConversation(_ id: ConversationID, scope: StoreScope) async throws -> ConversationInfo?
-    func saveConversation(_ conversation: ConversationInfo, scope: StoreScope) async throws
-    /// Removes the conversation with its messages, read markers and cursor.
-    func removeConversation(_ id: ConversationID, scope: StoreScope) async throws
 
-    func fetchMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws -> Message?
-    func fetchMessage(clientID: ClientMessageID, scope: StoreScope) async throws -> Message?
     /// The stored messages with any of `serverIDs` in `conversation` or any of `clientIDs` (the
     /// app's own sends, in any conversation of the scope), in one read: what incoming messages
-    /// are reconciled with. The default makes one lookup per key; a store with a cost per read
-    /// overrides it.
+    /// are reconciled with.
     func fetchMessages(
         serverIDs: [MessageID],
         clientIDs: [ClientMessageID],
@@ -66,49 +67,26 @@ public protocol ChatStore: Sendable {
         scope: StoreScope
     ) async throws -> [Message]
     func countMessages(in conversation: ConversationID, scope: StoreScope) async throws -> Int
-    /// Inserts or replaces, in one transaction.
-    func saveMessages(_ messages: [Message], scope: StoreScope) async throws
-    func removeMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws
-    func removeAllMessages(in conversation: ConversationID, scope: StoreScope) async throws
-
-    func fetchReadMarkers(
-        in conversation: ConversationID,
-        scope: StoreScope
-    ) async throws -> [ParticipantID: ChatEvent.ReadMarker]
-    func saveReadMarker(
-        _ marker: ChatEvent.ReadMarker,
-        of participant: ParticipantID,
-        in conversation: ConversationID,
-        scope: StoreScope
-    ) async throws
-
-    /// The sequence delivered so far per conversation.
-    func fetchSequences(scope: StoreScope) async throws -> [ConversationID: Int64]
-    func saveSequence(_ sequence: Int64, for conversation: ConversationID, scope: StoreScope) async throws
-    /// The account-wide cursor.
-    func fetchCursor(scope: StoreScope) async throws -> SyncCursor?
-    func saveCursor(_ cursor: SyncCursor?, scope: StoreScope) async throws
-
-    /// Outbox entries, oldest first.
-    func fetchOutbox(scope: StoreScope) async throws -> [OutboxEntry]
-    func saveOutboxEntry(_ entry: OutboxEntry, scope: StoreScope) async throws
-    func removeOutboxEntry(_ clientID: ClientMessageID, scope: StoreScope) async throws
-
-    func fetchCredentials(scope: StoreScope) async throws -> Credentials
-    func saveCredentials(_ credentials: Credentials, scope: StoreScope) async throws
-
-    /// Applies `writes` in order as one transaction: after a crash either all of them are
-    /// stored or none.
-    func apply(_ writes: [StoreWrite], scope: StoreScope) async throws
-
     /// The oldest message of a conversation that the server has confirmed (has a server id),
     /// without reading the rest: where history paging continues from.
     func fetchOldestConfirmedMessage(in conversation: ConversationID, scope: StoreScope) async throws -> Message?
-
     /// The messages of the scope still waiting for the server: no server id and
     /// ``Message/DeliveryState/pending``. Read at load to repair a send whose outbox entry is
     /// missing.
     func fetchPendingMessages(scope: StoreScope) async throws -> [Message]
+
+    /// The participants' read markers in a conversation.
+    func fetchReadMarkers(
+        in conversation: ConversationID,
+        scope: StoreScope
+    ) async throws -> [ParticipantID: ChatEvent.ReadMarker]
+    /// The sequence delivered so far per conversation.
+    func fetchSequences(scope: StoreScope) async throws -> [ConversationID: Int64]
+    /// The account-wide cursor.
+    func fetchCursor(scope: StoreScope) async throws -> SyncCursor?
+    /// Outbox entries, oldest first.
+    func fetchOutbox(scope: StoreScope) async throws -> [OutboxEntry]
+    func fetchCredentials(scope: StoreScope) async throws -> Credentials
 }
 
 /// One write of a ``ChatStore/apply(_:scope:)`` transaction; each does what the store method of
@@ -130,20 +108,60 @@ public enum StoreWrite: Sendable, Hashable {
     case removeEverything
 }
 
+// One write, or one lookup, at a time: each a transaction of its own.
 extension ChatStore {
-    public func fetchMessages(
-        serverIDs: [MessageID],
-        clientIDs: [ClientMessageID],
-        in conversation: ConversationID,
-        scope: StoreScope
-    ) async throws -> [Message] {
-        var found: [Message] = []
-        for id in serverIDs {
-            if let message = try await fetchMessage(serverID: id, in: conversation, scope: scope) { found.append(message) }
-        }
-        for id in clientIDs {
-            if let message = try await fetchMessage(clientID: id, scope: scope) { found.append(message) }
-        }
-        return found
+    public func saveConversation(_ conversation: ConversationInfo, scope: StoreScope) async throws {
+        try await apply([.saveConversation(conversation)], scope: scope)
+    }
+
+    /// Removes the conversation with its messages, read markers and sequence.
+    public func removeConversation(_ id: ConversationID, scope: StoreScope) async throws {
+        try await apply([.removeConversation(id)], scope: scope)
+    }
+
+    /// Inserts or replaces, in one transaction.
+    public func saveMessages(_ messages: [Message], scope: StoreScope) async throws {
+        try await apply([.saveMessages(messages)], scope: scope)
+    }
+
+    public func removeMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws {
+        try await apply([.removeMessage(serverID, in: conversation)], scope: scope)
+    }
+
+    public func removeAllMessages(in conversation: ConversationID, scope: StoreScope) async throws {
+        try await apply([.removeAllMessages(in: conversation)], scope: scope)
+    }
+
+    public func saveReadMarker(_ marker: ChatEvent.ReadMarker, of participant: ParticipantID, in conversation: ConversationID, scope: StoreScope) async throws {
+        try await apply([.saveReadMarker(marker, of: participant, in: conversation)], scope: scope)
+    }
+
+    public func saveSequence(_ sequence: Int64, for conversation: ConversationID, scope: StoreScope) async throws {
+        try await apply([.saveSequence(sequence, for: conversation)], scope: scope)
+    }
+
+    public func saveCursor(_ cursor: SyncCursor?, scope: StoreScope) async throws {
+        try await apply([.saveCursor(cursor)], scope: scope)
+    }
+
+    public func saveOutboxEntry(_ entry: OutboxEntry, scope: StoreScope) async throws {
+        try await apply([.saveOutboxEntry(entry)], scope: scope)
+    }
+
+    public func removeOutboxEntry(_ clientID: ClientMessageID, scope: StoreScope) async throws {
+        try await apply([.removeOutboxEntry(clientID)], scope: scope)
+    }
+
+    public func saveCredentials(_ credentials: Credentials, scope: StoreScope) async throws {
+        try await apply([.saveCredentials(credentials)], scope: scope)
+    }
+
+    public func fetchMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) async throws -> Message? {
+        try await fetchMessages(serverIDs: [serverID], clientIDs: [], in: conversation, scope: scope).first
+    }
+
+    /// The app's own send with `clientID`, in any conversation of the scope.
+    public func fetchMessage(clientID: ClientMessageID, scope: StoreScope) async throws -> Message? {
+        try await fetchMessages(serverIDs: [], clientIDs: [clientID], in: "", scope: scope).first
     }
 }

@@ -103,27 +103,11 @@ public actor InMemoryChatStore: ChatStore {
         scopes[scope]?.infos[id]
     }
 
-    public func saveConversation(_ conversation: ConversationInfo, scope: StoreScope) {
-        if scopes[scope, default: Conversations()].infos.updateValue(conversation, forKey: conversation.id) == nil {
-            scopes[scope]!.order.append(conversation.id)
-        }
-    }
-
-    public func removeConversation(_ id: ConversationID, scope: StoreScope) {
-        guard scopes[scope] != nil else { return }
-        scopes[scope]!.infos[id] = nil
-        scopes[scope]!.order.removeAll { $0 == id }
-        scopes[scope]!.messages[id] = nil
-        scopes[scope]!.readMarkers[id] = nil
-        scopes[scope]!.sequences[id] = nil
-    }
-
-    public func fetchMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) -> Message? {
-        scopes[scope]?.messages[conversation]?.message(serverID: serverID)
-    }
-
-    public func fetchMessage(clientID: ClientMessageID, scope: StoreScope) -> Message? {
-        scopes[scope]?.messages.values.lazy.compactMap { $0.message(clientID: clientID) }.first
+    public func fetchMessages(serverIDs: [MessageID], clientIDs: [ClientMessageID], in conversation: ConversationID, scope: StoreScope) -> [Message] {
+        guard let data = scopes[scope] else { return [] }
+        let byServerID = serverIDs.compactMap { data.messages[conversation]?.message(serverID: $0) }
+        let byClientID = clientIDs.compactMap { id in data.messages.values.lazy.compactMap { $0.message(clientID: id) }.first }
+        return byServerID + byClientID
     }
 
     public func fetchMessages(
@@ -139,100 +123,6 @@ public actor InMemoryChatStore: ChatStore {
         scopes[scope]?.messages[conversation]?.rows.count ?? 0
     }
 
-    public func saveMessages(_ messages: [Message], scope: StoreScope) {
-        for message in messages {
-            scopes[scope, default: Conversations()].messages[message.conversationID, default: MessageTable()]
-                .save(message)
-        }
-    }
-
-    public func removeMessage(serverID: MessageID, in conversation: ConversationID, scope: StoreScope) {
-        scopes[scope]?.messages[conversation]?.remove(serverID: serverID)
-    }
-
-    public func removeAllMessages(in conversation: ConversationID, scope: StoreScope) {
-        scopes[scope]?.messages[conversation] = nil
-    }
-
-    public func fetchReadMarkers(
-        in conversation: ConversationID,
-        scope: StoreScope
-    ) -> [ParticipantID: ChatEvent.ReadMarker] {
-        scopes[scope]?.readMarkers[conversation] ?? [:]
-    }
-
-    public func saveReadMarker(
-        _ marker: ChatEvent.ReadMarker,
-        of participant: ParticipantID,
-        in conversation: ConversationID,
-        scope: StoreScope
-    ) {
-        scopes[scope, default: Conversations()].readMarkers[conversation, default: [:]][participant] = marker
-    }
-
-    public func fetchSequences(scope: StoreScope) -> [ConversationID: Int64] {
-        scopes[scope]?.sequences ?? [:]
-    }
-
-    public func saveSequence(_ sequence: Int64, for conversation: ConversationID, scope: StoreScope) {
-        scopes[scope, default: Conversations()].sequences[conversation] = sequence
-    }
-
-    public func fetchCursor(scope: StoreScope) -> SyncCursor? {
-        scopes[scope]?.cursor
-    }
-
-    public func saveCursor(_ cursor: SyncCursor?, scope: StoreScope) {
-        scopes[scope, default: Conversations()].cursor = cursor
-    }
-
-    public func fetchOutbox(scope: StoreScope) -> [OutboxEntry] {
-        scopes[scope]?.outbox ?? []
-    }
-
-    public func saveOutboxEntry(_ entry: OutboxEntry, scope: StoreScope) {
-        var outbox = scopes[scope, default: Conversations()].outbox
-        if let index = outbox.firstIndex(where: { $0.clientID == entry.clientID }) {
-            outbox[index] = entry
-        } else {
-            outbox.append(entry)
-        }
-        scopes[scope, default: Conversations()].outbox = outbox
-    }
-
-    public func removeOutboxEntry(_ clientID: ClientMessageID, scope: StoreScope) {
-        scopes[scope]?.outbox.removeAll { $0.clientID == clientID }
-    }
-
-    public func fetchCredentials(scope: StoreScope) -> Credentials {
-        scopes[scope]?.credentials ?? Credentials()
-    }
-
-    public func saveCredentials(_ credentials: Credentials, scope: StoreScope) {
-        scopes[scope, default: Conversations()].credentials = credentials
-    }
-
-    /// Applies every write without a suspension point between them: atomic on the actor.
-    public func apply(_ writes: [StoreWrite], scope: StoreScope) {
-        for write in writes {
-            switch write {
-            case .saveConversation(let conversation): saveConversation(conversation, scope: scope)
-            case .removeConversation(let id): removeConversation(id, scope: scope)
-            case .saveMessages(let messages): saveMessages(messages, scope: scope)
-            case .removeMessage(let id, let conversation): removeMessage(serverID: id, in: conversation, scope: scope)
-            case .removeAllMessages(let conversation): removeAllMessages(in: conversation, scope: scope)
-            case .saveReadMarker(let marker, let participant, let conversation):
-                saveReadMarker(marker, of: participant, in: conversation, scope: scope)
-            case .saveSequence(let sequence, let conversation): saveSequence(sequence, for: conversation, scope: scope)
-            case .saveCursor(let cursor): saveCursor(cursor, scope: scope)
-            case .saveOutboxEntry(let entry): saveOutboxEntry(entry, scope: scope)
-            case .removeOutboxEntry(let clientID): removeOutboxEntry(clientID, scope: scope)
-            case .saveCredentials(let credentials): saveCredentials(credentials, scope: scope)
-            case .removeEverything: scopes[scope] = nil
-            }
-        }
-    }
-
     public func fetchOldestConfirmedMessage(in conversation: ConversationID, scope: StoreScope) -> Message? {
         scopes[scope]?.messages[conversation]?.oldestConfirmed()
     }
@@ -243,5 +133,67 @@ public actor InMemoryChatStore: ChatStore {
         let listed = Set(data.order)
         let ids = data.order + data.messages.keys.filter { !listed.contains($0) }.sorted { $0.rawValue < $1.rawValue }
         return ids.flatMap { data.messages[$0]?.pending() ?? [] }
+    }
+
+    public func fetchReadMarkers(in conversation: ConversationID, scope: StoreScope) -> [ParticipantID: ChatEvent.ReadMarker] {
+        scopes[scope]?.readMarkers[conversation] ?? [:]
+    }
+
+    public func fetchSequences(scope: StoreScope) -> [ConversationID: Int64] {
+        scopes[scope]?.sequences ?? [:]
+    }
+
+    public func fetchCursor(scope: StoreScope) -> SyncCursor? {
+        scopes[scope]?.cursor
+    }
+
+    public func fetchOutbox(scope: StoreScope) -> [OutboxEntry] {
+        scopes[scope]?.outbox ?? []
+    }
+
+    public func fetchCredentials(scope: StoreScope) -> Credentials {
+        scopes[scope]?.credentials ?? Credentials()
+    }
+
+    /// Applies every write without a suspension point between them: atomic on the actor.
+    public func apply(_ writes: [StoreWrite], scope: StoreScope) {
+        for write in writes { perform(write, on: &scopes[scope, default: Conversations()]) }
+    }
+
+    private func perform(_ write: StoreWrite, on data: inout Conversations) {
+        switch write {
+        case .saveConversation(let conversation):
+            if data.infos.updateValue(conversation, forKey: conversation.id) == nil { data.order.append(conversation.id) }
+        case .removeConversation(let id):
+            data.infos[id] = nil
+            data.order.removeAll { $0 == id }
+            data.messages[id] = nil
+            data.readMarkers[id] = nil
+            data.sequences[id] = nil
+        case .saveMessages(let messages):
+            for message in messages { data.messages[message.conversationID, default: MessageTable()].save(message) }
+        case .removeMessage(let id, let conversation):
+            data.messages[conversation]?.remove(serverID: id)
+        case .removeAllMessages(let conversation):
+            data.messages[conversation] = nil
+        case .saveReadMarker(let marker, let participant, let conversation):
+            data.readMarkers[conversation, default: [:]][participant] = marker
+        case .saveSequence(let sequence, let conversation):
+            data.sequences[conversation] = sequence
+        case .saveCursor(let cursor):
+            data.cursor = cursor
+        case .saveOutboxEntry(let entry):
+            if let index = data.outbox.firstIndex(where: { $0.clientID == entry.clientID }) {
+                data.outbox[index] = entry
+            } else {
+                data.outbox.append(entry)
+            }
+        case .removeOutboxEntry(let clientID):
+            data.outbox.removeAll { $0.clientID == clientID }
+        case .saveCredentials(let credentials):
+            data.credentials = credentials
+        case .removeEverything:
+            data = Conversations()
+        }
     }
 }

@@ -113,7 +113,7 @@ public struct CXoneRequests: Sendable {
 
     /// The SDK's `signOut()`: closes the session and deletes the customer — their threads,
     /// messages, queued sends (never sent), visitor, tokens and visit — from the store
-    /// (``ChatSession/forgetUser()``). The server is not told, as with the SDK. The next session
+    /// (`ChatSession.forgetUser()`). The server is not told, as with the SDK. The next session
     /// on this store is a new customer (or the configured ``CXoneConfiguration/customerID``).
     public func signOut() async throws {
         try await session.forgetUser()

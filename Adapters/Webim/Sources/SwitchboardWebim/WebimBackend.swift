@@ -65,7 +65,7 @@ public struct WebimRequests: Sendable {
     }
 
     /// The SDK's `destroyWithClearVisitorData()`: closes the session and deletes the visitor and
-    /// every row of theirs from the store (``ChatSession/forgetUser()``); queued messages are
+    /// every row of theirs from the store (`ChatSession.forgetUser()`); queued messages are
     /// never sent. The next session on this store starts a new visitor. The server is not told,
     /// as with the SDK.
     public func destroyWithClearVisitorData() async throws {
