@@ -1,4 +1,4 @@
-import Switchboard
+@testable import Switchboard
 import SwitchboardTestKit
 import Testing
 

@@ -1,4 +1,4 @@
-import Switchboard
+@_spi(Benchmarks) @testable import Switchboard
 import Testing
 
 @Suite struct SequenceTrackerStateMachineTests {

@@ -1,5 +1,5 @@
 import Foundation
-import Switchboard
+@testable import Switchboard
 import SwitchboardTestKit
 import Testing
 

@@ -1,6 +1,6 @@
 import Benchmark
 import Foundation
-import Switchboard
+@_spi(Benchmarks) import Switchboard
 import SwitchboardTestKit
 
 /// Core hot paths. Wall-clock numbers are reported but not gated (2-core machine); malloc

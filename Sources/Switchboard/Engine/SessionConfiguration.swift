@@ -38,7 +38,7 @@ public struct SessionConfiguration: Sendable, Hashable {
     public var maxSequenceJump: Int64
     /// For backends without sequences: how many history pages the engine fetches to close the
     /// gap below a conversation's recent window after a reconnect (see
-    /// ``WindowBackfillStateMachine``), and how many messages it asks for per page. A gap
+    /// `WindowBackfillStateMachine`), and how many messages it asks for per page. A gap
     /// deeper than that is reported as a problem; older messages then come by history paging.
     public var maxBackfillPages: Int
     public var backfillPageSize: Int

@@ -1,14 +1,14 @@
 /// The app-visible lifecycle of a session: created paused → resume → running ⇄ paused →
 /// closed. Closed is final: every call after it fails with ``SwitchboardError/Code/sessionClosed``.
-public struct LifecycleStateMachine: Sendable, Hashable {
-    public enum State: Sendable, Hashable {
+struct LifecycleStateMachine: Sendable, Hashable {
+    enum State: Sendable, Hashable {
         case created
         case running
         case paused
         case closed
     }
 
-    public enum Action: Sendable, Hashable {
+    enum Action: Sendable, Hashable {
         /// Open the link (or keep it).
         case connect
         /// Drop the link but keep state.
@@ -18,11 +18,11 @@ public struct LifecycleStateMachine: Sendable, Hashable {
         case none
     }
 
-    public private(set) var state: State = .created
+    private(set) var state: State = .created
 
-    public init() {}
+    init() {}
 
-    public mutating func resume() throws(SwitchboardError) -> Action {
+    mutating func resume() throws(SwitchboardError) -> Action {
         switch state {
         case .created, .paused:
             state = .running
@@ -34,7 +34,7 @@ public struct LifecycleStateMachine: Sendable, Hashable {
         }
     }
 
-    public mutating func pause() throws(SwitchboardError) -> Action {
+    mutating func pause() throws(SwitchboardError) -> Action {
         switch state {
         case .running:
             state = .paused
@@ -48,18 +48,18 @@ public struct LifecycleStateMachine: Sendable, Hashable {
     }
 
     /// Idempotent: closing a closed session does nothing.
-    public mutating func close() -> Action {
+    mutating func close() -> Action {
         if state == .closed { return .none }
         state = .closed
         return .shutDown
     }
 
     /// Throws unless the session is open (anything but closed).
-    public func checkOpen() throws(SwitchboardError) {
+    func checkOpen() throws(SwitchboardError) {
         if state == .closed { throw Self.closedError }
     }
 
-    public var wantsConnection: Bool { state == .running }
+    var wantsConnection: Bool { state == .running }
 
     static var closedError: SwitchboardError { SwitchboardError(.sessionClosed, "the session is closed") }
 }

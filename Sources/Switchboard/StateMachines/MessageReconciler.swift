@@ -1,7 +1,7 @@
 /// De-duplication of messages across every path they arrive by (snapshot, live, history,
 /// retransmit, the server's reply to a send): by server id first, then by client id.
-public enum MessageReconciler {
-    public enum Result: Sendable, Hashable {
+enum MessageReconciler {
+    enum Result: Sendable, Hashable {
         /// A message the store has never seen.
         case insert(Message)
         /// A known message changed (edited, deleted, confirmed, read); `merged` replaces `old`.
@@ -14,7 +14,7 @@ public enum MessageReconciler {
     ///   - incoming: the message as it just arrived.
     ///   - byServerID: the stored message with the same server id, if any.
     ///   - byClientID: the stored message with the same client id, if any (a local echo).
-    public static func reconcile(_ incoming: Message, byServerID: Message?, byClientID: Message?) -> Result {
+    static func reconcile(_ incoming: Message, byServerID: Message?, byClientID: Message?) -> Result {
         guard let existing = byServerID ?? byClientID else { return .insert(incoming) }
         var merged = incoming
         merged.clientID = incoming.clientID ?? existing.clientID

@@ -10,7 +10,7 @@ public struct OutboxEntry: Sendable, Hashable, Codable {
     public var attempts: Int
     /// Attempts during which the link died before the server answered: a send that keeps
     /// killing the link (the server drops the socket on it) fails after
-    /// ``OutboxStateMachine/maxLinkLosses`` of them instead of blocking its conversation.
+    /// ``SessionConfiguration/maxLinkLossesPerSend`` of them instead of blocking its conversation.
     public var linkLosses: Int
 
     public init(message: OutgoingMessage, createdAt: Date, attempts: Int = 0, linkLosses: Int = 0) {
@@ -51,8 +51,8 @@ public struct OutboxEntry: Sendable, Hashable, Codable {
 /// while connected, retried with the same client id after transient failures (with backoff),
 /// failed for good on a permanent rejection, done when the server confirms it (by reply or by
 /// echo, whichever comes first).
-public struct OutboxStateMachine: Sendable {
-    public enum Action: Sendable, Hashable {
+struct OutboxStateMachine: Sendable {
+    enum Action: Sendable, Hashable {
         /// Perform the send.
         case send(OutboxEntry)
         /// The server has it: drop the entry from the store.
@@ -66,9 +66,9 @@ public struct OutboxStateMachine: Sendable {
 
     }
 
-    public let backoff: BackoffPolicy
+    let backoff: BackoffPolicy
     /// How many times the link may die under one send before the send fails.
-    public let maxLinkLosses: Int
+    let maxLinkLosses: Int
     private var queues: [ConversationID: Deque<OutboxEntry>] = [:]
     private var order: [ConversationID] = []
     private var inFlight: Set<ConversationID> = []
@@ -77,30 +77,30 @@ public struct OutboxStateMachine: Sendable {
     /// however often the send's own requests fail on it (a Webim action is a request of its own,
     /// retried within the link).
     private var lossCountedOnThisLink: Set<ClientMessageID> = []
-    public private(set) var isConnected = false
+    private(set) var isConnected = false
 
-    public init(backoff: BackoffPolicy = BackoffPolicy(), maxLinkLosses: Int = 5) {
+    init(backoff: BackoffPolicy = BackoffPolicy(), maxLinkLosses: Int = 5) {
         self.backoff = backoff
         self.maxLinkLosses = max(1, maxLinkLosses)
     }
 
     /// Every entry still waiting, FIFO per conversation.
-    public var entries: [OutboxEntry] { order.flatMap { queues[$0].map(Array.init) ?? [] } }
-    public var isEmpty: Bool { queues.values.allSatisfy(\.isEmpty) }
+    var entries: [OutboxEntry] { order.flatMap { queues[$0].map(Array.init) ?? [] } }
+    var isEmpty: Bool { queues.values.allSatisfy(\.isEmpty) }
 
     /// Puts back entries loaded from the store after a restart, oldest first.
-    public mutating func restore(_ entries: [OutboxEntry]) {
+    mutating func restore(_ entries: [OutboxEntry]) {
         for entry in entries.sorted(by: { $0.createdAt < $1.createdAt }) {
             append(entry)
         }
     }
 
-    public mutating func enqueue(_ entry: OutboxEntry) -> [Action] {
+    mutating func enqueue(_ entry: OutboxEntry) -> [Action] {
         append(entry)
         return pump(entry.conversationID)
     }
 
-    public mutating func connected() -> [Action] {
+    mutating func connected() -> [Action] {
         isConnected = true
         waitingForRetry.removeAll()
         lossCountedOnThisLink.removeAll()
@@ -113,7 +113,7 @@ public struct OutboxStateMachine: Sendable {
     /// failed: each counts a link loss (unless its own failure on this link counted one), and one at
     /// ``maxLinkLosses`` fails.
     @discardableResult
-    public mutating func disconnected(interrupting interrupted: Set<ClientMessageID> = []) -> [Action] {
+    mutating func disconnected(interrupting interrupted: Set<ClientMessageID> = []) -> [Action] {
         isConnected = false
         inFlight.removeAll()
         waitingForRetry.removeAll()
@@ -126,16 +126,16 @@ public struct OutboxStateMachine: Sendable {
     }
 
     /// The server accepted the send.
-    public mutating func succeeded(_ clientID: ClientMessageID) -> [Action] {
+    mutating func succeeded(_ clientID: ClientMessageID) -> [Action] {
         confirm(clientID)
     }
 
     /// The server's echo of a message arrived; if it is still queued, it is done.
-    public mutating func echoed(_ clientID: ClientMessageID) -> [Action] {
+    mutating func echoed(_ clientID: ClientMessageID) -> [Action] {
         confirm(clientID)
     }
 
-    public mutating func failed<G: RandomNumberGenerator>(
+    mutating func failed<G: RandomNumberGenerator>(
         _ clientID: ClientMessageID,
         error: SwitchboardError,
         using generator: inout G
@@ -169,7 +169,7 @@ public struct OutboxStateMachine: Sendable {
 
     /// Fails every waiting send created before `deadline` (the session's expiry ago) with reason
     /// `expired`; a send in flight is left to its result.
-    public mutating func expire(createdBefore deadline: Date) -> [Action] {
+    mutating func expire(createdBefore deadline: Date) -> [Action] {
         var actions: [Action] = []
         for conversation in order {
             guard let queue = queues[conversation] else { continue }
@@ -184,7 +184,7 @@ public struct OutboxStateMachine: Sendable {
         return actions
     }
 
-    public mutating func retryTimerFired(_ conversation: ConversationID) -> [Action] {
+    mutating func retryTimerFired(_ conversation: ConversationID) -> [Action] {
         waitingForRetry.remove(conversation)
         return pump(conversation)
     }

@@ -48,8 +48,8 @@ public struct BackoffPolicy: Sendable, Hashable {
 /// - fatal, or an invalid argument (the configuration is wrong): give up.
 ///
 /// A link that reached ``connected()`` resets the failure count.
-public struct ReconnectStateMachine: Sendable, Hashable {
-    public enum State: Sendable, Hashable {
+struct ReconnectStateMachine: Sendable, Hashable {
+    enum State: Sendable, Hashable {
         case idle
         case connecting(attempt: Int)
         case connected
@@ -57,36 +57,36 @@ public struct ReconnectStateMachine: Sendable, Hashable {
         case failed
     }
 
-    public enum FailureAction: Sendable, Hashable {
+    enum FailureAction: Sendable, Hashable {
         case retry(after: Duration, clearCredentials: Bool)
         case giveUp(SwitchboardError)
     }
 
-    public let policy: BackoffPolicy
-    public private(set) var state: State = .idle
+    let policy: BackoffPolicy
+    private(set) var state: State = .idle
     private var failuresInARow = 0
     private var authenticationFailuresInARow = 0
 
-    public init(policy: BackoffPolicy) {
+    init(policy: BackoffPolicy) {
         self.policy = policy
     }
 
-    public mutating func connecting() {
+    mutating func connecting() {
         state = .connecting(attempt: failuresInARow)
     }
 
-    public mutating func connected() {
+    mutating func connected() {
         state = .connected
         failuresInARow = 0
         authenticationFailuresInARow = 0
     }
 
     /// The link was dropped on purpose (pause); the next connect starts afresh.
-    public mutating func disconnected() {
+    mutating func disconnected() {
         state = .idle
     }
 
-    public mutating func failed<G: RandomNumberGenerator>(
+    mutating func failed<G: RandomNumberGenerator>(
         _ error: SwitchboardError,
         using generator: inout G
     ) -> FailureAction {

@@ -9,35 +9,35 @@ import DequeModule
 ///
 /// It is a pure value: the owner performs ``Request``s it returns and reports each outcome with
 /// ``finished(_:)``. `Work` is whatever the owner needs to act on the outcome.
-public struct RequestLanesStateMachine<Work: Sendable>: Sendable {
-    public struct Request: Sendable {
+struct RequestLanesStateMachine<Work: Sendable>: Sendable {
+    struct Request: Sendable {
         /// Names the request in ``finished(_:)``; unique for the machine's life.
-        public let ticket: Int
-        public let lane: ConversationID?
-        public let work: Work
+        let ticket: Int
+        let lane: ConversationID?
+        let work: Work
     }
 
-    public let concurrency: Int
+    let concurrency: Int
     private var queues: [ConversationID?: Deque<Request>] = [:]
     private var inFlight: [Int: Request] = [:]
     /// Lanes with a request waiting for a free slot, oldest first.
     private var ready: Deque<ConversationID?> = []
     private var nextTicket = 0
 
-    public init(concurrency: Int) {
+    init(concurrency: Int) {
         precondition(concurrency > 0, "the request concurrency must be positive")
         self.concurrency = concurrency
     }
 
     /// Requests queued or in flight.
-    public var count: Int { inFlight.count + queues.values.reduce(0) { $0 + $1.count } }
+    var count: Int { inFlight.count + queues.values.reduce(0) { $0 + $1.count } }
     /// Requests in flight.
-    public var inFlightCount: Int { inFlight.count }
+    var inFlightCount: Int { inFlight.count }
     /// The work in flight now.
-    public var inFlightWork: [Work] { inFlight.values.sorted { $0.ticket < $1.ticket }.map(\.work) }
+    var inFlightWork: [Work] { inFlight.values.sorted { $0.ticket < $1.ticket }.map(\.work) }
 
     /// Queues `work` in `lane`; returns what may start now (nothing, or this request).
-    public mutating func enqueue(_ work: Work, lane: ConversationID?) -> [Request] {
+    mutating func enqueue(_ work: Work, lane: ConversationID?) -> [Request] {
         let request = Request(ticket: nextTicket, lane: lane, work: work)
         nextTicket += 1
         let wasIdle = queues[lane, default: []].isEmpty && !isBusy(lane)
@@ -47,7 +47,7 @@ public struct RequestLanesStateMachine<Work: Sendable>: Sendable {
     }
 
     /// The request `ticket` finished; returns it (nil for an unknown ticket) and what may start now.
-    public mutating func finished(_ ticket: Int) -> (finished: Request?, start: [Request]) {
+    mutating func finished(_ ticket: Int) -> (finished: Request?, start: [Request]) {
         guard let request = inFlight.removeValue(forKey: ticket) else { return (nil, []) }
         if queues[request.lane]?.isEmpty == false { ready.append(request.lane) }
         return (request, start())
@@ -55,7 +55,7 @@ public struct RequestLanesStateMachine<Work: Sendable>: Sendable {
 
     /// Empties every lane (the link they would go out on is gone): in flight first, then queued,
     /// each in its order.
-    public mutating func removeAll() -> [Request] {
+    mutating func removeAll() -> [Request] {
         let all = inFlight.values.sorted { $0.ticket < $1.ticket }
             + queues.values.flatMap { $0 }.sorted { $0.ticket < $1.ticket }
         queues.removeAll()

@@ -23,33 +23,33 @@
 /// conversation hid it), so the tracker steps over it instead of waiting for ever.
 ///
 /// It is a pure value: no I/O, no clock. `Event` is whatever the owner delivers.
-public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
+@_spi(Benchmarks) public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
     /// What the owner must do after an input.
-    public struct Outcome: Sendable {
+    @_spi(Benchmarks) public struct Outcome: Sendable {
         /// Events now deliverable, in sequence order.
-        public var deliver: [(sequence: Int64, event: Event)] = []
+        @_spi(Benchmarks) public var deliver: [(sequence: Int64, event: Event)] = []
         /// Ranges to ask the backend for, each within the batch limit.
-        public var retransmit: [ClosedRange<Int64>] = []
+        @_spi(Benchmarks) public var retransmit: [ClosedRange<Int64>] = []
         /// Start the hold timer (it was not running and something is held or missing).
-        public var startHoldTimer = false
+        @_spi(Benchmarks) public var startHoldTimer = false
         /// How many inputs were dropped as duplicates.
-        public var duplicates = 0
+        @_spi(Benchmarks) public var duplicates = 0
         /// Events not held because the held-back buffer was full (asked for again later).
-        public var overflowed = 0
+        @_spi(Benchmarks) public var overflowed = 0
         /// The sequence of an event refused as an absurd jump, if one was.
-        public var refused: Int64?
+        @_spi(Benchmarks) public var refused: Int64?
 
-        public init() {}
+        @_spi(Benchmarks) public init() {}
     }
 
-    public let batchLimit: Int
-    public let maxInFlight: Int
-    public let maxHeld: Int
-    public let maxJump: Int64
+    @_spi(Benchmarks) public let batchLimit: Int
+    @_spi(Benchmarks) public let maxInFlight: Int
+    @_spi(Benchmarks) public let maxHeld: Int
+    @_spi(Benchmarks) public let maxJump: Int64
     /// Every sequence up to here was delivered (or proved absent).
-    public private(set) var delivered: Int64
+    @_spi(Benchmarks) public private(set) var delivered: Int64
     /// The newest sequence known to exist.
-    public private(set) var head: Int64
+    @_spi(Benchmarks) public private(set) var head: Int64
     private var held: [Int64: Event] = [:]
     private var requested: [ClosedRange<Int64>] = []
     private var absent: Set<Int64> = []
@@ -58,7 +58,7 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
     /// Otherwise everything missing up to the head is requested, and an event past the head
     /// adds only the run between the two.
     private var needsFullPlan = false
-    public private(set) var isHoldTimerRunning = false
+    @_spi(Benchmarks) public private(set) var isHoldTimerRunning = false
 
     /// - Parameters:
     ///   - delivered: the sequence delivered so far (the stored cursor; 0 for nothing).
@@ -66,7 +66,7 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
     ///   - maxInFlight: the most retransmits asked for at once.
     ///   - maxHeld: the most events held back waiting for a gap.
     ///   - maxJump: how far past the delivered sequence an event may be.
-    public init(
+    @_spi(Benchmarks) public init(
         delivered: Int64,
         batchLimit: Int,
         maxInFlight: Int = 10,
@@ -83,13 +83,13 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
     }
 
     /// Events held back waiting for a gap to fill.
-    public var heldCount: Int { held.count }
+    @_spi(Benchmarks) public var heldCount: Int { held.count }
     /// Whether anything up to ``head`` is still missing.
-    public var hasGap: Bool { head > delivered }
+    @_spi(Benchmarks) public var hasGap: Bool { head > delivered }
     /// Ranges asked for and not answered yet.
-    public var pendingRetransmits: [ClosedRange<Int64>] { requested }
+    @_spi(Benchmarks) public var pendingRetransmits: [ClosedRange<Int64>] { requested }
 
-    public mutating func receive(sequence: Int64, event: Event) -> Outcome {
+    @_spi(Benchmarks) public mutating func receive(sequence: Int64, event: Event) -> Outcome {
         var outcome = Outcome()
         if sequence <= delivered || held[sequence] != nil {
             outcome.duplicates = 1
@@ -122,7 +122,7 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
     }
 
     /// The backend says the conversation's newest sequence is `lastSequence`.
-    public mutating func headObserved(_ lastSequence: Int64) -> Outcome {
+    @_spi(Benchmarks) public mutating func headObserved(_ lastSequence: Int64) -> Outcome {
         var outcome = Outcome()
         if lastSequence - delivered > maxJump {
             outcome.refused = lastSequence
@@ -137,7 +137,7 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
     /// first. When the adapter says the reply is `complete`, any sequence of the range still
     /// missing is absent on the server; otherwise the rest is asked for again when the hold
     /// timer fires.
-    public mutating func retransmitCompleted(_ range: ClosedRange<Int64>, complete: Bool = true) -> Outcome {
+    @_spi(Benchmarks) public mutating func retransmitCompleted(_ range: ClosedRange<Int64>, complete: Bool = true) -> Outcome {
         var outcome = Outcome()
         requested.removeAll { $0 == range }
         guard complete else {
@@ -154,7 +154,7 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
     }
 
     /// A retransmit of `range` failed; the hold timer will ask again.
-    public mutating func retransmitFailed(_ range: ClosedRange<Int64>) -> Outcome {
+    @_spi(Benchmarks) public mutating func retransmitFailed(_ range: ClosedRange<Int64>) -> Outcome {
         var outcome = Outcome()
         requested.removeAll { $0 == range }
         needsFullPlan = true
@@ -166,7 +166,7 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
     /// already. A request in flight always ends — answered, failed, or timed out by the adapter —
     /// and a lost link forgets them all (``connectionLost()``), so asking twice would only
     /// duplicate work.
-    public mutating func holdTimerFired() -> Outcome {
+    @_spi(Benchmarks) public mutating func holdTimerFired() -> Outcome {
         var outcome = Outcome()
         isHoldTimerRunning = false
         plan(into: &outcome)
@@ -175,7 +175,7 @@ public struct SequenceTrackerStateMachine<Event: Sendable>: Sendable {
 
     /// Forget in-flight requests (the link they went out on is gone); the next
     /// ``headObserved(_:)`` or timer plans them again.
-    public mutating func connectionLost() {
+    @_spi(Benchmarks) public mutating func connectionLost() {
         requested.removeAll()
         needsFullPlan = true
         isHoldTimerRunning = false

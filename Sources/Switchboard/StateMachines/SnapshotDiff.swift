@@ -6,14 +6,14 @@
 /// events for what changed, and `removed` only where the snapshot says it is complete.
 /// Messages go out as `messageAdded`, which the engine reconciles by server and client id, so
 /// nothing is duplicated and nothing is lost.
-public enum SnapshotDiff {
+enum SnapshotDiff {
     /// The stored state a snapshot is compared with.
-    public struct Stored: Sendable {
-        public var conversations: [ConversationID: ConversationInfo]
+    struct Stored: Sendable {
+        var conversations: [ConversationID: ConversationInfo]
         /// Stored messages of the conversations in the snapshot, by server id.
-        public var messages: [ConversationID: [MessageID: Message]]
+        var messages: [ConversationID: [MessageID: Message]]
 
-        public init(
+        init(
             conversations: [ConversationID: ConversationInfo],
             messages: [ConversationID: [MessageID: Message]]
         ) {
@@ -22,7 +22,7 @@ public enum SnapshotDiff {
         }
     }
 
-    public static func events(from snapshot: BackendSnapshot, against stored: Stored) -> [BackendEvent] {
+    static func events(from snapshot: BackendSnapshot, against stored: Stored) -> [BackendEvent] {
         var events: [BackendEvent] = []
         var seen = Set<ConversationID>()
         for item in snapshot.conversations {
@@ -74,7 +74,7 @@ public enum SnapshotDiff {
     /// An assigned agent takes part in the conversation (the engine adds it to the participants
     /// when the agent changes), so a `new` that names the agent only as the assignee does not
     /// remove it from the participants.
-    public static func conversationChanges(from old: ConversationInfo, to new: ConversationInfo) -> [BackendEvent] {
+    static func conversationChanges(from old: ConversationInfo, to new: ConversationInfo) -> [BackendEvent] {
         let new = new.withAssignedAgentAsParticipant()
         guard old != new else { return [] }
         let id = new.id

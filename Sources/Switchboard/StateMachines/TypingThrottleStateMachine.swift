@@ -7,14 +7,14 @@
 /// An explicit stop sends "stopped" without a draft (the user cleared or sent it); an automatic
 /// stop after silence sends "stopped" with the last draft, which stays: a backend that keeps
 /// drafts (Webim's `del-message-draft=0`) keeps it.
-public struct TypingThrottleStateMachine: Sendable, Hashable {
-    public enum Action: Sendable, Hashable {
+struct TypingThrottleStateMachine: Sendable, Hashable {
+    enum Action: Sendable, Hashable {
         case send(isTyping: Bool, draft: String?)
         /// Call ``timerFired(now:)`` at this instant (replaces any earlier request).
         case scheduleTimer(at: Duration)
     }
 
-    public let policy: TypingPolicy
+    let policy: TypingPolicy
     private var isTyping = false
     private var lastSentAt: Duration?
     private var lastKeystrokeAt: Duration?
@@ -23,11 +23,11 @@ public struct TypingThrottleStateMachine: Sendable, Hashable {
     private var pendingDraft: String??
     private var timerAt: Duration?
 
-    public init(policy: TypingPolicy) {
+    init(policy: TypingPolicy) {
         self.policy = policy
     }
 
-    public mutating func userTyping(draft: String?, now: Duration) -> [Action] {
+    mutating func userTyping(draft: String?, now: Duration) -> [Action] {
         lastKeystrokeAt = now
         lastDraft = draft
         switch policy {
@@ -49,7 +49,7 @@ public struct TypingThrottleStateMachine: Sendable, Hashable {
         }
     }
 
-    public mutating func userStopped(now: Duration) -> [Action] {
+    mutating func userStopped(now: Duration) -> [Action] {
         stop(now: now, keeping: nil)
     }
 
@@ -68,7 +68,7 @@ public struct TypingThrottleStateMachine: Sendable, Hashable {
         }
     }
 
-    public mutating func timerFired(now: Duration) -> [Action] {
+    mutating func timerFired(now: Duration) -> [Action] {
         // A timer for `timerAt` is always outstanding when it is set, so an early firing is a stale
         // timer and asks for nothing.
         guard let due = timerAt, now >= due else { return [] }

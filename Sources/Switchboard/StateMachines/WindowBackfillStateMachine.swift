@@ -11,8 +11,8 @@ import Foundation
 /// everything is stored together, oldest first, once the gap is closed. Nothing held is stored
 /// before that, so a link lost half-way loses nothing: the fill goes on from where it got to on
 /// the next link.
-public struct WindowBackfillStateMachine: Sendable {
-    public enum Action: Sendable {
+struct WindowBackfillStateMachine: Sendable {
+    enum Action: Sendable {
         /// Ask the backend for this older page.
         case request(HistoryQuery)
         /// The gap is closed (or can be closed no further): store these, in this order.
@@ -20,27 +20,27 @@ public struct WindowBackfillStateMachine: Sendable {
         case deliver([BackendEvent], unfilled: String?)
     }
 
-    public let conversation: ConversationID
-    public let pageLimit: Int
-    public let maxPages: Int
+    let conversation: ConversationID
+    let pageLimit: Int
+    let maxPages: Int
     /// Pages fetched so far, newest first.
     private var pages: [[Message]] = []
     /// The message events waiting for the gap, in arrival order.
     private var held: [BackendEvent] = []
     /// A page request is out.
-    public private(set) var isRequesting = false
+    private(set) var isRequesting = false
     private var nextAnchor: HistoryQuery.Anchor?
     private var consecutiveFailures = 0
     /// The oldest message of the first window: the gap is below it. A stored message below it
     /// was stored before the gap opened; one above it may have come live since.
-    public let floor: MessageOrderKey?
+    let floor: MessageOrderKey?
     /// Where the backend says the gap starts (``ConversationSnapshot/skippedAfter``): pages stop
     /// there, and everything they hold is the gap.
-    public let lowerBound: HistoryQuery.Anchor?
+    let lowerBound: HistoryQuery.Anchor?
 
     /// Starts a fill below `window` (the snapshot's message events, which it holds), down to
     /// `lowerBound` when the backend knows where the gap starts.
-    public init(
+    init(
         conversation: ConversationID,
         window: [BackendEvent],
         lowerBound: HistoryQuery.Anchor? = nil,
@@ -56,14 +56,14 @@ public struct WindowBackfillStateMachine: Sendable {
     }
 
     /// Whether the event waits for the fill: the conversation's message events do.
-    public static func holds(_ event: BackendEvent) -> Bool {
+    static func holds(_ event: BackendEvent) -> Bool {
         switch event.kind {
         case .messageAdded, .messageUpdated, .messageRemoved: true
         default: false
         }
     }
 
-    public mutating func hold(_ event: BackendEvent) {
+    mutating func hold(_ event: BackendEvent) {
         held.append(event)
     }
 
@@ -71,7 +71,7 @@ public struct WindowBackfillStateMachine: Sendable {
     var heldEvents: [BackendEvent] { held }
 
     /// The next page to ask for, when none is out (after the start, or on a new link).
-    public mutating func linkAvailable() -> Action? {
+    mutating func linkAvailable() -> Action? {
         guard !isRequesting else { return nil }
         isRequesting = true
         return .request(HistoryQuery(conversationID: conversation, before: nextAnchor ?? oldestAnchor, after: lowerBound, limit: pageLimit))
@@ -82,13 +82,13 @@ public struct WindowBackfillStateMachine: Sendable {
     /// (the adapter guide asks adapters to make their tokens whole on any link). Paging again
     /// from the oldest message held re-fetched the gap from the top on every link of a backend
     /// that answers a time anchor from its newest page, until the page limit cut it short.
-    public mutating func linkLost() {
+    mutating func linkLost() {
         isRequesting = false
     }
 
     /// A page arrived; `stored` are those of its messages the store already has. The gap is
     /// closed when one of them is older than the window.
-    public mutating func pageArrived(_ page: HistoryPage, stored: [Message]) -> Action? {
+    mutating func pageArrived(_ page: HistoryPage, stored: [Message]) -> Action? {
         isRequesting = false
         consecutiveFailures = 0
         pages.append(page.messages)
@@ -117,7 +117,7 @@ public struct WindowBackfillStateMachine: Sendable {
 
     /// A page request failed on an open link: asked again up to twice, then the fill gives up and
     /// delivers what it has.
-    public mutating func pageFailed(_ error: SwitchboardError) -> Action? {
+    mutating func pageFailed(_ error: SwitchboardError) -> Action? {
         isRequesting = false
         consecutiveFailures += 1
         if error.isTransient && consecutiveFailures < 3 { return linkAvailable() }
