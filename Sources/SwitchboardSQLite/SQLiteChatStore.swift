@@ -2,7 +2,7 @@ import Foundation
 public import GRDB
 public import Switchboard
 
-/// The durable ``ChatStore``: SQLite through GRDB. What a session stores — conversations,
+/// The durable `ChatStore`: SQLite through GRDB. What a session stores — conversations,
 /// messages, read markers, sequences, the cursor, the outbox and the credentials — survives the
 /// process, so a send stored as pending goes out after a restart and a restart catches up from the
 /// stored cursor instead of from scratch.
@@ -25,7 +25,7 @@ public final class SQLiteChatStore: ChatStore {
     /// Opens (creating when needed) the store at `path` and migrates it to the current schema.
     /// A new file is created readable and writable by its owner only (0600); SQLite gives its
     /// `-wal` and `-shm` files the same mode. The store holds credentials.
-    /// - Throws: ``SwitchboardError/Code/storageFailure`` when the file cannot be opened or migrated.
+    /// - Throws: `SwitchboardError.Code.storageFailure` when the file cannot be opened or migrated.
     public convenience init(path: String) throws {
         if !FileManager.default.fileExists(atPath: path),
             !FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o600])
@@ -340,7 +340,7 @@ public final class SQLiteChatStore: ChatStore {
     /// when `user` already has a row with the same key nothing changes and it throws.
     ///
     /// - Returns: how many rows changed hands.
-    /// - Throws: ``SwitchboardError/Code/storageFailure``.
+    /// - Throws: `SwitchboardError.Code.storageFailure`.
     @discardableResult
     public func adoptRowsStoredBeforeUsers(backend: BackendName, account: String, as user: String?) async throws -> Int {
         let adopter = StoreScope(backend: backend, account: account, user: user)

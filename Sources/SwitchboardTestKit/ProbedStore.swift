@@ -20,7 +20,8 @@ public final class ProbedStore: ChatStore, Sendable {
         case apply
         case fetchConversations
         case fetchConversation
-        /// `fetchMessages(serverIDs:clientIDs:in:scope:)`: the reads reconciliation makes.
+        /// `fetchMessages(serverIDs:clientIDs:in:scope:)`: the reads reconciliation makes (a single
+        /// lookup counts as one).
         case fetchMessagesByKeys
         /// `fetchMessages(in:before:limit:scope:)`: a page of history.
         case fetchMessagesPage

@@ -52,7 +52,7 @@ public protocol ChatStore: Sendable {
 
     /// The stored messages with any of `serverIDs` in `conversation` or any of `clientIDs` (the
     /// app's own sends, in any conversation of the scope), in one read: what incoming messages
-    /// are reconciled with.
+    /// are reconciled with. Each match comes at least once, in no set order.
     func fetchMessages(
         serverIDs: [MessageID],
         clientIDs: [ClientMessageID],
@@ -89,19 +89,27 @@ public protocol ChatStore: Sendable {
     func fetchCredentials(scope: StoreScope) async throws -> Credentials
 }
 
-/// One write of a ``ChatStore/apply(_:scope:)`` transaction; each does what the store method of
-/// the same name does.
+/// One write of a ``ChatStore/apply(_:scope:)`` transaction.
 public enum StoreWrite: Sendable, Hashable {
+    /// Inserts or replaces the conversation; a new one goes last in the first-saved order.
     case saveConversation(ConversationInfo)
+    /// Removes the conversation with its messages, read markers and sequence.
     case removeConversation(ConversationID)
+    /// Inserts or replaces each message: by server id, else by client id (a confirmed message
+    /// replaces its pending copy).
     case saveMessages([Message])
     case removeMessage(MessageID, in: ConversationID)
     case removeAllMessages(in: ConversationID)
+    /// A participant's read marker in a conversation, replacing the one before.
     case saveReadMarker(ChatEvent.ReadMarker, of: ParticipantID, in: ConversationID)
+    /// The sequence delivered so far in a conversation.
     case saveSequence(Int64, for: ConversationID)
+    /// The account-wide cursor; `nil` removes it.
     case saveCursor(SyncCursor?)
+    /// Inserts or replaces an outbox entry, keeping its place in the FIFO order.
     case saveOutboxEntry(OutboxEntry)
     case removeOutboxEntry(ClientMessageID)
+    /// Replaces the credentials (the engine merges them before).
     case saveCredentials(Credentials)
     /// Removes every row of the scope: its conversations, messages, read markers, sequences,
     /// cursor, outbox and credentials (``ChatSession/forgetUser()``).
