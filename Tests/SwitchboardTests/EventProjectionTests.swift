@@ -277,6 +277,20 @@ import Testing
         #expect(table.messages.isEmpty)
     }
 
+    /// A message deleted in place (an update that says so) is one less to read, once.
+    @Test func anUnreadMessageDeletedInPlaceIsOneLessToRead() {
+        var table = Table()
+        table.conversations[Self.conversation] = ConversationInfo(id: Self.conversation, participants: [Self.customer, Self.agent], unreadCount: 2)
+        table.messages = [Self.message(1), Self.message(2)]
+        var deleted = Self.message(2)
+        deleted.isDeleted = true
+        _ = table.project([Self.event(.messageUpdated(deleted))])
+        #expect(table.conversations[Self.conversation]?.unreadCount == 1)
+        #expect(table.messages.first { $0.serverID == "m2" }?.isDeleted == true, "the deletion is stored")
+        _ = table.project([Self.event(.messageUpdated(deleted))])
+        #expect(table.conversations[Self.conversation]?.unreadCount == 1, "the same deletion again changes nothing")
+    }
+
     @Test func aConversationUpdateAnnouncesWhatChangedOrNothing() {
         var table = Table()
         let old = ConversationInfo(id: Self.conversation, state: .queued, participants: [Self.customer])

@@ -209,6 +209,8 @@ enum EventProjection {
                 if let id = message.clientID, rows.byClientID[id] == nil {
                     reads.messages[conversation, default: Reads.Keys()].clientIDs.insert(id)
                 }
+                // A deletion may lower its unread count.
+                if message.isDeleted, rows.conversations[conversation] == nil { reads.conversations.insert(conversation) }
             case .messageRemoved(let id):
                 if let conversation, rows.byServerID[conversation]?[id] == nil {
                     reads.messages[conversation, default: Reads.Keys()].serverIDs.insert(id)
@@ -263,21 +265,15 @@ enum EventProjection {
             projectMessage(message, position: position, of: event, rows: &rows, into: &output, now: now, settings: settings)
         case .messageUpdated(var message):
             if let conversation { message.conversationID = conversation }
+            if message.isDeleted, let id = message.serverID, let stored = rows.byServerID[message.conversationID]?[id] ?? nil, !stored.isDeleted,
+                let reads = lowerUnread(for: stored, in: message.conversationID, rows: &rows, into: &output, settings: settings)
+            {
+                return .needs(reads)
+            }
             projectMessage(message, position: nil, of: event, rows: &rows, into: &output, now: now, settings: settings)
         case .messageRemoved(let id):
             guard let removed = rows.byServerID[conversation!]?[id] ?? nil else { return .projected }
-            if var info = rows.conversations[conversation!] ?? nil, info.unreadCount > 0, !settings.backendCountsUnread, settings.isUnread(removed) {
-                // The unread messages are the newest from others: one of them gone is one less to read.
-                guard let newest = rows.newest[conversation!] else {
-                    var reads = Reads()
-                    reads.newest = [conversation!]
-                    return .needs(reads)
-                }
-                if newest.filter({ settings.isUnread($0) && $0.serverID != nil }).suffix(info.unreadCount).contains(where: { $0.serverID == id }) {
-                    info.unreadCount -= 1
-                    save(info, rows: &rows, into: &output)
-                }
-            }
+            if let reads = lowerUnread(for: removed, in: conversation!, rows: &rows, into: &output, settings: settings) { return .needs(reads) }
             output.writes.append(.removeMessage(id, in: conversation!))
             rows.removed(serverID: id, in: conversation!)
             output.publish(event.kind, conversation, of: event)
@@ -330,6 +326,31 @@ enum EventProjection {
             output.publish(event.kind, conversation, of: event)
         }
         return .projected
+    }
+
+    /// Lowers the conversation's unread count when `gone` (removed, or deleted in place) was one
+    /// of the unread: those are the newest messages from others. Returns the read to make first
+    /// when the newest window is not at hand; nothing changes until then.
+    private static func lowerUnread(
+        for gone: Message,
+        in conversation: ConversationID,
+        rows: inout Rows,
+        into output: inout Output,
+        settings: Settings
+    ) -> Reads? {
+        guard var info = rows.conversations[conversation] ?? nil, info.unreadCount > 0, !settings.backendCountsUnread, settings.isUnread(gone),
+            let id = gone.serverID
+        else { return nil }
+        guard let newest = rows.newest[conversation] else {
+            var reads = Reads()
+            reads.newest = [conversation]
+            return reads
+        }
+        if newest.filter({ settings.isUnread($0) && $0.serverID != nil }).suffix(info.unreadCount).contains(where: { $0.serverID == id }) {
+            info.unreadCount -= 1
+            save(info, rows: &rows, into: &output)
+        }
+        return nil
     }
 
     private static func projectMessage(
