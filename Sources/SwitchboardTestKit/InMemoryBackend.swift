@@ -86,13 +86,13 @@ public struct InMemoryBackend: ChatBackend {
     }
 }
 
-struct InMemoryConnection: BackendConnection {
+struct InMemoryConnection: AnsweringConnection {
     let server: InMemoryServer
     let user: ParticipantID
     let client: Int
     let updates: AsyncThrowingStream<BackendUpdate, any Error>
 
-    func perform(_ request: BackendRequest) async throws -> BackendResponse {
+    func answer(_ request: BackendRequest) async throws -> BackendResponse {
         try Task.checkCancellation()
         return try server.handle(request, from: user, client: client)
     }

@@ -523,9 +523,8 @@ public final class InMemoryServer: Sendable {
             guard range.lowerBound >= 1 else { throw SwitchboardError(.invalidArgument, "sequences start at 1", vendorCode: "21") }
             let log = state.conversations[id]!.log
             return .retransmitted(log.filter { range.contains($0.sequence ?? 0) }, isComplete: true)
-        case .vendor(let name, let payload):
-            guard name == "echo" else { throw SwitchboardError(.unsupported, "no vendor request \(name)") }
-            return .vendor(payload)
+        case .vendor(let call):
+            throw SwitchboardError(.unsupported, "the in-memory server has no vendor requests (\(call.name))")
         case .poll:
             throw SwitchboardError(.unsupported, "the in-memory server pushes its events; it has no poll")
         }

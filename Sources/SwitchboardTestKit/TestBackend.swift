@@ -451,7 +451,7 @@ public final class TestBackend: ChatBackend, Sendable {
         return result
     }
 
-    struct Connection: BackendConnection {
+    struct Connection: AnsweringConnection {
         let backend: TestBackend
         let index: Int
         let updates: AsyncThrowingStream<BackendUpdate, any Error>
@@ -462,7 +462,7 @@ public final class TestBackend: ChatBackend, Sendable {
             self.updates = AsyncThrowingStream(unfolding: { try await backend.nextUpdate(on: index) })
         }
 
-        func perform(_ request: BackendRequest) async throws -> BackendResponse {
+        func answer(_ request: BackendRequest) async throws -> BackendResponse {
             try await backend.perform(request, on: index)
         }
     }

@@ -138,7 +138,7 @@ import Testing
         var driver = Driver()
         driver.open()
         let request = Answered<BackendResponse>()
-        #expect(driver.take(.command(.request(.vendor(name: "x", payload: .null), .nothing, request.reply))) == ["request 0 vendor(x) on 0"])
+        #expect(driver.take(.command(.request(.vendor(VendorCall(NamedCall())), .nothing, request.reply))) == ["request 0 vendor(x) on 0"])
         let fatal = SwitchboardError(.fatal, "the account is gone")
         let effects = driver.take(.requestFinished(0, ticket: 0, .failure(fatal)))
         #expect(effects.contains("finishJobs 0") && effects.contains("answer"))
@@ -199,7 +199,7 @@ import Testing
         driver.open()
         let request = Answered<BackendResponse>()
         _ = driver.take(.command(.send(MessageDraft(text: "one"), in: Self.conversation, Answered<Message>().reply)))
-        #expect(driver.take(.command(.request(.vendor(name: "x", payload: .null), .nothing, request.reply))) == ["request 1 vendor(x) on 0"])
+        #expect(driver.take(.command(.request(.vendor(VendorCall(NamedCall())), .nothing, request.reply))) == ["request 1 vendor(x) on 0"])
         _ = driver.take(.linkFailed(0, SwitchboardError(.connectionLost, "dropped")))
         #expect(driver.take(.linkClosed(0, nil)).contains("answer"))
         #expect(request.errorCode == .connectionLost, "an app request fails: its caller decides")
@@ -218,7 +218,7 @@ import Testing
         var driver = Driver()
         driver.open()
         let request = Answered<BackendResponse>()
-        #expect(driver.take(.command(.request(.vendor(name: "x", payload: .null), .nothing, request.reply))) == ["request 0 vendor(x) on 0"])
+        #expect(driver.take(.command(.request(.vendor(VendorCall(NamedCall())), .nothing, request.reply))) == ["request 0 vendor(x) on 0"])
         #expect(driver.take(.requestNotTaken(0, ticket: 0)).isEmpty, "not an answer: nothing is decided on it")
         #expect(request.result.withLock { $0 } == nil)
         #expect(driver.machine.lanes.count == 1)
@@ -291,5 +291,13 @@ import Testing
         let first = run()
         #expect(first == run(), "a seed and a list of inputs replay the session")
         #expect(first.count > 6)
+    }
+}
+
+/// A vendor call the machine only routes: it never reaches a link in these tests.
+private struct NamedCall: VendorRequest {
+    var name: String { "x" }
+    func perform(on connection: any BackendConnection) async throws -> VendorResult<Void> {
+        throw SwitchboardError(.unsupported, "never performed")
     }
 }

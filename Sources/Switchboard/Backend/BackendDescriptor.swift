@@ -25,7 +25,7 @@ public struct BackendCapabilities: OptionSet, Sendable, Hashable, Codable, Custo
     public static let delete = BackendCapabilities(rawValue: 1 << 13)
     public static let quotes = BackendCapabilities(rawValue: 1 << 14)
     public static let archive = BackendCapabilities(rawValue: 1 << 15)
-    /// Vendor-specific requests (``BackendRequest/vendor(name:payload:)``).
+    /// Vendor-specific requests (``VendorRequest``).
     public static let vendorRequests = BackendCapabilities(rawValue: 1 << 16)
     /// The backend pushes nothing: changes are fetched (Webim's offline appeals). The engine
     /// asks for them (``BackendRequest/poll(forced:)``) when a link opens, every

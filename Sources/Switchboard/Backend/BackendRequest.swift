@@ -24,8 +24,8 @@ public enum BackendRequest: Sendable, Hashable {
     /// Events of a conversation by sequence, inclusive; never more than the descriptor's
     /// ``BackendLimits/maxRetransmitBatch``.
     case retransmit(ConversationID, ClosedRange<Int64>)
-    /// A vendor-only call, used by typed vendor extensions.
-    case vendor(name: String, payload: JSONValue)
+    /// A vendor-only call (``VendorRequest``), carried out on the live link.
+    case vendor(VendorCall)
     /// Fetches what changed on a backend that pushes nothing (``BackendCapabilities/polling``):
     /// everything again when `forced`, else what changed since the cursor the backend keeps in
     /// its credentials. Answered with ``BackendResponse/updates(_:)``.
@@ -90,13 +90,14 @@ public enum BackendRequest: Sendable, Hashable {
         case .removeParticipants: return "removeParticipants"
         case .history: return "history"
         case .retransmit: return "retransmit"
-        case .vendor(let name, _): return "vendor(\(name))"
+        case .vendor(let call): return call.description
         case .poll(let forced): return forced ? "poll(forced)" : "poll"
         }
     }
 }
 
-/// What a backend answers.
+/// A request's answer in one value: what ``BackendConnection/perform(_:)`` makes of a typed
+/// method's result, and what a scripted test backend answers with.
 public enum BackendResponse: Sendable, Hashable {
     case done
     /// The message as the server accepted it (send, edit).
@@ -106,15 +107,13 @@ public enum BackendResponse: Sendable, Hashable {
     /// the ``ConversationChanges`` to the conversation it stores.
     case conversation(ConversationInfo)
     case history(HistoryPage)
-    /// Retransmitted events, in sequence order, with no word on completeness: a sequence of the
-    /// range missing from them is asked for again after the hold timeout.
-    case events([BackendEvent])
     /// Retransmitted events, in sequence order. `isComplete` says the server returned every
     /// event of the requested range the client may see, so a sequence missing from them does
     /// not exist (hidden or never logged) and the engine steps over it. Only a complete reply
     /// proves absence.
     case retransmitted([BackendEvent], isComplete: Bool)
-    case vendor(JSONValue)
+    /// A vendor call's typed reply and the updates to apply before the caller hears back.
+    case vendor(VendorAnswer)
     /// What a poll found, in the order the backend read it: the engine applies these as it
     /// applies a link's updates, in one store transaction, before the caller hears back.
     case updates([BackendUpdate])

@@ -16,8 +16,11 @@ public import Logging
 /// - ``BackendConnection/updates`` yields inbound data **in wire order**, finishes or throws
 ///   when the link is gone, and never crashes on bad input: a malformed or unknown frame becomes
 ///   ``BackendUpdate/problem(_:)`` or a ``ChatEvent/Kind/custom(name:payload:)`` event.
-/// - ``BackendConnection/perform(_:)`` carries out one ``BackendRequest`` and answers with the
-///   server's result. A request for a capability the descriptor does not list is never sent.
+/// - Each request is a method of ``BackendConnection`` with a typed answer (``BackendConnection/send(_:)``
+///   answers with the server's ``Message``, ``BackendConnection/history(_:)`` with a ``HistoryPage``…).
+///   A method the link does not implement answers ``SwitchboardError/Code/unsupported`` on its own;
+///   a request for a capability the descriptor does not list is never sent. Vendor-only calls are
+///   ``VendorRequest`` values that carry their reply type.
 /// - Sends carry the ``ClientMessageID``; the server's echo carries it back.
 ///
 /// The conformance suite in `SwitchboardTestKit` (`ConformanceSuite.cases`) checks all of this
@@ -61,18 +64,6 @@ extension ChatBackend {
     public var user: ParticipantID? { nil }
     public var storeUser: String? { user?.rawValue }
     public var startsAsNewUser: Bool { false }
-}
-
-/// One live link to a backend, valid inside ``ChatBackend/withConnection(_:_:)``.
-public protocol BackendConnection: Sendable {
-    /// Inbound updates in wire order. Finishes (or throws a classified error) when the link is
-    /// gone. Single consumer: the engine.
-    var updates: AsyncThrowingStream<BackendUpdate, any Error> { get }
-
-    /// Performs one request.
-    ///
-    /// - Throws: ``SwitchboardError`` (classified), or `CancellationError`.
-    func perform(_ request: BackendRequest) async throws -> BackendResponse
 }
 
 /// What the engine hands an adapter when it connects.

@@ -41,8 +41,12 @@ extension ChatSession {
         _ = try await performNow(.setCustomFields(nil, fields))
     }
 
-    public func performVendorRequest(_ name: String, payload: JSONValue) async throws -> BackendResponse {
-        try await performNow(.vendor(name: name, payload: payload))
+    public func perform<Request: VendorRequest>(_ request: Request) async throws -> Request.Reply {
+        // The link answers with what the request's own `perform(on:)` returned, so the cast holds.
+        guard case .vendor(let answer) = try await performNow(.vendor(VendorCall(request))),
+            let reply = answer.reply(as: Request.Reply.self)
+        else { throw SwitchboardError(.protocolViolation, "\(request.name) came back without its reply") }
+        return reply
     }
 
     // MARK: Sending

@@ -35,9 +35,12 @@ public protocol Session: Sendable {
     /// ``SessionConfiguration/pollInterval``). `forced` reads everything again; what is already
     /// stored is not announced twice. Returns when what it found is stored and published.
     func refresh(forced: Bool) async throws
-    /// A vendor-only call (needs ``BackendCapabilities/vendorRequests``); typed vendor
-    /// extensions are built on it.
-    func performVendorRequest(_ name: String, payload: JSONValue) async throws -> BackendResponse
+    /// A vendor-only call (needs ``BackendCapabilities/vendorRequests``), carried out on the
+    /// live link in the session's request lane; typed vendor extensions are built on it.
+    ///
+    /// - Returns: the request's typed reply, after what it changed is stored and published.
+    /// - Throws: ``SwitchboardError/Code/unsupported`` when the request is another backend's.
+    func perform<Request: VendorRequest>(_ request: Request) async throws -> Request.Reply
 }
 
 extension Session {

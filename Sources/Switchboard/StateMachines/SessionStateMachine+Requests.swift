@@ -133,9 +133,12 @@ extension SessionStateMachine {
         // draining link waited for lets it close.
         effects += self.effects(of: connection.requestFinished(id, failure: failure), at: moment)
         guard let finished else { return effects }
-        if case .success(.updates(let updates)) = result {
-            // What a poll found is stored and announced before its caller hears back.
-            effects += updates.map { .then(.answeredUpdate($0)) }
+        // What a poll found, or a vendor call changed, is stored and announced before its caller
+        // hears back.
+        switch result {
+        case .success(.updates(let updates)): effects += updates.map { .then(.answeredUpdate($0)) }
+        case .success(.vendor(let answer)): effects += answer.updates.map { .then(.answeredUpdate($0)) }
+        default: break
         }
         return effects + [.then(.answered(finished.work, result))]
     }

@@ -304,7 +304,7 @@ struct SessionStateMachine: Sendable {
         var actions: [Action] = []
         var outcome = Tracker.Outcome()
         switch result {
-        case .success(.events(let events)), .success(.retransmitted(let events, isComplete: false)):
+        case .success(.retransmitted(let events, isComplete: false)):
             outcome = receive(events, in: range, complete: false, tracker: &tracker)
         case .success(.retransmitted(let events, isComplete: true)):
             outcome = receive(events, in: range, complete: true, tracker: &tracker)

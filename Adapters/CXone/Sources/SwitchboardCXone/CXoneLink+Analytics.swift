@@ -10,11 +10,11 @@ extension CXoneLink {
     /// reconnect and a restart.
     ///
     /// - Returns: the events sent, in order.
-    func analytics(_ type: String, data: JSONValue) async throws -> JSONValue {
+    func analytics(_ type: String, data: JSONValue) async throws -> [JSONValue] {
         let sent = try await analytics.send(type, data: data, now: context.clock.date)
         let kept = analytics.credentials
         state.withLock { $0.credentials.values.merge(kept.values) { _, new in new } }
         continuation.yield(.credentials(kept))
-        return .array(sent)
+        return sent
     }
 }

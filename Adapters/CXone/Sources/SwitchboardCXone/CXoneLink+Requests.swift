@@ -6,144 +6,149 @@ import SwitchboardTransport
 // The engine's requests on the open socket: sends (with uploads), read and typing, threads'
 // lifecycle, custom fields, history, and the vendor calls (protocols/cxone.md §3).
 extension CXoneLink {
-    func perform(_ request: BackendRequest, socket: TextWebSocket) async throws -> BackendResponse {
-        switch request {
-        case .send(let outgoing):
-            let id = outgoing.conversationID.rawValue
-            let (thread, token, fields) = state.withLock { ($0.threads[id] ?? Thread(), $0.credentials["access-token"], $0.contactFields.removeValue(forKey: id)) }
-            if thread.closed, channel.mode != .liveChat {
-                throw SwitchboardError(.messageRejected, "the thread is closed", vendorCode: "illegalChatState")
-            }
-            var threadJSON: [String: JSONValue] = ["idOnExternalPlatform": .string(id)]
-            if let name = thread.name { threadJSON["threadName"] = .string(name) }
-            let contactFields = Self.fields(fields ?? [:], clock: context.clock)
-            try await sendWelcomeIfPending(in: id, threadJSON: .object(threadJSON), contactFields: contactFields, token: token, socket: socket)
-            try await beginLiveChatIfNeeded(id, socket: socket)
-            let attachments = try await upload(outgoing.content.attachments)
-            state.withLock { $0.threads[id, default: Thread()].sent = true }
-            try await sendMessage(
-                in: .object(threadJSON), messageID: outgoing.clientID.rawValue.lowercased(), text: outgoing.content.text,
-                postback: outgoing.content.payload?["postback"] ?? .null, contactFields: contactFields, attachments: attachments, token: token, socket: socket
-            )
-            // The server knows the thread now: it is no longer the local one.
-            var known: [String: String] = state.withLock { $0.credentials["local-thread"] == id } ? ["local-thread": ""] : [:]
-            if channel.mode != .multiThread { known["thread-id"] = id }
-            if !known.isEmpty { keep(known) }
-            return .done
-        case .typing(let conversation, let isTyping, _):
-            try await send(isTyping ? "SenderTypingStarted" : "SenderTypingEnded", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)]], awaitReply: false, socket: socket)
-            return .done
-        case .markRead(let conversation, _):
-            // §3.13: with the thread's name; not for a thread the server does not know yet (the
-            // local one before its first message), a closed one, or one still pending.
-            let thread = state.withLock { $0.threads[conversation.rawValue] }
-            guard let thread, thread.sent || thread.contactID != nil, !thread.closed else { return .done }
-            var threadJSON: [String: JSONValue] = ["idOnExternalPlatform": .string(conversation.rawValue)]
-            if let name = thread.name { threadJSON["threadName"] = .string(name) }
-            try await send("MessageSeenByCustomer", data: ["thread": .object(threadJSON)], awaitReply: false, socket: socket)
-            return .done
-        case .startConversation(let draft):
-            try channel.validatePreChat(draft.customFields)
-            if channel.mode == .singleThread, state.withLock({ !$0.threads.isEmpty }) {
-                throw SwitchboardError(.unsupported, "a single-thread channel has its thread already", vendorCode: "unsupportedChannelConfig")
-            }
-            let id = UUID().uuidString.lowercased()
-            state.withLock { state in
-                state.threads[id] = Thread(name: draft.title)
-                state.contactFields[id] = draft.customFields
-            }
-            if channel.mode != .multiThread { keep(["thread-id": id, "local-thread": id]) }
-            let info = ConversationInfo(id: ConversationID(id), kind: .thread, title: draft.title, state: .queued)
-            announceLocalThread(info)
-            try await beginLiveChatIfNeeded(id, socket: socket)
-            return .conversation(info)
-        case .closeConversation(let conversation):
-            if channel.mode == .liveChat {
-                let contact = state.withLock { $0.threads[conversation.rawValue]?.contactID }
-                state.withLock { $0.threads[conversation.rawValue, default: Thread()].closed = true }
-                guard let contact else {
-                    // The server never saw this thread: it ends here.
-                    continuation.yield(.event(BackendEvent(.conversationStateChanged(.closedByCustomer, previous: nil), conversation: conversation)))
-                    return .done
-                }
-                try await send("EndContact", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)], "contact": ["id": .string(contact)]], awaitReply: false, socket: socket)
-                return .done
-            }
-            return try await archive(conversation, socket: socket)
-        case .archiveConversation(let conversation):
-            return try await archive(conversation, socket: socket)
-        case .updateConversation(let conversation, let changes):
-            guard let title = changes.title else { return .done }
-            try await send("UpdateThread", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue), "threadName": .string(title)]], awaitReply: false, socket: socket)
-            state.withLock { $0.threads[conversation.rawValue, default: Thread()].name = title }
-            // The server does not answer UpdateThread: the session applies the title itself.
-            return .done
-        case .setCustomFields(let conversation?, let fields):
+    func send(_ outgoing: OutgoingMessage, socket: TextWebSocket) async throws {
+        let id = outgoing.conversationID.rawValue
+        let (thread, token, fields) = state.withLock { ($0.threads[id] ?? Thread(), $0.credentials["access-token"], $0.contactFields.removeValue(forKey: id)) }
+        if thread.closed, channel.mode != .liveChat {
+            throw SwitchboardError(.messageRejected, "the thread is closed", vendorCode: "illegalChatState")
+        }
+        var threadJSON: [String: JSONValue] = ["idOnExternalPlatform": .string(id)]
+        if let name = thread.name { threadJSON["threadName"] = .string(name) }
+        let contactFields = Self.fields(fields ?? [:], clock: context.clock)
+        try await sendWelcomeIfPending(in: id, threadJSON: .object(threadJSON), contactFields: contactFields, token: token, socket: socket)
+        try await beginLiveChatIfNeeded(id, socket: socket)
+        let attachments = try await upload(outgoing.content.attachments)
+        state.withLock { $0.threads[id, default: Thread()].sent = true }
+        try await sendMessage(
+            in: .object(threadJSON), messageID: outgoing.clientID.rawValue.lowercased(), text: outgoing.content.text,
+            postback: outgoing.content.payload?["postback"] ?? .null, contactFields: contactFields, attachments: attachments, token: token, socket: socket
+        )
+        // The server knows the thread now: it is no longer the local one.
+        var known: [String: String] = state.withLock { $0.credentials["local-thread"] == id } ? ["local-thread": ""] : [:]
+        if channel.mode != .multiThread { known["thread-id"] = id }
+        if !known.isEmpty { keep(known) }
+    }
+
+    func typing(in conversation: ConversationID, isTyping: Bool, socket: TextWebSocket) async throws {
+        try await send(isTyping ? "SenderTypingStarted" : "SenderTypingEnded", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)]], awaitReply: false, socket: socket)
+    }
+
+    func markRead(_ conversation: ConversationID, socket: TextWebSocket) async throws {
+        // §3.13: with the thread's name; not for a thread the server does not know yet (the
+        // local one before its first message), a closed one, or one still pending.
+        let thread = state.withLock { $0.threads[conversation.rawValue] }
+        guard let thread, thread.sent || thread.contactID != nil, !thread.closed else { return }
+        var threadJSON: [String: JSONValue] = ["idOnExternalPlatform": .string(conversation.rawValue)]
+        if let name = thread.name { threadJSON["threadName"] = .string(name) }
+        try await send("MessageSeenByCustomer", data: ["thread": .object(threadJSON)], awaitReply: false, socket: socket)
+    }
+
+    func startConversation(_ draft: ConversationDraft, socket: TextWebSocket) async throws -> ConversationInfo {
+        try channel.validatePreChat(draft.customFields)
+        if channel.mode == .singleThread, state.withLock({ !$0.threads.isEmpty }) {
+            throw SwitchboardError(.unsupported, "a single-thread channel has its thread already", vendorCode: "unsupportedChannelConfig")
+        }
+        let id = UUID().uuidString.lowercased()
+        state.withLock { state in
+            state.threads[id] = Thread(name: draft.title)
+            state.contactFields[id] = draft.customFields
+        }
+        if channel.mode != .multiThread { keep(["thread-id": id, "local-thread": id]) }
+        let info = ConversationInfo(id: ConversationID(id), kind: .thread, title: draft.title, state: .queued)
+        announceLocalThread(info)
+        try await beginLiveChatIfNeeded(id, socket: socket)
+        return info
+    }
+
+    func closeConversation(_ conversation: ConversationID, socket: TextWebSocket) async throws {
+        if channel.mode == .liveChat {
             let contact = state.withLock { $0.threads[conversation.rawValue]?.contactID }
+            state.withLock { $0.threads[conversation.rawValue, default: Thread()].closed = true }
             guard let contact else {
-                state.withLock { $0.contactFields[conversation.rawValue, default: [:]].merge(fields) { _, new in new } }
-                return .done
+                // The server never saw this thread: it ends here.
+                continuation.yield(.event(BackendEvent(.conversationStateChanged(.closedByCustomer, previous: nil), conversation: conversation)))
+                return
             }
-            try await send("SetContactCustomFields", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)], "contact": ["id": .string(contact)], "customFields": Self.fields(fields, clock: context.clock)], awaitReply: false, socket: socket)
-            return .done
-        case .setCustomFields(nil, let fields):
+            try await send("EndContact", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)], "contact": ["id": .string(contact)]], awaitReply: false, socket: socket)
+            return
+        }
+        try await archive(conversation, socket: socket)
+    }
+
+    func updateConversation(_ conversation: ConversationID, _ changes: ConversationChanges, socket: TextWebSocket) async throws {
+        guard let title = changes.title else { return }
+        try await send("UpdateThread", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue), "threadName": .string(title)]], awaitReply: false, socket: socket)
+        state.withLock { $0.threads[conversation.rawValue, default: Thread()].name = title }
+        // The server does not answer UpdateThread: the session applies the title itself.
+    }
+
+    func setCustomFields(_ fields: [String: String], of conversation: ConversationID?, socket: TextWebSocket) async throws {
+        guard let conversation else {
             // §3.18: every current field of the customer, not only the new ones (empty ones left out).
             let all = state.withLock { state in
                 state.customerFields.merge(fields) { _, new in new }
                 return state.customerFields
             }
             try await send("SetCustomerCustomFields", data: ["customFields": Self.fields(all.filter { !$0.value.isEmpty }, clock: context.clock)], awaitReply: false, socket: socket)
-            return .done
-        case .history(let query):
-            return .history(try await history(query, socket: socket))
-        case .vendor("SendTranscript", let payload):
-            guard channel.isSendTranscriptEnabled, let email = payload["email"]?.stringValue, email.contains("@") else {
-                throw SwitchboardError(.messageRejected, "the transcript cannot be sent", vendorCode: "sendTranscriptFailed")
-            }
-            let contact = payload["conversation"]?.stringValue.flatMap { id in state.withLock { $0.threads[id]?.contactID } }
-            guard let contact else { throw SwitchboardError(.invalidArgument, "no contact", vendorCode: "consumerContact") }
-            try await send("SendTranscript", data: ["consumerContact": ["id": .string(contact)], "consumerRecipients": [["idOnExternalPlatform": .string(email)]]], awaitReply: true, socket: socket)
-            return .vendor(["sent": true])
-        case .vendor("InactivityPopupAnswer", let payload):
-            // §3.21: the button's text and postback, marked as the answer; not a message of the thread.
-            guard let thread = payload["conversation"]?.stringValue, let text = payload["text"]?.stringValue, let postback = payload["postback"] else {
-                throw SwitchboardError(.invalidArgument, "an inactivity pop-up answer needs the thread, the button's text and postback")
-            }
-            let (name, token) = state.withLock { ($0.threads[thread]?.name, $0.credentials["access-token"]) }
-            var threadJSON: [String: JSONValue] = ["idOnExternalPlatform": .string(thread)]
-            if let name { threadJSON["threadName"] = .string(name) }
-            try await sendMessage(
-                in: .object(threadJSON), messageID: UUID().uuidString.lowercased(), text: text, postback: postback,
-                parameters: ["isInactivityPopupAnswer": true], contactFields: [], attachments: [], token: token, socket: socket
-            )
-            return .vendor(["answered": true])
-        case .vendor("identity", _):
-            let credentials = state.withLock { $0.credentials }
-            return .vendor(["customerId": credentials["customer-id"].map(JSONValue.string) ?? .null, "visitorId": credentials["visitor-id"].map(JSONValue.string) ?? .null])
-        case .vendor("hasMoreMessages", let payload):
-            // Unknown until a thread is recovered on this link (the first page brings its token).
-            guard let id = payload["conversation"]?.stringValue, let token = state.withLock({ $0.threads[id]?.scrollToken }) else { return .vendor(.null) }
-            return .vendor(.bool(!token.isEmpty))
-        case .vendor("customerCustomFields", _):
-            return .vendor(.object(state.withLock { $0.customerFields }.filter { !$0.value.isEmpty }.mapValues(JSONValue.string)))
-        case .vendor("ExecuteTrigger", let payload):
-            // §3.14: its own envelope (the destination and the visitor). Chat is available: a live
-            // chat's link opens only while it is online.
-            guard let trigger = payload["trigger"]?.stringValue, !trigger.isEmpty else {
-                throw SwitchboardError(.invalidArgument, "ExecuteTrigger needs a trigger id")
-            }
-            guard state.withLock({ $0.credentials["customer-id"] }) != nil else {
-                throw SwitchboardError(.invalidState, "no customer yet", vendorCode: "customerAssociationFailure")
-            }
-            try await send("ExecuteTrigger", data: ["trigger": ["id": .string(trigger)]], destination: destinationID, awaitReply: false, socket: socket)
-            return .vendor([:])
-        case .vendor(let name, let payload) where name.hasPrefix("analytics."):
-            return .vendor(try await analytics(String(name.dropFirst("analytics.".count)), data: payload))
-        case .vendor(let name, _):
-            throw SwitchboardError(.unsupported, "CXone has no vendor request \(name)")
-        case .edit, .delete, .rateAgent, .addParticipants, .updateParticipants, .removeParticipants, .retransmit, .poll:
-            throw SwitchboardError(.unsupported, "CXone has no \(request.name)")
+            return
         }
+        let contact = state.withLock { $0.threads[conversation.rawValue]?.contactID }
+        guard let contact else {
+            state.withLock { $0.contactFields[conversation.rawValue, default: [:]].merge(fields) { _, new in new } }
+            return
+        }
+        try await send("SetContactCustomFields", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)], "contact": ["id": .string(contact)], "customFields": Self.fields(fields, clock: context.clock)], awaitReply: false, socket: socket)
+    }
+
+    // MARK: Vendor calls (``CXoneRequests``)
+
+    func sendTranscript(of conversation: ConversationID, to email: String, socket: TextWebSocket) async throws {
+        guard channel.isSendTranscriptEnabled, email.contains("@") else {
+            throw SwitchboardError(.messageRejected, "the transcript cannot be sent", vendorCode: "sendTranscriptFailed")
+        }
+        let contact = state.withLock { $0.threads[conversation.rawValue]?.contactID }
+        guard let contact else { throw SwitchboardError(.invalidArgument, "no contact", vendorCode: "consumerContact") }
+        try await send("SendTranscript", data: ["consumerContact": ["id": .string(contact)], "consumerRecipients": [["idOnExternalPlatform": .string(email)]]], awaitReply: true, socket: socket)
+    }
+
+    func answerInactivityPopup(in thread: ConversationID, text: String, postback: String, socket: TextWebSocket) async throws {
+        // §3.21: the button's text and postback, marked as the answer; not a message of the thread.
+        let (name, token) = state.withLock { ($0.threads[thread.rawValue]?.name, $0.credentials["access-token"]) }
+        var threadJSON: [String: JSONValue] = ["idOnExternalPlatform": .string(thread.rawValue)]
+        if let name { threadJSON["threadName"] = .string(name) }
+        try await sendMessage(
+            in: .object(threadJSON), messageID: UUID().uuidString.lowercased(), text: text, postback: .string(postback),
+            parameters: ["isInactivityPopupAnswer": true], contactFields: [], attachments: [], token: token, socket: socket
+        )
+    }
+
+    /// The customer's and the visitor's ids, as the link keeps them.
+    var customerAndVisitor: (customerID: String?, visitorID: String?) {
+        let credentials = state.withLock { $0.credentials }
+        return (credentials["customer-id"], credentials["visitor-id"])
+    }
+
+    /// Whether the thread has older messages; `nil` until it is recovered on this link.
+    func hasMoreMessages(in thread: ConversationID) -> Bool? {
+        // Unknown until a thread is recovered on this link (the first page brings its token).
+        state.withLock { $0.threads[thread.rawValue]?.scrollToken }.map { !$0.isEmpty }
+    }
+
+    /// The customer's custom fields, empty ones left out.
+    var customerCustomFields: [String: String] {
+        state.withLock { $0.customerFields }.filter { !$0.value.isEmpty }
+    }
+
+    func executeTrigger(_ trigger: String, socket: TextWebSocket) async throws {
+        // §3.14: its own envelope (the destination and the visitor). Chat is available: a live
+        // chat's link opens only while it is online.
+        guard !trigger.isEmpty else {
+            throw SwitchboardError(.invalidArgument, "ExecuteTrigger needs a trigger id")
+        }
+        guard state.withLock({ $0.credentials["customer-id"] }) != nil else {
+            throw SwitchboardError(.invalidState, "no customer yet", vendorCode: "customerAssociationFailure")
+        }
+        try await send("ExecuteTrigger", data: ["trigger": ["id": .string(trigger)]], destination: destinationID, awaitReply: false, socket: socket)
     }
 
     /// `SendMessage` (§3.8), awaiting its acknowledgment.
@@ -165,14 +170,13 @@ extension CXoneLink {
         try await send("SendMessage", data: .object(data), awaitReply: true, socket: socket)
     }
 
-    func archive(_ conversation: ConversationID, socket: TextWebSocket) async throws -> BackendResponse {
+    func archive(_ conversation: ConversationID, socket: TextWebSocket) async throws {
         guard channel.mode == .multiThread else {
             throw SwitchboardError(.unsupported, "archiving needs a multi-thread channel", vendorCode: "unsupportedChannelConfig")
         }
         try await send("ArchiveThread", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)]], awaitReply: true, socket: socket)
         state.withLock { $0.threads[conversation.rawValue, default: Thread()].closed = true }
         continuation.yield(.event(BackendEvent(.conversationStateChanged(.archived, previous: nil), conversation: conversation)))
-        return .done
     }
 
     /// `LoadMoreMessages` with the thread's scroll token; an empty token means there is no more.

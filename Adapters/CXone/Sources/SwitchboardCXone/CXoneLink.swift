@@ -12,7 +12,7 @@ import SwitchboardTransport
 /// `+Requests` (the engine's requests) and `+Analytics`.
 ///
 /// The lock guards the known threads and the credentials; `replies` holds the requests waiting.
-final class CXoneLink: BackendConnection {
+final class CXoneLink: Sendable {
     struct Thread {
         var name: String?
         var contactID: String?
@@ -146,16 +146,54 @@ final class CXoneLink: BackendConnection {
         }
     }
 
-    /// A `BackendConnection` bound to the open socket.
+    /// A `BackendConnection` bound to the open socket: what the engine and CXone's vendor
+    /// requests (``CXoneRequests``) get. Each request goes to the link's method for it (`+Requests`);
+    /// what CXone does not do (edits, deletes, ratings, participants, retransmits, polls) answers
+    /// `unsupported` by the seam's defaults.
     struct Sender: BackendConnection {
         let link: CXoneLink
         let socket: TextWebSocket
         var updates: AsyncThrowingStream<BackendUpdate, any Error> { link.updates }
-        func perform(_ request: BackendRequest) async throws -> BackendResponse { try await link.perform(request, socket: socket) }
-    }
 
-    func perform(_ request: BackendRequest) async throws -> BackendResponse {
-        throw SwitchboardError(.notConnected, "the CXone link is not open")
+        func send(_ message: OutgoingMessage) async throws -> Message? {
+            try await link.send(message, socket: socket)
+            return nil
+        }
+
+        func typing(in conversation: ConversationID, isTyping: Bool, draft: String?) async throws {
+            try await link.typing(in: conversation, isTyping: isTyping, socket: socket)
+        }
+
+        func markRead(_ conversation: ConversationID, upTo marker: ChatEvent.ReadMarker) async throws {
+            try await link.markRead(conversation, socket: socket)
+        }
+
+        func startConversation(_ draft: ConversationDraft) async throws -> ConversationSnapshot {
+            ConversationSnapshot(conversation: try await link.startConversation(draft, socket: socket))
+        }
+
+        func closeConversation(_ conversation: ConversationID) async throws -> ClosedConversation {
+            try await link.closeConversation(conversation, socket: socket)
+            return .done
+        }
+
+        func archiveConversation(_ conversation: ConversationID) async throws -> ClosedConversation {
+            try await link.archive(conversation, socket: socket)
+            return .done
+        }
+
+        func updateConversation(_ conversation: ConversationID, _ changes: ConversationChanges) async throws -> ConversationInfo? {
+            try await link.updateConversation(conversation, changes, socket: socket)
+            return nil
+        }
+
+        func setCustomFields(_ fields: [String: String], of conversation: ConversationID?) async throws {
+            try await link.setCustomFields(fields, of: conversation, socket: socket)
+        }
+
+        func history(_ query: HistoryQuery) async throws -> HistoryPage {
+            try await link.history(query, socket: socket)
+        }
     }
 
     func read(_ socket: TextWebSocket) async {

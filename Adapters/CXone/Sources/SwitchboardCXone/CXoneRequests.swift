@@ -2,8 +2,8 @@ public import Foundation
 public import Switchboard
 
 /// CXone's requests that have no vendor-neutral form: analytics (§3.15), transcripts and
-/// triggers. Each goes through `Switchboard.Session.performVendorRequest(_:payload:)`, so it
-/// needs a connected session.
+/// triggers. Each is a `VendorRequest` the session runs on its live link
+/// (`Switchboard.Session.perform(_:)`), so it needs a connected session.
 public struct CXoneRequests: Sendable {
     public let session: any Session
 
@@ -58,7 +58,7 @@ public struct CXoneRequests: Sendable {
 
     /// `SendTranscript` of a thread to an e-mail address (when the channel allows transcripts).
     public func sendTranscript(of conversation: ConversationID, to email: String) async throws {
-        _ = try await session.performVendorRequest("SendTranscript", payload: ["conversation": .string(conversation.rawValue), "email": .string(email)])
+        try await session.perform(SendTranscript(conversation: conversation, email: email))
     }
 
     /// Answers an inactivity pop-up (§3.21): `refresh` keeps the chat going, otherwise it may
@@ -66,26 +66,19 @@ public struct CXoneRequests: Sendable {
     /// `{"isInactivityPopupAnswer": true}`; the answer is not a message of the thread.
     public func answer(_ popup: CXoneInactivityPopup, refresh: Bool) async throws {
         let button = refresh ? popup.refreshButton : popup.expireButton
-        _ = try await session.performVendorRequest(
-            "InactivityPopupAnswer",
-            payload: ["conversation": .string(popup.threadID.rawValue), "text": .string(button.text), "postback": .string(button.postback)]
-        )
+        try await session.perform(InactivityPopupAnswer(thread: popup.threadID, text: button.text, postback: button.postback))
     }
 
     /// The customer's id (`nil` before the server made one) and the visitor's id (made by the
     /// client, the SDK's `analytics.visitorId`), as the link keeps them.
     public func identity() async throws -> (customerID: String?, visitorID: String?) {
-        let response = try await session.performVendorRequest("identity", payload: [:])
-        guard case .vendor(let ids) = response else { throw SwitchboardError(.protocolViolation, "identity answered with \(response)") }
-        return (ids["customerId"]?.stringValue, ids["visitorId"]?.stringValue)
+        try await session.perform(Identity())
     }
 
     /// Whether older messages of the thread can be loaded (the SDK's `hasMoreMessagesToLoad`):
     /// `nil` until the thread's first page is known on this connection.
     public func hasMoreMessages(in thread: ConversationID) async throws -> Bool? {
-        let response = try await session.performVendorRequest("hasMoreMessages", payload: ["conversation": .string(thread.rawValue)])
-        guard case .vendor(let value) = response else { throw SwitchboardError(.protocolViolation, "hasMoreMessages answered with \(response)") }
-        return value.boolValue
+        try await session.perform(HasMoreMessages(thread: thread))
     }
 
     /// The CXone mobile SDK whose wire the adapter speaks (sent as `sdkVersion`).
@@ -94,9 +87,7 @@ public struct CXoneRequests: Sendable {
     /// The customer's custom fields: what the server returned with the last thread recovery, with
     /// what the app set since (the SDK's `customerCustomFields.get()`).
     public func customerCustomFields() async throws -> [String: String] {
-        let response = try await session.performVendorRequest("customerCustomFields", payload: [:])
-        guard case .vendor(let fields) = response else { throw SwitchboardError(.protocolViolation, "customerCustomFields answered with \(response)") }
-        return (fields.objectValue ?? [:]).compactMapValues(\.stringValue)
+        try await session.perform(CustomerCustomFields())
     }
 
     /// A thread's (contact's) custom fields as the server last reported them (its recovery), from
@@ -108,7 +99,7 @@ public struct CXoneRequests: Sendable {
 
     /// `ExecuteTrigger` with the trigger's id.
     public func executeTrigger(_ id: String) async throws {
-        _ = try await session.performVendorRequest("ExecuteTrigger", payload: ["trigger": .string(id)])
+        try await session.perform(ExecuteTrigger(trigger: id))
     }
 
     /// The SDK's `signOut()`: closes the session and deletes the customer — their threads,
@@ -122,7 +113,88 @@ public struct CXoneRequests: Sendable {
     }
 
     private func analytics(_ type: String, _ data: JSONValue) async throws -> [JSONValue] {
-        guard case .vendor(let sent) = try await session.performVendorRequest("analytics." + type, payload: data) else { return [] }
-        return sent.arrayValue ?? []
+        try await session.perform(Analytics(type: type, data: data))
+    }
+}
+
+// The vendor requests behind the calls above, one type each: each finds the open CXone link
+// (another backend's session answers `unsupported`) and carries the call out there.
+extension CXoneRequests {
+    /// `SendTranscript` of a thread to an e-mail address.
+    struct SendTranscript: VendorRequest {
+        var conversation: ConversationID
+        var email: String
+        var name: String { "SendTranscript" }
+
+        func perform(on connection: any BackendConnection) async throws -> VendorResult<Void> {
+            let sender = try link(connection, as: CXoneLink.Sender.self)
+            try await sender.link.sendTranscript(of: conversation, to: email, socket: sender.socket)
+            return VendorResult(())
+        }
+    }
+
+    /// The answer to an inactivity pop-up: the chosen button's text and postback.
+    struct InactivityPopupAnswer: VendorRequest {
+        var thread: ConversationID
+        var text: String
+        var postback: String
+        var name: String { "InactivityPopupAnswer" }
+
+        func perform(on connection: any BackendConnection) async throws -> VendorResult<Void> {
+            let sender = try link(connection, as: CXoneLink.Sender.self)
+            try await sender.link.answerInactivityPopup(in: thread, text: text, postback: postback, socket: sender.socket)
+            return VendorResult(())
+        }
+    }
+
+    /// The customer's and the visitor's ids, as the link keeps them.
+    struct Identity: VendorRequest {
+        var name: String { "identity" }
+
+        func perform(on connection: any BackendConnection) async throws -> VendorResult<(customerID: String?, visitorID: String?)> {
+            VendorResult(try link(connection, as: CXoneLink.Sender.self).link.customerAndVisitor)
+        }
+    }
+
+    /// Whether older messages of a thread can be loaded; `nil` until known on this connection.
+    struct HasMoreMessages: VendorRequest {
+        var thread: ConversationID
+        var name: String { "hasMoreMessages" }
+
+        func perform(on connection: any BackendConnection) async throws -> VendorResult<Bool?> {
+            VendorResult(try link(connection, as: CXoneLink.Sender.self).link.hasMoreMessages(in: thread))
+        }
+    }
+
+    /// The customer's custom fields as the link knows them.
+    struct CustomerCustomFields: VendorRequest {
+        var name: String { "customerCustomFields" }
+
+        func perform(on connection: any BackendConnection) async throws -> VendorResult<[String: String]> {
+            VendorResult(try link(connection, as: CXoneLink.Sender.self).link.customerCustomFields)
+        }
+    }
+
+    /// `ExecuteTrigger` with the trigger's id.
+    struct ExecuteTrigger: VendorRequest {
+        var trigger: String
+        var name: String { "ExecuteTrigger" }
+
+        func perform(on connection: any BackendConnection) async throws -> VendorResult<Void> {
+            let sender = try link(connection, as: CXoneLink.Sender.self)
+            try await sender.link.executeTrigger(trigger, socket: sender.socket)
+            return VendorResult(())
+        }
+    }
+
+    /// One analytics event (§3.15) of `type`, through the link: returns the events sent, in order.
+    struct Analytics: VendorRequest {
+        var type: String
+        var data: JSONValue
+        var name: String { "analytics." + type }
+
+        func perform(on connection: any BackendConnection) async throws -> VendorResult<[JSONValue]> {
+            VendorResult(try await link(connection, as: CXoneLink.Sender.self).link.analytics(type, data: data))
+        }
     }
 }

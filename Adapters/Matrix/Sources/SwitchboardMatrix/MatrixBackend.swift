@@ -76,15 +76,15 @@ public struct MatrixRequests: Sendable {
     /// the next sync). Returns the room id.
     @discardableResult
     public func join(_ roomIDOrAlias: String) async throws -> ConversationID {
-        let response = try await session.performVendorRequest("join", payload: ["room": .string(roomIDOrAlias)])
-        guard case .updates(let updates) = response,
-            let room = updates.lazy.compactMap({ update -> ConversationID? in
-                if case .event(let event) = update { return event.conversationID }
-                return nil
-            }).first
-        else {
-            throw SwitchboardError(.protocolViolation, "join answered with \(response)")
+        try await session.perform(Join(room: roomIDOrAlias))
+    }
+
+    struct Join: VendorRequest {
+        var room: String
+        var name: String { "join" }
+        func perform(on connection: any BackendConnection) async throws -> VendorResult<ConversationID> {
+            let (room, updates) = try await link(connection, as: MatrixLink.self).join(self.room)
+            return VendorResult(room, updates: updates)
         }
-        return room
     }
 }

@@ -181,112 +181,115 @@ final class MatrixLink: BackendConnection {
 
     // MARK: Requests
 
-    func perform(_ request: BackendRequest) async throws -> BackendResponse {
-        switch request {
-        case .send(let outgoing):
-            let room = outgoing.conversationID
-            var content = MatrixMapping.content(of: outgoing.content)
-            var attachments: [Message.Attachment] = []
-            if var attachment = try single(outgoing.content.attachments) {
-                let (mxc, size) = try await upload(attachment)
-                attachment.size = attachment.size ?? Int64(size)
-                content = MatrixMapping.fileContent(of: attachment, mxc: mxc, caption: outgoing.content.text)
-                var sent = attachment
-                sent.url = MatrixMapping.downloadURL(mxc: mxc, homeserver: base)
-                attachments = [sent]
-            }
-            // The client id is the transaction id: a resend of the same message is the same
-            // transaction, which the server answers with the first event instead of a second one.
-            let answer = try await call(
-                "PUT", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/send/m.room.message/\(segment(outgoing.clientID.rawValue))",
-                body: content, request: "send"
-            )
-            guard let eventID = answer["event_id"]?.stringValue else { throw SwitchboardError(.protocolViolation, "send: no event_id") }
-            return .message(
-                Message(
-                    serverID: MessageID(eventID), clientID: outgoing.clientID, conversationID: room, sender: ParticipantID(me),
-                    senderRole: .user, kind: attachments.isEmpty ? outgoing.content.kind : .file, text: outgoing.content.text,
-                    attachments: attachments, time: context.clock.date, quote: outgoing.content.quote
-                )
-            )
-        case .edit(let room, let message, let text, _):
-            let content: JSONValue = [
-                "msgtype": "m.text", "body": .string("* \(text)"),
-                "m.new_content": ["msgtype": "m.text", "body": .string(text)],
-                "m.relates_to": ["rel_type": "m.replace", "event_id": .string(message.rawValue)],
-            ]
-            _ = try await call(
-                "PUT", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/send/m.room.message/\(transactionID())",
-                body: content, request: "edit"
-            )
-            return .done
-        case .delete(let room, let message):
-            _ = try await call(
-                "PUT", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/redact/\(segment(message.rawValue))/\(transactionID())",
-                body: [:], request: "redact"
-            )
-            return .done
-        case .typing(let room, let isTyping, _):
-            var body: [String: JSONValue] = ["typing": .bool(isTyping)]
-            if isTyping { body["timeout"] = 30_000 }
-            _ = try await call("PUT", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/typing/\(segment(me))", body: .object(body), request: "typing")
-            return .done
-        case .markRead(let room, let marker):
-            let eventID: MessageID
-            switch marker {
-            case .message(let id):
-                eventID = id
-            case .time(let time):
-                guard let newest = state.withLock({ $0.reader?.newestMessage(in: room, atOrBefore: time) })?.serverID else { return .done }
-                eventID = newest
-            case .sequence:
-                throw SwitchboardError(.invalidArgument, "Matrix read markers name an event, not a sequence")
-            }
-            _ = try await call(
-                "POST", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/receipt/m.read/\(segment(eventID.rawValue))",
-                body: [:], request: "receipt"
-            )
-            return .done
-        case .startConversation(let draft):
-            return try await createRoom(draft)
-        case .closeConversation(let room):
-            _ = try await call("POST", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/leave", body: [:], request: "leave")
-            return .done
-        case .updateConversation(let room, let changes):
-            if let title = changes.title {
-                _ = try await call("PUT", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/state/m.room.name", body: ["name": .string(title)], request: "name")
-            }
-            if let topic = changes.customData?["topic"]?.stringValue {
-                _ = try await call("PUT", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/state/m.room.topic", body: ["topic": .string(topic)], request: "topic")
-            }
-            return .done
-        case .addParticipants(let room, let participants):
-            for participant in participants {
-                _ = try await call("POST", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/invite", body: ["user_id": .string(participant.id.rawValue)], request: "invite")
-            }
-            return .done
-        case .removeParticipants(let room, let participants):
-            for participant in participants {
-                _ = try await call("POST", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/kick", body: ["user_id": .string(participant.rawValue)], request: "kick")
-            }
-            return .done
-        case .history(let query):
-            return .history(try await history(query))
-        case .vendor("join", let payload):
-            guard let room = payload["room"]?.stringValue else { throw SwitchboardError(.invalidArgument, "join needs a room") }
-            let answer = try await call("POST", "/_matrix/client/v3/join/\(segment(room))", body: [:], request: "join")
-            guard let roomID = answer["room_id"]?.stringValue else { throw SwitchboardError(.protocolViolation, "join: no room_id") }
-            // Known at once, so the app can open it when `join` returns; the next sync brings its
-            // state and members.
-            let info = ConversationInfo(
-                id: ConversationID(roomID), kind: .group, state: .active, participants: [Participant(id: ParticipantID(me), role: .user)]
-            )
-            return .updates([.event(BackendEvent(.conversationAdded(info), conversation: info.id, time: context.clock.date))])
-        case .updateParticipants:
-            throw SwitchboardError(.unsupported, "changing a member's power level is not offered by the Matrix adapter")
-        default:
-            throw SwitchboardError(.unsupported, "\(request.name) is not offered by the Matrix adapter")
+    func send(_ outgoing: OutgoingMessage) async throws -> Message? {
+        let room = outgoing.conversationID
+        var content = MatrixMapping.content(of: outgoing.content)
+        var attachments: [Message.Attachment] = []
+        if var attachment = try single(outgoing.content.attachments) {
+            let (mxc, size) = try await upload(attachment)
+            attachment.size = attachment.size ?? Int64(size)
+            content = MatrixMapping.fileContent(of: attachment, mxc: mxc, caption: outgoing.content.text)
+            var sent = attachment
+            sent.url = MatrixMapping.downloadURL(mxc: mxc, homeserver: base)
+            attachments = [sent]
         }
+        // The client id is the transaction id: a resend of the same message is the same
+        // transaction, which the server answers with the first event instead of a second one.
+        let answer = try await call(
+            "PUT", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/send/m.room.message/\(segment(outgoing.clientID.rawValue))",
+            body: content, request: "send"
+        )
+        guard let eventID = answer["event_id"]?.stringValue else { throw SwitchboardError(.protocolViolation, "send: no event_id") }
+        return Message(
+            serverID: MessageID(eventID), clientID: outgoing.clientID, conversationID: room, sender: ParticipantID(me),
+            senderRole: .user, kind: attachments.isEmpty ? outgoing.content.kind : .file, text: outgoing.content.text,
+            attachments: attachments, time: context.clock.date, quote: outgoing.content.quote
+        )
+    }
+
+    func edit(_ message: MessageID, in room: ConversationID, text: String, payload: JSONValue?) async throws -> Message? {
+        let content: JSONValue = [
+            "msgtype": "m.text", "body": .string("* \(text)"),
+            "m.new_content": ["msgtype": "m.text", "body": .string(text)],
+            "m.relates_to": ["rel_type": "m.replace", "event_id": .string(message.rawValue)],
+        ]
+        _ = try await call(
+            "PUT", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/send/m.room.message/\(transactionID())",
+            body: content, request: "edit"
+        )
+        return nil
+    }
+
+    func delete(_ message: MessageID, in room: ConversationID) async throws {
+        _ = try await call(
+            "PUT", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/redact/\(segment(message.rawValue))/\(transactionID())",
+            body: [:], request: "redact"
+        )
+    }
+
+    func typing(in room: ConversationID, isTyping: Bool, draft: String?) async throws {
+        var body: [String: JSONValue] = ["typing": .bool(isTyping)]
+        if isTyping { body["timeout"] = 30_000 }
+        _ = try await call("PUT", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/typing/\(segment(me))", body: .object(body), request: "typing")
+    }
+
+    func markRead(_ room: ConversationID, upTo marker: ChatEvent.ReadMarker) async throws {
+        let eventID: MessageID
+        switch marker {
+        case .message(let id):
+            eventID = id
+        case .time(let time):
+            guard let newest = state.withLock({ $0.reader?.newestMessage(in: room, atOrBefore: time) })?.serverID else { return }
+            eventID = newest
+        case .sequence:
+            throw SwitchboardError(.invalidArgument, "Matrix read markers name an event, not a sequence")
+        }
+        _ = try await call(
+            "POST", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/receipt/m.read/\(segment(eventID.rawValue))",
+            body: [:], request: "receipt"
+        )
+    }
+
+    func closeConversation(_ room: ConversationID) async throws -> ClosedConversation {
+        _ = try await call("POST", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/leave", body: [:], request: "leave")
+        return .done
+    }
+
+    func updateConversation(_ room: ConversationID, _ changes: ConversationChanges) async throws -> ConversationInfo? {
+        if let title = changes.title {
+            _ = try await call("PUT", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/state/m.room.name", body: ["name": .string(title)], request: "name")
+        }
+        if let topic = changes.customData?["topic"]?.stringValue {
+            _ = try await call("PUT", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/state/m.room.topic", body: ["topic": .string(topic)], request: "topic")
+        }
+        return nil
+    }
+
+    // Changing a member's power level (`updateParticipants`) is not offered: it answers unsupported.
+
+    func addParticipants(_ participants: [Participant], to room: ConversationID) async throws -> ConversationInfo? {
+        for participant in participants {
+            _ = try await call("POST", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/invite", body: ["user_id": .string(participant.id.rawValue)], request: "invite")
+        }
+        return nil
+    }
+
+    func removeParticipants(_ participants: [ParticipantID], from room: ConversationID) async throws -> ConversationInfo? {
+        for participant in participants {
+            _ = try await call("POST", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/kick", body: ["user_id": .string(participant.rawValue)], request: "kick")
+        }
+        return nil
+    }
+
+    /// `POST /join/{room}`: the room, known at once so the app can open it when `join` returns;
+    /// the next sync brings its state and members.
+    func join(_ room: String) async throws -> (ConversationID, [BackendUpdate]) {
+        let answer = try await call("POST", "/_matrix/client/v3/join/\(segment(room))", body: [:], request: "join")
+        guard let roomID = answer["room_id"]?.stringValue else { throw SwitchboardError(.protocolViolation, "join: no room_id") }
+        let info = ConversationInfo(
+            id: ConversationID(roomID), kind: .group, state: .active, participants: [Participant(id: ParticipantID(me), role: .user)]
+        )
+        return (info.id, [.event(BackendEvent(.conversationAdded(info), conversation: info.id, time: context.clock.date))])
     }
 
     /// A Matrix event carries one file.
@@ -324,7 +327,7 @@ final class MatrixLink: BackendConnection {
 
     /// `POST /createRoom`: a private room with the draft's title and invitations; its first
     /// message, if any, sent with the draft's client id.
-    private func createRoom(_ draft: ConversationDraft) async throws -> BackendResponse {
+    func startConversation(_ draft: ConversationDraft) async throws -> ConversationSnapshot {
         var body: [String: JSONValue] = [
             "preset": "private_chat",
             "invite": .array(draft.participants.map { .string($0.id.rawValue) }),
@@ -340,17 +343,16 @@ final class MatrixLink: BackendConnection {
             participants: [Participant(id: ParticipantID(me), role: .user, permissions: .owner)],
             customData: draft.customData, createdAt: context.clock.date
         )
-        guard let first = draft.firstMessage else { return .conversation(info) }
+        guard let first = draft.firstMessage else { return ConversationSnapshot(conversation: info) }
         let clientID = draft.clientID ?? ClientMessageID(UUID().uuidString)
-        let sent = try await perform(.send(OutgoingMessage(clientID: clientID, conversationID: room, content: first)))
-        guard case .message(let message) = sent else { return .conversation(info) }
-        return .startedConversation(ConversationSnapshot(conversation: info, messages: [message]))
+        let sent = try await send(OutgoingMessage(clientID: clientID, conversationID: room, content: first))
+        return ConversationSnapshot(conversation: info, messages: sent.map { [$0] } ?? [])
     }
 
     /// `GET /rooms/{room}/messages?dir=b`: a page older than the anchor, oldest first. A time
     /// anchor is the oldest message of a sync's window (its `prev_batch` pages back from there)
     /// or else found with `timestamp_to_event` and `/context`.
-    private func history(_ query: HistoryQuery) async throws -> HistoryPage {
+    func history(_ query: HistoryQuery) async throws -> HistoryPage {
         let room = query.conversationID
         var from: String?
         switch query.before {

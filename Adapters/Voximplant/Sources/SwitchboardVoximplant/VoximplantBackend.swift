@@ -134,8 +134,7 @@ public struct VoximplantRequests: Sendable {
     ///
     /// - Throws: the server's refusal: 15 (not public), 13 (already in), 39 (direct).
     public func joinConversation(_ conversation: ConversationID) async throws -> any Conversation {
-        let response = try await session.performVendorRequest("joinConversation", payload: ["conversation": .string(conversation.rawValue)])
-        guard case .updates = response else { throw SwitchboardError(.protocolViolation, "joinConversation answered with \(response)") }
+        try await session.perform(Join(conversation: conversation))
         return try await session.conversation(conversation)
     }
 
@@ -154,18 +153,44 @@ public struct VoximplantRequests: Sendable {
         if let from { params["eventsFrom"] = .int(from) }
         if let to { params["eventsTo"] = .int(to) }
         if let count { params["count"] = .int(Int64(count)) }
-        let response = try await session.performVendorRequest("retransmitEvents", payload: .object(params))
-        guard case .retransmitted(let events, _) = response else {
-            throw SwitchboardError(.protocolViolation, "retransmitEvents answered with \(response)")
-        }
-        return events
+        return try await session.perform(RetransmitEvents(conversation: conversation, bounds: params))
     }
 
     private func call(_ name: String, _ params: [String: JSONValue]) async throws -> JSONValue {
-        let response = try await session.performVendorRequest(name, payload: .object(params))
-        guard case .vendor(let result) = response else {
-            throw SwitchboardError(.protocolViolation, "\(name) answered with \(response)")
+        try await session.perform(VoximplantCall(name, params: .object(params)))
+    }
+
+    struct Join: VendorRequest {
+        var conversation: ConversationID
+        var name: String { "joinConversation" }
+        func perform(on connection: any BackendConnection) async throws -> VendorResult<Void> {
+            VendorResult((), updates: try await link(connection, as: VoximplantLink.self).join(conversation))
         }
-        return result
+    }
+
+    struct RetransmitEvents: VendorRequest {
+        var conversation: ConversationID
+        var bounds: [String: JSONValue]
+        var name: String { "retransmitEvents" }
+        func perform(on connection: any BackendConnection) async throws -> VendorResult<[BackendEvent]> {
+            VendorResult(try await link(connection, as: VoximplantLink.self).retransmitEvents(in: conversation, bounds: bounds))
+        }
+    }
+}
+
+/// One call of the protocol by its method name and parameters (Docs/Protocols/voximplant-style.md
+/// §5), answered with the server's `result` object: what ``VoximplantRequests`` is built on, for
+/// a method it has no function for.
+public struct VoximplantCall: VendorRequest {
+    public var name: String
+    public var params: JSONValue
+
+    public init(_ name: String, params: JSONValue) {
+        self.name = name
+        self.params = params
+    }
+
+    public func perform(on connection: any BackendConnection) async throws -> VendorResult<JSONValue> {
+        VendorResult(try await link(connection, as: VoximplantLink.self).request(name, params))
     }
 }

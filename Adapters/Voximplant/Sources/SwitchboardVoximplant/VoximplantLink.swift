@@ -162,90 +162,102 @@ final class VoximplantLink: BackendConnection {
         continuation.yield(.snapshot(BackendSnapshot(conversations: conversations, isComplete: true)))
     }
 
-    func perform(_ request: BackendRequest) async throws -> BackendResponse {
-        switch request {
-        case .send(let outgoing):
-            let payload: JSONValue
-            switch outgoing.content.payload {
-            case nil: payload = []
-            case .array(let items)?: payload = .array(items)
-            case let other?: payload = [other]
-            }
-            return try await messageResponse(
-                "sendMessage",
-                ["conversation": .string(outgoing.conversationID.rawValue), "text": .string(outgoing.content.text),
-                 "payload": payload, "clientMessageId": .string(outgoing.clientID.rawValue)],
-                keepSequence: true
-            )
-        case .edit(let conversation, let message, let text, let payload):
-            var params: [String: JSONValue] = ["conversation": .string(conversation.rawValue), "message": .string(message.rawValue), "text": .string(text)]
-            if let payload { params["payload"] = payload }
-            return try await messageResponse("editMessage", .object(params), keepSequence: false)
-        case .delete(let conversation, let message):
-            _ = try await self.request("removeMessage", ["conversation": .string(conversation.rawValue), "message": .string(message.rawValue)])
-            return .done
-        case .typing(let conversation, let isTyping, _):
-            // The protocol has no "stopped typing"; the far side lets it expire.
-            guard isTyping else { return .done }
-            _ = try await self.request("typing", ["conversation": .string(conversation.rawValue)])
-            return .done
-        case .markRead(let conversation, .sequence(let sequence)):
-            _ = try await self.request("read", ["conversation": .string(conversation.rawValue), "seq": .int(sequence)])
-            return .done
-        case .markRead:
-            throw SwitchboardError(.invalidArgument, "Voximplant marks read by sequence only")
-        case .startConversation(let draft):
-            var params: [String: JSONValue] = [
-                "participants": .array(draft.participants.map(VoximplantMapping.wireParticipant)),
-                "direct": .bool(draft.flags.contains(.direct)), "uber": .bool(draft.flags.contains(.uber)),
-                "publicJoin": .bool(draft.flags.contains(.publicJoin)),
-            ]
-            if let title = draft.title { params["title"] = .string(title) }
-            if let customData = draft.customData { params["customData"] = customData }
-            return try await conversationResponse("createConversation", .object(params))
-        case .closeConversation(let conversation):
-            _ = try await self.request("leaveConversation", ["conversation": .string(conversation.rawValue)])
-            return .done
-        case .updateConversation(let conversation, let changes):
-            var params: [String: JSONValue] = ["conversation": .string(conversation.rawValue)]
-            if let title = changes.title { params["title"] = .string(title) }
-            if let isPublic = changes.isPublicJoin { params["publicJoin"] = .bool(isPublic) }
-            if let customData = changes.customData { params["customData"] = customData }
-            return try await conversationResponse("editConversation", .object(params))
-        // A user listed twice in one call counts once, as the SDK says (the first entry wins).
-        case .addParticipants(let conversation, let participants):
-            return try await conversationResponse("addParticipants", ["conversation": .string(conversation.rawValue), "participants": .array(Self.once(participants).map(VoximplantMapping.wireParticipant))])
-        case .updateParticipants(let conversation, let participants):
-            return try await conversationResponse("editParticipants", ["conversation": .string(conversation.rawValue), "participants": .array(Self.once(participants).map(VoximplantMapping.wireParticipant))])
-        case .removeParticipants(let conversation, let ids):
-            var seen = Set<ParticipantID>()
-            return try await conversationResponse("removeParticipants", ["conversation": .string(conversation.rawValue), "participants": .array(ids.filter { seen.insert($0).inserted }.map { .string($0.rawValue) })])
-        case .retransmit(let conversation, let range):
-            let events = try await retransmit(conversation, ["eventsFrom": .int(range.lowerBound), "eventsTo": .int(range.upperBound)])
-            // The reply lists every event of the range it covers that this user may see (§6):
-            // complete when it covers the whole range asked for.
-            let isComplete = events.from <= range.lowerBound && events.to >= range.upperBound
-            return .retransmitted(events.events, isComplete: isComplete)
-        case .history(let query):
-            return .history(try await history(query))
-        case .vendor("joinConversation", let payload):
-            // The conversation as of the join, applied before the caller hears back, makes it
-            // known; the join's logged event itself comes through the stream, in sequence.
-            let event = try VoximplantWire.decode(VoximplantWire.Event.self, from: try await self.request("joinConversation", payload))
-            guard let snapshot = event.conversationSnapshot else { throw SwitchboardError(.protocolViolation, "joinConversation result without a conversation") }
-            let info = VoximplantMapping.conversation(snapshot)
-            return .updates([.event(BackendEvent(.conversationAdded(info), conversation: info.id))])
-        case .vendor("retransmitEvents", let payload):
-            // An app's own retransmit: typed events, as the engine's gap fill gets them.
-            guard let conversation = payload["conversation"]?.stringValue else { throw SwitchboardError(.invalidArgument, "retransmitEvents needs a conversation") }
-            var bounds = payload.objectValue ?? [:]
-            bounds["conversation"] = nil
-            return .retransmitted(try await retransmit(ConversationID(conversation), bounds).events, isComplete: true)
-        case .vendor(let name, let payload):
-            return .vendor(try await self.request(name, payload))
-        case .archiveConversation, .rateAgent, .setCustomFields, .poll:
-            throw SwitchboardError(.unsupported, "Voximplant has no \(request.name)")
+    func send(_ outgoing: OutgoingMessage) async throws -> Message? {
+        let payload: JSONValue
+        switch outgoing.content.payload {
+        case nil: payload = []
+        case .array(let items)?: payload = .array(items)
+        case let other?: payload = [other]
         }
+        return try await message(
+            "sendMessage",
+            ["conversation": .string(outgoing.conversationID.rawValue), "text": .string(outgoing.content.text),
+             "payload": payload, "clientMessageId": .string(outgoing.clientID.rawValue)],
+            keepSequence: true
+        )
+    }
+
+    func edit(_ message: MessageID, in conversation: ConversationID, text: String, payload: JSONValue?) async throws -> Message? {
+        var params: [String: JSONValue] = ["conversation": .string(conversation.rawValue), "message": .string(message.rawValue), "text": .string(text)]
+        if let payload { params["payload"] = payload }
+        return try await self.message("editMessage", .object(params), keepSequence: false)
+    }
+
+    func delete(_ message: MessageID, in conversation: ConversationID) async throws {
+        _ = try await request("removeMessage", ["conversation": .string(conversation.rawValue), "message": .string(message.rawValue)])
+    }
+
+    func typing(in conversation: ConversationID, isTyping: Bool, draft: String?) async throws {
+        // The protocol has no "stopped typing"; the far side lets it expire.
+        guard isTyping else { return }
+        _ = try await request("typing", ["conversation": .string(conversation.rawValue)])
+    }
+
+    func markRead(_ conversation: ConversationID, upTo marker: ChatEvent.ReadMarker) async throws {
+        guard case .sequence(let sequence) = marker else {
+            throw SwitchboardError(.invalidArgument, "Voximplant marks read by sequence only")
+        }
+        _ = try await request("read", ["conversation": .string(conversation.rawValue), "seq": .int(sequence)])
+    }
+
+    func startConversation(_ draft: ConversationDraft) async throws -> ConversationSnapshot {
+        var params: [String: JSONValue] = [
+            "participants": .array(draft.participants.map(VoximplantMapping.wireParticipant)),
+            "direct": .bool(draft.flags.contains(.direct)), "uber": .bool(draft.flags.contains(.uber)),
+            "publicJoin": .bool(draft.flags.contains(.publicJoin)),
+        ]
+        if let title = draft.title { params["title"] = .string(title) }
+        if let customData = draft.customData { params["customData"] = customData }
+        return ConversationSnapshot(conversation: try await conversation("createConversation", .object(params)))
+    }
+
+    func closeConversation(_ conversation: ConversationID) async throws -> ClosedConversation {
+        _ = try await request("leaveConversation", ["conversation": .string(conversation.rawValue)])
+        return .done
+    }
+
+    func updateConversation(_ conversation: ConversationID, _ changes: ConversationChanges) async throws -> ConversationInfo? {
+        var params: [String: JSONValue] = ["conversation": .string(conversation.rawValue)]
+        if let title = changes.title { params["title"] = .string(title) }
+        if let isPublic = changes.isPublicJoin { params["publicJoin"] = .bool(isPublic) }
+        if let customData = changes.customData { params["customData"] = customData }
+        return try await self.conversation("editConversation", .object(params))
+    }
+
+    // A user listed twice in one call counts once, as the SDK says (the first entry wins).
+    func addParticipants(_ participants: [Participant], to conversation: ConversationID) async throws -> ConversationInfo? {
+        try await self.conversation("addParticipants", ["conversation": .string(conversation.rawValue), "participants": .array(Self.once(participants).map(VoximplantMapping.wireParticipant))])
+    }
+
+    func updateParticipants(_ participants: [Participant], in conversation: ConversationID) async throws -> ConversationInfo? {
+        try await self.conversation("editParticipants", ["conversation": .string(conversation.rawValue), "participants": .array(Self.once(participants).map(VoximplantMapping.wireParticipant))])
+    }
+
+    func removeParticipants(_ participants: [ParticipantID], from conversation: ConversationID) async throws -> ConversationInfo? {
+        var seen = Set<ParticipantID>()
+        return try await self.conversation("removeParticipants", ["conversation": .string(conversation.rawValue), "participants": .array(participants.filter { seen.insert($0).inserted }.map { .string($0.rawValue) })])
+    }
+
+    func retransmit(_ range: ClosedRange<Int64>, in conversation: ConversationID) async throws -> Retransmission {
+        let events = try await retransmit(conversation, ["eventsFrom": .int(range.lowerBound), "eventsTo": .int(range.upperBound)])
+        // The reply lists every event of the range it covers that this user may see (§6):
+        // complete when it covers the whole range asked for.
+        return Retransmission(events.events, isComplete: events.from <= range.lowerBound && events.to >= range.upperBound)
+    }
+
+    /// `joinConversation`: the conversation as of the join, applied before the caller hears back,
+    /// makes it known; the join's logged event itself comes through the stream, in sequence.
+    func join(_ conversation: ConversationID) async throws -> [BackendUpdate] {
+        let event = try VoximplantWire.decode(VoximplantWire.Event.self, from: try await request("joinConversation", ["conversation": .string(conversation.rawValue)]))
+        guard let snapshot = event.conversationSnapshot else { throw SwitchboardError(.protocolViolation, "joinConversation result without a conversation") }
+        let info = VoximplantMapping.conversation(snapshot)
+        return [.event(BackendEvent(.conversationAdded(info), conversation: info.id))]
+    }
+
+    /// An app's own retransmit (`retransmitEvents` with the bounds it gave): typed events, as the
+    /// engine's gap fill gets them.
+    func retransmitEvents(in conversation: ConversationID, bounds: [String: JSONValue]) async throws -> [BackendEvent] {
+        try await retransmit(conversation, bounds).events
     }
 
     /// Each participant once, the first entry of a user winning.
@@ -254,18 +266,18 @@ final class VoximplantLink: BackendConnection {
         return participants.filter { seen.insert($0.id).inserted }
     }
 
-    private func messageResponse(_ name: String, _ params: JSONValue, keepSequence: Bool) async throws -> BackendResponse {
+    private func message(_ name: String, _ params: JSONValue, keepSequence: Bool) async throws -> Message {
         let result = try await self.request(name, params)
         let event = try VoximplantWire.decode(VoximplantWire.Event.self, from: result)
         guard let message = event.message else { throw SwitchboardError(.protocolViolation, "\(name) result without a message") }
-        return .message(VoximplantMapping.message(message, keepSequence: keepSequence, edited: name == "editMessage"))
+        return VoximplantMapping.message(message, keepSequence: keepSequence, edited: name == "editMessage")
     }
 
-    private func conversationResponse(_ name: String, _ params: JSONValue) async throws -> BackendResponse {
+    private func conversation(_ name: String, _ params: JSONValue) async throws -> ConversationInfo {
         let result = try await self.request(name, params)
         let event = try VoximplantWire.decode(VoximplantWire.Event.self, from: result)
         guard let snapshot = event.conversationSnapshot else { throw SwitchboardError(.protocolViolation, "\(name) result without a conversation") }
-        return .conversation(VoximplantMapping.conversation(snapshot))
+        return VoximplantMapping.conversation(snapshot)
     }
 
     private func retransmit(_ conversation: ConversationID, _ bounds: [String: JSONValue]) async throws -> (events: [BackendEvent], from: Int64, to: Int64) {
@@ -280,7 +292,7 @@ final class VoximplantLink: BackendConnection {
 
     /// History is the log read backwards: the messages sent in up to 100 events before the
     /// anchor, with edits and removals in the same range applied.
-    private func history(_ query: HistoryQuery) async throws -> HistoryPage {
+    func history(_ query: HistoryQuery) async throws -> HistoryPage {
         let before: Int64
         switch query.before {
         case .sequence(let sequence)?: before = sequence

@@ -255,7 +255,7 @@ struct VoximplantScenarioTests {
 
     private func vendorError(_ session: ChatSession, _ name: String, _ params: JSONValue) async throws -> SwitchboardError {
         do {
-            _ = try await session.performVendorRequest(name, payload: params)
+            _ = try await session.perform(VoximplantCall(name, params: params))
         } catch let error as SwitchboardError {
             return error
         }
@@ -301,7 +301,7 @@ struct VoximplantSpecClientTests {
                 }
                 #expect(failed.updatedMessage?.serverID == nil)
                 do {
-                    _ = try await probe.session.performVendorRequest("getUser", payload: ["user": .string(String(repeating: "x", count: 70 * 1024))])
+                    _ = try await probe.session.perform(VoximplantCall("getUser", params: ["user": .string(String(repeating: "x", count: 70 * 1024))]))
                     Issue.record("a 70 KiB frame was sent")
                 } catch let error as SwitchboardError {
                     #expect(error.code == .payloadTooLarge)

@@ -103,40 +103,46 @@ final class WebimAppealsLink: BackendConnection {
 
     // MARK: Requests
 
-    func perform(_ request: BackendRequest) async throws -> BackendResponse {
-        switch request {
-        case .poll(let forced):
-            return .updates(try await poll(forced: forced))
-        case .startConversation(let draft):
-            guard let first = draft.firstMessage else {
-                throw SwitchboardError(.invalidArgument, "a Webim appeal is made by its first message (ConversationDraft.firstMessage)")
-            }
-            var fields = try await messageFields(first, clientID: WebimLink.clientSideID(draft.clientID))
-            if let department = draft.customFields["department-key"] { fields.append(("department-key", department)) }
-            if let subject = draft.title { fields.append(("subject", subject)) }
-            let json = try await action("chat.offline_message", fields)
-            return try WebimAppealsBackend.readOfflineMessage(json, appeal: nil, context: mappingContext)
-        case .send(let outgoing):
-            var fields = try await messageFields(outgoing.content, clientID: outgoing.clientID.rawValue)
-            fields.append(("chat-id", outgoing.conversationID.rawValue))
-            let json = try await action("chat.offline_message", fields)
-            return try WebimAppealsBackend.readOfflineMessage(json, appeal: outgoing.conversationID, context: mappingContext)
-        case .markRead(let conversation, _):
-            try await action("chat.read_by_visitor", [("chat-id", conversation.rawValue)], notFoundIsDone: true)
-            return .done
-        case .archiveConversation(let conversation), .closeConversation(let conversation):
-            // The visitor cannot close an appeal, only delete it: both remove it from the list.
-            try await action("chat.delete", [("chat-id", conversation.rawValue)], notFoundIsDone: true)
-            return .updates([.event(BackendEvent(.conversationRemoved, conversation: conversation))])
-        case .edit, .delete, .typing, .updateConversation, .rateAgent, .setCustomFields, .addParticipants,
-            .updateParticipants, .removeParticipants, .history, .retransmit, .vendor:
-            throw SwitchboardError(.unsupported, "Webim offline appeals have no \(request.name)")
+    func startConversation(_ draft: ConversationDraft) async throws -> ConversationSnapshot {
+        guard let first = draft.firstMessage else {
+            throw SwitchboardError(.invalidArgument, "a Webim appeal is made by its first message (ConversationDraft.firstMessage)")
         }
+        var fields = try await messageFields(first, clientID: WebimLink.clientSideID(draft.clientID))
+        if let department = draft.customFields["department-key"] { fields.append(("department-key", department)) }
+        if let subject = draft.title { fields.append(("subject", subject)) }
+        let json = try await action("chat.offline_message", fields)
+        return try WebimAppealsBackend.readNewAppeal(json, context: mappingContext)
+    }
+
+    func send(_ outgoing: OutgoingMessage) async throws -> Message? {
+        var fields = try await messageFields(outgoing.content, clientID: outgoing.clientID.rawValue)
+        fields.append(("chat-id", outgoing.conversationID.rawValue))
+        let json = try await action("chat.offline_message", fields)
+        return WebimAppealsBackend.readAppealMessage(json, in: outgoing.conversationID, context: mappingContext)
+    }
+
+    func markRead(_ conversation: ConversationID, upTo marker: ChatEvent.ReadMarker) async throws {
+        try await action("chat.read_by_visitor", [("chat-id", conversation.rawValue)], notFoundIsDone: true)
+    }
+
+    func archiveConversation(_ conversation: ConversationID) async throws -> ClosedConversation {
+        try await deleteAppeal(conversation)
+    }
+
+    func closeConversation(_ conversation: ConversationID) async throws -> ClosedConversation {
+        try await deleteAppeal(conversation)
+    }
+
+    /// The visitor cannot close an appeal, only delete it: both remove it from the list, before
+    /// the caller hears back.
+    private func deleteAppeal(_ conversation: ConversationID) async throws -> ClosedConversation {
+        try await action("chat.delete", [("chat-id", conversation.rawValue)], notFoundIsDone: true)
+        return .removed
     }
 
     /// `GET /l/v/history?visitor-id&since`: what changed since the stored `lastChangeTs`, or
     /// everything (`since=0`) when forced — then appeals the server no longer lists are dropped.
-    private func poll(forced: Bool) async throws -> [BackendUpdate] {
+    func poll(forced: Bool) async throws -> [BackendUpdate] {
         let json: JSONValue
         do {
             json = try await history(forced: forced)
@@ -309,7 +315,9 @@ extension WebimAppealsBackend {
         _ body: Data, appeal: ConversationID?, baseURL: String, credentials: Credentials, now: Date
     ) throws -> BackendResponse {
         let json = try readAnswer(body, during: "chat.offline_message")
-        return try readOfflineMessage(json, appeal: appeal, context: context(baseURL: baseURL, credentials: credentials, now: now))
+        let context = context(baseURL: baseURL, credentials: credentials, now: now)
+        guard let appeal else { return .startedConversation(try readNewAppeal(json, context: context)) }
+        return readAppealMessage(json, in: appeal, context: context).map(BackendResponse.message) ?? .done
     }
 
     /// Reads an `upload` answer (`chat-mode=offline`) as the link does: the file's descriptor.
@@ -344,16 +352,20 @@ extension WebimAppealsBackend {
         return HistoryAnswer(updates: WebimAppealsMapping.changes(json, complete: complete, context: context), operatorRead: read, since: since)
     }
 
-    /// A `chat.offline_message` answer's object: see `readOfflineMessageAnswer(_:appeal:baseURL:credentials:now:)`.
-    static func readOfflineMessage(_ json: JSONValue, appeal: ConversationID?, context: WebimMapping.Context) throws -> BackendResponse {
-        guard let appeal else {
-            guard let chat = json["data"]?.nonNull, let snapshot = WebimAppealsMapping.appeal(chat, context: context) else {
-                throw SwitchboardError(.protocolViolation, "chat.offline_message: no chat in the answer")
-            }
-            return .startedConversation(snapshot)
+    /// A `chat.offline_message` answer's object without an appeal: the new appeal. See
+    /// `readOfflineMessageAnswer(_:appeal:baseURL:credentials:now:)`.
+    static func readNewAppeal(_ json: JSONValue, context: WebimMapping.Context) throws -> ConversationSnapshot {
+        guard let chat = json["data"]?.nonNull, let snapshot = WebimAppealsMapping.appeal(chat, context: context) else {
+            throw SwitchboardError(.protocolViolation, "chat.offline_message: no chat in the answer")
         }
-        guard let data = json["data"]?.nonNull, let message = WebimAppealsMapping.message(data, in: appeal, context: context) else { return .done }
-        return .message(message)
+        return snapshot
+    }
+
+    /// A `chat.offline_message` answer's object in an appeal: the message as the server stored
+    /// it, or `nil` when the answer has none.
+    static func readAppealMessage(_ json: JSONValue, in appeal: ConversationID, context: WebimMapping.Context) -> Message? {
+        guard let data = json["data"]?.nonNull else { return nil }
+        return WebimAppealsMapping.message(data, in: appeal, context: context)
     }
 
     /// An `upload` answer's object: the file's descriptor.

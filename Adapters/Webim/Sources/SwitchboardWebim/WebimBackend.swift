@@ -55,8 +55,9 @@ public struct WebimBackend: ChatBackend {
     }
 }
 
-/// Webim calls the normalized API does not cover, as typed vendor requests. Each returns the
-/// action's JSON answer.
+/// Webim calls the normalized API does not cover, as typed vendor requests (``WebimAction`` and
+/// the adapter's own requests, run with `Session.perform(_:)`). Each returns the action's JSON
+/// answer.
 public struct WebimRequests: Sendable {
     public let session: any Session
 
@@ -112,7 +113,7 @@ public struct WebimRequests: Sendable {
     /// `chat.clear_history`: the server forgets the visitor's messages, and the session's store
     /// removes them (a `historyCleared` event: the SDK's `removedAllMessages`).
     public func clearHistory() async throws {
-        _ = try await session.performVendorRequest("chat.clear_history", payload: [:])
+        try await session.perform(WebimClearHistory())
     }
 
     /// The visitor's last rating of an operator on the app's 1–5 scale, as the server reported
@@ -133,12 +134,52 @@ public struct WebimRequests: Sendable {
     /// there; the conversation and the store stay.
     @discardableResult
     public func changeLocation(_ location: String) async throws -> JSONValue {
-        try await call("change-location", ["location": .string(location)])
+        try await session.perform(WebimChangeLocation(location: location))
     }
 
     private func call(_ name: String, _ params: [String: JSONValue]) async throws -> JSONValue {
-        let response = try await session.performVendorRequest(name, payload: .object(params))
-        guard case .vendor(let result) = response else { throw SwitchboardError(.protocolViolation, "\(name) answered with \(response)") }
-        return result
+        try await session.perform(WebimAction(name, params))
+    }
+}
+
+/// Any Webim action by its name (`POST /l/v/m/action`), with its fields: how an app reaches an
+/// action the adapter offers no call for, without a new release. Run it with
+/// `Session.perform(_:)`; it answers with the action's JSON answer.
+public struct WebimAction: VendorRequest {
+    /// The action, such as `chat.react_message`.
+    public var name: String
+    /// The action's fields, each sent as its string (any other JSON value as its JSON text),
+    /// in the order of their names.
+    public var fields: [String: JSONValue]
+
+    public init(_ name: String, _ fields: [String: JSONValue] = [:]) {
+        self.name = name
+        self.fields = fields
+    }
+
+    public func perform(on connection: any BackendConnection) async throws -> VendorResult<JSONValue> {
+        let form = fields.map { ($0.key, $0.value.stringValue ?? $0.value.jsonString) }.sorted { $0.0 < $1.0 }
+        return VendorResult(try await link(connection, as: WebimLink.self).rawAction(name, form))
+    }
+}
+
+/// `chat.clear_history` (``WebimRequests/clearHistory()``): the server forgets the visitor's
+/// messages, and the store removes them before the caller hears back.
+struct WebimClearHistory: VendorRequest {
+    var name: String { "chat.clear_history" }
+
+    func perform(on connection: any BackendConnection) async throws -> VendorResult<Void> {
+        VendorResult((), updates: try await link(connection, as: WebimLink.self).clearHistory())
+    }
+}
+
+/// Moves the page to another location (``WebimRequests/changeLocation(_:)``): the link ends and
+/// the engine re-initialises at the new one. Answers `{"location": <the new location>}`.
+struct WebimChangeLocation: VendorRequest {
+    var location: String
+    var name: String { "change-location" }
+
+    func perform(on connection: any BackendConnection) async throws -> VendorResult<JSONValue> {
+        VendorResult(try link(connection, as: WebimLink.self).changeLocation(to: location))
     }
 }

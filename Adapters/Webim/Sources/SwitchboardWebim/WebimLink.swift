@@ -278,88 +278,104 @@ final class WebimLink: BackendConnection {
 
     // MARK: Actions
 
-    func perform(_ request: BackendRequest) async throws -> BackendResponse {
-        switch request {
-        case .send(let outgoing):
-            try await ensureChat()
-            let content = outgoing.content
-            if !content.attachments.isEmpty {
-                for attachment in content.attachments { try await upload(attachment, clientSideID: outgoing.clientID.rawValue) }
-                return .done
-            }
-            var fields = [("message", content.text), ("client-side-id", outgoing.clientID.rawValue)]
-            if let quoted = content.quote?.messageID {
-                fields.append(("quote", #"{"ref":{"msgId":"\#(quoted.rawValue)","msgChannelSideId":null,"chatId":null}}"#))
-            }
-            if let payload = content.payload { fields.append(("data", payload.jsonString)) }
-            if let hint = content.vendorOptions?["hint_question"] { fields.append(("hint_question", hint == "1" || hint == "true" ? "1" : "0")) }
-            do {
-                try await action("chat.message", fields)
-            } catch let error as SwitchboardError where error.vendorCode == "chat-required" {
-                // The chat closed before its state reached us: start one and send once more.
-                try await startChat(ConversationDraft())
-                try await action("chat.message", fields)
-            }
-            return .done
-        case .edit(_, let message, let text, _):
-            try await action("chat.message", [("message", text), ("client-side-id", try clientSideID(of: message))])
-            return .done
-        case .delete(_, let message):
-            try await action("chat.delete_message", [("client-side-id", try clientSideID(of: message))])
-            return .done
-        case .typing(_, let isTyping, let draft):
-            try await action("chat.visitor_typing", Self.typingFields(isTyping: isTyping, draft: draft))
-            return .done
-        case .markRead(_, let marker):
-            if case .message(let id) = marker { try await action("chat.read_by_visitor", [("message_id", id.rawValue)]) } else {
-                try await action("chat.read_by_visitor", [])
-            }
-            return .done
-        case .startConversation(let draft):
-            try await startChat(draft)
-            return .conversation(currentConversation(defaultState: "queue"))
-        case .closeConversation:
-            guard configuration.sdkVersion == .v3_43 else {
-                throw SwitchboardError(.unsupported, "Webim Mobile SDK 4.0 removed chat.close: the operator or the server closes a chat (WebimConfiguration.sdkVersion .v3_43 sends it)")
-            }
-            try await action("chat.close", [])
-            return .done
-        case .rateAgent(_, let agent, let rating, let comment):
-            guard (1...5).contains(rating) else { throw SwitchboardError(.invalidArgument, "a rating is 1…5, not \(rating)") }
-            var fields = [("rate", String(rating - 3))]
-            let operatorID = agent.map { $0.rawValue.replacingOccurrences(of: "operator-", with: "") } ?? state.withLock { $0.reader.operatorID.map(String.init) }
-            if let operatorID { fields.append(("operator_id", operatorID)) }
-            if let comment { fields.append(("visitor_note", comment)) }
-            try await action("chat.operator_rate_select", fields)
-            return .done
-        case .setCustomFields(_, let fields):
-            let json = JSONValue.object(fields.mapValues(JSONValue.string)).jsonString
-            try await action("chat.set_prechat_fields", [("prechat-key-independent-fields", json)])
-            return .done
-        case .history(let query):
-            return .history(try await history(query))
-        case .vendor("change-location", let payload):
-            guard let newLocation = payload["location"]?.stringValue, !newLocation.isEmpty else {
-                throw SwitchboardError(.invalidArgument, "change-location needs a location")
-            }
-            // As the SDK does: forget the page and init again at the new location.
-            var changed = Credentials()
-            changed["location"] = newLocation
-            state.withLock { $0.credentials["location"] = newLocation }
-            continuation.yield(.credentials(changed))
-            end(SwitchboardError(.connectionLost, "location changed to \(newLocation); re-initialising", vendorCode: "reinit-required"))
-            return .vendor(["location": .string(newLocation)])
-        case .vendor("chat.clear_history", _):
-            // The server forgets the visitor's history; so does the store (the SDK's
-            // `removedAllMessages`).
-            try await action("chat.clear_history", [])
-            return .updates([.event(BackendEvent(.historyCleared, conversation: WebimMapping.conversation))])
-        case .vendor(let name, let payload):
-            let fields = (payload.objectValue ?? [:]).map { ($0.key, $0.value.stringValue ?? $0.value.jsonString) }.sorted { $0.0 < $1.0 }
-            return .vendor(try await action(name, fields))
-        case .archiveConversation, .updateConversation, .addParticipants, .updateParticipants, .removeParticipants, .retransmit, .poll:
-            throw SwitchboardError(.unsupported, "Webim has no \(request.name)")
+    func send(_ outgoing: OutgoingMessage) async throws -> Message? {
+        try await ensureChat()
+        let content = outgoing.content
+        if !content.attachments.isEmpty {
+            for attachment in content.attachments { try await upload(attachment, clientSideID: outgoing.clientID.rawValue) }
+            return nil
         }
+        var fields = [("message", content.text), ("client-side-id", outgoing.clientID.rawValue)]
+        if let quoted = content.quote?.messageID {
+            fields.append(("quote", #"{"ref":{"msgId":"\#(quoted.rawValue)","msgChannelSideId":null,"chatId":null}}"#))
+        }
+        if let payload = content.payload { fields.append(("data", payload.jsonString)) }
+        if let hint = content.vendorOptions?["hint_question"] { fields.append(("hint_question", hint == "1" || hint == "true" ? "1" : "0")) }
+        do {
+            try await action("chat.message", fields)
+        } catch let error as SwitchboardError where error.vendorCode == "chat-required" {
+            // The chat closed before its state reached us: start one and send once more.
+            try await startChat(ConversationDraft())
+            try await action("chat.message", fields)
+        }
+        return nil
+    }
+
+    func edit(_ message: MessageID, in conversation: ConversationID, text: String, payload: JSONValue?) async throws -> Message? {
+        try await action("chat.message", [("message", text), ("client-side-id", try clientSideID(of: message))])
+        return nil
+    }
+
+    func delete(_ message: MessageID, in conversation: ConversationID) async throws {
+        try await action("chat.delete_message", [("client-side-id", try clientSideID(of: message))])
+    }
+
+    func typing(in conversation: ConversationID, isTyping: Bool, draft: String?) async throws {
+        try await action("chat.visitor_typing", Self.typingFields(isTyping: isTyping, draft: draft))
+    }
+
+    func markRead(_ conversation: ConversationID, upTo marker: ChatEvent.ReadMarker) async throws {
+        if case .message(let id) = marker { try await action("chat.read_by_visitor", [("message_id", id.rawValue)]) } else {
+            try await action("chat.read_by_visitor", [])
+        }
+    }
+
+    func startConversation(_ draft: ConversationDraft) async throws -> ConversationSnapshot {
+        try await startChat(draft)
+        return ConversationSnapshot(conversation: currentConversation(defaultState: "queue"))
+    }
+
+    func closeConversation(_ conversation: ConversationID) async throws -> ClosedConversation {
+        guard configuration.sdkVersion == .v3_43 else {
+            throw SwitchboardError(.unsupported, "Webim Mobile SDK 4.0 removed chat.close: the operator or the server closes a chat (WebimConfiguration.sdkVersion .v3_43 sends it)")
+        }
+        try await action("chat.close", [])
+        return .done
+    }
+
+    func rateAgent(in conversation: ConversationID, agent: ParticipantID?, rating: Int, comment: String?) async throws {
+        guard (1...5).contains(rating) else { throw SwitchboardError(.invalidArgument, "a rating is 1…5, not \(rating)") }
+        var fields = [("rate", String(rating - 3))]
+        let operatorID = agent.map { $0.rawValue.replacingOccurrences(of: "operator-", with: "") } ?? state.withLock { $0.reader.operatorID.map(String.init) }
+        if let operatorID { fields.append(("operator_id", operatorID)) }
+        if let comment { fields.append(("visitor_note", comment)) }
+        try await action("chat.operator_rate_select", fields)
+    }
+
+    func setCustomFields(_ fields: [String: String], of conversation: ConversationID?) async throws {
+        let json = JSONValue.object(fields.mapValues(JSONValue.string)).jsonString
+        try await action("chat.set_prechat_fields", [("prechat-key-independent-fields", json)])
+    }
+
+    // MARK: Vendor calls (WebimRequests)
+
+    /// ``WebimChangeLocation``: moves the page to another location.
+    func changeLocation(to newLocation: String) throws -> JSONValue {
+        guard !newLocation.isEmpty else {
+            throw SwitchboardError(.invalidArgument, "change-location needs a location")
+        }
+        // As the SDK does: forget the page and init again at the new location.
+        var changed = Credentials()
+        changed["location"] = newLocation
+        state.withLock { $0.credentials["location"] = newLocation }
+        continuation.yield(.credentials(changed))
+        end(SwitchboardError(.connectionLost, "location changed to \(newLocation); re-initialising", vendorCode: "reinit-required"))
+        return ["location": .string(newLocation)]
+    }
+
+    /// ``WebimClearHistory``: `chat.clear_history`.
+    ///
+    /// - Returns: what the store applies before the caller hears back.
+    func clearHistory() async throws -> [BackendUpdate] {
+        // The server forgets the visitor's history; so does the store (the SDK's
+        // `removedAllMessages`).
+        try await action("chat.clear_history", [])
+        return [.event(BackendEvent(.historyCleared, conversation: WebimMapping.conversation))]
+    }
+
+    /// ``WebimAction``: any action by its name, with its fields; the action's JSON answer.
+    func rawAction(_ name: String, _ fields: [(String, String)]) async throws -> JSONValue {
+        try await action(name, fields)
     }
 
     /// `POST /l/v/m/action`, one at a time in order.
@@ -450,7 +466,7 @@ final class WebimLink: BackendConnection {
     }
 
     /// `GET /l/v/m/history?before-ts=<µs>`, oldest first.
-    private func history(_ query: HistoryQuery) async throws -> HistoryPage {
+    func history(_ query: HistoryQuery) async throws -> HistoryPage {
         let before: Int64
         switch query.before {
         case .time(let date)?: before = Int64(date.timeIntervalSince1970 * 1_000_000)

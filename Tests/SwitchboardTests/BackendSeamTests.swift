@@ -1,0 +1,108 @@
+import Foundation
+@_spi(TestKit) import Switchboard
+@_spi(TestKit) import SwitchboardTestKit
+import Testing
+
+/// A link that implements nothing but its updates: every request answers "unsupported" on its own.
+private struct BareLink: BackendConnection {
+    let updates = AsyncThrowingStream<BackendUpdate, any Error> { $0.finish() }
+}
+
+/// A link of another backend, for a vendor request to look for and not find.
+private struct OtherLink: BackendConnection {
+    let updates = AsyncThrowingStream<BackendUpdate, any Error> { $0.finish() }
+}
+
+/// A vendor call of the "other" backend: it answers only on an `OtherLink`.
+private struct OtherCall: VendorRequest {
+    var name: String { "other.call" }
+    func perform(on connection: any BackendConnection) async throws -> VendorResult<Int> {
+        _ = try link(connection, as: OtherLink.self)
+        return VendorResult(7)
+    }
+}
+
+/// A vendor call that joins a conversation: its typed reply and an update the engine applies
+/// before the caller hears back.
+private struct JoinCall: VendorRequest {
+    var conversation: ConversationID
+    var name: String { "join" }
+    func perform(on connection: any BackendConnection) async throws -> VendorResult<ConversationID> {
+        let info = ConversationInfo(id: conversation, kind: .group, state: .active)
+        return VendorResult(conversation, updates: [.event(BackendEvent(.conversationAdded(info), conversation: conversation))])
+    }
+}
+
+@Suite struct BackendSeamTests {
+    @Test func aRequestALinkDoesNotImplementAnswersUnsupported() async throws {
+        let link = BareLink()
+        let chat = ConversationID("chat")
+        let requests: [BackendRequest] = [
+            .send(OutgoingMessage(clientID: "c1", conversationID: chat, content: MessageDraft(text: "hi"))),
+            .edit(chat, "m1", text: "x", payload: nil),
+            .delete(chat, "m1"),
+            .typing(chat, isTyping: true, draft: nil),
+            .markRead(chat, upTo: .sequence(1)),
+            .startConversation(ConversationDraft()),
+            .closeConversation(chat),
+            .archiveConversation(chat),
+            .updateConversation(chat, ConversationChanges(title: "t")),
+            .rateAgent(chat, agent: nil, rating: 5, comment: nil),
+            .setCustomFields(nil, ["a": "b"]),
+            .addParticipants(chat, []),
+            .updateParticipants(chat, []),
+            .removeParticipants(chat, []),
+            .history(HistoryQuery(conversationID: chat, before: nil, limit: 10)),
+            .retransmit(chat, 1...3),
+            .poll(forced: false),
+            .vendor(VendorCall(OtherCall())),
+        ]
+        var unsupported: [String] = []
+        for request in requests {
+            do {
+                let response = try await link.perform(request)
+                Issue.record("\(request.name) answered \(response)")
+            } catch let error as SwitchboardError {
+                #expect(error.code == .unsupported, "\(request.name): \(error)")
+                if error.code == .unsupported { unsupported.append(request.name) }
+            }
+        }
+        print("a link that implements nothing answers unsupported to: \(unsupported.joined(separator: ", "))")
+        #expect(unsupported.count == requests.count)
+    }
+
+    @Test func aVendorRequestFindsItsOwnBackendsLinkOnly() async throws {
+        await #expect(throws: SwitchboardError.self) { try await OtherCall().perform(on: BareLink()) }
+        let answer = try await BareLink().perform(.vendor(VendorCall(JoinCall(conversation: "room"))))
+        guard case .vendor(let vendor) = answer else {
+            Issue.record("a vendor call answered \(answer)")
+            return
+        }
+        #expect(vendor.reply(as: ConversationID.self) == "room")
+        #expect(vendor.reply(as: Int.self) == nil, "the reply keeps its own type")
+        #expect(try await OtherCall().perform(on: OtherLink()).reply == 7)
+    }
+
+    @Test func aSessionHandsBackAVendorReplyTypedAfterStoringWhatItChanged() async throws {
+        let backend = TestBackend(name: "vendor", capabilities: [.vendorRequests])
+        backend.onConnect { $0.yield(.snapshot(BackendSnapshot(conversations: [], isComplete: true))) }
+        let session = ChatSession(backend: backend, clock: SessionClock(TestClock()), logger: .quiet)
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.first("connected") { $0.isConnected }
+            let room: ConversationID = try await session.perform(JoinCall(conversation: "room"))
+            #expect(room == "room")
+            // Stored before the caller heard back: no wait.
+            #expect(try await session.conversations().map(\.id) == ["room"])
+            await #expect(throws: SwitchboardError.self, "another backend's call") { try await session.perform(OtherCall()) }
+        }
+        let unsupported = TestBackend(name: "no-vendor")
+        let plain = ChatSession(backend: unsupported, clock: SessionClock(TestClock()), logger: .quiet)
+        do {
+            _ = try await plain.perform(JoinCall(conversation: "room"))
+            Issue.record("a vendor call ran on a backend without vendorRequests")
+        } catch let error as SwitchboardError {
+            #expect(error.code == .unsupported)
+        }
+    }
+}
