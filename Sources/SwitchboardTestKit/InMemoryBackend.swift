@@ -78,7 +78,10 @@ public struct InMemoryBackend: ChatBackend {
                     )
                 )
             )
-        case .event(let kind, let conversation, let sequence, let time):
+        case .event(let published, let conversation, let sequence, let time):
+            guard let kind = BackendEvent.Kind(published) else {
+                return .update(.problem(SwitchboardError(.protocolViolation, "a \(published.category) event is the engine's to say, not the server's")))
+            }
             return .update(.event(BackendEvent(kind, conversation: conversation, sequence: sequence, time: time)))
         case .fatal(let error):
             return .fatal(error)

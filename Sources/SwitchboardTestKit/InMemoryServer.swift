@@ -479,7 +479,7 @@ public final class InMemoryServer: Sendable {
                 }
             }
             state.conversations[id]!.info = info
-            let kind: ChatEvent.Kind
+            let kind: BackendEvent.Kind
             if case .addParticipants = request { kind = .participantsAdded(participants) } else { kind = .participantsUpdated(participants) }
             append(kind, to: id, state: &state)
             return .conversation(state.conversations[id]!.info)
@@ -604,7 +604,7 @@ public final class InMemoryServer: Sendable {
 
     /// Appends a sequenced event to the conversation's log and sends it to the participants.
     @discardableResult
-    func append(_ kind: ChatEvent.Kind, to id: ConversationID, state: inout State) -> BackendEvent {
+    func append(_ kind: BackendEvent.Kind, to id: ConversationID, state: inout State) -> BackendEvent {
         let recipients = Set(state.conversations[id]!.info.participants.map(\.id))
         let sequence = (state.conversations[id]!.info.lastSequence ?? 0) + 1
         let now = clock.date
@@ -619,7 +619,7 @@ public final class InMemoryServer: Sendable {
         }
         let event = BackendEvent(kind, conversation: id, sequence: sequence, time: now)
         state.conversations[id]!.log.append(event)
-        let frame = InMemoryFrame.event(kind: kind, conversation: id, sequence: sequence, time: now).encoded()
+        let frame = InMemoryFrame.event(kind: kind.published, conversation: id, sequence: sequence, time: now).encoded()
         for (client, var entry) in state.clients where recipients.contains(entry.user) {
             deliverSequenced(frame, to: &entry, state: &state)
             state.clients[client] = entry
@@ -628,9 +628,9 @@ public final class InMemoryServer: Sendable {
     }
 
     /// Sends an unsequenced event (typing, read marker) to the participants.
-    func broadcast(_ kind: ChatEvent.Kind, in id: ConversationID, excluding: ParticipantID?, state: inout State) {
+    func broadcast(_ kind: BackendEvent.Kind, in id: ConversationID, excluding: ParticipantID?, state: inout State) {
         let recipients = Set(state.conversations[id]!.info.participants.map(\.id))
-        let frame = InMemoryFrame.event(kind: kind, conversation: id, sequence: nil, time: clock.date).encoded()
+        let frame = InMemoryFrame.event(kind: kind.published, conversation: id, sequence: nil, time: clock.date).encoded()
         for client in state.clients.values where recipients.contains(client.user) && client.user != excluding {
             client.sink.receive(frame)
             state.deliveredFrames += 1

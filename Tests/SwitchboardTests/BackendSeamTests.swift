@@ -105,4 +105,19 @@ private struct JoinCall: VendorRequest {
             #expect(error.code == .unsupported)
         }
     }
+
+    @Test func anAdapterCannotSayWhatOnlyTheEngineSays() {
+        let error = SwitchboardError(.serverError, "x")
+        let engineOnly: [ChatEvent.Kind] = [
+            .connection(.connected, reason: nil), .error(error), .fatal(error), .gap(dropped: 1),
+        ]
+        #expect(engineOnly.allSatisfy { BackendEvent.Kind($0) == nil })
+        let adapterKinds: [BackendEvent.Kind] = [
+            .conversationAdded(ConversationInfo(id: "c")), .conversationRemoved, .agentChanged(nil),
+            .messageAdded(Message(conversationID: "c", text: "hi", time: Date(timeIntervalSince1970: 1)), position: .newest), .messageRemoved("m1"), .historyCleared,
+            .typing("bob", isTyping: true, draft: nil), .readMarker("bob", .sequence(3)), .availability(.online),
+            .queuePosition(2), .settingsChanged([:]), .custom(name: "x", payload: .null),
+        ]
+        #expect(adapterKinds.allSatisfy { BackendEvent.Kind($0.published) == $0 }, "each kind goes to the bus and back unchanged")
+    }
 }

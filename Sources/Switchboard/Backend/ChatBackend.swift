@@ -15,7 +15,7 @@ public import Logging
 ///   credentials, fatal → session ends).
 /// - ``BackendConnection/updates`` yields inbound data **in wire order**, finishes or throws
 ///   when the link is gone, and never crashes on bad input: a malformed or unknown frame becomes
-///   ``BackendUpdate/problem(_:)`` or a ``ChatEvent/Kind/custom(name:payload:)`` event.
+///   ``BackendUpdate/problem(_:)`` or a ``BackendEvent/Kind/custom(name:payload:)`` event.
 /// - Each request is a method of ``BackendConnection`` with a typed answer (``BackendConnection/send(_:)``
 ///   answers with the server's ``Message``, ``BackendConnection/history(_:)`` with a ``HistoryPage``…).
 ///   A method the link does not implement answers ``SwitchboardError/Code/unsupported`` on its own;
@@ -144,33 +144,6 @@ public enum BackendUpdate: Sendable, Hashable {
     /// connection): that participant's messages and read markers are the user's own, set on
     /// another device.
     case user(ParticipantID)
-}
-
-/// An incremental event as an adapter reports it: a normalized kind plus where it sits in the
-/// backend's stream.
-public struct BackendEvent: Sendable, Hashable {
-    public var kind: ChatEvent.Kind
-    public var conversationID: ConversationID?
-    /// The conversation event sequence, for sequenced backends. Events with a sequence go
-    /// through gap detection; events without one are delivered as they come.
-    public var sequence: Int64?
-    /// The account-wide cursor after this event, if the backend has one.
-    public var cursor: SyncCursor?
-    public var time: Date?
-
-    public init(
-        _ kind: ChatEvent.Kind,
-        conversation: ConversationID? = nil,
-        sequence: Int64? = nil,
-        cursor: SyncCursor? = nil,
-        time: Date? = nil
-    ) {
-        self.kind = kind
-        self.conversationID = conversation
-        self.sequence = sequence
-        self.cursor = cursor
-        self.time = time
-    }
 }
 
 /// The full state of one or more conversations.

@@ -171,6 +171,11 @@ enum EventProjection {
         fileprivate mutating func publish(_ kind: ChatEvent.Kind, _ conversation: ConversationID?, of event: BackendEvent) {
             publications.append(Publication(kind: kind, conversation: conversation, sequence: event.sequence, time: event.time))
         }
+
+        /// Publishes the adapter's event as it came.
+        fileprivate mutating func publish(_ event: BackendEvent, in conversation: ConversationID?) {
+            publish(event.kind.published, conversation, of: event)
+        }
     }
 
     /// What `projected` says about the run `events`: projected in full, or a read is needed first.
@@ -276,11 +281,11 @@ enum EventProjection {
             if let reads = lowerUnread(for: removed, in: conversation!, rows: &rows, into: &output, settings: settings) { return .needs(reads) }
             output.writes.append(.removeMessage(id, in: conversation!))
             rows.removed(serverID: id, in: conversation!)
-            output.publish(event.kind, conversation, of: event)
+            output.publish(event, in: conversation)
         case .historyCleared:
             output.writes.append(.removeAllMessages(in: conversation!))
             rows.removedMessages(in: conversation!)
-            output.publish(event.kind, conversation, of: event)
+            output.publish(event, in: conversation)
         case .conversationAdded(let info), .conversationUpdated(let info):
             projectConversation(info, of: event, rows: &rows, into: &output, settings: settings)
         case .conversationRemoved:
@@ -288,7 +293,7 @@ enum EventProjection {
             output.conversationWrites[conversation!] = nil
             rows.removed(conversation!)
             output.stored.append((conversation!, false))
-            output.publish(event.kind, conversation, of: event)
+            output.publish(event, in: conversation)
         case .conversationStateChanged(let state, _):
             var info = known(conversation!, of: event, rows: &rows, into: &output, now: now)
             let previous = info.state
@@ -300,7 +305,7 @@ enum EventProjection {
             var info = known(conversation!, of: event, rows: &rows, into: &output, now: now)
             info.assignedAgent = agent
             save(info.withAssignedAgentAsParticipant(), rows: &rows, into: &output)
-            output.publish(event.kind, conversation, of: event)
+            output.publish(event, in: conversation)
         case .participantsAdded(let participants), .participantsUpdated(let participants):
             var info = known(conversation!, of: event, rows: &rows, into: &output, now: now)
             for participant in participants {
@@ -311,19 +316,16 @@ enum EventProjection {
                 }
             }
             save(info, rows: &rows, into: &output)
-            output.publish(event.kind, conversation, of: event)
+            output.publish(event, in: conversation)
         case .participantsRemoved(let ids):
             var info = known(conversation!, of: event, rows: &rows, into: &output, now: now)
             info.participants.removeAll { ids.contains($0.id) }
             save(info, rows: &rows, into: &output)
-            output.publish(event.kind, conversation, of: event)
+            output.publish(event, in: conversation)
         case .readMarker(let participant, let marker):
             return projectReadMarker(marker, of: participant, in: conversation!, event: event, rows: &rows, into: &output, settings: settings)
-        case .gap:
-            // Bus-only; an adapter has no business sending it.
-            output.problems.append((SwitchboardError(.protocolViolation, "a backend sent a bus gap event"), nil))
         default:
-            output.publish(event.kind, conversation, of: event)
+            output.publish(event, in: conversation)
         }
         return .projected
     }
@@ -445,7 +447,7 @@ enum EventProjection {
                 return
             }
             save(info, rows: &rows, into: &output)
-            for change in changes { output.publish(change.kind, info.id, of: event) }
+            for change in changes { output.publish(change.kind.published, info.id, of: event) }
         } else {
             if let activity = info.updatedAt { output.historyUntil[info.id] = max(activity, output.historyUntil[info.id] ?? .distantPast) }
             // A backend that does not count reports no count: the engine's starts here.
@@ -498,7 +500,7 @@ enum EventProjection {
             }
             if info != old { save(info, rows: &rows, into: &output) }
         }
-        output.publish(event.kind, conversation, of: event)
+        output.publish(event, in: conversation)
         guard let isWithinMarker, let newest = rows.newest[conversation] else { return .projected }
         let nowRead = newest.filter {
             $0.senderRole == .customer && $0.serverID != nil && ($0.deliveryState == .sent || $0.deliveryState == .delivered) && isWithinMarker($0)
@@ -565,7 +567,7 @@ enum EventProjection {
     }
 }
 
-extension ChatEvent.Kind {
+extension BackendEvent.Kind {
     /// Whether an event of this kind means nothing without a conversation.
     fileprivate var needsConversation: Bool {
         switch self {

@@ -163,7 +163,7 @@ public enum CXoneMapping {
     public static func outcome(of frame: JSONValue, type: String?, thread: ConversationID? = nil, customer: ParticipantID? = nil) throws -> Outcome {
         let data = frame["data"] ?? frame["postback"]?["data"]
         let time = date(frame["createdAt"])
-        func event(_ kind: ChatEvent.Kind, _ conversation: ConversationID?) -> BackendUpdate {
+        func event(_ kind: BackendEvent.Kind, _ conversation: ConversationID?) -> BackendUpdate {
             .event(BackendEvent(kind, conversation: conversation, time: time))
         }
         func threadID(_ json: JSONValue?) -> ConversationID? {

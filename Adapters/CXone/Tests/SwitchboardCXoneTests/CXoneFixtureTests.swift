@@ -26,7 +26,7 @@ import Testing
         return try CXoneMapping.outcome(of: frame, type: type, thread: thread)
     }
 
-    static func kinds(_ outcome: CXoneMapping.Outcome) -> [ChatEvent.Kind] {
+    static func kinds(_ outcome: CXoneMapping.Outcome) -> [BackendEvent.Kind] {
         guard case .updates(let updates) = outcome else { return [] }
         return updates.compactMap { if case .event(let event) = $0 { return event.kind } else { return nil } }
     }

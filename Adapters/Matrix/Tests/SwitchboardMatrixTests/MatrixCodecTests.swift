@@ -31,7 +31,7 @@ import Testing
         }
     }
 
-    static func kinds(_ batch: MatrixSyncReader.Batch) -> [ChatEvent.Kind] {
+    static func kinds(_ batch: MatrixSyncReader.Batch) -> [BackendEvent.Kind] {
         updates(batch).compactMap { update in
             if case .event(let event) = update { return event.kind }
             return nil

@@ -72,7 +72,7 @@ enum VoximplantMapping {
     static func event(_ wire: VoximplantWire.Event, me: String) -> BackendEvent {
         let conversation = wire.conversation.map(ConversationID.init)
         let time = wire.timestamp.map(date)
-        func logged(_ kind: ChatEvent.Kind) -> BackendEvent {
+        func logged(_ kind: BackendEvent.Kind) -> BackendEvent {
             BackendEvent(kind, conversation: conversation, sequence: wire.seq, time: time)
         }
         switch wire.eventType {

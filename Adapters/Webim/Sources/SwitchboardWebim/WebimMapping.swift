@@ -257,7 +257,7 @@ enum WebimMapping {
         let event = item["event"]?.stringValue
         let data = item["data"]?.nonNull
         let operatorParticipant = ParticipantID(operatorID.map { "operator-\($0)" } ?? "operator")
-        func emit(_ kind: ChatEvent.Kind) -> [BackendUpdate] { [.event(BackendEvent(kind, conversation: conversation))] }
+        func emit(_ kind: BackendEvent.Kind) -> [BackendUpdate] { [.event(BackendEvent(kind, conversation: conversation))] }
         switch (type, event) {
         case ("CHAT", "upd") where data != nil:
             let messages = (data?["messages"]?.arrayValue ?? []).compactMap { message($0, context: context) }
