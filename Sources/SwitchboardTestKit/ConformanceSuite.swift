@@ -4,8 +4,8 @@ import Logging
 
 /// One behaviour every adapter must show, checked against its emulator.
 ///
-/// A case names the capabilities and emulator faults it needs; ``run(_:)`` skips it when the
-/// backend or the emulator lacks them (gated on data, never on a backend's name).
+/// A case names the capabilities, sync model and emulator faults it needs; ``run(_:)`` skips it
+/// when the backend or the emulator lacks them (gated on data, never on a backend's name).
 public struct ConformanceCase: Sendable, CustomStringConvertible {
     public enum Outcome: Sendable, Hashable {
         case passed
@@ -14,17 +14,21 @@ public struct ConformanceCase: Sendable, CustomStringConvertible {
 
     public let name: String
     public let capabilities: BackendCapabilities
+    /// The case needs a backend whose events carry sequences (`SyncModel.sequenced(batchLimit:)`).
+    public let needsSequences: Bool
     public let faults: Set<EmulatorFault.Kind>
     let body: @Sendable (ConformanceHarness) async throws -> Void
 
     public init(
         _ name: String,
         capabilities: BackendCapabilities = [],
+        needsSequences: Bool = false,
         faults: Set<EmulatorFault.Kind> = [],
         body: @escaping @Sendable (ConformanceHarness) async throws -> Void
     ) {
         self.name = name
         self.capabilities = capabilities
+        self.needsSequences = needsSequences
         self.faults = faults
         self.body = body
     }
@@ -38,6 +42,7 @@ public struct ConformanceCase: Sendable, CustomStringConvertible {
         let backend = try await context.emulator.makeCustomerBackend()
         let missing = capabilities.subtracting(backend.descriptor.capabilities)
         if !missing.isEmpty { return .skipped("\(backend.descriptor.name) lacks \(missing)") }
+        if needsSequences, !backend.descriptor.sync.isSequenced { return .skipped("\(backend.descriptor.name) has no sequences") }
         let missingFaults = faults.subtracting(context.emulator.supportedFaults)
         if !missingFaults.isEmpty {
             return .skipped("the emulator cannot inject \(missingFaults.map(\.rawValue).sorted())")
@@ -398,7 +403,7 @@ public enum ConformanceSuite {
         }
     }
 
-    static let gapFill = ConformanceCase("gap fill after dropped events", capabilities: .sequences, faults: [.dropEvents]) {
+    static let gapFill = ConformanceCase("gap fill after dropped events", needsSequences: true, faults: [.dropEvents]) {
         harness in
         try await harness.withSession { probe in
             let conversation = try await probe.openConversation()
@@ -442,7 +447,7 @@ public enum ConformanceSuite {
 
     static let outOfOrderHeldBack = ConformanceCase(
         "out-of-order events held back",
-        capabilities: .sequences,
+        needsSequences: true,
         faults: [.reorderEvents]
     ) { harness in
         try await harness.withSession { probe in
@@ -530,7 +535,7 @@ public enum ConformanceSuite {
             let newest = try stored.enumerated().max { ($0.element.time, $0.offset) < ($1.element.time, $1.offset) }.unwrap("a stored message").element
             try require(after.updatedAt == newest.time, "activity is the newest message's time: \(String(describing: after.updatedAt)), not \(newest.time)")
             try require(after.lastMessage?.serverID == newest.serverID, "the last message is the newest: \(String(describing: after.lastMessage?.text))")
-            if probe.session.descriptor.capabilities.contains(.sequences) {
+            if probe.session.descriptor.sync.isSequenced {
                 let sequence = stored.compactMap(\.sequence).max()
                 try require(after.lastSequence == sequence, "the last sequence is the newest message's: \(String(describing: after.lastSequence)), not \(String(describing: sequence))")
             }

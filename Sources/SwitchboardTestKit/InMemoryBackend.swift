@@ -24,9 +24,9 @@ public struct InMemoryBackend: ChatBackend {
             capabilities: capabilities,
             limits: BackendLimits(
                 maxTextLength: server.configuration.maxTextLength,
-                maxRetransmitBatch: server.configuration.maxRetransmitBatch,
                 typingPolicy: typingPolicy
-            )
+            ),
+            sync: .sequenced(batchLimit: server.configuration.maxRetransmitBatch)
         )
     }
 

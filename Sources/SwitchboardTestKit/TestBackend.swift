@@ -166,6 +166,7 @@ public final class TestBackend: ChatBackend, Sendable {
     ///   - capabilities: what the engine may ask for; none by default, so the engine sends only
     ///     what the test allows (a send needs none).
     ///   - limits: the numbers the engine keeps to (text length, typing policy, page size).
+    ///   - sync: how the engine syncs with it; snapshots and events as they come by default.
     ///   - connects: what each connect does unless one is scripted.
     ///   - requestsOutliveCancellation: when `true`, a request whose task the engine cancels stays
     ///     waiting until the test answers it (a server that answers whatever the client does);
@@ -176,12 +177,13 @@ public final class TestBackend: ChatBackend, Sendable {
         name: BackendName = "test",
         capabilities: BackendCapabilities = [],
         limits: BackendLimits = BackendLimits(),
+        sync: SyncModel = .snapshots,
         connects: ConnectPolicy = .open,
         requestsOutliveCancellation: Bool = false,
         patience: Duration = .seconds(30)
     ) {
         self.init(
-            descriptor: BackendDescriptor(name: name, capabilities: capabilities, limits: limits),
+            descriptor: BackendDescriptor(name: name, capabilities: capabilities, limits: limits, sync: sync),
             connects: connects,
             requestsOutliveCancellation: requestsOutliveCancellation,
             patience: patience

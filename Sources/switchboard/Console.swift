@@ -100,7 +100,7 @@ actor Console {
             ["/conversations", "/open ID", commands.start?.usage, commands.join == nil ? nil : "/join ID", commands.ending?.command, offered(.archive, "/archive")],
             [
                 offered(.participantsManagement, "/add USER"), offered(.participantsManagement, "/remove USER"),
-                offered(.conversationUpdate, "/rename TITLE"), offered(.agentRating, "/rate N"), offered(.polling, "/refresh [forced]"),
+                offered(.conversationUpdate, "/rename TITLE"), offered(.agentRating, "/rate N"), session.descriptor.sync == .polled ? "/refresh [forced]" : nil,
             ],
             ["/help", "/quit"],
         ]
@@ -175,7 +175,7 @@ actor Console {
                 oldestLoaded = nil
                 return ["joined and opened \(id)"]
             case "/refresh":
-                guard session.descriptor.capabilities.contains(.polling) else { return notOffered(command) }
+                guard session.descriptor.sync == .polled else { return notOffered(command) }
                 try await session.refresh(forced: argument == "forced")
                 return ["refreshed"]
             default:

@@ -77,7 +77,7 @@ struct TestBackendTests {
     /// The test cuts the link; the session reconnects, and the second link's context carries what
     /// the first one delivered: the conversation's sequence and the credentials to keep.
     @Test func aCutLinkReconnectsWithTheStoredSequenceAndCredentials() async throws {
-        let backend = TestBackend(capabilities: [.sequences])
+        let backend = TestBackend(sync: .sequenced(batchLimit: 100))
         let session = ChatSession(backend: backend, clock: SessionClock(ImmediateClock()), logger: .quiet)
         try await withRecording(session) { recorder in
             try await session.resume()

@@ -66,7 +66,7 @@ extension TestBackend {
     /// A sequenced backend whose one conversation has `head` events: each link announces only
     /// the head, and retransmits are answered completely.
     fileprivate static func sequenced(head: Int64) -> TestBackend {
-        let backend = TestBackend(name: "sequenced", capabilities: [.sequences])
+        let backend = TestBackend(name: "sequenced", sync: .sequenced(batchLimit: 100))
         backend.onConnect { $0.yield(.conversationHead("big", lastSequence: head)) }
         backend.answerAutomatically { pending in
             guard case .retransmit(let conversation, let range) = pending.request else { return .success(.done) }
@@ -180,7 +180,7 @@ struct EngineLoopTests {
     }
 
     @Test func aConversationRemovedWithItsLastEventsKeepsNoSequence() async throws {
-        let backend = TestBackend(name: "sequenced", capabilities: [.sequences])
+        let backend = TestBackend(name: "sequenced", sync: .sequenced(batchLimit: 100))
         let store = InMemoryChatStore()
         let message = Message(serverID: "m1", conversationID: "gone", sequence: 1, text: "last words", time: Date(timeIntervalSince1970: 1))
         backend.onConnect { link in

@@ -39,8 +39,8 @@ struct InboxTests {
     func withTwoSessions(_ body: @Sendable (EventBus, [ChatSession], [TestBackend.Link], [EventRecorder]) async throws -> Void) async throws {
         let bus = EventBus()
         let backends = [
-            TestBackend(descriptor: BackendDescriptor(name: "a", capabilities: [.readMarkers])),
-            TestBackend(descriptor: BackendDescriptor(name: "b", capabilities: [.readMarkers])),
+            TestBackend(descriptor: BackendDescriptor(name: "a", capabilities: [.readMarkers], sync: .snapshots)),
+            TestBackend(descriptor: BackendDescriptor(name: "b", capabilities: [.readMarkers], sync: .snapshots)),
         ]
         let sessions = zip(["first", "second"], backends).map { id, backend in
             ChatSession(id: SessionID(id), backend: backend, bus: bus, clock: SessionClock(TestClock()), logger: .quiet)

@@ -60,7 +60,7 @@ extension TestBackend {
     /// what changed since the cursor in the link's credentials (or everything, forced), and the
     /// first message of a started conversation makes it.
     fileprivate static func polled(_ server: AppealsServer) -> TestBackend {
-        let backend = TestBackend(name: "polled", capabilities: [.polling, .conversationLifecycle])
+        let backend = TestBackend(name: "polled", capabilities: [.conversationLifecycle], sync: .polled)
         backend.answerAutomatically { pending in
             switch pending.request {
             case .poll(let forced):

@@ -25,8 +25,12 @@ import Testing
             }
         }
 
-        init(capabilities: BackendCapabilities = [.sequences, .readMarkers, .historyPaging], configuration: SessionConfiguration = .fastForTests) {
-            machine = Machine(settings: Machine.Settings(descriptor: BackendDescriptor(name: "test", capabilities: capabilities), configuration: configuration))
+        init(
+            capabilities: BackendCapabilities = [.readMarkers, .historyPaging],
+            sync: SyncModel = .sequenced(batchLimit: 100),
+            configuration: SessionConfiguration = .fastForTests
+        ) {
+            machine = Machine(settings: Machine.Settings(descriptor: BackendDescriptor(name: "test", capabilities: capabilities, sync: sync), configuration: configuration))
         }
 
         /// Handles `input`, then its follow-ups, then what waited for the commit; answers are given
@@ -113,6 +117,53 @@ import Testing
         }
     }
 
+    /// A windowed link's pushed events wait for its first snapshot, then follow it in the order
+    /// they came; a link that sends none has them applied at the window timeout.
+    @Test func aWindowedLinksEventsWaitForItsWindow() {
+        var driver = Driver(capabilities: [.historyPaging], sync: .windowed(pageSize: 50))
+        driver.open()
+        let chat = Self.conversation
+        let info = ConversationInfo(id: chat, kind: .thread, state: .active)
+        func pushed(_ index: Int) -> Machine.Input {
+            let message = Message(serverID: MessageID("p\(index)"), conversationID: chat, senderRole: .agent, text: "p\(index)", time: Date(timeIntervalSince1970: Double(index)))
+            // The sequence only names the event in the driver's log: a windowed backend has none.
+            return .update(0, .event(BackendEvent(.messageAdded(message, position: .newest), conversation: chat, sequence: Int64(index))))
+        }
+        #expect(driver.take(pushed(1)).isEmpty, "held: the window has not come")
+        #expect(driver.take(.update(0, .cursor(.token("t1")))).isEmpty, "a cursor waits with the events it follows")
+        #expect(driver.take(pushed(2)).isEmpty)
+        #expect(driver.machine.window?.held.count == 3)
+        let window = driver.take(.update(0, .snapshot(BackendSnapshot(conversations: [ConversationSnapshot(conversation: info)], isComplete: false))))
+        print("a windowed link's window, then what waited for it: \(window)")
+        #expect(window == ["deliver ?", "deliver m1", "write saveCursor", "deliver m2"], "the window first, then what waited, in order")
+        #expect(driver.machine.window == nil && driver.machine.deadlines[.window] == nil)
+        #expect(driver.take(pushed(3)) == ["deliver m3"], "after the window, events go at once")
+
+        // The next link sends no snapshot: at the timeout its events go as they came.
+        _ = driver.take(.linkFailed(0, SwitchboardError(.connectionLost, "dropped")))
+        _ = driver.take(.linkClosed(0, nil))
+        driver.now = driver.machine.deadlines[.reconnect] ?? driver.now
+        _ = driver.take(.tick(sleeper: 1))
+        _ = driver.take(.linkOpened(1))
+        #expect(driver.take(.update(1, pushed(4).updateValue)).isEmpty)
+        guard let timeout = driver.machine.deadlines[.window] else {
+            Issue.record("a windowed link waits for its window with a deadline")
+            return
+        }
+        driver.now = timeout
+        let released = driver.take(.tick(sleeper: 2))
+        #expect(released == ["log warning", "deliver m4"])
+        #expect(driver.machine.window == nil)
+    }
+
+    @Test func aLinkThatIsNotWindowedHoldsNothing() {
+        var driver = Driver(capabilities: [.historyPaging], sync: .snapshots)
+        driver.open()
+        let message = Message(serverID: "p1", conversationID: Self.conversation, senderRole: .agent, text: "p1", time: Date(timeIntervalSince1970: 1))
+        #expect(driver.take(.update(0, .event(BackendEvent(.messageAdded(message, position: .newest), conversation: Self.conversation)))) == ["deliver ?"])
+        #expect(driver.machine.window == nil)
+    }
+
     @Test func theLinkOpensBacksOffAndOpensAgainWhenTheClockReachesTheDeadline() {
         var driver = Driver()
         #expect(driver.take(.started).isEmpty, "a session starts paused")
@@ -181,7 +232,7 @@ import Testing
     }
 
     @Test func twoHistoryCallsShareOnePageAndBothHearOnceItIsStored() {
-        var driver = Driver(capabilities: [.historyPaging])
+        var driver = Driver(capabilities: [.historyPaging], sync: .windowed(pageSize: 50))
         driver.open()
         let first = Answered<Void>()
         let second = Answered<Void>()
@@ -299,5 +350,13 @@ private struct NamedCall: VendorRequest {
     var name: String { "x" }
     func perform(on connection: any BackendConnection) async throws -> VendorResult<Void> {
         throw SwitchboardError(.unsupported, "never performed")
+    }
+}
+
+extension SessionStateMachine.Input {
+    /// The update of an `.update` input.
+    fileprivate var updateValue: BackendUpdate {
+        guard case .update(_, let update) = self else { preconditionFailure("not an update") }
+        return update
     }
 }

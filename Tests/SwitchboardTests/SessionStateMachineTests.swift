@@ -15,7 +15,8 @@ import Testing
         var configuration = SessionConfiguration.fastForTests
         configuration.newConversationCatchUp = 2
         let descriptor = BackendDescriptor(
-            name: "test", capabilities: sequenced ? [.sequences, .readMarkers] : [.historyPaging], limits: BackendLimits(maxRetransmitBatch: 3)
+            name: "test", capabilities: sequenced ? [.readMarkers] : [.historyPaging],
+            sync: sequenced ? .sequenced(batchLimit: 3) : .windowed(pageSize: 50)
         )
         return Machine(settings: Machine.Settings(descriptor: descriptor, configuration: configuration))
     }
@@ -298,7 +299,7 @@ import Testing
         #expect(second == .throttled && none.isEmpty)
         var configuration = SessionConfiguration.fastForTests
         configuration.typingPolicy = .coalesce(interval: .seconds(1), autoStop: .seconds(5))
-        var coalescing = Machine(settings: Machine.Settings(descriptor: BackendDescriptor(name: "w", capabilities: [.typing]), configuration: configuration))
+        var coalescing = Machine(settings: Machine.Settings(descriptor: BackendDescriptor(name: "w", capabilities: [.typing], sync: .snapshots), configuration: configuration))
         #expect(Self.describe(coalescing.typing(true, draft: "h", in: Self.conversation, now: .seconds(1)).1) == ["sendTyping true h", "startTypingTimer 2.0 seconds"])
         let (later, nothing) = coalescing.typing(true, draft: "he", in: Self.conversation, now: .milliseconds(1500))
         #expect(later == .coalesced && nothing.isEmpty, "the latest draft waits for the timer set already")
@@ -373,7 +374,7 @@ import Testing
     @Test func aBackendThatPushesNothingIsPolledOnceAtATimeAndAgainAfterTheInterval() {
         var configuration = SessionConfiguration.fastForTests
         configuration.pollInterval = .seconds(30)
-        var machine = Machine(settings: Machine.Settings(descriptor: BackendDescriptor(name: "p", capabilities: [.polling]), configuration: configuration))
+        var machine = Machine(settings: Machine.Settings(descriptor: BackendDescriptor(name: "p", capabilities: [], sync: .polled), configuration: configuration))
         #expect(Self.describe(machine.pollDue(isLinkOpen: false)).isEmpty, "no link: the next one polls when it opens")
         #expect(Self.describe(machine.pollDue(isLinkOpen: true)) == ["poll"])
         #expect(Self.describe(machine.pollDue(isLinkOpen: true)).isEmpty, "one is queued already")

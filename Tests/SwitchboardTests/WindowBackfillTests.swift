@@ -24,23 +24,29 @@ private final class WindowedServer: Sendable {
         var historyRequests = 0
         /// The history requests (1-based) that wait for the test.
         var held: Set<Int> = []
+        /// The next link pushes the newest message before its window, as a server that pushes
+        /// while it recovers the window does.
+        var pushesBeforeWindow = false
     }
 
     static let conversation = ConversationID("c")
     static let start = Date(timeIntervalSince1970: 1_700_000_000)
     let window: Int
     let bounded: Bool
-    let backend = TestBackend(name: "windowed", capabilities: [.historyPaging])
+    let backend = TestBackend(name: "windowed", capabilities: [.historyPaging], sync: .windowed(pageSize: 50))
     let state = Locked(State())
 
     init(window: Int, bounded: Bool = false) {
         self.window = window
         self.bounded = bounded
         backend.onConnect { [self] link in
-            let first = state.withLock { state in
+            let (pushed, first) = state.withLock { state in
                 state.live = link
-                return windowUpdate(&state)
+                defer { state.pushesBeforeWindow = false }
+                let pushed = state.pushesBeforeWindow ? state.messages.last : nil
+                return (pushed, windowUpdate(&state))
             }
+            if let pushed { link.yield(.event(BackendEvent(.messageAdded(pushed, position: .newest), conversation: Self.conversation))) }
             link.yield(first)
         }
         backend.answerAutomatically { [self] pending in
@@ -121,6 +127,11 @@ private final class WindowedServer: Sendable {
     /// (``TestBackend/nextRequest(timeout:)``) instead of being answered.
     func holdHistoryRequest(_ number: Int) {
         state.withLock { _ = $0.held.insert(number) }
+    }
+
+    /// The next link pushes the newest message before its window.
+    func pushNewestBeforeNextWindow() {
+        state.withLock { $0.pushesBeforeWindow = true }
     }
 
     /// How many history requests reached the server, answered or not.
@@ -214,6 +225,28 @@ struct WindowBackfillTests {
             #expect(texts == Self.names(3...21), "the gap from the stored m5 on (m2 is history), the window, the live one")
             #expect(lost == 0 && duplicated == 0 && outOfOrder == 0)
             #expect(statistics.backfillRequests == 4, "m14…17, m10…13, m6…9, m2…5")
+            #expect(statistics.gapsDetected == 1)
+        }
+    }
+
+    /// The engine holds what a windowed link pushes until its window: the message pushed first
+    /// would otherwise be stored before the window and make it look stored already, and the gap
+    /// below the window would go unseen.
+    @Test func aMessagePushedBeforeTheWindowWaitsForItAndTheGapBelowIsStillFilled() async throws {
+        try await withFirstWindowStored { server, session, recorder, stored in
+            server.add(Self.names(6...12), push: false)
+            server.pushNewestBeforeNextWindow()
+            server.dropLink()
+            try await recorder.waitUntil("the gap is closed") { try await stored().count >= 10 }
+            let texts = try await stored()
+            let statistics = await session.statistics
+            let (lost, duplicated, outOfOrder) = figures(texts, expected: Self.names(3...12), events: recorder.events)
+            print(
+                "pushed before the window: m12 pushed first, window m10…m12, gap m6…m9; pages \(statistics.backfillRequests), "
+                    + "gaps \(statistics.gapsDetected), lost \(lost), duplicated \(duplicated), out of order \(outOfOrder)"
+            )
+            #expect(texts == Self.names(3...12))
+            #expect(lost == 0 && duplicated == 0 && outOfOrder == 0)
             #expect(statistics.gapsDetected == 1)
         }
     }

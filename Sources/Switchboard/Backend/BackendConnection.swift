@@ -76,11 +76,11 @@ public protocol BackendConnection: Sendable {
     /// One page of older messages.
     func history(_ query: HistoryQuery) async throws -> HistoryPage
 
-    /// Events of a conversation by sequence, inclusive; never more than the descriptor's
-    /// ``BackendLimits/maxRetransmitBatch``.
+    /// Events of a conversation by sequence, inclusive (``SyncModel/sequenced(batchLimit:)``);
+    /// never more than the batch limit.
     func retransmit(_ range: ClosedRange<Int64>, in conversation: ConversationID) async throws -> Retransmission
 
-    /// Fetches what changed on a backend that pushes nothing (``BackendCapabilities/polling``):
+    /// Fetches what changed on a backend that pushes nothing (``SyncModel/polled``):
     /// everything again when `forced`, else what changed since the cursor the backend keeps in
     /// its credentials. The engine applies what it answers as it applies a link's updates, in
     /// one store transaction, before the caller hears back.

@@ -8,9 +8,7 @@ public struct BackendCapabilities: OptionSet, Sendable, Hashable, Codable, Custo
 
     public static let typing = BackendCapabilities(rawValue: 1 << 0)
     public static let readMarkers = BackendCapabilities(rawValue: 1 << 1)
-    /// Per-conversation event sequences with retransmit of ranges; the engine detects gaps and
-    /// fills them.
-    public static let sequences = BackendCapabilities(rawValue: 1 << 2)
+    // 1 << 2 was `sequences`: how a backend syncs is its descriptor's `sync` (``SyncModel``).
     public static let historyPaging = BackendCapabilities(rawValue: 1 << 3)
     public static let files = BackendCapabilities(rawValue: 1 << 4)
     public static let threads = BackendCapabilities(rawValue: 1 << 5)
@@ -27,11 +25,7 @@ public struct BackendCapabilities: OptionSet, Sendable, Hashable, Codable, Custo
     public static let archive = BackendCapabilities(rawValue: 1 << 15)
     /// Vendor-specific requests (``VendorRequest``).
     public static let vendorRequests = BackendCapabilities(rawValue: 1 << 16)
-    /// The backend pushes nothing: changes are fetched (Webim's offline appeals). The engine
-    /// asks for them (``BackendRequest/poll(forced:)``) when a link opens, every
-    /// ``SessionConfiguration/pollInterval`` while it is up, and when the app calls
-    /// ``Session/refresh(forced:)``.
-    public static let polling = BackendCapabilities(rawValue: 1 << 17)
+    // 1 << 17 was `polling`: ``SyncModel/polled``.
     /// The conversations the backend reports carry the user's own unread count
     /// (``ConversationInfo/unreadCount``), and a reported count wins over the engine's (the backend
     /// knows what the user read on other devices); between reports the engine counts. Without it
@@ -40,19 +34,19 @@ public struct BackendCapabilities: OptionSet, Sendable, Hashable, Codable, Custo
     public static let unreadCounts = BackendCapabilities(rawValue: 1 << 18)
 
     public static let all: BackendCapabilities = [
-        .typing, .readMarkers, .sequences, .historyPaging, .files, .threads, .participantsManagement,
+        .typing, .readMarkers, .historyPaging, .files, .threads, .participantsManagement,
         .conversationUpdate, .conversationLifecycle, .agentRating, .customFields, .analytics, .edit, .delete,
-        .quotes, .archive, .vendorRequests, .polling,
+        .quotes, .archive, .vendorRequests,
     ]
 
     private static let names: [(BackendCapabilities, String)] = [
-        (.typing, "typing"), (.readMarkers, "readMarkers"), (.sequences, "sequences"),
+        (.typing, "typing"), (.readMarkers, "readMarkers"),
         (.historyPaging, "historyPaging"), (.files, "files"), (.threads, "threads"),
         (.participantsManagement, "participantsManagement"), (.conversationUpdate, "conversationUpdate"),
         (.conversationLifecycle, "conversationLifecycle"), (.agentRating, "agentRating"),
         (.customFields, "customFields"), (.analytics, "analytics"), (.edit, "edit"), (.delete, "delete"),
         (.quotes, "quotes"), (.archive, "archive"), (.vendorRequests, "vendorRequests"),
-        (.polling, "polling"), (.unreadCounts, "unreadCounts"),
+        (.unreadCounts, "unreadCounts"),
     ]
 
     public var description: String {
@@ -76,8 +70,6 @@ public enum TypingPolicy: Sendable, Hashable {
 /// Numbers a backend imposes.
 public struct BackendLimits: Sendable, Hashable {
     public var maxTextLength: Int
-    /// The most events one retransmit call may ask for.
-    public var maxRetransmitBatch: Int
     public var maxPayloadBytes: Int
     public var typingPolicy: TypingPolicy
     public var historyPageSize: Int
@@ -88,18 +80,47 @@ public struct BackendLimits: Sendable, Hashable {
 
     public init(
         maxTextLength: Int = 5000,
-        maxRetransmitBatch: Int = 100,
         maxPayloadBytes: Int = 5 * 1024,
         typingPolicy: TypingPolicy = .minimumInterval(.seconds(10)),
         historyPageSize: Int = 50,
         readMarkersMayMoveBack: Bool = false
     ) {
         self.maxTextLength = maxTextLength
-        self.maxRetransmitBatch = maxRetransmitBatch
         self.maxPayloadBytes = maxPayloadBytes
         self.typingPolicy = typingPolicy
         self.historyPageSize = historyPageSize
         self.readMarkersMayMoveBack = readMarkersMayMoveBack
+    }
+}
+
+/// How a backend brings the session up to date: the engine's sync algorithm, chosen by the
+/// backend as data.
+public enum SyncModel: Sendable, Hashable {
+    /// Each conversation's events carry a sequence, and the server retransmits ranges of them
+    /// (Voximplant-style): the engine detects a gap from the sequences, holds what came after it,
+    /// and fills it with ``BackendConnection/retransmit(_:in:)``, never more than `batchLimit`
+    /// events a call. The link reports each conversation's head
+    /// (``BackendUpdate/conversationHead(_:lastSequence:)``) for catch-up.
+    case sequenced(batchLimit: Int)
+    /// Each link opens with a window: a snapshot of the conversations with their newest messages
+    /// (CXone's thread recovery, Webim's full update, Matrix's first sync). The engine holds the
+    /// link's live events until its first snapshot arrives (so a message pushed during the
+    /// recovery cannot land before the window that shows what was missed), then fills the gap
+    /// between what it stored and each window from ``BackendConnection/history(_:)``, `pageSize`
+    /// messages a page (at most ``SessionConfiguration/backfillPageSize``).
+    case windowed(pageSize: Int)
+    /// The backend pushes nothing (Webim's offline appeals): the engine asks what changed with
+    /// ``BackendConnection/poll(forced:)`` when a link opens, every
+    /// ``SessionConfiguration/pollInterval`` while it is up, and when the app calls
+    /// ``Session/refresh(forced:)``.
+    case polled
+    /// The backend sends snapshots and events as they come and nothing to fill gaps with: the
+    /// engine applies them in order.
+    case snapshots
+
+    /// Whether events carry per-conversation sequences (``sequenced(batchLimit:)``).
+    public var isSequenced: Bool {
+        if case .sequenced = self { true } else { false }
     }
 }
 
@@ -108,10 +129,13 @@ public struct BackendDescriptor: Sendable, Hashable {
     public var name: BackendName
     public var capabilities: BackendCapabilities
     public var limits: BackendLimits
+    /// How the backend brings the session up to date.
+    public var sync: SyncModel
 
-    public init(name: BackendName, capabilities: BackendCapabilities, limits: BackendLimits = BackendLimits()) {
+    public init(name: BackendName, capabilities: BackendCapabilities, limits: BackendLimits = BackendLimits(), sync: SyncModel) {
         self.name = name
         self.capabilities = capabilities
         self.limits = limits
+        self.sync = sync
     }
 }

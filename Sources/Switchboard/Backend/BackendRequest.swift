@@ -21,17 +21,19 @@ public enum BackendRequest: Sendable, Hashable {
     case updateParticipants(ConversationID, [Participant])
     case removeParticipants(ConversationID, [ParticipantID])
     case history(HistoryQuery)
-    /// Events of a conversation by sequence, inclusive; never more than the descriptor's
-    /// ``BackendLimits/maxRetransmitBatch``.
+    /// Events of a conversation by sequence, inclusive; never more than the batch limit of the
+    /// descriptor's ``SyncModel/sequenced(batchLimit:)``.
     case retransmit(ConversationID, ClosedRange<Int64>)
     /// A vendor-only call (``VendorRequest``), carried out on the live link.
     case vendor(VendorCall)
-    /// Fetches what changed on a backend that pushes nothing (``BackendCapabilities/polling``):
+    /// Fetches what changed on a backend that pushes nothing (``SyncModel/polled``):
     /// everything again when `forced`, else what changed since the cursor the backend keeps in
     /// its credentials. Answered with ``BackendResponse/updates(_:)``.
     case poll(forced: Bool)
 
-    /// The capability a backend must list for the engine to send this request.
+    /// The capability a backend must list for the engine to send this request. A retransmit and
+    /// a poll need none: the engine asks them only of a backend whose ``SyncModel`` is
+    /// ``SyncModel/sequenced(batchLimit:)`` or ``SyncModel/polled``.
     public var requiredCapability: BackendCapabilities? {
         switch self {
         case .send(let message):
@@ -48,9 +50,9 @@ public enum BackendRequest: Sendable, Hashable {
         case .setCustomFields: return .customFields
         case .addParticipants, .updateParticipants, .removeParticipants: return .participantsManagement
         case .history: return .historyPaging
-        case .retransmit: return .sequences
         case .vendor: return .vendorRequests
-        case .poll: return .polling
+        // The engine asks these only of a backend whose sync model has them.
+        case .retransmit, .poll: return nil
         }
     }
 

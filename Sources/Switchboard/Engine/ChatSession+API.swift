@@ -33,6 +33,9 @@ extension ChatSession {
     }
 
     public func refresh(forced: Bool) async throws {
+        guard descriptor.sync == .polled else {
+            throw SwitchboardError(.unsupported, "\(descriptor.name) pushes its changes: it is not polled")
+        }
         // The updates it answers with are applied before the answer reaches here (`requestFinished`).
         _ = try await performNow(.poll(forced: forced))
     }

@@ -30,8 +30,8 @@ public protocol Session: Sendable {
     func startConversation(_ draft: ConversationDraft) async throws -> any Conversation
     /// Sets custom fields of the customer (needs ``BackendCapabilities/customFields``).
     func setCustomFields(_ fields: [String: String]) async throws
-    /// Fetches what changed now, on a backend that pushes nothing (needs
-    /// ``BackendCapabilities/polling``; the engine also polls on its own every
+    /// Fetches what changed now, on a backend that pushes nothing (``SyncModel/polled``; the
+    /// engine also polls on its own every
     /// ``SessionConfiguration/pollInterval``). `forced` reads everything again; what is already
     /// stored is not announced twice. Returns when what it found is stored and published.
     func refresh(forced: Bool) async throws

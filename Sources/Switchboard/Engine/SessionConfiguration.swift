@@ -42,10 +42,14 @@ public struct SessionConfiguration: Sendable, Hashable {
     /// deeper than that is reported as a problem; older messages then come by history paging.
     public var maxBackfillPages: Int
     public var backfillPageSize: Int
-    /// For backends that push nothing (``BackendCapabilities/polling``): how often the engine
-    /// asks for changes while a link is up (it asks once when a link opens, and when the app calls
+    /// For backends that push nothing (``SyncModel/polled``): how often the engine asks for
+    /// changes while a link is up (it asks once when a link opens, and when the app calls
     /// ``Session/refresh(forced:)``).
     public var pollInterval: Duration
+    /// For backends whose links open with a window (``SyncModel/windowed(pageSize:)``): how long
+    /// the engine holds a link's live events waiting for its first snapshot. A link that sends
+    /// none in this time has its events applied as they came, with a warning in the log.
+    public var windowTimeout: Duration
 
     public init(
         reconnectBackoff: BackoffPolicy = BackoffPolicy(),
@@ -64,7 +68,8 @@ public struct SessionConfiguration: Sendable, Hashable {
         maxSequenceJump: Int64 = 1_000_000,
         maxBackfillPages: Int = 500,
         backfillPageSize: Int = 50,
-        pollInterval: Duration = .seconds(30)
+        pollInterval: Duration = .seconds(30),
+        windowTimeout: Duration = .seconds(30)
     ) {
         self.reconnectBackoff = reconnectBackoff
         self.outboxBackoff = outboxBackoff
@@ -83,6 +88,7 @@ public struct SessionConfiguration: Sendable, Hashable {
         self.maxBackfillPages = max(1, maxBackfillPages)
         self.backfillPageSize = max(1, backfillPageSize)
         self.pollInterval = max(.milliseconds(1), pollInterval)
+        self.windowTimeout = max(.milliseconds(1), windowTimeout)
     }
 }
 

@@ -24,11 +24,13 @@ extension SessionStateMachine {
         case linkStable(Int)
         /// The next timed poll of a backend that pushes nothing.
         case poll
+        /// The end of the wait for a windowed link's first snapshot.
+        case window
 
         /// It lives on the link, and goes with it.
         var livesOnLink: Bool {
             switch self {
-            case .hold, .outboxRetry, .typing, .poll: true
+            case .hold, .outboxRetry, .typing, .poll, .window: true
             case .reconnect, .linkStable: false
             }
         }
@@ -163,11 +165,28 @@ extension SessionStateMachine {
         case .command(let command):
             return self.command(command, facts: facts, at: moment, using: &random)
         case .linkOpened(let id):
-            return .perform(effects(of: connection.linkOpened(id), at: moment))
+            let effects = effects(of: connection.linkOpened(id), at: moment)
+            if settings.fillsWindows, connection.link?.id == id {
+                window = WindowHold(link: id)
+                deadlines[.window] = moment.now + settings.configuration.windowTimeout
+            }
+            return .perform(effects)
         case .update(let id, let update):
             guard connection.link?.id == id else { return .perform([]) }
             connection.updateArrived(id)
-            return apply(update, facts: facts, at: moment)
+            guard window?.link == id else { return apply(update, facts: facts, at: moment) }
+            switch update {
+            case .event, .cursor, .conversationHead:
+                window?.held.append(update)
+                return .perform([])
+            case .snapshot:
+                // The window: applied, then what waited for it, in the order it came.
+                let turn = apply(update, facts: facts, at: moment)
+                guard case .perform(let effects) = turn else { return turn }
+                return .perform(effects + releaseWindow())
+            case .credentials, .problem, .user:
+                return apply(update, facts: facts, at: moment)
+            }
         case .linkFailed(let id, let error):
             return .perform(effects(of: connection.linkFailed(id, error), at: moment))
         case .linkClosed(let id, let thrown):

@@ -44,6 +44,8 @@ extension SessionStateMachine {
     /// got an answer (app requests fail), and ``linkDropped(interrupted:inFlightSends:)`` says
     /// what that means.
     mutating func linkGone(interrupted: Bool, at moment: Moment) -> [Effect] {
+        // What a windowed link sent before its window goes with it: the next link's window covers it.
+        window = nil
         let inFlightSends = lanes.inFlightWork.compactMap { work -> ClientMessageID? in
             if case .send(let entry) = work { return entry.clientID }
             return nil
@@ -80,7 +82,19 @@ extension SessionStateMachine {
             return effects(of: typingTimerFired(in: conversation, now: moment.now), at: moment)
         case .poll:
             return effects(of: pollDue(isLinkOpen: connection.isLinkOpen), at: moment)
+        case .window:
+            guard let window else { return [] }
+            let error = SwitchboardError(.protocolViolation, "a windowed link sent no snapshot in \(settings.configuration.windowTimeout)")
+            return [.log(.warning, "\(window.held.count) updates waited for the window; applied as they came", error)] + releaseWindow()
         }
+    }
+
+    /// The wait for a windowed link's window ends: what the link sent meanwhile goes on, in order.
+    mutating func releaseWindow() -> [Effect] {
+        guard let window else { return [] }
+        self.window = nil
+        deadlines[.window] = nil
+        return window.held.map { .then(.update(window.link, $0)) }
     }
 
     /// The earliest deadline set, if any: the runner's one sleeper waits for it.

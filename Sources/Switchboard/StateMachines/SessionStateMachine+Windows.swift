@@ -2,7 +2,7 @@
 /// windows are filled first, and the fills' pages (backends without sequences).
 extension SessionStateMachine {
     private var snapshotApplication: SnapshotApplication {
-        SnapshotApplication(pageLimit: settings.configuration.backfillPageSize, maxPages: settings.configuration.maxBackfillPages, fillsWindows: settings.fillsWindows)
+        SnapshotApplication(pageLimit: settings.windowPageSize, maxPages: settings.configuration.maxBackfillPages, fillsWindows: settings.fillsWindows)
     }
 
     /// The conversations of `snapshot` whose oldest confirmed stored message is needed to tell
@@ -104,7 +104,7 @@ extension SessionStateMachine {
         statistics.gapsDetected += 1
         conversations[conversation].windowFill = WindowBackfillStateMachine(
             conversation: conversation, window: next.events, lowerBound: next.window.skippedAfter,
-            pageLimit: settings.configuration.backfillPageSize, maxPages: settings.configuration.maxBackfillPages
+            pageLimit: settings.windowPageSize, maxPages: settings.configuration.maxBackfillPages
         )
         guard isLinkOpen else { return .perform(actions) }
         return .perform(actions + backfill(conversations[conversation].windowFill!.linkAvailable(), in: conversation))

@@ -39,17 +39,28 @@ struct SessionStateMachine: Sendable {
             EventProjection.Settings(user: user, backendCountsUnread: descriptor.capabilities.contains(.unreadCounts))
         }
 
-        /// The backend numbers each conversation's events (``BackendCapabilities/sequences``).
-        var isSequenced: Bool { descriptor.capabilities.contains(.sequences) }
-        /// Whether a window's gap is filled with history pages: backends that page history and
-        /// have no sequences (sequences find their gaps themselves).
-        var fillsWindows: Bool { descriptor.capabilities.contains(.historyPaging) && !isSequenced }
-        /// The backend pushes nothing and is polled (``BackendCapabilities/polling``).
-        var polls: Bool { descriptor.capabilities.contains(.polling) }
+        /// The backend numbers each conversation's events (``SyncModel/sequenced(batchLimit:)``).
+        var isSequenced: Bool { descriptor.sync.isSequenced }
+        /// Each link opens with a window whose gap is filled with history pages
+        /// (``SyncModel/windowed(pageSize:)``), and whose live events wait for it.
+        var fillsWindows: Bool {
+            if case .windowed = descriptor.sync { true } else { false }
+        }
+        /// The backend pushes nothing and is polled (``SyncModel/polled``).
+        var polls: Bool { descriptor.sync == .polled }
+        /// The messages one page of a window's fill asks for: the backend's page, at most the
+        /// configuration's.
+        var windowPageSize: Int {
+            guard case .windowed(let pageSize) = descriptor.sync else { return configuration.backfillPageSize }
+            return max(1, min(pageSize, configuration.backfillPageSize))
+        }
         /// How typing reaches the backend: the configuration's, else the backend's own.
         var typingPolicy: TypingPolicy { configuration.typingPolicy ?? descriptor.limits.typingPolicy }
-        /// The most events one retransmit asks for (``BackendLimits/maxRetransmitBatch``).
-        var maxRetransmitBatch: Int { max(1, descriptor.limits.maxRetransmitBatch) }
+        /// The most events one retransmit asks for (``SyncModel/sequenced(batchLimit:)``).
+        var maxRetransmitBatch: Int {
+            guard case .sequenced(let batchLimit) = descriptor.sync else { return 1 }
+            return max(1, batchLimit)
+        }
     }
 
     /// What the runner does, in order.
@@ -213,6 +224,18 @@ struct SessionStateMachine: Sendable {
     var deadlines: [Timer: Duration] = [:]
     /// What the backend gave the session to resume with (tokens, visitor ids).
     var credentials = Credentials()
+    /// A windowed backend's open link whose window has not come yet, and the live updates it
+    /// sent meanwhile (``SyncModel/windowed(pageSize:)``).
+    var window: WindowHold?
+
+    /// Until a windowed link's first snapshot arrives, what it pushes waits: a message pushed
+    /// while the server recovers the window must not land before the window that shows what was
+    /// missed, or the window looks stored already and the gap below it goes unseen.
+    struct WindowHold: Sendable {
+        var link: Int
+        /// Events, cursors and heads, in wire order.
+        var held: [BackendUpdate] = []
+    }
 
     init(settings: Settings) {
         self.settings = settings

@@ -101,11 +101,12 @@ public struct CXoneBackend: ChatBackend {
             capabilities: capabilities,
             limits: BackendLimits(
                 maxTextLength: 10_000,
-                maxRetransmitBatch: 1,
                 maxPayloadBytes: 64 * 1024,
                 typingPolicy: .startEnd(autoStop: .seconds(5)),
                 historyPageSize: 20
-            )
+            ),
+            // Each link recovers the threads' newest messages; older ones come by LoadMoreMessages.
+            sync: .windowed(pageSize: 20)
         )
     }
 

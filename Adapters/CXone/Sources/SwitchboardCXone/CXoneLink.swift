@@ -40,11 +40,6 @@ final class CXoneLink: Sendable {
         /// welcome message. Welcome-message variables are filled from them.
         var customerFields: [String: String] = [:]
         var refreshingToken = false
-        /// Until the threads are recovered, pushed events wait here and follow the recovery: a
-        /// message pushed before the recovery answers must not land before the window that shows
-        /// what was missed, or the window looks already stored and the gap below it goes unseen.
-        var recovering = true
-        var pushedWhileRecovering: [BackendUpdate] = []
     }
 
     let updates: AsyncThrowingStream<BackendUpdate, any Error>
@@ -136,11 +131,10 @@ final class CXoneLink: Sendable {
                 defer { group.cancelAll() }
                 if !channel.isEnabled("securedSessions") { try await authorize(socket) }
                 try await loadThreads(socket)
-                state.withLock { state in
-                    for update in state.pushedWhileRecovering { continuation.yield(update) }
-                    state.pushedWhileRecovering = []
-                    state.recovering = false
-                }
+                // The window is in. The recovery yields it as the link's first snapshot, and the
+                // engine holds what the server pushed meanwhile until then (CXone is windowed);
+                // where there was nothing to recover, this empty one says so.
+                continuation.yield(.snapshot(BackendSnapshot(conversations: [], isComplete: false)))
                 return try await body(Sender(link: self, socket: socket))
             }
         }
@@ -251,9 +245,9 @@ final class CXoneLink: Sendable {
                         update = .credentials(credentials)
                     }
                     remember(update, frame: frame)
-                    yieldPushed(update)
+                    continuation.yield(update)
                     // The server named the customer (`ConsumerAuthorized`): their markers are the user's own.
-                    if case .credentials(let credentials) = update, let customer = credentials["customer-id"] { yieldPushed(.user(ParticipantID(customer))) }
+                    if case .credentials(let credentials) = update, let customer = credentials["customer-id"] { continuation.yield(.user(ParticipantID(customer))) }
                 }
                 if channel.mode == .liveChat { openNewThreadIfAllClosed() }
             case .download(let url, _):
@@ -266,18 +260,6 @@ final class CXoneLink: Sendable {
             }
         } catch {
             continuation.yield(.problem(error as? SwitchboardError ?? SwitchboardError(.protocolViolation, "undecodable \(type ?? "event")")))
-        }
-    }
-
-    /// Yields a pushed update, or keeps an event for after the recovery (see `State.recovering`).
-    /// Under the lock, so one that arrives as the recovery ends cannot overtake the kept ones.
-    func yieldPushed(_ update: BackendUpdate) {
-        state.withLock { state in
-            if state.recovering, case .event = update {
-                state.pushedWhileRecovering.append(update)
-            } else {
-                continuation.yield(update)
-            }
         }
     }
 

@@ -37,12 +37,14 @@ public struct MatrixBackend: ChatBackend {
             limits: BackendLimits(
                 // An event is at most 65,536 bytes of JSON; the body is most of it.
                 maxTextLength: 16_000,
-                maxRetransmitBatch: 1,
                 maxPayloadBytes: 60 * 1024,
                 // The server forgets a typing notice after its timeout (30 s, sent with it).
                 typingPolicy: .startEnd(autoStop: .seconds(30)),
                 historyPageSize: 50
-            )
+            ),
+            // The first sync of a link is a window of each room's newest events (a `limited`
+            // timeline says where its gap starts); older ones come by /messages.
+            sync: .windowed(pageSize: 50)
         )
     }
 

@@ -63,17 +63,18 @@ public struct VoximplantBackend: ChatBackend {
         self.descriptor = BackendDescriptor(
             name: "voximplant",
             capabilities: [
-                .typing, .readMarkers, .sequences, .historyPaging, .participantsManagement, .conversationUpdate,
+                .typing, .readMarkers, .historyPaging, .participantsManagement, .conversationUpdate,
                 .conversationLifecycle, .edit, .delete, .vendorRequests,
             ],
             limits: BackendLimits(
                 maxTextLength: 5000,
-                maxRetransmitBatch: 100,
                 maxPayloadBytes: 5 * 1024,
                 typingPolicy: .minimumInterval(.seconds(10)),
                 historyPageSize: 100,
                 readMarkersMayMoveBack: true
-            )
+            ),
+            // Per-conversation event sequences; retransmitEvents takes at most 100 a call.
+            sync: .sequenced(batchLimit: 100)
         )
     }
 

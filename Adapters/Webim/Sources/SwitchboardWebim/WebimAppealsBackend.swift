@@ -81,8 +81,10 @@ public struct WebimAppealsBackend: ChatBackend {
         self.transport = transport.allowingPlainText(configuration.allowsPlainText)
         self.descriptor = BackendDescriptor(
             name: "webim-appeals",
-            capabilities: [.polling, .conversationLifecycle, .readMarkers, .files, .archive, .unreadCounts],
-            limits: BackendLimits(maxTextLength: 20_000, maxRetransmitBatch: 1, maxPayloadBytes: 64 * 1024, historyPageSize: 25)
+            capabilities: [.conversationLifecycle, .readMarkers, .files, .archive, .unreadCounts],
+            limits: BackendLimits(maxTextLength: 20_000, maxPayloadBytes: 64 * 1024, historyPageSize: 25),
+            // The offline API pushes nothing: the engine polls /l/v/history.
+            sync: .polled
         )
     }
 

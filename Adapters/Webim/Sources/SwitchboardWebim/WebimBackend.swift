@@ -29,11 +29,13 @@ public struct WebimBackend: ChatBackend {
             ],
             limits: BackendLimits(
                 maxTextLength: 20_000,
-                maxRetransmitBatch: 1,
                 maxPayloadBytes: 64 * 1024,
                 typingPolicy: .coalesce(interval: .seconds(1), autoStop: .seconds(5)),
                 historyPageSize: 25
-            )
+            ),
+            // Each init answers the full update, the current chat with its messages; deltas
+            // follow by revision, older messages by history.
+            sync: .windowed(pageSize: 25)
         )
     }
 
