@@ -59,6 +59,12 @@ extension Session {
 }
 
 /// The app-facing handle on one conversation.
+///
+/// A conformer (a fake in an app's tests) implements the ten requirements that have no default:
+/// the identity, ``info()``, sending, typing, marking read, the stored and older messages and the
+/// events. The rest — edits, lifecycle, fields, rating, participants — answer
+/// ``SwitchboardError/Code/unsupported`` unless implemented, and ``timeline(limit:)`` is built from
+/// the required ones.
 public protocol Conversation: Sendable {
     var id: ConversationID { get }
     var sessionID: SessionID { get }
@@ -104,6 +110,25 @@ public protocol Conversation: Sendable {
     func addParticipants(_ participants: [Participant]) async throws
     func updateParticipants(_ participants: [Participant]) async throws
     func removeParticipants(_ participants: [ParticipantID]) async throws
+}
+
+// What a conformer need not implement.
+extension Conversation {
+    public func edit(_ message: MessageID, text: String) async throws { throw unsupported("edit") }
+    public func delete(_ message: MessageID) async throws { throw unsupported("delete") }
+    public func timeline(limit: Int) async throws -> Timeline { try await Timeline(conversation: self, limit: limit) }
+    public func close() async throws { throw unsupported("close") }
+    public func archive() async throws { throw unsupported("archive") }
+    public func update(_ changes: ConversationChanges) async throws { throw unsupported("update") }
+    public func setCustomFields(_ fields: [String: String]) async throws { throw unsupported("setCustomFields") }
+    public func rateAgent(_ agent: ParticipantID?, rating: Int, comment: String?) async throws { throw unsupported("rateAgent") }
+    public func addParticipants(_ participants: [Participant]) async throws { throw unsupported("addParticipants") }
+    public func updateParticipants(_ participants: [Participant]) async throws { throw unsupported("updateParticipants") }
+    public func removeParticipants(_ participants: [ParticipantID]) async throws { throw unsupported("removeParticipants") }
+
+    private func unsupported(_ call: String) -> SwitchboardError {
+        SwitchboardError(.unsupported, "\(call) is not implemented by this conversation")
+    }
 }
 
 extension Conversation {

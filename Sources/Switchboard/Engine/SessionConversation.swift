@@ -36,10 +36,6 @@ struct SessionConversation: Conversation {
         try await session.history(in: id, before: before, limit: limit)
     }
 
-    func timeline(limit: Int) async throws -> Timeline {
-        try await Timeline(conversation: self, limit: limit)
-    }
-
     func events(buffering: EventBus.BufferingPolicy) -> EventStream {
         session.events(filter: EventFilter(conversations: [id]), buffering: buffering)
     }
