@@ -1,8 +1,8 @@
 import Foundation
 import Switchboard
-import SwitchboardCXone
-import SwitchboardVoximplant
-import SwitchboardWebim
+@_spi(WireReaders) import SwitchboardCXone
+@_spi(WireReaders) import SwitchboardVoximplant
+@_spi(WireReaders) import SwitchboardWebim
 
 /// Recorded inbound frames per adapter, read from the repository: the vendors' SDK fixtures
 /// (`Tests/Fixtures/`) and the Voximplant-style golden frames (the protocol spec's §9).

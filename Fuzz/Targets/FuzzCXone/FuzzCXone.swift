@@ -1,6 +1,6 @@
 import Foundation
 import Switchboard
-@_spi(TestKit) import SwitchboardCXone
+@_spi(TestKit) @_spi(WireReaders) import SwitchboardCXone
 
 /// Every CXone answer the adapter reads, through the functions the backend and the link read them
 /// with: any input is an outcome or a `SwitchboardError`, never a crash.

@@ -1,6 +1,6 @@
 import Foundation
 import Switchboard
-import SwitchboardMatrix
+@_spi(WireReaders) import SwitchboardMatrix
 
 /// The Matrix adapter's reading of a `/sync` answer, as the link does: the first sync of a link,
 /// then the same bytes as an incremental one over the state the first left (so rooms, members and

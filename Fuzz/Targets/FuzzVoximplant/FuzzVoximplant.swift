@@ -1,5 +1,5 @@
 import Switchboard
-import SwitchboardVoximplant
+@_spi(WireReaders) import SwitchboardVoximplant
 
 /// The Voximplant-style adapter's reading of a server frame (`VoximplantFrameReader`, which the
 /// link uses): any text is a frame or a typed `malformed`, never a crash.

@@ -1,6 +1,6 @@
 import Foundation
 import Switchboard
-@_spi(TestKit) import SwitchboardWebim
+@_spi(TestKit) @_spi(WireReaders) import SwitchboardWebim
 
 /// Every Webim answer the adapter reads, through the functions its links read them with: any
 /// bytes give an outcome or a `SwitchboardError`, never a crash.

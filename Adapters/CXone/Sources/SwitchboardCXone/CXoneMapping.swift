@@ -3,7 +3,7 @@ public import Switchboard
 
 /// CXone DTOs (protocols/cxone.md §5) to the normalized model, and inbound events (§2.4) to
 /// updates. Pure functions over `JSONValue`; what the SDK refuses is a typed error naming the key.
-public enum CXoneMapping {
+@_spi(WireReaders) public enum CXoneMapping {
     /// The event carrying the customer's custom fields (ident → value) after a recovery.
     public static let customerFieldsEvent = "cxone.CustomerCustomFields"
 

@@ -3,7 +3,7 @@ public import Switchboard
 
 /// The CXone WebSocket envelope (protocols/cxone.md §2): outgoing `EventDTO`s and the shapes an
 /// inbound frame can take.
-public enum CXoneWire {
+@_spi(WireReaders) public enum CXoneWire {
     public static let sdkVersion = "3.3.1"
     static let httpHeaders = [("x-sdk-platform", "ios"), ("x-sdk-version", sdkVersion)]
 

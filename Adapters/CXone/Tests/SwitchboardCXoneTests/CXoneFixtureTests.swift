@@ -2,7 +2,7 @@ import Foundation
 import Switchboard
 import Testing
 
-@_spi(TestKit) @testable import SwitchboardCXone
+@_spi(TestKit) @_spi(WireReaders) @testable import SwitchboardCXone
 
 /// Every payload from the CXone SDK's own tests (`Tests/Fixtures/cxone`), named, with what it
 /// must decode to — or, where the SDK rejects it, the clear error it must fail with.

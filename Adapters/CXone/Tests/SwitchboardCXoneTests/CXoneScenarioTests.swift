@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import Switchboard
-import SwitchboardCXone
+@_spi(WireReaders) import SwitchboardCXone
 @_spi(TestKit) import SwitchboardTestKit
 import Testing
 @_spi(TestKit) import CXoneEmulator

@@ -3,7 +3,7 @@ public import Switchboard
 
 /// Pure functions from the Matrix client-server API's JSON to the normalized model, and from its
 /// errors to classified `SwitchboardError`s.
-public enum MatrixMapping {
+@_spi(WireReaders) public enum MatrixMapping {
     /// What one room event is to a timeline.
     public enum Item: Sendable, Hashable {
         /// A message to add (its latest edit applied where the server bundled it).

@@ -13,7 +13,7 @@ import DequeModule
 ///
 /// Pure apart from its own state: the fuzz target and the codec tests drive exactly the link's
 /// reading.
-public struct MatrixSyncReader: Sendable {
+@_spi(WireReaders) public struct MatrixSyncReader: Sendable {
     /// What the link does with one piece of a sync, in order.
     public enum Item: Sendable, Hashable {
         case update(BackendUpdate)

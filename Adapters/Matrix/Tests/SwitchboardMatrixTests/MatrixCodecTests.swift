@@ -1,6 +1,6 @@
 import Foundation
 import Switchboard
-import SwitchboardMatrix
+@_spi(WireReaders) import SwitchboardMatrix
 import Testing
 
 /// The adapter's reading of answers recorded from a real Synapse 1.163.2

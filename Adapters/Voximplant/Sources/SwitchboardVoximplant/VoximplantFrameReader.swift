@@ -5,7 +5,7 @@ public import Switchboard
 ///
 /// The link reads every frame through it; benchmarks and fuzz targets drive the same code without
 /// a connection. It never throws: a frame it cannot read is ``Frame/malformed(_:)``.
-public struct VoximplantFrameReader: Sendable {
+@_spi(WireReaders) public struct VoximplantFrameReader: Sendable {
     /// What one frame is.
     public enum Frame: Sendable {
         /// A pushed event.

@@ -2,7 +2,7 @@ import Foundation
 import Switchboard
 import Testing
 
-@testable import SwitchboardVoximplant
+@_spi(WireReaders) @testable import SwitchboardVoximplant
 
 /// The adapter's side of the wire against the spec's golden frames.
 @Suite struct VoximplantCodecTests {

@@ -8,7 +8,7 @@ public import Switchboard
 ///
 /// The link reads every answer through one reader; benchmarks and fuzz targets drive the same
 /// code without a connection. It never throws: what it cannot read is a ``Outcome/malformed(_:)``.
-public struct WebimDeltaReader: Sendable {
+@_spi(WireReaders) public struct WebimDeltaReader: Sendable {
     /// What one answer says.
     public enum Outcome: Sendable {
         /// The body is not a JSON object: the link reports it and polls again.

@@ -3,7 +3,7 @@ import Switchboard
 import SwitchboardTestKit
 import Testing
 
-@_spi(TestKit) @testable import SwitchboardWebim
+@_spi(TestKit) @_spi(WireReaders) @testable import SwitchboardWebim
 
 /// The adapter's reading of the Webim SDK's own test payloads (`Tests/Fixtures/webim`).
 @Suite struct WebimCodecTests {

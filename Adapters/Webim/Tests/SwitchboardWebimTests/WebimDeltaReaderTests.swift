@@ -2,7 +2,7 @@ import Foundation
 import Switchboard
 import Testing
 
-@testable import SwitchboardWebim
+@_spi(WireReaders) @testable import SwitchboardWebim
 
 /// The reader every `init` and `delta` answer goes through: what it remembers of the chat and
 /// what it reports for answers that are not a change.
