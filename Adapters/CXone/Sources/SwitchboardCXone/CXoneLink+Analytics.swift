@@ -14,7 +14,7 @@ extension CXoneLink {
         let sent = try await analytics.send(type, data: data, now: context.clock.date)
         let kept = analytics.credentials
         state.withLock { $0.credentials.values.merge(kept.values) { _, new in new } }
-        continuation.yield(.credentials(kept))
+        output.yield(.credentials(kept))
         return sent
     }
 }

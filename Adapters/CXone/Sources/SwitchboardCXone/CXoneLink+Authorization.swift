@@ -103,7 +103,7 @@ extension CXoneLink {
             var kept = Credentials()
             CXoneHTTPAnswers.thirdPartyTokens(json, now: now, into: &kept)
             state.withLock { $0.credentials.values.merge(kept.values) { _, new in new } }
-            continuation.yield(.credentials(kept))
+            output.yield(.credentials(kept))
             return
         }
         guard let reply = try await send("RefreshToken", data: ["accessToken": ["token": .string(due.token)]], awaitReply: true, socket: socket) else { return }

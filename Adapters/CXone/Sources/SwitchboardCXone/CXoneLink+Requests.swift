@@ -66,7 +66,7 @@ extension CXoneLink {
             state.withLock { $0.threads[conversation.rawValue, default: Thread()].closed = true }
             guard let contact else {
                 // The server never saw this thread: it ends here.
-                continuation.yield(.event(BackendEvent(.conversationStateChanged(.closedByCustomer, previous: nil), conversation: conversation)))
+                output.yield(.event(BackendEvent(.conversationStateChanged(.closedByCustomer, previous: nil), conversation: conversation)))
                 return
             }
             try await send("EndContact", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)], "contact": ["id": .string(contact)]], awaitReply: false, socket: socket)
@@ -176,7 +176,7 @@ extension CXoneLink {
         }
         try await send("ArchiveThread", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)]], awaitReply: true, socket: socket)
         state.withLock { $0.threads[conversation.rawValue, default: Thread()].closed = true }
-        continuation.yield(.event(BackendEvent(.conversationStateChanged(.archived, previous: nil), conversation: conversation)))
+        output.yield(.event(BackendEvent(.conversationStateChanged(.archived, previous: nil), conversation: conversation)))
     }
 
     /// `LoadMoreMessages` with the thread's scroll token; an empty token means there is no more.

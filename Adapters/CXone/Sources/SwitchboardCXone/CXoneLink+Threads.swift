@@ -16,7 +16,7 @@ extension CXoneLink {
                 return
             }
             var listing = listed.snapshot
-            for update in listed.rest { continuation.yield(update) }
+            for update in listed.rest { output.yield(update) }
             remember(.snapshot(listing), frame: list.frame)
             // Recover the open threads (the SDK's load(with:)): their recent messages catch the
             // session up on what it missed while away, and give each thread its scroll token and
@@ -34,7 +34,7 @@ extension CXoneLink {
                     if let reply { await apply(reply.frame, type: reply.type) }
                     continue
                 }
-                for update in recovery.rest { continuation.yield(update) }
+                for update in recovery.rest { output.yield(update) }
                 remember(.snapshot(recovery.snapshot), frame: reply.frame)
                 for item in recovery.snapshot.conversations {
                     if let index = listing.conversations.firstIndex(where: { $0.conversation.id == item.conversation.id }) {
@@ -42,7 +42,7 @@ extension CXoneLink {
                     }
                 }
             }
-            continuation.yield(.snapshot(listing))
+            output.yield(.snapshot(listing))
             // The open threads past the first 20 get their metadata instead (§3.6): the last
             // message and the owner; their messages come when the app opens or pages them.
             for id in open.dropFirst(20) {
@@ -112,7 +112,7 @@ extension CXoneLink {
     /// A thread only this client knows yet, with the stored welcome message in it, if any.
     func announceLocalThread(_ info: ConversationInfo) {
         let welcome = welcomeMessage(for: info.id.rawValue)
-        continuation.yield(.snapshot(BackendSnapshot(conversations: [ConversationSnapshot(conversation: info, messages: welcome.map { [$0] } ?? [])], isComplete: false)))
+        output.yield(.snapshot(BackendSnapshot(conversations: [ConversationSnapshot(conversation: info, messages: welcome.map { [$0] } ?? [])], isComplete: false)))
     }
 
     /// `FireProactiveAction`: a welcome message is kept for the threads to come (as the SDK keeps
@@ -130,10 +130,10 @@ extension CXoneLink {
             }
             keep(["welcome-message": welcome.bodyText])
             if let pending, let message = welcomeMessage(for: pending) {
-                continuation.yield(.event(BackendEvent(.messageAdded(message, position: .newest), conversation: message.conversationID)))
+                output.yield(.event(BackendEvent(.messageAdded(message, position: .newest), conversation: message.conversationID)))
             }
         } catch {
-            continuation.yield(.problem(error as? SwitchboardError ?? SwitchboardError(.protocolViolation, "FireProactiveAction: \(error)")))
+            output.yield(.problem(error as? SwitchboardError ?? SwitchboardError(.protocolViolation, "FireProactiveAction: \(error)")))
         }
     }
 

@@ -34,7 +34,6 @@ final class CXoneLink: Sendable {
         var threads: [String: Thread] = [:]
         var credentials: Credentials
         var lastPong: Duration = .zero
-        var ended: SwitchboardError?
         var contactFields: [String: [String: String]] = [:]
         /// The customer's custom fields as this link knows them: set by the app, handed over by a
         /// welcome message. Welcome-message variables are filled from them.
@@ -42,8 +41,9 @@ final class CXoneLink: Sendable {
         var refreshingToken = false
     }
 
-    let updates: AsyncThrowingStream<BackendUpdate, any Error>
-    let continuation: AsyncThrowingStream<BackendUpdate, any Error>.Continuation
+    /// The update stream, its one end, and the loops of the link's scope.
+    let output: LinkOutput
+    var updates: AsyncThrowingStream<BackendUpdate, any Error> { output.updates }
     let configuration: CXoneConfiguration
     let channel: CXoneChannelConfiguration
     let transport: HTTPTransport
@@ -67,7 +67,8 @@ final class CXoneLink: Sendable {
         credentials: Credentials, url: String, analytics: CXoneAnalytics
     ) {
         self.analytics = analytics
-        (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
+        let replies = self.replies
+        self.output = LinkOutput { replies.close($0) }
         self.configuration = configuration
         self.channel = channel
         self.transport = transport
@@ -105,10 +106,10 @@ final class CXoneLink: Sendable {
             brandID: configuration.brandID, channelID: configuration.channelID, visitorID: credentials["visitor-id"]!, transactionToken: token
         )
         let link = CXoneLink(configuration: configuration, channel: channel, transport: transport, context: context, credentials: credentials, url: url, analytics: analytics)
-        link.continuation.yield(.credentials(credentials))
+        link.output.yield(.credentials(credentials))
         // The customer, made up at the first connection when not configured: their markers from
         // another device are the user's own.
-        link.continuation.yield(.user(ParticipantID(credentials["customer-id"]!)))
+        link.output.yield(.user(ParticipantID(credentials["customer-id"]!)))
         return link
     }
 
@@ -125,16 +126,23 @@ final class CXoneLink: Sendable {
         try await WebSocketTransport.withTextWebSocket(
             url: url, configuration: .init(allowsPlainText: configuration.allowsPlainText), logger: context.logger
         ) { socket in
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await self.read(socket) }
-                group.addTask { await self.heartbeat(socket) }
-                defer { group.cancelAll() }
+            let heartbeat = Heartbeat(interval: configuration.heartbeatInterval, pongTimeout: configuration.pongTimeout, onlyWhenSilent: false)
+            return try await output.whileRunning([
+                { await self.read(socket) },
+                {
+                    // `{"action":"heartbeat"}` every interval; `"pong"` must come within the pong timeout.
+                    await heartbeat.run(
+                        clock: self.context.clock, lastHeard: { self.state.withLock { $0.lastPong } },
+                        ping: { try await socket.send(CXoneWire.heartbeat.jsonString) }, ending: self.output
+                    )
+                },
+            ]) {
                 if !channel.isEnabled("securedSessions") { try await authorize(socket) }
                 try await loadThreads(socket)
                 // The window is in. The recovery yields it as the link's first snapshot, and the
                 // engine holds what the server pushed meanwhile until then (CXone is windowed);
                 // where there was nothing to recover, this empty one says so.
-                continuation.yield(.snapshot(BackendSnapshot(conversations: [], isComplete: false)))
+                output.yield(.snapshot(BackendSnapshot(conversations: [], isComplete: false)))
                 return try await body(Sender(link: self, socket: socket))
             }
         }
@@ -204,10 +212,10 @@ final class CXoneLink: Sendable {
         case .pong:
             state.withLock { $0.lastPong = context.clock.now }
         case .serverError(let message):
-            continuation.yield(.problem(SwitchboardError(.serverError, "server error: \(message)")))
+            output.yield(.problem(SwitchboardError(.serverError, "server error: \(message)")))
         case .operationError(let eventID, let error):
             if !replies.fail(eventID, { _ in error }) {
-                continuation.yield(.problem(error))
+                output.yield(.problem(error))
             }
         case .event(let eventID, let type, let frame):
             if replies.resolve(eventID, with: Reply(type: type, frame: frame)) { return }
@@ -217,13 +225,13 @@ final class CXoneLink: Sendable {
                 // type is not one of the protocol's.
                 let content = frame.objectValue?.filter { $0.key != "eventId" && $0.value != .null } ?? [:]
                 if !content.isEmpty {
-                    continuation.yield(.problem(SwitchboardError(.protocolViolation, "dropped a frame without an eventType that answers no request")))
+                    output.yield(.problem(SwitchboardError(.protocolViolation, "dropped a frame without an eventType that answers no request")))
                 }
                 return
             }
             await apply(frame, type: type)
         case .unrecognized(let reason):
-            continuation.yield(.problem(SwitchboardError(.protocolViolation, "dropped a frame: \(reason)")))
+            output.yield(.problem(SwitchboardError(.protocolViolation, "dropped a frame: \(reason)")))
         }
     }
 
@@ -245,9 +253,9 @@ final class CXoneLink: Sendable {
                         update = .credentials(credentials)
                     }
                     remember(update, frame: frame)
-                    continuation.yield(update)
+                    output.yield(update)
                     // The server named the customer (`ConsumerAuthorized`): their markers are the user's own.
-                    if case .credentials(let credentials) = update, let customer = credentials["customer-id"] { continuation.yield(.user(ParticipantID(customer))) }
+                    if case .credentials(let credentials) = update, let customer = credentials["customer-id"] { output.yield(.user(ParticipantID(customer))) }
                 }
                 if channel.mode == .liveChat { openNewThreadIfAllClosed() }
             case .download(let url, _):
@@ -259,7 +267,7 @@ final class CXoneLink: Sendable {
                 break
             }
         } catch {
-            continuation.yield(.problem(error as? SwitchboardError ?? SwitchboardError(.protocolViolation, "undecodable \(type ?? "event")")))
+            output.yield(.problem(error as? SwitchboardError ?? SwitchboardError(.protocolViolation, "undecodable \(type ?? "event")")))
         }
     }
 
@@ -299,36 +307,15 @@ final class CXoneLink: Sendable {
         }
     }
 
+    /// The link is gone: every waiting request fails, and the update stream ends.
     func end(_ error: SwitchboardError) {
-        state.withLock { state in
-            if state.ended == nil { state.ended = error }
-        }
-        replies.close(error)
-        continuation.finish(throwing: error)
-    }
-
-    /// `{"action":"heartbeat"}` every interval; `"pong"` must come within the pong timeout.
-    func heartbeat(_ socket: TextWebSocket) async {
-        do {
-            while true {
-                try await context.clock.sleep(for: configuration.heartbeatInterval)
-                let sent = context.clock.now
-                try await socket.send(CXoneWire.heartbeat.jsonString)
-                try await context.clock.sleep(for: configuration.pongTimeout)
-                if state.withLock({ $0.lastPong }) < sent {
-                    end(SwitchboardError(.timedOut, "no pong within \(configuration.pongTimeout)"))
-                    return
-                }
-            }
-        } catch {
-            return
-        }
+        output.end(error)
     }
 
     /// Sends one event; waits for the reply with the same `eventId` when `awaitReply`.
     @discardableResult
     func send(_ eventType: String, data: JSONValue? = nil, destination: String? = nil, awaitReply: Bool, socket: TextWebSocket) async throws -> Reply? {
-        if let ended = state.withLock({ $0.ended }) { throw ended }
+        try output.checkOpen()
         if !Self.authorizationEvents.contains(eventType) { try await refreshTokenIfDue(socket) }
         let eventID = UUID().uuidString.lowercased()
         let text = CXoneWire.event(eventType, eventID: eventID, identity: identity, data: data, destination: destination).jsonString
@@ -350,7 +337,7 @@ final class CXoneLink: Sendable {
     /// Sets credentials on the link and hands exactly those to the session's store (`""` clears).
     func keep(_ values: [String: String]) {
         state.withLock { $0.credentials.values.merge(values) { _, new in new } }
-        continuation.yield(.credentials(Credentials(values)))
+        output.yield(.credentials(Credentials(values)))
     }
 
     /// `keys` set to `""`: what forgetting them looks like to ``keep(_:)``.

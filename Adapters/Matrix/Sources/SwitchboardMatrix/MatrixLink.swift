@@ -9,8 +9,8 @@ import SwitchboardTransport
 /// The lock guards the token, the user, the sync reader (rooms' state, recent messages, windows)
 /// and the transaction counter.
 final class MatrixLink: BackendConnection {
-    let updates: AsyncThrowingStream<BackendUpdate, any Error>
-    private let continuation: AsyncThrowingStream<BackendUpdate, any Error>.Continuation
+    private let output = LinkOutput()
+    var updates: AsyncThrowingStream<BackendUpdate, any Error> { output.updates }
     private let configuration: MatrixConfiguration
     private let transport: HTTPTransport
     private let context: ConnectionContext
@@ -24,7 +24,6 @@ final class MatrixLink: BackendConnection {
     private let state = Locked(State())
 
     init(configuration: MatrixConfiguration, transport: HTTPTransport, context: ConnectionContext) {
-        (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
         self.configuration = configuration
         self.transport = transport
         self.context = context
@@ -35,11 +34,7 @@ final class MatrixLink: BackendConnection {
 
     func run<Result: Sendable>(_ body: @Sendable (any BackendConnection) async throws -> Result) async throws -> Result {
         try await logIn()
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await self.syncLoop() }
-            defer { group.cancelAll() }
-            return try await body(self)
-        }
+        return try await output.whileRunning([{ await self.syncLoop() }]) { try await body(self) }
     }
 
     // MARK: Login
@@ -74,8 +69,8 @@ final class MatrixLink: BackendConnection {
                 }
                 var credentials = Credentials(["access_token": newToken, "user_id": userID])
                 credentials["device_id"] = answer["device_id"]?.stringValue
-                continuation.yield(.credentials(credentials))
-                continuation.yield(.user(ParticipantID(userID)))
+                output.yield(.credentials(credentials))
+                output.yield(.user(ParticipantID(userID)))
                 context.logger.debug("matrix: logged in", metadata: ["device": .string(answer["device_id"]?.stringValue ?? "")])
                 return
             }
@@ -87,7 +82,7 @@ final class MatrixLink: BackendConnection {
             state.userID = userID
             state.reader = MatrixSyncReader(me: userID, homeserver: base)
         }
-        continuation.yield(.user(ParticipantID(userID)))
+        output.yield(.user(ParticipantID(userID)))
     }
 
     // MARK: Sync
@@ -120,7 +115,7 @@ final class MatrixLink: BackendConnection {
                 // A cursor this server does not know (another server's, a restored backup, a
                 // corrupted store): start over with a full sync; the snapshot and the history
                 // below its windows catch up, and the engine drops what it already has.
-                continuation.yield(.problem(SwitchboardError(.protocolViolation, "the stored sync cursor was refused; syncing from the start", underlying: error)))
+                output.yield(.problem(SwitchboardError(.protocolViolation, "the stored sync cursor was refused; syncing from the start", underlying: error)))
                 since = nil
                 first = true
                 continue
@@ -138,14 +133,14 @@ final class MatrixLink: BackendConnection {
             } catch {
                 // Asked again from the same cursor, after a second: a server answering garbage at
                 // once is not asked in a tight loop.
-                continuation.yield(.problem(SwitchboardError.classify(error)))
+                output.yield(.problem(SwitchboardError.classify(error)))
                 try? await context.clock.sleep(for: .seconds(1))
                 continue
             }
             for item in batch.items {
                 switch item {
                 case .update(let update):
-                    continuation.yield(update)
+                    output.yield(update)
                 case .resolveEdit(let room, let target):
                     await resolveEdit(of: target, in: room)
                 }
@@ -168,15 +163,15 @@ final class MatrixLink: BackendConnection {
             let event = try await call("GET", "/_matrix/client/v3/rooms/\(segment(room.rawValue))/event/\(segment(target.rawValue))", request: "event")
             guard let message = MatrixMapping.message(event, room: room, me: me, homeserver: base) else { return }
             state.withLock { $0.reader?.remember(message) }
-            continuation.yield(.event(BackendEvent(.messageUpdated(message), conversation: room, time: message.time)))
+            output.yield(.event(BackendEvent(.messageUpdated(message), conversation: room, time: message.time)))
         } catch {
-            continuation.yield(.problem(SwitchboardError(.protocolViolation, "an edit of \(target) could not be placed: \(SwitchboardError.classify(error).code)")))
+            output.yield(.problem(SwitchboardError(.protocolViolation, "an edit of \(target) could not be placed: \(SwitchboardError.classify(error).code)")))
         }
     }
 
     private func end(_ error: SwitchboardError) {
         context.logger.debug("matrix: link ended", metadata: ["code": .string(error.code.description)])
-        continuation.finish(throwing: error)
+        output.end(error)
     }
 
     // MARK: Requests

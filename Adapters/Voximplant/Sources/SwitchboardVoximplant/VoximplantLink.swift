@@ -9,8 +9,8 @@ import SwitchboardTransport
 /// The lock guards the id counter and the time of the last inbound frame; `replies` holds the
 /// requests waiting for their responses.
 final class VoximplantLink: BackendConnection {
-    let updates: AsyncThrowingStream<BackendUpdate, any Error>
-    private let continuation: AsyncThrowingStream<BackendUpdate, any Error>.Continuation
+    private let output: LinkOutput
+    var updates: AsyncThrowingStream<BackendUpdate, any Error> { output.updates }
     private let socket: TextWebSocket
     private let configuration: VoximplantConfiguration
     private let clock: SessionClock
@@ -19,7 +19,6 @@ final class VoximplantLink: BackendConnection {
     private struct State {
         var nextID = 1
         var lastInbound: Duration = .zero
-        var closed: SwitchboardError?
     }
 
     private let state = Locked(State())
@@ -27,7 +26,8 @@ final class VoximplantLink: BackendConnection {
     private let reader: VoximplantFrameReader
 
     init(socket: TextWebSocket, configuration: VoximplantConfiguration, clock: SessionClock, logger: Logger) {
-        (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
+        let replies = self.replies
+        self.output = LinkOutput { replies.close($0) }
         self.socket = socket
         self.configuration = configuration
         self.clock = clock
@@ -38,10 +38,13 @@ final class VoximplantLink: BackendConnection {
     /// Logs in, announces the user's conversations, runs `body`, and keeps reading and
     /// heart-beating while it runs.
     func run<Result: Sendable>(_ body: @Sendable (any BackendConnection) async throws -> Result) async throws -> Result {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await self.readLoop() }
-            group.addTask { await self.heartbeat() }
-            defer { group.cancelAll() }
+        let heartbeat = Heartbeat(interval: configuration.heartbeatInterval, pongTimeout: configuration.pongTimeout, onlyWhenSilent: true)
+        return try await output.whileRunning([
+            { await self.readLoop() },
+            {
+                await heartbeat.run(clock: self.clock, lastHeard: { self.state.withLock { $0.lastInbound } }, ping: { try await self.ping() }, ending: self.output)
+            },
+        ]) {
             try await login()
             return try await body(self)
         }
@@ -64,9 +67,9 @@ final class VoximplantLink: BackendConnection {
     private func route(_ text: String) async {
         switch reader.read(text) {
         case .event(let event):
-            continuation.yield(.event(event))
+            output.yield(.event(event))
         case .reply(let id, let result, let event):
-            if let event { continuation.yield(.event(event)) }
+            if let event { output.yield(.event(event)) }
             replies.resolve(id, with: result)
         case .error(let id, let code, let description):
             if let id, replies.fail(id, { name in VoximplantMapping.error(code: code, description: description, request: name) }) {
@@ -74,7 +77,7 @@ final class VoximplantLink: BackendConnection {
             } else if code == 3 {
                 end(SwitchboardError(.fatal, "the server revoked the session: \(description)", vendorCode: "3"))
             } else {
-                continuation.yield(.problem(VoximplantMapping.error(code: code, description: description, request: "server")))
+                output.yield(.problem(VoximplantMapping.error(code: code, description: description, request: "server")))
             }
         case .pong:
             break
@@ -84,48 +87,30 @@ final class VoximplantLink: BackendConnection {
         case .ignored(let type):
             logger.debug("ignored a frame of unknown type", metadata: ["type": "\(type)"])
         case .malformed(let error):
-            continuation.yield(.problem(error))
+            output.yield(.problem(error))
         }
     }
 
-    /// The link is gone: fail every waiting request and end the update stream.
+    /// The link is gone: every waiting request fails, and the update stream ends.
     private func end(_ error: SwitchboardError) {
-        state.withLock { state in
-            if state.closed == nil { state.closed = error }
-        }
-        replies.close(error)
-        continuation.finish(throwing: error)
+        output.end(error)
     }
 
-    /// Pings after `heartbeatInterval` of silence; no answer within `pongTimeout` ends the link.
-    private func heartbeat() async {
-        do {
-            while true {
-                try await clock.sleep(for: configuration.heartbeatInterval)
-                let silence = clock.now - state.withLock { $0.lastInbound }
-                guard silence >= configuration.heartbeatInterval else { continue }
-                let id = state.withLock { state in
-                    defer { state.nextID += 1 }
-                    return "ping-\(state.nextID)"
-                }
-                try await socket.send(VoximplantWire.encode(VoximplantWire.Ping(id: id)))
-                try await clock.sleep(for: configuration.pongTimeout)
-                if clock.now - state.withLock({ $0.lastInbound }) >= configuration.heartbeatInterval + configuration.pongTimeout {
-                    end(SwitchboardError(.timedOut, "no pong within \(configuration.pongTimeout)"))
-                    return
-                }
-            }
-        } catch {
-            return
+    /// One ping of the heartbeat, after `heartbeatInterval` of silence; any frame answers it.
+    private func ping() async throws {
+        let id = state.withLock { state in
+            defer { state.nextID += 1 }
+            return "ping-\(state.nextID)"
         }
+        try await socket.send(VoximplantWire.encode(VoximplantWire.Ping(id: id)))
     }
 
     // MARK: Requests
 
     /// Sends one request and waits for its response, at most `requestTimeout`.
     func request(_ name: String, _ params: JSONValue) async throws -> JSONValue {
-        let id: String = try state.withLock { state in
-            if let closed = state.closed { throw closed }
+        try output.checkOpen()
+        let id: String = state.withLock { state in
             defer { state.nextID += 1 }
             return String(state.nextID)
         }
@@ -159,7 +144,7 @@ final class VoximplantLink: BackendConnection {
             }
             start += 30
         }
-        continuation.yield(.snapshot(BackendSnapshot(conversations: conversations, isComplete: true)))
+        output.yield(.snapshot(BackendSnapshot(conversations: conversations, isComplete: true)))
     }
 
     func send(_ outgoing: OutgoingMessage) async throws -> Message? {

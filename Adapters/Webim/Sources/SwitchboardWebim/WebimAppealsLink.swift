@@ -11,8 +11,8 @@ import SwitchboardTransport
 /// The lock guards the page's credentials and the time of the last request; requests go one at a
 /// time (the gate), as the SDK's action queue does.
 final class WebimAppealsLink: BackendConnection {
-    let updates: AsyncThrowingStream<BackendUpdate, any Error>
-    private let continuation: AsyncThrowingStream<BackendUpdate, any Error>.Continuation
+    private let output = LinkOutput()
+    var updates: AsyncThrowingStream<BackendUpdate, any Error> { output.updates }
     private let configuration: WebimAppealsConfiguration
     private let transport: HTTPTransport
     private let context: ConnectionContext
@@ -31,7 +31,6 @@ final class WebimAppealsLink: BackendConnection {
     static let pageLifetime: Duration = .seconds(30 * 60)
 
     init(configuration: WebimAppealsConfiguration, transport: HTTPTransport, context: ConnectionContext) {
-        (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
         self.configuration = configuration
         self.transport = transport
         self.context = context
@@ -50,7 +49,7 @@ final class WebimAppealsLink: BackendConnection {
     }
 
     func run<Result: Sendable>(_ body: @Sendable (any BackendConnection) async throws -> Result) async throws -> Result {
-        defer { continuation.finish() }
+        defer { output.finish() }
         try await gate.withGate { try await initialize() }
         return try await body(self)
     }
@@ -90,13 +89,13 @@ final class WebimAppealsLink: BackendConnection {
             if let previous = stored["visitor-id"], previous != visitorID {
                 // Another user: the appeals kept for the previous one go, and history starts over.
                 fresh["appeals-since"] = "0"
-                continuation.yield(.snapshot(BackendSnapshot(conversations: [], isComplete: true)))
+                output.yield(.snapshot(BackendSnapshot(conversations: [], isComplete: true)))
             }
             state.withLock { state in
                 state.credentials.values.merge(fresh.values) { _, new in new }
                 state.lastRequest = context.clock.now
             }
-            continuation.yield(.credentials(fresh))
+            output.yield(.credentials(fresh))
             return
         }
     }
@@ -253,7 +252,7 @@ final class WebimAppealsLink: BackendConnection {
                 } catch {
                     // The server went away mid-request: the link is lost, and the engine reconnects.
                     let lost = SwitchboardError.classify(error)
-                    if [.connectionLost, .timedOut, .serverError].contains(lost.code) { continuation.finish(throwing: lost) }
+                    if [.connectionLost, .timedOut, .serverError].contains(lost.code) { output.end(lost) }
                     throw lost
                 }
                 do {
@@ -262,7 +261,7 @@ final class WebimAppealsLink: BackendConnection {
                     try await initialize()
                     continue
                 } catch let error as SwitchboardError where error.isFatal {
-                    continuation.finish(throwing: error)
+                    output.end(error)
                     throw error
                 }
             }

@@ -8,8 +8,8 @@ import SwitchboardTransport
 /// The lock guards the page's credentials, the revision, what is known of the current chat and the
 /// account config.
 final class WebimLink: BackendConnection {
-    let updates: AsyncThrowingStream<BackendUpdate, any Error>
-    private let continuation: AsyncThrowingStream<BackendUpdate, any Error>.Continuation
+    private let output = LinkOutput()
+    var updates: AsyncThrowingStream<BackendUpdate, any Error> { output.updates }
     private let configuration: WebimConfiguration
     private let transport: HTTPTransport
     private let context: ConnectionContext
@@ -25,13 +25,11 @@ final class WebimLink: BackendConnection {
         var maxUploadBytes = 10 * 1024 * 1024
         var allowedFileTypes: Set<String> = []
         var uploadAllowed = true
-        var ended: SwitchboardError?
     }
 
     private let state: Locked<State>
 
     init(configuration: WebimConfiguration, transport: HTTPTransport, context: ConnectionContext) {
-        (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
         self.configuration = configuration
         self.transport = transport
         self.context = context
@@ -61,15 +59,9 @@ final class WebimLink: BackendConnection {
         } catch {}
         try await loadConfig()
         try await initialize()
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await self.pollLoop() }
-            group.addTask { await self.historyPollLoop() }
-            if let interval = configuration.onlineStatusPollInterval {
-                group.addTask { await self.onlineStatusLoop(every: interval) }
-            }
-            defer { group.cancelAll() }
-            return try await body(self)
-        }
+        var loops: [@Sendable () async -> Void] = [{ await self.pollLoop() }, { await self.historyPollLoop() }]
+        if let interval = configuration.onlineStatusPollInterval { loops.append { await self.onlineStatusLoop(every: interval) } }
+        return try await output.whileRunning(loops) { try await body(self) }
     }
 
     // MARK: Init and the long-poll
@@ -86,7 +78,7 @@ final class WebimLink: BackendConnection {
         else { return }
         // The account's and the location's settings, for the app (rating, editing, quoting, the
         // contact fields the location asks for, …).
-        if let settings = config.settings { continuation.yield(.event(BackendEvent(.settingsChanged(settings)))) }
+        if let settings = config.settings { output.yield(.event(BackendEvent(.settingsChanged(settings)))) }
         state.withLock { state in
             if let bytes = config.maxUploadBytes { state.maxUploadBytes = bytes }
             if let types = config.allowedFileTypes { state.allowedFileTypes = types }
@@ -124,7 +116,7 @@ final class WebimLink: BackendConnection {
             case .changed(let revision, let credentials?, let updates):
                 state.withLock { $0.revision = revision }
                 apply(credentials: credentials, updates: updates)
-                continuation.yield(.cursor(.revision(revision)))
+                output.yield(.cursor(.revision(revision)))
                 return
             case .unchanged, .changed:
                 throw SwitchboardError(.protocolViolation, "init: no revision or fullUpdate")
@@ -156,7 +148,7 @@ final class WebimLink: BackendConnection {
             }
             switch read(response.body) {
             case .malformed(let error):
-                continuation.yield(.problem(SwitchboardError(.protocolViolation, "delta: \(error.message)")))
+                output.yield(.problem(SwitchboardError(.protocolViolation, "delta: \(error.message)")))
             case .error(let error):
                 end(WebimMapping.error(error, during: "delta").fatalUnlessReinit)
                 return
@@ -165,7 +157,7 @@ final class WebimLink: BackendConnection {
             case .changed(let revision, let credentials, let updates):
                 apply(credentials: credentials, updates: updates)
                 state.withLock { $0.revision = revision }
-                continuation.yield(.cursor(.revision(revision)))
+                output.yield(.cursor(.revision(revision)))
             }
         }
     }
@@ -184,7 +176,7 @@ final class WebimLink: BackendConnection {
             ), response.status == 200
             else { continue }
             if let changed = state.withLock({ $0.reader.readOnlineStatus(response.body) }) {
-                continuation.yield(.event(BackendEvent(.availability(changed))))
+                output.yield(.event(BackendEvent(.availability(changed))))
             }
         }
     }
@@ -233,14 +225,14 @@ final class WebimLink: BackendConnection {
                     state.withLock { $0.reader.announcedHistoryRevision = nil }
                     return
                 }
-                for update in changes.updates { continuation.yield(update) }
+                for update in changes.updates { output.yield(update) }
                 var kept = Credentials()
                 kept["history-revision"] = changes.revision ?? announced ?? stored
                 state.withLock { state in
                     state.credentials["history-revision"] = kept["history-revision"]
                     if state.reader.announcedHistoryRevision == announced { state.reader.announcedHistoryRevision = nil }
                 }
-                continuation.yield(.credentials(kept))
+                output.yield(.credentials(kept))
                 // More changes wait: ask again from the new revision (the first sync's `hasMore`
                 // means older history, which paging reaches).
                 guard changes.hasMore, stored != nil, kept["history-revision"] != stored else { return }
@@ -249,8 +241,7 @@ final class WebimLink: BackendConnection {
     }
 
     private func end(_ error: SwitchboardError) {
-        state.withLock { if $0.ended == nil { $0.ended = error } }
-        continuation.finish(throwing: error)
+        output.end(error)
     }
 
     private var mappingContext: WebimMapping.Context {
@@ -271,9 +262,9 @@ final class WebimLink: BackendConnection {
                 new["device-id"] = state.credentials["device-id"]
                 state.credentials.values.merge(new.values) { _, fresh in fresh }
             }
-            continuation.yield(.credentials(new))
+            output.yield(.credentials(new))
         }
-        for update in updates { continuation.yield(update) }
+        for update in updates { output.yield(update) }
     }
 
     // MARK: Actions
@@ -358,7 +349,7 @@ final class WebimLink: BackendConnection {
         var changed = Credentials()
         changed["location"] = newLocation
         state.withLock { $0.credentials["location"] = newLocation }
-        continuation.yield(.credentials(changed))
+        output.yield(.credentials(changed))
         end(SwitchboardError(.connectionLost, "location changed to \(newLocation); re-initialising", vendorCode: "reinit-required"))
         return ["location": .string(newLocation)]
     }
@@ -382,7 +373,7 @@ final class WebimLink: BackendConnection {
     @discardableResult
     private func action(_ name: String, _ fields: [(String, String)]) async throws -> JSONValue {
         try await actions.withGate {
-            if let ended = state.withLock({ $0.ended }) { throw ended }
+            try output.checkOpen()
             let (page, token) = state.withLock { ($0.credentials["page-id"] ?? "", $0.credentials["auth-token"] ?? "") }
             let response = try await transport.postForm(
                 "\(base)/l/v/m/action",
