@@ -35,6 +35,23 @@ struct InboxTests {
         #expect(list == state.items, "a list kept from the diffs matches")
     }
 
+    /// Whole-second timestamps (the Voximplant-style protocol) tie: the conversation that became
+    /// active last is the newest of its second, whatever its id.
+    @Test func aTieInActivityGoesToTheOneThatChangedLast() {
+        var state = InboxState()
+        var list: [InboxItem] = []
+        list.apply(state.reset([Self.item("s", "b-support", at: 5)]))
+        list.apply(state.upsert(Self.item("s", "z-billing", at: 5, unread: 1)))
+        #expect(state.items.map(\.conversation.id) == ["z-billing", "b-support"], "a new conversation of the same second goes first")
+        list.apply(state.upsert(Self.item("s", "a-other", at: 4)))
+        list.apply(state.upsert(Self.item("s", "a-other", at: 5)))
+        #expect(state.items.map(\.conversation.id) == ["a-other", "z-billing", "b-support"], "so does one whose activity reached that second")
+        let inPlace = state.upsert(Self.item("s", "b-support", at: 5, unread: 2))
+        #expect(inPlace == [.update(Self.item("s", "b-support", at: 5, unread: 2), at: 2)], "a change that is not activity keeps its place")
+        list.apply(inPlace)
+        #expect(list == state.items)
+    }
+
     /// Two sessions on one bus, each on a backend the test drives.
     func withTwoSessions(_ body: @Sendable (EventBus, [ChatSession], [TestBackend.Link], [EventRecorder]) async throws -> Void) async throws {
         let bus = EventBus()

@@ -50,17 +50,21 @@ public struct InboxState: Sendable, Hashable {
         return [.reset(self.items)]
     }
 
-    /// Adds `item`, or changes it where it is listed: in place while its activity keeps its
-    /// place, else removed and inserted where it now goes.
+    /// Adds `item`, or changes it where it is listed: in place while its activity is the same,
+    /// else removed and inserted where it now goes. A conversation that just became active goes
+    /// before those with the same activity time: backends that stamp whole seconds (the
+    /// Voximplant-style protocol) give several the same time, and the one that changed last is
+    /// the newest.
     public mutating func upsert(_ item: InboxItem) -> [InboxDiff] {
         guard let index = items.firstIndex(where: { $0.id == item.id }) else {
-            let target = Self.insertionIndex(of: item, in: items)
+            let target = Self.newestIndex(of: item, in: items)
             items.insert(item, at: target)
             return [.insert(item, at: target)]
         }
         guard items[index] != item else { return [] }
+        let activityChanged = items[index].activity != item.activity
         items.remove(at: index)
-        let target = Self.insertionIndex(of: item, in: items)
+        let target = activityChanged ? Self.newestIndex(of: item, in: items) : index
         items.insert(item, at: target)
         return target == index ? [.update(item, at: index)] : [.remove(at: index), .insert(item, at: target)]
     }
@@ -71,19 +75,22 @@ public struct InboxState: Sendable, Hashable {
         return [.remove(at: index)]
     }
 
-    /// Newest activity first; ties by session, then conversation, so the order is total.
+    /// Newest activity first; ties by session, then conversation, so the order of a list read
+    /// whole (a reset) is total. Changes then keep ties in the order they happened (``upsert(_:)``).
     static func precedes(_ a: InboxItem, _ b: InboxItem) -> Bool {
         if a.activity != b.activity { return a.activity > b.activity }
         if a.session != b.session { return a.session.rawValue < b.session.rawValue }
         return a.conversation.id.rawValue < b.conversation.id.rawValue
     }
 
-    private static func insertionIndex(of item: InboxItem, in items: [InboxItem]) -> Int {
+    /// Where `item` goes as the newest of its activity time: after every item that is newer,
+    /// before every other.
+    private static func newestIndex(of item: InboxItem, in items: [InboxItem]) -> Int {
         var low = 0
         var high = items.count
         while low < high {
             let middle = (low + high) / 2
-            if precedes(items[middle], item) { low = middle + 1 } else { high = middle }
+            if items[middle].activity > item.activity { low = middle + 1 } else { high = middle }
         }
         return low
     }
