@@ -229,9 +229,24 @@ let package = Package(
             dependencies: ["Switchboard", "SwitchboardVoximplant", .product(name: "Logging", package: "swift-log")],
             path: "Examples/SupportChat"
         ),
+        // What the command-line tool's commands share, and what each adapter's commands build on:
+        // the console client, the event timeline, the agent console of an emulator. Not a
+        // product: `package` access, for this package's targets only.
+        .target(
+            name: "SwitchboardCommandKit",
+            dependencies: [
+                "Switchboard",
+                "SwitchboardSQLite",
+                "SwitchboardTransport",
+                "SwitchboardEmulation",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "switchboard",
             dependencies: [
+                "SwitchboardCommandKit",
                 "Switchboard",
                 "SwitchboardTestKit",
                 "SwitchboardVoximplant",
@@ -281,7 +296,7 @@ let package = Package(
         .testTarget(
             name: "SwitchboardCLITests",
             dependencies: [
-                "switchboard", "SupportChat", "Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator",
+                "switchboard", "SwitchboardCommandKit", "SupportChat", "Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator",
                 "SwitchboardWebim", "WebimEmulator", "SwitchboardCXone", "CXoneEmulator", "SwitchboardSQLite", "SwitchboardEmulation",
                 "SwitchboardPostgres", "SwitchboardMatrix",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

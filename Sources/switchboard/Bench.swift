@@ -1,3 +1,4 @@
+import SwitchboardCommandKit
 import ArgumentParser
 import DequeModule
 import Foundation

@@ -1,3 +1,4 @@
+import SwitchboardCommandKit
 import Foundation
 import Switchboard
 @_spi(WireReaders) import SwitchboardCXone

@@ -1,3 +1,4 @@
+import SwitchboardCommandKit
 import AsyncHTTPClient
 import CXoneEmulator
 import Foundation

@@ -1,3 +1,4 @@
+import SwitchboardCommandKit
 import Foundation
 import Logging
 import PostgresNIO

@@ -1,3 +1,4 @@
+import SwitchboardCommandKit
 import CXoneEmulator
 import Foundation
 import Logging

@@ -1,3 +1,4 @@
+import SwitchboardCommandKit
 import ArgumentParser
 import Foundation
 import CXoneEmulator
@@ -12,72 +13,6 @@ struct EmulateCommand: AsyncParsableCommand {
         abstract: "Run a service emulator standalone on 127.0.0.1.",
         subcommands: [EmulateVoximplant.self, EmulateWebim.self, EmulateCXone.self]
     )
-}
-
-/// The options every `emulate` command shares: how the agent answers.
-struct AgentOptions: ParsableArguments {
-    @Option(help: "How the agent answers: echo, scripted or manual (you type the agent's side on standard input).")
-    var agent: AgentMode = .echo
-    @Option(help: "With --agent scripted: a file with one reply per line ({text} is what the customer wrote).")
-    var script: String?
-
-    /// What the agent answers to `text`: nothing in manual mode. Prints what the customer wrote.
-    func replies(output: StandardOutput) throws -> @Sendable (String) -> String? {
-        let script = try script.map(AgentScript.init(contentsOf:)) ?? AgentScript()
-        let mode = agent
-        return { text in
-            output.write("customer: \(text)")
-            switch mode {
-            case .echo: return "You wrote: \(text)"
-            case .scripted: return script.reply(to: text)
-            case .manual: return nil
-            }
-        }
-    }
-
-    /// Runs `serve` and, beside it, the agent's console on standard input (in every mode: the
-    /// fault commands work with a robot agent too). The console ends with its input and the
-    /// emulator runs on; when the emulator ends (SIGINT or SIGTERM stop it, or it fails), the
-    /// console ends with it, so the process exits at once instead of waiting for a line that
-    /// will never come.
-    func run(desk: any AgentDesk, output: StandardOutput, serve: @escaping @Sendable () async throws -> Void) async throws {
-        try await Self.run(console: { await AgentConsole(desk: desk).run(lines: StandardInput.lines(), output: output) }, serve: serve)
-    }
-
-    /// The two sides of ``run(desk:output:serve:)``: `serve` ending cancels `console` (its
-    /// `for await` over standard input is the cancellation point); `console` ending leaves
-    /// `serve` running.
-    static func run(console: @escaping @Sendable () async -> Void, serve: @escaping @Sendable () async throws -> Void) async throws {
-        try await withThrowingTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                try await serve()
-                return true
-            }
-            group.addTask {
-                await console()
-                return false
-            }
-            while let serverEnded = try await group.next() {
-                if serverEnded { group.cancelAll() }
-            }
-        }
-    }
-
-    /// Refuses a port no socket can have (ArgumentParser would let 99999 through, and the
-    /// kernel would wrap it into another port).
-    static func validate(port: Int) throws {
-        guard (0...65_535).contains(port) else {
-            throw ValidationError("--port must be between 0 and 65535 (0 picks a free one), not \(port)")
-        }
-    }
-
-    var banner: String {
-        switch agent {
-        case .echo: return "the agent answers every message (--agent echo); type /help for agent and fault commands"
-        case .scripted: return "the agent answers from a script (--agent scripted); type /help for agent and fault commands"
-        case .manual: return "you are the agent (--agent manual): type what it says; /help lists the commands"
-        }
-    }
 }
 
 struct EmulateVoximplant: AsyncParsableCommand {

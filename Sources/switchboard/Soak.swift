@@ -1,3 +1,4 @@
+import SwitchboardCommandKit
 import ArgumentParser
 import Foundation
 import Switchboard

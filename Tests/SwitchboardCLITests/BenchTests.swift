@@ -3,6 +3,7 @@ import SwitchboardTestKit
 import Testing
 
 @testable import switchboard
+import SwitchboardCommandKit
 
 /// `switchboard bench --quick`: every row runs and yields a figure and a baseline. Speed is not
 /// judged here (a debug build on a shared machine); `swift run -c release switchboard bench` is.

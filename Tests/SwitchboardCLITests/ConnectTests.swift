@@ -12,6 +12,7 @@ import VoximplantEmulator
 import WebimEmulator
 
 @testable import switchboard
+import SwitchboardCommandKit
 
 /// `switchboard connect` for long work and for the first connection that fails.
 @Suite(.timeLimit(.minutes(1)))

@@ -9,6 +9,7 @@ import VoximplantEmulator
 import WebimEmulator
 
 @testable import switchboard
+import SwitchboardCommandKit
 
 /// What a newcomer types at `switchboard connect`, against the emulators over real sockets: the
 /// commands the backend offers, leaving a conversation on purpose, words that are commands, and

@@ -10,6 +10,7 @@ import SwitchboardWebim
 import WebimEmulator
 
 @testable import switchboard
+import SwitchboardCommandKit
 
 /// `switchboard connect`'s console against the Voximplant-style emulator over a real socket.
 @Suite(.timeLimit(.minutes(1)))

@@ -3,6 +3,7 @@ import Switchboard
 import Testing
 
 @testable import switchboard
+import SwitchboardCommandKit
 
 // Four minutes: the demo runs its three emulators beside every other suite; it took 31 s of a
 // one-minute limit in CI, and 60 s with eight busy loops beside a full run.

@@ -12,6 +12,7 @@ import VoximplantEmulator
 import WebimEmulator
 
 @testable import switchboard
+import SwitchboardCommandKit
 
 /// `switchboard emulate --agent manual`: a person types the agent's side and the faults, and an app
 /// connected over a real socket survives them. Each test drives the console exactly as standard

@@ -6,6 +6,7 @@ import Testing
 import VoximplantEmulator
 
 @testable import switchboard
+import SwitchboardCommandKit
 
 #if canImport(Glibc)
 import Glibc

@@ -6,6 +6,7 @@ import Testing
 import WebimEmulator
 
 @testable import switchboard
+import SwitchboardCommandKit
 
 /// `/offline` at `switchboard emulate webim`, as real Webim does it (protocols/webim.md §2.3): an
 /// app without an open chat is told at once (visit session state `offline-message`); an app in a

@@ -10,6 +10,7 @@ import Testing
 @_spi(TestKit) import VoximplantEmulator
 
 @testable import switchboard
+import SwitchboardCommandKit
 
 /// The PostgreSQL database of the live tests (`eval "$(scripts/postgres.sh start)"` sets it): a
 /// local run without it skips these tests, a CI run fails them (``LiveServer``).

@@ -3,6 +3,7 @@ import SwitchboardTestKit
 import Testing
 
 @testable import switchboard
+import SwitchboardCommandKit
 
 /// A small seeded soak per adapter over real sockets (`switchboard soak` runs the big one): the
 /// customer and the agent exchange 300 messages each way under the faults each emulator supports,

@@ -1,12 +1,12 @@
-import Foundation
-import Switchboard
+package import Foundation
+package import Switchboard
 
 /// The interactive client of `switchboard connect`: one command line in, lines of output back.
 /// Commands work the same for every backend; the help lists the ones the backend in use offers,
 /// and a command it lacks says so in one line.
-actor Console {
-    let session: ChatSession
-    let commands: Commands
+package actor Console {
+    package let session: ChatSession
+    package let commands: Commands
     private(set) var current: ConversationID?
     private var oldestLoaded: MessageOrderKey?
     /// The conversation `/leave` asked about; a second `/leave` confirms it.
@@ -19,12 +19,12 @@ actor Console {
     private let me: ParticipantID?
 
     /// Joins a conversation (a Matrix room id or alias, a public Voximplant-style conversation).
-    typealias Joiner = @Sendable (ChatSession, String) async throws -> ConversationID
+    package typealias Joiner = @Sendable (ChatSession, String) async throws -> ConversationID
 
     /// What the backend in use offers beyond sending: how a conversation starts and ends, and
     /// whether one can be joined by its id. The rest follows the backend's capabilities.
-    struct Commands: Sendable {
-        enum Start: Sendable {
+    package struct Commands: Sendable {
+        package enum Start: Sendable {
             /// `/create TITLE [USER…]`: a group conversation (messengers).
             case group
             /// `/new [FIELD=VALUE…]`: a thread, with pre-chat fields (CXone).
@@ -33,7 +33,7 @@ actor Console {
             case appeal
 
             /// The command as the help writes it.
-            var usage: String {
+            package var usage: String {
                 switch self {
                 case .group: "/create TITLE [USER…]"
                 case .thread: "/new [FIELD=VALUE…]"
@@ -42,13 +42,13 @@ actor Console {
             }
         }
 
-        enum Ending: Sendable {
+        package enum Ending: Sendable {
             /// `/close` ends the chat (a support chat).
             case close
             /// `/leave` takes the user out of the conversation, which goes on without them.
             case leave
 
-            var command: String {
+            package var command: String {
                 switch self {
                 case .close: "/close"
                 case .leave: "/leave"
@@ -56,11 +56,11 @@ actor Console {
             }
         }
 
-        var start: Start?
-        var ending: Ending?
-        var join: Joiner?
+        package var start: Start?
+        package var ending: Ending?
+        package var join: Joiner?
 
-        init(start: Start? = nil, ending: Ending? = nil, join: Joiner? = nil) {
+        package init(start: Start? = nil, ending: Ending? = nil, join: Joiner? = nil) {
             self.start = start
             self.ending = ending
             self.join = join
@@ -72,7 +72,7 @@ actor Console {
     /// When the first link opened.
     private var connectedAt: ContinuousClock.Instant?
 
-    init(
+    package init(
         session: ChatSession,
         commands: Commands = Commands(),
         me: ParticipantID? = nil,
@@ -87,12 +87,12 @@ actor Console {
     }
 
     /// The first link is open: conversations the backend has arrive from now on.
-    func linkConnected() {
+    package func linkConnected() {
         if connectedAt == nil { connectedAt = .now }
     }
 
     /// The commands this backend offers, a line per group.
-    var help: String {
+    package var help: String {
         let capabilities = session.descriptor.capabilities
         func offered(_ capability: BackendCapabilities, _ text: String) -> String? { capabilities.contains(capability) ? text : nil }
         let lines: [[String?]] = [
@@ -110,7 +110,7 @@ actor Console {
     }
 
     /// Runs one command line; returns what to print, or `nil` to quit.
-    func handle(_ line: String) async -> [String]? {
+    package func handle(_ line: String) async -> [String]? {
         let trimmed = line.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty else { return [] }
         let words = trimmed.split(separator: " ", maxSplits: 1).map(String.init)
@@ -303,7 +303,7 @@ actor Console {
         }
     }
 
-    static func mimeType(of url: URL) -> String {
+    package static func mimeType(of url: URL) -> String {
         switch url.pathExtension.lowercased() {
         case "png": return "image/png"
         case "jpg", "jpeg": return "image/jpeg"
@@ -339,8 +339,8 @@ actor Console {
 
 /// Standard input as an async sequence of lines, read on a thread of its own so a blocking
 /// read never holds a thread of the concurrency pool.
-enum StandardInput {
-    static func lines() -> AsyncStream<String> {
+package enum StandardInput {
+    package static func lines() -> AsyncStream<String> {
         let (lines, continuation) = AsyncStream.makeStream(of: String.self)
         let reader = Thread {
             while let line = readLine() { continuation.yield(line) }

@@ -1,15 +1,15 @@
-import Foundation
-import Switchboard
+package import Foundation
+package import Switchboard
 
 /// Progress lines for long work in `connect`: a conversation catching up, a long history loading.
 /// They go to standard error and only when it is a terminal, so piped output and logs stay clean.
-struct ProgressReporter: Sendable {
-    let enabled: Bool
+package struct ProgressReporter: Sendable {
+    package let enabled: Bool
 
-    static let standardError = ProgressReporter(enabled: isatty(STDERR_FILENO) == 1)
-    static let off = ProgressReporter(enabled: false)
+    package static let standardError = ProgressReporter(enabled: isatty(STDERR_FILENO) == 1)
+    package static let off = ProgressReporter(enabled: false)
 
-    func report(_ line: String) {
+    package func report(_ line: String) {
         guard enabled else { return }
         FileHandle.standardError.write(Data((line + "\n").utf8))
     }
@@ -21,9 +21,11 @@ struct ProgressReporter: Sendable {
 /// The head is the conversation's `lastSequence` (from its added or updated event); the start is
 /// the sequence below the first event that arrives, since events caught up are events like any
 /// other.
-struct CatchUpProgress: Sendable {
+package struct CatchUpProgress: Sendable {
+    package init() {}
+
     /// How far behind a conversation must be for its catch-up to be reported.
-    static let threshold: Int64 = 50
+    package static let threshold: Int64 = 50
 
     private struct Tracked {
         var head: Int64?
@@ -35,7 +37,7 @@ struct CatchUpProgress: Sendable {
     private var conversations: [ConversationID: Tracked] = [:]
 
     /// A line to print for `event`, if any.
-    mutating func observe(_ event: ChatEvent) -> String? {
+    package mutating func observe(_ event: ChatEvent) -> String? {
         guard let id = event.conversationID else { return nil }
         var tracked = conversations[id] ?? Tracked()
         defer { conversations[id] = tracked }

@@ -1,10 +1,10 @@
-import ArgumentParser
-import Foundation
-import Switchboard
-import SwitchboardEmulation
+package import ArgumentParser
+package import Foundation
+package import Switchboard
+package import SwitchboardEmulation
 
 /// How the agent of `switchboard emulate` answers.
-enum AgentMode: String, ExpressibleByArgument, CaseIterable, Sendable {
+package enum AgentMode: String, ExpressibleByArgument, CaseIterable, Sendable {
     /// Answers every customer message with "You wrote: …".
     case echo
     /// Answers with the lines of a script in order (`--script FILE`, or a short built-in one), then
@@ -16,8 +16,8 @@ enum AgentMode: String, ExpressibleByArgument, CaseIterable, Sendable {
 
 /// The replies of `--agent scripted`: one per customer message, in order; `{text}` is replaced by
 /// what the customer wrote.
-struct AgentScript: Sendable {
-    static let builtIn = [
+package struct AgentScript: Sendable {
+    package static let builtIn = [
         "Hello, I am the scripted agent. How can I help?",
         "Let me look into \"{text}\" for you.",
         "Thanks for waiting: that is sorted now.",
@@ -27,11 +27,11 @@ struct AgentScript: Sendable {
     private let lines: [String]
     private let next = Locked(0)
 
-    init(lines: [String] = Self.builtIn) { self.lines = lines }
+    package init(lines: [String] = Self.builtIn) { self.lines = lines }
 
     /// - Throws: ``OptionError`` naming `--script` and `path` when the file cannot be read or
     ///   has no lines.
-    init(contentsOf path: String) throws {
+    package init(contentsOf path: String) throws {
         let text: String
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
@@ -50,7 +50,7 @@ struct AgentScript: Sendable {
     }
 
     /// The next reply, or `nil` once the script is done.
-    func reply(to text: String) -> String? {
+    package func reply(to text: String) -> String? {
         let index = next.withLock { next in
             defer { next += 1 }
             return next
@@ -62,27 +62,29 @@ struct AgentScript: Sendable {
 
 /// An option's value the command cannot use, said in one line that names the option (where a
 /// `ValidationError` would add the usage: the value parsed, the problem is what it points to).
-struct OptionError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
+package struct OptionError: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }
 
 /// One command line typed at `switchboard emulate`; what to print back, and work to do later.
-struct AgentConsole: Sendable {
-    let desk: any AgentDesk
+package struct AgentConsole: Sendable {
+    package let desk: any AgentDesk
 
-    static let help = """
+    package init(desk: any AgentDesk) { self.desk = desk }
+
+    package static let help = """
         agent commands: /say TEXT (or just TEXT) · /typing · /read · /close · /transfer · /offline · /where
         faults:         /disconnect · /drop N · /delay MS · /reinit · /help
         """
 
-    struct Reply: Sendable {
-        var lines: [String]
+    package struct Reply: Sendable {
+        package var lines: [String]
         /// Something to do after a delay (releasing what `/delay` held), and the line it prints.
-        var later: (after: Duration, run: @Sendable () -> String)?
+        package var later: (after: Duration, run: @Sendable () -> String)?
     }
 
-    func handle(_ line: String) -> Reply {
+    package func handle(_ line: String) -> Reply {
         let trimmed = line.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty else { return Reply(lines: []) }
         let words = trimmed.split(separator: " ", maxSplits: 1).map(String.init)
@@ -122,7 +124,7 @@ struct AgentConsole: Sendable {
 
     /// Reads commands from standard input until it ends, printing each reply; the releases of
     /// `/delay` run as child tasks, so the scope ends only when they have.
-    func run(lines: AsyncStream<String>, output: StandardOutput) async {
+    package func run(lines: AsyncStream<String>, output: StandardOutput) async {
         await withTaskGroup(of: Void.self) { group in
             for await line in lines {
                 let reply = handle(line)

@@ -1,23 +1,23 @@
-import Foundation
-import Switchboard
+package import Foundation
+package import Switchboard
 
 /// Renders normalized events as one readable line each, or as JSON lines.
-struct EventFormatter: Sendable {
-    enum Format: Sendable {
+package struct EventFormatter: Sendable {
+    package enum Format: Sendable {
         case timeline
         case jsonLines
     }
 
-    let format: Format
-    let start: Date
+    package let format: Format
+    package let start: Date
     /// The user the session is logged in as, where peers share one role (Voximplant-style): their
     /// messages are `"mine": true` in JSON lines and "me" on the timeline.
-    var me: ParticipantID?
+    package var me: ParticipantID?
     /// What the timeline has learnt so far, so each person has one name and a message's
     /// updates read as updates.
     private var names = TimelineNames()
 
-    init(format: Format, start: Date, me: ParticipantID? = nil) {
+    package init(format: Format, start: Date, me: ParticipantID? = nil) {
         self.format = format
         self.start = start
         self.me = me
@@ -27,7 +27,7 @@ struct EventFormatter: Sendable {
     /// the same message again. The timeline's clock is when the app received it (`receivedAt`,
     /// since `start`); the server's time is added only where it differs by half a second or more
     /// (a server clock of whole seconds, a message sent while the app was away).
-    mutating func line(for event: ChatEvent, receivedAt: Date? = nil) -> String? {
+    package mutating func line(for event: ChatEvent, receivedAt: Date? = nil) -> String? {
         switch format {
         case .jsonLines:
             return Self.jsonLine(for: event, me: me)
@@ -51,7 +51,7 @@ struct EventFormatter: Sendable {
     /// whole event as `event`, which decodes as a ``ChatEvent``. `sequence` is the event's, else
     /// its message's (history pages carry no event sequence), `null` when neither has one (a
     /// pending send).
-    static func jsonLine(for event: ChatEvent, me: ParticipantID? = nil) -> String {
+    package static func jsonLine(for event: ChatEvent, me: ParticipantID? = nil) -> String {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
         guard let data = try? encoder.encode(event), let whole = try? JSONValue(parsing: data) else {
@@ -80,11 +80,11 @@ struct EventFormatter: Sendable {
 
     /// The app user's own message: a customer's in a support chat, the logged-in user's among
     /// peers, or one still pending (only the app's own are).
-    static func isMine(_ message: Message, me: ParticipantID?) -> Bool {
+    package static func isMine(_ message: Message, me: ParticipantID?) -> Bool {
         message.senderRole == .customer || message.deliveryState == .pending || (me != nil && message.sender == me)
     }
 
-    static func json(_ message: Message, me: ParticipantID? = nil) -> JSONValue {
+    package static func json(_ message: Message, me: ParticipantID? = nil) -> JSONValue {
         let mine = isMine(message, me: me)
         var object: [String: JSONValue] = [
             "mine": .bool(mine),
@@ -111,7 +111,7 @@ struct EventFormatter: Sendable {
         return .object(object)
     }
 
-    static func kindName(_ kind: Message.Kind) -> String {
+    package static func kindName(_ kind: Message.Kind) -> String {
         switch kind {
         case .text: "text"
         case .file: "file"
@@ -123,7 +123,7 @@ struct EventFormatter: Sendable {
         }
     }
 
-    static func stateName(_ state: Message.DeliveryState) -> String {
+    package static func stateName(_ state: Message.DeliveryState) -> String {
         switch state {
         case .pending: "pending"
         case .sent: "sent"
@@ -201,7 +201,7 @@ struct EventFormatter: Sendable {
 
     /// A message as the timeline shows it: who (always "me" for the app user's own), what, and
     /// how far it got.
-    struct ShownMessage: Equatable {
+    package struct ShownMessage: Equatable {
         var sender: String
         var body: String
         var state: String
@@ -259,7 +259,7 @@ struct EventFormatter: Sendable {
 /// person, whichever event named them), each conversation's agent (for the placeholders vendors
 /// use where an event does not say which agent: Webim's `operator`, CXone's `agent`), and the
 /// line shown last for each message.
-struct TimelineNames: Sendable {
+package struct TimelineNames: Sendable {
     private struct Person: Hashable {
         var session: SessionID
         var id: ParticipantID
@@ -284,7 +284,7 @@ struct TimelineNames: Sendable {
     private var agents: [Place: ParticipantID] = [:]
     private var lastShown: [MessageKey: EventFormatter.ShownMessage] = [:]
 
-    mutating func learn(from event: ChatEvent) {
+    package mutating func learn(from event: ChatEvent) {
         let session = event.origin.session
         func learn(_ participant: Participant) {
             if let name = participant.displayName, !name.isEmpty { names[Person(session: session, id: participant.id)] = name }
@@ -310,7 +310,7 @@ struct TimelineNames: Sendable {
 
     /// The name to show for `id`: "me" for the app user, else the name the timeline learnt,
     /// else `fallback`, else the id.
-    func name(of id: ParticipantID, in conversation: ConversationID?, session: SessionID, me: ParticipantID?, fallback: String? = nil) -> String {
+    package func name(of id: ParticipantID, in conversation: ConversationID?, session: SessionID, me: ParticipantID?, fallback: String? = nil) -> String {
         if id == me { return "me" }
         if let name = names[Person(session: session, id: id)] { return name }
         if Self.agentPlaceholders.contains(id), let agent = agents[Place(session: session, conversation: conversation)],
@@ -322,13 +322,13 @@ struct TimelineNames: Sendable {
     }
 
     /// The line shown last for `message`, if any.
-    func lastShown(of message: Message, session: SessionID) -> EventFormatter.ShownMessage? {
+    package func lastShown(of message: Message, session: SessionID) -> EventFormatter.ShownMessage? {
         (message.clientID?.rawValue ?? message.serverID?.rawValue).flatMap { lastShown[MessageKey(session: session, id: $0)] }
     }
 
     /// Records `shown` as the line of `message`; returns the one shown before, if any.
     @discardableResult
-    mutating func shown(_ shown: EventFormatter.ShownMessage, for message: Message, session: SessionID) -> EventFormatter.ShownMessage? {
+    package mutating func shown(_ shown: EventFormatter.ShownMessage, for message: Message, session: SessionID) -> EventFormatter.ShownMessage? {
         guard let id = message.clientID?.rawValue ?? message.serverID?.rawValue else { return nil }
         if lastShown.count >= Self.shownLimit { lastShown.removeAll(keepingCapacity: true) }
         return lastShown.updateValue(shown, forKey: MessageKey(session: session, id: id))
