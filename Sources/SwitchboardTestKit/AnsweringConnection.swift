@@ -36,10 +36,10 @@ extension AnsweringConnection {
         }
     }
     func closeConversation(_ conversation: ConversationID) async throws -> ClosedConversation {
-        try await scripted(.closeConversation(conversation), Self.conversation).map(ClosedConversation.conversation) ?? .done
+        try await scripted(.closeConversation(conversation)) { Self.closed($0, conversation) } ?? .done
     }
     func archiveConversation(_ conversation: ConversationID) async throws -> ClosedConversation {
-        try await scripted(.archiveConversation(conversation), Self.conversation).map(ClosedConversation.conversation) ?? .done
+        try await scripted(.archiveConversation(conversation)) { Self.closed($0, conversation) } ?? .done
     }
     func updateConversation(_ conversation: ConversationID, _ changes: ConversationChanges) async throws -> ConversationInfo? {
         try await scripted(.updateConversation(conversation, changes), Self.conversation)
@@ -69,6 +69,16 @@ extension AnsweringConnection {
     }
     func poll(forced: Bool) async throws -> [BackendUpdate] {
         try await expecting(.poll(forced: forced)) { if case .updates(let updates) = $0 { updates } else { nil } }
+    }
+
+    /// A close or archive answered: with the conversation, or with its removal (as
+    /// ``BackendConnection/perform(_:)`` says ``ClosedConversation/removed``).
+    static func closed(_ response: BackendResponse, _ conversation: ConversationID) -> ClosedConversation? {
+        if case .conversation(let info) = response { return .conversation(info) }
+        if case .updates(let updates) = response, updates == [.event(BackendEvent(.conversationRemoved, conversation: conversation))] {
+            return .removed
+        }
+        return nil
     }
 
     static func conversation(_ response: BackendResponse) -> ConversationInfo? {

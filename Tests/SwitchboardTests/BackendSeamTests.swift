@@ -120,4 +120,23 @@ private struct JoinCall: VendorRequest {
         ]
         #expect(adapterKinds.allSatisfy { BackendEvent.Kind($0.published) == $0 }, "each kind goes to the bus and back unchanged")
     }
+
+    /// A close the server answers by deleting the conversation (a Webim appeal): gone from the
+    /// store before `close()` returns.
+    @Test func aConversationTheServerDeletesOnCloseIsGoneWhenCloseReturns() async throws {
+        let backend = TestBackend(name: "deleting", capabilities: [.conversationLifecycle])
+        let chat = ConversationInfo(id: "appeal", kind: .supportChat, state: .active)
+        backend.onConnect { $0.yield(.snapshot(BackendSnapshot(conversations: [ConversationSnapshot(conversation: chat)], isComplete: true))) }
+        backend.answerAutomatically { pending in
+            guard case .closeConversation(let id) = pending.request else { return .success(.done) }
+            return .success(.updates([.event(BackendEvent(.conversationRemoved, conversation: id))]))
+        }
+        let session = ChatSession(backend: backend, clock: SessionClock(TestClock()), logger: .quiet)
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.first("the appeal") { $0.conversationID == "appeal" }
+            try await session.conversation("appeal").close()
+            #expect(try await session.conversations().isEmpty)
+        }
+    }
 }

@@ -166,7 +166,7 @@ extension SessionStateMachine {
             return self.command(command, facts: facts, at: moment, using: &random)
         case .linkOpened(let id):
             let effects = effects(of: connection.linkOpened(id), at: moment)
-            if settings.fillsWindows, connection.link?.id == id {
+            if settings.waitsForWindows, connection.link?.id == id {
                 window = WindowHold(link: id)
                 deadlines[.window] = moment.now + settings.configuration.windowTimeout
             }

@@ -41,11 +41,13 @@ struct SessionStateMachine: Sendable {
 
         /// The backend numbers each conversation's events (``SyncModel/sequenced(batchLimit:)``).
         var isSequenced: Bool { descriptor.sync.isSequenced }
-        /// Each link opens with a window whose gap is filled with history pages
-        /// (``SyncModel/windowed(pageSize:)``), and whose live events wait for it.
-        var fillsWindows: Bool {
+        /// Each link opens with a window (``SyncModel/windowed(pageSize:)``), and its live events
+        /// wait for it.
+        var waitsForWindows: Bool {
             if case .windowed = descriptor.sync { true } else { false }
         }
+        /// A window's gap is filled with history pages: a windowed backend that pages history.
+        var fillsWindows: Bool { waitsForWindows && descriptor.capabilities.contains(.historyPaging) }
         /// The backend pushes nothing and is polled (``SyncModel/polled``).
         var polls: Bool { descriptor.sync == .polled }
         /// The messages one page of a window's fill asks for: the backend's page, at most the

@@ -42,14 +42,15 @@ extension CXoneLink {
                     }
                 }
             }
-            output.yield(.snapshot(listing))
             // The open threads past the first 20 get their metadata instead (§3.6): the last
-            // message and the owner; their messages come when the app opens or pages them.
+            // message and the owner; their messages come when the app opens or pages them. What
+            // it yields waits in the engine for the window below, with what the server pushes.
             for id in open.dropFirst(20) {
                 if let reply = try await send("LoadThreadMetadata", data: ["thread": ["idOnExternalPlatform": .string(id)]], awaitReply: true, socket: socket) {
                     await apply(reply.frame, type: reply.type)
                 }
             }
+            output.yield(.snapshot(listing))
         case .singleThread, .liveChat:
             let cached = state.withLock { $0.credentials["thread-id"] }
             let data: JSONValue? = cached.map { ["thread": ["idOnExternalPlatform": .string($0)]] }

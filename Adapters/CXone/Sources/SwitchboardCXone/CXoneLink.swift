@@ -39,6 +39,9 @@ final class CXoneLink: Sendable {
         /// welcome message. Welcome-message variables are filled from them.
         var customerFields: [String: String] = [:]
         var refreshingToken = false
+        /// The recovery is done and its window yielded. Until then the link yields no snapshot of
+        /// its own (a local thread), so the engine's hold ends at the window (CXone is windowed).
+        var recovered = false
     }
 
     /// The update stream, its one end, and the loops of the link's scope.
@@ -142,6 +145,7 @@ final class CXoneLink: Sendable {
                 // The window is in. The recovery yields it as the link's first snapshot, and the
                 // engine holds what the server pushed meanwhile until then (CXone is windowed);
                 // where there was nothing to recover, this empty one says so.
+                state.withLock { $0.recovered = true }
                 output.yield(.snapshot(BackendSnapshot(conversations: [], isComplete: false)))
                 return try await body(Sender(link: self, socket: socket))
             }
@@ -257,7 +261,7 @@ final class CXoneLink: Sendable {
                     // The server named the customer (`ConsumerAuthorized`): their markers are the user's own.
                     if case .credentials(let credentials) = update, let customer = credentials["customer-id"] { output.yield(.user(ParticipantID(customer))) }
                 }
-                if channel.mode == .liveChat { openNewThreadIfAllClosed() }
+                if channel.mode == .liveChat, state.withLock({ $0.recovered }) { openNewThreadIfAllClosed() }
             case .download(let url, _):
                 let target = url.scheme == nil ? URL(string: url.absoluteString, relativeTo: URL(string: configuration.environment.chatURL))!.absoluteURL : url
                 let response = try await transport.get(target.absoluteString, timeout: configuration.replyTimeout)
