@@ -243,10 +243,52 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Each adapter's commands (`connect`, `emulate`) and its gateway sessions: the registry's
+        // entry, one per adapter folder.
+        .target(
+            name: "VoximplantCommands",
+            dependencies: [
+                "SwitchboardCommandKit", "Switchboard", "SwitchboardVoximplant", "VoximplantEmulator", "SwitchboardEmulation",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Adapters/Voximplant/Commands"
+        ),
+        .target(
+            name: "WebimCommands",
+            dependencies: [
+                "SwitchboardCommandKit", "Switchboard", "SwitchboardWebim", "WebimEmulator", "SwitchboardEmulation",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Adapters/Webim/Commands"
+        ),
+        .target(
+            name: "CXoneCommands",
+            dependencies: [
+                "SwitchboardCommandKit", "Switchboard", "SwitchboardCXone", "CXoneEmulator", "SwitchboardEmulation",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Adapters/CXone/Commands"
+        ),
+        .target(
+            name: "MatrixCommands",
+            dependencies: [
+                "SwitchboardCommandKit", "Switchboard", "SwitchboardMatrix",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Adapters/Matrix/Commands"
+        ),
         .executableTarget(
             name: "switchboard",
             dependencies: [
                 "SwitchboardCommandKit",
+                "VoximplantCommands",
+                "WebimCommands",
+                "CXoneCommands",
+                "MatrixCommands",
                 "Switchboard",
                 "SwitchboardTestKit",
                 "SwitchboardVoximplant",
@@ -296,7 +338,7 @@ let package = Package(
         .testTarget(
             name: "SwitchboardCLITests",
             dependencies: [
-                "switchboard", "SwitchboardCommandKit", "SupportChat", "Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator",
+                "switchboard", "SwitchboardCommandKit", "VoximplantCommands", "WebimCommands", "CXoneCommands", "MatrixCommands", "SupportChat", "Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator",
                 "SwitchboardWebim", "WebimEmulator", "SwitchboardCXone", "CXoneEmulator", "SwitchboardSQLite", "SwitchboardEmulation",
                 "SwitchboardPostgres", "SwitchboardMatrix",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -81,7 +81,7 @@ package struct ConsoleRunner: Sendable {
         output: @escaping @Sendable (String) -> Void = { StandardOutput().write($0) },
         replies: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }
     ) async throws -> Outcome {
-        let session = ChatSession(backend: backend, store: store, configuration: configuration, logger: Logger(label: "switchboard.console", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let session = ChatSession(backend: backend, store: store, configuration: configuration, logger: .off)
         let formatter = EventFormatter(format: jsonl ? .jsonLines : .timeline, start: Date(), me: me)
         let console = Console(session: session, commands: commands, me: me, progress: progress, conversationWait: firstConversationWait)
         let events = session.events(filter: .all, buffering: .unbounded)

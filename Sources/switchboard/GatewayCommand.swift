@@ -3,11 +3,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import Switchboard
-import SwitchboardCXone
-import SwitchboardMatrix
 import SwitchboardPostgres
-import SwitchboardVoximplant
-import SwitchboardWebim
 
 struct GatewayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -114,118 +110,51 @@ struct GatewayCommand: AsyncParsableCommand {
     }
 }
 
-/// One session of a gateway's file.
-struct GatewaySession: Codable, Sendable {
+/// One session of a gateway's file: its backend's registry entry reads the rest of its entry.
+struct GatewaySession: Sendable {
     var backend: String
-    /// Voximplant-style: the WebSocket; Webim: the account's URL; CXone: the chat URL; Matrix: the
-    /// homeserver.
-    var url: String
-    var user: String?
-    var token: String?
-    var password: String?
-    var visitor: String?
-    /// CXone: the WebSocket URL, the brand and channel, and the customer (required: a session
-    /// taken over must be the same customer).
-    var socket: String?
-    var brand: Int?
-    var channel: String?
-    var customer: String?
-    var conversation: String?
-    /// The account the store keys the session by; the user (the customer, the visitor fields)
-    /// without it.
-    var name: String?
+    var setup: GatewaySessionSetup
 
-    var account: String { name ?? user ?? customer ?? visitor ?? url }
+    var account: String { setup.account }
 
     /// The session's key among the processes: its store scope.
     var key: String { "\(backend)/\(account)" }
 
-    static func load(_ path: String) throws -> [GatewaySession] {
+    /// Reads a sessions file: a JSON array of objects, each with its `"backend"` (a registry
+    /// entry's name) and what that backend takes.
+    ///
+    /// - Throws: `invalidArgument` with the reason.
+    static func load(_ path: String, registry: [AdapterEntry] = registry) throws -> [GatewaySession] {
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path))
         } catch {
             throw SwitchboardError(.invalidArgument, "cannot read \(path): \(error.localizedDescription)")
         }
-        let sessions: [GatewaySession]
+        let entries: [JSONValue]
         do {
-            sessions = try JSONDecoder().decode([GatewaySession].self, from: data)
+            guard let array = try JSONValue(parsing: data).arrayValue else { throw SwitchboardError(.invalidArgument, "not an array") }
+            entries = array
         } catch {
             throw SwitchboardError(.invalidArgument, "\(path) is not a JSON array of sessions: \(error)")
         }
-        for session in sessions { try session.validate() }
-        return sessions
-    }
-
-    func validate() throws {
-        switch backend {
-        case "voximplant":
-            guard user != nil, token != nil else { throw SwitchboardError(.invalidArgument, "a voximplant session needs user and token (\(url))") }
-        case "webim":
-            break
-        case "cxone":
-            guard socket != nil, brand != nil, channel != nil, customer != nil else {
-                throw SwitchboardError(.invalidArgument, "a cxone session needs socket, brand, channel and customer (\(url))")
+        let names = registry.map(\.name)
+        return try entries.map { entry in
+            guard let backend = entry["backend"]?.stringValue else {
+                throw SwitchboardError(.invalidArgument, "a session of \(path) names no \"backend\"")
             }
-        case "matrix":
-            guard user != nil || token != nil, (password == nil) != (token == nil) else {
-                throw SwitchboardError(.invalidArgument, "a matrix session needs user with password, or token (\(url))")
+            guard let adapter = registry.first(where: { $0.name == backend }) else {
+                throw SwitchboardError(.invalidArgument, "gateway runs \(names.joined(separator: ", ")) sessions; not \(backend)")
             }
-        default:
-            throw SwitchboardError(.invalidArgument, "gateway runs voximplant, webim, cxone and matrix sessions; not \(backend)")
+            return GatewaySession(backend: backend, setup: try adapter.gatewaySession(entry))
         }
-    }
-
-    func makeBackend(logger: Logger) async throws -> any ChatBackend {
-        switch backend {
-        case "voximplant":
-            return VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: user ?? "", token: token ?? ""), logger: logger)
-        case "webim":
-            return try WebimBackend(configuration: WebimConfiguration(accountName: url, visitorFieldsJSON: visitor))
-        case "cxone":
-            // Reads the channel's configuration first: a refused channel fails the session here.
-            return try await CXoneBackend.make(
-                configuration: CXoneConfiguration(
-                    environment: CXoneEnvironment(chatURL: url, socketURL: socket ?? ""), brandID: brand ?? 0, channelID: channel ?? "",
-                    customerID: customer
-                )
-            )
-        case "matrix":
-            let login: MatrixConfiguration.Login = token.map { .accessToken($0) } ?? .password(user: user ?? "", password: password ?? "")
-            return try MatrixBackend(configuration: MatrixConfiguration(homeserver: url, login: login))
-        default:
-            throw SwitchboardError(.unsupported, "gateway does not run \(backend) sessions")
-        }
-    }
-
-    /// Where `--send` writes: the named conversation, Webim's one chat, or for CXone the
-    /// customer's thread — the stored one (a session taken over keeps writing there) or a new one.
-    func sendConversation(in session: ChatSession, events: EventStream) async throws -> (any Conversation)? {
-        if backend == "cxone", conversation == nil {
-            // The store first: a session taken over finds the thread the last process started.
-            if let stored = try await session.conversations().first { return try await session.conversation(stored.id) }
-            // A thread is started on a link.
-            for await event in events {
-                if case .connection(.connected, _) = event.kind { break }
-            }
-            return try await session.startConversation(ConversationDraft(kind: .thread))
-        }
-        guard let target = conversation.map({ ConversationID($0) }) ?? (backend == "webim" ? WebimBackend.conversationID : nil) else {
-            return nil
-        }
-        // The conversation is known once the first link has read it.
-        if let chat = try? await session.conversation(target) { return chat }
-        for await _ in events {
-            if let chat = try? await session.conversation(target) { return chat }
-        }
-        return nil
     }
 
     /// Runs the session on the shared store until cancelled; with traffic, sends what the store
     /// does not have yet (a process that took the session over does not send again what the
     /// last one stored: its outbox sends that).
     func run(store: PostgresChatStore, bus: EventBus, traffic: GatewayCommand.Traffic, logger: Logger) async throws {
-        let session = ChatSession(id: SessionID(key), backend: try await makeBackend(logger: logger), account: account, store: store, bus: bus, logger: logger)
+        let session = ChatSession(id: SessionID(key), backend: try await setup.makeBackend(logger), account: account, store: store, bus: bus, logger: logger)
         let events = session.events(filter: .all, buffering: .unbounded)
         // A fencing token before the session reads the store: should this process lose the
         // session without noticing (a partition), its writes are refused once another takes it.
@@ -233,7 +162,7 @@ struct GatewaySession: Codable, Sendable {
         defer { store.endTakeOver(session.scope) }
         try await session.withRunning { session in
             try await session.resume()
-            if traffic.messages > 0, let chat = try await sendConversation(in: session, events: events) {
+            if traffic.messages > 0, let chat = try await setup.trafficConversation(session, events) {
                 let stored = Set(try await chat.storedMessages(before: nil, limit: .max).map(\.text))
                 for index in 1...traffic.messages where !stored.contains("\(account) \(index)") {
                     _ = try await chat.send(text: "\(account) \(index)")

@@ -13,6 +13,10 @@ import WebimEmulator
 
 @testable import switchboard
 import SwitchboardCommandKit
+import CXoneCommands
+import MatrixCommands
+import VoximplantCommands
+import WebimCommands
 
 /// `switchboard connect` for long work and for the first connection that fails.
 @Suite(.timeLimit(.minutes(1)))

@@ -11,6 +11,10 @@ import WebimEmulator
 
 @testable import switchboard
 import SwitchboardCommandKit
+import CXoneCommands
+import MatrixCommands
+import VoximplantCommands
+import WebimCommands
 
 /// `switchboard connect`'s console against the Voximplant-style emulator over a real socket.
 @Suite(.timeLimit(.minutes(1)))

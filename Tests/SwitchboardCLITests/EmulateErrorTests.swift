@@ -7,6 +7,10 @@ import VoximplantEmulator
 
 @testable import switchboard
 import SwitchboardCommandKit
+import CXoneCommands
+import MatrixCommands
+import VoximplantCommands
+import WebimCommands
 
 #if canImport(Glibc)
 import Glibc
