@@ -243,6 +243,33 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The soak and load harnesses of `switchboard soak` and `switchboard load`: many sessions
+        // against an emulator, every stored row compared with the server's log. Out of the test
+        // kit, which apps link; not a product.
+        .target(
+            name: "SwitchboardLoadKit",
+            dependencies: ["Switchboard", "SwitchboardTestKit", .product(name: "Logging", package: "swift-log")]
+        ),
+        // `switchboard bench`: every figure beside a baseline measured in the same run, with the
+        // raw clients (WebSocket, HTTP, SQLite, PostgreSQL) the adapters are measured against.
+        .target(
+            name: "SwitchboardBench",
+            dependencies: [
+                "Switchboard", "SwitchboardTestKit", "SwitchboardLoadKit", "SwitchboardSQLite", "SwitchboardPostgres", "SwitchboardTransport", "SwitchboardEmulation",
+                "SwitchboardVoximplant", "VoximplantEmulator", "SwitchboardWebim", "WebimEmulator", "SwitchboardCXone", "CXoneEmulator",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "NIOFoundationCompat", package: "swift-nio"),
+            ]
+        ),
         // Each adapter's commands (`connect`, `emulate`) and its gateway sessions: the registry's
         // entry, one per adapter folder.
         .target(
@@ -300,17 +327,9 @@ let package = Package(
                 "SwitchboardMatrix",
                 "SwitchboardSQLite",
                 "SwitchboardPostgres",
-                "SwitchboardTransport",
+                "SwitchboardBench",
+                "SwitchboardLoadKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "DequeModule", package: "swift-collections"),
-                .product(name: "GRDB", package: "GRDB.swift"),
-                // The raw clients `bench` measures the adapters against.
-                .product(name: "WSClient", package: "swift-websocket"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOWebSocket", package: "swift-nio"),
-                .product(name: "NIOFoundationCompat", package: "swift-nio"),
             ]
         ),
         .testTarget(
@@ -338,7 +357,7 @@ let package = Package(
         .testTarget(
             name: "SwitchboardCLITests",
             dependencies: [
-                "switchboard", "SwitchboardCommandKit", "VoximplantCommands", "WebimCommands", "CXoneCommands", "MatrixCommands", "SupportChat", "Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator",
+                "switchboard", "SwitchboardCommandKit", "SwitchboardBench", "SwitchboardLoadKit", "VoximplantCommands", "WebimCommands", "CXoneCommands", "MatrixCommands", "SupportChat", "Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator",
                 "SwitchboardWebim", "WebimEmulator", "SwitchboardCXone", "CXoneEmulator", "SwitchboardSQLite", "SwitchboardEmulation",
                 "SwitchboardPostgres", "SwitchboardMatrix",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

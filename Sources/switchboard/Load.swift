@@ -1,4 +1,6 @@
+import SwitchboardBench
 import SwitchboardCommandKit
+import SwitchboardLoadKit
 import ArgumentParser
 import Foundation
 import Switchboard

@@ -3,6 +3,7 @@ import SwitchboardTestKit
 import Testing
 
 @testable import switchboard
+import SwitchboardBench
 import SwitchboardCommandKit
 
 /// `switchboard bench --quick`: every row runs and yields a figure and a baseline. Speed is not

@@ -6,6 +6,7 @@ import SwitchboardTestKit
 import Testing
 
 @testable import switchboard
+import SwitchboardBench
 import SwitchboardCommandKit
 
 /// The CXone emulator's socket refuses a request naming a brand or channel it does not serve,

@@ -3,6 +3,7 @@ import Foundation
 import SwitchboardEmulation
 import SwitchboardSQLite
 @_spi(TestKit) import SwitchboardTestKit
+import SwitchboardLoadKit
 import SwitchboardVoximplant
 import SwitchboardWebim
 import Testing

@@ -3,7 +3,9 @@ import SwitchboardTestKit
 import Testing
 
 @testable import switchboard
+import SwitchboardBench
 import SwitchboardCommandKit
+import SwitchboardLoadKit
 
 /// A small load run per adapter (`switchboard load` runs 2,000 sessions by hand): 50 sessions in
 /// one process, each its own customer, exchanging messages at once; every session's store is

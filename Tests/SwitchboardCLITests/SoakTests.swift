@@ -3,7 +3,9 @@ import SwitchboardTestKit
 import Testing
 
 @testable import switchboard
+import SwitchboardBench
 import SwitchboardCommandKit
+import SwitchboardLoadKit
 
 /// A small seeded soak per adapter over real sockets (`switchboard soak` runs the big one): the
 /// customer and the agent exchange 300 messages each way under the faults each emulator supports,

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 @_spi(TestKit) public import Switchboard
+@_spi(TestKit) public import SwitchboardTestKit
 
 /// Many sessions in one process against one emulator: each its own customer with a conversation,
 /// all connected at once, exchanging messages with the agent, then every session's store compared

@@ -1,5 +1,6 @@
 import Logging
 @_spi(TestKit) public import Switchboard
+@_spi(TestKit) public import SwitchboardTestKit
 
 /// A soak of one adapter against its emulator: the customer and the agent exchange messages in
 /// one conversation while seeded faults the emulator supports hit the link, then the customer's

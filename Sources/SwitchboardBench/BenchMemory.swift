@@ -1,18 +1,18 @@
-import SwitchboardCommandKit
-import Foundation
-import Logging
-import Switchboard
-import SwitchboardTestKit
-import SwitchboardVoximplant
-import SwitchboardEmulation
-import VoximplantEmulator
+package import Foundation
+package import Logging
+package import Switchboard
+package import SwitchboardTestKit
+package import SwitchboardLoadKit
+package import SwitchboardVoximplant
+package import SwitchboardEmulation
+package import VoximplantEmulator
 
 /// Memory per idle, connected session: `sessions` sessions with one shared store and bus, each
 /// connected and waiting; the process's resident memory (Linux `/proc/self/statm`) before and
 /// after, divided by the count. Over real sockets the emulator runs in the same process, so its
 /// side of each connection is counted too.
 extension Bench {
-    func idleMemoryRows() async throws -> [BenchRow] {
+    package func idleMemoryRows() async throws -> [BenchRow] {
         var rows: [BenchRow] = []
         let inMemory = sizes.idleSessions
         progress.say("idle sessions: \(inMemory) on the in-memory backend")
@@ -45,7 +45,7 @@ extension Bench {
     }
 
     /// Resident bytes per session with `count` sessions connected and idle, sharing `store`.
-    static func heapPerSession(
+    package static func heapPerSession(
         _ count: Int,
         store: any ChatStore = InMemoryChatStore(),
         backend: (Int) -> any ChatBackend

@@ -1,58 +1,23 @@
-import SwitchboardCommandKit
-import ArgumentParser
-import DequeModule
-import Foundation
-import GRDB
-import Switchboard
-import SwitchboardSQLite
-
-struct BenchCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "bench",
-        abstract: "Measure Switchboard against the fastest thing possible for the same step, in the same run.",
-        discussion: """
-            Every figure is reported next to a baseline measured in the same process (absolute times \
-            on shared machines drift; ratios do not). Build with -c release: \
-            swift run -c release switchboard bench.
-            """
-    )
-
-    @Flag(help: "Tiny sizes: checks that every row runs, not how fast.") var quick = false
-    @Flag(help: "Print the rows as JSON.") var json = false
-    @Option(help: "Only these figures: bus, history, decode, latency, catch-up, memory, postgres (repeatable; all when absent).") var only: [Bench.Figure] = []
-    @Option(help: "Only these adapters' rows: webim, voximplant, cxone (repeatable; all when absent).") var adapter: [Bench.Adapter] = []
-    @Option(help: "Also measure the PostgreSQL store and event bridge on this database (postgres://user:password@host:port/db?sslmode=disable); a schema of its own is made and dropped.")
-    var postgres: String?
-
-    func run() async throws {
-        let progress = BenchProgress(enabled: isatty(STDERR_FILENO) == 1)
-        var bench = Bench(sizes: quick ? .quick : .full, progress: progress, figures: Set(only), adapters: Set(adapter))
-        bench.postgresURL = postgres
-        let rows = try await bench.run()
-        let output = StandardOutput()
-        if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            output.write(String(decoding: try encoder.encode(rows), as: UTF8.self))
-        } else {
-            for line in BenchRow.table(rows) { output.write(line) }
-        }
-    }
-}
+package import ArgumentParser
+package import DequeModule
+package import Foundation
+package import GRDB
+package import Switchboard
+package import SwitchboardSQLite
 
 /// One figure: Switchboard's, the baseline's, their ratio and the goal.
-struct BenchRow: Codable, Sendable, Hashable {
-    var name: String
-    var unit: String
-    var switchboard: Double
-    var baselineName: String
-    var baseline: Double
+package struct BenchRow: Codable, Sendable, Hashable {
+    package var name: String
+    package var unit: String
+    package var switchboard: Double
+    package var baselineName: String
+    package var baseline: Double
     /// Switchboard's figure over the baseline's: for a rate above 1 is faster, for a time slower.
-    var ratio: Double
-    var goal: String
-    var met: Bool
+    package var ratio: Double
+    package var goal: String
+    package var met: Bool
 
-    static func table(_ rows: [BenchRow]) -> [String] {
+    package static func table(_ rows: [BenchRow]) -> [String] {
         let header = ["figure", "Switchboard", "baseline", "ratio", "goal", "met"]
         let cells = rows.map { row in
             [
@@ -67,7 +32,7 @@ struct BenchRow: Codable, Sendable, Hashable {
         return [line(header)] + cells.map(line)
     }
 
-    static func format(_ value: Double) -> String {
+    package static func format(_ value: Double) -> String {
         switch value {
         case 1_000_000...: String(format: "%.2f M", value / 1_000_000)
         case 10_000...: String(format: "%.1f K", value / 1_000)
@@ -78,9 +43,10 @@ struct BenchRow: Codable, Sendable, Hashable {
 }
 
 /// Progress on standard error, only when it is a terminal.
-struct BenchProgress: Sendable {
-    let enabled: Bool
-    func say(_ text: String) {
+package struct BenchProgress: Sendable {
+    package let enabled: Bool
+    package init(enabled: Bool) { self.enabled = enabled }
+    package func say(_ text: String) {
         guard enabled else { return }
         FileHandle.standardError.write(Data("\u{1B}[2K\r\(text)".utf8))
     }
@@ -88,34 +54,34 @@ struct BenchProgress: Sendable {
 
 /// The measurements. Each row runs its step and its baseline alternately, several rounds, and
 /// keeps the median of each, so a noisy moment on a shared machine moves both.
-struct Bench: Sendable {
-    struct Sizes: Sendable {
-        var events: Int
-        var rounds: Int
-        var storedMessages: Int
-        var pages: Int
+package struct Bench: Sendable {
+    package struct Sizes: Sendable {
+        package var events: Int
+        package var rounds: Int
+        package var storedMessages: Int
+        package var pages: Int
         /// Frames decoded per round, per adapter (passes over its recorded frames).
-        var decodedFrames: Int
+        package var decodedFrames: Int
         /// Loopback exchanges per adapter, over all rounds (each way, each side).
-        var latencySamples: Int
+        package var latencySamples: Int
         /// Events missed while offline, per catch-up round.
-        var catchUpEvents: Int
+        package var catchUpEvents: Int
         /// Idle sessions held at once: on the in-memory backend, and over real sockets.
-        var idleSessions: Int
-        var idleSocketSessions: Int
+        package var idleSessions: Int
+        package var idleSocketSessions: Int
 
-        static let full = Sizes(
+        package static let full = Sizes(
             events: 200_000, rounds: 7, storedMessages: 100_000, pages: 200, decodedFrames: 20_000, latencySamples: 350, catchUpEvents: 10_000,
             idleSessions: 10_000, idleSocketSessions: 1_000
         )
-        static let quick = Sizes(
+        package static let quick = Sizes(
             events: 500, rounds: 2, storedMessages: 300, pages: 5, decodedFrames: 20, latencySamples: 4, catchUpEvents: 150, idleSessions: 50,
             idleSocketSessions: 10
         )
     }
 
     /// The groups of rows.
-    enum Figure: String, CaseIterable, Sendable, ExpressibleByArgument {
+    package enum Figure: String, CaseIterable, Sendable, ExpressibleByArgument {
         case bus, history, decode, latency
         case catchUp = "catch-up"
         case memory
@@ -123,23 +89,30 @@ struct Bench: Sendable {
         case postgres
     }
 
-    enum Adapter: String, CaseIterable, Sendable, ExpressibleByArgument {
+    package enum Adapter: String, CaseIterable, Sendable, ExpressibleByArgument {
         case webim, voximplant, cxone
     }
 
-    let sizes: Sizes
-    let progress: BenchProgress
+    package let sizes: Sizes
+    package let progress: BenchProgress
+
+    package init(sizes: Sizes, progress: BenchProgress, figures: Set<Figure> = [], adapters: Set<Adapter> = []) {
+        self.sizes = sizes
+        self.progress = progress
+        self.figures = figures
+        self.adapters = adapters
+    }
     /// The groups to run; empty: all.
-    var figures: Set<Figure> = []
+    package var figures: Set<Figure> = []
     /// The adapters whose rows to run; empty: all.
-    var adapters: Set<Adapter> = []
+    package var adapters: Set<Adapter> = []
     /// The database of the PostgreSQL rows; they run only with one.
-    var postgresURL: String?
+    package var postgresURL: String?
 
-    func runs(_ figure: Figure) -> Bool { figures.isEmpty || figures.contains(figure) }
-    func runs(_ adapter: Adapter) -> Bool { adapters.isEmpty || adapters.contains(adapter) }
+    package func runs(_ figure: Figure) -> Bool { figures.isEmpty || figures.contains(figure) }
+    package func runs(_ adapter: Adapter) -> Bool { adapters.isEmpty || adapters.contains(adapter) }
 
-    func run() async throws -> [BenchRow] {
+    package func run() async throws -> [BenchRow] {
         var rows: [BenchRow] = []
         if runs(.bus) {
             for subscribers in [1, 8] {
@@ -161,7 +134,7 @@ struct Bench: Sendable {
     /// Events per second delivered to `subscribers` consumers that iterate, through the bus,
     /// through one `AsyncStream` each, and through a bare `Locked<Deque>` + continuation channel
     /// (the limit of the bus's own design).
-    func busFanOut(subscribers: Int) async throws -> [BenchRow] {
+    package func busFanOut(subscribers: Int) async throws -> [BenchRow] {
         let count = sizes.events
         var bus: [Double] = []
         var stream: [Double] = []
@@ -188,7 +161,7 @@ struct Bench: Sendable {
         ]
     }
 
-    static func event(_ index: Int) -> ChatEvent {
+    package static func event(_ index: Int) -> ChatEvent {
         ChatEvent(
             origin: ChatEvent.Origin(session: "bench", backend: "bench"),
             conversationID: "c1",
@@ -198,20 +171,20 @@ struct Bench: Sendable {
         )
     }
 
-    static func throughBus(_ count: Int, subscribers: Int) async {
+    package static func throughBus(_ count: Int, subscribers: Int) async {
         let bus = EventBus()
         let streams = (0..<subscribers).map { _ in bus.subscribe(buffering: .unbounded) }
         await fanOut(count, to: streams.map { stream in { await take(count, from: stream) } }) { bus.publish($0) }
     }
 
-    static func throughAsyncStream(_ count: Int, subscribers: Int) async {
+    package static func throughAsyncStream(_ count: Int, subscribers: Int) async {
         let pairs = (0..<subscribers).map { _ in AsyncStream.makeStream(of: ChatEvent.self) }
         await fanOut(count, to: pairs.map { stream, _ in { await take(count, from: stream) } }) { event in
             for (_, continuation) in pairs { continuation.yield(event) }
         }
     }
 
-    static func throughBareChannel(_ count: Int, subscribers: Int) async {
+    package static func throughBareChannel(_ count: Int, subscribers: Int) async {
         let channels = (0..<subscribers).map { _ in BareChannel() }
         let consumers: [@Sendable () async -> Void] = channels.map { channel in
             {
@@ -250,7 +223,7 @@ struct Bench: Sendable {
 
     /// A page of 50 from the middle of a large SQLite store, against the raw indexed SELECT of
     /// the same rows (no decoding).
-    func historyPage() async throws -> BenchRow {
+    package func historyPage() async throws -> BenchRow {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -277,7 +250,7 @@ struct Bench: Sendable {
     }
 
     /// One read through GRDB's `asyncRead`, as `SQLiteChatStore` reads.
-    static func asyncRead<T: Sendable>(_ database: some DatabaseReader, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+    package static func asyncRead<T: Sendable>(_ database: some DatabaseReader, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             database.asyncRead { result in continuation.resume(with: Result { try body(try result.get()) }) }
         }
@@ -286,7 +259,7 @@ struct Bench: Sendable {
     /// A history-page row for any store: `sizes.storedMessages` messages stored in conversation
     /// `c1` of scope `bench`/`a`, then a page of 50 before the middle read through the store
     /// against `rawPage` reading the same rows (from the same key) without decoding them.
-    func historyPageRow(
+    package func historyPageRow(
         _ store: some ChatStore,
         label: String,
         storeName: String,
@@ -314,7 +287,7 @@ struct Bench: Sendable {
 
     /// The stored history the history-page rows read: agent messages with sequences, a second
     /// apart.
-    static func historyMessages(_ range: Range<Int>, in conversation: ConversationID) -> [Message] {
+    package static func historyMessages(_ range: Range<Int>, in conversation: ConversationID) -> [Message] {
         range.map {
             Message(
                 serverID: MessageID("s\($0)"), conversationID: conversation, sequence: Int64($0 + 1), senderRole: .agent,
@@ -324,7 +297,7 @@ struct Bench: Sendable {
     }
 
     /// The key in the middle of `total` history messages: where the measured page starts.
-    static func historyMiddle(of total: Int) -> MessageOrderKey {
+    package static func historyMiddle(of total: Int) -> MessageOrderKey {
         MessageOrderKey(
             isPending: false, sequence: Int64(total / 2), time: Date(timeIntervalSince1970: 1_700_000_000 + Double(total / 2 - 1)),
             tieBreaker: "s\(total / 2 - 1)"
@@ -335,7 +308,7 @@ struct Bench: Sendable {
 
     /// `ours` and `raw` timed in turn for each of `sizes.rounds` rounds, each time divided by the
     /// `count` steps a round makes: the medians, in seconds a step.
-    func timedRounds(
+    package func timedRounds(
         _ label: String,
         per count: Int,
         ours: (_ round: Int) async throws -> Void,
@@ -353,7 +326,7 @@ struct Bench: Sendable {
 
     /// A row of times, in milliseconds: lower is better, so the ratio is ours over the
     /// baseline's, met at `goal` times or less.
-    static func timeRow(_ name: String, ours: Double, baselineName: String, raw: Double, goal: Int) -> BenchRow {
+    package static func timeRow(_ name: String, ours: Double, baselineName: String, raw: Double, goal: Int) -> BenchRow {
         let ratio = ours / raw
         return BenchRow(
             name: name, unit: "ms", switchboard: ours * 1000, baselineName: baselineName, baseline: raw * 1000,
@@ -361,24 +334,24 @@ struct Bench: Sendable {
         )
     }
 
-    static func seconds(_ body: () async throws -> Void) async rethrows -> Double {
+    package static func seconds(_ body: () async throws -> Void) async rethrows -> Double {
         let start = ContinuousClock.now
         try await body()
         return seconds(since: start)
     }
 
     /// Seconds from `start` to now: the one conversion every figure goes through.
-    static func seconds(since start: ContinuousClock.Instant) -> Double {
+    package static func seconds(since start: ContinuousClock.Instant) -> Double {
         let elapsed = start.duration(to: .now)
         return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     }
 
-    static func rate(_ count: Int, _ body: () async -> Void) async -> Double {
+    package static func rate(_ count: Int, _ body: () async -> Void) async -> Double {
         let elapsed = await seconds(body)
         return Double(count) / max(elapsed, 1e-9)
     }
 
-    func median(_ values: [Double]) -> Double {
+    package func median(_ values: [Double]) -> Double {
         let sorted = values.sorted()
         return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
     }
@@ -386,7 +359,7 @@ struct Bench: Sendable {
 
 /// The least a single-consumer channel can be: a locked deque and one waiting continuation.
 /// The lock guards both.
-final class BareChannel: Sendable {
+package final class BareChannel: Sendable {
     private struct State {
         var buffer: Deque<ChatEvent> = []
         var waiter: CheckedContinuation<ChatEvent?, Never>?
@@ -394,7 +367,7 @@ final class BareChannel: Sendable {
 
     private let state = Locked(State())
 
-    func send(_ event: ChatEvent) {
+    package func send(_ event: ChatEvent) {
         let waiter: CheckedContinuation<ChatEvent?, Never>? = state.withLock { state in
             if let waiter = state.waiter {
                 state.waiter = nil
@@ -406,7 +379,7 @@ final class BareChannel: Sendable {
         waiter?.resume(returning: event)
     }
 
-    func next() async -> ChatEvent? {
+    package func next() async -> ChatEvent? {
         await withCheckedContinuation { continuation in
             let ready: ChatEvent? = state.withLock { state in
                 if let event = state.buffer.popFirst() { return event }

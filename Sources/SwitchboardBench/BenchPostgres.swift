@@ -1,18 +1,17 @@
-import SwitchboardCommandKit
-import Foundation
-import Logging
-import PostgresNIO
-import Switchboard
-import SwitchboardEmulation
-import SwitchboardPostgres
-import SwitchboardTestKit
-import SwitchboardVoximplant
-import VoximplantEmulator
+package import Foundation
+package import Logging
+package import PostgresNIO
+package import Switchboard
+package import SwitchboardEmulation
+package import SwitchboardPostgres
+package import SwitchboardTestKit
+package import SwitchboardVoximplant
+package import VoximplantEmulator
 
 /// The PostgreSQL rows (`switchboard bench --postgres URL`): the store and the bridge against
 /// PostgresNIO doing the same step on the same server, in the same run.
 extension Bench {
-    func postgresRows(url: String) async throws -> [BenchRow] {
+    package func postgresRows(url: String) async throws -> [BenchRow] {
         let schema = "switchboard_bench_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
         return try await PostgresChatStore.withStore(url: url, schema: schema, logger: .quiet) { store in
             do {

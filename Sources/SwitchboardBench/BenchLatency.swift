@@ -1,22 +1,21 @@
-import SwitchboardCommandKit
-import AsyncHTTPClient
-import CXoneEmulator
-import Foundation
-import Logging
-import NIOCore
-import NIOFoundationCompat
-import NIOHTTP1
-import NIOWebSocket
-import Switchboard
-import SwitchboardCXone
-import SwitchboardEmulation
-import SwitchboardSQLite
-import SwitchboardTestKit
-import SwitchboardVoximplant
-import SwitchboardWebim
-import VoximplantEmulator
-import WSClient
-import WebimEmulator
+package import AsyncHTTPClient
+package import CXoneEmulator
+package import Foundation
+package import Logging
+package import NIOCore
+package import NIOFoundationCompat
+package import NIOHTTP1
+package import NIOWebSocket
+package import Switchboard
+package import SwitchboardCXone
+package import SwitchboardEmulation
+package import SwitchboardSQLite
+package import SwitchboardTestKit
+package import SwitchboardVoximplant
+package import SwitchboardWebim
+package import VoximplantEmulator
+package import WSClient
+package import WebimEmulator
 
 /// Loopback latency per adapter: a send until the server's confirmation is in the store, and an
 /// agent's message until it is on the bus, each against a raw client (WSClient, or
@@ -26,7 +25,7 @@ import WebimEmulator
 /// client as the same customer for as many; the first exchange of each phase warms up and is not
 /// counted (a resumed session first catches up on what the raw client did).
 extension Bench {
-    func latencyRows() async throws -> [BenchRow] {
+    package func latencyRows() async throws -> [BenchRow] {
         var rows: [BenchRow] = []
         for store in LatencyStore.allCases {
             if runs(.voximplant) {
@@ -44,19 +43,19 @@ extension Bench {
 
     /// The session's store: in memory shows what the engine and the adapter add to the wire; the
     /// SQLite file adds the durable writes (the outbox before a send, the confirmation after).
-    enum LatencyStore: String, CaseIterable, Sendable {
+    package enum LatencyStore: String, CaseIterable, Sendable {
         case memory = "in-memory store"
         case sqliteFile = "SQLite file"
     }
 
     /// One adapter's running emulator: the control the conformance suite drives it with, and a
     /// raw client for a prepared conversation. The latency, catch-up and soak runs use it.
-    struct EmulatorRig: Sendable {
-        var control: any EmulatorControl
+    package struct EmulatorRig: Sendable {
+        package var control: any EmulatorControl
         /// The raw client for `conversation` (known once the session has prepared it).
-        var raw: @Sendable (ConversationID) -> any RawChatClient
+        package var raw: @Sendable (ConversationID) -> any RawChatClient
         /// A control of the same emulator for another customer, by number (the load run's).
-        var customer: @Sendable (Int) -> any EmulatorControl
+        package var customer: @Sendable (Int) -> any EmulatorControl
     }
 
     private func latencyRows(adapter: String, store kind: LatencyStore, _ rig: EmulatorRig) async throws -> [BenchRow] {
@@ -121,7 +120,7 @@ extension Bench {
     }
 
     /// Waits for the first event matching `predicate` (no watchdog: a hang is the test's time limit's).
-    static func next(_ iterator: inout EventStream.AsyncIterator, _ what: String, _ predicate: (ChatEvent) -> Bool) async throws {
+    package static func next(_ iterator: inout EventStream.AsyncIterator, _ what: String, _ predicate: (ChatEvent) -> Bool) async throws {
         while let event = await iterator.next() {
             if predicate(event) { return }
         }
@@ -130,7 +129,7 @@ extension Bench {
 
     // MARK: Rigs
 
-    static func withVoximplantRig<T: Sendable>(_ body: @Sendable (EmulatorRig) async throws -> T) async throws -> T {
+    package static func withVoximplantRig<T: Sendable>(_ body: @Sendable (EmulatorRig) async throws -> T) async throws -> T {
         let server = VoximplantServer()
         return try await VoximplantEmulator(server: server, logger: Logger.quiet).withRunning { url in
             let makeBackend: @Sendable (String, String, String) -> any ChatBackend = { url, user, token in
@@ -149,7 +148,7 @@ extension Bench {
         }
     }
 
-    static func withWebimRig<T: Sendable>(_ body: @Sendable (EmulatorRig) async throws -> T) async throws -> T {
+    package static func withWebimRig<T: Sendable>(_ body: @Sendable (EmulatorRig) async throws -> T) async throws -> T {
         let server = WebimServer()
         return try await WebimEmulator(server: server, logger: Logger.quiet).withRunning { baseURL in
             let makeBackend: @Sendable (String, String) -> any ChatBackend = { baseURL, visitorFields in
@@ -166,7 +165,7 @@ extension Bench {
         }
     }
 
-    static func withCXoneRig<T: Sendable>(_ body: @Sendable (EmulatorRig) async throws -> T) async throws -> T {
+    package static func withCXoneRig<T: Sendable>(_ body: @Sendable (EmulatorRig) async throws -> T) async throws -> T {
         let server = CXoneServer(configuration: CXoneServer.Configuration(mode: .multi))
         return try await CXoneEmulator(server: server, logger: Logger.quiet).withRunning { endpoints in
             let channel = try CXoneChannelConfiguration(json: server.channelConfiguration)
@@ -204,21 +203,21 @@ extension Bench {
 }
 
 /// The samples of one adapter, in seconds.
-struct LatencySamples {
-    var send: [Double] = []
-    var agent: [Double] = []
-    var rawSend: [Double] = []
-    var rawAgent: [Double] = []
+package struct LatencySamples {
+    package var send: [Double] = []
+    package var agent: [Double] = []
+    package var rawSend: [Double] = []
+    package var rawAgent: [Double] = []
 
     /// The nearest-rank percentile.
-    static func percentile(_ values: [Double], _ fraction: Double) -> Double {
+    package static func percentile(_ values: [Double], _ fraction: Double) -> Double {
         let sorted = values.sorted()
         guard !sorted.isEmpty else { return 0 }
         let rank = Int((Double(sorted.count) * fraction).rounded(.up))
         return sorted[min(max(rank, 1), sorted.count) - 1]
     }
 
-    func rows(adapter: String, store: String) -> [BenchRow] {
+    package func rows(adapter: String, store: String) -> [BenchRow] {
         func ms(_ values: [Double], _ fraction: Double) -> Double { Self.percentile(values, fraction) * 1000 }
         let sendRatio = ms(send, 0.5) / ms(rawSend, 0.5)
         let agentRatio = ms(agent, 0.5) / ms(rawAgent, 0.5)
@@ -249,24 +248,24 @@ struct LatencySamples {
 
 /// The baseline: the least a client of the vendor's protocol does for the same exchanges, with
 /// no Switchboard code in between (its own JSON, parsed with `JSONSerialization`).
-protocol RawChatClient: Sendable {
+package protocol RawChatClient: Sendable {
     /// Connects as the customer, then `exchanges` times: sends a message and waits for the
     /// server's confirmation, and has the agent send one (`agentSend`) and waits for it to arrive.
     func measure(round: Int, exchanges: Int, agentSend: @Sendable (String) async throws -> Void) async throws -> (sends: [Double], agents: [Double])
 }
 
 /// Parses one JSON object the way a raw client would.
-func rawObject(_ text: some StringProtocol) -> [String: Any]? {
+package func rawObject(_ text: some StringProtocol) -> [String: Any]? {
     (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any]
 }
 
 /// A WebSocket of WSClient's, read inline one text message at a time (no reader task). The
 /// functions are `@concurrent`, as WSClient's iterator is: reading it is no isolation hop.
-enum RawSocket {
-    typealias Inbound = WebSocketInboundMessageStream.AsyncIterator
+package enum RawSocket {
+    package typealias Inbound = WebSocketInboundMessageStream.AsyncIterator
 
     /// Reads until a text message whose parsed object satisfies `predicate`.
-    @concurrent static func next(_ inbound: inout Inbound, where predicate: ([String: Any]) -> Bool) async throws {
+    @concurrent package static func next(_ inbound: inout Inbound, where predicate: ([String: Any]) -> Bool) async throws {
         while let message = try await inbound.next() {
             if case .text(let text) = message, let object = rawObject(text), predicate(object) { return }
         }
@@ -275,7 +274,7 @@ enum RawSocket {
 
     /// One measured exchange each way: `message` sent until a frame satisfies `confirmed`, then
     /// the agent's `answer` (`agentSend`) until a frame satisfies `arrived`; the two times.
-    @concurrent static func exchange(
+    @concurrent package static func exchange(
         _ inbound: inout Inbound,
         send message: [String: Any],
         on outbound: WebSocketOutboundWriter,
@@ -294,12 +293,12 @@ enum RawSocket {
         return (sent, Bench.seconds(since: asked))
     }
 
-    static func send(_ object: [String: Any], on outbound: WebSocketOutboundWriter) async throws {
+    package static func send(_ object: [String: Any], on outbound: WebSocketOutboundWriter) async throws {
         let data = try JSONSerialization.data(withJSONObject: object)
         try await outbound.write(.text(String(decoding: data, as: UTF8.self)))
     }
 
-    static func connect(_ url: String, _ body: @concurrent @Sendable (inout Inbound, WebSocketOutboundWriter) async throws -> Void) async throws {
+    package static func connect(_ url: String, _ body: @concurrent @Sendable (inout Inbound, WebSocketOutboundWriter) async throws -> Void) async throws {
         try await withoutActuallyEscaping(body) { body in
             // Frames as large as a client of the protocols accepts (a retransmit page is ~0.5 MB in
             // one frame; WSClient's default is 16 KiB).
@@ -314,11 +313,11 @@ enum RawSocket {
     }
 }
 
-struct RawVoximplantClient: RawChatClient {
-    let url: String
-    let user: String
-    let token: String
-    let conversation: String
+package struct RawVoximplantClient: RawChatClient {
+    package let url: String
+    package let user: String
+    package let token: String
+    package let conversation: String
 
     /// The `login` request and its response.
     @concurrent func login(_ inbound: inout RawSocket.Inbound, _ outbound: WebSocketOutboundWriter) async throws {
@@ -326,7 +325,7 @@ struct RawVoximplantClient: RawChatClient {
         try await RawSocket.next(&inbound) { $0["id"] as? String == "login" }
     }
 
-    func measure(round: Int, exchanges: Int, agentSend: @Sendable (String) async throws -> Void) async throws -> (sends: [Double], agents: [Double]) {
+    package func measure(round: Int, exchanges: Int, agentSend: @Sendable (String) async throws -> Void) async throws -> (sends: [Double], agents: [Double]) {
         let result = Locked<(sends: [Double], agents: [Double])>(([], []))
         try await RawSocket.connect(url) { @concurrent inbound, outbound in
             try await login(&inbound, outbound)
@@ -352,12 +351,12 @@ struct RawVoximplantClient: RawChatClient {
     }
 }
 
-struct RawCXoneClient: RawChatClient {
-    let socketURL: String
-    let brandID: Int
-    let channelID: String
-    let customerID: String
-    let thread: String
+package struct RawCXoneClient: RawChatClient {
+    package let socketURL: String
+    package let brandID: Int
+    package let channelID: String
+    package let customerID: String
+    package let thread: String
     /// The SDK version the raw client announces (the one the emulator accepts).
     private let sdkVersion = "3.3.1"
 
@@ -371,7 +370,7 @@ struct RawCXoneClient: RawChatClient {
         ]
     }
 
-    func measure(round: Int, exchanges: Int, agentSend: @Sendable (String) async throws -> Void) async throws -> (sends: [Double], agents: [Double]) {
+    package func measure(round: Int, exchanges: Int, agentSend: @Sendable (String) async throws -> Void) async throws -> (sends: [Double], agents: [Double]) {
         let visitor = UUID().uuidString.lowercased()
         let url = "\(socketURL)?brandId=\(brandID)&channelId=\(channelID)&visitorId=\(visitor)&sdkPlatform=ios&sdkVersion=\(sdkVersion)"
         let result = Locked<(sends: [Double], agents: [Double])>(([], []))
@@ -411,9 +410,9 @@ struct RawCXoneClient: RawChatClient {
 
 /// Webim over AsyncHTTPClient: `init`, then `chat.message` actions and the `delta` long-poll,
 /// sequentially (the next poll is asked after the action or the agent's send).
-struct RawWebimClient: RawChatClient {
-    let baseURL: String
-    let visitorFields: String
+package struct RawWebimClient: RawChatClient {
+    package let baseURL: String
+    package let visitorFields: String
 
     private func get(_ path: String, _ query: [(String, String)]) async throws -> [String: Any] {
         var components = URLComponents(string: baseURL + path)!
@@ -438,7 +437,7 @@ struct RawWebimClient: RawChatClient {
         guard response.status == .ok else { throw SwitchboardError(.serverError, "bench: \(path) answered \(response.status)") }
     }
 
-    func measure(round: Int, exchanges: Int, agentSend: @Sendable (String) async throws -> Void) async throws -> (sends: [Double], agents: [Double]) {
+    package func measure(round: Int, exchanges: Int, agentSend: @Sendable (String) async throws -> Void) async throws -> (sends: [Double], agents: [Double]) {
         let initial = try await get(
             "/l/v/m/init",
             [

@@ -1,13 +1,12 @@
-import SwitchboardCommandKit
-import Foundation
-import GRDB
-import Logging
-import Switchboard
-import SwitchboardSQLite
-import SwitchboardTestKit
-import SwitchboardVoximplant
-import VoximplantEmulator
-import WSClient
+package import Foundation
+package import GRDB
+package import Logging
+package import Switchboard
+package import SwitchboardSQLite
+package import SwitchboardTestKit
+package import SwitchboardVoximplant
+package import VoximplantEmulator
+package import WSClient
 
 /// Catch-up after an offline period (Voximplant-style): the agent writes `catchUpEvents` messages
 /// while the session is paused; the figure is the time from `resume()` until the last of them is
@@ -15,7 +14,7 @@ import WSClient
 /// retransmits of 100 events each to the same emulator, then one SQLite transaction inserting
 /// the same rows.
 extension Bench {
-    func catchUpRow() async throws -> BenchRow {
+    package func catchUpRow() async throws -> BenchRow {
         let count = sizes.catchUpEvents
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -69,7 +68,7 @@ extension RawVoximplantClient {
     /// as the engine's lane for the conversation sends them (the tracker plans up to
     /// `maxRetransmitsInFlight` ranges; the lane keeps one request of a conversation in flight),
     /// and inserts them into a new SQLite file in one transaction; returns the seconds it took.
-    func catchUp(_ count: Int, into path: String) async throws -> Double {
+    package func catchUp(_ count: Int, into path: String) async throws -> Double {
         let database = try DatabaseQueue(path: path)
         try await database.write { db in
             try db.execute(

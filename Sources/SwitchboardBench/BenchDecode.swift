@@ -1,21 +1,20 @@
-import SwitchboardCommandKit
-import Foundation
-import Switchboard
+package import Foundation
+package import Switchboard
 @_spi(WireReaders) import SwitchboardCXone
 @_spi(WireReaders) import SwitchboardVoximplant
 @_spi(WireReaders) import SwitchboardWebim
 
 /// Recorded inbound frames per adapter, read from the repository: the vendors' SDK fixtures
 /// (`Tests/Fixtures/`) and the Voximplant-style golden frames (the protocol spec's §9).
-struct RecordedFrames: Sendable {
-    var webim: [Data]
-    var voximplant: [String]
-    var cxone: [String]
+package struct RecordedFrames: Sendable {
+    package var webim: [Data]
+    package var voximplant: [String]
+    package var cxone: [String]
 
     /// The repository this binary was built from; `bench` is a tool for a clone.
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    package static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    static func load(from repository: URL = repository) throws -> RecordedFrames {
+    package static func load(from repository: URL = repository) throws -> RecordedFrames {
         let fixtures = repository.appendingPathComponent("Tests/Fixtures")
         guard FileManager.default.fileExists(atPath: fixtures.path) else {
             throw SwitchboardError(.invalidArgument, "bench reads recorded frames from a clone of the repository; none at \(fixtures.path)")
@@ -29,7 +28,7 @@ struct RecordedFrames: Sendable {
 
     /// Webim answers as the delta long-poll returns them: the SDK's delta response as it is, its
     /// full update, and its message, chat and delta items each in the `deltaList` of an answer.
-    static func webimAnswers(_ folder: URL) throws -> [Data] {
+    package static func webimAnswers(_ folder: URL) throws -> [Data] {
         var answers: [JSONValue] = []
         var revision: Int64 = 1
         func answer(_ items: [JSONValue]) -> JSONValue {
@@ -58,7 +57,7 @@ struct RecordedFrames: Sendable {
     }
 
     /// The server's frames among the golden frames (requests are the client's).
-    static func goldenFrames(_ spec: URL) throws -> [String] {
+    package static func goldenFrames(_ spec: URL) throws -> [String] {
         let text = try String(contentsOf: spec, encoding: .utf8)
         guard let section = text.range(of: "## 9. Golden frames") else {
             throw SwitchboardError(.invalidArgument, "no golden frames in \(spec.path)")
@@ -74,7 +73,7 @@ struct RecordedFrames: Sendable {
     }
 
     /// The CXone fixtures that are WebSocket event frames.
-    static func cxoneFrames(_ folder: URL) throws -> [String] {
+    package static func cxoneFrames(_ folder: URL) throws -> [String] {
         try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted().compactMap { name in
             guard name.hasSuffix(".json") else { return nil }
             let text = try String(contentsOf: folder.appendingPathComponent(name), encoding: .utf8)
@@ -87,7 +86,7 @@ struct RecordedFrames: Sendable {
 extension Bench {
     /// Frames per second each adapter decodes and maps to the engine's updates, against
     /// `JSONSerialization` parsing the same bytes.
-    func decodeRows(_ frames: RecordedFrames) -> [BenchRow] {
+    package func decodeRows(_ frames: RecordedFrames) -> [BenchRow] {
         var rows: [BenchRow] = []
         let webim = frames.webim
         if runs(.webim) {
@@ -161,7 +160,7 @@ extension Bench {
     /// Keeps a result alive so the optimizer cannot drop the work that made it.
     @inline(never) static func keep(_ value: Int) {}
 
-    static func syncSeconds(_ body: () -> Void) -> Double {
+    package static func syncSeconds(_ body: () -> Void) -> Double {
         let start = ContinuousClock.now
         body()
         return seconds(since: start)

@@ -1,0 +1,38 @@
+import ArgumentParser
+import Foundation
+import SwitchboardBench
+import SwitchboardCommandKit
+
+struct BenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench",
+        abstract: "Measure Switchboard against the fastest thing possible for the same step, in the same run.",
+        discussion: """
+            Every figure is reported next to a baseline measured in the same process (absolute times \
+            on shared machines drift; ratios do not). Build with -c release: \
+            swift run -c release switchboard bench.
+            """
+    )
+
+    @Flag(help: "Tiny sizes: checks that every row runs, not how fast.") var quick = false
+    @Flag(help: "Print the rows as JSON.") var json = false
+    @Option(help: "Only these figures: bus, history, decode, latency, catch-up, memory, postgres (repeatable; all when absent).") var only: [Bench.Figure] = []
+    @Option(help: "Only these adapters' rows: webim, voximplant, cxone (repeatable; all when absent).") var adapter: [Bench.Adapter] = []
+    @Option(help: "Also measure the PostgreSQL store and event bridge on this database (postgres://user:password@host:port/db?sslmode=disable); a schema of its own is made and dropped.")
+    var postgres: String?
+
+    func run() async throws {
+        let progress = BenchProgress(enabled: isatty(STDERR_FILENO) == 1)
+        var bench = Bench(sizes: quick ? .quick : .full, progress: progress, figures: Set(only), adapters: Set(adapter))
+        bench.postgresURL = postgres
+        let rows = try await bench.run()
+        let output = StandardOutput()
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            output.write(String(decoding: try encoder.encode(rows), as: UTF8.self))
+        } else {
+            for line in BenchRow.table(rows) { output.write(line) }
+        }
+    }
+}
