@@ -15,6 +15,8 @@ package struct AdapterEntry: Sendable {
     /// `switchboard emulate <name>`, where the adapter has an emulator (Matrix runs against a
     /// real Synapse instead).
     package var emulate: (any AsyncParsableCommand.Type)?
+    /// A session of this backend in a gateway's sessions file, for `gateway --help`.
+    package var gatewayExample: String
     /// One session of a gateway's sessions file: its JSON object (with `"backend": name`).
     package var gatewaySession: @Sendable (_ entry: JSONValue) throws(SwitchboardError) -> GatewaySessionSetup
 
@@ -22,11 +24,13 @@ package struct AdapterEntry: Sendable {
         name: String,
         connect: any AsyncParsableCommand.Type,
         emulate: (any AsyncParsableCommand.Type)?,
+        gatewayExample: String,
         gatewaySession: @escaping @Sendable (_ entry: JSONValue) throws(SwitchboardError) -> GatewaySessionSetup
     ) {
         self.name = name
         self.connect = connect
         self.emulate = emulate
+        self.gatewayExample = gatewayExample
         self.gatewaySession = gatewaySession
     }
 }
@@ -38,6 +42,15 @@ package struct GatewaySessionSetup: Sendable {
     package var makeBackend: @Sendable (_ logger: Logger) async throws -> any ChatBackend
     /// The conversation `--send` writes into, once the session knows it; `nil` when there is none.
     package var trafficConversation: @Sendable (_ session: ChatSession, _ events: EventStream) async throws -> (any Conversation)?
+
+    /// The account a session's store scope names, the same for every backend: its `"name"`, else
+    /// its `"user"`, `"customer"`, `"visitor"` or `"url"`, the first one given.
+    package static func account(of entry: JSONValue) -> String {
+        for key in ["name", "user", "customer", "visitor", "url"] {
+            if let value = entry[key]?.stringValue { return value }
+        }
+        return ""
+    }
 
     package init(
         account: String,

@@ -17,12 +17,9 @@ struct GatewayCommand: AsyncParsableCommand {
             connected N (processes), lost REASON. With --bridge, every session's events also go \
             to the other processes' buses through the database (`switchboard events` prints them).
 
-            The file is a JSON array of sessions: {"backend": "voximplant", "url": "ws://…", "user": …, \
-            "token": …, "conversation": …}, {"backend": "webim", "url": "http://…", "visitor": \
-            "{\\"fields\\":{\\"id\\":…}}", "name": …}, {"backend": "cxone", "url": "https://…/chat", \
-            "socket": "wss://…", "brand": 1386, "channel": …, "customer": …} or {"backend": "matrix", \
-            "url": "https://homeserver", "user": …, "password": … (or "token": …), "conversation": "!room"}.
-            """
+            The file is a JSON array of sessions, one object each, as its backend takes it:
+
+            """ + registry.map(\.gatewayExample).joined(separator: "\n")
     )
 
     @Option(help: "The PostgreSQL database: postgres://user:password@host:port/database (add ?sslmode=disable for plain TCP on loopback).")
@@ -133,20 +130,28 @@ struct GatewaySession: Sendable {
         }
         let entries: [JSONValue]
         do {
-            guard let array = try JSONValue(parsing: data).arrayValue else { throw SwitchboardError(.invalidArgument, "not an array") }
+            // A byte-order mark (an editor's UTF-8 "with BOM") is not part of the JSON.
+            let text = data.starts(with: [0xEF, 0xBB, 0xBF]) ? data.dropFirst(3) : data[...]
+            guard let array = try JSONValue(parsing: Data(text)).arrayValue else { throw SwitchboardError(.invalidArgument, "not an array") }
             entries = array
         } catch {
             throw SwitchboardError(.invalidArgument, "\(path) is not a JSON array of sessions: \(error)")
         }
         let names = registry.map(\.name)
-        return try entries.map { entry in
+        let known = names.count > 1 ? names.dropLast().joined(separator: ", ") + " and " + names.last! : names.joined()
+        return try entries.enumerated().map { index, entry in
+            let place = "\(path), session \(index + 1)"
             guard let backend = entry["backend"]?.stringValue else {
-                throw SwitchboardError(.invalidArgument, "a session of \(path) names no \"backend\"")
+                throw SwitchboardError(.invalidArgument, "\(place) names no \"backend\"")
             }
             guard let adapter = registry.first(where: { $0.name == backend }) else {
-                throw SwitchboardError(.invalidArgument, "gateway runs \(names.joined(separator: ", ")) sessions; not \(backend)")
+                throw SwitchboardError(.invalidArgument, "\(place): gateway runs \(known) sessions; not \(backend)")
             }
-            return GatewaySession(backend: backend, setup: try adapter.gatewaySession(entry))
+            do {
+                return GatewaySession(backend: backend, setup: try adapter.gatewaySession(entry))
+            } catch {
+                throw SwitchboardError(.invalidArgument, "\(place): \(SwitchboardError.classify(error).message)")
+            }
         }
     }
 

@@ -535,6 +535,18 @@ struct GatewaySessionFileTests {
         #expect(sessions.map(\.key) == ["voximplant/u1@app.acc", "webim/visitor-1", "cxone/k1", "matrix/alice", "matrix/bot"])
     }
 
+    /// The account is the same rule for every backend (name, user, customer, visitor, url), and a
+    /// file saved with a byte-order mark reads as without.
+    @Test func theAccountRuleIsOneForEveryBackendAndABOMIsSkipped() throws {
+        let json = #"[{"backend": "webim", "url": "http://127.0.0.1:2", "user": "w-user", "visitor": "{\"fields\":{\"id\":\"v\"}}"}]"#
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-\(UUID().uuidString).json")
+        try (Data([0xEF, 0xBB, 0xBF]) + Data(json.utf8)).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        #expect(try GatewaySession.load(file.path).map(\.key) == ["webim/w-user"])
+        let error = #expect(throws: SwitchboardError.self) { try load(#"[{"backend": "voximplant", "url": "ws://h/ws", "user": "u", "token": "t"}, {"backend": "irc", "url": "x"}]"#) }
+        #expect(error?.message.contains("session 2: gateway runs voximplant, webim, cxone and matrix sessions; not irc") == true, "\(String(describing: error))")
+    }
+
     @Test(arguments: [
         #"[{"backend": "cxone", "url": "x"}]"#,
         #"[{"backend": "cxone", "url": "http://h/chat", "socket": "ws://h/ws", "brand": 1, "channel": "c"}]"#,

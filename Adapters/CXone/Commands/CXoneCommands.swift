@@ -9,14 +9,17 @@ package import SwitchboardEmulation
 
 /// The CXone adapter's entry in the command-line tool's registry.
 package enum CXoneCommands {
-    package static let entry = AdapterEntry(name: "cxone", connect: ConnectCXone.self, emulate: EmulateCXone.self) { json throws(SwitchboardError) in
+    package static let entry = AdapterEntry(
+        name: "cxone", connect: ConnectCXone.self, emulate: EmulateCXone.self,
+        gatewayExample: #"{"backend": "cxone", "url": "https://…/chat", "socket": "wss://…", "brand": 1386, "channel": …, "customer": …}"#
+    ) { json throws(SwitchboardError) in
         let session = try GatewaySessionSetup.decode(json, as: GatewaySession.self, backend: "cxone")
         guard let socket = session.socket, let brand = session.brand, let channel = session.channel, let customer = session.customer else {
             throw SwitchboardError(.invalidArgument, "a cxone session needs socket, brand, channel and customer (\(session.url))")
         }
         let configured = session.conversation.map(ConversationID.init)
         return GatewaySessionSetup(
-            account: session.name ?? customer,
+            account: GatewaySessionSetup.account(of: json),
             makeBackend: { _ in
                 // Reads the channel's configuration first: a refused channel fails the session here.
                 try await CXoneBackend.make(
@@ -48,8 +51,6 @@ package enum CXoneCommands {
         var channel: String?
         var customer: String?
         var conversation: String?
-        /// The account the store keys the session by; the customer without it.
-        var name: String?
     }
 }
 

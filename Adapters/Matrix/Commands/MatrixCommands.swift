@@ -8,14 +8,17 @@ package import SwitchboardMatrix
 /// The Matrix adapter's entry in the command-line tool's registry: no emulator (its tests run a
 /// real Synapse).
 package enum MatrixCommands {
-    package static let entry = AdapterEntry(name: "matrix", connect: ConnectMatrix.self, emulate: nil) { json throws(SwitchboardError) in
+    package static let entry = AdapterEntry(
+        name: "matrix", connect: ConnectMatrix.self, emulate: nil,
+        gatewayExample: #"{"backend": "matrix", "url": "https://homeserver", "user": …, "password": … (or "token": …), "conversation": "!room"}"#
+    ) { json throws(SwitchboardError) in
         let session = try GatewaySessionSetup.decode(json, as: GatewaySession.self, backend: "matrix")
         guard session.user != nil || session.token != nil, (session.password == nil) != (session.token == nil) else {
             throw SwitchboardError(.invalidArgument, "a matrix session needs user with password, or token (\(session.url))")
         }
         let login: MatrixConfiguration.Login = session.token.map { .accessToken($0) } ?? .password(user: session.user ?? "", password: session.password ?? "")
         return GatewaySessionSetup(
-            account: session.name ?? session.user ?? session.url,
+            account: GatewaySessionSetup.account(of: json),
             makeBackend: { _ in try MatrixBackend(configuration: MatrixConfiguration(homeserver: session.url, login: login)) },
             trafficConversation: GatewaySessionSetup.known(session.conversation.map(ConversationID.init))
         )
@@ -29,8 +32,6 @@ package enum MatrixCommands {
         var password: String?
         var token: String?
         var conversation: String?
-        /// The account the store keys the session by; the user without it.
-        var name: String?
     }
 }
 

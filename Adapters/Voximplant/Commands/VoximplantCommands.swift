@@ -9,13 +9,16 @@ package import VoximplantEmulator
 
 /// The Voximplant-style adapter's entry in the command-line tool's registry.
 package enum VoximplantCommands {
-    package static let entry = AdapterEntry(name: "voximplant", connect: ConnectVoximplant.self, emulate: EmulateVoximplant.self) { json throws(SwitchboardError) in
+    package static let entry = AdapterEntry(
+        name: "voximplant", connect: ConnectVoximplant.self, emulate: EmulateVoximplant.self,
+        gatewayExample: #"{"backend": "voximplant", "url": "ws://…", "user": …, "token": …, "conversation": …}"#
+    ) { json throws(SwitchboardError) in
         let session = try GatewaySessionSetup.decode(json, as: GatewaySession.self, backend: "voximplant")
         guard let user = session.user, let token = session.token else {
             throw SwitchboardError(.invalidArgument, "a voximplant session needs user and token (\(session.url))")
         }
         return GatewaySessionSetup(
-            account: session.name ?? user,
+            account: GatewaySessionSetup.account(of: json),
             makeBackend: { logger in VoximplantBackend(configuration: VoximplantConfiguration(url: session.url, user: user, token: token), logger: logger) },
             trafficConversation: GatewaySessionSetup.known(session.conversation.map(ConversationID.init))
         )
@@ -27,8 +30,6 @@ package enum VoximplantCommands {
         var user: String?
         var token: String?
         var conversation: String?
-        /// The account the store keys the session by; the user without it.
-        var name: String?
     }
 }
 

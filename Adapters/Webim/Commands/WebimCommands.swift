@@ -10,10 +10,13 @@ package import WebimEmulator
 /// The Webim adapter's entry in the command-line tool's registry (the online chat; `connect
 /// webim --offline` runs the offline appeals).
 package enum WebimCommands {
-    package static let entry = AdapterEntry(name: "webim", connect: ConnectWebim.self, emulate: EmulateWebim.self) { json throws(SwitchboardError) in
+    package static let entry = AdapterEntry(
+        name: "webim", connect: ConnectWebim.self, emulate: EmulateWebim.self,
+        gatewayExample: #"{"backend": "webim", "url": "http://…", "visitor": "{\"fields\":{\"id\":…}}", "name": …}"#
+    ) { json throws(SwitchboardError) in
         let session = try GatewaySessionSetup.decode(json, as: GatewaySession.self, backend: "webim")
         return GatewaySessionSetup(
-            account: session.name ?? session.visitor ?? session.url,
+            account: GatewaySessionSetup.account(of: json),
             makeBackend: { _ in try WebimBackend(configuration: WebimConfiguration(accountName: session.url, visitorFieldsJSON: session.visitor)) },
             // The visitor's one chat.
             trafficConversation: GatewaySessionSetup.known(session.conversation.map(ConversationID.init) ?? WebimBackend.conversationID)
@@ -25,8 +28,6 @@ package enum WebimCommands {
         var url: String
         var visitor: String?
         var conversation: String?
-        /// The account the store keys the session by; the visitor fields without it.
-        var name: String?
     }
 }
 
