@@ -16,7 +16,7 @@ extension CXoneLink {
                 return
             }
             var listing = listed.snapshot
-            for update in listed.rest { output.yield(update) }
+            for update in listed.rest { publish(update) }
             remember(.snapshot(listing), frame: list.frame)
             // Recover the open threads (the SDK's load(with:)): their recent messages catch the
             // session up on what it missed while away, and give each thread its scroll token and
@@ -34,7 +34,7 @@ extension CXoneLink {
                     if let reply { await apply(reply.frame, type: reply.type) }
                     continue
                 }
-                for update in recovery.rest { output.yield(update) }
+                for update in recovery.rest { publish(update) }
                 remember(.snapshot(recovery.snapshot), frame: reply.frame)
                 for item in recovery.snapshot.conversations {
                     if let index = listing.conversations.firstIndex(where: { $0.conversation.id == item.conversation.id }) {

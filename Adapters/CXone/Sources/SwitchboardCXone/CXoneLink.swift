@@ -109,10 +109,9 @@ final class CXoneLink: Sendable {
             brandID: configuration.brandID, channelID: configuration.channelID, visitorID: credentials["visitor-id"]!, transactionToken: token
         )
         let link = CXoneLink(configuration: configuration, channel: channel, transport: transport, context: context, credentials: credentials, url: url, analytics: analytics)
-        link.output.yield(.credentials(credentials))
-        // The customer, made up at the first connection when not configured: their markers from
-        // another device are the user's own.
-        link.output.yield(.user(ParticipantID(credentials["customer-id"]!)))
+        // With the customer, made up at the first connection when not configured: their markers
+        // from another device are the user's own.
+        link.publish(.credentials(credentials))
         return link
     }
 
@@ -257,9 +256,7 @@ final class CXoneLink: Sendable {
                         update = .credentials(credentials)
                     }
                     remember(update, frame: frame)
-                    output.yield(update)
-                    // The server named the customer (`ConsumerAuthorized`): their markers are the user's own.
-                    if case .credentials(let credentials) = update, let customer = credentials["customer-id"] { output.yield(.user(ParticipantID(customer))) }
+                    publish(update)
                 }
                 if channel.mode == .liveChat, state.withLock({ $0.recovered }) { openNewThreadIfAllClosed() }
             case .download(let url, _):
@@ -341,7 +338,17 @@ final class CXoneLink: Sendable {
     /// Sets credentials on the link and hands exactly those to the session's store (`""` clears).
     func keep(_ values: [String: String]) {
         state.withLock { $0.credentials.values.merge(values) { _, new in new } }
-        output.yield(.credentials(Credentials(values)))
+        publish(.credentials(Credentials(values)))
+    }
+
+    /// Hands the engine an update. Credentials that name the customer (`ConsumerAuthorized`, a
+    /// recovery that carries them, a new customer made up) also say who the user is, wherever
+    /// they come from: that customer's messages and markers are the user's own.
+    func publish(_ update: BackendUpdate) {
+        output.yield(update)
+        if case .credentials(let credentials) = update, let customer = credentials["customer-id"], !customer.isEmpty {
+            output.yield(.user(ParticipantID(customer)))
+        }
     }
 
     /// `keys` set to `""`: what forgetting them looks like to ``keep(_:)``.
