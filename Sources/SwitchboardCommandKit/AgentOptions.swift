@@ -2,9 +2,11 @@ package import ArgumentParser
 package import Foundation
 package import SwitchboardEmulation
 
-/// The options every `emulate` command shares: how the agent answers.
+/// The options every `emulate` command shares: the port, and how the agent answers.
 package struct AgentOptions: ParsableArguments {
     package init() {}
+
+    @Option(help: "The port to listen on (0 picks a free one).") package var port: Int = 0
 
     @Option(help: "How the agent answers: echo, scripted or manual (you type the agent's side on standard input).")
     package var agent: AgentMode = .echo
@@ -55,6 +57,8 @@ package struct AgentOptions: ParsableArguments {
 
     /// Refuses a port no socket can have (ArgumentParser would let 99999 through, and the
     /// kernel would wrap it into another port).
+    package func validate() throws { try Self.validate(port: port) }
+
     package static func validate(port: Int) throws {
         guard (0...65_535).contains(port) else {
             throw ValidationError("--port must be between 0 and 65535 (0 picks a free one), not \(port)")

@@ -213,6 +213,33 @@ package struct ConsoleRunner: Sendable {
     }
 }
 
+/// The options every `connect` command shares: the output, plain text, the store, the retry
+/// policy; and the console runner they make.
+package struct ConnectOptions: ParsableArguments {
+    package init() {}
+
+    @Flag(help: "Print events as JSON lines.") package var jsonl = false
+    @Flag(name: .customLong("allow-plain-text"), help: "Allow plain ws:// or http:// to a host that is not loopback (tokens and messages unencrypted).")
+    package var allowPlainText = false
+    @OptionGroup package var storage: StorageOptions
+    @OptionGroup package var policy: ConnectPolicyOptions
+
+    /// A console runner for `backend` with these options: its store (kept in the SQLite file
+    /// when one is given), its output, its retry policy.
+    package func runner(
+        backend: any ChatBackend,
+        target: String,
+        me: ParticipantID? = nil,
+        configuration: SessionConfiguration = SessionConfiguration()
+    ) throws -> ConsoleRunner {
+        var runner = ConsoleRunner(
+            backend: backend, store: try storage.makeStore(), jsonl: jsonl, configuration: configuration, me: me, target: target, retry: policy.retry
+        )
+        runner.storePath = storage.store
+        return runner
+    }
+}
+
 /// How `connect` handles a first connection that fails.
 package struct ConnectPolicyOptions: ParsableArguments {
     package init() {}

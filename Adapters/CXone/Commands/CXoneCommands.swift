@@ -68,15 +68,11 @@ package struct ConnectCXone: AsyncParsableCommand {
     @Option(help: "The brand id.") package var brand: Int
     @Option(help: "The channel id.") package var channel: String
     @Option(help: "The customer id; a new customer without it.") package var customer: String?
-    @Flag(help: "Print events as JSON lines.") package var jsonl = false
-    @Flag(name: .customLong("allow-plain-text"), help: "Allow plain ws:// or http:// to a host that is not loopback (tokens and messages unencrypted).")
-    package var allowPlainText = false
-    @OptionGroup package var storage: StorageOptions
-    @OptionGroup package var policy: ConnectPolicyOptions
+    @OptionGroup package var options: ConnectOptions
 
     package func validate() throws {
-        if let chatURL { try validateURL(chatURL, option: "--chat-url", schemes: ["http", "https"], allowsPlainText: allowPlainText) }
-        if let socketURL { try validateURL(socketURL, option: "--socket-url", schemes: ["ws", "wss"], allowsPlainText: allowPlainText) }
+        if let chatURL { try validateURL(chatURL, option: "--chat-url", schemes: ["http", "https"], allowsPlainText: options.allowPlainText) }
+        if let socketURL { try validateURL(socketURL, option: "--socket-url", schemes: ["ws", "wss"], allowsPlainText: options.allowPlainText) }
     }
 
     package func run() async throws {
@@ -96,7 +92,7 @@ package struct ConnectCXone: AsyncParsableCommand {
         let backend: CXoneBackend
         do {
             backend = try await CXoneBackend.make(
-                configuration: CXoneConfiguration(environment: resolved, brandID: brand, channelID: channel, customerID: customer, allowsPlainText: allowPlainText)
+                configuration: CXoneConfiguration(environment: resolved, brandID: brand, channelID: channel, customerID: customer, allowsPlainText: options.allowPlainText)
             )
         } catch let error as SwitchboardError {
             // The channel's configuration is read before anything else: a wrong URL, an unknown
@@ -104,8 +100,7 @@ package struct ConnectCXone: AsyncParsableCommand {
             try ConsoleRunner.Outcome.failed("error: cannot load the channel configuration from \(resolved.chatURL): \(error.message)").exit()
             return
         }
-        var runner = ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, target: resolved.socketURL, retry: policy.retry)
-        runner.storePath = storage.store
+        var runner = try options.runner(backend: backend, target: resolved.socketURL)
         // A live-chat or multi-thread channel starts threads (a single-thread channel has its one).
         let lifecycle = backend.descriptor.capabilities.contains(.conversationLifecycle)
         runner.commands = Console.Commands(start: lifecycle ? .thread : nil, ending: lifecycle ? .close : nil)
@@ -121,13 +116,10 @@ package struct EmulateCXone: AsyncParsableCommand {
         abstract: "Run the CXone emulator; an agent robot takes every thread and answers."
     )
 
-    @Option(help: "The port to listen on (0 picks a free one).") package var port: Int = 0
     @Option(help: "The channel mode: single, multi or live.") package var mode: String = "multi"
     @Option(help: "The brand id served; others are refused, as the real service refuses them.") package var brand: Int = CXoneServer.Configuration().brandID
     @Option(help: "The channel id served; others are refused.") package var channel: String = CXoneServer.Configuration().channelID
     @OptionGroup package var agent: AgentOptions
-
-    package func validate() throws { try AgentOptions.validate(port: port) }
 
     package func run() async throws {
         guard let mode = CXoneServer.Mode(rawValue: mode) else {
@@ -138,7 +130,7 @@ package struct EmulateCXone: AsyncParsableCommand {
         let david = server.agent()
         server.autoReply(as: david, try agent.replies(output: output))
         let desk = CXoneDesk(server: server, agent: david, colleague: server.agent(id: 62_713_629, firstName: "Carol", surname: "Lane"))
-        let (port, banner) = (self.port, agent.banner)
+        let (port, banner) = (agent.port, agent.banner)
         try await agent.run(desk: desk, output: output) {
             try await CXoneEmulator(server: server, logger: Logger(label: "cxone-emulator")).run(port: port) { endpoints in
                 output.write(

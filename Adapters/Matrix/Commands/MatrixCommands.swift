@@ -48,14 +48,10 @@ package struct ConnectMatrix: AsyncParsableCommand {
     @Option(help: "The user's password (a login whose token is kept with --store).") package var password: String?
     @Option(help: "An access token instead of a password.") package var token: String?
     @Option(name: .customLong("device-id"), help: "The device to log in as; keep it stable with --store.") package var deviceID: String?
-    @Flag(help: "Print events as JSON lines.") package var jsonl = false
-    @Flag(name: .customLong("allow-plain-text"), help: "Allow plain http:// to a host that is not loopback (tokens and messages unencrypted).")
-    package var allowPlainText = false
-    @OptionGroup package var storage: StorageOptions
-    @OptionGroup package var policy: ConnectPolicyOptions
+    @OptionGroup package var options: ConnectOptions
 
     package func validate() throws {
-        try validateURL(homeserver, option: "--homeserver", schemes: ["http", "https"], allowsPlainText: allowPlainText)
+        try validateURL(homeserver, option: "--homeserver", schemes: ["http", "https"], allowsPlainText: options.allowPlainText)
         switch (password, token) {
         case (_?, _?): throw ValidationError("give either --password or --token, not both")
         case (_?, nil): if user == nil { throw ValidationError("--password needs --user") }
@@ -68,12 +64,11 @@ package struct ConnectMatrix: AsyncParsableCommand {
         let login: MatrixConfiguration.Login
         if let token { login = .accessToken(token) } else { login = .password(user: user ?? "", password: password ?? "") }
         let backend = try MatrixBackend(
-            configuration: MatrixConfiguration(homeserver: homeserver, login: login, deviceID: deviceID, allowsPlainText: allowPlainText)
+            configuration: MatrixConfiguration(homeserver: homeserver, login: login, deviceID: deviceID, allowsPlainText: options.allowPlainText)
         )
         // Messages of the logged-in user are `"mine": true` in JSON lines when the user id is given.
         let me = user.flatMap { $0.hasPrefix("@") ? ParticipantID($0) : nil }
-        var runner = ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, me: me, target: homeserver, retry: policy.retry)
-        runner.storePath = storage.store
+        var runner = try options.runner(backend: backend, target: homeserver, me: me)
         runner.commands = Console.Commands(start: .group, ending: .leave) { session, room in try await MatrixRequests(session: session).join(room) }
         try await runner.run().exit()
     }

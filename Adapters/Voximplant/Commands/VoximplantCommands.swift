@@ -44,20 +44,15 @@ package struct ConnectVoximplant: AsyncParsableCommand {
     @Option(help: "The WebSocket URL, such as ws://127.0.0.1:8080/ws.") package var url: String
     @Option(help: "The user id, user@application.account.") package var user: String
     @Option(help: "The user's token.") package var token: String
-    @Flag(help: "Print events as JSON lines.") package var jsonl = false
-    @Flag(name: .customLong("allow-plain-text"), help: "Allow plain ws:// or http:// to a host that is not loopback (tokens and messages unencrypted).")
-    package var allowPlainText = false
-    @OptionGroup package var storage: StorageOptions
-    @OptionGroup package var policy: ConnectPolicyOptions
+    @OptionGroup package var options: ConnectOptions
 
     package func validate() throws {
-        try validateURL(url, option: "--url", schemes: ["ws", "wss"], allowsPlainText: allowPlainText)
+        try validateURL(url, option: "--url", schemes: ["ws", "wss"], allowsPlainText: options.allowPlainText)
     }
 
     package func run() async throws {
-        let backend = VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: user, token: token, allowsPlainText: allowPlainText), logger: .off)
-        var runner = ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, me: ParticipantID(user), target: url, retry: policy.retry)
-        runner.storePath = storage.store
+        let backend = VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: user, token: token, allowsPlainText: options.allowPlainText), logger: .off)
+        var runner = try options.runner(backend: backend, target: url, me: ParticipantID(user))
         runner.commands = Console.Commands(start: .group, ending: .leave) { session, id in
             try await VoximplantRequests(session: session).joinConversation(ConversationID(id)).id
         }
@@ -73,10 +68,7 @@ package struct EmulateVoximplant: AsyncParsableCommand {
         abstract: "Run the Voximplant-style emulator with users alice and bob; bob is a robot that answers."
     )
 
-    @Option(help: "The port to listen on (0 picks a free one).") package var port: Int = 0
     @OptionGroup package var agent: AgentOptions
-
-    package func validate() throws { try AgentOptions.validate(port: port) }
 
     package func run() async throws {
         let server = VoximplantServer()
@@ -89,7 +81,7 @@ package struct EmulateVoximplant: AsyncParsableCommand {
         let reply = try agent.replies(output: output)
         server.autoReply(as: bob) { _, text in reply(text) }
         let desk = VoximplantDesk(server: server, agent: bob, customer: alice, conversation: conversation)
-        let port = self.port
+        let port = agent.port
         let banner = agent.banner
         try await agent.run(desk: desk, output: output) {
             try await VoximplantEmulator(server: server, logger: Logger(label: "voximplant-emulator")).run(port: port) { url in

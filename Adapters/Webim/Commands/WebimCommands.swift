@@ -48,14 +48,10 @@ package struct ConnectWebim: AsyncParsableCommand {
     @Option(name: .customLong("user-token"), help: "With --offline: the user's stable token, which finds the same appeals from any device.")
     package var userToken: String?
     @Option(name: .customLong("poll-interval"), help: "With --offline: seconds between polls for answers.") package var pollInterval: Int = 30
-    @Flag(help: "Print events as JSON lines.") package var jsonl = false
-    @Flag(name: .customLong("allow-plain-text"), help: "Allow plain ws:// or http:// to a host that is not loopback (tokens and messages unencrypted).")
-    package var allowPlainText = false
-    @OptionGroup package var storage: StorageOptions
-    @OptionGroup package var policy: ConnectPolicyOptions
+    @OptionGroup package var options: ConnectOptions
 
     package func validate() throws {
-        if url.contains("://") { try validateURL(url, option: "--url", schemes: ["http", "https"], allowsPlainText: allowPlainText) }
+        if url.contains("://") { try validateURL(url, option: "--url", schemes: ["http", "https"], allowsPlainText: options.allowPlainText) }
         do {
             try WebimConfiguration(accountName: "check", visitorFieldsJSON: visitorFields).validate()
         } catch let error as SwitchboardError {
@@ -70,22 +66,20 @@ package struct ConnectWebim: AsyncParsableCommand {
         if offline, let userToken {
             let backend = try WebimAppealsBackend(
                 configuration: WebimAppealsConfiguration(
-                    accountName: url, location: location, userToken: userToken, visitorFieldsJSON: visitorFields, allowsPlainText: allowPlainText
+                    accountName: url, location: location, userToken: userToken, visitorFieldsJSON: visitorFields, allowsPlainText: options.allowPlainText
                 )
             )
             var configuration = SessionConfiguration()
             configuration.pollInterval = .seconds(pollInterval)
-            var runner = ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, configuration: configuration, target: url, retry: policy.retry)
-            runner.storePath = storage.store
+            var runner = try options.runner(backend: backend, target: url, configuration: configuration)
             runner.commands = Console.Commands(start: .appeal)
             try await runner.run().exit()
             return
         }
-        let backend = try WebimBackend(configuration: WebimConfiguration(accountName: url, location: location, visitorFieldsJSON: visitorFields, allowsPlainText: allowPlainText))
+        let backend = try WebimBackend(configuration: WebimConfiguration(accountName: url, location: location, visitorFieldsJSON: visitorFields, allowsPlainText: options.allowPlainText))
         // The visitor's one chat starts with its first message; the operator or the service ends
         // it (Mobile SDK 4.0 has no close).
-        var runner = ConsoleRunner(backend: backend, store: try storage.makeStore(), jsonl: jsonl, target: url, retry: policy.retry)
-        runner.storePath = storage.store
+        let runner = try options.runner(backend: backend, target: url)
         try await runner.run().exit()
     }
 }
@@ -98,12 +92,9 @@ package struct EmulateWebim: AsyncParsableCommand {
         abstract: "Run the Webim emulator; an operator robot takes every chat and answers."
     )
 
-    @Option(help: "The port to listen on (0 picks a free one).") package var port: Int = 0
     @Option(help: "How long a delta long-poll is held, in seconds.") package var hold: Int = 20
     @Option(name: .customLong("appeal-delay"), help: "Seconds before the robot answers an offline appeal.") package var appealDelay: Int = 10
     @OptionGroup package var agent: AgentOptions
-
-    package func validate() throws { try AgentOptions.validate(port: port) }
 
     package func run() async throws {
         let server = WebimServer(configuration: WebimServer.Configuration(deltaHold: .seconds(hold)))
@@ -112,7 +103,7 @@ package struct EmulateWebim: AsyncParsableCommand {
         server.autoReply(as: bob, try agent.replies(output: output))
         server.answerAppealsLater(as: server.robot(id: 8, name: "Olga (robot)"), after: .seconds(appealDelay)) { text in "About your appeal: \(text)" }
         let desk = WebimDesk(server: server, agent: bob, colleague: server.robot(id: 9, name: "Carol"))
-        let (port, appealDelay, banner) = (self.port, self.appealDelay, agent.banner)
+        let (port, appealDelay, banner) = (agent.port, self.appealDelay, agent.banner)
         try await agent.run(desk: desk, output: output) {
             try await WebimEmulator(server: server, logger: Logger(label: "webim-emulator")).run(port: port) { url in
                 output.write(
