@@ -31,15 +31,14 @@ struct LinkOutputTests {
     @Test func theLoopsRunWhileTheBodyRunsAndStopWithIt() async throws {
         let output = LinkOutput()
         let (started, start) = AsyncStream.makeStream(of: Void.self)
+        // Nothing is ever yielded here: the loop waits until it is cancelled.
+        let (never, keepOpen) = AsyncStream.makeStream(of: Void.self)
         let stopped = Locked(false)
         let result = try await output.whileRunning([
             {
                 start.yield()
-                do {
-                    try await Task.sleep(for: .seconds(3600))
-                } catch {
-                    stopped.withLock { $0 = true }
-                }
+                for await _ in never {}
+                withExtendedLifetime(keepOpen) { stopped.withLock { $0 = Task.isCancelled } }
             },
         ]) { () async throws -> Int in
             for await _ in started { break }

@@ -175,18 +175,7 @@ extension SessionStateMachine {
             guard connection.link?.id == id else { return .perform([]) }
             connection.updateArrived(id)
             guard window?.link == id else { return apply(update, facts: facts, at: moment) }
-            switch update {
-            case .event, .cursor, .conversationHead:
-                window?.held.append(update)
-                return .perform([])
-            case .snapshot:
-                // The window: applied, then what waited for it, in the order it came.
-                let turn = apply(update, facts: facts, at: moment)
-                guard case .perform(let effects) = turn else { return turn }
-                return .perform(effects + releaseWindow())
-            case .credentials, .problem, .user:
-                return apply(update, facts: facts, at: moment)
-            }
+            return beforeWindow(update, facts: facts, at: moment)
         case .linkFailed(let id, let error):
             return .perform(effects(of: connection.linkFailed(id, error), at: moment))
         case .linkClosed(let id, let thrown):

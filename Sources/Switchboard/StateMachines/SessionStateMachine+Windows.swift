@@ -1,6 +1,23 @@
 /// The rules for snapshots and the windows they bring: which events are stored at once, which
 /// windows are filled first, and the fills' pages (backends without sequences).
 extension SessionStateMachine {
+    /// An update of a windowed link whose window has not come yet: an event, a cursor or a head
+    /// waits for it; the first snapshot is the window, applied, then followed by what waited, in
+    /// the order it came (``WindowHold``).
+    mutating func beforeWindow(_ update: BackendUpdate, facts: Facts, at moment: Moment) -> Turn {
+        switch update {
+        case .event, .cursor, .conversationHead:
+            window?.held.append(update)
+            return .perform([])
+        case .snapshot:
+            let turn = apply(update, facts: facts, at: moment)
+            guard case .perform(let effects) = turn else { return turn }
+            return .perform(effects + releaseWindow())
+        case .credentials, .problem, .user:
+            return apply(update, facts: facts, at: moment)
+        }
+    }
+
     private var snapshotApplication: SnapshotApplication {
         SnapshotApplication(pageLimit: settings.windowPageSize, maxPages: settings.configuration.maxBackfillPages, fillsWindows: settings.fillsWindows)
     }
