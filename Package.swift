@@ -272,42 +272,10 @@ let package = Package(
         ),
         // Each adapter's commands (`connect`, `emulate`) and its gateway sessions: the registry's
         // entry, one per adapter folder.
-        .target(
-            name: "VoximplantCommands",
-            dependencies: [
-                "SwitchboardCommandKit", "Switchboard", "SwitchboardVoximplant", "VoximplantEmulator", "SwitchboardEmulation",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Adapters/Voximplant/Commands"
-        ),
-        .target(
-            name: "WebimCommands",
-            dependencies: [
-                "SwitchboardCommandKit", "Switchboard", "SwitchboardWebim", "WebimEmulator", "SwitchboardEmulation",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Adapters/Webim/Commands"
-        ),
-        .target(
-            name: "CXoneCommands",
-            dependencies: [
-                "SwitchboardCommandKit", "Switchboard", "SwitchboardCXone", "CXoneEmulator", "SwitchboardEmulation",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Adapters/CXone/Commands"
-        ),
-        .target(
-            name: "MatrixCommands",
-            dependencies: [
-                "SwitchboardCommandKit", "Switchboard", "SwitchboardMatrix",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Adapters/Matrix/Commands"
-        ),
+        commandsTarget("Voximplant", adapter: "SwitchboardVoximplant", emulator: "VoximplantEmulator"),
+        commandsTarget("Webim", adapter: "SwitchboardWebim", emulator: "WebimEmulator"),
+        commandsTarget("CXone", adapter: "SwitchboardCXone", emulator: "CXoneEmulator"),
+        commandsTarget("Matrix", adapter: "SwitchboardMatrix", emulator: nil),
         .executableTarget(
             name: "switchboard",
             dependencies: [
@@ -380,4 +348,19 @@ for target in package.targets {
         .enableUpcomingFeature("NonisolatedNonsendingByDefault"),
     ])
     target.swiftSettings = settings
+}
+
+/// An adapter's commands target, `<Vendor>Commands` in `Adapters/<Vendor>/Commands`: its registry
+/// entry (the `connect` and `emulate` commands, its gateway sessions) over its adapter and, where
+/// it has one, its emulator.
+func commandsTarget(_ vendor: String, adapter: String, emulator: String?) -> Target {
+    let emulation: [Target.Dependency] = emulator.map { [.target(name: $0), "SwitchboardEmulation"] } ?? []
+    return .target(
+        name: "\(vendor)Commands",
+        dependencies: ["SwitchboardCommandKit", "Switchboard", .target(name: adapter)] + emulation + [
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ],
+        path: "Adapters/\(vendor)/Commands"
+    )
 }
