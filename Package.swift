@@ -98,6 +98,10 @@ let package = Package(
             dependencies: [
                 "Switchboard",
                 "SwitchboardTestKit",
+                // The in-process network: an emulator's routes behind the adapters' transports.
+                "SwitchboardTransport",
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -320,7 +324,11 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchboardTestKitTests",
-            dependencies: ["Switchboard", "SwitchboardTestKit", "SwitchboardSQLite", "SwitchboardTransport"]
+            dependencies: [
+                "Switchboard", "SwitchboardTestKit", "SwitchboardSQLite", "SwitchboardTransport", "SwitchboardEmulation",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+            ]
         ),
         .testTarget(
             name: "SwitchboardCLITests",

@@ -23,13 +23,14 @@ public enum EmulatorHost {
     /// Runs the emulator around `body`, which gets the bound port; stops it when `body` returns.
     public static func withRunning<Result: Sendable>(
         router: Router<BasicWebSocketRequestContext>,
-        webSocketRouter: Router<BasicWebSocketRequestContext>,
+        webSocketRoutes: [WebSocketRoute],
         host: String = "127.0.0.1",
         port: Int = 0,
         maxWebSocketFrame: Int = EmulatorHost.maxWebSocketFrame,
         logger: Logger,
         _ body: @Sendable (Int) async throws -> Result
     ) async throws -> Result {
+        let webSocketRouter = Self.webSocketRouter(webSocketRoutes)
         let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
         let application = Application(
             router: router,
@@ -70,13 +71,14 @@ public enum EmulatorHost {
     /// - Throws: ``EmulatorHostError`` when the port is in use; what the server throws otherwise.
     public static func run(
         router: Router<BasicWebSocketRequestContext>,
-        webSocketRouter: Router<BasicWebSocketRequestContext>,
+        webSocketRoutes: [WebSocketRoute],
         host: String = "127.0.0.1",
         port: Int = 0,
         maxWebSocketFrame: Int = EmulatorHost.maxWebSocketFrame,
         logger: Logger,
         onBound: @escaping @Sendable (Int) async -> Void
     ) async throws {
+        let webSocketRouter = Self.webSocketRouter(webSocketRoutes)
         let application = Application(
             router: router,
             server: .http1WebSocketUpgrade(webSocketRouter: webSocketRouter, configuration: .init(ws: WebSocketServerConfiguration(maxFrameSize: maxWebSocketFrame))),
@@ -88,6 +90,22 @@ public enum EmulatorHost {
         configuration.maximumGracefulShutdownDuration = signalGracePeriod
         let group = ServiceGroup(configuration: configuration)
         try await explainingBindFailure(host: host, port: port) { try await group.run() }
+    }
+
+    /// Serves each route's sockets through ``EmulatedSocket``.
+    static func webSocketRouter(_ routes: [WebSocketRoute]) -> Router<BasicWebSocketRequestContext> {
+        let router = Router(context: BasicWebSocketRequestContext.self)
+        for route in routes {
+            router.ws(RouterPath(route.path), shouldUpgrade: { request, _ in
+                route.refuses(request.uri.description) ? .dontUpgrade : .upgrade([:])
+            }) { inbound, outbound, context in
+                let uri = context.request.uri.description
+                await EmulatedSocket.serve(inbound: inbound, outbound: outbound, maxFrameSize: route.maxFrameSize, clock: route.clock) { socket in
+                    route.open(uri, socket)
+                }
+            }
+        }
+        return router
     }
 
     /// Runs `body`, turning a failure to bind because the address is taken into one line.

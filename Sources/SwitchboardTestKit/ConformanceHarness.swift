@@ -12,6 +12,19 @@ extension SessionConfiguration {
             pollInterval: .milliseconds(20)
         )
     }
+
+    /// No engine delay, for a session on a ``TestClock`` against an emulator in the same process
+    /// (`SwitchboardEmulation`'s `InProcessNetwork`): reconnects, resends and gap requests happen
+    /// at once, while everything timed with a duration (an adapter's request deadlines,
+    /// heartbeats and pong deadlines, the typing throttle, polls, the window hold) waits for the
+    /// test to move the clock. No deadline can pass because the machine is slow.
+    public static var virtualTime: SessionConfiguration {
+        SessionConfiguration(
+            reconnectBackoff: BackoffPolicy(initial: .zero, maximum: .zero),
+            outboxBackoff: BackoffPolicy(initial: .zero, maximum: .zero),
+            holdTimeout: .zero
+        )
+    }
 }
 
 extension Logger {
@@ -27,30 +40,35 @@ public struct ConformanceContext: Sendable {
     /// Makes the store of each session a case opens (unless the case brings its own): in memory
     /// by default; a durable store runs the suite on its own storage.
     public var makeStore: @Sendable () throws -> any ChatStore
-    /// Makes each session's clock. In-process backends run the suite on virtual time (an
-    /// ``ImmediateClock``: every backoff, hold timeout and throttle passes at once, so a loaded
-    /// machine changes nothing but speed). Adapters over real sockets keep the real clock: their
-    /// links time their requests and heartbeats with the session's clock, and a socket answers
-    /// in real time.
+    /// Makes each session's clock. The in-memory reference backend runs the suite on an
+    /// ``ImmediateClock`` (every backoff, hold timeout and throttle passes at once); an emulator
+    /// in the same process on its ``EmulatorControl/virtualClock``, which moves only when the
+    /// test moves it; an emulator on a socket on the real clock.
     public var makeClock: @Sendable () -> SessionClock
     /// How long a case waits for what it expects before it fails as a hang (the recorders'
     /// ``EventRecorder/patience``): 30 s by default; more for a real server (PostgreSQL, Synapse)
     /// that shares a loaded machine with every other suite.
     public var patience: Duration
 
+    /// - Parameters:
+    ///   - configuration: the sessions' settings: by default ``SessionConfiguration/virtualTime``
+    ///     on an emulator with a ``EmulatorControl/virtualClock``, else
+    ///     ``SessionConfiguration/fastForTests``.
+    ///   - makeClock: by default the emulator's virtual clock, else the real one.
     public init(
         emulator: any EmulatorControl,
-        configuration: SessionConfiguration = .fastForTests,
+        configuration: SessionConfiguration? = nil,
         logger: Logger = .quiet,
         makeStore: @escaping @Sendable () throws -> any ChatStore = { InMemoryChatStore() },
-        makeClock: @escaping @Sendable () -> SessionClock = { .continuous },
+        makeClock: (@Sendable () -> SessionClock)? = nil,
         patience: Duration = .seconds(30)
     ) {
+        let virtualClock = emulator.virtualClock
         self.emulator = emulator
-        self.configuration = configuration
+        self.configuration = configuration ?? (virtualClock == nil ? .fastForTests : .virtualTime)
         self.logger = logger
         self.makeStore = makeStore
-        self.makeClock = makeClock
+        self.makeClock = makeClock ?? { virtualClock.map { SessionClock($0) } ?? .continuous }
         self.patience = patience
     }
 }

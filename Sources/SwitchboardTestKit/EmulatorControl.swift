@@ -184,6 +184,12 @@ public protocol EmulatorControl: Sendable {
     /// customer as ``EmulatorFault/rawFrame(_:)`` by the conformance case "the vendor's own
     /// shapes, broken". None may add a message to `conversation`.
     func vendorBadInput(in conversation: ConversationID) async throws -> [VendorBadInput]
+
+    /// The clock of an emulator reached in the same process (no socket) whose time moves only
+    /// when the test moves it; `nil` for one on a socket, on real time. Sessions a
+    /// ``ConformanceHarness`` opens on such an emulator run on the same clock with
+    /// ``SessionConfiguration/virtualTime``.
+    var virtualClock: TestClock? { get }
 }
 
 /// One frame of ``EmulatorControl/vendorBadInput(in:)``.
@@ -223,6 +229,7 @@ public struct VendorBadInput: Sendable {
 
 extension EmulatorControl {
     public var customerSecrets: [String] { [] }
+    public var virtualClock: TestClock? { nil }
 }
 
 extension JSONValue {

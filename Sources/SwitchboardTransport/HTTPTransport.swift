@@ -8,7 +8,31 @@ public import Switchboard
 /// HTTP requests for adapters, on AsyncHTTPClient (real deadlines and cancellation; URLSession
 /// on Linux rounds timeouts to whole seconds). Failures become classified ``SwitchboardError``s;
 /// HTTP statuses are returned for the adapter to interpret.
+///
+/// A transport made with ``init(handler:maxBodySize:)`` sends nothing over the network: each
+/// request goes to a function in the same process (an emulator's routes, in
+/// `SwitchboardEmulation`), so adapter tests run without sockets and on a test clock.
 public struct HTTPTransport: Sendable {
+    /// A request as the transport sends it, for a handler in the same process.
+    public struct Request: Sendable {
+        public var method: String
+        /// The whole URL, query included.
+        public var url: String
+        public var headers: [(String, String)]
+        public var body: Data
+
+        public init(method: String, url: String, headers: [(String, String)] = [], body: Data = Data()) {
+            self.method = method
+            self.url = url
+            self.headers = headers
+            self.body = body
+        }
+    }
+
+    /// Answers requests in the same process. It has no deadline of its own: on a test clock, a
+    /// request waits for its answer as long as the handler takes.
+    public typealias Handler = @Sendable (Request) async throws -> Response
+
     public struct Response: Sendable {
         public var status: Int
         public var body: Data
@@ -36,7 +60,12 @@ public struct HTTPTransport: Sendable {
         }
     }
 
-    let client: HTTPClient
+    private enum Exchange: Sendable {
+        case network(HTTPClient)
+        case inProcess(Handler)
+    }
+
+    private let exchange: Exchange
     /// The largest response body accepted; larger fails with ``SwitchboardError/Code/payloadTooLarge``.
     public var maxBodySize: Int
     /// Whether plain `http://` to a host that is not loopback is allowed (``PlainTextPolicy``).
@@ -68,9 +97,17 @@ public struct HTTPTransport: Sendable {
     }()
 
     public init(client: HTTPClient = HTTPTransport.sharedClient, maxBodySize: Int = 16 << 20, allowsPlainText: Bool = false) {
-        self.client = client
+        self.exchange = .network(client)
         self.maxBodySize = maxBodySize
         self.allowsPlainText = allowsPlainText
+    }
+
+    /// A transport whose requests `handler` answers in the same process: no socket, no DNS, no
+    /// deadline. The body limit still applies; ``PlainTextPolicy`` does not (nothing travels).
+    public init(handler: @escaping Handler, maxBodySize: Int = 16 << 20) {
+        self.exchange = .inProcess(handler)
+        self.maxBodySize = maxBodySize
+        self.allowsPlainText = true
     }
 
     /// This transport, also allowing plain text when `allowed` (an adapter's configuration says so).
@@ -87,10 +124,7 @@ public struct HTTPTransport: Sendable {
         timeout: Duration
     ) async throws -> Response {
         let full = query.isEmpty ? url : url + (url.contains("?") ? "&" : "?") + Self.formEncode(query)
-        var request = HTTPClientRequest(url: full)
-        request.method = .GET
-        for (name, value) in headers { request.headers.add(name: name, value: value) }
-        return try await execute(request, timeout: timeout)
+        return try await execute(Request(method: "GET", url: full, headers: headers), timeout: timeout)
     }
 
     /// `application/x-www-form-urlencoded` POST.
@@ -111,11 +145,7 @@ public struct HTTPTransport: Sendable {
         headers: [(String, String)] = [],
         timeout: Duration
     ) async throws -> Response {
-        var request = HTTPClientRequest(url: url)
-        request.method = method == "PUT" ? .PUT : .POST
-        for (name, value) in headers { request.headers.add(name: name, value: value) }
-        request.headers.replaceOrAdd(name: "Content-Type", value: "application/json")
-        request.body = .bytes(ByteBuffer(data: body.jsonData()))
+        let request = Request(method: method == "PUT" ? "PUT" : "POST", url: url, headers: Self.replacing("Content-Type", with: "application/json", in: headers), body: body.jsonData())
         return try await execute(request, timeout: timeout)
     }
 
@@ -127,12 +157,7 @@ public struct HTTPTransport: Sendable {
         headers: [(String, String)] = [],
         timeout: Duration
     ) async throws -> Response {
-        var request = HTTPClientRequest(url: url)
-        request.method = .POST
-        for (name, value) in headers { request.headers.add(name: name, value: value) }
-        request.headers.replaceOrAdd(name: "Content-Type", value: contentType)
-        request.body = .bytes(ByteBuffer(data: data))
-        return try await execute(request, timeout: timeout)
+        try await execute(Request(method: "POST", url: url, headers: Self.replacing("Content-Type", with: contentType, in: headers), body: data), timeout: timeout)
     }
 
     /// `multipart/form-data` POST with text fields and one file.
@@ -159,19 +184,42 @@ public struct HTTPTransport: Sendable {
         body.append(file.data)
         line("")
         line("--\(boundary)--")
-        var request = HTTPClientRequest(url: url)
-        request.method = .POST
-        for (name, value) in headers { request.headers.add(name: name, value: value) }
-        request.headers.replaceOrAdd(name: "Content-Type", value: "multipart/form-data; boundary=\(boundary)")
-        request.body = .bytes(ByteBuffer(data: body))
-        return try await execute(request, timeout: timeout)
+        let contentType = "multipart/form-data; boundary=\(boundary)"
+        return try await execute(Request(method: "POST", url: url, headers: Self.replacing("Content-Type", with: contentType, in: headers), body: body), timeout: timeout)
     }
 
-    private func execute(_ request: HTTPClientRequest, timeout: Duration) async throws -> Response {
+    /// `headers` with every `name` field (any case) replaced by one of `value`.
+    static func replacing(_ name: String, with value: String, in headers: [(String, String)]) -> [(String, String)] {
+        headers.filter { $0.0.caseInsensitiveCompare(name) != .orderedSame } + [(name, value)]
+    }
+
+    private func execute(_ request: Request, timeout: Duration) async throws -> Response {
+        switch exchange {
+        case .inProcess(let handler):
+            let response: Response
+            do {
+                response = try await handler(request)
+            } catch {
+                throw Self.classify(error, cancelled: Task.isCancelled)
+            }
+            guard response.body.count <= maxBodySize else {
+                throw SwitchboardError(.payloadTooLarge, "a response body was over \(maxBodySize) bytes")
+            }
+            return response
+        case .network(let client):
+            return try await execute(request, on: client, timeout: timeout)
+        }
+    }
+
+    private func execute(_ request: Request, on client: HTTPClient, timeout: Duration) async throws -> Response {
         try PlainTextPolicy.check(request.url, allowed: allowsPlainText)
+        var outgoing = HTTPClientRequest(url: request.url)
+        outgoing.method = HTTPMethod(rawValue: request.method)
+        for (name, value) in request.headers { outgoing.headers.add(name: name, value: value) }
+        if request.method != "GET" { outgoing.body = .bytes(ByteBuffer(data: request.body)) }
         let response: HTTPClientResponse
         do {
-            response = try await client.execute(request, timeout: .nanoseconds(Int64(timeout / .nanoseconds(1))))
+            response = try await client.execute(outgoing, timeout: .nanoseconds(Int64(timeout / .nanoseconds(1))))
         } catch {
             throw Self.classify(error, cancelled: Task.isCancelled, url: request.url)
         }

@@ -11,11 +11,28 @@ public struct TextWebSocket: Sendable {
     /// ``SwitchboardError`` when the link fails or the peer sends what the transport refuses
     /// (a binary message, a message over the size limit). Single consumer.
     public let messages: AsyncThrowingStream<String, any Error>
-    private let outbound: WebSocketOutboundWriter
+    private let write: @Sendable (String) async throws -> Void
+    private let end: @Sendable () async -> Void
+
+    /// A socket whose messages come from `messages`, whose sends go to `send` (which throws when
+    /// the socket is gone) and whose `close` runs `close`: what an in-process transport hands a
+    /// link (see ``WebSocketTransport/init(connect:)``).
+    public init(
+        messages: AsyncThrowingStream<String, any Error>,
+        send: @escaping @Sendable (String) async throws -> Void,
+        close: @escaping @Sendable () async -> Void
+    ) {
+        self.messages = messages
+        self.write = send
+        self.end = close
+    }
 
     init(messages: AsyncThrowingStream<String, any Error>, outbound: WebSocketOutboundWriter) {
-        self.messages = messages
-        self.outbound = outbound
+        self.init(
+            messages: messages,
+            send: { text in try await outbound.writeTextMessage(text) },
+            close: { try? await outbound.close(.normalClosure, reason: nil) }
+        )
     }
 
     /// Sends one text message.
@@ -24,7 +41,9 @@ public struct TextWebSocket: Sendable {
     ///   socket is gone.
     public func send(_ text: String) async throws {
         do {
-            try await outbound.writeTextMessage(text)
+            try await write(text)
+        } catch let error as SwitchboardError {
+            throw error
         } catch {
             throw SwitchboardError(.connectionLost, "the WebSocket is closed", underlying: error)
         }
@@ -32,13 +51,45 @@ public struct TextWebSocket: Sendable {
 
     /// Starts a normal close; ``messages`` finishes once the peer answers.
     public func close() async {
-        try? await outbound.close(.normalClosure, reason: nil)
+        await end()
     }
 }
 
-/// WebSocket client links for adapters, built on swift-websocket's `WSClient` (URLSession's
-/// WebSocket does not work on Linux).
-public enum WebSocketTransport {
+/// WebSocket client links for adapters: over the network on swift-websocket's `WSClient`
+/// (URLSession's WebSocket does not work on Linux), or to a socket model in the same process
+/// (``init(connect:)``), so adapter tests run without sockets and on a test clock.
+public struct WebSocketTransport: Sendable {
+    /// A socket opened in the same process: the link's side of it, and the work that carries the
+    /// peer's messages, which runs for as long as the link uses the socket.
+    public struct InProcessSocket: Sendable {
+        public var socket: TextWebSocket
+        /// Carries the peer's messages to ``TextWebSocket/messages`` until the socket closes;
+        /// cancelled when the link is done with the socket.
+        public var run: @Sendable () async -> Void
+
+        public init(socket: TextWebSocket, run: @escaping @Sendable () async -> Void) {
+            self.socket = socket
+            self.run = run
+        }
+    }
+
+    /// Opens an in-process socket to a URL, or throws as a refused handshake would.
+    public typealias Connect = @Sendable (_ url: String, _ configuration: Configuration) async throws -> InProcessSocket
+
+    private let connect: Connect?
+
+    /// Real sockets.
+    public static let network = WebSocketTransport(connector: nil)
+
+    /// A transport whose sockets `connect` opens in the same process.
+    public init(connect: @escaping Connect) {
+        self.connect = connect
+    }
+
+    private init(connector: Connect?) {
+        self.connect = connector
+    }
+
     public struct Configuration: Sendable {
         /// The largest message accepted from the peer; larger ones fail the link with
         /// ``SwitchboardError/Code/payloadTooLarge``.
@@ -61,9 +112,33 @@ public enum WebSocketTransport {
     /// - Throws: ``SwitchboardError`` with ``SwitchboardError/Code/connectionLost`` when the
     ///   socket cannot be opened or closes before `body` finishes, what `body` throws, or
     ///   `CancellationError`.
-    public static func withTextWebSocket<Result: Sendable>(
+    public func withTextWebSocket<Result: Sendable>(
         url: String,
         configuration: Configuration = Configuration(),
+        logger: Logger,
+        _ body: @Sendable (TextWebSocket) async throws -> Result
+    ) async throws -> Result {
+        guard let connect else {
+            return try await Self.withNetworkSocket(url: url, configuration: configuration, logger: logger, body)
+        }
+        let opened = try await connect(url, configuration)
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await opened.run() }
+            defer { group.cancelAll() }
+            let result: Swift.Result<Result, any Error>
+            do {
+                result = .success(try await body(opened.socket))
+            } catch {
+                result = .failure(error)
+            }
+            await opened.socket.close()
+            return try result.get()
+        }
+    }
+
+    private static func withNetworkSocket<Result: Sendable>(
+        url: String,
+        configuration: Configuration,
         logger: Logger,
         _ body: @Sendable (TextWebSocket) async throws -> Result
     ) async throws -> Result {

@@ -31,7 +31,7 @@ import Testing
             ($0 as? SwitchboardError)?.code == .fatal
         }
         await #expect {
-            try await WebSocketTransport.withTextWebSocket(url: "ws://example.invalid/ws", logger: .quiet) { _ in }
+            try await WebSocketTransport.network.withTextWebSocket(url: "ws://example.invalid/ws", logger: .quiet) { _ in }
         } throws: { ($0 as? SwitchboardError)?.code == .fatal }
     }
 }

@@ -13,7 +13,7 @@ struct WebSocketTransportTests {
     @Test func aRefusedConnectionIsALostLinkAndTheProcessGoesOn() async throws {
         for attempt in 1...3 {
             do {
-                _ = try await WebSocketTransport.withTextWebSocket(url: "ws://127.0.0.1:1/ws", logger: .quiet) { _ in
+                _ = try await WebSocketTransport.network.withTextWebSocket(url: "ws://127.0.0.1:1/ws", logger: .quiet) { _ in
                     Issue.record("attempt \(attempt): a socket to a port nothing listens on")
                 }
             } catch let error as SwitchboardError {

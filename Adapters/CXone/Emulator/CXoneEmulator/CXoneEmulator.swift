@@ -31,7 +31,7 @@ public struct CXoneEmulator: HostedEmulator {
         Endpoints(chatURL: "http://\(host):\(port)/chat", socketURL: "ws://\(host):\(port)/ws", tokenURL: "http://\(host):\(port)/")
     }
 
-    public func routers() -> (http: Router<BasicWebSocketRequestContext>, webSocket: Router<BasicWebSocketRequestContext>) {
+    public func httpRouter() -> Router<BasicWebSocketRequestContext> {
         let server = self.server
         let router = Router(context: BasicWebSocketRequestContext.self)
         // Each answers only for the brand and channel the server was configured with.
@@ -70,12 +70,14 @@ public struct CXoneEmulator: HostedEmulator {
             guard let body = server.s3Object(context.parameters.get("id") ?? "") else { return Response(status: .notFound) }
             return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: body)))
         }
-        let webSocketRouter = Router(context: BasicWebSocketRequestContext.self)
-        webSocketRouter.ws("/ws", shouldUpgrade: { request, _ in
-            server.takeHandshakeFault() ? .dontUpgrade : .upgrade([:])
-        }) { inbound, outbound, context in
-            let visitor = Self.query(context.request.uri.query ?? "")["visitorId"] ?? ""
-            await EmulatedSocket.serve(inbound: inbound, outbound: outbound, maxFrameSize: 1 << 20, clock: server.clock) { socket in
+        return router
+    }
+
+    public func webSocketRoutes() -> [WebSocketRoute] {
+        let server = self.server
+        return [
+            WebSocketRoute(path: "/ws", clock: server.clock, refuses: { _ in server.takeHandshakeFault() }) { uri, socket in
+                let visitor = WebSocketRoute.query(of: uri)["visitorId"] ?? ""
                 let connection = server.attach(visitorID: visitor, send: socket.send, pause: socket.pause(for:), close: socket.close)
                 return EmulatedSocket.Handlers(
                     receive: { frame in
@@ -88,8 +90,7 @@ public struct CXoneEmulator: HostedEmulator {
                     closed: { server.detach(connection) }
                 )
             }
-        }
-        return (router, webSocketRouter)
+        ]
     }
 
     /// `answer()`, or the refusal of a brand or channel the server does not serve.
@@ -104,14 +105,5 @@ public struct CXoneEmulator: HostedEmulator {
 
     static func json(_ value: JSONValue, status: Int = 200) -> Response {
         Response(status: .init(code: status), headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: value.jsonString)))
-    }
-
-    static func query(_ text: String) -> [String: String] {
-        var fields: [String: String] = [:]
-        for pair in text.split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? String($0) }
-            fields[parts[0]] = parts.count > 1 ? parts[1] : ""
-        }
-        return fields
     }
 }

@@ -58,7 +58,7 @@ public struct CXoneConfiguration: Sendable {
 /// The adapter for CXone Digital First chat (protocols/cxone.md): HTTP channel configuration plus
 /// the WebSocket event protocol, in single-thread, multi-thread and live-chat modes.
 ///
-/// Make it with ``make(configuration:transport:)``, which reads the channel configuration first:
+/// Make it with ``make(configuration:transport:webSockets:)``, which reads the channel configuration first:
 /// the mode decides the capabilities (threads, archive and rename in multi-thread; ending the
 /// contact in live chat).
 public struct CXoneBackend: ChatBackend {
@@ -66,7 +66,8 @@ public struct CXoneBackend: ChatBackend {
     public let channel: CXoneChannelConfiguration
     public let descriptor: BackendDescriptor
     let transport: HTTPTransport
-    /// The configuration ``make(configuration:transport:)`` just read, for the first connection
+    let webSockets: WebSocketTransport
+    /// The configuration ``make(configuration:transport:webSockets:)`` just read, for the first connection
     /// to use instead of reading it again.
     private let unusedChannel = UnusedChannel()
 
@@ -84,10 +85,19 @@ public struct CXoneBackend: ChatBackend {
     /// Analytics, with or without a connection (the visitor the socket connects as).
     public let analytics: CXoneAnalytics
 
-    public init(configuration: CXoneConfiguration, channel: CXoneChannelConfiguration, transport: HTTPTransport = HTTPTransport()) {
+    /// - Parameters:
+    ///   - transport: HTTP (the channel configuration, tokens, uploads, analytics).
+    ///   - webSockets: the event socket: the network, or an emulator in the same process.
+    public init(
+        configuration: CXoneConfiguration,
+        channel: CXoneChannelConfiguration,
+        transport: HTTPTransport = HTTPTransport(),
+        webSockets: WebSocketTransport = .network
+    ) {
         self.configuration = configuration
         self.channel = channel
         self.transport = transport.allowingPlainText(configuration.allowsPlainText)
+        self.webSockets = webSockets
         self.analytics = CXoneAnalytics(configuration: configuration, transport: transport)
         var capabilities: BackendCapabilities = [.typing, .readMarkers, .historyPaging, .customFields, .vendorRequests, .analytics]
         if channel.fileRestrictions.isAttachmentsEnabled { capabilities.insert(.files) }
@@ -114,12 +124,16 @@ public struct CXoneBackend: ChatBackend {
     ///
     /// - Throws: `SwitchboardError` (`fatal` with vendor code `SdkVersionNotSupported`, or what
     ///   the HTTP request or the decoding failed with).
-    public static func make(configuration: CXoneConfiguration, transport: HTTPTransport = HTTPTransport()) async throws -> CXoneBackend {
+    public static func make(
+        configuration: CXoneConfiguration,
+        transport: HTTPTransport = HTTPTransport(),
+        webSockets: WebSocketTransport = .network
+    ) async throws -> CXoneBackend {
         let transport = transport.allowingPlainText(configuration.allowsPlainText)
         let channel = try await CXoneChannelConfiguration.fetch(
             environment: configuration.environment, brandID: configuration.brandID, channelID: configuration.channelID, transport: transport
         )
-        let backend = CXoneBackend(configuration: configuration, channel: channel, transport: transport)
+        let backend = CXoneBackend(configuration: configuration, channel: channel, transport: transport, webSockets: webSockets)
         backend.unusedChannel.put(channel)
         return backend
     }
@@ -178,7 +192,9 @@ public struct CXoneBackend: ChatBackend {
             // As the SDK: an offline live chat opens no socket. The engine tries again after its backoff.
             guard online else { throw SwitchboardError(.notConnected, "the live chat is offline", vendorCode: "offline") }
         }
-        let link = try await CXoneLink.open(configuration: configuration, channel: current, transport: transport, context: context, analytics: analytics)
+        let link = try await CXoneLink.open(
+            configuration: configuration, channel: current, transport: transport, webSockets: webSockets, context: context, analytics: analytics
+        )
         return try await link.run(body)
     }
 }

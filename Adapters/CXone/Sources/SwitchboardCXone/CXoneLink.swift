@@ -50,6 +50,7 @@ final class CXoneLink: Sendable {
     let configuration: CXoneConfiguration
     let channel: CXoneChannelConfiguration
     let transport: HTTPTransport
+    let webSockets: WebSocketTransport
     let context: ConnectionContext
     let state: Locked<State>
     /// A reply: the event type (`nil` for a bare acknowledgment) and the frame.
@@ -66,8 +67,8 @@ final class CXoneLink: Sendable {
     var destinationID: String { analytics.destinationID }
 
     init(
-        configuration: CXoneConfiguration, channel: CXoneChannelConfiguration, transport: HTTPTransport, context: ConnectionContext,
-        credentials: Credentials, url: String, analytics: CXoneAnalytics
+        configuration: CXoneConfiguration, channel: CXoneChannelConfiguration, transport: HTTPTransport, webSockets: WebSocketTransport,
+        context: ConnectionContext, credentials: Credentials, url: String, analytics: CXoneAnalytics
     ) {
         self.analytics = analytics
         let replies = self.replies
@@ -75,6 +76,7 @@ final class CXoneLink: Sendable {
         self.configuration = configuration
         self.channel = channel
         self.transport = transport
+        self.webSockets = webSockets
         self.context = context
         self.state = Locked(State(credentials: credentials))
         self.url = url
@@ -82,8 +84,8 @@ final class CXoneLink: Sendable {
 
     /// Prepares a link: ids, the transaction token for secured sessions, the socket URL.
     static func open(
-        configuration: CXoneConfiguration, channel: CXoneChannelConfiguration, transport: HTTPTransport, context: ConnectionContext,
-        analytics: CXoneAnalytics
+        configuration: CXoneConfiguration, channel: CXoneChannelConfiguration, transport: HTTPTransport, webSockets: WebSocketTransport,
+        context: ConnectionContext, analytics: CXoneAnalytics
     ) async throws -> CXoneLink {
         var credentials = context.credentials
         // The session merges credentials, so a cleared one is stored as "".
@@ -108,7 +110,10 @@ final class CXoneLink: Sendable {
         let url = try configuration.environment.webSocketURL(
             brandID: configuration.brandID, channelID: configuration.channelID, visitorID: credentials["visitor-id"]!, transactionToken: token
         )
-        let link = CXoneLink(configuration: configuration, channel: channel, transport: transport, context: context, credentials: credentials, url: url, analytics: analytics)
+        let link = CXoneLink(
+            configuration: configuration, channel: channel, transport: transport, webSockets: webSockets, context: context,
+            credentials: credentials, url: url, analytics: analytics
+        )
         // With the customer, made up at the first connection when not configured: their markers
         // from another device are the user's own.
         link.publish(.credentials(credentials))
@@ -125,7 +130,7 @@ final class CXoneLink: Sendable {
     }
 
     func run<Result: Sendable>(_ body: @Sendable (any BackendConnection) async throws -> Result) async throws -> Result {
-        try await WebSocketTransport.withTextWebSocket(
+        try await webSockets.withTextWebSocket(
             url: url, configuration: .init(allowsPlainText: configuration.allowsPlainText), logger: context.logger
         ) { socket in
             let heartbeat = Heartbeat(interval: configuration.heartbeatInterval, pongTimeout: configuration.pongTimeout, onlyWhenSilent: false)

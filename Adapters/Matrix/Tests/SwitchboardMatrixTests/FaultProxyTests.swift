@@ -32,7 +32,7 @@ struct FaultProxyTests {
             for await _ in never {}
             return "{}"
         }
-        try await EmulatorHost.withRunning(router: router, webSocketRouter: Router(context: BasicWebSocketRequestContext.self), logger: .quiet) { port in
+        try await EmulatorHost.withRunning(router: router, webSocketRoutes: [], logger: .quiet) { port in
             try await FaultProxy.withRunning(upstream: "http://127.0.0.1:\(port)", logger: .quiet) { proxy, url in
                 try await body(proxy, url, hits, held)
             }

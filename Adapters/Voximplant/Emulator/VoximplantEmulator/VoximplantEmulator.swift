@@ -19,13 +19,16 @@ public struct VoximplantEmulator: HostedEmulator {
     /// The WebSocket URL.
     public func endpoints(host: String, port: Int) -> String { "ws://\(host):\(port)/ws" }
 
-    public func routers() -> (http: Router<BasicWebSocketRequestContext>, webSocket: Router<BasicWebSocketRequestContext>) {
+    public func httpRouter() -> Router<BasicWebSocketRequestContext> {
         let router = Router(context: BasicWebSocketRequestContext.self)
         router.get("/health") { _, _ in "ok" }
-        let webSocketRouter = Router(context: BasicWebSocketRequestContext.self)
+        return router
+    }
+
+    public func webSocketRoutes() -> [WebSocketRoute] {
         let server = self.server
-        webSocketRouter.ws("/ws") { inbound, outbound, _ in
-            await EmulatedSocket.serve(inbound: inbound, outbound: outbound, maxFrameSize: EmulatorHost.maxWebSocketFrame) { socket in
+        return [
+            WebSocketRoute(path: "/ws", clock: server.clock) { _, socket in
                 let client = server.attach(send: socket.send, close: socket.close)
                 return EmulatedSocket.Handlers(
                     receive: { frame in
@@ -41,7 +44,6 @@ public struct VoximplantEmulator: HostedEmulator {
                     closed: { server.detach(client) }
                 )
             }
-        }
-        return (router, webSocketRouter)
+        ]
     }
 }

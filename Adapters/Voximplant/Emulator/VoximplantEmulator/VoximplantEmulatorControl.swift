@@ -9,14 +9,18 @@ public struct VoximplantEmulatorControl: EmulatorControl {
     public let customer: String
     public let customerToken: String
     public let agent: VoximplantRobot
+    /// The server's clock when it is reached in the same process on virtual time.
+    public let virtualClock: TestClock?
     let makeBackend: @Sendable (_ url: String, _ user: String, _ token: String) -> any ChatBackend
 
     /// Adds a customer and an agent to `server`; several controls of one server (a load run) name
-    /// their customers apart with `customerName`.
+    /// their customers apart with `customerName`. `virtualClock` is the server's clock when the
+    /// backends `makeBackend` makes reach it in the same process (`InProcessNetwork`).
     public init(
         server: VoximplantServer,
         url: String,
         customerName: String = "alice",
+        virtualClock: TestClock? = nil,
         makeBackend: @escaping @Sendable (_ url: String, _ user: String, _ token: String) -> any ChatBackend
     ) {
         self.server = server
@@ -24,6 +28,7 @@ public struct VoximplantEmulatorControl: EmulatorControl {
         self.customerToken = "\(customerName)-token"
         self.customer = server.addUser(customerName, token: customerToken, displayName: "Alice")
         self.agent = server.robot(server.addUser("bob", token: "agent-token", displayName: "Bob"))
+        self.virtualClock = virtualClock
         self.makeBackend = makeBackend
     }
 
@@ -33,6 +38,12 @@ public struct VoximplantEmulatorControl: EmulatorControl {
 
     public func makeCustomerBackend() async throws -> any ChatBackend {
         makeBackend(url, customer, customerToken)
+    }
+
+    /// A backend of another user of this server (one ``VoximplantServer/addUser(_:token:displayName:)``
+    /// added), reaching it the way the customer's does.
+    public func makeBackend(user: String, token: String) -> any ChatBackend {
+        makeBackend(url, user, token)
     }
 
     public func prepareConversation(using session: ChatSession) async throws -> ConversationID {

@@ -1,6 +1,6 @@
 public import Logging
 public import Switchboard
-import SwitchboardTransport
+public import SwitchboardTransport
 
 /// How to reach a Voximplant-style service and as whom.
 public struct VoximplantConfiguration: Sendable {
@@ -53,13 +53,21 @@ public struct VoximplantBackend: ChatBackend {
     public let configuration: VoximplantConfiguration
     public let descriptor: BackendDescriptor
     let logger: Logger
+    let webSockets: WebSocketTransport
 
     /// The configured user: its messages from another device are the user's own.
     public var user: ParticipantID? { ParticipantID(configuration.user) }
 
-    public init(configuration: VoximplantConfiguration, logger: Logger = Logger(label: "switchboard.voximplant")) {
+    /// - Parameter webSockets: where the socket goes: the network, or an emulator in the same
+    ///   process (adapter tests on a test clock).
+    public init(
+        configuration: VoximplantConfiguration,
+        logger: Logger = Logger(label: "switchboard.voximplant"),
+        webSockets: WebSocketTransport = .network
+    ) {
         self.configuration = configuration
         self.logger = logger
+        self.webSockets = webSockets
         self.descriptor = BackendDescriptor(
             name: "voximplant",
             capabilities: [
@@ -82,7 +90,7 @@ public struct VoximplantBackend: ChatBackend {
         _ context: ConnectionContext,
         _ body: @Sendable (any BackendConnection) async throws -> Result
     ) async throws -> Result {
-        try await WebSocketTransport.withTextWebSocket(
+        try await webSockets.withTextWebSocket(
             url: configuration.url,
             // §1: the server's frames are not bound by the 64 KiB of a client's (a retransmit page of
             // 100 long messages is ~0.5 MB); a client takes up to 16 MiB.

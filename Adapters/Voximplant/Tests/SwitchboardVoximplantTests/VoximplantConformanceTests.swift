@@ -6,18 +6,38 @@ import SwitchboardEmulation
 import Testing
 import VoximplantEmulator
 
-/// Runs `body` with a fresh emulator on 127.0.0.1 port 0 and a control for it.
+/// Runs `body` with a fresh emulator and a control for it: in the same process on a test clock by
+/// default, or on 127.0.0.1 port 0.
 func withVoximplantEmulator<T: Sendable>(
     configuration: VoximplantServer.Configuration = .init(),
+    network: EmulatorNetwork = .inProcess,
     _ body: @Sendable (VoximplantEmulatorControl) async throws -> T
 ) async throws -> T {
-    let server = VoximplantServer(configuration: configuration)
-    return try await VoximplantEmulator(server: server, logger: .quiet).withRunning { url in
-        let control = VoximplantEmulatorControl(server: server, url: url) { url, user, token in
-            VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: user, token: token), logger: .quiet)
+    switch network {
+    case .sockets:
+        let server = VoximplantServer(configuration: configuration)
+        return try await VoximplantEmulator(server: server, logger: .quiet).withRunning { url in
+            let control = VoximplantEmulatorControl(server: server, url: url) { url, user, token in
+                VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: user, token: token), logger: .quiet)
+            }
+            return try await body(control)
+        }
+    case .inProcess:
+        let clock = TestClock()
+        let server = VoximplantServer(configuration: configuration, clock: SessionClock(clock))
+        let (url, network) = VoximplantEmulator(server: server, logger: .quiet).inProcess()
+        let control = VoximplantEmulatorControl(server: server, url: url, virtualClock: clock) { url, user, token in
+            VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: user, token: token), logger: .quiet, webSockets: network.webSockets)
         }
         return try await body(control)
     }
+}
+
+/// Where an adapter test meets its emulator: on a socket on real time (the conformance suite, once
+/// per adapter), or in the same process on the emulator's virtual clock (every scenario).
+enum EmulatorNetwork {
+    case sockets
+    case inProcess
 }
 
 @Suite(.timeLimit(.minutes(3)))
@@ -25,7 +45,7 @@ struct VoximplantConformanceTests {
     @Test(arguments: ConformanceSuite.cases)
     func conformance(_ conformanceCase: ConformanceCase) async throws {
         // The Voximplant-style adapter has every capability the suite asks for: nothing is skipped.
-        try await withVoximplantEmulator { control in
+        try await withVoximplantEmulator(network: .sockets) { control in
             try await conformanceCase.run(ConformanceContext(emulator: control), expectingSkips: [], label: "voximplant")
         }
     }

@@ -6,16 +6,9 @@ import SwitchboardVoximplant
 import Testing
 @_spi(TestKit) import VoximplantEmulator
 
-/// The scenarios, adapter against emulator over a real WebSocket.
+/// The scenarios, adapter against emulator in the same process, on virtual time.
 @Suite(.timeLimit(.minutes(3)))
 struct VoximplantScenarioTests {
-    func backend(_ control: VoximplantEmulatorControl, user: String? = nil, token: String? = nil) -> VoximplantBackend {
-        VoximplantBackend(
-            configuration: VoximplantConfiguration(url: control.url, user: user ?? control.customer, token: token ?? control.customerToken),
-            logger: .quiet
-        )
-    }
-
     func harness(_ control: VoximplantEmulatorControl) -> ConformanceHarness {
         ConformanceHarness(context: ConformanceContext(emulator: control))
     }
@@ -46,10 +39,11 @@ struct VoximplantScenarioTests {
     }
 
     /// A session whose link heard no event at all — its send applied by the server and never
-    /// answered — ends (a gateway process killed), and the next session on its store resumes from
-    /// where the first link started: what the agent wrote meanwhile is news, delivered and stored,
-    /// and the send is confirmed once. (The gateway failover test found it: such a conversation
-    /// had no stored sequence, so the next link took the agent's message for history.)
+    /// answered — ends as a killed gateway process's does (cancelled: no drain, no close), and the
+    /// next session on its store resumes from where the first link started: what the agent wrote
+    /// meanwhile is news, delivered and stored, and the send is confirmed once. (The gateway
+    /// failover test found it: such a conversation had no stored sequence, so the next link took
+    /// the agent's message for history.)
     @Test func aSessionThatHeardNoEventResumesWhereItsLinkStarted() async throws {
         try await withVoximplantEmulator { control in
             let store = InMemoryChatStore()
@@ -57,9 +51,17 @@ struct VoximplantScenarioTests {
             // The conversation is there before the first link, so that link hears no event of it.
             let conversation = ConversationID(try control.agent.createConversation(title: "Support", with: [control.customer]))
             control.server.withholdSendAnswers(of: [control.customer])
-            try await harness.withSession(store: store) { probe in
-                try await probe.recorder.first("the conversation") { $0.conversationID == conversation }
-                let chat = try await probe.session.conversation(conversation)
+            let killed = ChatSession(
+                backend: try await control.makeCustomerBackend(),
+                store: store,
+                configuration: harness.context.configuration,
+                clock: harness.context.makeClock(),
+                logger: .quiet
+            )
+            try await withRecording(killed) { recorder in
+                try await killed.resume()
+                try await recorder.first("the conversation") { $0.conversationID == conversation }
+                let chat = try await killed.conversation(conversation)
                 _ = try await chat.send(text: "unanswered")
                 try await waitUntil("the send applied", timeout: .seconds(30), signal: control.server.changes) {
                     control.server.messages(in: chat.id.rawValue).contains { $0.text == "unanswered" }
@@ -116,7 +118,7 @@ struct VoximplantScenarioTests {
             let conversation = try control.agent.createConversation(title: "Three", with: [control.customer, carol])
             let harness = harness(control)
             try await harness.withSession { alice in
-                try await harness.withSession(backend: backend(control, user: carol, token: "carol-token")) { carolSession in
+                try await harness.withSession(backend: control.makeBackend(user: carol, token: "carol-token")) { carolSession in
                     try await harness.withSession { aliceTablet in
                         for probe in [alice, carolSession, aliceTablet] {
                             try await probe.recorder.first("knows the conversation") { $0.conversationID == ConversationID(conversation) }
@@ -144,9 +146,9 @@ struct VoximplantScenarioTests {
 
     @Test func typingFasterThanTenSecondsIsThrottledLocally() async throws {
         try await withVoximplantEmulator { control in
-            // On the real clock, a loaded machine once took longer than 10 s for the 25
-            // keystrokes, and a second request was due.
-            try await stillClockHarness(control).withSession { probe in
+            // On virtual time the throttle's ten seconds pass only when the test moves the clock:
+            // on the real clock, a loaded machine once took longer than 10 s for the 25 keystrokes.
+            try await harness(control).withSession { probe in
                 let chat = try await probe.openConversation()
                 for _ in 0..<25 { try await chat.userTyping(draft: nil) }
                 try await chat.send(text: "sentinel")
@@ -487,18 +489,11 @@ struct VoximplantParticipantTests {
 
     @Test func typingFasterThanTheLimitSaysItWasThrottled() async throws {
         try await withVoximplantEmulator { control in
-            try await stillClockHarness(control).withSession { probe in
+            try await ConformanceHarness(context: ConformanceContext(emulator: control)).withSession { probe in
                 let chat = try await probe.openConversation()
                 #expect(try await chat.userTyping(draft: nil) == .sent)
                 #expect(try await chat.userTyping(draft: nil) == .throttled, "within 10 s: discarded, as the SDK's 10000")
             }
         }
     }
-}
-
-/// Sessions on a clock that never moves: the typing throttle's ten seconds never pass, however
-/// slow the machine (nothing these cases wait for is timed by the session's clock).
-private func stillClockHarness(_ control: VoximplantEmulatorControl) -> ConformanceHarness {
-    let clock = TestClock()
-    return ConformanceHarness(context: ConformanceContext(emulator: control, makeClock: { SessionClock(clock) }))
 }

@@ -23,11 +23,9 @@ public struct WebimEmulator: HostedEmulator {
     public func endpoints(host: String, port: Int) -> String { "http://\(host):\(port)" }
 
     /// HTTP only: no WebSocket routes.
-    public func routers() -> (http: Router<BasicWebSocketRequestContext>, webSocket: Router<BasicWebSocketRequestContext>) {
-        (router(), Router(context: BasicWebSocketRequestContext.self))
-    }
+    public func webSocketRoutes() -> [WebSocketRoute] { [] }
 
-    func router() -> Router<BasicWebSocketRequestContext> {
+    public func httpRouter() -> Router<BasicWebSocketRequestContext> {
         let server = self.server
         let router = Router(context: BasicWebSocketRequestContext.self)
         router.get("/api/visitor/meta") { _, _ in Self.respond(.json(["endpoints": [:]])) }
