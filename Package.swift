@@ -189,7 +189,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchboardCXoneTests",
-            dependencies: ["Switchboard", "SwitchboardTestKit", "SwitchboardCXone", "CXoneEmulator"],
+            dependencies: ["Switchboard", "SwitchboardTestKit", "SwitchboardCXone", "CXoneEmulator", "SwitchboardEmulation", "SwitchboardTransport"],
             path: "Adapters/CXone/Tests/SwitchboardCXoneTests"
         ),
         // Matrix: an open protocol, tested against a real Synapse homeserver (issue #16).

@@ -67,6 +67,19 @@ public final class TestClock: Clock, Sendable {
         for continuation in due { continuation.resume() }
     }
 
+    /// Waits until a task sleeps until `offset` from now, then moves time by `offset`: a timer
+    /// whose length the test knows (a heartbeat's interval, a pong or reply deadline, an
+    /// emulator's pause) fires once it is set, never before, however slow the machine.
+    ///
+    /// - Throws: ``ConformanceFailure`` when no such sleeper appears within `timeout` of real
+    ///   time (a hang).
+    public func advance(toSleeperDueIn offset: Duration, timeout: Duration = .seconds(30)) async throws {
+        try await waitUntil("a task asleep for \(offset) on the test clock", timeout: timeout, signal: sleepersChanged) {
+            pendingDeadlines.contains(offset)
+        }
+        advance(by: offset)
+    }
+
     /// How many tasks are asleep on this clock.
     public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
 

@@ -1,5 +1,6 @@
 @_spi(TestKit) public import Switchboard
 @_spi(TestKit) public import SwitchboardTestKit
+public import SwitchboardEmulation
 
 /// ``EmulatorControl`` for the CXone emulator; the client backend is injected.
 public struct CXoneEmulatorControl: EmulatorControl {
@@ -11,6 +12,11 @@ public struct CXoneEmulatorControl: EmulatorControl {
     /// it fails as a hang: 30 s by default, above the adapter's 10 s reply timeout and a retry; a
     /// load run of many sessions on a busy machine gives more.
     public var patience: Duration
+    /// The emulator's routes without a socket, when the backends reach it in the same process;
+    /// `nil` on a socket.
+    public let network: InProcessNetwork?
+    /// The server's clock when it is reached in the same process on virtual time.
+    public let virtualClock: TestClock?
     let makeBackend: @Sendable (_ endpoints: CXoneEmulator.Endpoints, _ customerID: String) -> any ChatBackend
 
     public init(
@@ -18,8 +24,12 @@ public struct CXoneEmulatorControl: EmulatorControl {
         endpoints: CXoneEmulator.Endpoints,
         customerID: String = "customer-1",
         patience: Duration = .seconds(30),
+        network: InProcessNetwork? = nil,
+        virtualClock: TestClock? = nil,
         makeBackend: @escaping @Sendable (_ endpoints: CXoneEmulator.Endpoints, _ customerID: String) -> any ChatBackend
     ) {
+        self.network = network
+        self.virtualClock = virtualClock
         self.server = server
         self.endpoints = endpoints
         self.customerID = customerID

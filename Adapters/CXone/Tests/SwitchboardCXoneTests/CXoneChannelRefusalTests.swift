@@ -1,6 +1,8 @@
 import Switchboard
 import SwitchboardCXone
 import SwitchboardTestKit
+import SwitchboardTransport
+import SwitchboardEmulation
 import Testing
 import CXoneEmulator
 
@@ -12,16 +14,16 @@ struct CXoneChannelRefusalTests {
     @Test(arguments: [(1387, "chat_emulator"), (1386, "chat_emulatr")])
     func aWrongBrandOrChannelIsRefusedWhenTheConfigurationIsRead(_ brand: Int, _ channel: String) async throws {
         try await withCXoneEmulator(.init(mode: .multi)) { control in
-            let environment = CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL)
+            let environment = control.environment
             let error = try await #require(throws: SwitchboardError.self) {
-                try await CXoneBackend.make(configuration: CXoneConfiguration(environment: environment, brandID: brand, channelID: channel))
+                try await CXoneBackend.make(configuration: CXoneConfiguration(environment: environment, brandID: brand, channelID: channel), transport: control.transport)
             }
             print("cxone brand \(brand), channel \(channel): \(error.code), \(error.message) (vendor code \(error.vendorCode ?? "none"))")
             #expect(error.code == .invalidArgument)
             #expect(error.message.hasPrefix("brand \(brand) has no channel \(channel) (HTTP 404)"))
             #expect(!error.isTransient)
             // The served one still is.
-            _ = try await CXoneBackend.make(configuration: CXoneConfiguration(environment: environment, brandID: 1386, channelID: "chat_emulator"))
+            _ = try await CXoneBackend.make(configuration: CXoneConfiguration(environment: environment, brandID: 1386, channelID: "chat_emulator"), transport: control.transport)
         }
     }
 
@@ -33,12 +35,15 @@ struct CXoneChannelRefusalTests {
         try await withCXoneEmulator(.init(mode: .multi)) { control in
             let backend = CXoneBackend(
                 configuration: CXoneConfiguration(
-                    environment: CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL),
+                    environment: control.environment,
                     brandID: 1386, channelID: "chat_typo", customerID: "customer-1"
                 ),
-                channel: try CXoneChannelConfiguration(json: control.server.channelConfiguration)
+                channel: try CXoneChannelConfiguration(json: control.server.channelConfiguration),
+                transport: control.transport,
+                webSockets: control.webSockets
             )
-            let session = ChatSession(backend: backend, configuration: .fastForTests, logger: .quiet)
+            let context = ConformanceContext(emulator: control)
+            let session = ChatSession(backend: backend, configuration: context.configuration, clock: context.makeClock(), logger: .quiet)
             let refusal = try await withRecording(session) { recorder in
                 try await session.resume()
                 let event = try await recorder.first("the connect refused") { event in

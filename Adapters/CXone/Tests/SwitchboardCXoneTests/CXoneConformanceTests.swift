@@ -3,18 +3,20 @@ import Switchboard
 import SwitchboardCXone
 import SwitchboardTestKit
 import SwitchboardEmulation
+import SwitchboardTransport
 import Testing
 import CXoneEmulator
 
-/// Runs `body` with a fresh CXone emulator in `mode` on 127.0.0.1 port 0.
+/// Runs `body` with a fresh CXone emulator configured so: in the same process on a test clock by
+/// default, or on 127.0.0.1 port 0.
 func withCXoneEmulator<T: Sendable>(
     _ configuration: CXoneServer.Configuration,
+    network: EmulatorNetwork = .inProcess,
     _ body: @Sendable (CXoneEmulatorControl) async throws -> T
 ) async throws -> T {
-    let server = CXoneServer(configuration: configuration)
-    return try await CXoneEmulator(server: server, logger: .quiet).withRunning { endpoints in
-        let channel = try CXoneChannelConfiguration(json: server.channelConfiguration)
-        let control = CXoneEmulatorControl(server: server, endpoints: endpoints) { endpoints, customer in
+    let channel = try CXoneChannelConfiguration(json: CXoneServer(configuration: configuration).channelConfiguration)
+    let makeBackend: @Sendable (InProcessNetwork?) -> @Sendable (CXoneEmulator.Endpoints, String) -> any ChatBackend = { network in
+        { endpoints, customer in
             CXoneBackend(
                 configuration: CXoneConfiguration(
                     environment: CXoneEnvironment(chatURL: endpoints.chatURL, socketURL: endpoints.socketURL, tokenURL: endpoints.tokenURL),
@@ -22,10 +24,41 @@ func withCXoneEmulator<T: Sendable>(
                     channelID: configuration.channelID,
                     customerID: customer
                 ),
-                channel: channel
+                channel: channel,
+                transport: network?.http ?? HTTPTransport(),
+                webSockets: network?.webSockets ?? .network
             )
         }
-        return try await body(control)
+    }
+    switch network {
+    case .sockets:
+        let server = CXoneServer(configuration: configuration)
+        return try await CXoneEmulator(server: server, logger: .quiet).withRunning { endpoints in
+            try await body(CXoneEmulatorControl(server: server, endpoints: endpoints, makeBackend: makeBackend(nil)))
+        }
+    case .inProcess:
+        let clock = TestClock()
+        let server = CXoneServer(configuration: configuration, clock: SessionClock(clock))
+        let (endpoints, network) = CXoneEmulator(server: server, logger: .quiet).inProcess()
+        return try await body(CXoneEmulatorControl(server: server, endpoints: endpoints, network: network, virtualClock: clock, makeBackend: makeBackend(network)))
+    }
+}
+
+/// Where an adapter test meets its emulator: on a socket on real time (the conformance suite, once
+/// per adapter), or in the same process on the emulator's virtual clock (every scenario).
+enum EmulatorNetwork {
+    case sockets
+    case inProcess
+}
+
+extension CXoneEmulatorControl {
+    /// The HTTP transport that reaches this emulator.
+    var transport: HTTPTransport { network?.http ?? HTTPTransport() }
+    /// The WebSocket transport that reaches this emulator.
+    var webSockets: WebSocketTransport { network?.webSockets ?? .network }
+    /// The environment of this emulator's endpoints.
+    var environment: CXoneEnvironment {
+        CXoneEnvironment(chatURL: endpoints.chatURL, socketURL: endpoints.socketURL, tokenURL: endpoints.tokenURL)
     }
 }
 
@@ -43,7 +76,7 @@ struct CXoneConformanceTests {
 
     @Test(arguments: CXoneServer.Mode.allCases, ConformanceSuite.cases)
     func conformance(_ mode: CXoneServer.Mode, _ conformanceCase: ConformanceCase) async throws {
-        try await withCXoneEmulator(CXoneServer.Configuration(mode: mode)) { control in
+        try await withCXoneEmulator(CXoneServer.Configuration(mode: mode), network: .sockets) { control in
             try await conformanceCase.run(
                 ConformanceContext(emulator: control),
                 expectingSkips: Self.expectedSkips(mode),

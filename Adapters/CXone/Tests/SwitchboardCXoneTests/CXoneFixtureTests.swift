@@ -1,5 +1,7 @@
 import Foundation
 import Switchboard
+import SwitchboardTransport
+import SwitchboardEmulation
 import Testing
 
 @_spi(TestKit) @_spi(WireReaders) @testable import SwitchboardCXone

@@ -3,6 +3,8 @@ import Logging
 import Switchboard
 @_spi(WireReaders) import SwitchboardCXone
 @_spi(TestKit) import SwitchboardTestKit
+import SwitchboardTransport
+import SwitchboardEmulation
 import Testing
 @_spi(TestKit) import CXoneEmulator
 
@@ -48,17 +50,18 @@ struct CXoneScenarioTests {
     /// `adjust` clears it.
     func backend(_ control: CXoneEmulatorControl, _ adjust: (inout CXoneConfiguration) -> Void = { _ in }) throws -> CXoneBackend {
         var configuration = CXoneConfiguration(
-            environment: CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL),
+            environment: control.environment,
             brandID: control.server.configuration.brandID, channelID: control.server.configuration.channelID, customerID: control.customerID
         )
         adjust(&configuration)
-        return CXoneBackend(configuration: configuration, channel: try CXoneChannelConfiguration(json: control.server.channelConfiguration))
+        return CXoneBackend(
+            configuration: configuration, channel: try CXoneChannelConfiguration(json: control.server.channelConfiguration),
+            transport: control.transport, webSockets: control.webSockets
+        )
     }
 
-    /// A backend whose heartbeat runs every 500 ms with a 5 s pong deadline: a missing pong shows
-    /// within 5.5 s, while a late pong on a loaded machine is not taken for a dead server (with 1 s,
-    /// a run with every suite at once and four busy loops beside it reconnected before the case
-    /// had opened its thread).
+    /// A backend whose heartbeat runs every 500 ms with a 5 s pong deadline, lengths the cases move
+    /// the virtual clock by (``missPong(_:)``).
     func impatientBackend(_ control: CXoneEmulatorControl) throws -> CXoneBackend {
         try backend(control) {
             $0.heartbeatInterval = .milliseconds(500)
@@ -72,7 +75,7 @@ struct CXoneScenarioTests {
                 let chat = try await probe.openConversation()
                 for index in 1...3 { control.agent.send("before \(index)", in: chat.id.rawValue) }
                 try await probe.waitForMessages((1...3).map { "before \($0)" }, in: chat)
-                control.server.inject(.noPong)
+                try await missPong(control)
                 try await probe.recorder.waitUntil("reconnected after the missing pong") { $0.filter(\.isConnected).count >= 2 }
                 control.agent.send("after", in: chat.id.rawValue)
                 try await probe.waitForMessages(["after"], in: chat)
@@ -97,7 +100,7 @@ struct CXoneScenarioTests {
                 try await probe.waitForMessages(["hello"], in: chat)
                 let assigned = try #require(try await chat.info().assignedAgent, "the agent is assigned")
                 let before = probe.recorder.events.count
-                control.server.inject(.noPong)
+                try await missPong(control)
                 try await probe.recorder.waitUntil("reconnected after the missing pong") { $0.filter(\.isConnected).count >= 2 }
                 control.agent.send("after", in: chat.id.rawValue)
                 try await probe.waitForMessages(["after"], in: chat)
@@ -113,6 +116,15 @@ struct CXoneScenarioTests {
                 #expect(try await chat.info().assignedAgent?.id == assigned.id)
             }
         }
+    }
+
+    /// The server stops answering heartbeats; the clock moves to the impatient backend's next
+    /// heartbeat, then past its pong deadline.
+    func missPong(_ control: CXoneEmulatorControl) async throws {
+        let clock = try #require(control.virtualClock)
+        control.server.inject(.noPong)
+        try await clock.advance(toSleeperDueIn: .milliseconds(500))
+        try await clock.advance(toSleeperDueIn: .seconds(5))
     }
 
     @Test func anOperationErrorOnSendFailsTheMessageWithTheCode() async throws {
@@ -534,16 +546,23 @@ struct CXoneScenarioTests {
 
     @Test func aSlowReplyTimesOutAndTheResendIsNotDuplicated() async throws {
         try await withCXoneEmulator(.init(mode: .multi)) { control in
-            // The timeout covers the connect's replies too: 100 ms failed every connect of a CI run
-            // for 15 s with every suite at once.
-            let backend = try backend(control) { $0.replyTimeout = .seconds(1) }
+            // On virtual time: the reply deadline (2 s) passes while the emulator holds its frames
+            // (2.5 s); the resend's deadline (at 4 s) does not, once the held frames go out.
+            let clock = try #require(control.virtualClock)
+            let backend = try backend(control) { $0.replyTimeout = .seconds(2) }
             try await harness(control).withSession(backend: backend) { probe in
                 let chat = try await probe.openConversation()
+                let patience: @Sendable () -> Int = {
+                    control.server.received.filter { $0.eventType == "SendMessage" && $0.data["messageContent"]?["payload"]?["text"]?.stringValue == "patience" }.count
+                }
                 control.server.inject(.slowReplies(.milliseconds(2_500), eventType: "SendMessage"))
                 let message = try await chat.send(text: "patience")
+                try await clock.advance(toSleeperDueIn: .seconds(2))
+                try await waitUntil("the send sent again", timeout: .seconds(30), signal: control.server.changes) { patience() >= 2 }
+                clock.advance(by: .milliseconds(500))
                 try await probe.waitForMessages(["patience"], in: chat)
                 try await probe.recorder.first("confirmed") { $0.updatedMessage.map { $0.clientID == message.clientID && $0.serverID != nil } ?? false }
-                let sends = control.server.received.filter { $0.eventType == "SendMessage" && $0.data["messageContent"]?["payload"]?["text"]?.stringValue == "patience" }.count
+                let sends = patience()
                 let stored = control.server.messages(inThread: chat.id.rawValue).filter { $0.text == "patience" }.count
                 let retries = await probe.session.statistics.sendRetries
                 print("cxone slow reply: \(sends) SendMessage requests, \(retries) retries, \(stored) stored on the server")
@@ -621,11 +640,11 @@ struct CXoneScenarioTests {
 
     @Test func theChannelConfigurationIsReadWithoutConnecting() async throws {
         try await withCXoneEmulator(.init(mode: .live, requiredPreChatField: "email")) { control in
-            let environment = CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL)
-            let channel = try await CXoneChannelConfiguration.fetch(environment: environment, brandID: 1386, channelID: "chat_emulator")
+            let environment = control.environment
+            let channel = try await CXoneChannelConfiguration.fetch(environment: environment, brandID: 1386, channelID: "chat_emulator", transport: control.transport)
             #expect(channel.mode == .liveChat)
             #expect(channel.preChatFields.map(\.ident) == ["email"])
-            let backend = try await CXoneBackend.make(configuration: CXoneConfiguration(environment: environment, brandID: 1386, channelID: "chat_emulator"))
+            let backend = try await CXoneBackend.make(configuration: CXoneConfiguration(environment: environment, brandID: 1386, channelID: "chat_emulator"), transport: control.transport)
             #expect(backend.descriptor.capabilities.contains(.conversationLifecycle))
             #expect(!backend.descriptor.capabilities.contains(.archive))
         }
@@ -847,9 +866,9 @@ extension CXoneWireDetailTests {
 struct CXoneAnalyticsTests {
     func backend(_ control: CXoneEmulatorControl) async throws -> CXoneBackend {
         try await CXoneBackend.make(configuration: CXoneConfiguration(
-            environment: CXoneEnvironment(chatURL: control.endpoints.chatURL, socketURL: control.endpoints.socketURL, tokenURL: control.endpoints.tokenURL),
+            environment: control.environment,
             brandID: control.server.configuration.brandID, channelID: control.server.configuration.channelID
-        ))
+        ), transport: control.transport, webSockets: control.webSockets)
     }
 
     @Test func pagesAreViewedBeforeConnectingAndTheSocketIsTheSameVisitor() async throws {
@@ -862,7 +881,8 @@ struct CXoneAnalyticsTests {
             #expect(control.server.socketsAccepted == 0, "no socket for analytics")
             let visitor = app.analytics.visitorID
             let visit = try #require(early.first?["visitId"]?.stringValue)
-            let session = ChatSession(backend: app, store: store, configuration: .fastForTests, logger: .quiet)
+            let context = ConformanceContext(emulator: control)
+            let session = ChatSession(backend: app, store: store, configuration: context.configuration, clock: context.makeClock(), logger: .quiet)
             try await withRecording(session) { recorder in
                 try await session.resume()
                 try await recorder.waitUntil("connected") { $0.contains(where: \.isConnected) }
