@@ -219,7 +219,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchboardWebimTests",
-            dependencies: ["Switchboard", "SwitchboardTestKit", "SwitchboardWebim", "WebimEmulator", "SwitchboardSQLite"],
+            dependencies: ["Switchboard", "SwitchboardTestKit", "SwitchboardWebim", "WebimEmulator", "SwitchboardSQLite", "SwitchboardEmulation", "SwitchboardTransport"],
             path: "Adapters/Webim/Tests/SwitchboardWebimTests"
         ),
         .testTarget(

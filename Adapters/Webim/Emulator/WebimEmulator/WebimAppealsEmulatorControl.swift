@@ -1,5 +1,6 @@
 @_spi(TestKit) public import Switchboard
 @_spi(TestKit) public import SwitchboardTestKit
+public import SwitchboardEmulation
 
 /// ``EmulatorControl`` for the Webim emulator's offline appeals (protocols/webim.md §12a). The
 /// customer is the user of one stable token; each conversation is an appeal the customer starts
@@ -12,18 +13,27 @@ public struct WebimAppealsEmulatorControl: EmulatorControl {
     /// The customer's stable user token (sent as `push-token`).
     public let userToken: String
     public let agent: WebimOperatorRobot
+    /// The emulator's routes without a socket, when the backends reach it in the same process;
+    /// `nil` on a socket.
+    public let network: InProcessNetwork?
+    /// The server's clock when it is reached in the same process on virtual time.
+    public let virtualClock: TestClock?
     let makeBackend: @Sendable (_ baseURL: String, _ userToken: String) -> any ChatBackend
 
     public init(
         server: WebimServer,
         baseURL: String,
         userToken: String = "appeals-user-1",
+        network: InProcessNetwork? = nil,
+        virtualClock: TestClock? = nil,
         makeBackend: @escaping @Sendable (_ baseURL: String, _ userToken: String) -> any ChatBackend
     ) {
         self.server = server
         self.baseURL = baseURL
         self.userToken = userToken
         self.agent = server.robot(id: 9, name: "Olga")
+        self.network = network
+        self.virtualClock = virtualClock
         self.makeBackend = makeBackend
     }
 

@@ -1,5 +1,6 @@
 @_spi(TestKit) public import Switchboard
 @_spi(TestKit) public import SwitchboardTestKit
+public import SwitchboardEmulation
 
 /// ``EmulatorControl`` for the Webim emulator. The customer is a provided (identified) visitor, so
 /// every backend made here is the same visitor; the client backend is injected, so the emulator
@@ -12,12 +13,19 @@ public struct WebimEmulatorControl: EmulatorControl {
     /// The emulator's id of the customer.
     public let visitorID: String
     public let agent: WebimOperatorRobot
+    /// The emulator's routes without a socket, when the backends reach it in the same process;
+    /// `nil` on a socket.
+    public let network: InProcessNetwork?
+    /// The server's clock when it is reached in the same process on virtual time.
+    public let virtualClock: TestClock?
     let makeBackend: @Sendable (_ baseURL: String, _ visitorFields: String) -> any ChatBackend
 
     public init(
         server: WebimServer,
         baseURL: String,
         customerID: String = "customer-1",
+        network: InProcessNetwork? = nil,
+        virtualClock: TestClock? = nil,
         makeBackend: @escaping @Sendable (_ baseURL: String, _ visitorFields: String) -> any ChatBackend
     ) {
         self.server = server
@@ -25,6 +33,8 @@ public struct WebimEmulatorControl: EmulatorControl {
         self.visitorFields = #"{"fields":{"id":"\#(customerID)","display_name":"Alice"}}"#
         self.visitorID = "provided-\(customerID)"
         self.agent = server.robot(id: 7, name: "Bob")
+        self.network = network
+        self.virtualClock = virtualClock
         self.makeBackend = makeBackend
     }
 

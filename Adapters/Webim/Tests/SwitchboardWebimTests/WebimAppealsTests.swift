@@ -3,23 +3,25 @@ import Switchboard
 import SwitchboardSQLite
 @_spi(TestKit) import SwitchboardTestKit
 import SwitchboardWebim
+import SwitchboardTransport
 import Testing
 @_spi(TestKit) import WebimEmulator
 import SwitchboardEmulation
 
-/// Offline appeals (Mobile SDK 2.3, protocols/webim.md §12a) end to end against the emulator.
-/// The emulator and the sessions share one test clock: the operator robot's "later" answers and
+/// Offline appeals (Mobile SDK 2.3, protocols/webim.md §12a) end to end against the emulator in
+/// the same process. The emulator and the sessions share one test clock: the operator robot's "later" answers and
 /// the engine's poll interval move only when a test advances it.
 @Suite(.timeLimit(.minutes(2)))
 struct WebimAppealsTests {
     struct Rig: Sendable {
         let server: WebimServer
         let baseURL: String
+        let network: InProcessNetwork
         let clock: TestClock
         let robot: WebimOperatorRobot
 
         func backend(userToken: String = "user-token-1") throws -> WebimAppealsBackend {
-            try WebimAppealsBackend(configuration: WebimAppealsConfiguration(accountName: baseURL, userToken: userToken))
+            try WebimAppealsBackend(configuration: WebimAppealsConfiguration(accountName: baseURL, userToken: userToken), transport: network.http)
         }
 
         func session(_ backend: WebimAppealsBackend, store: any ChatStore = InMemoryChatStore()) -> ChatSession {
@@ -39,9 +41,8 @@ struct WebimAppealsTests {
     func withRig<T: Sendable>(_ body: @Sendable (Rig) async throws -> T) async throws -> T {
         let clock = TestClock()
         let server = WebimServer(configuration: .init(deltaHold: .seconds(2)), clock: SessionClock(clock))
-        return try await WebimEmulator(server: server, logger: .quiet).withRunning { baseURL in
-            try await body(Rig(server: server, baseURL: baseURL, clock: clock, robot: server.robot(id: 3, name: "Olga")))
-        }
+        let (baseURL, network) = WebimEmulator(server: server, logger: .quiet).inProcess()
+        return try await body(Rig(server: server, baseURL: baseURL, network: network, clock: clock, robot: server.robot(id: 3, name: "Olga")))
     }
 
     /// Runs `session` with a recorder until `body` returns; connected first.

@@ -3,6 +3,7 @@ import Switchboard
 import SwitchboardTestKit
 import SwitchboardWebim
 import SwitchboardEmulation
+import SwitchboardTransport
 import Testing
 import WebimEmulator
 
@@ -11,16 +12,39 @@ import WebimEmulator
 func withWebimEmulator<T: Sendable>(
     configuration: WebimServer.Configuration = .init(deltaHold: .seconds(2)),
     sdkVersion: WebimSDKVersion = .v4_0,
+    network: EmulatorNetwork = .inProcess,
     _ body: @Sendable (WebimEmulatorControl) async throws -> T
 ) async throws -> T {
-    let server = WebimServer(configuration: configuration)
-    return try await WebimEmulator(server: server, logger: .quiet).withRunning { baseURL in
-        let control = WebimEmulatorControl(server: server, baseURL: baseURL) { baseURL, visitorFields in
+    let makeBackend: @Sendable (HTTPTransport) -> @Sendable (String, String) -> any ChatBackend = { transport in
+        { baseURL, visitorFields in
             // The configuration is valid by construction; a failure here is a test bug.
-            try! WebimBackend(configuration: WebimConfiguration(accountName: baseURL, visitorFieldsJSON: visitorFields, sdkVersion: sdkVersion))
+            try! WebimBackend(configuration: WebimConfiguration(accountName: baseURL, visitorFieldsJSON: visitorFields, sdkVersion: sdkVersion), transport: transport)
         }
-        return try await body(control)
     }
+    switch network {
+    case .sockets:
+        let server = WebimServer(configuration: configuration)
+        return try await WebimEmulator(server: server, logger: .quiet).withRunning { baseURL in
+            try await body(WebimEmulatorControl(server: server, baseURL: baseURL, makeBackend: makeBackend(HTTPTransport())))
+        }
+    case .inProcess:
+        let clock = TestClock()
+        let server = WebimServer(configuration: configuration, clock: SessionClock(clock))
+        let (baseURL, network) = WebimEmulator(server: server, logger: .quiet).inProcess()
+        return try await body(WebimEmulatorControl(server: server, baseURL: baseURL, network: network, virtualClock: clock, makeBackend: makeBackend(network.http)))
+    }
+}
+
+/// Where an adapter test meets its emulator: on a socket on real time (the conformance suite, once
+/// per adapter), or in the same process on the emulator's virtual clock (every scenario).
+enum EmulatorNetwork {
+    case sockets
+    case inProcess
+}
+
+extension WebimEmulatorControl {
+    /// The HTTP transport that reaches this emulator.
+    var transport: HTTPTransport { network?.http ?? HTTPTransport() }
 }
 
 @Suite(.timeLimit(.minutes(3)))
@@ -34,7 +58,7 @@ struct WebimConformanceTests {
         // 4.0 has no `chat.close`: the one case that closes a chat speaks 3.43, whose visitor may
         // (WebimScenarioTests checks that 4.0 refuses it before sending).
         let version: WebimSDKVersion = conformanceCase.name.hasPrefix("start and close") ? .v3_43 : .v4_0
-        try await withWebimEmulator(sdkVersion: version) { control in
+        try await withWebimEmulator(sdkVersion: version, network: .sockets) { control in
             try await conformanceCase.run(ConformanceContext(emulator: control), expectingSkips: Self.expectedSkips, label: "webim")
         }
     }

@@ -90,11 +90,11 @@ struct WebimScenarioTests {
                 #expect(attachment.name == file.lastPathComponent)
                 #expect(attachment.size == 4096)
                 let url = try #require(attachment.url)
-                let downloaded = try await HTTPTransport().get(url.absoluteString, timeout: .seconds(10))
+                let downloaded = try await control.transport.get(url.absoluteString, timeout: .seconds(10))
                 #expect(downloaded.status == 200)
                 #expect(downloaded.body == bytes, "the signed link serves the uploaded bytes")
                 let forged = url.absoluteString.replacingOccurrences(of: "hash=", with: "hash=0")
-                #expect(try await HTTPTransport().get(forged, timeout: .seconds(10)).status == 403)
+                #expect(try await control.transport.get(forged, timeout: .seconds(10)).status == 403)
             }
         }
     }
@@ -212,8 +212,9 @@ struct WebimScenarioTests {
     /// network drop keeps the visitor (it made a new anonymous visitor per drop).
     @Test func clearVisitorDataClearsOncePerSessionNotPerLink() async throws {
         try await withWebimEmulator { control in
-            let backend = try WebimBackend(configuration: WebimConfiguration(accountName: control.baseURL, clearVisitorData: true))
-            let session = ChatSession(backend: backend, configuration: .fastForTests, logger: .quiet)
+            let backend = try WebimBackend(configuration: WebimConfiguration(accountName: control.baseURL, clearVisitorData: true), transport: control.transport)
+            let context = ConformanceContext(emulator: control)
+            let session = ChatSession(backend: backend, configuration: context.configuration, clock: context.makeClock(), logger: .quiet)
             try await withRecording(session) { recorder in
                 try await session.resume()
                 try await recorder.first("connected") { $0.isConnected }
@@ -236,7 +237,7 @@ struct WebimScenarioTests {
         try await withWebimEmulator { control in
             let store = try SQLiteChatStore.inMemory()
             func visitor(_ id: String) throws -> WebimBackend {
-                try WebimBackend(configuration: WebimConfiguration(accountName: control.baseURL, visitorFieldsJSON: #"{"fields":{"id":"\#(id)"}}"#))
+                try WebimBackend(configuration: WebimConfiguration(accountName: control.baseURL, visitorFieldsJSON: #"{"fields":{"id":"\#(id)"}}"#), transport: control.transport)
             }
             /// Sends as the visitor, and waits for the server's confirmation.
             @Sendable func send(_ text: String, _ probe: SessionProbe) async throws -> any Conversation {
@@ -357,9 +358,9 @@ struct WebimScenarioTests {
 
     @Test func typingIsCoalescedToOnePerSecondAndStopsAfterFive() async throws {
         try await withWebimEmulator { control in
-            let clock = TestClock()
+            let clock = try #require(control.virtualClock)
             let backend = try await control.makeCustomerBackend()
-            let session = ChatSession(backend: backend, configuration: .fastForTests, clock: SessionClock(clock), logger: .quiet)
+            let session = ChatSession(backend: backend, configuration: .virtualTime, clock: SessionClock(clock), logger: .quiet)
             try await withRecording(session) { recorder in
                 try await session.resume()
                 try await recorder.first("the chat") { $0.conversationID == WebimBackend.conversationID }
@@ -490,8 +491,8 @@ extension WebimHistorySinceTests {
     /// after (protocols/webim.md §6.1), so chats from another device arrive.
     @Test func aServerWithoutRevisionsIsPolledEverySixtySeconds() async throws {
         try await withWebimEmulator(configuration: .init(deltaHold: .seconds(2), announcesHistoryRevisions: false)) { control in
-            let clock = TestClock()
-            let session = ChatSession(backend: try await control.makeCustomerBackend(), configuration: .fastForTests, clock: SessionClock(clock), logger: .quiet)
+            let clock = try #require(control.virtualClock)
+            let session = ChatSession(backend: try await control.makeCustomerBackend(), configuration: .virtualTime, clock: SessionClock(clock), logger: .quiet)
             try await withRecording(session) { recorder in
                 try await session.resume()
                 try await recorder.waitUntil("connected") { $0.contains(where: \.isConnected) }
@@ -563,8 +564,10 @@ struct WebimOnlineStatusTests {
 
     @Test func thePollerReportsEachOfTheFourStatuses() async throws {
         try await withWebimEmulator { control in
+            let clock = try #require(control.virtualClock)
             let backend = try WebimBackend(
-                configuration: WebimConfiguration(accountName: control.baseURL, visitorFieldsJSON: control.visitorFields, onlineStatusPollInterval: .milliseconds(20))
+                configuration: WebimConfiguration(accountName: control.baseURL, visitorFieldsJSON: control.visitorFields, onlineStatusPollInterval: .seconds(7)),
+                transport: control.transport
             )
             try await ConformanceHarness(context: ConformanceContext(emulator: control)).withSession(backend: backend) { probe in
                 _ = try await probe.openConversation()
@@ -572,13 +575,15 @@ struct WebimOnlineStatusTests {
                 for (status, expected) in [("busy_online", ChatEvent.Availability.busyOnline), ("busy_offline", .busyOffline), ("offline", .offline), ("online", .online)] {
                     let from = probe.recorder.events.count
                     control.server.setOnlineStatus(status)
+                    // The next get-online-status is due in 7 s of the virtual clock.
+                    try await clock.advance(toSleeperDueIn: .seconds(7))
                     try await probe.recorder.waitUntil("\(status)") { events in
                         events.dropFirst(from).contains { Self.availability($0) == expected }
                     }
                     seen += probe.recorder.events.dropFirst(from).compactMap(Self.availability)
                 }
                 #expect(seen == [.busyOnline, .busyOffline, .offline, .online])
-                print("webim online status (open chat, get-online-status every 20 ms): \(seen.map(\.rawValue))")
+                print("webim online status (open chat, get-online-status every 7 s of the virtual clock): \(seen.map(\.rawValue))")
             }
         }
     }
@@ -591,8 +596,8 @@ struct WebimOnlineStatusTests {
                 try await probe.recorder.first("offline: leave a message") { Self.availability($0) == .offline }
                 // What the app shows instead of a chat: an appeal, answered later.
                 let appeals = ChatSession(
-                    backend: try WebimAppealsBackend(configuration: WebimAppealsConfiguration(accountName: control.baseURL, userToken: "switching-user")),
-                    configuration: .fastForTests, logger: .quiet
+                    backend: try WebimAppealsBackend(configuration: WebimAppealsConfiguration(accountName: control.baseURL, userToken: "switching-user"), transport: control.transport),
+                    configuration: .virtualTime, clock: ConformanceContext(emulator: control).makeClock(), logger: .quiet
                 )
                 let appealID = try await withRecording(appeals) { recorder in
                     try await appeals.resume()
@@ -758,14 +763,14 @@ struct WebimMappedFieldTests {
             let signed = #"{"fields":{"id":"alice","display_name":"Alice"},"expires":\#(expires),"hash":"\#(hash)"}"#
             let backend = try WebimBackend(configuration: WebimConfiguration(
                 accountName: control.baseURL, appVersion: "2.7.1", visitorFieldsJSON: signed, pageTitle: "Shop", deviceToken: "apns-token-1", pushSystem: .apns
-            ))
+            ), transport: control.transport)
             try await harness(control).withSession(backend: backend) { _ in
                 let sent = try #require(control.server.lastParameters(of: "init"))
                 #expect(sent["app-version"] == "2.7.1" && sent["title"] == "Shop" && sent["platform"] == "ios")
                 #expect(sent["push-token"] == "apns-token-1" && sent["push-service"] == "apns")
             }
             let forged = signed.replacingOccurrences(of: hash, with: String(hash.reversed()))
-            let refused = try WebimBackend(configuration: WebimConfiguration(accountName: control.baseURL, visitorFieldsJSON: forged))
+            let refused = try WebimBackend(configuration: WebimConfiguration(accountName: control.baseURL, visitorFieldsJSON: forged), transport: control.transport)
             try await harness(control).withSession(backend: refused, resume: false) { probe in
                 try await probe.session.resume()
                 let event = try await probe.recorder.first("fatal") { if case .fatal = $0.kind { return true } else { return false } }
