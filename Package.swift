@@ -243,6 +243,10 @@ let package = Package(
                 "SwitchboardSQLite",
                 "SwitchboardTransport",
                 "SwitchboardEmulation",
+                "SwitchboardTestKit",
+                // The raw WebSocket the benchmark's raw clients read inline.
+                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -260,6 +264,7 @@ let package = Package(
             name: "SwitchboardBench",
             dependencies: [
                 "Switchboard", "SwitchboardTestKit", "SwitchboardLoadKit", "SwitchboardSQLite", "SwitchboardPostgres", "SwitchboardTransport", "SwitchboardEmulation",
+                "SwitchboardCommandKit", "VoximplantCommands",
                 "SwitchboardVoximplant", "VoximplantEmulator", "SwitchboardWebim", "WebimEmulator", "SwitchboardCXone", "CXoneEmulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -368,6 +373,13 @@ func commandsTarget(_ vendor: String, adapter: String, emulator: String?) -> Tar
         dependencies: ["SwitchboardCommandKit", "Switchboard", .target(name: adapter)] + emulation + [
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
+            // The raw client of the vendor's protocol that `bench` measures the adapter against.
+            .product(name: "WSClient", package: "swift-websocket"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOWebSocket", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "NIOFoundationCompat", package: "swift-nio"),
         ],
         path: "Adapters/\(vendor)/Commands"
     )

@@ -4,6 +4,7 @@ package import Foundation
 package import GRDB
 package import Switchboard
 package import SwitchboardSQLite
+package import SwitchboardCommandKit
 
 /// One figure: Switchboard's, the baseline's, their ratio and the goal.
 package struct BenchRow: Codable, Sendable, Hashable {
@@ -89,28 +90,33 @@ package struct Bench: Sendable {
         case postgres
     }
 
-    package enum Adapter: String, CaseIterable, Sendable, ExpressibleByArgument {
-        case webim, voximplant, cxone
-    }
-
     package let sizes: Sizes
     package let progress: BenchProgress
+    /// The adapters' emulators for the latency rows, by registry name, in the registry's order.
+    package let rigs: [(name: String, rig: any EmulatorRigRunner)]
 
-    package init(sizes: Sizes, progress: BenchProgress, figures: Set<Figure> = [], adapters: Set<Adapter> = []) {
+    package init(
+        sizes: Sizes,
+        progress: BenchProgress,
+        rigs: [(name: String, rig: any EmulatorRigRunner)],
+        figures: Set<Figure> = [],
+        adapters: Set<String> = []
+    ) {
         self.sizes = sizes
         self.progress = progress
+        self.rigs = rigs
         self.figures = figures
         self.adapters = adapters
     }
     /// The groups to run; empty: all.
     package var figures: Set<Figure> = []
-    /// The adapters whose rows to run; empty: all.
-    package var adapters: Set<Adapter> = []
+    /// The adapters whose rows to run, by registry name; empty: all.
+    package var adapters: Set<String> = []
     /// The database of the PostgreSQL rows; they run only with one.
     package var postgresURL: String?
 
     package func runs(_ figure: Figure) -> Bool { figures.isEmpty || figures.contains(figure) }
-    package func runs(_ adapter: Adapter) -> Bool { adapters.isEmpty || adapters.contains(adapter) }
+    package func runs(_ adapter: String) -> Bool { adapters.isEmpty || adapters.contains(adapter) }
 
     package func run() async throws -> [BenchRow] {
         var rows: [BenchRow] = []
@@ -122,7 +128,7 @@ package struct Bench: Sendable {
         if runs(.history) { rows.append(try await historyPage()) }
         if runs(.decode) { rows += decodeRows(try RecordedFrames.load()) }
         if runs(.latency) { rows += try await latencyRows() }
-        if runs(.catchUp), runs(.voximplant) { rows.append(try await catchUpRow()) }
+        if runs(.catchUp), runs("voximplant") { rows.append(try await catchUpRow()) }
         if runs(.memory) { rows += try await idleMemoryRows() }
         if runs(.postgres), let postgresURL { rows += try await postgresRows(url: postgresURL) }
         progress.say("")

@@ -7,6 +7,8 @@ package import SwitchboardTestKit
 package import SwitchboardVoximplant
 package import VoximplantEmulator
 package import WSClient
+package import SwitchboardCommandKit
+package import VoximplantCommands
 
 /// Catch-up after an offline period (Voximplant-style): the agent writes `catchUpEvents` messages
 /// while the session is paused; the figure is the time from `resume()` until the last of them is
@@ -20,7 +22,7 @@ extension Bench {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let rounds = min(sizes.rounds, 3)
-        let (ours, raw) = try await Self.withVoximplantRig { rig in
+        let (ours, raw) = try await VoximplantRig().withRig { rig in
             let store = try SQLiteChatStore(path: directory.appendingPathComponent("catch-up.sqlite").path)
             let session = ChatSession(id: "bench-catch-up", backend: try await rig.control.makeCustomerBackend(), store: store, bus: EventBus(), logger: Logger.quiet)
             return try await session.withRunning { session in

@@ -21,7 +21,7 @@ extension Bench {
             InMemoryBackend(server: server, user: ParticipantID("user-\(index)"))
         }
         rows.append(Self.memoryRow("idle sessions, in-memory backend, \(inMemory)", perSession))
-        if runs(.voximplant) {
+        if runs("voximplant") {
             let overSockets = sizes.idleSocketSessions
             progress.say("idle sessions: \(overSockets) over WebSockets to the Voximplant-style emulator")
             let voximplant = VoximplantServer()

@@ -19,7 +19,7 @@ extension Bench {
                     try await postgresHistoryPage(store),
                     try await postgresInboundBatch(store),
                     try await bridgeRate(store, url: url),
-                ] + (runs(.voximplant) ? [try await postgresSessionMemory(store)] : [])
+                ] + (runs("voximplant") ? [try await postgresSessionMemory(store)] : [])
                 try await store.client.run("DROP SCHEMA \(unescaped: schema) CASCADE")
                 return rows
             } catch {

@@ -4,8 +4,8 @@ package import Logging
 package import Switchboard
 
 /// One adapter as the command-line tool sees it: an entry of the registry that
-/// `Sources/switchboard/Registry.swift` lists, one line per adapter. `connect`, `emulate` and
-/// `gateway` loop over the entries; an adapter's commands live in its own folder
+/// `Sources/switchboard/Registry.swift` lists, one line per adapter. `connect`, `emulate`,
+/// `gateway`, `soak`, `load` and `bench`'s latency rows loop over the entries; an adapter's commands live in its own folder
 /// (`Adapters/<Vendor>/Commands`), beside its emulator.
 package struct AdapterEntry: Sendable {
     /// The subcommand name and the gateway's `"backend"` value.
@@ -19,17 +19,22 @@ package struct AdapterEntry: Sendable {
     package var gatewayExample: String
     /// One session of a gateway's sessions file: its JSON object (with `"backend": name`).
     package var gatewaySession: @Sendable (_ entry: JSONValue) throws(SwitchboardError) -> GatewaySessionSetup
+    /// The emulator for `soak`, `load` and `bench`, with the raw client the benchmark measures
+    /// against; `nil` where the adapter has no emulator.
+    package var rig: (any EmulatorRigRunner)?
 
     package init(
         name: String,
         connect: any AsyncParsableCommand.Type,
         emulate: (any AsyncParsableCommand.Type)?,
+        rig: (any EmulatorRigRunner)? = nil,
         gatewayExample: String,
         gatewaySession: @escaping @Sendable (_ entry: JSONValue) throws(SwitchboardError) -> GatewaySessionSetup
     ) {
         self.name = name
         self.connect = connect
         self.emulate = emulate
+        self.rig = rig
         self.gatewayExample = gatewayExample
         self.gatewaySession = gatewaySession
     }

@@ -17,13 +17,23 @@ struct BenchCommand: AsyncParsableCommand {
     @Flag(help: "Tiny sizes: checks that every row runs, not how fast.") var quick = false
     @Flag(help: "Print the rows as JSON.") var json = false
     @Option(help: "Only these figures: bus, history, decode, latency, catch-up, memory, postgres (repeatable; all when absent).") var only: [Bench.Figure] = []
-    @Option(help: "Only these adapters' rows: webim, voximplant, cxone (repeatable; all when absent).") var adapter: [Bench.Adapter] = []
+    @Option(help: "Only these adapters' rows: \(BenchCommand.rigNames.joined(separator: ", ")) (repeatable; all when absent).") var adapter: [String] = []
     @Option(help: "Also measure the PostgreSQL store and event bridge on this database (postgres://user:password@host:port/db?sslmode=disable); a schema of its own is made and dropped.")
     var postgres: String?
 
+    /// The registry's adapters that have an emulator to measure.
+    static var rigs: [(name: String, rig: any EmulatorRigRunner)] { registry.compactMap { entry in entry.rig.map { (entry.name, $0) } } }
+    private static var rigNames: [String] { rigs.map(\.name) }
+
+    func validate() throws {
+        for name in adapter where !Self.rigNames.contains(name) {
+            throw ValidationError("no adapter \(name) to measure: one of \(Self.rigNames.joined(separator: ", "))")
+        }
+    }
+
     func run() async throws {
         let progress = BenchProgress(enabled: isatty(STDERR_FILENO) == 1)
-        var bench = Bench(sizes: quick ? .quick : .full, progress: progress, figures: Set(only), adapters: Set(adapter))
+        var bench = Bench(sizes: quick ? .quick : .full, progress: progress, rigs: Self.rigs, figures: Set(only), adapters: Set(adapter))
         bench.postgresURL = postgres
         let rows = try await bench.run()
         let output = StandardOutput()

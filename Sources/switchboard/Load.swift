@@ -19,13 +19,15 @@ struct LoadCommand: AsyncParsableCommand {
             """
     )
 
-    enum Target: String, ExpressibleByArgument, CaseIterable {
-        case webim, voximplant, cxone
-    }
-
-    @Argument(help: "webim, voximplant or cxone.") var target: Target
+    @Argument(help: "\(BenchCommand.rigs.map(\.name).joined(separator: ", ")).") var target: String
     @Option(help: "Concurrent sessions.") var sessions = 2_000
     @Option(help: "Messages each way per session.") var messages = 5
+
+    func validate() throws {
+        guard BenchCommand.rigs.contains(where: { $0.name == target }) else {
+            throw ValidationError("no emulator \(target) to load: one of \(BenchCommand.rigs.map(\.name).joined(separator: ", "))")
+        }
+    }
 
     func run() async throws {
         let progress = BenchProgress(enabled: isatty(STDERR_FILENO) == 1)
@@ -44,15 +46,15 @@ struct Load: Sendable {
     /// How long each session may take to match the server's log after its traffic.
     var convergeTimeout: Duration = .seconds(300)
 
-    func run(_ target: LoadCommand.Target) async throws -> LoadRun.Figures {
-        switch target {
-        case .voximplant: try await Bench.withVoximplantRig { try await load($0) }
-        case .webim: try await Bench.withWebimRig { try await load($0) }
-        case .cxone: try await Bench.withCXoneRig { try await load($0) }
+    /// Loads the adapter named `target` (a registry name with an emulator).
+    func run(_ target: String) async throws -> LoadRun.Figures {
+        guard let rig = BenchCommand.rigs.first(where: { $0.name == target })?.rig else {
+            throw SwitchboardError(.invalidArgument, "no emulator \(target) to load")
         }
+        return try await rig.withRig { try await load($0) }
     }
 
-    private func load(_ rig: Bench.EmulatorRig) async throws -> LoadRun.Figures {
+    private func load(_ rig: EmulatorRig) async throws -> LoadRun.Figures {
         let progress = self.progress
         return try await LoadRun(
             controls: (0..<sessions).map(rig.customer), messagesPerSession: messages, convergeTimeout: convergeTimeout,

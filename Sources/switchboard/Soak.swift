@@ -19,13 +19,15 @@ struct SoakCommand: AsyncParsableCommand {
             """
     )
 
-    enum Target: String, ExpressibleByArgument, CaseIterable {
-        case webim, voximplant, cxone, all
-    }
-
-    @Argument(help: "webim, voximplant, cxone or all.") var target: Target
+    @Argument(help: "\(BenchCommand.rigs.map(\.name).joined(separator: ", ")) or all.") var target: String
     @Option(help: "Messages each way, per adapter.") var messages = 1_000
     @Option(help: "The seed of the faults.") var seed: UInt64 = 0x50A4
+
+    func validate() throws {
+        guard target == "all" || BenchCommand.rigs.contains(where: { $0.name == target }) else {
+            throw ValidationError("no emulator \(target) to soak: one of \(BenchCommand.rigs.map(\.name).joined(separator: ", ")) or all")
+        }
+    }
 
     func run() async throws {
         let output = StandardOutput()
@@ -48,11 +50,12 @@ struct Soak: Sendable {
     /// How long a client may take to converge once the faults stop; past it the figures say what is missing.
     var convergeTimeout: Duration = .seconds(120)
 
-    func run(_ target: SoakCommand.Target) async throws -> [SoakRun.Figures] {
+    /// Soaks the adapter named `target` (a registry name), or each with an emulator for `all`.
+    func run(_ target: String) async throws -> [SoakRun.Figures] {
         var figures: [SoakRun.Figures] = []
-        if target == .voximplant || target == .all { figures.append(try await Bench.withVoximplantRig { try await soak($0.control) }) }
-        if target == .webim || target == .all { figures.append(try await Bench.withWebimRig { try await soak($0.control) }) }
-        if target == .cxone || target == .all { figures.append(try await Bench.withCXoneRig { try await soak($0.control) }) }
+        for (name, rig) in BenchCommand.rigs where target == "all" || target == name {
+            figures.append(try await rig.withRig { try await soak($0.control) })
+        }
         return figures
     }
 

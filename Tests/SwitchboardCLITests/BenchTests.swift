@@ -12,7 +12,7 @@ import SwitchboardCommandKit
 @Suite(.timeLimit(.minutes(5)))
 struct BenchTests {
     @Test func everyRowRunsOnTinySizes() async throws {
-        let rows = try await Bench(sizes: .quick, progress: BenchProgress(enabled: false)).run()
+        let rows = try await Bench(sizes: .quick, progress: BenchProgress(enabled: false), rigs: BenchCommand.rigs).run()
         print(BenchRow.table(rows).joined(separator: "\n"))
         let baselines: Set<String> = [
             "AsyncStream", "bare channel", "raw indexed SELECT", "JSONSerialization parse", "raw client",
@@ -39,7 +39,7 @@ struct BenchTests {
     /// The PostgreSQL rows, on the live tests' server (`SWITCHBOARD_POSTGRES_URL`).
     @Test(needsPostgres)
     func thePostgresRowsRunOnTinySizes() async throws {
-        var bench = Bench(sizes: .quick, progress: BenchProgress(enabled: false), figures: [.postgres])
+        var bench = Bench(sizes: .quick, progress: BenchProgress(enabled: false), rigs: BenchCommand.rigs, figures: [.postgres])
         bench.postgresURL = try LiveServer.postgres.require()
         let rows = try await bench.run()
         print(BenchRow.table(rows).joined(separator: "\n"))
@@ -64,7 +64,7 @@ struct BenchTests {
     }
 
     @Test func onlyAndAdapterChooseTheRows() async throws {
-        let bench = Bench(sizes: .quick, progress: BenchProgress(enabled: false), figures: [.decode], adapters: [.cxone])
+        let bench = Bench(sizes: .quick, progress: BenchProgress(enabled: false), rigs: BenchCommand.rigs, figures: [.decode], adapters: ["cxone"])
         let rows = try await bench.run()
         #expect(rows.map(\.name) == ["decode + normalize, CXone (\(try RecordedFrames.load().cxone.count) recorded frames)"])
     }

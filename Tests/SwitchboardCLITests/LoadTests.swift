@@ -12,8 +12,8 @@ import SwitchboardLoadKit
 /// compared with the server's log.
 @Suite(.timeLimit(.minutes(5)))
 struct LoadTests {
-    @Test(arguments: LoadCommand.Target.allCases)
-    func fiftySessionsAtOnceLoseNothing(_ target: LoadCommand.Target) async throws {
+    @Test(arguments: BenchCommand.rigs.map(\.name))
+    func fiftySessionsAtOnceLoseNothing(_ target: String) async throws {
         // A session that does not converge within 2 minutes is reported with its audit, well
         // inside the suite's limit.
         let figures = try await Load(sessions: 50, messages: 3, progress: BenchProgress(enabled: false), convergeTimeout: .seconds(120))
