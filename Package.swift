@@ -288,20 +288,16 @@ let package = Package(
         .executableTarget(
             name: "switchboard",
             dependencies: [
-                "SwitchboardCommandKit",
+                // The registry: each adapter's commands, with the adapter and its emulator.
                 "VoximplantCommands",
                 "WebimCommands",
                 "CXoneCommands",
                 "MatrixCommands",
+                "SwitchboardCommandKit",
                 "Switchboard",
+                // The demo's in-memory reference backend; the soak's SQLite file; the gateway's
+                // PostgreSQL; the bench and the soak and load harnesses.
                 "SwitchboardTestKit",
-                "SwitchboardVoximplant",
-                "VoximplantEmulator",
-                "SwitchboardWebim",
-                "WebimEmulator",
-                "SwitchboardCXone",
-                "CXoneEmulator",
-                "SwitchboardMatrix",
                 "SwitchboardSQLite",
                 "SwitchboardPostgres",
                 "SwitchboardBench",

@@ -22,12 +22,15 @@ package struct AdapterEntry: Sendable {
     /// The emulator for `soak`, `load` and `bench`, with the raw client the benchmark measures
     /// against; `nil` where the adapter has no emulator.
     package var rig: (any EmulatorRigRunner)?
+    /// The adapter's part of `switchboard demo`; `nil` where it has no emulator to show.
+    package var demo: DemoScript?
 
     package init(
         name: String,
         connect: any AsyncParsableCommand.Type,
         emulate: (any AsyncParsableCommand.Type)?,
         rig: (any EmulatorRigRunner)? = nil,
+        demo: DemoScript? = nil,
         gatewayExample: String,
         gatewaySession: @escaping @Sendable (_ entry: JSONValue) throws(SwitchboardError) -> GatewaySessionSetup
     ) {
@@ -35,6 +38,7 @@ package struct AdapterEntry: Sendable {
         self.connect = connect
         self.emulate = emulate
         self.rig = rig
+        self.demo = demo
         self.gatewayExample = gatewayExample
         self.gatewaySession = gatewaySession
     }

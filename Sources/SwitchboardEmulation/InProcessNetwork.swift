@@ -18,7 +18,12 @@ public import SwitchboardTransport
 ///
 /// What a socket carries is what the host would carry: text frames in order, the emulator's
 /// pauses timed on its route's clock, a frame over a side's limit ending the socket with the same
-/// error as on the network, and either side's close ending it for both.
+/// error as on the network, and either side's close ending it for both. A request or a socket to
+/// another scheme, host or port than the endpoints' is refused, as nothing listens there; an error
+/// a route throws is a 500, as the host answers it.
+///
+/// Unlike a server, a route's handler runs in the task of the request: a request the client
+/// cancels (its link ended) stops the handler where it waits.
 public struct InProcessNetwork: Sendable {
     /// The host and port the endpoints name. Nothing listens there: a client given these
     /// endpoints with the network transports fails at once ("connection refused").
@@ -30,8 +35,12 @@ public struct InProcessNetwork: Sendable {
 
     init(router: Router<BasicWebSocketRequestContext>, webSocketRoutes: [WebSocketRoute], logger: Logger) {
         let responder = router.buildResponder()
-        self.http = HTTPTransport(handler: { request in try await Self.respond(to: request, with: responder, logger: logger) })
+        self.http = HTTPTransport(handler: { request in
+            try Self.checkAddress(request.url, schemes: ["http"])
+            return try await Self.respond(to: request, with: responder, logger: logger)
+        })
         self.webSockets = WebSocketTransport { url, configuration in
+            try Self.checkAddress(url, schemes: ["ws"])
             let uri = Self.pathAndQuery(of: url)
             let path = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? uri
             guard let route = webSocketRoutes.first(where: { $0.path == path }) else {
@@ -41,6 +50,14 @@ public struct InProcessNetwork: Sendable {
                 throw SwitchboardError(.connectionLost, "the server refused the WebSocket handshake at \(path)")
             }
             return Self.open(route, uri: uri, maxMessageSize: configuration.maxMessageSize)
+        }
+    }
+
+    /// Refuses a URL the endpoints do not name, as the network would: nothing listens there.
+    static func checkAddress(_ url: String, schemes: Set<String>) throws {
+        let components = URLComponents(string: url)
+        guard let scheme = components?.scheme?.lowercased(), schemes.contains(scheme), components?.host == host, components?.port == port else {
+            throw SwitchboardError(.connectionLost, "HTTP failure: connection refused (in process, only \(schemes.sorted().joined(separator: ", "))://\(host):\(port) answers)")
         }
     }
 
@@ -75,6 +92,11 @@ public struct InProcessNetwork: Sendable {
             response = try await responder.respond(to: hummingbirdRequest, context: context)
         } catch let error as any HTTPResponseError {
             response = try error.response(from: hummingbirdRequest, context: context)
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            // What the host answers for an error that is not an HTTP response.
+            response = Response(status: .internalServerError)
         }
         let body = CollectedBody()
         try await response.body.write(body)
@@ -107,12 +129,18 @@ public struct InProcessNetwork: Sendable {
             messages: messages,
             send: { text in
                 guard !closed.withLock({ $0 }) else { throw SwitchboardError(.connectionLost, "the WebSocket is closed") }
-                handlers.receive(text.utf8.count > route.maxFrameSize ? .failed : .text(text))
+                guard text.utf8.count <= route.maxFrameSize else {
+                    // The host's read fails on the frame and the socket ends, whatever the model does.
+                    handlers.receive(.failed)
+                    end(nil)
+                    return
+                }
+                handlers.receive(.text(text))
             },
             close: { end(nil) }
         )
         return WebSocketTransport.InProcessSocket(socket: socket) {
-            for await item in items {
+            carrying: for await item in items {
                 switch item {
                 case .text(let text):
                     guard text.utf8.count <= maxMessageSize else {
@@ -121,7 +149,7 @@ public struct InProcessNetwork: Sendable {
                     }
                     messagesContinuation.yield(text)
                 case .pause(let delay):
-                    do { try await route.clock.sleep(for: delay) } catch { break }
+                    do { try await route.clock.sleep(for: delay) } catch { break carrying }
                 }
             }
             // The model closed the socket, or the link is done with it.

@@ -74,10 +74,17 @@ public final class TestClock: Clock, Sendable {
     /// - Throws: ``ConformanceFailure`` when no such sleeper appears within `timeout` of real
     ///   time (a hang).
     public func advance(toSleeperDueIn offset: Duration, timeout: Duration = .seconds(30)) async throws {
+        try await waitForSleeper(dueIn: offset, timeout: timeout)
+        advance(by: offset)
+    }
+
+    /// Waits until a task sleeps until `offset` from now.
+    ///
+    /// - Throws: ``ConformanceFailure`` when none does within `timeout` of real time (a hang).
+    public func waitForSleeper(dueIn offset: Duration, timeout: Duration = .seconds(30)) async throws {
         try await waitUntil("a task asleep for \(offset) on the test clock", timeout: timeout, signal: sleepersChanged) {
             pendingDeadlines.contains(offset)
         }
-        advance(by: offset)
     }
 
     /// How many tasks are asleep on this clock.

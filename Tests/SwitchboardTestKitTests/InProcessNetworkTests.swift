@@ -28,6 +28,7 @@ struct InProcessNetworkTests {
         func httpRouter() -> Router<BasicWebSocketRequestContext> {
             let router = Router(context: BasicWebSocketRequestContext.self)
             router.get("/echo") { request, _ in request.uri.queryParameters.get("x") ?? "" }
+            router.get("/broken") { _, _ -> String in throw CocoaError(.fileReadUnknown) }
             router.post("/echo") { request, _ in
                 let body = try await request.body.collect(upTo: 1 << 20)
                 return Response(status: .created, headers: [.contentType: "text/plain", .init("X-Seen")!: request.headers[.contentType] ?? "-"], body: .init(byteBuffer: body))
@@ -72,6 +73,12 @@ struct InProcessNetworkTests {
         #expect(posted.headers.contains { $0.0.lowercased() == "x-seen" && $0.1 == "application/x-test" }, "the request's headers reach the route")
         let missing = try await network.http.get(base + "/nowhere", timeout: .seconds(1))
         #expect(missing.status == 404)
+        let broken = try await network.http.get(base + "/broken", timeout: .seconds(1))
+        #expect(broken.status == 500, "an error a route throws is a 500, as the host answers it")
+        for elsewhere in ["http://127.0.0.1:8080/echo", "http://example.com:9/echo", "ws://127.0.0.1:9/echo"] {
+            let refused = await #expect(throws: SwitchboardError.self) { try await network.http.get(elsewhere, timeout: .seconds(1)) }
+            #expect(refused?.code == .connectionLost, "nothing listens at \(elsewhere)")
+        }
         var small = network.http
         small.maxBodySize = 3
         await #expect(throws: SwitchboardError.self) { try await small.postData(base + "/echo", data: Data("four".utf8), contentType: "text/plain", timeout: .seconds(1)) }

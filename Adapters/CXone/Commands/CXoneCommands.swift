@@ -10,7 +10,7 @@ package import SwitchboardEmulation
 /// The CXone adapter's entry in the command-line tool's registry.
 package enum CXoneCommands {
     package static let entry = AdapterEntry(
-        name: "cxone", connect: ConnectCXone.self, emulate: EmulateCXone.self, rig: CXoneRig(),
+        name: "cxone", connect: ConnectCXone.self, emulate: EmulateCXone.self, rig: CXoneRig(), demo: CXoneDemo.script,
         gatewayExample: #"{"backend": "cxone", "url": "https://…/chat", "socket": "wss://…", "brand": 1386, "channel": …, "customer": …}"#
     ) { json throws(SwitchboardError) in
         let session = try GatewaySessionSetup.decode(json, as: GatewaySession.self, backend: "cxone")

@@ -10,7 +10,7 @@ package import VoximplantEmulator
 /// The Voximplant-style adapter's entry in the command-line tool's registry.
 package enum VoximplantCommands {
     package static let entry = AdapterEntry(
-        name: "voximplant", connect: ConnectVoximplant.self, emulate: EmulateVoximplant.self, rig: VoximplantRig(),
+        name: "voximplant", connect: ConnectVoximplant.self, emulate: EmulateVoximplant.self, rig: VoximplantRig(), demo: VoximplantDemo.script,
         gatewayExample: #"{"backend": "voximplant", "url": "ws://…", "user": …, "token": …, "conversation": …}"#
     ) { json throws(SwitchboardError) in
         let session = try GatewaySessionSetup.decode(json, as: GatewaySession.self, backend: "voximplant")

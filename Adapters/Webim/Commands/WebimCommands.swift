@@ -11,7 +11,7 @@ package import WebimEmulator
 /// webim --offline` runs the offline appeals).
 package enum WebimCommands {
     package static let entry = AdapterEntry(
-        name: "webim", connect: ConnectWebim.self, emulate: EmulateWebim.self, rig: WebimRig(),
+        name: "webim", connect: ConnectWebim.self, emulate: EmulateWebim.self, rig: WebimRig(), demo: WebimDemo.script,
         gatewayExample: #"{"backend": "webim", "url": "http://…", "visitor": "{\"fields\":{\"id\":…}}", "name": …}"#
     ) { json throws(SwitchboardError) in
         let session = try GatewaySessionSetup.decode(json, as: GatewaySession.self, backend: "webim")

@@ -351,7 +351,12 @@ struct CXoneScenarioTests {
     @Test func anOfflineLiveChatOpensNoSocketUntilItIsOnline() async throws {
         try await withCXoneEmulator(.init(mode: .live)) { control in
             control.server.setLiveChatOnline(false)
-            try await harness(control).withSession(resume: false) { probe in
+            // A backoff of a second of the virtual clock: the offline connects do not spin.
+            let clock = try #require(control.virtualClock)
+            var configuration = SessionConfiguration.virtualTime
+            configuration.reconnectBackoff = BackoffPolicy(initial: .seconds(1), multiplier: 1, maximum: .seconds(1))
+            let harness = ConformanceHarness(context: ConformanceContext(emulator: control, configuration: configuration))
+            try await harness.withSession(resume: false) { probe in
                 try await probe.session.resume()
                 let offline = try await probe.recorder.first("offline") {
                     if case .connection(.waitingToReconnect, .connectionLost(let error)?) = $0.kind { return error.vendorCode == "offline" } else { return false }
@@ -359,6 +364,8 @@ struct CXoneScenarioTests {
                 #expect(offline.origin.session == probe.session.id)
                 #expect(control.server.socketsAccepted == 0)
                 control.server.setLiveChatOnline(true)
+                #expect(await clock.waitForSleepers(1), "the reconnect waits on the clock")
+                clock.advance(by: .seconds(1))
                 try await probe.recorder.first("connected once online") { $0.isConnected }
                 #expect(control.server.socketsAccepted == 1)
             }
@@ -557,6 +564,8 @@ struct CXoneScenarioTests {
                 }
                 control.server.inject(.slowReplies(.milliseconds(2_500), eventType: "SendMessage"))
                 let message = try await chat.send(text: "patience")
+                // Both timers set: the emulator's pause before its reply, the adapter's deadline.
+                try await clock.waitForSleeper(dueIn: .milliseconds(2_500))
                 try await clock.advance(toSleeperDueIn: .seconds(2))
                 try await waitUntil("the send sent again", timeout: .seconds(30), signal: control.server.changes) { patience() >= 2 }
                 clock.advance(by: .milliseconds(500))
