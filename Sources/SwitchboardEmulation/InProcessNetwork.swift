@@ -9,8 +9,8 @@ import NIOFoundationCompat
 public import Switchboard
 public import SwitchboardTransport
 
-/// An emulator's routes without a socket: an ``HTTPTransport`` that hands each request to the
-/// emulator's router and a ``WebSocketTransport`` that opens its sockets on the emulator's model,
+/// An emulator's routes without a socket: an `HTTPTransport` that hands each request to the
+/// emulator's router and a `WebSocketTransport` that opens its sockets on the emulator's model,
 /// both in the same process. Adapter scenario tests use it to run on a test clock: no port, no
 /// TCP, no deadline but the ones the test moves time past. Make one with
 /// `HostedEmulator.inProcess()`; one socket-level run per adapter (its conformance suite) keeps

@@ -51,10 +51,14 @@ public struct ConformanceContext: Sendable {
     public var patience: Duration
 
     /// - Parameters:
-    ///   - configuration: the sessions' settings: by default ``SessionConfiguration/virtualTime``
+    ///   - emulator: the emulator the cases drive.
+    ///   - configuration: the sessions' settings: by default `SessionConfiguration.virtualTime`
     ///     on an emulator with a ``EmulatorControl/virtualClock``, else
-    ///     ``SessionConfiguration/fastForTests``.
+    ///     `SessionConfiguration.fastForTests`.
+    ///   - logger: where the sessions log.
+    ///   - makeStore: makes each session's store.
     ///   - makeClock: by default the emulator's virtual clock, else the real one.
+    ///   - patience: how long a case waits for what it expects.
     public init(
         emulator: any EmulatorControl,
         configuration: SessionConfiguration? = nil,

@@ -188,7 +188,7 @@ public protocol EmulatorControl: Sendable {
     /// The clock of an emulator reached in the same process (no socket) whose time moves only
     /// when the test moves it; `nil` for one on a socket, on real time. Sessions a
     /// ``ConformanceHarness`` opens on such an emulator run on the same clock with
-    /// ``SessionConfiguration/virtualTime``.
+    /// `SessionConfiguration.virtualTime`.
     var virtualClock: TestClock? { get }
 }
 

@@ -86,6 +86,8 @@ public struct CXoneBackend: ChatBackend {
     public let analytics: CXoneAnalytics
 
     /// - Parameters:
+    ///   - configuration: the environment, brand, channel and customer.
+    ///   - channel: the channel configuration read for them (``make(configuration:transport:webSockets:)`` reads it).
     ///   - transport: HTTP (the channel configuration, tokens, uploads, analytics).
     ///   - webSockets: the event socket: the network, or an emulator in the same process.
     public init(

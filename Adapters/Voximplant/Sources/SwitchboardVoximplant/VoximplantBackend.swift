@@ -58,8 +58,11 @@ public struct VoximplantBackend: ChatBackend {
     /// The configured user: its messages from another device are the user's own.
     public var user: ParticipantID? { ParticipantID(configuration.user) }
 
-    /// - Parameter webSockets: where the socket goes: the network, or an emulator in the same
-    ///   process (adapter tests on a test clock).
+    /// - Parameters:
+    ///   - configuration: where the service is and as whom to log in.
+    ///   - logger: where the adapter logs (names and codes, never message text or tokens).
+    ///   - webSockets: where the socket goes: the network, or an emulator in the same process
+    ///     (adapter tests on a test clock).
     public init(
         configuration: VoximplantConfiguration,
         logger: Logger = Logger(label: "switchboard.voximplant"),
