@@ -6,13 +6,13 @@ import Logging
 extension ChatSession {
     public func conversations() async throws -> [ConversationInfo] {
         try lifecycle.checkOpen()
-        return try await store.fetchConversations(scope: scope)
+        return try await store.fetchConversations()
     }
 
     /// One stored conversation, read by its id.
     func storedConversation(_ id: ConversationID) async throws -> ConversationInfo? {
         try lifecycle.checkOpen()
-        return try await store.fetchConversation(id, scope: scope)
+        return try await store.fetchConversation(id)
     }
 
     public func conversation(_ id: ConversationID) async throws -> any Conversation {
@@ -95,7 +95,7 @@ extension ChatSession {
 
     func storedMessages(in conversation: ConversationID, before: MessageOrderKey?, limit: Int) async throws -> [Message] {
         try lifecycle.checkOpen()
-        return try await store.fetchMessages(in: conversation, before: before, limit: limit, scope: scope)
+        return try await store.fetchMessages(in: conversation, before: before, limit: limit)
     }
 
     func history(in conversation: ConversationID, before: MessageOrderKey?, limit: Int) async throws -> [Message] {
@@ -137,7 +137,7 @@ extension ChatSession {
             // Cancelled while the loop still ran: deleting now could race its last writes.
             if !runEnded { throw CancellationError() }
         }
-        try await store.apply([.removeEverything], scope: scope)
+        try await store.apply([.removeEverything])
         machine.outbox = OutboxStateMachine(backoff: machine.outbox.backoff, maxLinkLosses: machine.outbox.maxLinkLosses)
         logger.notice("forgot the user's stored rows")
     }

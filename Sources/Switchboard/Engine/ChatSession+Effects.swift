@@ -47,14 +47,14 @@ extension ChatSession {
             return .conversation(try await readConversation(id))
         case .message(atSequence: let sequence, let conversation):
             let above = MessageOrderKey(isPending: false, sequence: sequence + 1, time: .distantPast, tieBreaker: "")
-            let stored = try await flushed().fetchMessages(in: conversation, before: above, limit: 1, scope: scope).last
+            let stored = try await flushed().fetchMessages(in: conversation, before: above, limit: 1).last
             return .message(stored?.sequence == sequence ? stored : nil)
         case .storedMessage(let id, let conversation):
             return .message(try await readMessages(serverIDs: [id], clientIDs: [], in: conversation).first)
         case .oldestConfirmedMessage(let conversation):
-            return .message(try await flushed().fetchOldestConfirmedMessage(in: conversation, scope: scope))
+            return .message(try await flushed().fetchOldestConfirmedMessage(in: conversation))
         case .newestMessages(let conversation):
-            return .messages(try await flushed().fetchMessages(in: conversation, before: nil, limit: EventProjection.readDerivationWindow, scope: scope))
+            return .messages(try await flushed().fetchMessages(in: conversation, before: nil, limit: EventProjection.readDerivationWindow))
         case .messages(let ids, let conversation):
             return .messages(try await readMessages(serverIDs: ids, clientIDs: [], in: conversation))
         case .sentMessage(let clientID, let conversation):
@@ -62,9 +62,9 @@ extension ChatSession {
         case .sentMessages(let clientIDs, let conversation):
             return .messages(try await readMessages(serverIDs: [], clientIDs: clientIDs, in: conversation))
         case .allMessages(let conversation):
-            return .messages(try await flushed().fetchMessages(in: conversation, before: nil, limit: .max, scope: scope))
+            return .messages(try await flushed().fetchMessages(in: conversation, before: nil, limit: .max))
         case .allConversations:
-            return .conversations(try await flushed().fetchConversations(scope: scope))
+            return .conversations(try await flushed().fetchConversations())
         }
     }
 

@@ -28,7 +28,7 @@ extension ChatSession {
         do {
             if let failure = transaction.failure { throw failure }
             if !transaction.writes.isEmpty {
-                try await store.apply(transaction.writes, scope: scope)
+                try await store.apply(transaction.writes)
                 machine.statistics.storeTransactions += 1
             }
         } catch {
@@ -57,7 +57,7 @@ extension ChatSession {
     func write(_ writes: [StoreWrite], projected: Bool = false) async throws {
         guard !writes.isEmpty else { return }
         guard openTransaction != nil else {
-            try await store.apply(writes, scope: scope)
+            try await store.apply(writes)
             return
         }
         openTransaction!.writes += writes
@@ -75,7 +75,7 @@ extension ChatSession {
 
     /// The store, with what the open transaction kept stored first: for a read the rows cannot
     /// answer. The transaction stays open.
-    func flushed() async throws -> any ChatStore {
+    func flushed() async throws -> ScopedChatStore {
         try await flush()
         return store
     }
@@ -84,7 +84,7 @@ extension ChatSession {
         guard let writes = openTransaction?.writes, !writes.isEmpty else { return }
         openTransaction!.writes = []
         do {
-            try await store.apply(writes, scope: scope)
+            try await store.apply(writes)
         } catch {
             // The rows show writes the store does not have: they are forgotten, and the
             // transaction announces nothing (see `inOneTransaction`).
@@ -117,16 +117,16 @@ extension ChatSession {
     func read(_ reads: EventProjection.Reads, into rows: inout EventProjection.Rows) async throws {
         guard !reads.isEmpty else { return }
         var found: [ConversationID: ConversationInfo] = [:]
-        for id in reads.conversations { found[id] = try await store.fetchConversation(id, scope: scope) }
+        for id in reads.conversations { found[id] = try await store.fetchConversation(id) }
         var messages: [Message] = []
         for (conversation, keys) in reads.messages {
-            messages += try await store.fetchMessages(serverIDs: Array(keys.serverIDs), clientIDs: Array(keys.clientIDs), in: conversation, scope: scope)
+            messages += try await store.fetchMessages(serverIDs: Array(keys.serverIDs), clientIDs: Array(keys.clientIDs), in: conversation)
         }
         var newest: [ConversationID: [Message]] = [:]
         if !reads.newest.isEmpty {
             try await flush()
             for id in reads.newest {
-                newest[id] = try await store.fetchMessages(in: id, before: nil, limit: EventProjection.readDerivationWindow, scope: scope)
+                newest[id] = try await store.fetchMessages(in: id, before: nil, limit: EventProjection.readDerivationWindow)
             }
         }
         rows.add(reads, conversations: found, messages: messages, newest: newest)

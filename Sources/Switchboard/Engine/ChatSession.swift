@@ -41,7 +41,9 @@ public actor ChatSession: Session {
     public nonisolated let backend: any ChatBackend
     /// Where state persists. The loop reads and writes it through its open transaction
     /// (`ChatSession+Store.swift`); app reads go to it directly.
-    let store: any ChatStore
+    /// The session's store, bound to its ``scope``: what the session stored, for an app that
+    /// reads it directly (the ``Conversation`` and ``Session`` reads cover most needs).
+    public nonisolated let store: ScopedChatStore
     /// The writes, events, answers and rows of the input the loop is handling.
     var openTransaction: OpenTransaction?
     let configuration: SessionConfiguration
@@ -98,7 +100,7 @@ public actor ChatSession: Session {
         self.backend = backend
         self.descriptor = backend.descriptor
         self.scope = StoreScope(backend: backend.descriptor.name, account: account, user: backend.storeUser)
-        self.store = store
+        self.store = store.scoped(to: scope)
         self.bus = bus
         self.configuration = configuration
         self.clock = clock
@@ -190,22 +192,22 @@ public actor ChatSession: Session {
         didLoadState = true
         do {
             if backend.startsAsNewUser {
-                try await store.apply([.removeEverything], scope: scope)
+                try await store.apply([.removeEverything])
                 logger.notice("forgot the stored user before starting")
             }
             machine.load(
-                sequences: try await store.fetchSequences(scope: scope),
-                credentials: try await store.fetchCredentials(scope: scope),
-                cursor: try await store.fetchCursor(scope: scope)
+                sequences: try await store.fetchSequences(),
+                credentials: try await store.fetchCredentials(),
+                cursor: try await store.fetchCursor()
             )
-            let entries = try await store.fetchOutbox(scope: scope)
+            let entries = try await store.fetchOutbox()
             var withMessage: Set<ClientMessageID> = []
-            for entry in entries where try await store.fetchMessage(clientID: entry.clientID, scope: scope) != nil {
+            for entry in entries where try await store.fetchMessage(clientID: entry.clientID) != nil {
                 withMessage.insert(entry.clientID)
             }
-            let repairs = machine.restoreOutbox(entries, withMessage: withMessage, pending: try await store.fetchPendingMessages(scope: scope))
+            let repairs = machine.restoreOutbox(entries, withMessage: withMessage, pending: try await store.fetchPendingMessages())
             if !repairs.isEmpty {
-                try await store.apply(repairs, scope: scope)
+                try await store.apply(repairs)
                 machine.statistics.repairedAtLoad = repairs.count
                 logger.notice("repaired the stored outbox", metadata: ["repairs": "\(repairs.count)"])
             }
