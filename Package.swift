@@ -259,28 +259,26 @@ let package = Package(
             dependencies: ["Switchboard", "SwitchboardTestKit", .product(name: "Logging", package: "swift-log")]
         ),
         // `switchboard bench`: every figure beside a baseline measured in the same run, with the
-        // raw clients (WebSocket, HTTP, SQLite, PostgreSQL) the adapters are measured against.
+        // baselines (SQLite, PostgreSQL, the catch-up's raw retransmits); the latency rows run each
+        // registry entry's rig with its raw client.
         .target(
             name: "SwitchboardBench",
             dependencies: [
                 "Switchboard", "SwitchboardTestKit", "SwitchboardLoadKit", "SwitchboardSQLite", "SwitchboardPostgres", "SwitchboardTransport", "SwitchboardEmulation",
                 "SwitchboardCommandKit", "VoximplantCommands",
-                "SwitchboardVoximplant", "VoximplantEmulator", "SwitchboardWebim", "WebimEmulator", "SwitchboardCXone", "CXoneEmulator",
+                // The adapter-specific rows: decode (the three wire readers), catch-up, memory and
+                // PostgreSQL (the Voximplant-style emulator).
+                "SwitchboardVoximplant", "VoximplantEmulator", "SwitchboardWebim", "SwitchboardCXone",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "WSClient", package: "swift-websocket"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOWebSocket", package: "swift-nio"),
-                .product(name: "NIOFoundationCompat", package: "swift-nio"),
             ]
         ),
-        // Each adapter's commands (`connect`, `emulate`) and its gateway sessions: the registry's
-        // entry, one per adapter folder.
+        // Each adapter's commands (`connect`, `emulate`), its gateway sessions, its emulator rig and
+        // its demo part: the registry's entry, one per adapter folder.
         commandsTarget("Voximplant", adapter: "SwitchboardVoximplant", emulator: "VoximplantEmulator"),
         commandsTarget("Webim", adapter: "SwitchboardWebim", emulator: "WebimEmulator"),
         commandsTarget("CXone", adapter: "SwitchboardCXone", emulator: "CXoneEmulator"),
@@ -363,19 +361,24 @@ for target in package.targets {
 /// entry (the `connect` and `emulate` commands, its gateway sessions) over its adapter and, where
 /// it has one, its emulator.
 func commandsTarget(_ vendor: String, adapter: String, emulator: String?) -> Target {
-    let emulation: [Target.Dependency] = emulator.map { [.target(name: $0), "SwitchboardEmulation"] } ?? []
-    return .target(
-        name: "\(vendor)Commands",
-        dependencies: ["SwitchboardCommandKit", "Switchboard", .target(name: adapter)] + emulation + [
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            .product(name: "Logging", package: "swift-log"),
-            // The raw client of the vendor's protocol that `bench` measures the adapter against.
+    // With an emulator: its rig for `bench`, `soak` and `load`, and the raw client of the vendor's
+    // protocol that `bench` measures the adapter against.
+    let emulation: [Target.Dependency] = emulator.map {
+        [
+            .target(name: $0), "SwitchboardEmulation",
             .product(name: "WSClient", package: "swift-websocket"),
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOWebSocket", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
             .product(name: "NIOFoundationCompat", package: "swift-nio"),
+        ]
+    } ?? []
+    return .target(
+        name: "\(vendor)Commands",
+        dependencies: ["SwitchboardCommandKit", "Switchboard", .target(name: adapter)] + emulation + [
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
         ],
         path: "Adapters/\(vendor)/Commands"
     )

@@ -1,22 +1,9 @@
-package import AsyncHTTPClient
-package import SwitchboardCommandKit
-package import CXoneEmulator
 package import Foundation
 package import Logging
-package import NIOCore
-package import NIOFoundationCompat
-package import NIOHTTP1
-package import NIOWebSocket
 package import Switchboard
-package import SwitchboardCXone
-package import SwitchboardEmulation
+package import SwitchboardCommandKit
 package import SwitchboardSQLite
 package import SwitchboardTestKit
-package import SwitchboardVoximplant
-package import SwitchboardWebim
-package import VoximplantEmulator
-package import WSClient
-package import WebimEmulator
 
 /// Loopback latency per adapter: a send until the server's confirmation is in the store, and an
 /// agent's message until it is on the bus, each against a raw client (WSClient, or

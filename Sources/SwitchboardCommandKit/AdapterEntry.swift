@@ -5,7 +5,7 @@ package import Switchboard
 
 /// One adapter as the command-line tool sees it: an entry of the registry that
 /// `Sources/switchboard/Registry.swift` lists, one line per adapter. `connect`, `emulate`,
-/// `gateway`, `soak`, `load` and `bench`'s latency rows loop over the entries; an adapter's commands live in its own folder
+/// `gateway`, `soak`, `load`, `bench`'s latency rows and `demo` loop over the entries; an adapter's commands live in its own folder
 /// (`Adapters/<Vendor>/Commands`), beside its emulator.
 package struct AdapterEntry: Sendable {
     /// The subcommand name and the gateway's `"backend"` value.

@@ -230,7 +230,8 @@ struct Demo: Sendable {
                 ? "The servers logged \(summary.serverMessages) messages; every session's store holds each once, in the server's order."
                 : "MISMATCH: a session's store differs from the server's log."
         )
-        lines.append("Adapters in this build: in-memory (reference), \(registry.map(\.name).joined(separator: ", ")).")
+        let shown = registry.filter { $0.demo != nil }.map(\.name)
+        lines.append("Backends shown: in-memory (reference), \(shown.joined(separator: ", ")); adapters in this build: \(registry.map(\.name).joined(separator: ", ")).")
         return lines.joined(separator: "\n")
     }
 }

@@ -4,8 +4,10 @@ import SwitchboardCommandKit
 import VoximplantCommands
 import WebimCommands
 
-/// The adapters this tool knows, one line each: `connect`, `emulate` and `gateway` loop over
-/// them. A new adapter adds its entry here (and its targets to the manifest), nothing else.
+/// The adapters this tool knows, one line each: `connect`, `emulate`, `gateway`, `soak`, `load`,
+/// `bench`'s latency rows and `demo` loop over them, in this order (the demo's parts and `soak
+/// all` run in it). A new adapter adds its entry here (and its targets to the manifest), nothing
+/// else.
 let registry: [AdapterEntry] = [
     VoximplantCommands.entry,
     WebimCommands.entry,

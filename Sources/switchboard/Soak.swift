@@ -56,6 +56,7 @@ struct Soak: Sendable {
         for (name, rig) in BenchCommand.rigs where target == "all" || target == name {
             figures.append(try await rig.withRig { try await soak($0.control) })
         }
+        guard !figures.isEmpty || target == "all" else { throw SwitchboardError(.invalidArgument, "no emulator \(target) to soak") }
         return figures
     }
 

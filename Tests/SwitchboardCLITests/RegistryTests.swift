@@ -16,6 +16,13 @@ struct RegistryTests {
         }
         #expect(ConnectCommand.configuration.subcommands.count == registry.count, "connect lists every adapter")
         #expect(EmulateCommand.configuration.subcommands.count == registry.filter { $0.emulate != nil }.count, "emulate lists every emulator")
+        for entry in registry where entry.emulate != nil {
+            // An emulator that had no rig or demo part would be skipped in silence by bench, soak,
+            // load and the demo.
+            #expect(entry.rig != nil, "\(entry.name) has an emulator: bench, soak and load run it")
+            #expect(entry.demo != nil, "\(entry.name) has an emulator: the demo shows it")
+        }
+        #expect(BenchCommand.rigs.map(\.name) == ["voximplant", "webim", "cxone"], "soak, load and bench's adapters, in the registry's order")
         let sessions: [String: JSONValue] = [
             "voximplant": ["url": "ws://127.0.0.1:1/ws", "user": "u1@app.acc", "token": "t"],
             "webim": ["url": "http://127.0.0.1:2", "name": "visitor-1"],
