@@ -133,12 +133,11 @@ public struct ConversationDraft: Sendable, Hashable {
     public var customData: JSONValue?
     /// Pre-chat fields (CXone survey, Webim department).
     public var customFields: [String: String]
-    /// A message the conversation starts with, for backends where the first message makes the
-    /// conversation (Webim offline appeals); the others ignore it.
+    /// A message the conversation starts with: the message that makes a Webim appeal, the
+    /// visitor's first message of a Webim chat; the other backends ignore it.
     public var firstMessage: MessageDraft?
-    /// The client's id of the start (Webim's `chat.start` `client-side-id`, the client id of an
-    /// appeal's first message), so a retried start is recognised. The session makes one from its
-    /// random source when `nil`.
+    /// The client's id of the start (the client id of a Webim chat's or appeal's first message),
+    /// so a retried start is recognised. The session makes one from its random source when `nil`.
     public var clientID: ClientMessageID?
 
     public init(

@@ -112,6 +112,14 @@ public struct WebimRequests: Sendable {
         try await call("chat.resolution_survey_select", ["answer": .string(resolved ? "1" : "0"), "operator_id": .string(String(operatorID))])
     }
 
+    /// The SDK's `forceStartChat(departmentKey:)`: `chat.start` with `force-start=1`, which starts
+    /// a chat past the account's department and first-question steps, whatever the chat's state.
+    /// `Session.startConversation(_:)` is the SDK's `startChat`: no `force-start`, and only when no
+    /// chat is open.
+    public func forceStartChat(departmentKey: String? = nil) async throws {
+        try await session.perform(WebimForceStartChat(departmentKey: departmentKey))
+    }
+
     /// `chat.clear_history`: the server forgets the visitor's messages, and the session's store
     /// removes them (a `historyCleared` event: the SDK's `removedAllMessages`).
     public func clearHistory() async throws {
@@ -162,6 +170,16 @@ public struct WebimAction: VendorRequest {
     public func perform(on connection: any BackendConnection) async throws -> VendorResult<JSONValue> {
         let form = fields.map { ($0.key, $0.value.stringValue ?? $0.value.jsonString) }.sorted { $0.0 < $1.0 }
         return VendorResult(try await link(connection, as: WebimLink.self).rawAction(name, form))
+    }
+}
+
+/// `chat.start` with `force-start=1` (``WebimRequests/forceStartChat(departmentKey:)``).
+struct WebimForceStartChat: VendorRequest {
+    var departmentKey: String?
+    var name: String { "chat.start" }
+
+    func perform(on connection: any BackendConnection) async throws -> VendorResult<Void> {
+        VendorResult(try await link(connection, as: WebimLink.self).forceStartChat(departmentKey: departmentKey))
     }
 }
 

@@ -286,7 +286,7 @@ final class WebimLink: BackendConnection {
             try await action("chat.message", fields)
         } catch let error as SwitchboardError where error.vendorCode == "chat-required" {
             // The chat closed before its state reached us: start one and send once more.
-            try await startChat(ConversationDraft())
+            try await startChat(ConversationDraft(), force: false)
             try await action("chat.message", fields)
         }
         return nil
@@ -311,9 +311,24 @@ final class WebimLink: BackendConnection {
         }
     }
 
+    /// The SDK's `startChat`: `chat.start` without `force-start`, and only when no chat is open
+    /// (the last chat is closed, or the visit session is `offline-message`); a chat already open
+    /// is the answer. `draft.firstMessage` then goes to the chat as the visitor's message under
+    /// the draft's client id, so a retried start sends it once.
     func startConversation(_ draft: ConversationDraft) async throws -> ConversationSnapshot {
-        try await startChat(draft)
+        if needsStart() { try await startChat(draft, force: false) }
+        if let first = draft.firstMessage {
+            let clientID = draft.clientID ?? ClientMessageID(Self.clientSideID(nil))
+            _ = try await send(OutgoingMessage(clientID: clientID, conversationID: WebimBackend.conversationID, content: first))
+        }
         return ConversationSnapshot(conversation: currentConversation(defaultState: "queue"))
+    }
+
+    /// The SDK's `forceStartChat`: `chat.start` with `force-start=1`, whatever the chat's state.
+    func forceStartChat(departmentKey: String?) async throws {
+        var draft = ConversationDraft()
+        if let departmentKey { draft.customFields["department-key"] = departmentKey }
+        try await startChat(draft, force: true)
     }
 
     func closeConversation(_ conversation: ConversationID) async throws -> ClosedConversation {
@@ -395,14 +410,23 @@ final class WebimLink: BackendConnection {
     }
 
     private func ensureChat() async throws {
-        let current = state.withLock { $0.reader.chatState }
-        if current == nil || ["closed", "closed_by_visitor", "closed_by_operator"].contains(current) || WebimMapping.state(current).isUnknown {
-            try await startChat(ConversationDraft())
-        }
+        if needsStart() { try await startChat(ConversationDraft(), force: false) }
     }
 
-    private func startChat(_ draft: ConversationDraft) async throws {
-        var fields = [("client-side-id", Self.clientSideID(draft.clientID)), ("force-online", "0"), ("force-start", "1")]
+    /// Whether a start opens a chat, as the SDK decides: the last chat is closed (or unknown), or
+    /// the visit session is `offline-message`.
+    private func needsStart() -> Bool {
+        let (current, visit) = state.withLock { ($0.reader.chatState, $0.reader.visitSessionState) }
+        return current == nil || ["closed", "closed_by_visitor", "closed_by_operator"].contains(current) || WebimMapping.state(current).isUnknown
+            || visit == "offline-message"
+    }
+
+    /// `chat.start`; `force-start=1` only for ``forceStartChat(departmentKey:)``, as the SDK (an
+    /// unforced start goes through the account's department and first-question steps).
+    private func startChat(_ draft: ConversationDraft, force: Bool) async throws {
+        // A new id for each start, as the SDK (the draft's client id is its first message's).
+        var fields = [("client-side-id", Self.clientSideID(nil)), ("force-online", "0")]
+        if force { fields.append(("force-start", "1")) }
         if let department = draft.customFields["department-key"] { fields.append(("department-key", department)) }
         if let question = draft.customFields["first-question"] { fields.append(("first-question", question)) }
         let visitorFields = draft.customFields.filter { $0.key != "department-key" && $0.key != "first-question" }

@@ -517,24 +517,42 @@ extension WebimHistorySinceTests {
 /// Wire details the review against protocols/webim.md found differing from the SDK (issue 13 §3).
 @Suite(.timeLimit(.minutes(2)))
 struct WebimWireDetailTests {
-    @Test func chatStartForcesAStartAndFourPointZeroCannotCloseAChat() async throws {
+    /// SDK 4.0's `startChat` sends no `force-start` and starts only while no chat is open; only
+    /// `forceStartChat` forces a start. A draft's first message reaches the chat once.
+    @Test func startChatFollowsTheSDKAndTheForcedStartIsItsOwnCall() async throws {
         try await withWebimEmulator { control in
             try await ConformanceHarness(context: ConformanceContext(emulator: control)).withSession { probe in
-                // The app's own client-side id for the start (SDK 4.0 `startChat(clientSideID:)`).
+                let starts = { control.server.actions.filter { $0.action == "chat.start" }.count }
                 let chat = try await probe.session.startConversation(
-                    ConversationDraft(customFields: ["department-key": "sales", "name": "Alice"], clientID: "6f1c2d3e-4a5b-4c6d-8e7f-90a1b2c3d4e5")
+                    ConversationDraft(
+                        customFields: ["department-key": "sales", "name": "Alice"], firstMessage: MessageDraft(text: "Where is my parcel?"),
+                        clientID: "6f1c2d3e-4a5b-4c6d-8e7f-90a1b2c3d4e5"
+                    )
                 )
                 let start = try #require(control.server.lastParameters(of: "chat.start"))
-                #expect(start["client-side-id"] == "6f1c2d3e4a5b4c6d8e7f90a1b2c3d4e5", "the app's id, as the SDK's 32 hex digits")
-                #expect(start["force-start"] == "1", "SDK 4.0 sends force-start=1")
+                #expect(start["force-start"] == nil, "SDK 4.0's startChat sends no force-start")
                 #expect(start["department-key"] == "sales")
                 #expect(start["visitor-fields"].map { $0.contains("Alice") } == true, "4.0 names the fields visitor-fields")
-                #expect(start["client-side-id"]?.count == 32)
+                #expect(start["client-side-id"].map { $0.count == 32 && $0.allSatisfy(\.isHexDigit) } == true, "a new id, as the SDK's 32 hex digits")
+                try await probe.waitForMessages(["Where is my parcel?"], in: chat)
+                let first = control.server.messages(ofVisitor: control.visitorID).filter { $0.text == "Where is my parcel?" }
+                #expect(first.map(\.clientSideId) == ["6f1c2d3e-4a5b-4c6d-8e7f-90a1b2c3d4e5"], "the first message once, under the draft's client id")
+                // A chat is open: neither a second start nor a send starts another.
+                _ = try await probe.session.startConversation(ConversationDraft())
+                _ = try await chat.send(text: "And the invoice?")
+                try await probe.waitForMessages(["And the invoice?"], in: chat)
+                #expect(starts() == 1, "no chat.start while a chat is open")
+                try await WebimRequests(session: probe.session).forceStartChat(departmentKey: "billing")
+                let forced = try #require(control.server.lastParameters(of: "chat.start"))
+                #expect(starts() == 2)
+                #expect(forced["force-start"] == "1" && forced["department-key"] == "billing", "forceStartChat forces it")
+                let stored = try await chat.storedMessages(before: nil, limit: .max).filter { $0.text == "Where is my parcel?" }
+                #expect(stored.count == 1, "stored once")
                 let actionsBefore = control.server.actions.count
                 let error = await #expect(throws: SwitchboardError.self) { try await chat.close() }
                 #expect(error?.code == .unsupported)
                 #expect(control.server.actions.count == actionsBefore, "nothing is sent")
-                print("webim 4.0: chat.start \(start.keys.sorted()); close refused: \(error?.message ?? "-")")
+                print("webim 4.0: chat.start \(start.keys.sorted()), forced \(forced.keys.sorted()); \(starts()) starts for two starts and a send; close refused: \(error?.message ?? "-")")
             }
         }
     }
