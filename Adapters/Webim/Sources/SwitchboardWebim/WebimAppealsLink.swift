@@ -424,7 +424,9 @@ enum WebimAppealsMapping {
         let visitors = (chat["messages"]?.arrayValue ?? []).filter { ["visitor", "file_visitor"].contains($0["kind"]?.stringValue) }
         let read = visitors.last { message in
             guard let since = unreadSince else { return true }
-            return (message["ts"]?.doubleValue ?? .infinity) < since - 0.000_001
+            // The message's time as the rest of the adapter reads it: `ts_m`, else `ts` (a message
+            // with only `ts_m` never counted as read).
+            return (WebimMapping.seconds(of: message) ?? .infinity) < since - 0.000_001
         }
         return read?["id"]?.stringValue.map(MessageID.init)
     }

@@ -71,22 +71,28 @@ enum WebimMapping {
         )
     }
 
+    /// A message's time in seconds: `ts_m` (microseconds) where the server gives it, else `ts`;
+    /// `nil` without either. Webim's times are microseconds in an Int64: a time past them is no
+    /// time (a history page's anchor, `Int64(seconds * 1_000_000)`, trapped on one; found by
+    /// FuzzWebim).
+    static func seconds(of message: JSONValue) -> Double? {
+        let seconds: Double
+        if let micros = message["ts_m"]?.intValue {
+            seconds = Double(micros) / 1_000_000
+        } else if let ts = message["ts"]?.doubleValue {
+            seconds = ts
+        } else {
+            return nil
+        }
+        return abs(seconds) < 9.2e12 ? seconds : nil
+    }
+
     /// A message item, or `nil` for what the SDK drops (no id, text, name or time; hidden kinds).
     static func message(_ json: JSONValue, context: Context) -> Message? {
         guard let id = json["id"]?.stringValue, let rawKind = json["kind"]?.stringValue, rawKind != "for_operator",
             let text = json["text"]?.stringValue, json["name"]?.stringValue != nil
         else { return nil }
-        let seconds: Double
-        if let micros = json["ts_m"]?.intValue {
-            seconds = Double(micros) / 1_000_000
-        } else if let ts = json["ts"]?.doubleValue {
-            seconds = ts
-        } else {
-            return nil
-        }
-        // Webim's times are microseconds in an Int64: a time past them is no time (a history
-        // page's anchor, `Int64(seconds * 1_000_000)`, trapped on one; found by FuzzWebim).
-        guard abs(seconds) < 9.2e12 else { return nil }
+        guard let seconds = seconds(of: json) else { return nil }
         let time = Date(timeIntervalSince1970: seconds)
         let (kind, role) = kindAndRole(rawKind)
         var sender: ParticipantID?

@@ -315,6 +315,21 @@ import Testing
         }
     }
 
+    /// An operator's reading counts for a message whose time comes only as `ts_m` (#30: it
+    /// never did; the marker read only `ts`).
+    @Test func theOperatorsReadingCountsAMessageTimedOnlyInMicroseconds() throws {
+        let body = #"""
+            {"result": "ok", "lastChangeTs": 1700000200.0,
+             "chats": [{"id": 7, "offline": true, "operator": {"id": 3, "fullname": "Anna"}, "unreadByOperatorSinceTs": 1700000150.0,
+                        "messages": [{"id": "m1", "kind": "visitor", "text": "a", "name": "V", "ts_m": 1700000000250000, "chatId": "7"},
+                                     {"id": "m2", "kind": "visitor", "text": "b", "name": "V", "ts_m": 1700000160000000, "chatId": "7"}]}]}
+            """#
+        let answer = try WebimAppealsBackend.readHistoryAnswer(
+            Data(body.utf8), complete: false, baseURL: "https://demo.webim.ru", credentials: Credentials(), now: Date(timeIntervalSince1970: 1_700_000_300)
+        )
+        #expect(answer.operatorRead.map(\.message) == ["m1"], "read up to the last message before unreadByOperatorSinceTs")
+    }
+
     @Test func aMessageTimePastWebimsMicrosecondsIsNoTime() throws {
         // FuzzWebim's crash (Fuzz/Seeds/webim/crash-history-page-time-past-int64.json): the page's
         // anchor, `Int64(ts * 1_000_000)`, trapped.
