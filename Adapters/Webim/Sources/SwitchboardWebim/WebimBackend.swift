@@ -15,6 +15,15 @@ public struct WebimBackend: ChatBackend {
     public let configuration: WebimConfiguration
     public let descriptor: BackendDescriptor
     let transport: HTTPTransport
+    /// A location ``WebimRequests/changeLocation(_:)`` moved to: this backend's next links init
+    /// there; a new backend (the app's next launch) starts at the configured one.
+    let changedLocation = ChangedLocation()
+
+    final class ChangedLocation: Sendable {
+        private let value = Locked<String?>(nil)
+        var location: String? { value.withLock { $0 } }
+        func set(_ location: String) { value.withLock { $0 = location } }
+    }
 
     /// - Throws: `SwitchboardError.Code.invalidArgument` for what SessionBuilder refuses.
     public init(configuration: WebimConfiguration, transport: HTTPTransport = HTTPTransport()) throws {
@@ -52,7 +61,7 @@ public struct WebimBackend: ChatBackend {
         _ context: ConnectionContext,
         _ body: @Sendable (any BackendConnection) async throws -> Result
     ) async throws -> Result {
-        let link = WebimLink(configuration: configuration, transport: transport, context: context)
+        let link = WebimLink(configuration: configuration, transport: transport, context: context, changedLocation: changedLocation)
         return try await link.run(body)
     }
 }

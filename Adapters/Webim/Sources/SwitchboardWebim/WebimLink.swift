@@ -29,10 +29,11 @@ final class WebimLink: BackendConnection {
 
     private let state: Locked<State>
 
-    init(configuration: WebimConfiguration, transport: HTTPTransport, context: ConnectionContext) {
+    init(configuration: WebimConfiguration, transport: HTTPTransport, context: ConnectionContext, changedLocation: WebimBackend.ChangedLocation) {
         self.configuration = configuration
         self.transport = transport
         self.context = context
+        self.changedLocation = changedLocation
         var credentials = context.credentials
         if credentials["device-id"] == nil { credentials["device-id"] = UUID().uuidString }
         self.state = Locked(State(credentials: credentials, reader: WebimDeltaReader(baseURL: configuration.baseURL)))
@@ -40,9 +41,12 @@ final class WebimLink: BackendConnection {
 
     private var base: String { configuration.baseURL }
 
-    /// The location in use: a change (``WebimRequests/changeLocation(_:)``) is kept with the
-    /// credentials, so it survives the re-init it causes.
-    private var location: String { state.withLock { $0.credentials["location"] } ?? configuration.location }
+    /// The location in use: a change (``WebimRequests/changeLocation(_:)``) is kept by the backend,
+    /// so it survives the re-init it causes; the next backend (a later launch) starts at the
+    /// configured location again (a change used to be stored with the credentials and won for
+    /// good, with no way back).
+    private var location: String { changedLocation.location ?? configuration.location }
+    private let changedLocation: WebimBackend.ChangedLocation
 
     private var headers: [(String, String)] {
         [("User-Agent", "Switchboard Webim adapter")] + configuration.requestHeaders.map { ($0.key, $0.value) }
@@ -361,10 +365,7 @@ final class WebimLink: BackendConnection {
             throw SwitchboardError(.invalidArgument, "change-location needs a location")
         }
         // As the SDK does: forget the page and init again at the new location.
-        var changed = Credentials()
-        changed["location"] = newLocation
-        state.withLock { $0.credentials["location"] = newLocation }
-        output.yield(.credentials(changed))
+        changedLocation.set(newLocation)
         end(SwitchboardError(.connectionLost, "location changed to \(newLocation); re-initialising", vendorCode: "reinit-required"))
         return ["location": .string(newLocation)]
     }

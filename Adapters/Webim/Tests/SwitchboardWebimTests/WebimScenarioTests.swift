@@ -410,7 +410,8 @@ struct WebimScenarioTests {
 struct WebimVendorRequestTests {
     @Test func typedRequestsReachTheServerAndLocationChangesWithoutANewSession() async throws {
         try await withWebimEmulator { control in
-            try await ConformanceHarness(context: ConformanceContext(emulator: control)).withSession { probe in
+            let store = InMemoryChatStore()
+            try await ConformanceHarness(context: ConformanceContext(emulator: control)).withSession(store: store) { probe in
                 let chat = try await probe.openConversation()
                 let webim = WebimRequests(session: probe.session)
                 try await webim.setPushToken("apns-token")
@@ -426,6 +427,12 @@ struct WebimVendorRequestTests {
                 try await chat.send(text: "still the same conversation")
                 try await probe.recorder.first("sent there") { $0.updatedMessage?.text == "still the same conversation" && $0.updatedMessage?.serverID != nil }
                 #expect(await probe.session.isClosed == false)
+            }
+            // The app's next launch, on the same store: the configured location wins (#30: a
+            // change used to be stored and win for good).
+            try await ConformanceHarness(context: ConformanceContext(emulator: control)).withSession(store: store) { _ in
+                print("webim locations initialised: \(control.server.initLocations)")
+                #expect(control.server.initLocations.last == "mobile", "the configured location, not the one changed to")
             }
         }
     }
