@@ -31,20 +31,6 @@ private func running<T: Sendable>(_ session: ChatSession, _ body: @Sendable () a
     try await session.withRunning { _ in try await body() }
 }
 
-extension Array where Element == Message {
-    /// Applies timeline diffs as a list UI does.
-    mutating func apply(_ diffs: [TimelineDiff]) {
-        for diff in diffs {
-            switch diff {
-            case .insert(let message, let index): insert(message, at: index)
-            case .update(let message, let index): self[index] = message
-            case .remove(let index): remove(at: index)
-            case .reset(let messages): self = messages
-            }
-        }
-    }
-}
-
 @Suite(.timeLimit(.minutes(1)))
 struct SessionEngineTests {
     let time = Date(timeIntervalSince1970: 1_700_000_000)

@@ -1,5 +1,6 @@
 import Foundation
 @testable import Switchboard
+import SwitchboardTestKit
 import Testing
 
 @Suite struct SnapshotDiffTests {

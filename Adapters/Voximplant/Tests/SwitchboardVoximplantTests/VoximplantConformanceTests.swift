@@ -33,13 +33,6 @@ func withVoximplantEmulator<T: Sendable>(
     }
 }
 
-/// Where an adapter test meets its emulator: on a socket on real time (the conformance suite, once
-/// per adapter), or in the same process on the emulator's virtual clock (every scenario).
-enum EmulatorNetwork {
-    case sockets
-    case inProcess
-}
-
 @Suite(.timeLimit(.minutes(3)))
 struct VoximplantConformanceTests {
     @Test(arguments: ConformanceSuite.cases)

@@ -35,13 +35,6 @@ func withWebimEmulator<T: Sendable>(
     }
 }
 
-/// Where an adapter test meets its emulator: on a socket on real time (the conformance suite, once
-/// per adapter), or in the same process on the emulator's virtual clock (every scenario).
-enum EmulatorNetwork {
-    case sockets
-    case inProcess
-}
-
 extension WebimEmulatorControl {
     /// The HTTP transport that reaches this emulator.
     var transport: HTTPTransport { network?.http ?? HTTPTransport() }

@@ -71,17 +71,3 @@ struct WebimTimelineTests {
         }
     }
 }
-
-extension Array where Element == Message {
-    /// Applies a timeline's diffs in order.
-    fileprivate mutating func apply(_ diffs: [TimelineDiff]) {
-        for diff in diffs {
-            switch diff {
-            case .insert(let message, let index): insert(message, at: index)
-            case .update(let message, let index): self[index] = message
-            case .remove(let index): remove(at: index)
-            case .reset(let messages): self = messages
-            }
-        }
-    }
-}
