@@ -683,6 +683,28 @@ public final class WebimServer: Sendable {
         }
     }
 
+    /// A message of a past chat changed elsewhere (the operator edited it, or read the
+    /// visitor's): the change is in history only, found by history-since. Returns whether the
+    /// message was found.
+    @discardableResult
+    public func changePastMessage(ofVisitor visitorID: String, id: String, text: String? = nil, read: Bool? = nil) -> Bool {
+        defer { changes.signal() }
+        return state.withLock { state in
+            guard let index = state.visitors[visitorID]?.history.firstIndex(where: { $0.id == id }) else { return false }
+            state.visitors[visitorID]!.historyRevision += 1
+            var message = state.visitors[visitorID]!.history[index]
+            if let text, text != message.text {
+                message.text = text
+                message.edited = true
+            }
+            if let read { message.read = read }
+            message.revision = state.visitors[visitorID]!.historyRevision
+            state.visitors[visitorID]!.history[index] = message
+            announceHistoryRevision(of: visitorID, state: &state)
+            return true
+        }
+    }
+
     /// Appends a delta item at a new revision.
     func record(_ item: JSONValue, for visitorID: String, state: inout State) {
         state.visitors[visitorID]!.revision += 1

@@ -106,7 +106,7 @@ final class WebimAppealsLink: BackendConnection {
         guard let first = draft.firstMessage else {
             throw SwitchboardError(.invalidArgument, "a Webim appeal is made by its first message (ConversationDraft.firstMessage)")
         }
-        var fields = try await messageFields(first, clientID: WebimLink.clientSideID(draft.clientID))
+        var fields = try await messageFields(first, clientID: draft.clientID.map(WebimMapping.wireID) ?? WebimLink.newClientSideID())
         if let department = draft.customFields["department-key"] { fields.append(("department-key", department)) }
         if let subject = draft.title { fields.append(("subject", subject)) }
         let json = try await action("chat.offline_message", fields)

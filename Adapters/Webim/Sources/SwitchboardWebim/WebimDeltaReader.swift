@@ -254,7 +254,9 @@ public import Switchboard
     /// Reads a `history?since=` answer (protocols/webim.md §6.1): the changed messages as updates
     /// (a message marked `deleted` is a removal), the new history revision, and whether more
     /// changes wait (`hasMore`: asked for again at once); `nil` when the answer says nothing changed.
-    public func readHistoryChanges(_ body: Data, credentials: Credentials, now: Date) throws -> (updates: [BackendUpdate], revision: String?, hasMore: Bool)? {
+    /// `isChangeList`: the answer to a `since` (not the first sync), whose messages may be ones
+    /// the store holds, edited or read since.
+    public func readHistoryChanges(_ body: Data, credentials: Credentials, now: Date, isChangeList: Bool = true) throws -> (updates: [BackendUpdate], revision: String?, hasMore: Bool)? {
         let json = try Self.object(body, during: "history")
         guard let data = json["data"]?.nonNull else { return nil }
         let context = self.context(credentials, now: now)
@@ -264,6 +266,12 @@ public import Switchboard
                 updates.append(.event(BackendEvent(.messageRemoved(MessageID(id)), conversation: WebimMapping.conversation)))
             } else if let message = WebimMapping.message(item, context: context) {
                 updates.append(.event(BackendEvent(.messageAdded(message, position: .history), conversation: WebimMapping.conversation, time: message.time)))
+                // A change list (`since`) also carries messages the store holds, edited or read
+                // since: the history copy above only fills in what is missing, so the change is
+                // applied as an update (identical copies change nothing and announce nothing).
+                if isChangeList {
+                    updates.append(.event(BackendEvent(.messageUpdated(message), conversation: WebimMapping.conversation, time: message.time)))
+                }
             }
         }
         return (updates, data["revision"]?.stringValue, data["hasMore"]?.boolValue ?? false)

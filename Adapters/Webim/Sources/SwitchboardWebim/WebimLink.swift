@@ -224,7 +224,7 @@ final class WebimLink: BackendConnection {
                 let now = context.clock.date
                 guard let response = try? await transport.get("\(base)/l/v/m/history", query: query, headers: headers, timeout: configuration.requestTimeout),
                     response.status == 200,
-                    let changes = try? state.withLock({ state in try state.reader.readHistoryChanges(response.body, credentials: state.credentials, now: now) })
+                    let changes = try? state.withLock({ state in try state.reader.readHistoryChanges(response.body, credentials: state.credentials, now: now, isChangeList: stored != nil) })
                 else {
                     state.withLock { $0.reader.announcedHistoryRevision = nil }
                     return
@@ -277,10 +277,10 @@ final class WebimLink: BackendConnection {
         try await ensureChat()
         let content = outgoing.content
         if !content.attachments.isEmpty {
-            for attachment in content.attachments { try await upload(attachment, clientSideID: outgoing.clientID.rawValue) }
+            for attachment in content.attachments { try await upload(attachment, clientSideID: WebimMapping.wireID(outgoing.clientID)) }
             return nil
         }
-        var fields = [("message", content.text), ("client-side-id", outgoing.clientID.rawValue)]
+        var fields = [("message", content.text), ("client-side-id", WebimMapping.wireID(outgoing.clientID))]
         if let quoted = content.quote?.messageID {
             fields.append(("quote", #"{"ref":{"msgId":"\#(quoted.rawValue)","msgChannelSideId":null,"chatId":null}}"#))
         }
@@ -322,7 +322,7 @@ final class WebimLink: BackendConnection {
     func startConversation(_ draft: ConversationDraft) async throws -> ConversationSnapshot {
         if needsStart() { try await startChat(draft, force: false) }
         if let first = draft.firstMessage {
-            let clientID = draft.clientID ?? ClientMessageID(Self.clientSideID(nil))
+            let clientID = draft.clientID ?? ClientMessageID(UUID().uuidString.lowercased())
             _ = try await send(OutgoingMessage(clientID: clientID, conversationID: WebimBackend.conversationID, content: first))
         }
         return ConversationSnapshot(conversation: currentConversation(defaultState: "queue"))
@@ -426,7 +426,7 @@ final class WebimLink: BackendConnection {
     /// unforced start goes through the account's department and first-question steps).
     private func startChat(_ draft: ConversationDraft, force: Bool) async throws {
         // A new id for each start, as the SDK (the draft's client id is its first message's).
-        var fields = [("client-side-id", Self.clientSideID(nil)), ("force-online", "0")]
+        var fields = [("client-side-id", Self.newClientSideID()), ("force-online", "0")]
         if force { fields.append(("force-start", "1")) }
         if let department = draft.customFields["department-key"] { fields.append(("department-key", department)) }
         if let question = draft.customFields["first-question"] { fields.append(("first-question", question)) }
@@ -502,10 +502,9 @@ final class WebimLink: BackendConnection {
         return try state.withLock { state in try state.reader.readHistoryPage(response.body, credentials: state.credentials, now: now) }
     }
 
-    /// A client-side id as the SDK makes them (32 lowercase hex digits): the client's id without
-    /// its dashes, or a fresh one.
-    static func clientSideID(_ id: ClientMessageID?) -> String {
-        (id?.rawValue ?? UUID().uuidString).replacingOccurrences(of: "-", with: "").lowercased()
+    /// A fresh client-side id as the SDK makes them (32 lowercase hex digits).
+    static func newClientSideID() -> String {
+        WebimMapping.wireID(ClientMessageID(UUID().uuidString.lowercased()))
     }
 
     /// `chat.visitor_typing` as the SDK's composing handler sends it (protocols/webim.md §8.1):

@@ -126,7 +126,7 @@ enum WebimMapping {
         let isVisitors = role == .customer
         return Message(
             serverID: MessageID(id),
-            clientID: (json["clientSideId"]?.stringValue).map(ClientMessageID.init),
+            clientID: (json["clientSideId"]?.stringValue).map(clientID(fromWire:)),
             conversationID: conversation,
             sender: sender,
             senderRole: role,
@@ -142,6 +142,29 @@ enum WebimMapping {
             // A visitor's message without `read` counts as read (protocols/webim.md: missing means read).
             deliveryState: isVisitors && (json["read"]?.boolValue ?? true) ? .read : .sent
         )
+    }
+
+    /// A client id as the SDK sends it, `client-side-id`: 32 lowercase hex digits. The engine's
+    /// ids are lowercase UUIDs, sent without their dashes; any other id goes as it is.
+    static func wireID(_ id: ClientMessageID) -> String {
+        let raw = id.rawValue
+        guard raw.count == 36, raw == raw.lowercased(), UUID(uuidString: raw) != nil else { return raw }
+        return raw.replacingOccurrences(of: "-", with: "").lowercased()
+    }
+
+    /// A `clientSideId` read back as the client id it was sent for: 32 hex digits are a UUID
+    /// sent by ``wireID(_:)`` (or the SDK's own id, from another device), given its dashes again.
+    static func clientID(fromWire wire: String) -> ClientMessageID {
+        let scalars = Array(wire.lowercased().unicodeScalars)
+        guard scalars.count == 32, scalars.allSatisfy({ ("0"..."9").contains($0) || ("a"..."f").contains($0) }) else { return ClientMessageID(wire) }
+        let text = String(String.UnicodeScalarView(scalars))
+        let cuts = [8, 12, 16, 20]
+        var dashed = ""
+        for (index, character) in text.enumerated() {
+            if cuts.contains(index) { dashed.append("-") }
+            dashed.append(character)
+        }
+        return ClientMessageID(dashed)
     }
 
     static func kindAndRole(_ raw: String) -> (Message.Kind, Participant.Role) {

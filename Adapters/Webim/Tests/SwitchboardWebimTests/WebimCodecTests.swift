@@ -24,7 +24,12 @@ import Testing
     @Test func anOperatorMessage() throws {
         let message = try #require(WebimMapping.message(try Self.fixture("MessageItemTests__MESSAGE_ITEM_JSON_STRING__L37.json"), context: context))
         #expect(message.serverID == "26871")
-        #expect(message.clientID == "84e51d5638524ee7833a1fe19a1f2448")
+        // The SDK's 32 hex digits, read back in the UUID form the engine's ids take (and sent as
+        // the same 32 digits).
+        #expect(message.clientID == "84e51d56-3852-4ee7-833a-1fe19a1f2448")
+        #expect(WebimMapping.wireID(try #require(message.clientID)) == "84e51d5638524ee7833a1fe19a1f2448")
+        #expect(WebimMapping.wireID("app-chosen-id") == "app-chosen-id", "an id that is no UUID goes as it is")
+        #expect(WebimMapping.clientID(fromWire: "app-chosen-id") == "app-chosen-id")
         #expect(message.kind == .text)
         #expect(message.senderRole == .agent)
         #expect(message.sender == "operator-33202")

@@ -468,6 +468,52 @@ struct WebimHistorySinceTests {
 }
 
 extension WebimHistorySinceTests {
+    /// A message of a past chat the store holds, edited by the operator or read since, comes back
+    /// in a history-since change list: the edit and the read flag are applied (they used to be
+    /// dropped as a history copy of a stored message), each announced once.
+    @Test func editsAndReadFlagsOfStoredMessagesAreApplied() async throws {
+        try await withWebimEmulator { control in
+            let harness = ConformanceHarness(context: ConformanceContext(emulator: control))
+            try await harness.withSession { probe in
+                let chat = try await probe.openConversation()
+                let onServer: @Sendable (String) -> Bool = { text in control.server.messages(ofVisitor: control.visitorID).contains { $0.text == text } }
+                _ = try await chat.send(text: "mine")
+                try await waitUntil("mine on the server", timeout: .seconds(20), signal: control.server.changes) { onServer("mine") }
+                try control.agent.send("theirs", to: control.visitorID)
+                try await probe.waitForMessages(["mine", "theirs"], in: chat)
+                try control.agent.close(visitor: control.visitorID)
+                // A new chat moves the first one's messages to history.
+                _ = try await chat.send(text: "next")
+                try await waitUntil("next on the server", timeout: .seconds(20), signal: control.server.changes) { onServer("next") }
+                let ids = Dictionary(control.server.messages(ofVisitor: control.visitorID).map { ($0.text, $0.id) }) { first, _ in first }
+                let mine = try #require(ids["mine"]), theirs = try #require(ids["theirs"])
+                let before = try await chat.storedMessages(before: nil, limit: .max)
+                #expect(before.first { $0.serverID?.rawValue == mine }?.deliveryState != .read)
+                let seen = probe.recorder.events.count
+                #expect(control.server.changePastMessage(ofVisitor: control.visitorID, id: theirs, text: "theirs, corrected"))
+                #expect(control.server.changePastMessage(ofVisitor: control.visitorID, id: mine, read: true))
+                try await probe.recorder.waitUntil("both changes applied") { events in
+                    let updated = events.compactMap { event -> Message? in
+                        if case .messageUpdated(let message) = event.kind { return message }
+                        return nil
+                    }
+                    return updated.contains { $0.text == "theirs, corrected" && $0.isEdited } && updated.contains { $0.serverID?.rawValue == mine && $0.deliveryState == .read }
+                }
+                let stored = try await chat.storedMessages(before: nil, limit: .max)
+                let updates = probe.recorder.events.dropFirst(seen).filter { event in
+                    guard case .messageUpdated(let message) = event.kind, let id = message.serverID?.rawValue else { return false }
+                    return id == mine || id == theirs
+                }
+                let corrected = try #require(stored.first { $0.serverID?.rawValue == theirs })
+                #expect(corrected.text == "theirs, corrected" && corrected.isEdited)
+                #expect(stored.first { $0.serverID?.rawValue == mine }?.deliveryState == .read)
+                #expect(stored.filter { $0.text.hasPrefix("theirs") }.count == 1, "edited in place, not added")
+                #expect(updates.count == 2, "each change announced once, nothing for the unchanged copies: \(updates.map(\.kind))")
+                print("webim history-since changes: 1 edit and 1 read flag applied, \(updates.count) updates announced, \(stored.count) stored")
+            }
+        }
+    }
+
     /// More changes than one answer holds (`hasMore`) are asked for again at once, from each
     /// page's revision, not on the next announcement.
     @Test func moreChangesThanOneAnswerHoldsAreFetchedAtOnce() async throws {
@@ -543,11 +589,22 @@ struct WebimWireDetailTests {
                 #expect(start["client-side-id"].map { $0.count == 32 && $0.allSatisfy(\.isHexDigit) } == true, "a new id, as the SDK's 32 hex digits")
                 try await probe.waitForMessages(["Where is my parcel?"], in: chat)
                 let first = control.server.messages(ofVisitor: control.visitorID).filter { $0.text == "Where is my parcel?" }
-                #expect(first.map(\.clientSideId) == ["6f1c2d3e-4a5b-4c6d-8e7f-90a1b2c3d4e5"], "the first message once, under the draft's client id")
+                #expect(first.map(\.clientSideId) == ["6f1c2d3e4a5b4c6d8e7f90a1b2c3d4e5"], "the first message once, under the draft's client id as the SDK writes ids")
                 // A chat is open: neither a second start nor a send starts another.
                 _ = try await probe.session.startConversation(ConversationDraft())
-                _ = try await chat.send(text: "And the invoice?")
+                let invoice = try await chat.send(text: "And the invoice?")
                 try await probe.waitForMessages(["And the invoice?"], in: chat)
+                // chat.message carries the SDK's 32 hex digits too, and the echo still confirms the send.
+                try await probe.recorder.waitUntil("the send confirmed") { events in
+                    events.contains { event in
+                        if case .messageUpdated(let message) = event.kind { return message.clientID == invoice.clientID && message.serverID != nil }
+                        return false
+                    }
+                }
+                let sent = control.server.messages(ofVisitor: control.visitorID).filter { $0.text == "And the invoice?" }.map(\.clientSideId)
+                #expect(sent == [try #require(invoice.clientID).rawValue.replacingOccurrences(of: "-", with: "")])
+                let firstStored = try await chat.storedMessages(before: nil, limit: .max).first { $0.text == "Where is my parcel?" }
+                #expect(firstStored?.clientID?.rawValue == "6f1c2d3e-4a5b-4c6d-8e7f-90a1b2c3d4e5", "read back as the id it was sent for")
                 #expect(starts() == 1, "no chat.start while a chat is open")
                 try await WebimRequests(session: probe.session).forceStartChat(departmentKey: "billing")
                 let forced = try #require(control.server.lastParameters(of: "chat.start"))
