@@ -28,9 +28,12 @@ import Testing
         init(
             capabilities: BackendCapabilities = [.readMarkers, .historyPaging],
             sync: SyncModel = .sequenced(batchLimit: 100),
+            limits: BackendLimits = BackendLimits(),
             configuration: SessionConfiguration = .fastForTests
         ) {
-            machine = Machine(settings: Machine.Settings(descriptor: BackendDescriptor(name: "test", capabilities: capabilities, sync: sync), configuration: configuration))
+            machine = Machine(
+                settings: Machine.Settings(descriptor: BackendDescriptor(name: "test", capabilities: capabilities, limits: limits, sync: sync), configuration: configuration)
+            )
         }
 
         /// Handles `input`, then its follow-ups, then what waited for the commit; answers are given
@@ -229,6 +232,32 @@ import Testing
         #expect(driver.machine.outbox.entries.map(\.clientID) == [second.value?.clientID].compactMap { $0 })
         #expect(clientID != second.value?.clientID)
         #expect(driver.machine.statistics.messagesSent == 1)
+    }
+
+    /// On a backend that takes one file per message, a draft with text and two files is three
+    /// messages, stored with their three outbox entries in one write, each sent in turn.
+    @Test func aDraftOverTheFilesPerMessageIsStoredAsItsPartsInOneWrite() {
+        var driver = Driver(capabilities: [.readMarkers, .files], limits: BackendLimits(attachmentsPerMessage: 1))
+        driver.open()
+        let files = [Message.Attachment(name: "a.pdf", mimeType: "application/pdf", data: Data([1, 2])), Message.Attachment(name: "b.png", url: URL(fileURLWithPath: "/tmp/b.png"))]
+        let answer = Answered<Message>()
+        #expect(
+            driver.take(.command(.send(MessageDraft(text: "see these", attachments: files), in: Self.conversation, answer.reply))) == [
+                "write saveConversation", "publish conversationAdded", "write saveMessages(3) saveOutboxEntry saveOutboxEntry saveOutboxEntry",
+                "publish messageAdded", "publish messageAdded", "publish messageAdded", "answer", "request 0 send on 0",
+            ]
+        )
+        let entries = driver.machine.outbox.entries
+        #expect(entries.map(\.message.content.text) == ["see these", "", ""])
+        #expect(entries.map { $0.message.content.attachments.map(\.name) } == [[], ["a.pdf"], ["b.png"]])
+        #expect(entries.dropFirst().first?.message.content.attachments.first?.data == Data([1, 2]), "the bytes stay with the entry")
+        #expect(Set(entries.map(\.clientID)).count == 3)
+        #expect(answer.value?.text == "see these" && answer.value?.clientID == entries.first?.clientID, "the caller gets the first part")
+        // Within the limit, or with no limit, a draft is one message.
+        #expect(MessageDraft(text: "", attachments: [files[0]]).parts(attachmentsPerMessage: 1).count == 1)
+        #expect(MessageDraft(text: "x", attachments: files).parts(attachmentsPerMessage: nil).count == 1)
+        #expect(MessageDraft(text: "x", attachments: files + files).parts(attachmentsPerMessage: 3).map(\.attachments.count) == [0, 3, 1])
+        #expect(MessageDraft(text: "x", attachments: files).parts(attachmentsPerMessage: 2).count == 1, "text beside files within a limit above one stays together")
     }
 
     @Test func twoHistoryCallsShareOnePageAndBothHearOnceItIsStored() {

@@ -77,19 +77,26 @@ public struct BackendLimits: Sendable, Hashable {
     /// where the client puts it). Where it does not, `markRead(upTo:)` with a marker behind the
     /// newest one set throws `invalidArgument` before anything is sent.
     public var readMarkersMayMoveBack: Bool
+    /// Files one message can carry, or `nil` for any number. Where a draft has more, or text
+    /// beside a file on a backend that takes one file per message (Webim: each upload is its own
+    /// message), ``Conversation/send(_:)`` stores and sends its parts as separate messages
+    /// (``MessageDraft/parts(attachmentsPerMessage:)``).
+    public var attachmentsPerMessage: Int?
 
     public init(
         maxTextLength: Int = 5000,
         maxPayloadBytes: Int = 5 * 1024,
         typingPolicy: TypingPolicy = .minimumInterval(.seconds(10)),
         historyPageSize: Int = 50,
-        readMarkersMayMoveBack: Bool = false
+        readMarkersMayMoveBack: Bool = false,
+        attachmentsPerMessage: Int? = nil
     ) {
         self.maxTextLength = maxTextLength
         self.maxPayloadBytes = maxPayloadBytes
         self.typingPolicy = typingPolicy
         self.historyPageSize = historyPageSize
         self.readMarkersMayMoveBack = readMarkersMayMoveBack
+        self.attachmentsPerMessage = attachmentsPerMessage
     }
 }
 

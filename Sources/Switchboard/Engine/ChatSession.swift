@@ -46,6 +46,9 @@ public actor ChatSession: Session {
     public nonisolated let store: ScopedChatStore
     /// The writes, events, answers and rows of the input the loop is handling.
     var openTransaction: OpenTransaction?
+    /// What the backend last said of its service (``Session/availability``, ``Session/settings``).
+    public private(set) var availability: ChatEvent.Availability?
+    public private(set) var settings: JSONValue = [:]
     let configuration: SessionConfiguration
     let clock: SessionClock
     let logger: Logger
@@ -299,6 +302,11 @@ public actor ChatSession: Session {
     /// Publishes an event, or, while a transaction is open, keeps it until the transaction's
     /// writes are stored: nothing is announced that a crash could take back.
     func publish(_ kind: ChatEvent.Kind, conversation: ConversationID?, sequence: Int64? = nil, time: Date? = nil) {
+        switch kind {
+        case .availability(let value): availability = value
+        case .settingsChanged(let changed): settings = settings.merging(changed)
+        default: break
+        }
         let event = ChatEvent(
             origin: ChatEvent.Origin(session: id, backend: descriptor.name),
             conversationID: conversation,

@@ -17,6 +17,17 @@ public protocol Session: Sendable {
 
     var connectionState: ConnectionState { get async }
 
+    /// Whether agents take chats, as the backend last said (``ChatEvent/Kind/availability(_:)``);
+    /// `nil` until it said. Readable at any moment — a screen opened after connecting needs it —
+    /// and announced as an event when it changes.
+    var availability: ChatEvent.Availability? { get async }
+    /// The backend's settings as last announced (``ChatEvent/Kind/settingsChanged(_:)``): the
+    /// keys of every announced object, the newest value of each (Webim: `hintsEnabled`,
+    /// `departments`, `visitSessionState`, `accountConfig`, `locationSettings`). An empty object
+    /// until the backend announced any. Kept for the session's life; the next launch learns them
+    /// again when it connects.
+    var settings: JSONValue { get async }
+
     /// This session's events from now on.
     func events(filter: EventFilter, buffering: EventBus.BufferingPolicy) -> EventStream
 
@@ -51,6 +62,11 @@ extension Session {
     public func refresh(forced: Bool) async throws {
         throw SwitchboardError(.unsupported, "this session does not poll")
     }
+
+    /// A fake that knows nothing of the service (the requirement came after `Session` was published).
+    public var availability: ChatEvent.Availability? { get async { nil } }
+    /// A fake that knows no settings (the requirement came after `Session` was published).
+    public var settings: JSONValue { get async { [:] } }
 
     /// A fake that stores nothing (the requirement came after `Session` was published).
     public func forgetUser() async throws {

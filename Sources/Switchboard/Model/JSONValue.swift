@@ -162,3 +162,13 @@ extension JSONValue: ExpressibleByNilLiteral, ExpressibleByBooleanLiteral, Expre
 extension JSONValue: CustomStringConvertible {
     public var description: String { jsonString }
 }
+
+extension JSONValue {
+    /// This object with `other`'s keys set to `other`'s values (a shallow merge); anything but
+    /// two objects is `other`.
+    public func merging(_ other: JSONValue) -> JSONValue {
+        guard case .object(var merged) = self, case .object(let changes) = other else { return other }
+        merged.merge(changes) { _, new in new }
+        return .object(merged)
+    }
+}

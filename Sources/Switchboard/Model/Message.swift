@@ -52,6 +52,10 @@ public struct Message: Sendable, Hashable, Codable, Identifiable {
         public var url: URL?
         public var imageSize: ImageSize?
         public var thumbnailURL: URL?
+        /// The bytes to upload, for a file sent from memory rather than from a local file `url`.
+        /// Kept with the outbox entry until the file is sent; the message the app sees does not
+        /// carry them.
+        public var data: Data?
 
         public init(
             name: String,
@@ -67,6 +71,12 @@ public struct Message: Sendable, Hashable, Codable, Identifiable {
             self.url = url
             self.imageSize = imageSize
             self.thumbnailURL = thumbnailURL
+        }
+
+        /// A file to send from memory: its bytes, the name the far side sees and its MIME type.
+        public init(name: String, mimeType: String, data: Data) {
+            self.init(name: name, mimeType: mimeType, size: Int64(data.count))
+            self.data = data
         }
     }
 
@@ -235,5 +245,43 @@ public struct MessageDraft: Sendable, Hashable, Codable {
         self.payload = payload
         self.quote = quote
         self.vendorOptions = vendorOptions
+    }
+}
+
+extension MessageDraft {
+    /// The messages this draft goes as on a backend that takes `attachmentsPerMessage` files per
+    /// message (``BackendLimits/attachmentsPerMessage``): itself when within the limit;
+    /// otherwise — more files than the limit, or text beside a file where the limit is one — its
+    /// text (with its payload, quote and vendor options) first as a message of its own, then its
+    /// files in groups of the limit, each a ``Message/Kind/file`` message.
+    public func parts(attachmentsPerMessage limit: Int?) -> [MessageDraft] {
+        guard let limit, limit > 0, !attachments.isEmpty else { return [self] }
+        let textBesideAFile = limit == 1 && !(text.isEmpty && payload == nil)
+        guard attachments.count > limit || textBesideAFile else { return [self] }
+        var parts: [MessageDraft] = []
+        if !text.isEmpty || payload != nil {
+            parts.append(MessageDraft(text: text, kind: kind, payload: payload, quote: quote, vendorOptions: vendorOptions))
+        }
+        for start in stride(from: 0, to: attachments.count, by: limit) {
+            let files = Array(attachments[start..<min(start + limit, attachments.count)])
+            parts.append(MessageDraft(text: "", kind: .file, attachments: files, vendorOptions: parts.isEmpty ? vendorOptions : nil))
+        }
+        return parts
+    }
+}
+
+extension Message.Attachment {
+    /// The bytes to upload: ``data``, or else the file at the local file ``url``.
+    ///
+    /// - Throws: ``SwitchboardError/Code/invalidArgument`` when the attachment has neither, or
+    ///   the file cannot be read.
+    public func contents() throws(SwitchboardError) -> Data {
+        if let data { return data }
+        guard let url, url.isFileURL else {
+            throw SwitchboardError(.invalidArgument, "an attachment to upload needs its bytes (data) or a local file URL")
+        }
+        do { return try Data(contentsOf: url) } catch {
+            throw SwitchboardError(.invalidArgument, "cannot read \(url.lastPathComponent)", underlying: error)
+        }
     }
 }

@@ -41,7 +41,13 @@ public struct OutboxEntry: Sendable, Hashable, Codable {
         let content = message.content
         return Message(
             clientID: clientID, conversationID: conversationID, kind: content.kind, text: content.text,
-            attachments: content.attachments, payload: content.payload, time: createdAt, quote: content.quote,
+            // The bytes of a file sent from memory stay with the entry, not in the message.
+            attachments: content.attachments.map { attachment in
+                var shown = attachment
+                shown.data = nil
+                return shown
+            },
+            payload: content.payload, time: createdAt, quote: content.quote,
             deliveryState: .pending
         )
     }

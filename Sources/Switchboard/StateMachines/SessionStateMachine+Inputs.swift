@@ -449,7 +449,9 @@ extension SessionStateMachine {
 
     /// The app's message: stored with its outbox entry (and its conversation, when the backend
     /// never announced it), announced pending, and handed to the outbox once stored — a crash
-    /// between the two would leave a pending message nothing resends.
+    /// between the two would leave a pending message nothing resends. On a backend that takes
+    /// fewer files per message than the draft has, the draft's parts (``MessageDraft/parts(attachmentsPerMessage:)``)
+    /// are stored in the same transaction; the reply is the first.
     mutating func send(
         _ draft: MessageDraft,
         in conversation: ConversationID,
@@ -470,17 +472,20 @@ extension SessionStateMachine {
             conversations[conversation].isStored = true
             conversations[conversation].info = stored ?? ConversationInfo(id: conversation, createdAt: moment.date)
         }
-        let outgoing = OutgoingMessage(clientID: ClientMessageID.random(using: &random), conversationID: conversation, content: draft)
-        let entry = OutboxEntry(message: outgoing, createdAt: moment.date)
-        let message = entry.pendingMessage
-        return .perform(
-            effects + [
-                .write([.saveMessages([message]), .saveOutboxEntry(entry)]),
-                .publish(.messageAdded(message, position: .newest), conversation, time: moment.date),
-                .answer(reply.answering(message)),
-                .afterCommit(.queueSend(entry)),
-            ]
-        )
+        // A draft over the backend's files per message goes as several messages (its text first,
+        // then its files), each with its own client id and outbox entry, stored together.
+        let entries = draft.parts(attachmentsPerMessage: settings.descriptor.limits.attachmentsPerMessage).map { part in
+            OutboxEntry(
+                message: OutgoingMessage(clientID: ClientMessageID.random(using: &random), conversationID: conversation, content: part),
+                createdAt: moment.date
+            )
+        }
+        let messages = entries.map(\.pendingMessage)
+        effects.append(.write([.saveMessages(messages)] + entries.map { .saveOutboxEntry($0) }))
+        effects += messages.map { .publish(.messageAdded($0, position: .newest), conversation, time: moment.date) }
+        effects.append(.answer(reply.answering(messages[0])))
+        effects += entries.map { .afterCommit(.queueSend($0)) }
+        return .perform(effects)
     }
 
     /// The app asked for the next history page: asked of the backend, or, when a page is on its

@@ -260,8 +260,7 @@ extension CXoneLink {
         guard restrictions.isAttachmentsEnabled else { throw SwitchboardError(.unsupported, "attachments are disabled", vendorCode: "attachmentError") }
         var uploaded: [JSONValue] = []
         for attachment in attachments {
-            guard let url = attachment.url, url.isFileURL else { throw SwitchboardError(.invalidArgument, "an attachment needs a local file URL") }
-            let data = try Data(contentsOf: url)
+            let data = try attachment.contents()
             guard data.count <= Int(restrictions.allowedFileSizeMegabytes) * 1024 * 1024 else {
                 throw SwitchboardError(.payloadTooLarge, "\(attachment.name) is over \(restrictions.allowedFileSizeMegabytes) MB", vendorCode: "invalidFileSize")
             }

@@ -299,13 +299,7 @@ final class MatrixLink: BackendConnection {
     /// address and the size sent. The server's size limit answers `M_TOO_LARGE`
     /// (`payloadTooLarge`).
     private func upload(_ attachment: Message.Attachment) async throws -> (mxc: String, size: Int) {
-        guard let url = attachment.url, url.isFileURL else {
-            throw SwitchboardError(.invalidArgument, "an attachment to upload needs a local file URL")
-        }
-        let data: Data
-        do { data = try Data(contentsOf: url) } catch {
-            throw SwitchboardError(.invalidArgument, "cannot read \(url.lastPathComponent)", underlying: error)
-        }
+        let data = try attachment.contents()
         let response = try await transport.postData(
             base + "/_matrix/media/v3/upload?" + HTTPTransport.formEncode([("filename", attachment.name)]),
             data: data,

@@ -9,7 +9,11 @@ struct WebimOperator {
     var avatar: String?
 
     var json: JSONValue {
-        var object: [String: JSONValue] = ["id": .int(Int64(id)), "fullname": .string(fullname)]
+        // The fields of the SDK's operator payload (`OperatorItem`).
+        var object: [String: JSONValue] = [
+            "id": .int(Int64(id)), "fullname": .string(fullname), "robotType": .null, "departmentKeys": ["sales", "support"],
+            "langToFullname": ["en": .string(fullname)], "sip": .string("1000\(id)"),
+        ]
         if let avatar { object["avatar"] = .string(avatar) }
         return .object(object)
     }
@@ -42,6 +46,9 @@ struct WebimMessage {
             "name": .string(name), "ts": .double(Double(tsMicros) / 1_000_000), "ts_m": .int(tsMicros),
             "read": .bool(read), "edited": .bool(edited), "canBeEdited": .bool(canBeEdited),
             "canBeReplied": .bool(canBeReplied), "chatId": chatID.map { .string(String($0)) } ?? .null,
+            "deleted": false, "data": .null, "sessionId": .null,
+            // Reactions are not offered by the emulator: none, and the visitor may not react.
+            "reaction": .null, "canVisitorReact": false, "canVisitorChangeReaction": false,
         ]
         if let authorId { object["authorId"] = .int(Int64(authorId)) }
         if let avatar { object["avatar"] = .string(avatar) }
@@ -78,6 +85,9 @@ struct WebimChat {
             "operatorIdToRate": .object(Dictionary(uniqueKeysWithValues: rates.map {
                 (String($0.key), ["operatorId": .int(Int64($0.key)), "rating": .int(Int64($0.value))] as JSONValue)
             })),
+            // The rest of the SDK's `ChatItem`, as the emulator has none of them.
+            "category": .null, "subcategory": .null, "subject": .null, "requestedForm": .null, "needToBeClosed": false,
+            "offline": false, "unreadByOperatorSinceTs": .null, "visitorMessageDraft": .null,
         ]
     }
 }
@@ -90,8 +100,20 @@ struct WebimUpload {
     var visitorID: String
 
     var params: JSONValue {
-        ["guid": .string(guid), "filename": .string(filename), "content_type": .string(contentType),
-         "client_content_type": .string(contentType), "size": .int(Int64(data.count)), "visitor_id": .string(visitorID)]
+        var params: [String: JSONValue] = [
+            "guid": .string(guid), "filename": .string(filename), "content_type": .string(contentType),
+            "client_content_type": .string(contentType), "size": .int(Int64(data.count)), "visitor_id": .string(visitorID),
+        ]
+        if let (width, height) = pngSize { params["image"] = ["size": ["width": .int(Int64(width)), "height": .int(Int64(height))]] }
+        return .object(params)
+    }
+
+    /// The width and height of a PNG (from its `IHDR`), as the server describes an image.
+    var pngSize: (Int, Int)? {
+        let bytes = [UInt8](data.prefix(24))
+        guard bytes.count == 24, bytes[0..<8] == [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] else { return nil }
+        func number(_ at: Int) -> Int { bytes[at..<at + 4].reduce(0) { $0 << 8 | Int($1) } }
+        return (number(16), number(20))
     }
 }
 
@@ -120,6 +142,14 @@ struct WebimVisitor {
     var appeals: [WebimAppeal] = []
 
     var visitorJSON: JSONValue { ["id": .string(id), "fields": .object(fields.mapValues(JSONValue.string))] }
+    /// The SDK's `VisitorItem`, with the fields of its test payload.
+    var visitorFullJSON: JSONValue {
+        [
+            "id": .string(id), "icon": ["color": "#5fa0ea", "shape": "rhombus"], "fields": .object(fields.mapValues(JSONValue.string)),
+            "channelType": .null, "channelId": .null, "channelUserName": .null, "channelUserId": .null,
+            "creationTs": 1_518_790_888.5, "modificationTs": 1_518_790_888.5, "hasProvidedFields": .bool(!fields.isEmpty), "tags": [],
+        ]
+    }
 
     /// The visit session state a full update reports.
     var visitSessionState: String {

@@ -31,6 +31,35 @@ public final class WebimServer: Sendable {
         /// provided visitor's `hash` must be the HMAC-SHA256 ``WebimServer/visitorHash(fields:expires:privateKey:)``,
         /// else init answers `wrong-provided-visitor-hash-value`.
         public var visitorHashKey: String?
+        /// The account's departments, listed in every full update as the SDK's `DepartmentItem`
+        /// (`key`, `name`, `online`, `order`, `localeToName`, `logo`).
+        public var departments: [Department]
+        /// The location's hello message (`showHelloMessage`, `helloMessageDescr`, with
+        /// `chatStartAfterMessage` on): shown by the client while the visitor has no messages.
+        public var helloMessage: String?
+
+        /// A department of the account.
+        public struct Department: Sendable, Hashable {
+            public var key: String
+            public var name: String
+            /// `online`, `busy_online`, `offline` or `busy_offline`.
+            public var online: String
+            public var order: Int
+
+            public init(key: String, name: String, online: String = "online", order: Int = 100) {
+                self.key = key
+                self.name = name
+                self.online = online
+                self.order = order
+            }
+
+            var json: JSONValue {
+                [
+                    "key": .string(key), "name": .string(name), "online": .string(online), "order": .int(Int64(order)),
+                    "localeToName": ["en": .string(name)], "logo": .string("/webim/images/department_logo/\(key).png"),
+                ]
+            }
+        }
 
         public init(
             location: String = "mobile",
@@ -43,8 +72,12 @@ public final class WebimServer: Sendable {
             historyPageSize: Int = 25,
             historySincePageSize: Int = 100,
             announcesHistoryRevisions: Bool = true,
-            visitorHashKey: String? = nil
+            visitorHashKey: String? = nil,
+            departments: [Department] = [Department(key: "sales", name: "Sales", order: 1), Department(key: "support", name: "Support", online: "busy_online", order: 2)],
+            helloMessage: String? = nil
         ) {
+            self.departments = departments
+            self.helloMessage = helloMessage
             self.location = location
             self.deltaHold = deltaHold
             self.maxUploadMegabytes = maxUploadMegabytes
@@ -75,6 +108,9 @@ public final class WebimServer: Sendable {
         case delay(Duration)
         /// Sends the headers and part of a normal-looking body, then closes the connection.
         case dropConnection
+        /// Does what was asked, then closes the connection before the answer: the server has it,
+        /// the client cannot know (uploads; elsewhere as `dropConnection`).
+        case loseAnswer
     }
 
     public enum Endpoint: String, Sendable, Hashable {
@@ -239,6 +275,17 @@ public final class WebimServer: Sendable {
         }
     }
 
+    /// The visitor's fields changed on the server (an operator edited the contact): a
+    /// `VISITOR_FULL` delta with the visitor as `visitorFull` shows it.
+    public func setVisitorFields(_ fields: [String: String], ofVisitor visitorID: String) {
+        defer { changes.signal() }
+        state.withLock { state in
+            guard state.visitors[visitorID] != nil else { return }
+            state.visitors[visitorID]!.fields.merge(fields) { _, new in new }
+            record(["objectType": "VISITOR_FULL", "event": "upd", "id": .string(visitorID), "data": state.visitors[visitorID]!.visitorFullJSON], for: visitorID, state: &state)
+        }
+    }
+
     /// Whether the visitor has a chat that is not closed.
     public func hasOpenChat(visitor: String) -> Bool {
         state.withLock { $0.visitors[visitor]?.chat.map { !$0.isClosed } ?? false }
@@ -330,7 +377,7 @@ public final class WebimServer: Sendable {
             if let token = params["push-token"] { state.visitors[id]!.pushToken = token }
             let page = WebimPage(pageID: newID("page", &state), authToken: newID("token", &state), visitorID: id)
             state.pages[page.pageID] = page
-            return .json(["revision": .int(Int64(state.visitors[id]!.revision)), "fullUpdate": fullUpdate(state.visitors[id]!, page: page)])
+            return .json(["revision": .string(String(state.visitors[id]!.revision)), "fullUpdate": fullUpdate(state.visitors[id]!, page: page)])
         }
     }
 
@@ -370,14 +417,15 @@ public final class WebimServer: Sendable {
             if since >= visitor.revision { return nil }
             let items = visitor.deltas.filter { $0.revision > since }.map(\.item)
             if let oldest = visitor.deltas.first?.revision, since < oldest - 1 {
-                return .json(["revision": .int(Int64(visitor.revision)), "fullUpdate": fullUpdate(visitor, page: page)])
+                return .json(["revision": .string(String(visitor.revision)), "fullUpdate": fullUpdate(visitor, page: page)])
             }
             let duplicates = visitor.undeliveredDuplicates.filter { $0 > since }.count
             if duplicates > 0 {
                 state.duplicatesDelivered += duplicates
                 state.visitors[page.visitorID]!.undeliveredDuplicates.removeAll { $0 > since }
             }
-            return .json(["revision": .int(Int64(visitor.revision)), "deltaList": .array(items)])
+            // A string, as the server writes it (the SDK's `DeltaResponse` payload).
+            return .json(["revision": .string(String(visitor.revision)), "deltaList": .array(items)])
         }
     }
 
@@ -441,7 +489,15 @@ public final class WebimServer: Sendable {
                 state.visitors[visitorID]!.pushToken = params["push-token"] == "none" ? nil : params["push-token"]
             case "survey.answer":
                 return answerSurvey(params, visitorID: visitorID, state: &state)
-            case "chat.keyboard_response", "chat.send_chat_history", "chat.set_prechat_fields", "widget.update", "geo_response", "chat.react_message":
+            case "chat.keyboard_response":
+                guard params["button-id"]?.isEmpty == false, params["request-message-id"]?.isEmpty == false else { return .error("argument-missing") }
+            case "chat.resolution_survey_select":
+                guard ["0", "1"].contains(params["answer"] ?? ""), params["operator_id"].flatMap(Int.init) != nil else { return .error("wrong-argument-value") }
+            case "chat.set_prechat_fields":
+                guard let fields = params["prechat-key-independent-fields"], (try? JSONValue(parsing: fields))?.objectValue != nil else {
+                    return .error("wrong-argument-value")
+                }
+            case "chat.send_chat_history", "widget.update", "geo_response", "chat.react_message":
                 break
             default:
                 return .error("unknown-method")
@@ -488,7 +544,8 @@ public final class WebimServer: Sendable {
         defer { changes.signal() }
         return state.withLock { state in
             guard let page = authorized(fields, state: state) else { return .error("reinit-required") }
-            if let fault = takeFault(.upload, action: nil, state: &state) { return answer(for: fault) }
+            let fault = takeFault(.upload, action: nil, state: &state)
+            if let fault, fault != .loseAnswer { return answer(for: fault) }
             guard configuration.uploadAllowed else { return .error("not_allowed_file_type") }
             guard data.count <= configuration.maxUploadMegabytes * 1024 * 1024 else { return .error("max_file_size_exceeded") }
             guard !data.isEmpty else { return .error("file_size_too_small") }
@@ -502,7 +559,9 @@ public final class WebimServer: Sendable {
                 text: upload.params.jsonString, name: visitorName(page.visitorID, state: state), tsMicros: nextMicros(&state), canBeEdited: false
             )
             appendMessage(message, visitorID: page.visitorID, state: &state)
-            return .json(["result": "ok", "data": upload.params])
+            var answer = Answer.json(["result": "ok", "data": upload.params])
+            answer.dropsConnection = fault == .loseAnswer
+            return answer
         }
     }
 
@@ -726,9 +785,14 @@ public final class WebimServer: Sendable {
         let revision: JSONValue? = configuration.announcesHistoryRevisions ? .int(Int64(visitor.historyRevision)) : nil
         let update: JSONValue = [
             "pageId": .string(page.pageID), "authToken": .string(page.authToken), "visitSessionId": .string(visitor.visitSessionID),
-            "visitor": visitor.visitorJSON, "state": .string(visitor.visitSessionState),
+            "visitor": visitor.visitorFullJSON, "state": .string(visitor.visitSessionState),
             "onlineStatus": .string(visitor.onlineStatus), "chat": visitor.chat?.json ?? .null, "hintsEnabled": false,
-            "departments": [], "survey": visitor.survey?.json ?? .null,
+            "departments": .array(configuration.departments.map(\.json)), "survey": visitor.survey?.json ?? .null,
+            "showHelloMessage": .bool(configuration.helloMessage != nil), "chatStartAfterMessage": true,
+            "helloMessageDescr": configuration.helloMessage.map(JSONValue.string) ?? .null, "visitorFull": visitor.visitorFullJSON,
+            "currentTime": .int(Int64(clock.date.timeIntervalSince1970)), "pollingPeriod": 2, "normalPollingPeriod": 10,
+            "onlineOperators": .bool(visitor.onlineStatus == "online" || visitor.onlineStatus == "busy_online"),
+            "cobrowsingSession": .null, "visitorNumber": .null,
         ]
         return update.setting("historyRevision", to: revision)
     }
@@ -753,7 +817,7 @@ public final class WebimServer: Sendable {
         case .malformed: return Answer(status: 200, body: "{\"revision\":9,\"deltaList\":[{\"objectType\":")
         case .body(let text): return Answer(status: 200, body: text)
         case .delay: return .json([:])
-        case .dropConnection: return Answer(status: 200, body: #"{"revision":9,"deltaList":[]}"#, dropsConnection: true)
+        case .dropConnection, .loseAnswer: return Answer(status: 200, body: #"{"revision":9,"deltaList":[]}"#, dropsConnection: true)
         }
     }
 }

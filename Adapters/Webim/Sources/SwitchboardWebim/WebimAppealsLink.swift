@@ -200,13 +200,7 @@ final class WebimAppealsLink: BackendConnection {
 
     /// `POST /l/v/upload` with `chat-mode=offline`; returns the file's descriptor.
     private func upload(_ attachment: Message.Attachment) async throws -> JSONValue {
-        guard let url = attachment.url, url.isFileURL else {
-            throw SwitchboardError(.invalidArgument, "an attachment to upload needs a local file URL")
-        }
-        let data: Data
-        do { data = try Data(contentsOf: url) } catch {
-            throw SwitchboardError(.invalidArgument, "cannot read \(url.lastPathComponent)", underlying: error)
-        }
+        let data = try attachment.contents()
         let file = HTTPTransport.FilePart(
             field: "webim_upload_file", filename: attachment.name, contentType: attachment.mimeType ?? "application/octet-stream", data: data
         )
@@ -267,6 +261,11 @@ final class WebimAppealsLink: BackendConnection {
             }
             throw SwitchboardError(.connectionLost, "\(name): reinit-required twice", vendorCode: "reinit-required")
         }
+    }
+
+    /// A file's stable address signed for the page now (``WebimRequests/downloadURL(for:thumbnail:)``).
+    func signedDownloadURL(_ url: URL) throws -> URL {
+        try WebimMapping.signed(url, context: mappingContext)
     }
 
     private var mappingContext: WebimMapping.Context {

@@ -40,7 +40,9 @@ public struct WebimBackend: ChatBackend {
                 maxTextLength: 20_000,
                 maxPayloadBytes: 64 * 1024,
                 typingPolicy: .coalesce(interval: .seconds(1), autoStop: .seconds(5)),
-                historyPageSize: 25
+                historyPageSize: 25,
+                // Each upload is a message of its own.
+                attachmentsPerMessage: 1
             ),
             // Each init answers the full update, the current chat with its messages; deltas
             // follow by revision, older messages by history.

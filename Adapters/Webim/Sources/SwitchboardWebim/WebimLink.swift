@@ -274,13 +274,27 @@ final class WebimLink: BackendConnection {
     // MARK: Actions
 
     func send(_ outgoing: OutgoingMessage) async throws -> Message? {
-        try await ensureChat()
         let content = outgoing.content
+        let clientSideID = WebimMapping.wireID(outgoing.clientID)
         if !content.attachments.isEmpty {
-            for attachment in content.attachments { try await upload(attachment, clientSideID: WebimMapping.wireID(outgoing.clientID)) }
+            // Each upload is a message of its own: the engine sends a draft's files (and its
+            // text) as separate messages (`BackendLimits.attachmentsPerMessage` is 1).
+            guard content.attachments.count == 1, content.text.isEmpty, content.payload == nil else {
+                throw SwitchboardError(.invalidArgument, "a Webim file message is one file without text")
+            }
+            // A resend of a file the server already made a message of uploads nothing again.
+            if state.withLock({ $0.reader.clientSideIDs.values.contains(clientSideID) }) { return nil }
+            try await ensureChat()
+            do {
+                try await upload(content.attachments[0], clientSideID: clientSideID)
+            } catch let error as SwitchboardError where error.vendorCode == "chat-required" {
+                try await startChat(ConversationDraft(), force: false)
+                try await upload(content.attachments[0], clientSideID: clientSideID)
+            }
             return nil
         }
-        var fields = [("message", content.text), ("client-side-id", WebimMapping.wireID(outgoing.clientID))]
+        try await ensureChat()
+        var fields = [("message", content.text), ("client-side-id", clientSideID)]
         if let quoted = content.quote?.messageID {
             fields.append(("quote", #"{"ref":{"msgId":"\#(quoted.rawValue)","msgChannelSideId":null,"chatId":null}}"#))
         }
@@ -449,24 +463,16 @@ final class WebimLink: BackendConnection {
         return id
     }
 
-    /// `POST /l/v/m/upload` after the account's limits are checked locally.
+    /// `POST /l/v/m/upload` after the account's limits are checked locally. A refusal is a
+    /// ``WebimSendFileError``; `reinit-required`, `chat-required` and the like are the link's.
     private func upload(_ attachment: Message.Attachment, clientSideID: String) async throws {
-        guard let url = attachment.url, url.isFileURL else {
-            throw SwitchboardError(.invalidArgument, "an attachment to upload needs a local file URL")
-        }
         let (maxBytes, allowed, uploadAllowed) = state.withLock { ($0.maxUploadBytes, $0.allowedFileTypes, $0.uploadAllowed) }
-        guard uploadAllowed else { throw SwitchboardError(.messageRejected, "uploads are not allowed", vendorCode: "uploadNotAllowed") }
-        let data: Data
-        do { data = try Data(contentsOf: url) } catch {
-            throw SwitchboardError(.invalidArgument, "cannot read \(url.lastPathComponent)", underlying: error)
-        }
-        guard data.count <= maxBytes else {
-            throw SwitchboardError(.payloadTooLarge, "\(attachment.name) is over \(maxBytes) bytes", vendorCode: "max_file_size_exceeded")
-        }
-        let ext = url.pathExtension.lowercased()
-        guard allowed.isEmpty || allowed.contains(ext) else {
-            throw SwitchboardError(.messageRejected, "files of type \(ext) are not allowed", vendorCode: "not_allowed_file_type")
-        }
+        guard uploadAllowed else { throw WebimSendFileError.error(WebimSendFileError.fileTypeNotAllowed.rawValue) }
+        let data = try attachment.contents()
+        guard data.count <= maxBytes else { throw WebimSendFileError.error(WebimSendFileError.fileSizeExceeded.rawValue) }
+        guard !data.isEmpty else { throw WebimSendFileError.error(WebimSendFileError.fileSizeTooSmall.rawValue) }
+        let ext = (attachment.name as NSString).pathExtension.lowercased()
+        guard allowed.isEmpty || allowed.contains(ext) else { throw WebimSendFileError.error(WebimSendFileError.fileTypeNotAllowed.rawValue) }
         try await actions.withGate {
             let (page, token) = state.withLock { ($0.credentials["page-id"] ?? "", $0.credentials["auth-token"] ?? "") }
             let response = try await transport.postMultipart(
@@ -477,8 +483,18 @@ final class WebimLink: BackendConnection {
                 timeout: configuration.requestTimeout
             )
             try Self.checkStatus(response.status, during: "upload")
-            _ = try WebimDeltaReader.readUploadAnswer(response.body)
+            do {
+                _ = try WebimDeltaReader.readUploadAnswer(response.body)
+            } catch let error as SwitchboardError {
+                guard let code = error.vendorCode, code != "chat-required", ![.connectionLost, .fatal].contains(error.code) else { throw error }
+                throw WebimSendFileError.error(code)
+            }
         }
+    }
+
+    /// A file's stable address signed for the page now (``WebimRequests/downloadURL(for:thumbnail:)``).
+    func signedDownloadURL(_ url: URL) throws -> URL {
+        try WebimMapping.signed(url, context: mappingContext)
     }
 
     /// `GET /l/v/m/history?before-ts=<µs>`, oldest first.

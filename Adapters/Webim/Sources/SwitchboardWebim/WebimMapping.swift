@@ -212,18 +212,38 @@ enum WebimMapping {
         }
     }
 
-    /// `/l/v/m/download/<guid>/<name>?page-id&expires&hash`: `hash` is the hex HMAC-SHA256 of
-    /// `guid + expires` keyed by the auth token; links live 300 s.
+    /// A file's stable address, `/l/v/m/download/<guid>/<name>` (with `thumb=ios` for its
+    /// thumbnail): what the store keeps. The server serves it only signed (``signed(_:context:)``),
+    /// and a signature lives 300 s, so a link is signed when the app opens it
+    /// (`WebimRequests.downloadURL(for:thumbnail:)`), never stored, and re-signing never changes
+    /// a stored message.
     static func downloadURL(guid: String, filename: String, context: Context, thumbnail: Bool) -> URL? {
-        guard let pageID = context.pageID, let token = context.authToken else { return nil }
-        let expires = String(Int64(context.now.timeIntervalSince1970) + 300)
-        let key = SymmetricKey(data: Data(token.utf8))
-        let hash = HMAC<SHA256>.authenticationCode(for: Data((guid + expires).utf8), using: key)
-            .map { String(format: "%02x", $0) }.joined()
         let name = filename.addingPercentEncoding(withAllowedCharacters: .urlHostAllowed) ?? filename
-        var url = "\(context.baseURL)/l/v/m/download/\(guid)/\(name)?page-id=\(pageID)&expires=\(expires)&hash=\(hash)"
-        if thumbnail { url += "&thumb=ios" }
-        return URL(string: url)
+        let guid = guid.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? guid
+        return URL(string: "\(context.baseURL)/l/v/m/download/\(guid)/\(name)" + (thumbnail ? "?thumb=ios" : ""))
+    }
+
+    /// A stable download address signed for the page now: `page-id`, `expires` (now + 300 s) and
+    /// `hash`, the hex HMAC-SHA256 of `guid + expires` keyed by the page's auth token.
+    ///
+    /// - Throws: `invalidArgument` when `url` is no download address of this server;
+    ///   `notConnected` when the page has no credentials yet.
+    static func signed(_ url: URL, context: Context) throws -> URL {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false), url.absoluteString.hasPrefix(context.baseURL + "/"),
+            case let path = url.pathComponents, let index = path.firstIndex(of: "download"), index + 1 < path.count
+        else { throw SwitchboardError(.invalidArgument, "not a Webim download address of \(context.baseURL)") }
+        guard let pageID = context.pageID, let token = context.authToken else {
+            throw SwitchboardError(.notConnected, "a download link is signed with the page's credentials: none yet")
+        }
+        let guid = path[index + 1]
+        let expires = String(Int64(context.now.timeIntervalSince1970) + 300)
+        let hash = HMAC<SHA256>.authenticationCode(for: Data((guid + expires).utf8), using: SymmetricKey(data: Data(token.utf8)))
+            .map { String(format: "%02x", $0) }.joined()
+        let kept = (components.queryItems ?? []).filter { !["page-id", "expires", "hash"].contains($0.name) }
+        components.queryItems = [URLQueryItem(name: "page-id", value: pageID), URLQueryItem(name: "expires", value: expires), URLQueryItem(name: "hash", value: hash)]
+            + kept
+        guard let signed = components.url else { throw SwitchboardError(.invalidArgument, "cannot sign \(url)") }
+        return signed
     }
 
     /// The page's credentials in a full update.
@@ -262,6 +282,7 @@ enum WebimMapping {
             // VISIT_SESSION_STATE delta that would have set it.
             let item: JSONValue = ["objectType": "VISIT_SESSION_STATE", "event": "upd", "id": "visit-session", "data": .string(state)]
             updates.append(.event(BackendEvent(.custom(name: "webim.VISIT_SESSION_STATE", payload: item))))
+            updates.append(.event(BackendEvent(.settingsChanged(["visitSessionState": .string(state)]))))
         }
         if let hints = fullUpdate["hintsEnabled"]?.boolValue {
             // The location setting the SDK exposes as `LocationSettings.areHintsEnabled()`.
@@ -269,6 +290,17 @@ enum WebimMapping {
         }
         if let departments = fullUpdate["departments"]?.nonNull, departments != [] {
             updates.append(.event(BackendEvent(.settingsChanged(["departments": departments]))))
+        }
+        if let show = fullUpdate["showHelloMessage"]?.boolValue {
+            // The SDK's hello message: shown while the current chat has no message, when the
+            // location starts a chat after the visitor's message (the SDK also needs local
+            // history empty; the app knows its store).
+            let text = fullUpdate["helloMessageDescr"]?.stringValue
+            let shown = show && fullUpdate["chatStartAfterMessage"]?.boolValue == true && messages.isEmpty ? text : nil
+            updates.append(.event(BackendEvent(.settingsChanged(["helloMessage": shown.map(JSONValue.string) ?? .null]))))
+        }
+        if let visitor = fullUpdate["visitorFull"]?.nonNull {
+            updates.append(.event(BackendEvent(.settingsChanged(["visitor": visitor]))))
         }
         if let survey = fullUpdate["survey"]?.nonNull, let id = survey["id"]?.stringValue {
             // The survey in progress, as the SURVEY delta that would have shown it.
@@ -319,6 +351,12 @@ enum WebimMapping {
             return emit(.readMarker(operatorParticipant, .message(MessageID(id))))
         case ("DEPARTMENT_LIST", _):
             return emit(.settingsChanged(["departments": data ?? []]))
+        case ("VISITOR_FULL", _):
+            // The visitor as the server has them now (`WebimRequests.visitor()`), and the item as before.
+            return emit(.custom(name: "webim.\(type)", payload: item)) + (data.map { emit(.settingsChanged(["visitor": $0])) } ?? [])
+        case ("VISIT_SESSION_STATE", _):
+            // The state as a setting the session keeps (`Session.settings`), and the item as before.
+            return emit(.custom(name: "webim.\(type)", payload: item)) + emit(.settingsChanged(["visitSessionState": data ?? .null]))
         default:
             return emit(.custom(name: "webim.\(type)", payload: item))
         }

@@ -69,7 +69,7 @@ import Testing
         print("webim message fixtures: \(names.count), mapped \(mapped.count): \(mapped)")
     }
 
-    @Test func aFileMessageHasAnAttachmentWithASignedURL() throws {
+    @Test func aFileMessageHasAStableAddressSignedOnDemand() throws {
         let params = try Self.fixture("MessageImplTests__fileParametersJson__L212.json")
         let json: JSONValue = ["id": "9", "kind": "file_operator", "text": .string(params.jsonString), "name": "Bob", "ts_m": 1_700_000_000_000_000, "authorId": 7]
         let message = try #require(WebimMapping.message(json, context: context))
@@ -79,10 +79,34 @@ import Testing
         #expect(attachment.mimeType == "image/png")
         #expect(attachment.size == 758_611)
         #expect(attachment.imageSize == Message.Attachment.ImageSize(width: 700, height: 501))
-        let url = try #require(attachment.url?.absoluteString)
-        #expect(url.hasPrefix("https://demo.webim.ru/l/v/m/download/010a56da72ee41e2a78d0509155de755/asset.JPG?page-id=page-1&expires=1700000300&hash="))
-        #expect(attachment.thumbnailURL?.absoluteString.hasSuffix("&thumb=ios") == true)
+        // The stable address is stored; a link is signed when asked, for 300 s.
+        let url = try #require(attachment.url)
+        #expect(url.absoluteString == "https://demo.webim.ru/l/v/m/download/010a56da72ee41e2a78d0509155de755/asset.JPG")
+        #expect(attachment.thumbnailURL?.absoluteString == url.absoluteString + "?thumb=ios")
+        let signed = try WebimMapping.signed(url, context: context).absoluteString
+        #expect(signed.hasPrefix(url.absoluteString + "?page-id=page-1&expires=1700000300&hash="))
+        #expect(try WebimMapping.signed(try #require(attachment.thumbnailURL), context: context).absoluteString.hasSuffix("&thumb=ios"))
+        #expect(throws: SwitchboardError.self) { try WebimMapping.signed(URL(string: "https://elsewhere.example/l/v/m/download/x/y")!, context: context) }
         #expect(message.text == "asset.JPG")
+    }
+
+    /// The SDK's department items: a known status, an unknown one, and one without a key (dropped).
+    @Test func departmentsAsTheSDKReadsThem() throws {
+        let department = try #require(WebimDepartment(try Self.fixture("DepartmentItemTests__DEPARTMENT_ITEM_JSON_STRING__L32.json")))
+        #expect(department.key == "mobile_test_1" && department.name == "Mobile Test 1" && department.order == 100)
+        #expect(department.availability == .offline)
+        #expect(department.localizedNames == ["ru": "Mobile Test 1"])
+        #expect(department.logo == "/webim/images/department_logo/wmtest2_1.png")
+        #expect(WebimDepartment(try Self.fixture("DepartmentItemTests__DEPARTMENT_ITEM_WITH_UNKNOWN_ONLINE_STATUS_JSON_STRING__L44.json"))?.availability == .unknown)
+        #expect(WebimDepartment(try Self.fixture("DepartmentItemTests__INCORRECT_DEPARTMENT_ITEM_JSON_STRING__L56.json")) == nil)
+    }
+
+    @Test func theVisitorAsTheSDKReadsThem() throws {
+        let visitor = try #require(WebimVisitor(try Self.fixture("VisitorItemTests__visitorItemJSONString__L36.json")))
+        #expect(visitor.id == "877a920ede7082412656ac1cdec7ecde")
+        #expect(visitor.name == "Посетитель")
+        #expect(visitor.iconColor == "#5fa0ea" && visitor.iconShape == "rhombus")
+        #expect(WebimVisitor(["fields": ["name": "x"]]) == nil, "no id, no visitor")
     }
 
     @Test func severalFilesInOneMessage() throws {
@@ -126,6 +150,25 @@ import Testing
         #expect(WebimMapping.error("not_allowed", during: "chat.message").code == .messageRejected)
         #expect(WebimMapping.error("provided-auth-token-not-found", during: "init").code == .authenticationFailed)
         #expect(WebimMapping.error("rate-value-incorrect", during: "rate").code == .invalidArgument)
+        // Every row of the README's error table, as the code classifies it.
+        let table: [(SwitchboardError.Code, [String])] = [
+            (.connectionLost, ["reinit-required", "server-not-ready", "session_not_found"]),
+            (.authenticationFailed, ["provided-auth-token-not-found", "unauthorized"]),
+            (.fatal, ["account-blocked", "visitor_banned", "provided-visitor-expired", "wrong-provided-visitor-hash-value", "wrong-provided-visitor-expires-value", "wrong-init", "domain-not-from-whitelist"]),
+            (.payloadTooLarge, ["max_file_size_exceeded", "max-message-length-exceeded"]),
+            (.conversationNotFound, ["no-chat", "chat-required", "no_previous_chats", "chat-not-found"]),
+            (.messageNotFound, ["message_not_found", "uploaded-file-not-found", "file-not-found", "quoted-message-not-found"]),
+            (.serverError, ["internal_error"]),
+            (.unsupported, ["unknown-method", "setting_disabled", "no-tariff-option", "rate-disabled", "survey_disabled"]),
+            (.invalidArgument, ["argument-missing", "wrong-argument-value", "rate-value-incorrect", "wrong-operator-id", "note-is-too-long", "incorrect-survey-id", "button-id-not-set", "request-message-id-not-set", "invalid-coordinates-received"]),
+            (.messageRejected, ["message_empty", "not_allowed", "message_not_owned", "wrong_message_kind", "something-new"]),
+        ]
+        for (code, strings) in table {
+            for string in strings {
+                let error = WebimMapping.error(string, during: "x")
+                #expect(error.code == code && error.vendorCode == string, "\(string) → \(error.code), the README says \(code)")
+            }
+        }
     }
 
     @Test func pushNotifications() throws {

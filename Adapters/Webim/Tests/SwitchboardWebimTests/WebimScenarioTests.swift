@@ -71,57 +71,141 @@ struct WebimScenarioTests {
         }
     }
 
-    @Test func aFileIsUploadedAndItsSignedLinkDownloadsIt() async throws {
+    /// A draft with text and two files (one from a file, one from memory) goes as three
+    /// messages, each with its own client id; each file is uploaded once; its link is signed
+    /// when asked, an hour later too, and a re-init changes no stored file message.
+    @Test func aDraftWithTwoFilesIsThreeMessagesAndItsLinksAreSignedOnDemand() async throws {
         try await withWebimEmulator { control in
+            let clock = try #require(control.virtualClock)
             try await harness(control).withSession { probe in
                 let chat = try await probe.openConversation()
                 let file = FileManager.default.temporaryDirectory.appendingPathComponent("receipt-\(UUID().uuidString).pdf")
                 let bytes = Data((0..<4096).map { UInt8($0 % 251) })
                 try bytes.write(to: file)
                 defer { try? FileManager.default.removeItem(at: file) }
-                try await chat.send(
-                    MessageDraft(text: "receipt", kind: .file, attachments: [Message.Attachment(name: file.lastPathComponent, mimeType: "application/pdf", url: file)])
+                let photo = Data((0..<1500).map { UInt8($0 % 7) })
+                let first = try await chat.send(
+                    MessageDraft(
+                        text: "my receipt and a photo",
+                        attachments: [
+                            Message.Attachment(name: file.lastPathComponent, mimeType: "application/pdf", url: file),
+                            Message.Attachment(name: "photo.png", mimeType: "image/png", data: photo),
+                        ]
+                    )
                 )
-                let event = try await probe.recorder.first("the server's file message") {
-                    $0.updatedMessage.map { $0.kind == .file && $0.serverID != nil } ?? false
+                #expect(first.text == "my receipt and a photo" && first.attachments.isEmpty, "the text goes first, on its own")
+                let fromCustomer: @Sendable () -> [(id: String, clientSideId: String, kind: String, text: String)] = {
+                    control.server.messages(ofVisitor: control.visitorID).filter { $0.kind == "visitor" || $0.kind == "file_visitor" }
                 }
-                let message = try #require(event.updatedMessage)
-                let attachment = try #require(message.attachments.first)
-                #expect(attachment.name == file.lastPathComponent)
-                #expect(attachment.size == 4096)
-                let url = try #require(attachment.url)
-                let downloaded = try await control.transport.get(url.absoluteString, timeout: .seconds(10))
-                #expect(downloaded.status == 200)
-                #expect(downloaded.body == bytes, "the signed link serves the uploaded bytes")
-                let forged = url.absoluteString.replacingOccurrences(of: "hash=", with: "hash=0")
+                try await waitUntil("three messages on the server", timeout: .seconds(20), signal: control.server.changes) { fromCustomer().count == 3 }
+                try await probe.recorder.waitUntil("all three confirmed") { events in
+                    Set(events.compactMap { $0.updatedMessage?.serverID != nil ? $0.updatedMessage?.clientID : nil }).count >= 3
+                }
+                let onServer = fromCustomer()
+                #expect(onServer.map(\.kind) == ["visitor", "file_visitor", "file_visitor"])
+                #expect(Set(onServer.map(\.clientSideId)).count == 3, "each part has its own client id")
+                let stored = try await chat.storedMessages(before: nil, limit: .max).filter { $0.senderRole == .customer }
+                #expect(stored.count == 3 && stored.allSatisfy { $0.serverID != nil && $0.deliveryState != .pending }, "each stored once, confirmed: \(stored.map(\.deliveryState))")
+                let files = stored.filter { $0.kind == .file }
+                #expect(files.flatMap(\.attachments).map(\.name) == [file.lastPathComponent, "photo.png"])
+                #expect(files.flatMap(\.attachments).allSatisfy { $0.data == nil }, "no bytes kept in the messages")
+                let pdf = try #require(files.first?.attachments.first)
+                #expect(pdf.url?.query == nil, "the store keeps the stable address, not a signature")
+
+                // Opened now, and an hour (of the test clock) later: signed each time.
+                let requests = WebimRequests(session: probe.session)
+                let signed = try await requests.downloadURL(for: pdf)
+                #expect(try await control.transport.get(signed.absoluteString, timeout: .seconds(10)).body == bytes)
+                let forged = signed.absoluteString.replacingOccurrences(of: "hash=", with: "hash=0")
                 #expect(try await control.transport.get(forged, timeout: .seconds(10)).status == 403)
+                clock.advance(by: .seconds(3600))
+                #expect(try await control.transport.get(signed.absoluteString, timeout: .seconds(10)).status == 403, "a signature lives 300 s")
+                let later = try await requests.downloadURL(for: try #require(files.last?.attachments.first))
+                let laterAnswer = try await control.transport.get(later.absoluteString, timeout: .seconds(10))
+                #expect(laterAnswer.status == 200 && laterAnswer.body == photo, "an hour later the link is signed again and serves the bytes")
+
+                // A re-init re-reads the chat: no file message changes.
+                let seen = probe.recorder.events.count
+                control.server.inject(.reinitRequired, on: .delta)
+                try await probe.recorder.waitUntil("re-initialised") { $0.dropFirst(seen).contains(where: \.isConnected) }
+                try control.agent.send("after the re-init", to: control.visitorID)
+                try await probe.waitForMessages(["after the re-init"], in: chat)
+                let changed = probe.recorder.events.dropFirst(seen).compactMap(\.updatedMessage).filter { $0.kind == .file }
+                #expect(changed.isEmpty, "a re-init re-signs nothing: \(changed.map(\.text))")
+                print("webim files: 1 draft → \(onServer.count) messages (\(onServer.map(\.kind))), \(Set(onServer.map(\.clientSideId)).count) client ids, link signed at +0 s and +3600 s, \(changed.count) file messages changed by a re-init")
             }
         }
     }
 
+    /// An upload the server made a message of, whose answer was lost on the way back: the file is
+    /// on the server once and stored once (its echo confirms the send; a resend of a file whose
+    /// echo arrived uploads nothing).
+    @Test func anUploadWhoseAnswerIsLostIsNotUploadedTwice() async throws {
+        try await withWebimEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                control.server.inject(.loseAnswer, on: .upload)
+                let sent = try await chat.send(MessageDraft(text: "", attachments: [Message.Attachment(name: "scan.pdf", mimeType: "application/pdf", data: Data(repeating: 7, count: 512))]))
+                try await probe.recorder.waitUntil("the file confirmed") { events in
+                    events.contains { $0.updatedMessage?.clientID == sent.clientID && $0.updatedMessage?.serverID != nil }
+                }
+                #expect(control.server.takenFaults.contains { $0.endpoint == .upload && $0.fault == .loseAnswer }, "the fault took effect")
+                let onServer = control.server.messages(ofVisitor: control.visitorID).filter { $0.kind == "file_visitor" }
+                let stored = try await chat.storedMessages(before: nil, limit: .max).filter { $0.kind == .file }
+                #expect(onServer.count == 1, "uploaded once")
+                #expect(stored.count == 1 && stored.first?.serverID != nil && stored.first?.deliveryState != .pending)
+                print("webim lost upload answer: 1 fault took effect, \(onServer.count) file on the server, \(stored.count) stored, pending \(await probe.session.pendingSends.count)")
+            }
+        }
+    }
+
+    /// Limits the account's config states are checked before uploading; refusals arrive typed.
     @Test func uploadLimitsAreCheckedBeforeSending() async throws {
         try await withWebimEmulator(configuration: .init(deltaHold: .seconds(2), maxUploadMegabytes: 1, allowedFileTypes: ["png"])) { control in
             try await harness(control).withSession { probe in
                 let chat = try await probe.openConversation()
                 let big = FileManager.default.temporaryDirectory.appendingPathComponent("big-\(UUID().uuidString).png")
                 try Data(count: 2 * 1024 * 1024).write(to: big)
-                let wrongType = FileManager.default.temporaryDirectory.appendingPathComponent("notes-\(UUID().uuidString).exe")
-                try Data("x".utf8).write(to: wrongType)
-                defer {
-                    try? FileManager.default.removeItem(at: big)
-                    try? FileManager.default.removeItem(at: wrongType)
-                }
-                let tooBig = try await chat.send(MessageDraft(text: "big", kind: .file, attachments: [Message.Attachment(name: big.lastPathComponent, url: big)]))
-                let banned = try await chat.send(MessageDraft(text: "exe", kind: .file, attachments: [Message.Attachment(name: wrongType.lastPathComponent, url: wrongType)]))
-                for (pending, reason) in [(tooBig, "is over 1048576 bytes"), (banned, "files of type exe are not allowed")] {
-                    let failed = try await probe.recorder.first(reason) {
+                defer { try? FileManager.default.removeItem(at: big) }
+                let tooBig = try await chat.send(MessageDraft(text: "", attachments: [Message.Attachment(name: big.lastPathComponent, url: big)]))
+                let banned = try await chat.send(MessageDraft(text: "", attachments: [Message.Attachment(name: "notes.exe", mimeType: "application/octet-stream", data: Data("x".utf8))]))
+                let empty = try await chat.send(MessageDraft(text: "", attachments: [Message.Attachment(name: "empty.png", mimeType: "image/png", data: Data())]))
+                for (pending, reason) in [(tooBig, WebimSendFileError.fileSizeExceeded), (banned, .fileTypeNotAllowed), (empty, .fileSizeTooSmall)] {
+                    let failed = try await probe.recorder.first("\(reason)") {
                         $0.updatedMessage.map { $0.clientID == pending.clientID && $0.deliveryState.isFailed } ?? false
                     }
-                    guard case .failed(let why)? = failed.updatedMessage?.deliveryState else { continue }
-                    #expect(why.contains(reason), "\(why)")
+                    #expect(failed.updatedMessage.flatMap(WebimSendFileError.init) == reason, "\(String(describing: failed.updatedMessage?.deliveryState))")
                 }
                 #expect(control.server.actions.allSatisfy { $0.action != "upload" })
                 #expect(try await control.serverMessages(in: chat.id).allSatisfy { !$0.fromCustomer }, "nothing was uploaded")
+            }
+        }
+    }
+
+    /// The server's refusal of an upload arrives as the SDK's reason, and the session goes on.
+    @Test func anUploadTheServerRefusesFailsWithItsTypedReason() async throws {
+        try await withWebimEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                control.server.inject(.error("malicious_file_detected"), on: .upload)
+                control.server.inject(.error("max_files_count_per_chat_exceeded"), on: .upload)
+                let png = Data([0x89, 0x50, 0x4E, 0x47])
+                var reasons: [WebimSendFileError?] = []
+                for name in ["virus.png", "eleventh.png"] {
+                    let pending = try await chat.send(MessageDraft(text: "", attachments: [Message.Attachment(name: name, mimeType: "image/png", data: png)]))
+                    let failed = try await probe.recorder.first(name) {
+                        $0.updatedMessage.map { $0.clientID == pending.clientID && $0.deliveryState.isFailed } ?? false
+                    }
+                    reasons.append(failed.updatedMessage.flatMap(WebimSendFileError.init))
+                }
+                #expect(reasons == [.maliciousFileDetected, .maxFilesCountPerChatExceeded])
+                #expect(WebimSendFileError(SwitchboardError(.messageRejected, "upload: surprise_error")) == .unknown, "a reason this version does not know")
+                #expect(WebimSendFileError(SwitchboardError(.messageRejected, "chat.message: not_allowed")) == nil, "not an upload's")
+                _ = try await chat.send(MessageDraft(text: "", attachments: [Message.Attachment(name: "fine.png", mimeType: "image/png", data: png)]))
+                try await waitUntil("the next file uploads", timeout: .seconds(20), signal: control.server.changes) {
+                    control.server.messages(ofVisitor: control.visitorID).contains { $0.kind == "file_visitor" }
+                }
+                print("webim upload refusals: \(reasons.map { $0.map(\.rawValue) ?? "-" }), then a file uploads")
             }
         }
     }
@@ -752,6 +836,112 @@ struct WebimMappedFieldTests {
                 try await probe.recorder.waitUntil("the account's settings") { events in
                     settings(events).contains { $0["accountConfig"]?["visitor_message_editing"]?.boolValue == true && $0["locationSettings"] != nil }
                 }
+            }
+        }
+    }
+
+    /// What the server said of its service is readable at any moment, not only heard as it
+    /// happened: a screen opened after connecting reads the online status, the visit session
+    /// state, the departments (the emulator's fields and types are the SDK's `DepartmentItem`
+    /// fixture's) and the hints setting.
+    @Test func currentValuesAreReadableAfterConnecting() async throws {
+        try await withWebimEmulator { control in
+            try await harness(control).withSession { probe in
+                try await probe.waitForConnection()
+                try await probe.recorder.waitUntil("departments") { events in
+                    events.contains { if case .settingsChanged(let value) = $0.kind { value["departments"] != nil } else { false } }
+                }
+                let session = probe.session
+                let requests = WebimRequests(session: session)
+                #expect(await session.availability == .online)
+                #expect(await requests.visitSessionState() == "idle", "no chat yet")
+                #expect(await session.settings["hintsEnabled"]?.boolValue == false)
+                let departments = await requests.departments()
+                #expect(departments.map(\.key) == ["sales", "support"])
+                #expect(departments.map(\.availability) == [.online, .busyOnline])
+                // The emulator's item has the SDK fixture's fields, each of the same JSON type.
+                let fixture = try JSONValue(parsing: Data(contentsOf: WebimCodecTests.fixtures.appendingPathComponent("DepartmentItemTests__DEPARTMENT_ITEM_JSON_STRING__L32.json")))
+                let served = try #require(await session.settings["departments"]?.arrayValue?.first)
+                #expect(served.objectValue.map { Set($0.keys) } == fixture.objectValue.map { Set($0.keys) })
+                @Sendable func type(_ value: JSONValue?) -> String {
+                    switch value {
+                    case .string?: "string"
+                    case .int?, .double?: "number"
+                    case .object?: "object"
+                    case .array?: "array"
+                    case .bool?: "bool"
+                    default: "null"
+                    }
+                }
+                for (key, value) in fixture.objectValue ?? [:] { #expect(type(served[key]) == type(value), "\(key)") }
+                // A change is kept too.
+                control.server.setOnlineStatus("offline")
+                try await probe.recorder.waitUntil("offline-message") { events in
+                    events.contains { if case .settingsChanged(let value) = $0.kind { value["visitSessionState"] == "offline-message" } else { false } }
+                }
+                #expect(await requests.visitSessionState() == "offline-message")
+                #expect(await session.availability == .offline, "offline-message: no operator takes chats")
+                print("webim current values: \(String(describing: await session.availability)), visit \(await requests.visitSessionState() ?? "-"), departments \(departments.map(\.key))")
+            }
+        }
+    }
+
+    /// The location's hello message is readable while the chat has no message, and gone at the
+    /// next init once it has one; the visitor as the server describes them follows `VISITOR_FULL`.
+    @Test func theHelloMessageAndTheVisitorAreReadable() async throws {
+        try await withWebimEmulator(configuration: .init(deltaHold: .seconds(2), helloMessage: "Hello! Ask us anything.")) { control in
+            try await harness(control).withSession { probe in
+                try await probe.waitForConnection()
+                let requests = WebimRequests(session: probe.session)
+                try await probe.recorder.waitUntil("the hello message") { events in
+                    events.contains { if case .settingsChanged(let value) = $0.kind { value["helloMessage"] != nil } else { false } }
+                }
+                #expect(await requests.helloMessage() == "Hello! Ask us anything.")
+                #expect(await requests.visitor()?.id == control.visitorID)
+                #expect(await requests.visitor()?.fields["display_name"] == "Alice")
+                control.server.setVisitorFields(["name": "Alice Smith", "email": "alice@example.com"], ofVisitor: control.visitorID)
+                try await probe.recorder.waitUntil("VISITOR_FULL") { events in
+                    events.contains { if case .settingsChanged(let value) = $0.kind { value["visitor"]?["fields"]?["email"] != nil } else { false } }
+                }
+                let visitor = await requests.visitor()
+                #expect(visitor?.name == "Alice Smith" && visitor?.email == "alice@example.com" && visitor?.iconShape == "rhombus")
+                // Once the chat has a message, the next init says no hello message.
+                let chat = try await probe.openConversation()
+                _ = try await chat.send(text: "hi")
+                try await waitUntil("hi on the server", timeout: .seconds(20), signal: control.server.changes) {
+                    control.server.messages(ofVisitor: control.visitorID).contains { $0.text == "hi" }
+                }
+                let seen = probe.recorder.events.count
+                control.server.inject(.reinitRequired, on: .delta)
+                try await probe.recorder.waitUntil("re-initialised") { $0.dropFirst(seen).contains(where: \.isConnected) }
+                try await probe.recorder.waitUntil("no hello message") { events in
+                    events.dropFirst(seen).contains { if case .settingsChanged(let value) = $0.kind { value["helloMessage"] == .null } else { false } }
+                }
+                #expect(await requests.helloMessage() == nil)
+                print("webim hello message and visitor: shown while empty, gone after a message; visitor \(visitor?.name ?? "-") <\(visitor?.email ?? "-")>")
+            }
+        }
+    }
+
+    /// The SDK calls the README's table lists beside the typed requests, each checked on the
+    /// server: a keyboard answer, pre-chat fields, the resolution survey, and a message with a
+    /// `data` payload that comes back in the stored message.
+    @Test func keyboardPrechatResolutionAndDataReachTheServer() async throws {
+        try await withWebimEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                let webim = WebimRequests(session: probe.session)
+                try await webim.sendKeyboardResponse(buttonID: "yes", requestMessageID: "msg-keyboard")
+                #expect(control.server.lastParameters(of: "chat.keyboard_response") == ["button-id": "yes", "request-message-id": "msg-keyboard"])
+                try await probe.session.setCustomFields(["plan": "gold"])
+                let prechat = try #require(control.server.lastParameters(of: "chat.set_prechat_fields")?["prechat-key-independent-fields"])
+                #expect(try JSONValue(parsing: prechat) == ["plan": "gold"])
+                try await webim.answerResolutionSurvey(resolved: true, operatorID: control.agent.id)
+                #expect(control.server.lastParameters(of: "chat.resolution_survey_select") == ["answer": "1", "operator_id": String(control.agent.id)])
+                let sent = try await chat.send(MessageDraft(text: "my order", payload: ["orderId": 42]))
+                let stored = try await probe.recorder.first("the echo") { $0.updatedMessage?.clientID == sent.clientID && $0.updatedMessage?.serverID != nil }
+                #expect(control.server.lastParameters(of: "chat.message")?["data"].flatMap { try? JSONValue(parsing: $0) } == ["orderId": 42])
+                #expect(stored.updatedMessage?.payload?["data"] == ["orderId": 42], "the server's `data` comes back with the message")
             }
         }
     }
