@@ -161,16 +161,26 @@ public struct ConversationDraft: Sendable, Hashable {
     }
 }
 
-/// Changes to a conversation; `nil` fields stay as they are.
+/// Changes to a conversation; `nil` fields stay as they are, and the fields in ``clearing``
+/// are removed.
 public struct ConversationChanges: Sendable, Hashable {
+    /// A field a change can remove.
+    public enum Field: Sendable, Hashable, CaseIterable {
+        case title
+        case customData
+    }
+
     public var title: String?
     public var isPublicJoin: Bool?
     public var customData: JSONValue?
+    /// Fields to remove (a value set for the same field wins).
+    public var clearing: Set<Field>
 
-    public init(title: String? = nil, isPublicJoin: Bool? = nil, customData: JSONValue? = nil) {
+    public init(title: String? = nil, isPublicJoin: Bool? = nil, customData: JSONValue? = nil, clearing: Set<Field> = []) {
         self.title = title
         self.isPublicJoin = isPublicJoin
         self.customData = customData
+        self.clearing = clearing
     }
 }
 

@@ -231,6 +231,8 @@ extension SessionStateMachine {
             let read = Read.conversation(conversation)
             guard let stored = facts.conversation(read) else { return .needs(read) }
             guard var info = stored else { return .perform([]) }
+            if changes.clearing.contains(.title) { info.title = nil }
+            if changes.clearing.contains(.customData) { info.customData = nil }
             if let title = changes.title { info.title = title }
             if let isPublicJoin = changes.isPublicJoin {
                 if isPublicJoin { info.flags.insert(.publicJoin) } else { info.flags.remove(.publicJoin) }

@@ -129,6 +129,15 @@ public final class VoximplantServer: Sendable {
         }
     }
 
+    /// A message's `payload` as the server keeps it (a list of maps), `nil` when there is no such
+    /// message.
+    public func payload(ofMessage uuid: String, in conversation: String) -> JSONValue? {
+        state.withLock { $0.conversations[conversation]?.messages[uuid]?.payload }
+    }
+
+    /// The number of conversations the server has.
+    public var conversationCount: Int { state.withLock { $0.conversations.count } }
+
     /// The conversation's messages as the server's log that `StoreAudit` compares a client's
     /// store with, in sequence order, `customer`'s own marked as theirs.
     public func log(of conversation: String, customer: String) -> [ServerMessage] {

@@ -13,6 +13,9 @@ public struct VoximplantConfiguration: Sendable {
     public var requestTimeout: Duration
     /// The largest frame a client sends (§1); the engine's payload limits keep sends below it.
     public static let maxClientFrameBytes = 64 * 1024
+    /// A conversation's `customData` is at most 5 KB of JSON (§1.14); larger is refused before
+    /// it is sent (the server answers error 0).
+    public static let maxCustomDataBytes = 5 * 1024
     /// The largest frame a client accepts from the server (§1).
     public static let maxServerFrameBytes = 16 << 20
 
@@ -79,7 +82,9 @@ public struct VoximplantBackend: ChatBackend {
             ],
             limits: BackendLimits(
                 maxTextLength: 5000,
-                maxPayloadBytes: 5 * 1024,
+                // No limit is documented for a message's payload (§1.8): the frame's 64 KiB is
+                // the bound (checked per request); 5 KB is customData's.
+                maxPayloadBytes: 60 * 1024,
                 typingPolicy: .minimumInterval(.seconds(10)),
                 historyPageSize: 100,
                 readMarkersMayMoveBack: true

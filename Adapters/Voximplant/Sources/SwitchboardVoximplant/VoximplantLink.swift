@@ -148,12 +148,7 @@ final class VoximplantLink: BackendConnection {
     }
 
     func send(_ outgoing: OutgoingMessage) async throws -> Message? {
-        let payload: JSONValue
-        switch outgoing.content.payload {
-        case nil: payload = []
-        case .array(let items)?: payload = .array(items)
-        case let other?: payload = [other]
-        }
+        let payload = try VoximplantMapping.wirePayload(outgoing.content.payload)
         return try await message(
             "sendMessage",
             ["conversation": .string(outgoing.conversationID.rawValue), "text": .string(outgoing.content.text),
@@ -164,7 +159,7 @@ final class VoximplantLink: BackendConnection {
 
     func edit(_ message: MessageID, in conversation: ConversationID, text: String, payload: JSONValue?) async throws -> Message? {
         var params: [String: JSONValue] = ["conversation": .string(conversation.rawValue), "message": .string(message.rawValue), "text": .string(text)]
-        if let payload { params["payload"] = payload }
+        if let payload { params["payload"] = try VoximplantMapping.wirePayload(payload) }
         return try await self.message("editMessage", .object(params), keepSequence: false)
     }
 
@@ -186,14 +181,26 @@ final class VoximplantLink: BackendConnection {
     }
 
     func startConversation(_ draft: ConversationDraft) async throws -> ConversationSnapshot {
+        // A direct conversation is one whether the draft says so by its kind or by its flag.
+        let isDirect = draft.kind == .direct || draft.flags.contains(.direct)
         var params: [String: JSONValue] = [
             "participants": .array(draft.participants.map(VoximplantMapping.wireParticipant)),
-            "direct": .bool(draft.flags.contains(.direct)), "uber": .bool(draft.flags.contains(.uber)),
+            "direct": .bool(isDirect), "uber": .bool(draft.flags.contains(.uber)),
             "publicJoin": .bool(draft.flags.contains(.publicJoin)),
         ]
         if let title = draft.title { params["title"] = .string(title) }
-        if let customData = draft.customData { params["customData"] = customData }
+        if let customData = draft.customData { params["customData"] = try Self.checkedCustomData(customData) }
         return ConversationSnapshot(conversation: try await conversation("createConversation", .object(params)))
+    }
+
+    /// `customData` within the protocol's 5 KB (§1.14), checked before anything is sent; the
+    /// server would answer error 0.
+    static func checkedCustomData(_ customData: JSONValue) throws -> JSONValue {
+        let size = customData.jsonData().count
+        guard size <= VoximplantConfiguration.maxCustomDataBytes else {
+            throw SwitchboardError(.payloadTooLarge, "customData of \(size) bytes is over Voximplant's \(VoximplantConfiguration.maxCustomDataBytes)")
+        }
+        return customData
     }
 
     func closeConversation(_ conversation: ConversationID) async throws -> ClosedConversation {
@@ -203,9 +210,12 @@ final class VoximplantLink: BackendConnection {
 
     func updateConversation(_ conversation: ConversationID, _ changes: ConversationChanges) async throws -> ConversationInfo? {
         var params: [String: JSONValue] = ["conversation": .string(conversation.rawValue)]
+        // Cleared as the protocol clears them: an empty title, an empty map (§1.7).
+        if changes.clearing.contains(.title) { params["title"] = "" }
+        if changes.clearing.contains(.customData) { params["customData"] = [:] }
         if let title = changes.title { params["title"] = .string(title) }
         if let isPublic = changes.isPublicJoin { params["publicJoin"] = .bool(isPublic) }
-        if let customData = changes.customData { params["customData"] = customData }
+        if let customData = changes.customData { params["customData"] = try Self.checkedCustomData(customData) }
         return try await self.conversation("editConversation", .object(params))
     }
 
@@ -259,7 +269,13 @@ final class VoximplantLink: BackendConnection {
     }
 
     private func conversation(_ name: String, _ params: JSONValue) async throws -> ConversationInfo {
-        let result = try await self.request(name, params)
+        let result: JSONValue
+        do {
+            result = try await self.request(name, params)
+        } catch let error as SwitchboardError where error.vendorCode == "0" && params["customData"] != nil {
+            // Error 0 is the server's answer to a customData over its limit.
+            throw SwitchboardError(.payloadTooLarge, "\(name): the server refused the customData (\(error.message))", underlying: error, vendorCode: "0")
+        }
         let event = try VoximplantWire.decode(VoximplantWire.Event.self, from: result)
         guard let snapshot = event.conversationSnapshot else { throw SwitchboardError(.protocolViolation, "\(name) result without a conversation") }
         return VoximplantMapping.conversation(snapshot)

@@ -38,11 +38,12 @@ enum VoximplantMapping {
         return ConversationInfo(
             id: ConversationID(wire.uuid),
             kind: wire.direct == true ? .direct : .group,
-            title: wire.title,
+            // A cleared title is empty on the wire; a cleared customData an empty map.
+            title: wire.title?.isEmpty == true ? nil : wire.title,
             state: .active,
             participants: (wire.participants ?? []).map(participant),
             lastSequence: wire.lastSequence,
-            customData: wire.customData,
+            customData: wire.customData == [:] ? nil : wire.customData,
             flags: flags,
             createdAt: wire.createdTime.map(date),
             updatedAt: wire.lastUpdateTime.map(date)
@@ -61,11 +62,34 @@ enum VoximplantMapping {
             senderRole: .user,
             kind: .text,
             text: wire.text ?? "",
-            payload: wire.payload?.nonNull.flatMap { $0 == .array([]) ? Optional.none : $0 },
+            payload: appPayload(wire.payload),
             time: date(wire.timestamp ?? 0),
             isEdited: edited,
             deliveryState: .sent
         )
+    }
+
+    /// A message's `payload` as the wire carries it, a list of maps (§1.8): a map goes as a list
+    /// of one, a list of maps as it is, nothing as an empty list.
+    ///
+    /// - Throws: `invalidArgument` for anything else (a string, a number, a list of other values).
+    static func wirePayload(_ payload: JSONValue?) throws -> JSONValue {
+        switch payload {
+        case nil, .null?: return []
+        case .object?: return [payload!]
+        case .array(let items)? where items.allSatisfy({ $0.objectValue != nil }): return .array(items)
+        default: throw SwitchboardError(.invalidArgument, "a Voximplant payload is a map or a list of maps")
+        }
+    }
+
+    /// A message's `payload` as the app sent it: a list of one map is that map (what
+    /// ``wirePayload(_:)`` made of a map), an empty list is none, a longer list stays a list.
+    static func appPayload(_ wire: JSONValue?) -> JSONValue? {
+        switch wire?.nonNull {
+        case nil, .array([])?: return nil
+        case .array(let items)? where items.count == 1 && items[0].objectValue != nil: return items[0]
+        case let other: return other
+        }
     }
 
     /// One server event as the engine's event; `me` is the logged-in user.
@@ -131,6 +155,8 @@ enum VoximplantMapping {
         let vendorCode = String(code)
         let message = "\(request): \(description)"
         switch code {
+        // "Something went wrong; check input" (a customData over its limit, among others).
+        case 0: return SwitchboardError(.invalidArgument, message, vendorCode: vendorCode)
         case 3: return SwitchboardError(.authenticationFailed, message, vendorCode: vendorCode)
         case 8, 16: return SwitchboardError(.conversationNotFound, message, vendorCode: vendorCode)
         case 10, 11: return SwitchboardError(.messageNotFound, message, vendorCode: vendorCode)

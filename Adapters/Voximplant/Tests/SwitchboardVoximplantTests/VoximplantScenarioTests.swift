@@ -315,6 +315,55 @@ struct VoximplantSpecClientTests {
         }
     }
 
+    /// A message's payload is a map or a list of maps (§1.8) and comes back as it was sent; no
+    /// 5 KB limit applies to it. `customData` is the one with 5 KB, refused before sending. A
+    /// `.direct` draft makes a direct conversation without the flag, and a change can clear the
+    /// title and the custom data.
+    @Test func payloadsCustomDataDirectDraftsAndClearingGoAsTheProtocolSays() async throws {
+        try await withVoximplantEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                let map: JSONValue = ["order": 42, "items": ["a", "b"]]
+                let list: JSONValue = [["kind": "card"], ["kind": "button", "label": "OK"]]
+                let big: JSONValue = ["blob": .string(String(repeating: "x", count: 10 * 1024))]
+                var sent: [(Message, JSONValue)] = []
+                for payload in [map, list, big] { sent.append((try await chat.send(MessageDraft(text: "with a payload", payload: payload)), payload)) }
+                let wrong = try await chat.send(MessageDraft(text: "a string payload", payload: "just text"))
+                for (message, payload) in sent {
+                    let confirmed = try await probe.recorder.first("confirmed") { $0.updatedMessage.map { $0.clientID == message.clientID && $0.serverID != nil } ?? false }
+                    let stored = try #require(confirmed.updatedMessage)
+                    #expect(stored.payload == payload, "comes back as it was sent")
+                    let onServer = control.server.payload(ofMessage: try #require(stored.serverID).rawValue, in: chat.id.rawValue)
+                    #expect(onServer == (payload.arrayValue != nil ? payload : [payload]), "a list of maps on the wire")
+                }
+                let refused = try await probe.recorder.first("refused") { $0.updatedMessage.map { $0.clientID == wrong.clientID && $0.deliveryState.isFailed } ?? false }
+                #expect(refused.updatedMessage?.serverID == nil)
+
+                let conversations = control.server.conversationCount
+                let tooMuch: JSONValue = ["note": .string(String(repeating: "y", count: 6 * 1024))]
+                let error = await #expect(throws: SwitchboardError.self) {
+                    _ = try await probe.session.startConversation(ConversationDraft(kind: .group, title: "big", participants: [Participant(id: ParticipantID(control.agent.user), role: .user)], customData: tooMuch))
+                }
+                #expect(error?.code == .payloadTooLarge)
+                #expect(control.server.conversationCount == conversations, "nothing was sent")
+
+                let direct = try await probe.session.startConversation(ConversationDraft(kind: .direct, participants: [Participant(id: ParticipantID(control.agent.user), role: .user)]))
+                let directInfo = try await direct.info()
+                #expect(directInfo.kind == .direct && directInfo.flags.contains(.direct))
+                #expect(control.server.conversationJSON(direct.id.rawValue)?["direct"] == true)
+
+                let group = try await probe.session.startConversation(
+                    ConversationDraft(kind: .group, title: "Team", participants: [Participant(id: ParticipantID(control.agent.user), role: .user)], customData: ["topic": "billing"])
+                )
+                try await group.update(ConversationChanges(clearing: [.title, .customData]))
+                let cleared = try await group.info()
+                #expect(cleared.title == nil && cleared.customData == nil)
+                #expect(control.server.conversationJSON(group.id.rawValue)?["title"] == "" && control.server.conversationJSON(group.id.rawValue)?["customData"] == [:])
+                print("voximplant payloads: a map, a list of two and a 10 KB map round-trip, a string refused; 6 KB customData refused before sending; a .direct draft is direct; title and customData cleared")
+            }
+        }
+    }
+
     @Test func theClientAnswersTheServersPingAndIgnoresAnUnknownFrameType() async throws {
         try await withVoximplantEmulator { control in
             try await harness(control).withSession { probe in
