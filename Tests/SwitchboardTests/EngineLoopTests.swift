@@ -239,18 +239,30 @@ struct EngineLoopTests {
     @Test func aStopNeverOvertakesItsTypingAndMarkersNeverMoveBack() async throws {
         // "typing" is slow on the wire: the test answers it late; "stopped" is given while it is
         // still there.
+        // Each call returns when the server answered it, so the calls after the first wait in the
+        // conversation's lane: each is made once the one before is queued.
         let backend = TestBackend.recording(leaving: ["typing:true"])
-        try await withChat(backend) { _, _, chat in
-            try await chat.userTyping(draft: nil)
+        try await withChat(backend) { session, _, chat in
+            @Sendable func queued(_ count: Int) async {
+                while await session.statistics.requestsQueued < count { await Task.yield() }
+            }
+            let typingCall = Task { try await chat.userTyping(draft: nil) }
             let typing = try await backend.nextRequest()
             #expect(TestBackend.label(typing.request) == "typing:true", "typing on the wire")
-            try await chat.userStoppedTyping()
-            try await chat.markRead(upTo: .sequence(5))
+            let stop = Task { try await chat.userStoppedTyping() }
+            await queued(2)
+            let five = Task { try await chat.markRead(upTo: .sequence(5)) }
+            await queued(3)
             await #expect(throws: SwitchboardError.self, "a marker behind is refused, before anything is sent") {
                 try await chat.markRead(upTo: .sequence(3))
             }
-            try await chat.markRead(upTo: .sequence(7))
+            let seven = Task { try await chat.markRead(upTo: .sequence(7)) }
+            await queued(4)
             typing.answer(.done)
+            #expect(try await typingCall.value == .sent)
+            try await stop.value
+            try await five.value
+            try await seven.value
             try await backend.waitUntil("everything sent") { $0.log.count == 4 }
             print("one conversation's requests on the wire: \(backend.log)")
             #expect(backend.log == ["typing:true", "typing:false", "read:5", "read:7"])

@@ -89,9 +89,13 @@ public protocol Conversation: Sendable {
     func info() async throws -> ConversationInfo
 
     /// Queues a message: stored and published as pending at once, sent when connected,
-    /// retried with the same client id, marked sent or failed as the server decides.
+    /// retried with the same client id, marked sent or failed as the server decides. On a
+    /// backend that takes fewer files per message than the draft has
+    /// (``BackendLimits/attachmentsPerMessage``), the draft's parts are queued as separate
+    /// messages in one transaction: its text first, then its files.
     ///
-    /// - Returns: the pending message.
+    /// - Returns: the pending message (the first part's, when the draft goes as several; the
+    ///   others are announced as `messageAdded` events).
     /// - Throws: ``SwitchboardError/Code/unsupported`` for attachments or quotes the backend
     ///   cannot carry, ``SwitchboardError/Code/payloadTooLarge`` for text over the limit.
     @discardableResult
@@ -99,12 +103,17 @@ public protocol Conversation: Sendable {
     func edit(_ message: MessageID, text: String) async throws
     func delete(_ message: MessageID) async throws
 
-    /// The user typed; throttled as the backend requires.
+    /// The user typed; throttled as the backend requires. A notification sent on an open link
+    /// returns when the server answered it (after the conversation's earlier requests), and
+    /// throws the server's refusal; offline nothing is sent.
     @discardableResult
     func userTyping(draft: String?) async throws -> TypingOutcome
     func userStoppedTyping() async throws
-    /// Marks the conversation read up to `marker` (the newest message when `nil`). Sent now,
-    /// or on the next connect when offline.
+    /// Marks the conversation read up to `marker` (the newest message when `nil`). On an open
+    /// link it returns when the server took the marker, and throws the server's refusal (a
+    /// ``SwitchboardError`` with its code), or `connectionLost` when the link went first (the
+    /// marker is still sent when the next link opens); offline it returns at once and the
+    /// marker is sent on the next connect.
     func markRead(upTo marker: ChatEvent.ReadMarker?) async throws
 
     /// Stored messages only, oldest first: the `limit` newest older than `before`.

@@ -42,8 +42,10 @@ extension SessionStateMachine {
         case retransmit(ConversationID, ClosedRange<Int64>)
         /// A history page below a recent window (``WindowBackfillStateMachine``).
         case backfill(HistoryQuery)
-        case typing(ConversationID, isTyping: Bool, draft: String?)
-        case markRead(ConversationID, ChatEvent.ReadMarker)
+        /// Typing sent; the app's call that sent it, if one waits for the server's answer.
+        case typing(ConversationID, isTyping: Bool, draft: String?, Reply<TypingOutcome>? = nil)
+        /// A read marker sent; the app's call that set it, if one waits for the server's answer.
+        case markRead(ConversationID, ChatEvent.ReadMarker, Reply<Void>? = nil)
         /// The engine's own poll of a backend that pushes nothing.
         case poll
         /// An app request; its caller waits for the answer, applied as `applying` says.
@@ -58,8 +60,8 @@ extension SessionStateMachine {
             case .send(let entry): .send(entry.message)
             case .retransmit(let conversation, let range): .retransmit(conversation, range)
             case .backfill(let query): .history(query)
-            case .typing(let conversation, let isTyping, let draft): .typing(conversation, isTyping: isTyping, draft: draft)
-            case .markRead(let conversation, let marker): .markRead(conversation, upTo: marker)
+            case .typing(let conversation, let isTyping, let draft, _): .typing(conversation, isTyping: isTyping, draft: draft)
+            case .markRead(let conversation, let marker, _): .markRead(conversation, upTo: marker)
             case .poll: .poll(forced: false)
             case .app(let request, _, _): request
             case .start(let draft, _): .startConversation(draft)
@@ -423,13 +425,33 @@ extension SessionStateMachine {
             return send(draft, in: conversation, reply: reply, facts: facts, at: moment, using: &random)
         case .typing(let isTyping, let draft, let conversation, let reply):
             let (outcome, actions) = typing(isTyping, draft: draft, in: conversation, now: moment.now)
-            return .perform(effects(of: actions, at: moment) + [.answer(reply.answering(outcome))])
+            var effects = effects(of: actions, at: moment)
+            // Sent on an open link: the caller hears the server's answer (its error, typed).
+            if outcome == .sent, connection.isLinkOpen,
+                let index = effects.firstIndex(where: { if case .then(.enqueue(.typing, _)) = $0 { true } else { false } }),
+                case .then(.enqueue(.typing(let conversation, let isTyping, let draft, _), let lane)) = effects[index]
+            {
+                effects[index] = .then(.enqueue(.typing(conversation, isTyping: isTyping, draft: draft, reply), lane: lane))
+                return .perform(effects)
+            }
+            return .perform(effects + [.answer(reply.answering(outcome))])
         case .markRead(let marker, let conversation, let reply):
             let step = markRead(marker, in: conversation, facts: facts)
             if case .refuse(let error) = step { return .perform([.answer(reply.failing(error))]) }
             guard case .perform(let actions) = step else { return resolved(step, at: moment) }
             // A read that failed changes nothing, and the caller hears it.
-            return .perform(effects(of: actions, at: moment) + [.answer(facts.firstFailure.map { reply.failing($0) } ?? reply.answering(()))])
+            if let failure = facts.firstFailure { return .perform(effects(of: actions, at: moment) + [.answer(reply.failing(failure))]) }
+            var effects = effects(of: actions, at: moment)
+            // Sent on an open link: the caller hears the server's answer (its error, typed);
+            // offline the marker waits for the next link and the caller hears at once.
+            if connection.isLinkOpen,
+                let index = effects.firstIndex(where: { if case .then(.enqueue(.markRead, _)) = $0 { true } else { false } }),
+                case .then(.enqueue(.markRead(let conversation, let marker, _), let lane)) = effects[index]
+            {
+                effects[index] = .then(.enqueue(.markRead(conversation, marker, reply), lane: lane))
+                return .perform(effects)
+            }
+            return .perform(effects + [.answer(reply.answering(()))])
         case .history(let conversation, let limit, let reply):
             return history(in: conversation, limit: limit, reply: reply, facts: facts)
         case .startConversation(let draft, let reply):

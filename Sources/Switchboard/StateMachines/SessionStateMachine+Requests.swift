@@ -120,6 +120,9 @@ extension SessionStateMachine {
         case .retransmit(let conversation, let range): retransmitNotSent(range, in: conversation)
         case .backfill(let query): backfillNotSent(in: query.conversationID)
         case .poll: pollAbandoned()
+        // Not sent (no link): typing is dropped, the marker waits for the next link.
+        case .typing(_, _, _, let reply?): effects.append(.answer(reply.answering(.sent)))
+        case .markRead(_, _, let reply?): effects.append(.answer(reply.answering(())))
         case .send, .typing, .markRead, .app, .start, .history: break
         }
         return effects
@@ -177,12 +180,14 @@ extension SessionStateMachine {
             return .perform(effects(of: retransmitFinished(range, in: conversation, result: result), at: moment))
         case .backfill(let query):
             return resolved(pageFinished(in: query.conversationID, result: result, isLinkOpen: connection.isLinkOpen, facts: facts), at: moment)
-        case .typing:
-            // Typing is best effort: a failure is only logged.
-            if case .failure(let error) = result { return .perform([.log(.debug, "typing notification failed", error)]) }
-            return .perform([])
-        case .markRead(let conversation, let marker):
-            return .perform(effects(of: readMarkerAnswered(marker, in: conversation, result: result), at: moment))
+        case .typing(_, _, _, let reply):
+            // Typing is best effort: a failure is logged, and the app's call waiting for it hears it.
+            let answer: [Effect] = reply.map { [.answer($0.answering(result.map { _ in TypingOutcome.sent }))] } ?? []
+            if case .failure(let error) = result { return .perform([.log(.debug, "typing notification failed", error)] + answer) }
+            return .perform(answer)
+        case .markRead(let conversation, let marker, let reply):
+            let answer: [Effect] = reply.map { [.answer($0.answering(result.map { _ in () }))] } ?? []
+            return .perform(effects(of: readMarkerAnswered(marker, in: conversation, result: result), at: moment) + answer)
         case .poll:
             var effects: [Effect] = []
             if case .failure(let error) = result, error.code != .cancelled { effects.append(.log(.debug, "poll failed", error)) }
@@ -221,6 +226,12 @@ extension SessionStateMachine {
     /// A request that never got an answer because its link or the session went away.
     mutating func abandon(_ work: LaneWork, _ error: SwitchboardError) -> [Effect] {
         switch work {
+        case .typing(_, _, _, let reply?):
+            // Dropped with the link; the app's call hears why.
+            return [.answer(reply.failing(error))]
+        case .markRead(_, _, let reply?):
+            // The marker stays pending for the next link; the app's call hears that this one went.
+            return [.answer(reply.failing(error))]
         case .send, .retransmit, .backfill, .typing, .markRead:
             // The outbox resends, the tracker and the window fill re-plan, typing is dropped, the
             // marker stays pending.

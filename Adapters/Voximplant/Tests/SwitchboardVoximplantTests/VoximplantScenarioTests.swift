@@ -364,6 +364,40 @@ struct VoximplantSpecClientTests {
         }
     }
 
+    /// The server's refusal of a read marker or of typing reaches the call that sent it, typed
+    /// (it used to reach only the bus); a marker set offline is answered at once and sent when the
+    /// next link opens.
+    @Test func readAndTypingErrorsReachTheCaller() async throws {
+        try await withVoximplantEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                let sent = try control.agent.send("hello", in: chat.id.rawValue)
+                try await probe.waitForMessages(["hello"], in: chat)
+                control.server.failNextRequest(code: 19, named: "typing")
+                let typing = await #expect(throws: SwitchboardError.self) { _ = try await chat.userTyping(draft: "hi") }
+                #expect(typing?.code == .permissionDenied && typing?.vendorCode == "19")
+                control.server.failNextRequest(code: 24, named: "read")
+                let read = await #expect(throws: SwitchboardError.self) { try await chat.markRead(upTo: .sequence(sent.sequence)) }
+                #expect(read?.code == .invalidArgument && read?.vendorCode == "24")
+                // Answered: the marker reached the server, and the call returned after it did.
+                try await chat.markRead(upTo: .sequence(sent.sequence))
+                #expect(control.server.readLog.contains { $0.user == control.customer && $0.sequence == sent.sequence })
+                // Offline: answered at once, sent by the next link.
+                try await probe.session.pause()
+                let second = try control.agent.send("while away", in: chat.id.rawValue)
+                try await probe.session.resume()
+                try await probe.waitForMessages(["while away"], in: chat)
+                try await probe.session.pause()
+                try await chat.markRead(upTo: .sequence(second.sequence))
+                try await probe.session.resume()
+                try await waitUntil("the marker sent by the next link", timeout: .seconds(20), signal: control.server.changes) {
+                    control.server.readLog.contains { $0.user == control.customer && $0.sequence == second.sequence }
+                }
+                print("voximplant completions: typing refused with \(typing?.vendorCode ?? "-"), read refused with \(read?.vendorCode ?? "-") at the caller; an offline marker sent on the next link")
+            }
+        }
+    }
+
     @Test func theClientAnswersTheServersPingAndIgnoresAnUnknownFrameType() async throws {
         try await withVoximplantEmulator { control in
             try await harness(control).withSession { probe in
