@@ -285,8 +285,10 @@ package actor Console {
             let size = attributes[.size] as? Int
             do {
                 try await chat.send(
+                    // The file alone: its name is the attachment's (text beside it would go as a
+                    // message of its own where a file is one, Webim).
                     MessageDraft(
-                        text: url.lastPathComponent,
+                        text: "",
                         kind: .file,
                         attachments: [
                             Message.Attachment(name: url.lastPathComponent, mimeType: Self.mimeType(of: url), size: size.map(Int64.init), url: url)

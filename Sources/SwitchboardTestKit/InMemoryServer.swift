@@ -374,7 +374,7 @@ public final class InMemoryServer: Sendable {
                 clientID: outgoing.clientID,
                 kind: content.kind,
                 text: content.text,
-                attachments: content.attachments,
+                attachments: content.attachments.map(\.withoutData),
                 payload: content.payload,
                 quote: content.quote,
                 state: &state

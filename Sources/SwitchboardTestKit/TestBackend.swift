@@ -959,7 +959,7 @@ extension TestBackend {
         Message(
             serverID: serverID, clientID: outgoing.clientID, conversationID: outgoing.conversationID, sequence: sequence,
             senderRole: .customer, kind: outgoing.content.kind, text: outgoing.content.text,
-            attachments: outgoing.content.attachments, payload: outgoing.content.payload, time: time,
+            attachments: outgoing.content.attachments.map(\.withoutData), payload: outgoing.content.payload, time: time,
             quote: outgoing.content.quote, deliveryState: .sent
         )
     }

@@ -1,3 +1,4 @@
+import Switchboard
 import SwitchboardCommandKit
 import ArgumentParser
 
@@ -11,6 +12,7 @@ struct SwitchboardCommand: AsyncParsableCommand {
             Voximplant-style, Webim and CXone emulators. `emulate` runs an emulator standalone; \
             `connect` is a client for a real or emulated service. `bench` measures Switchboard             against raw baselines in the same run.
             """,
+        version: SwitchboardVersion.string,
         subcommands: [DemoCommand.self, ConnectCommand.self, EmulateCommand.self, BenchCommand.self, SoakCommand.self, LoadCommand.self, GatewayCommand.self, EventsCommand.self]
     )
 }

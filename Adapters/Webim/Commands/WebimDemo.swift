@@ -52,7 +52,7 @@ package enum WebimDemo {
                 try bob.send("Hi Alice, Bob here. Do you have the receipt?", to: visitor)
                 try await events.first("Bob's answer") { $0.addedMessage?.text.hasPrefix("Hi Alice, Bob here") == true }
                 try await stage.confirmed(
-                    try await chat.send(MessageDraft(text: "receipt", kind: .file, attachments: [Message.Attachment(name: receipt.lastPathComponent, mimeType: "application/pdf", url: receipt)])),
+                    try await chat.send(MessageDraft(text: "", kind: .file, attachments: [Message.Attachment(name: receipt.lastPathComponent, mimeType: "application/pdf", url: receipt)])),
                     in: session.id
                 )
                 try bob.markRead(visitor: visitor)

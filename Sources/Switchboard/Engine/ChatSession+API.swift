@@ -137,6 +137,9 @@ extension ChatSession {
             // Cancelled while the loop still ran: deleting now could race its last writes.
             if !runEnded { throw CancellationError() }
         }
+        // What the backend said of the user (Webim's visitor among the settings) goes too.
+        availability = nil
+        settings = [:]
         try await store.apply([.removeEverything])
         machine.outbox = OutboxStateMachine(backoff: machine.outbox.backoff, maxLinkLosses: machine.outbox.maxLinkLosses)
         logger.notice("forgot the user's stored rows")

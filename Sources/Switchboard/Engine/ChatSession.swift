@@ -47,8 +47,8 @@ public actor ChatSession: Session {
     /// The writes, events, answers and rows of the input the loop is handling.
     var openTransaction: OpenTransaction?
     /// What the backend last said of its service (``Session/availability``, ``Session/settings``).
-    public private(set) var availability: ChatEvent.Availability?
-    public private(set) var settings: JSONValue = [:]
+    public internal(set) var availability: ChatEvent.Availability?
+    public internal(set) var settings: JSONValue = [:]
     let configuration: SessionConfiguration
     let clock: SessionClock
     let logger: Logger

@@ -260,7 +260,7 @@ extension MessageDraft {
         guard attachments.count > limit || textBesideAFile else { return [self] }
         var parts: [MessageDraft] = []
         if !text.isEmpty || payload != nil {
-            parts.append(MessageDraft(text: text, kind: kind, payload: payload, quote: quote, vendorOptions: vendorOptions))
+            parts.append(MessageDraft(text: text, kind: kind == .file ? .text : kind, payload: payload, quote: quote, vendorOptions: vendorOptions))
         }
         for start in stride(from: 0, to: attachments.count, by: limit) {
             let files = Array(attachments[start..<min(start + limit, attachments.count)])
@@ -271,6 +271,13 @@ extension MessageDraft {
 }
 
 extension Message.Attachment {
+    /// This attachment as a message carries it: without the bytes it was sent from (``data``).
+    public var withoutData: Message.Attachment {
+        var shown = self
+        shown.data = nil
+        return shown
+    }
+
     /// The bytes to upload: ``data``, or else the file at the local file ``url``.
     ///
     /// - Throws: ``SwitchboardError/Code/invalidArgument`` when the attachment has neither, or

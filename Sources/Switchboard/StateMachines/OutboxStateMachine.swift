@@ -42,11 +42,7 @@ public struct OutboxEntry: Sendable, Hashable, Codable {
         return Message(
             clientID: clientID, conversationID: conversationID, kind: content.kind, text: content.text,
             // The bytes of a file sent from memory stay with the entry, not in the message.
-            attachments: content.attachments.map { attachment in
-                var shown = attachment
-                shown.data = nil
-                return shown
-            },
+            attachments: content.attachments.map(\.withoutData),
             payload: content.payload, time: createdAt, quote: content.quote,
             deliveryState: .pending
         )

@@ -496,10 +496,11 @@ extension SessionStateMachine {
         }
         // A draft over the backend's files per message goes as several messages (its text first,
         // then its files), each with its own client id and outbox entry, stored together.
-        let entries = draft.parts(attachmentsPerMessage: settings.descriptor.limits.attachmentsPerMessage).map { part in
+        // A millisecond apart, so the parts keep their order while pending or failed.
+        let entries = draft.parts(attachmentsPerMessage: settings.descriptor.limits.attachmentsPerMessage).enumerated().map { index, part in
             OutboxEntry(
                 message: OutgoingMessage(clientID: ClientMessageID.random(using: &random), conversationID: conversation, content: part),
-                createdAt: moment.date
+                createdAt: moment.date.addingTimeInterval(Double(index) / 1000)
             )
         }
         let messages = entries.map(\.pendingMessage)

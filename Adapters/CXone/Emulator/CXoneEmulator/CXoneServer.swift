@@ -236,6 +236,16 @@ public final class CXoneServer: Sendable {
 
     public func status(ofThread thread: String) -> String? { state.withLock { $0.threads[thread.lowercased()]?.status } }
 
+    /// Whether the thread is archived on the server.
+    public func isArchived(thread: String) -> Bool { state.withLock { $0.threads[thread.lowercased()]?.archived ?? false } }
+
+    /// The thread is gone on the server (an administrator removed it): requests naming it are
+    /// refused as unknown.
+    public func forgetThread(_ thread: String) {
+        state.withLock { _ = $0.threads.removeValue(forKey: thread.lowercased()) }
+        changes.signal()
+    }
+
     public func inject(_ fault: Fault) {
         let closers: [@Sendable () -> Void] = state.withLock { state in
             switch fault {
@@ -612,6 +622,11 @@ public final class CXoneServer: Sendable {
             }
         case "ArchiveThread":
             guard let threadID else { return }
+            guard state.threads[threadID] != nil else {
+                // A thread the server never had: refused, as a record that is not there.
+                send(["eventId": .string(eventID), "error": ["errorCode": "RecordNotFound", "errorMessage": .string("no thread \(threadID)"), "transactionId": "tx"]], to: connection, state: &state)
+                return
+            }
             state.threads[threadID]?.archived = true
             reply(eventID, "ThreadArchived", data: nil, to: connection, state: &state)
         case "UpdateThread":

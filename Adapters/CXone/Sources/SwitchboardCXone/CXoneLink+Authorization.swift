@@ -20,11 +20,49 @@ extension CXoneLink {
         _ = try? await transport.postJSON(url.absoluteString, body: body, method: "PUT", headers: CXoneWire.httpHeaders, timeout: configuration.replyTimeout)
     }
 
-    /// The device fingerprint of visitor records and messages, with the push token when there is one.
+    /// The device fingerprint of visitor records and messages (§5.6: `DeviceFingerprintDTO`): the
+    /// platform the app runs on and its version, the app's language and region, with the push
+    /// token when there is one.
     static func fingerprint(_ configuration: CXoneConfiguration) -> JSONValue {
-        var fingerprint: [String: JSONValue] = ["applicationType": "native", "os": "Linux", "deviceType": "mobile"]
+        let version = ProcessInfo.processInfo.operatingSystemVersion
+        var fingerprint: [String: JSONValue] = [
+            "applicationType": "native", "os": .string(platformName), "deviceType": .string(deviceType),
+            "osVersion": .string("\(version.majorVersion).\(version.minorVersion)"),
+        ]
+        if let language = Locale.current.language.languageCode?.identifier { fingerprint["language"] = .string(language) }
+        if let country = Locale.current.region?.identifier { fingerprint["country"] = .string(country) }
         if let token = configuration.deviceToken { fingerprint["deviceToken"] = .string(token) }
         return .object(fingerprint)
+    }
+
+    /// The system the app runs on, as `UIDevice.systemName` names it on Apple's platforms.
+    static var platformName: String {
+        #if os(iOS)
+        "iOS"
+        #elseif os(macOS)
+        "macOS"
+        #elseif os(tvOS)
+        "tvOS"
+        #elseif os(watchOS)
+        "watchOS"
+        #elseif os(visionOS)
+        "visionOS"
+        #elseif os(Android)
+        "Android"
+        #elseif os(Windows)
+        "Windows"
+        #else
+        "Linux"
+        #endif
+    }
+
+    /// `mobile` on a phone or tablet system, `desktop` elsewhere.
+    static var deviceType: String {
+        #if os(iOS) || os(watchOS) || os(Android)
+        "mobile"
+        #else
+        "desktop"
+        #endif
     }
 
     /// H6: `POST {tokenURL}oauth/token?channelId&brandId&visitorId`, unless the stored transaction

@@ -50,7 +50,7 @@ extension CXoneLink {
         }
         let id = UUID().uuidString.lowercased()
         state.withLock { state in
-            state.threads[id] = Thread(name: draft.title)
+            state.threads[id] = Thread(name: draft.title, createdHere: true)
             state.contactFields[id] = draft.customFields
         }
         if channel.mode != .multiThread { keep(["thread-id": id, "local-thread": id]) }
@@ -170,11 +170,21 @@ extension CXoneLink {
         try await send("SendMessage", data: .object(data), awaitReply: true, socket: socket)
     }
 
+    /// The SDK's `archive()` (§3.11): `ArchiveThread` for a thread the server has loaded (listed
+    /// with its contact, recovered, or sent into); a thread that exists only here (created, never
+    /// sent) is closed locally, with nothing sent; a closed one is refused.
     func archive(_ conversation: ConversationID, socket: TextWebSocket) async throws {
         guard channel.mode == .multiThread else {
             throw SwitchboardError(.unsupported, "archiving needs a multi-thread channel", vendorCode: "unsupportedChannelConfig")
         }
-        try await send("ArchiveThread", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)]], awaitReply: true, socket: socket)
+        let thread = state.withLock { $0.threads[conversation.rawValue] }
+        if thread?.closed == true {
+            throw SwitchboardError(.messageRejected, "the thread is closed", vendorCode: "illegalChatState")
+        }
+        let isLocal = thread.map { !$0.sent && $0.contactID == nil && $0.recoveryToken == nil && $0.createdHere } ?? false
+        if !isLocal {
+            try await send("ArchiveThread", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)]], awaitReply: true, socket: socket)
+        }
         state.withLock { $0.threads[conversation.rawValue, default: Thread()].closed = true }
         output.yield(.event(BackendEvent(.conversationStateChanged(.archived, previous: nil), conversation: conversation)))
     }

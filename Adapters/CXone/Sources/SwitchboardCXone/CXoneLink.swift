@@ -28,6 +28,8 @@ final class CXoneLink: Sendable {
         var sent = false
         /// Live chat: the hidden "Begin Conversation" went out.
         var begun = false
+        /// Made by `startConversation` on this link: unknown to the server until it is sent into.
+        var createdHere = false
     }
 
     struct State {

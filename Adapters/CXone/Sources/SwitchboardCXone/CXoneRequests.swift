@@ -81,8 +81,14 @@ public struct CXoneRequests: Sendable {
         try await session.perform(HasMoreMessages(thread: thread))
     }
 
-    /// The CXone mobile SDK whose wire the adapter speaks (sent as `sdkVersion`).
+    /// The version of the CXone mobile SDK whose wire the adapter speaks, sent as `sdkVersion` and
+    /// `x-sdk-version` (the server refuses versions it no longer supports): the vendor's wire
+    /// version, not this library's (``switchboardVersion``).
     public static let sdkVersion = CXoneWire.sdkVersion
+
+    /// This library's own version (`SwitchboardVersion.string`), for an app's about screen or
+    /// logs; the wire carries ``sdkVersion`` instead.
+    public static let switchboardVersion = SwitchboardVersion.string
 
     /// The customer's custom fields: what the server returned with the last thread recovery, with
     /// what the app set since (the SDK's `customerCustomFields.get()`).

@@ -89,7 +89,7 @@ public import Switchboard
         switch code {
         case "CustomerAuthorizationFailed", "ConsumerAuthorizationFailed", "CustomerReconnectionFailed", "ConsumerReconnectionFailed", "TokenRefreshingFailed":
             return SwitchboardError(.authenticationFailed, message, vendorCode: code)
-        case "RecoveringThreadFailed", "RecoveringLivechatFailed":
+        case "RecoveringThreadFailed", "RecoveringLivechatFailed", "RecordNotFound":
             return SwitchboardError(.conversationNotFound, message, vendorCode: code)
         case "SendingTranscriptFailed", "InconsistentData":
             // The request itself is at fault: sending it again would fail again.

@@ -42,6 +42,18 @@ struct CXoneScenarioTests {
                 let sent = control.server.received.first { $0.eventType == "SendMessage" }
                 #expect(sent?.data["deviceFingerprint"]?["deviceToken"] == "a1b2c3")
                 #expect(control.server.visitors.values.contains { $0["browserFingerprint"]?["deviceToken"] == "a1b2c3" })
+                // The platform the app runs on, not always "Linux" (#31), and its version.
+                let fingerprint = try #require(sent?.data["deviceFingerprint"])
+                let version = ProcessInfo.processInfo.operatingSystemVersion
+                #if os(Linux)
+                #expect(fingerprint["os"] == "Linux" && fingerprint["deviceType"] == "desktop")
+                #elseif os(macOS)
+                #expect(fingerprint["os"] == "macOS")
+                #elseif os(iOS)
+                #expect(fingerprint["os"] == "iOS" && fingerprint["deviceType"] == "mobile")
+                #endif
+                #expect(fingerprint["osVersion"]?.stringValue == "\(version.majorVersion).\(version.minorVersion)")
+                #expect(fingerprint["applicationType"] == "native")
             }
         }
     }
@@ -114,6 +126,41 @@ struct CXoneScenarioTests {
                 print("cxone reconnect: \(await probe.session.statistics.connects) connects, agent \(assigned.id), spurious agent or participant changes \(spurious.count)")
                 #expect(spurious.isEmpty, "\(spurious.map(\.kind))")
                 #expect(try await chat.info().assignedAgent?.id == assigned.id)
+            }
+        }
+    }
+
+    /// `archive()` as the SDK's (§3.11): a thread never sent into is closed here with nothing
+    /// sent; a real one is archived on the server; a closed one is refused; and the emulator
+    /// refuses a thread it does not have.
+    @Test func archivingFollowsTheSDKAndTheEmulatorRefusesUnknownThreads() async throws {
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            try await harness(control).withSession { probe in
+                try await probe.waitForConnection()
+                let archives = { control.server.received.filter { $0.eventType == "ArchiveThread" }.count }
+                let local = try await probe.session.startConversation(ConversationDraft(title: "never sent"))
+                try await local.archive()
+                #expect(archives() == 0, "nothing sent for a thread the server never had")
+                #expect(try await local.info().state == .archived)
+                let real = try await probe.session.startConversation(ConversationDraft(title: "real"))
+                _ = try await real.send(text: "please archive me later")
+                try await waitUntil("the thread on the server", timeout: .seconds(20), signal: control.server.changes) {
+                    control.server.messages(inThread: real.id.rawValue).contains { $0.text == "please archive me later" }
+                }
+                try await real.archive()
+                #expect(archives() == 1 && control.server.isArchived(thread: real.id.rawValue))
+                #expect(try await real.info().state == .archived)
+                let again = await #expect(throws: SwitchboardError.self) { try await real.archive() }
+                #expect(again?.vendorCode == "illegalChatState")
+                let gone = try await probe.session.startConversation(ConversationDraft(title: "removed by an admin"))
+                _ = try await gone.send(text: "hello")
+                try await waitUntil("the second thread on the server", timeout: .seconds(20), signal: control.server.changes) {
+                    !control.server.messages(inThread: gone.id.rawValue).isEmpty
+                }
+                control.server.forgetThread(gone.id.rawValue)
+                let refused = await #expect(throws: SwitchboardError.self) { try await gone.archive() }
+                #expect(refused?.code == .conversationNotFound && refused?.vendorCode == "RecordNotFound")
+                print("cxone archive: a local thread closed with \(0) frames, a real one archived on the server, a closed one refused (\(again?.vendorCode ?? "-")), an unknown one refused (\(refused?.vendorCode ?? "-"))")
             }
         }
     }
@@ -865,6 +912,7 @@ extension CXoneWireDetailTests {
                 while let oldest = try await chat.history(before: before, limit: 3).first { before = oldest.orderKey }
                 #expect(try await requests.hasMoreMessages(in: id) == false, "paged to the start")
                 #expect(CXoneRequests.sdkVersion == "3.3.1")
+                #expect(CXoneRequests.switchboardVersion == SwitchboardVersion.string && CXoneRequests.switchboardVersion != CXoneRequests.sdkVersion, "the library's own version, apart from the wire's")
             }
         }
     }

@@ -184,7 +184,7 @@ final class MatrixLink: BackendConnection {
             let (mxc, size) = try await upload(attachment)
             attachment.size = attachment.size ?? Int64(size)
             content = MatrixMapping.fileContent(of: attachment, mxc: mxc, caption: outgoing.content.text)
-            var sent = attachment
+            var sent = attachment.withoutData
             sent.url = MatrixMapping.downloadURL(mxc: mxc, homeserver: base)
             attachments = [sent]
         }

@@ -35,8 +35,10 @@ struct WebimMessage {
     var canBeReplied = true
     var data: JSONValue?
     var quote: JSONValue?
-    /// The appeal it belongs to (offline messages name their chat).
+    /// The appeal or chat it belongs to.
     var chatID: Int?
+    /// The visit session it was written in.
+    var sessionID: String?
     /// The visitor's history revision when it last changed (history-since pages by it).
     var revision = 0
 
@@ -46,7 +48,7 @@ struct WebimMessage {
             "name": .string(name), "ts": .double(Double(tsMicros) / 1_000_000), "ts_m": .int(tsMicros),
             "read": .bool(read), "edited": .bool(edited), "canBeEdited": .bool(canBeEdited),
             "canBeReplied": .bool(canBeReplied), "chatId": chatID.map { .string(String($0)) } ?? .null,
-            "deleted": false, "data": .null, "sessionId": .null,
+            "deleted": false, "data": .null, "sessionId": sessionID.map(JSONValue.string) ?? .null,
             // Reactions are not offered by the emulator: none, and the visitor may not react.
             "reaction": .null, "canVisitorReact": false, "canVisitorChangeReaction": false,
         ]

@@ -700,6 +700,8 @@ public final class WebimServer: Sendable {
 
     func appendMessage(_ message: WebimMessage, visitorID: String, state: inout State) {
         var message = message
+        message.chatID = message.chatID ?? state.visitors[visitorID]!.chat?.id
+        message.sessionID = message.sessionID ?? state.visitors[visitorID]!.visitSessionID
         state.visitors[visitorID]!.historyRevision += 1
         message.revision = state.visitors[visitorID]!.historyRevision
         state.visitors[visitorID]!.chat!.messages.append(message)

@@ -114,7 +114,7 @@ final class WebimAppealsLink: BackendConnection {
     }
 
     func send(_ outgoing: OutgoingMessage) async throws -> Message? {
-        var fields = try await messageFields(outgoing.content, clientID: outgoing.clientID.rawValue)
+        var fields = try await messageFields(outgoing.content, clientID: WebimMapping.wireID(outgoing.clientID))
         fields.append(("chat-id", outgoing.conversationID.rawValue))
         let json = try await action("chat.offline_message", fields)
         return WebimAppealsBackend.readAppealMessage(json, in: outgoing.conversationID, context: mappingContext)

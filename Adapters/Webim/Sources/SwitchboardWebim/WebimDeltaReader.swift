@@ -32,6 +32,9 @@ public import Switchboard
     var chat: JSONValue?
     /// Server message id → client-side id, for edits and deletions of the visitor's messages.
     var clientSideIDs: [String: String] = [:]
+    /// The current chat's message ids: the delta loop keeps their copies current, so a history
+    /// change list (which may have been read before the newest delta) does not update them.
+    var currentChatMessageIDs: Set<String> = []
     /// A history revision the server announced that has not been fetched yet.
     var announcedHistoryRevision: String? {
         didSet { if announcedHistoryRevision != nil { announcesHistory = true } }
@@ -97,8 +100,11 @@ public import Switchboard
         switch (item["objectType"]?.stringValue, item["event"]?.stringValue) {
         case ("CHAT", "upd") where data != nil: rememberChat(data)
         case ("CHAT", _): rememberChat(nil)
-        case ("CHAT_MESSAGE", _):
+        case ("CHAT_MESSAGE", let event):
             if let id = item["id"]?.stringValue, let client = data?["clientSideId"]?.stringValue { clientSideIDs[id] = client }
+            if let id = item["id"]?.stringValue {
+                if event == "del" { currentChatMessageIDs.remove(id) } else { currentChatMessageIDs.insert(id) }
+            }
         case ("CHAT_STATE", _):
             chatState = data?.stringValue
             chat = chat?.with("state", data ?? .null)
@@ -139,6 +145,10 @@ public import Switchboard
     }
 
     private mutating func rememberChat(_ chat: JSONValue?) {
+        if chat?["id"] != self.chat?["id"] || chat == nil { currentChatMessageIDs = [] }
+        for message in chat?["messages"]?.arrayValue ?? [] {
+            if let id = message["id"]?.stringValue { currentChatMessageIDs.insert(id) }
+        }
         self.chat = chat?.with("messages", [])
         chatState = chat?["state"]?.stringValue
         operatorID = chat?["operator"]?["id"]?.intValue.map(Int.init)
@@ -268,8 +278,9 @@ public import Switchboard
                 updates.append(.event(BackendEvent(.messageAdded(message, position: .history), conversation: WebimMapping.conversation, time: message.time)))
                 // A change list (`since`) also carries messages the store holds, edited or read
                 // since: the history copy above only fills in what is missing, so the change is
-                // applied as an update (identical copies change nothing and announce nothing).
-                if isChangeList {
+                // applied as an update (identical copies change nothing and announce nothing) —
+                // except to the current chat's messages, which the deltas keep current.
+                if isChangeList, !currentChatMessageIDs.contains(message.serverID?.rawValue ?? "") {
                     updates.append(.event(BackendEvent(.messageUpdated(message), conversation: WebimMapping.conversation, time: message.time)))
                 }
             }

@@ -23,13 +23,8 @@ public enum WebimSendFileError: String, Error, Sendable, Hashable, CaseIterable 
 
     /// The reason of an upload's failure, or `nil` when `error` is not one.
     public init?(_ error: SwitchboardError) {
-        if let reason = error.underlying as? WebimSendFileError {
-            self = reason
-        } else if let reason = Self(reason: error.message) {
-            self = reason
-        } else {
-            return nil
-        }
+        guard let reason = error.underlying as? WebimSendFileError else { return nil }
+        self = reason
     }
 
     /// The reason a file message failed, or `nil` when it did not fail on its upload.
@@ -38,10 +33,19 @@ public enum WebimSendFileError: String, Error, Sendable, Hashable, CaseIterable 
         self.init(reason: reason)
     }
 
-    /// `upload: <error string>`, the form an upload's errors take.
+    /// `upload: <error string>`, the form a refused upload's reason takes: a known string is its
+    /// case, a string the adapter does not classify otherwise is `unknown`, and any other reason
+    /// (`upload: reinit-required`, `upload: HTTP 502`) is none.
     private init?(reason: String) {
         guard reason.hasPrefix(Self.prefix) else { return nil }
-        self = Self(rawValue: String(reason.dropFirst(Self.prefix.count))) ?? .unknown
+        let code = String(reason.dropFirst(Self.prefix.count))
+        if let known = Self(rawValue: code) {
+            self = known
+        } else if code.allSatisfy({ $0.isLetter || $0 == "_" || $0 == "-" }), WebimMapping.error(code, during: "upload").code == .messageRejected {
+            self = .unknown
+        } else {
+            return nil
+        }
     }
 
     static let prefix = "upload: "

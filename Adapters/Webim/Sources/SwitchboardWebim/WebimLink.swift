@@ -273,41 +273,42 @@ final class WebimLink: BackendConnection {
 
     // MARK: Actions
 
+    /// Each upload is a message of its own, so the engine queues a draft's text and files as
+    /// separate messages (`BackendLimits.attachmentsPerMessage` is 1) and one part arrives here.
+    /// What still comes with several — an outbox entry stored before that, a conversation's first
+    /// message — goes part by part, the text first: the first part under the entry's client id,
+    /// the others under it with `-2`, `-3`…; a part whose message the server already sent back
+    /// (a resend after a lost answer) is not sent again.
     func send(_ outgoing: OutgoingMessage) async throws -> Message? {
-        let content = outgoing.content
-        let clientSideID = WebimMapping.wireID(outgoing.clientID)
-        if !content.attachments.isEmpty {
-            // Each upload is a message of its own: the engine sends a draft's files (and its
-            // text) as separate messages (`BackendLimits.attachmentsPerMessage` is 1).
-            guard content.attachments.count == 1, content.text.isEmpty, content.payload == nil else {
-                throw SwitchboardError(.invalidArgument, "a Webim file message is one file without text")
-            }
-            // A resend of a file the server already made a message of uploads nothing again.
-            if state.withLock({ $0.reader.clientSideIDs.values.contains(clientSideID) }) { return nil }
+        let wireID = WebimMapping.wireID(outgoing.clientID)
+        for (index, part) in outgoing.content.parts(attachmentsPerMessage: 1).enumerated() {
+            let clientSideID = index == 0 ? wireID : "\(wireID)-\(index + 1)"
+            if state.withLock({ $0.reader.clientSideIDs.values.contains(clientSideID) }) { continue }
             try await ensureChat()
             do {
-                try await upload(content.attachments[0], clientSideID: clientSideID)
+                try await sendPart(part, clientSideID: clientSideID)
             } catch let error as SwitchboardError where error.vendorCode == "chat-required" {
+                // The chat closed before its state reached us: start one and send once more.
                 try await startChat(ConversationDraft(), force: false)
-                try await upload(content.attachments[0], clientSideID: clientSideID)
+                try await sendPart(part, clientSideID: clientSideID)
             }
-            return nil
         }
-        try await ensureChat()
+        return nil
+    }
+
+    /// One message: a file by `upload`, text by `chat.message`.
+    private func sendPart(_ content: MessageDraft, clientSideID: String) async throws {
+        if let file = content.attachments.first {
+            try await upload(file, clientSideID: clientSideID)
+            return
+        }
         var fields = [("message", content.text), ("client-side-id", clientSideID)]
         if let quoted = content.quote?.messageID {
             fields.append(("quote", #"{"ref":{"msgId":"\#(quoted.rawValue)","msgChannelSideId":null,"chatId":null}}"#))
         }
         if let payload = content.payload { fields.append(("data", payload.jsonString)) }
         if let hint = content.vendorOptions?["hint_question"] { fields.append(("hint_question", hint == "1" || hint == "true" ? "1" : "0")) }
-        do {
-            try await action("chat.message", fields)
-        } catch let error as SwitchboardError where error.vendorCode == "chat-required" {
-            // The chat closed before its state reached us: start one and send once more.
-            try await startChat(ConversationDraft(), force: false)
-            try await action("chat.message", fields)
-        }
-        return nil
+        try await action("chat.message", fields)
     }
 
     func edit(_ message: MessageID, in conversation: ConversationID, text: String, payload: JSONValue?) async throws -> Message? {
@@ -486,7 +487,10 @@ final class WebimLink: BackendConnection {
             do {
                 _ = try WebimDeltaReader.readUploadAnswer(response.body)
             } catch let error as SwitchboardError {
-                guard let code = error.vendorCode, code != "chat-required", ![.connectionLost, .fatal].contains(error.code) else { throw error }
+                // The SDK's file errors, and what the mapping leaves unclassified, are the file's
+                // refusal; the rest (re-init, authentication, no chat, the server failing) stay
+                // the link's, retried as any request's.
+                guard let code = error.vendorCode, WebimSendFileError(rawValue: code) != nil || error.code == .messageRejected else { throw error }
                 throw WebimSendFileError.error(code)
             }
         }

@@ -34,9 +34,10 @@ extension WebimRequests {
     }
 
     /// The hello message the location shows a visitor whose chat has no message yet
-    /// (`showHelloMessage`, `helloMessageDescr`; the SDK's `HelloMessageListener`), or `nil`.
-    /// The SDK also waits for the local history to be empty: show it while the conversation
-    /// has no message.
+    /// (`showHelloMessage`, `helloMessageDescr`; the SDK's `HelloMessageListener`), or `nil`, as
+    /// of the last full update (each init): it is not taken back when the visitor writes, so show
+    /// it only while the conversation has no message, as the SDK (which also waits for the local
+    /// history to be empty).
     public func helloMessage() async -> String? {
         await session.settings["helloMessage"]?.stringValue
     }

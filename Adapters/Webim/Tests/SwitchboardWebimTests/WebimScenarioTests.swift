@@ -159,6 +159,44 @@ struct WebimScenarioTests {
         }
     }
 
+    /// A first message with text and two files goes part by part (a file is a message of its own),
+    /// the parts under the draft's client id and `-2`, `-3`; when an upload's answer is lost, the
+    /// retried start sends only what the server did not send back.
+    @Test func aFirstMessageWithFilesGoesPartByPartAndARetrySkipsWhatTheServerHas() async throws {
+        try await withWebimEmulator { control in
+            try await harness(control).withSession { probe in
+                try await probe.waitForConnection()
+                let draft = ConversationDraft(
+                    firstMessage: MessageDraft(
+                        text: "my documents",
+                        attachments: [
+                            Message.Attachment(name: "passport.pdf", mimeType: "application/pdf", data: Data(repeating: 1, count: 300)),
+                            Message.Attachment(name: "visa.pdf", mimeType: "application/pdf", data: Data(repeating: 2, count: 300)),
+                        ]
+                    ),
+                    clientID: "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+                )
+                control.server.inject(.loseAnswer, on: .upload)
+                await #expect(throws: SwitchboardError.self, "the first upload's answer is lost") { _ = try await probe.session.startConversation(draft) }
+                let fromVisitor: @Sendable () -> [(id: String, clientSideId: String, kind: String, text: String)] = {
+                    control.server.messages(ofVisitor: control.visitorID).filter { $0.kind == "visitor" || $0.kind == "file_visitor" }
+                }
+                #expect(fromVisitor().count == 2, "the text and the first file reached the server")
+                let chat = try await probe.session.conversation(WebimBackend.conversationID)
+                try await probe.recorder.waitUntil("both echoes stored") { events in
+                    Set(events.compactMap(\.addedMessage).compactMap { $0.serverID == nil ? nil : $0.clientID }).count >= 2
+                }
+                _ = try await probe.session.startConversation(draft)
+                try await waitUntil("the second file", timeout: .seconds(20), signal: control.server.changes) { fromVisitor().count >= 3 }
+                let onServer = fromVisitor()
+                #expect(onServer.map(\.clientSideId) == ["0a1b2c3d4e5f4a6b8c7d9e0f1a2b3c4d", "0a1b2c3d4e5f4a6b8c7d9e0f1a2b3c4d-2", "0a1b2c3d4e5f4a6b8c7d9e0f1a2b3c4d-3"])
+                #expect(onServer.map(\.kind) == ["visitor", "file_visitor", "file_visitor"], "each part once, the text first")
+                try await probe.waitForMessages(["my documents"], in: chat)
+                print("webim first message with files: \(onServer.count) messages on the server after a lost answer and a retry (\(onServer.map(\.clientSideId)))")
+            }
+        }
+    }
+
     /// Limits the account's config states are checked before uploading; refusals arrive typed.
     @Test func uploadLimitsAreCheckedBeforeSending() async throws {
         try await withWebimEmulator(configuration: .init(deltaHold: .seconds(2), maxUploadMegabytes: 1, allowedFileTypes: ["png"])) { control in
@@ -199,8 +237,16 @@ struct WebimScenarioTests {
                     reasons.append(failed.updatedMessage.flatMap(WebimSendFileError.init))
                 }
                 #expect(reasons == [.maliciousFileDetected, .maxFilesCountPerChatExceeded])
-                #expect(WebimSendFileError(SwitchboardError(.messageRejected, "upload: surprise_error")) == .unknown, "a reason this version does not know")
-                #expect(WebimSendFileError(SwitchboardError(.messageRejected, "chat.message: not_allowed")) == nil, "not an upload's")
+                // Read from a failed message's reason: a string this version does not know is
+                // `unknown`; a reason that is no refusal of the file is none.
+                var failed = Message(conversationID: chat.id, text: "", time: Date(timeIntervalSince1970: 0))
+                failed.deliveryState = .failed("upload: surprise_error")
+                #expect(WebimSendFileError(failed) == .unknown, "a reason this version does not know")
+                for other in ["upload: reinit-required", "upload: HTTP 502", "chat.message: not_allowed", "expired"] {
+                    failed.deliveryState = .failed(other)
+                    #expect(WebimSendFileError(failed) == nil, "\(other) is no refusal of the file")
+                }
+                #expect(WebimSendFileError(SwitchboardError(.messageRejected, "upload: not_allowed_file_type")) == nil, "an error is read by its underlying reason, not its text")
                 _ = try await chat.send(MessageDraft(text: "", attachments: [Message.Attachment(name: "fine.png", mimeType: "image/png", data: png)]))
                 try await waitUntil("the next file uploads", timeout: .seconds(20), signal: control.server.changes) {
                     control.server.messages(ofVisitor: control.visitorID).contains { $0.kind == "file_visitor" }
