@@ -140,6 +140,7 @@ public final class CXoneServer: Sendable {
         var s3Objects: [String: String] = [:]
         var uploads: [String: Data] = [:]
         var received: [(customer: String, eventType: String, data: JSONValue)] = []
+        var identities: [String: JSONValue] = [:]
         var analytics: [JSONValue] = []
         var sdkRefused = false
         /// Requests refused because they named a brand or channel the emulator does not serve.
@@ -235,6 +236,10 @@ public final class CXoneServer: Sendable {
     }
 
     public func status(ofThread thread: String) -> String? { state.withLock { $0.threads[thread.lowercased()]?.status } }
+
+    /// The customer's identity (`customerIdentity` / `consumerIdentity`: id, first and last name)
+    /// as their last event named it.
+    public func identity(ofCustomer customer: String) -> JSONValue? { state.withLock { $0.identities[customer] } }
 
     /// Whether the thread is archived on the server.
     public func isArchived(thread: String) -> Bool { state.withLock { $0.threads[thread.lowercased()]?.archived ?? false } }
@@ -451,6 +456,7 @@ public final class CXoneServer: Sendable {
                 return
             }
             state.connections[connection]!.customerID = customer
+            state.identities[customer] = identity
             if let index = state.faults.firstIndex(where: { if case .dropOnNext(let name) = $0 { return name == nil || name == type } else { return false } }) {
                 state.faults.remove(at: index)
                 state.applied[.failRequest] += 1

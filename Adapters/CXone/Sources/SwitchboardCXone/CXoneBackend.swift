@@ -84,6 +84,9 @@ public struct CXoneBackend: ChatBackend {
 
     /// Analytics, with or without a connection (the visitor the socket connects as).
     public let analytics: CXoneAnalytics
+    /// The customer's name, device token and authorization code as the app sets them while it
+    /// runs, over ``configuration``.
+    public let customer = CXoneCustomer()
 
     /// - Parameters:
     ///   - configuration: the environment, brand, channel and customer.
@@ -195,7 +198,7 @@ public struct CXoneBackend: ChatBackend {
             guard online else { throw SwitchboardError(.notConnected, "the live chat is offline", vendorCode: "offline") }
         }
         let link = try await CXoneLink.open(
-            configuration: configuration, channel: current, transport: transport, webSockets: webSockets, context: context, analytics: analytics
+            configuration: configuration, customer: customer, channel: current, transport: transport, webSockets: webSockets, context: context, analytics: analytics
         )
         return try await link.run(body)
     }

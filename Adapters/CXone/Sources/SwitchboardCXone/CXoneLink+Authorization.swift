@@ -129,6 +129,19 @@ extension CXoneLink {
         }
         guard let due else { return }
         defer { state.withLock { $0.refreshingToken = false } }
+        do {
+            try await refresh(due, secured: secured, now: now, socket: socket)
+        } catch let error as SwitchboardError where error.isAuthenticationFailure {
+            // The SDK's `onTokenRefreshFailed`: the app hears it, typed, and the link ends so the
+            // engine signs in again from scratch (it clears the stored tokens).
+            let code = error.vendorCode ?? "TokenRefreshingFailed"
+            output.yield(.event(CXoneTokenRefreshFailure.event(vendorCode: code, thirdPartyOAuth: secured)))
+            end(SwitchboardError(.authenticationFailed, "the access token could not be refreshed", underlying: error, vendorCode: code))
+            throw error
+        }
+    }
+
+    private func refresh(_ due: (token: String, refresh: String?), secured: Bool, now: Date, socket: TextWebSocket) async throws {
         if secured {
             // H7: the third-party access token, refreshed over HTTP.
             guard let refresh = due.refresh, let visitor = state.withLock({ $0.credentials["visitor-id"] }) else {

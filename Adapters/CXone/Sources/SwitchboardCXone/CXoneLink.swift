@@ -49,7 +49,10 @@ final class CXoneLink: Sendable {
     /// The update stream, its one end, and the loops of the link's scope.
     let output: LinkOutput
     var updates: AsyncThrowingStream<BackendUpdate, any Error> { output.updates }
-    let configuration: CXoneConfiguration
+    /// The backend's configuration with what the app set since (``CXoneCustomer``), read at each use.
+    var configuration: CXoneConfiguration { customer.applied(to: baseConfiguration) }
+    private let baseConfiguration: CXoneConfiguration
+    private let customer: CXoneCustomer
     let channel: CXoneChannelConfiguration
     let transport: HTTPTransport
     let webSockets: WebSocketTransport
@@ -69,13 +72,14 @@ final class CXoneLink: Sendable {
     var destinationID: String { analytics.destinationID }
 
     init(
-        configuration: CXoneConfiguration, channel: CXoneChannelConfiguration, transport: HTTPTransport, webSockets: WebSocketTransport,
+        configuration: CXoneConfiguration, customer: CXoneCustomer, channel: CXoneChannelConfiguration, transport: HTTPTransport, webSockets: WebSocketTransport,
         context: ConnectionContext, credentials: Credentials, url: String, analytics: CXoneAnalytics
     ) {
         self.analytics = analytics
         let replies = self.replies
         self.output = LinkOutput { replies.close($0) }
-        self.configuration = configuration
+        self.baseConfiguration = configuration
+        self.customer = customer
         self.channel = channel
         self.transport = transport
         self.webSockets = webSockets
@@ -86,9 +90,10 @@ final class CXoneLink: Sendable {
 
     /// Prepares a link: ids, the transaction token for secured sessions, the socket URL.
     static func open(
-        configuration: CXoneConfiguration, channel: CXoneChannelConfiguration, transport: HTTPTransport, webSockets: WebSocketTransport,
+        configuration base: CXoneConfiguration, customer: CXoneCustomer, channel: CXoneChannelConfiguration, transport: HTTPTransport, webSockets: WebSocketTransport,
         context: ConnectionContext, analytics: CXoneAnalytics
     ) async throws -> CXoneLink {
+        let configuration = customer.applied(to: base)
         var credentials = context.credentials
         // The session merges credentials, so a cleared one is stored as "".
         credentials.values = credentials.values.filter { !$0.value.isEmpty }
@@ -113,7 +118,7 @@ final class CXoneLink: Sendable {
             brandID: configuration.brandID, channelID: configuration.channelID, visitorID: credentials["visitor-id"]!, transactionToken: token
         )
         let link = CXoneLink(
-            configuration: configuration, channel: channel, transport: transport, webSockets: webSockets, context: context,
+            configuration: base, customer: customer, channel: channel, transport: transport, webSockets: webSockets, context: context,
             credentials: credentials, url: url, analytics: analytics
         )
         // With the customer, made up at the first connection when not configured: their markers

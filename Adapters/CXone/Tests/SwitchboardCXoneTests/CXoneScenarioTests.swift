@@ -130,6 +130,67 @@ struct CXoneScenarioTests {
         }
     }
 
+    /// The customer's name and device token set while the app runs reach the server with the
+    /// next events (the SDK's `customer.setName`, `setDeviceToken(Data)`).
+    @Test func theCustomersNameAndDeviceTokenSetAtRunTimeReachTheServer() async throws {
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            let backend = try backend(control) { $0.firstName = "Configured" }
+            try await harness(control).withSession(backend: backend) { probe in
+                let chat = try await probe.openConversation()
+                _ = try await chat.send(text: "before")
+                try await probe.waitForMessages(["before"], in: chat)
+                #expect(control.server.identity(ofCustomer: control.customerID)?["firstName"] == "Configured")
+                backend.customer.setName(firstName: "Ann", lastName: "Lee")
+                backend.customer.setDeviceToken(Data([0xA1, 0xB2, 0x0C]))
+                let sent = try await chat.send(text: "after")
+                try await probe.recorder.first("sent") { $0.updatedMessage.map { $0.clientID == sent.clientID && $0.serverID != nil } ?? false }
+                let identity = control.server.identity(ofCustomer: control.customerID)
+                #expect(identity?["firstName"] == "Ann" && identity?["lastName"] == "Lee")
+                let message = try #require(control.server.received.last { $0.eventType == "SendMessage" })
+                #expect(message.data["deviceFingerprint"]?["deviceToken"] == "a1b20c", "the APNs token's bytes in hex")
+                print("cxone customer at run time: name \(identity?["firstName"]?.stringValue ?? "-") \(identity?["lastName"]?.stringValue ?? "-"), device token \(message.data["deviceFingerprint"]?["deviceToken"]?.stringValue ?? "-")")
+            }
+        }
+    }
+
+    /// A third-party OAuth session whose app gives the authorization code at run time, before
+    /// connecting (the SDK's `setAuthorizationCode`, `setCodeVerifier`), signs in with it.
+    @Test func anAuthorizationCodeSetAtRunTimeSignsIn() async throws {
+        try await withCXoneEmulator(.init(mode: .multi, securedSessions: true, thirdPartyOAuth: true)) { control in
+            let backend = try securedBackend(control)
+            backend.customer.setAuthorizationCode("code-at-run-time", codeVerifier: "verifier")
+            try await harness(control).withSession(backend: backend) { probe in
+                let chat = try await probe.openConversation()
+                _ = try await chat.send(text: "signed in with the code set at run time")
+                try await probe.waitForMessages(["signed in with the code set at run time"], in: chat)
+                let exchanged = control.server.tokenRequests.compactMap { $0["thirdParty"]?["authorization_code"]?.stringValue }
+                #expect(exchanged == ["code-at-run-time"])
+            }
+        }
+    }
+
+    /// A refresh the server refuses is a typed event the app can act on (the SDK's
+    /// `onTokenRefreshFailed`), and the session signs in again from scratch rather than retrying
+    /// its sends with a dead token.
+    @Test func aRefusedTokenRefreshIsATypedEventAndTheSessionSignsInAgain() async throws {
+        // Tokens live 20 s: within the 30 s margin at once, so a send refreshes first.
+        try await withCXoneEmulator(.init(mode: .multi, tokenLifetime: 20)) { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                let authorizations = { control.server.received.filter { $0.eventType == "AuthorizeCustomer" }.count }
+                let before = authorizations()
+                control.server.inject(.operationError(code: "TokenRefreshingFailed", eventType: "RefreshToken"))
+                let sent = try await chat.send(text: "after a refused refresh")
+                let event = try await probe.recorder.first("the refresh failed") { CXoneTokenRefreshFailure($0) != nil }
+                let failure = try #require(CXoneTokenRefreshFailure(event))
+                #expect(failure.vendorCode == "TokenRefreshingFailed" && !failure.isThirdPartyOAuth)
+                try await probe.recorder.first("sent after signing in again") { $0.updatedMessage.map { $0.clientID == sent.clientID && $0.serverID != nil } ?? false }
+                #expect(authorizations() == before + 1, "a fresh AuthorizeCustomer after the refused refresh")
+                print("cxone token refresh refused: event \(failure.vendorCode), \(authorizations() - before) new sign-in, the send then confirmed")
+            }
+        }
+    }
+
     /// `archive()` as the SDK's (§3.11): a thread never sent into is closed here with nothing
     /// sent; a real one is archived on the server; a closed one is refused; and the emulator
     /// refuses a thread it does not have.
