@@ -8,7 +8,9 @@ import SwitchboardTransport
 extension CXoneLink {
     func send(_ outgoing: OutgoingMessage, socket: TextWebSocket) async throws {
         let id = outgoing.conversationID.rawValue
-        let (thread, token, fields) = state.withLock { ($0.threads[id] ?? Thread(), $0.credentials["access-token"], $0.contactFields.removeValue(forKey: id)) }
+        // The fields go with the first message, and are dropped only once it is sent: a retry on
+        // this link or the next carries them again.
+        let (thread, token, fields) = state.withLock { ($0.threads[id] ?? Thread(), $0.credentials["access-token"], $0.contactFields[id]) }
         if thread.closed, channel.mode != .liveChat {
             throw SwitchboardError(.messageRejected, "the thread is closed", vendorCode: "illegalChatState")
         }
@@ -23,8 +25,10 @@ extension CXoneLink {
             in: .object(threadJSON), messageID: outgoing.clientID.rawValue.lowercased(), text: outgoing.content.text,
             postback: outgoing.content.payload?["postback"] ?? .null, contactFields: contactFields, attachments: attachments, token: token, socket: socket
         )
-        // The server knows the thread now: it is no longer the local one.
+        // The server knows the thread now, with its name and fields: it is no longer the local one.
+        state.withLock { _ = $0.contactFields.removeValue(forKey: id) }
         var known: [String: String] = state.withLock { $0.credentials["local-thread"] == id } ? ["local-thread": ""] : [:]
+        if state.withLock({ $0.credentials[Self.pendingKey(id)] != nil }) { known[Self.pendingKey(id)] = "" }
         if channel.mode != .multiThread { known["thread-id"] = id }
         if !known.isEmpty { keep(known) }
     }
@@ -48,11 +52,20 @@ extension CXoneLink {
         if channel.mode == .singleThread, state.withLock({ !$0.threads.isEmpty }) {
             throw SwitchboardError(.unsupported, "a single-thread channel has its thread already", vendorCode: "unsupportedChannelConfig")
         }
-        let id = UUID().uuidString.lowercased()
+        // As the SDK: a live chat has one contact at a time; a new one only once it is closed. The
+        // thread the link made ready for the next contact (never begun) is the one it starts.
+        var id = UUID().uuidString.lowercased()
+        if channel.mode == .liveChat, let (open, thread) = state.withLock({ $0.threads.first { !$0.value.closed }.map { ($0.key, $0.value) } }) {
+            guard !thread.sent, !thread.begun, thread.contactID == nil else {
+                throw SwitchboardError(.unsupported, "a live chat is open (\(open)): end it before starting another", vendorCode: "unsupportedChannelConfig")
+            }
+            id = open
+        }
         state.withLock { state in
             state.threads[id] = Thread(name: draft.title, createdHere: true)
             state.contactFields[id] = draft.customFields
         }
+        keepPending(id)
         if channel.mode != .multiThread { keep(["thread-id": id, "local-thread": id]) }
         let info = ConversationInfo(id: ConversationID(id), kind: .thread, title: draft.title, state: .queued)
         announceLocalThread(info)
@@ -79,6 +92,7 @@ extension CXoneLink {
         guard let title = changes.title else { return }
         try await send("UpdateThread", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue), "threadName": .string(title)]], awaitReply: false, socket: socket)
         state.withLock { $0.threads[conversation.rawValue, default: Thread()].name = title }
+        keepPending(conversation.rawValue)
         // The server does not answer UpdateThread: the session applies the title itself.
     }
 
@@ -95,6 +109,7 @@ extension CXoneLink {
         let contact = state.withLock { $0.threads[conversation.rawValue]?.contactID }
         guard let contact else {
             state.withLock { $0.contactFields[conversation.rawValue, default: [:]].merge(fields) { _, new in new } }
+            keepPending(conversation.rawValue)
             return
         }
         try await send("SetContactCustomFields", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)], "contact": ["id": .string(contact)], "customFields": Self.fields(fields, clock: context.clock)], awaitReply: false, socket: socket)
@@ -293,5 +308,33 @@ extension CXoneLink {
 
     static func fields(_ fields: [String: String], clock: SessionClock) -> JSONValue {
         .array(fields.sorted { $0.key < $1.key }.map { ["ident": .string($0.key), "value": .string($0.value), "updatedAt": .string(CXoneServerDate.now(clock))] })
+    }
+
+    // MARK: A thread the server does not know yet
+
+    /// The credential that keeps a local thread's name and contact fields until its first message
+    /// is sent, so a reconnect (or a restart) before then loses neither.
+    static func pendingKey(_ thread: String) -> String { "pending-thread-\(thread)" }
+
+    /// Stores the name and fields of `thread` while the server does not know it.
+    func keepPending(_ thread: String) {
+        let value: String? = state.withLock { state in
+            guard let local = state.threads[thread], local.createdHere, !local.sent, local.contactID == nil else { return nil }
+            var object: [String: JSONValue] = [:]
+            if let name = local.name { object["name"] = .string(name) }
+            if let fields = state.contactFields[thread], !fields.isEmpty { object["fields"] = .object(fields.mapValues(JSONValue.string)) }
+            return JSONValue.object(object).jsonString
+        }
+        if let value { keep([Self.pendingKey(thread): value]) }
+    }
+
+    /// The local threads a previous link kept (``keepPending(_:)``), as this link's.
+    static func restorePending(from credentials: Credentials, into state: inout State) {
+        for (key, value) in credentials.values where key.hasPrefix("pending-thread-") && !value.isEmpty {
+            let thread = String(key.dropFirst("pending-thread-".count))
+            guard state.threads[thread] == nil, let json = try? JSONValue(parsing: value) else { continue }
+            state.threads[thread] = Thread(name: json["name"]?.stringValue, createdHere: true)
+            if let fields = json["fields"]?.objectValue?.compactMapValues(\.stringValue), !fields.isEmpty { state.contactFields[thread] = fields }
+        }
     }
 }

@@ -84,7 +84,9 @@ final class CXoneLink: Sendable {
         self.transport = transport
         self.webSockets = webSockets
         self.context = context
-        self.state = Locked(State(credentials: credentials))
+        var initial = State(credentials: credentials)
+        Self.restorePending(from: credentials, into: &initial)
+        self.state = Locked(initial)
         self.url = url
     }
 
@@ -102,6 +104,7 @@ final class CXoneLink: Sendable {
             // configured customer, so only a store written before that held another): nothing of
             // the other customer's sign-in is used.
             for key in CXoneLink.customerCredentials { credentials[key] = nil }
+            for key in credentials.values.keys where key.hasPrefix("pending-thread-") { credentials[key] = nil }
             credentials["customer-id"] = configured
         }
         // One visitor for analytics and the socket: what was stored, unless the app's analytics

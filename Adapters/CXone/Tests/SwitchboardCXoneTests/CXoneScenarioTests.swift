@@ -33,6 +33,28 @@ struct CXoneScenarioTests {
         }
     }
 
+    /// A new thread's name and fields survive a reconnect before its first message, and a first
+    /// send the link lost on the way (they used to live in the link and be dropped before the send
+    /// succeeded).
+    @Test func aNewThreadsNameAndFieldsSurviveAReconnectAndARetriedFirstSend() async throws {
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            try await harness(control).withSession { probe in
+                let thread = try await probe.session.startConversation(ConversationDraft(kind: .thread, title: "Billing"))
+                try await thread.setCustomFields(["order": "42"])
+                control.server.inject(.closeSocket)
+                try await probe.recorder.waitUntil("reconnected") { $0.filter(\.isConnected).count >= 2 }
+                control.server.inject(.dropOnNext(eventType: "SendMessage"))
+                let sent = try await thread.send(text: "About my invoice")
+                try await probe.recorder.first("sent") { $0.updatedMessage.map { $0.clientID == sent.clientID && $0.serverID != nil } ?? false }
+                let first = try #require(control.server.received.first { $0.eventType == "SendMessage" })
+                #expect(first.data["thread"]?["threadName"] == "Billing", "the name, after a reconnect")
+                #expect(first.data["contact"]?["customFields"]?[0]?["ident"] == "order" && first.data["contact"]?["customFields"]?[0]?["value"] == "42", "the fields, after a lost first send")
+                #expect(await probe.session.statistics.connects >= 3, "two links lost before the first message went")
+                print("cxone pending thread: name and fields kept across \(await probe.session.statistics.connects - 1) reconnects; the first message carried both")
+            }
+        }
+    }
+
     @Test func theDeviceTokenRidesInTheFingerprintOfVisitorAndMessages() async throws {
         try await withCXoneEmulator(.init(mode: .single)) { control in
             let backend = try backend(control) { $0.deviceToken = "a1b2c3" }
@@ -295,6 +317,33 @@ struct CXoneScenarioTests {
                 try await probe.recorder.first("sent in the new thread") { $0.updatedMessage?.text == "one more question" && $0.updatedMessage?.serverID != nil }
                 #expect(control.server.messages(inThread: newThread.rawValue).map(\.text) == ["one more question"])
                 #expect(control.server.status(ofThread: chat.id.rawValue) == "closed")
+            }
+        }
+    }
+
+    /// As the SDK, a live chat has one contact at a time: starting another while one is open is
+    /// refused (it used to begin a second contact); once it is closed, a new one starts.
+    @Test func aLiveChatStartsNoSecondContactWhileOneIsOpen() async throws {
+        try await withCXoneEmulator(.init(mode: .live)) { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                _ = try await chat.send(text: "first contact")
+                try await probe.waitForMessages(["first contact"], in: chat)
+                let begins: @Sendable () -> Int = { control.server.received.filter { $0.eventType == "SendMessage" && $0.data["messageContent"]?["parameters"]?["isInitialMessage"] == true }.count }
+                let before = begins()
+                let refused = await #expect(throws: SwitchboardError.self) { _ = try await probe.session.startConversation(ConversationDraft()) }
+                #expect(refused?.code == .unsupported && refused?.vendorCode == "unsupportedChannelConfig")
+                #expect(begins() == before, "no second contact begun")
+                #expect(control.server.threads(of: control.customerID).count == 1)
+                try await chat.close()
+                try await probe.recorder.first("closed") {
+                    if case .conversationStateChanged(let state, _) = $0.kind { return $0.conversationID == chat.id && state.isClosed } else { return false }
+                }
+                // Closed: the next start begins the next contact.
+                let next = try await probe.session.startConversation(ConversationDraft())
+                #expect(next.id != chat.id)
+                try await waitUntil("the next contact begun", timeout: .seconds(20), signal: control.server.changes) { begins() == before + 1 }
+                print("cxone live chat: a second start while open refused (\(refused?.vendorCode ?? "-")); after closing, the next start begins contact \(control.server.threads(of: control.customerID).count)")
             }
         }
     }
