@@ -109,7 +109,9 @@ public struct CXoneBackend: ChatBackend {
         switch channel.mode {
         case .multiThread: capabilities.formUnion([.threads, .conversationLifecycle, .archive, .conversationUpdate])
         case .liveChat: capabilities.insert(.conversationLifecycle)
-        case .singleThread: break
+        // With a pre-chat form the thread waits for the app's start with the answers (the SDK's
+        // create(with:)); closing it is a multi-thread move, refused as `unsupported`.
+        case .singleThread: if !channel.preChatFields.isEmpty { capabilities.insert(.conversationLifecycle) }
         }
         self.descriptor = BackendDescriptor(
             name: "cxone",

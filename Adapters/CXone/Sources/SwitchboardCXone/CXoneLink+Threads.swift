@@ -62,8 +62,9 @@ extension CXoneLink {
                 // RecoveringThreadFailed: nothing to recover.
             }
             openNewThreadIfAllClosed(reuseLocal: true)
-            // The SDK's automatic create(): a live chat starts at once, so an agent sees it.
-            if channel.mode == .liveChat, let local = state.withLock({ $0.credentials["local-thread"] }), !local.isEmpty {
+            // The SDK's automatic create(): a live chat starts at once, so an agent sees it —
+            // unless the channel has a pre-chat form, whose answers the app's start carries.
+            if channel.mode == .liveChat, channel.preChatFields.isEmpty, let local = state.withLock({ $0.credentials["local-thread"] }), !local.isEmpty {
                 try await beginLiveChatIfNeeded(local, socket: socket)
             }
         }
@@ -75,21 +76,25 @@ extension CXoneLink {
     /// customer's first message.
     func beginLiveChatIfNeeded(_ id: String, socket: TextWebSocket) async throws {
         guard channel.mode == .liveChat else { return }
-        let (thread, token) = state.withLock { ($0.threads[id], $0.credentials["access-token"]) }
+        let (thread, token, fields) = state.withLock { ($0.threads[id], $0.credentials["access-token"], $0.contactFields[id]) }
         guard let thread, !thread.begun, !thread.sent, !thread.closed else { return }
         var threadJSON: [String: JSONValue] = ["idOnExternalPlatform": .string(id)]
         if let name = thread.name { threadJSON["threadName"] = .string(name) }
-        try await sendWelcomeIfPending(in: id, threadJSON: .object(threadJSON), contactFields: [], token: token, socket: socket)
+        // The pre-chat answers open the contact with it.
+        let contactFields = Self.fields(fields ?? [:], clock: context.clock)
+        try await sendWelcomeIfPending(in: id, threadJSON: .object(threadJSON), contactFields: contactFields, token: token, socket: socket)
         try await sendMessage(
             in: .object(threadJSON), messageID: UUID().uuidString.lowercased(), text: "Begin Conversation", postback: .null,
-            parameters: ["isInitialMessage": true], contactFields: [], attachments: [], token: token, socket: socket
+            parameters: ["isInitialMessage": true], contactFields: contactFields, attachments: [], token: token, socket: socket
         )
         state.withLock { state in
             state.threads[id]?.begun = true
             state.threads[id]?.sent = true
+            state.contactFields[id] = nil
         }
         var known: [String: String] = ["thread-id": id]
         if state.withLock({ $0.credentials["local-thread"] == id }) { known["local-thread"] = "" }
+        if state.withLock({ $0.credentials[Self.pendingKey(id)] != nil }) { known[Self.pendingKey(id)] = "" }
         keep(known)
     }
 
@@ -98,6 +103,9 @@ extension CXoneLink {
     /// reconnect, the local thread the customer never wrote in is the same one again
     /// (`reuseLocal`), so the session does not collect empty threads.
     func openNewThreadIfAllClosed(reuseLocal: Bool = false) {
+        // With a pre-chat form the SDK waits for the app's create(with:): `startConversation`
+        // with the survey's answers makes the thread.
+        guard channel.preChatFields.isEmpty else { return }
         let id = state.withLock { state -> String? in
             guard !state.threads.values.contains(where: { !$0.closed }) else { return nil }
             var id = UUID().uuidString.lowercased()

@@ -453,6 +453,32 @@ struct CXoneScenarioTests {
         }
     }
 
+    /// With a pre-chat form, a single-thread or live-chat channel makes no thread at connect (a
+    /// live chat begins no contact): as the SDK, it waits for the app's start with the answers,
+    /// which a missing required one refuses, and which then travel with the thread's first message.
+    @Test(arguments: [CXoneServer.Mode.single, .live])
+    func aPreChatFormWaitsForTheAppsStart(_ mode: CXoneServer.Mode) async throws {
+        try await withCXoneEmulator(.init(mode: mode, requiredPreChatField: "email")) { control in
+            try await harness(control).withSession { probe in
+                try await probe.waitForConnection()
+                #expect(try await probe.session.conversations().isEmpty, "no thread before the survey is answered")
+                #expect(!control.server.received.contains { $0.eventType == "SendMessage" }, "no contact begun")
+                let refused = await #expect(throws: SwitchboardError.self) { _ = try await probe.session.startConversation(ConversationDraft()) }
+                #expect(refused?.vendorCode == "missingPreChatCustomFields")
+                let chat = try await probe.session.startConversation(ConversationDraft(customFields: ["email": "alice@example.com"]))
+                _ = try await chat.send(text: "with the survey answered")
+                try await probe.waitForMessages(["with the survey answered"], in: chat)
+                try await waitUntil("the first message on the server", timeout: .seconds(20), signal: control.server.changes) {
+                    control.server.received.contains { $0.eventType == "SendMessage" }
+                }
+                let first = try #require(control.server.received.first { $0.eventType == "SendMessage" })
+                #expect(first.data["contact"]?["customFields"]?[0]?["ident"] == "email", "the answers open the thread or contact")
+                #expect(control.server.threads(of: control.customerID).count == 1)
+                print("cxone pre-chat form (\(mode)): no thread at connect, a start without the answer refused, the answers with the first message (\(first.data["messageContent"]?["payload"]?["text"]?.stringValue ?? "-"))")
+            }
+        }
+    }
+
     @Test func aLargeEventArrivesThroughS3() async throws {
         try await withCXoneEmulator(.init(mode: .multi, s3Threshold: 2_000)) { control in
             try await harness(control).withSession { probe in
