@@ -141,6 +141,8 @@ public final class CXoneServer: Sendable {
         var uploads: [String: Data] = [:]
         var received: [(customer: String, eventType: String, data: JSONValue)] = []
         var identities: [String: JSONValue] = [:]
+        /// The last frame of each event type sent to a client.
+        var lastFrames: [String: JSONValue] = [:]
         var analytics: [JSONValue] = []
         var sdkRefused = false
         /// Requests refused because they named a brand or channel the emulator does not serve.
@@ -240,6 +242,10 @@ public final class CXoneServer: Sendable {
     /// The customer's identity (`customerIdentity` / `consumerIdentity`: id, first and last name)
     /// as their last event named it.
     public func identity(ofCustomer customer: String) -> JSONValue? { state.withLock { $0.identities[customer] } }
+
+    /// The last frame of each event type the server sent a client (an `OperationError` under that
+    /// name), to compare with the SDK's payloads.
+    public var lastFrames: [String: JSONValue] { state.withLock { $0.lastFrames } }
 
     /// Whether the thread is archived on the server.
     public func isArchived(thread: String) -> Bool { state.withLock { $0.threads[thread.lowercased()]?.archived ?? false } }
@@ -508,6 +514,9 @@ public final class CXoneServer: Sendable {
     /// Sends a frame, or an `EventInS3` pointing at it when it is too large.
     func send(_ frame: JSONValue, to connection: Int, state: inout State) {
         guard let target = state.connections[connection] else { return }
+        if let type = frame["eventType"]?.stringValue ?? frame["postback"]?["eventType"]?.stringValue ?? (frame["error"] != nil ? "OperationError" : nil) {
+            state.lastFrames[type] = frame
+        }
         let text = frame.jsonString
         if text.utf8.count > configuration.s3Threshold {
             state.nextID += 1

@@ -11,34 +11,6 @@ import WebimEmulator
 /// on the vendor's payloads rather than on each other.
 @Suite(.timeLimit(.minutes(2)))
 struct WebimEmulatorFixtureTests {
-    /// Fields of `fixture` that `served` lacks, or has with another JSON type, by path. A `null`
-    /// in the fixture matches anything; a `null` served where the fixture has a value is a
-    /// difference unless the field is one of ``mayBeNull``; numbers match numbers; arrays compare
-    /// their first items.
-    static func differences(_ served: JSONValue, _ fixture: JSONValue, at path: String = "$") -> [String] {
-        switch (served, fixture) {
-        case (_, .null): return []
-        case (.null, _):
-            let field = String(path.split(separator: ".").last ?? "")
-            return mayBeNull.contains(field) ? [] : ["\(path): null where the SDK's payload has \(kind(fixture))"]
-        case (.int, .int), (.int, .double), (.double, .int), (.double, .double), (.string, .string), (.bool, .bool): return []
-        case (.object(let got), .object(let wanted)) where mapsByKey.contains(String(path.split(separator: ".").last ?? "")):
-            // Keyed by data (a locale, an operator id), not by field: compare one value with one.
-            guard let first = got.values.first, let wantedFirst = wanted.values.first else { return [] }
-            return differences(first, wantedFirst, at: "\(path).*")
-        case (.object(let got), .object(let wanted)):
-            return wanted.keys.sorted().flatMap { key -> [String] in
-                guard let value = got[key] else { return ["\(path).\(key) missing"] }
-                return differences(value, wanted[key]!, at: "\(path).\(key)")
-            }
-        case (.array(let got), .array(let wanted)):
-            guard let first = got.first, let wantedFirst = wanted.first else { return [] }
-            return differences(first, wantedFirst, at: "\(path)[0]")
-        default:
-            return ["\(path): \(kind(served)) where the SDK's payload has \(kind(fixture))"]
-        }
-    }
-
     /// Fields the emulator leaves `null` where the fixture has a value, each with its reason.
     static let mayBeNull: Set<String> = [
         // Reactions are not offered by the emulator.
@@ -53,17 +25,6 @@ struct WebimEmulatorFixtureTests {
 
     /// Objects whose keys are data, not field names.
     static let mapsByKey: Set<String> = ["localeToName", "operatorIdToRate", "langToFullname"]
-
-    static func kind(_ value: JSONValue) -> String {
-        switch value {
-        case .null: "null"
-        case .bool: "bool"
-        case .int, .double: "number"
-        case .string: "string"
-        case .array: "array"
-        case .object: "object"
-        }
-    }
 
     /// A PNG header of 640 × 480 (the server describes an image's size).
     static let png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52, 0, 0, 2, 0x80, 0, 0, 1, 0xE0, 8, 6, 0, 0, 0])
@@ -129,7 +90,7 @@ struct WebimEmulatorFixtureTests {
             var checked = 0
             for (what, served, name) in comparisons {
                 let served = try #require(served, "\(what): the emulator answered nothing")
-                let found = Self.differences(served, try Self.fixture(name))
+                let found = FixtureShape(mayBeNull: Self.mayBeNull, mapsByKey: Self.mapsByKey).differences(served, try Self.fixture(name))
                 #expect(found.isEmpty, "\(what) against \(name): \(found)")
                 checked += 1
             }
