@@ -398,6 +398,45 @@ struct VoximplantSpecClientTests {
         }
     }
 
+    /// User-level calls are typed (the SDK's `VIUser`, `VIStatusEvent`, `VIUserEvent`): a user
+    /// read by id and IM id, the session's own conversations, subscriptions, and the presence and
+    /// edits of a subscribed user heard as typed events.
+    @Test func userCallsAndTheirEventsAreTyped() async throws {
+        try await withVoximplantEmulator { control in
+            let bobID = control.server.addUser("bob", token: "bob-token", displayName: "Bob")
+            let bob = ParticipantID(bobID)
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                let requests = VoximplantRequests(session: probe.session)
+                let me = try await requests.user(ParticipantID(control.customer))
+                #expect(me.conversations.contains(chat.id), "the user's own conversation list")
+                let byIM = try await requests.user(imID: me.imID)
+                #expect(byIM.id == me.id)
+                let other = try await requests.user(bob)
+                #expect(other.displayName == "Bob" && other.conversations.isEmpty && other.privateCustomData == nil, "another user's private parts are not sent")
+                #expect(try await requests.users([bob, ParticipantID(control.customer)]).map(\.id).sorted() == [bob, ParticipantID(control.customer)].sorted())
+                #expect(try await requests.subscribe(to: [bob]) == [bob])
+                #expect(try await requests.subscriptions() == [bob])
+                let missing = await #expect(throws: SwitchboardError.self) { _ = try await requests.user(ParticipantID("nobody@\(control.server.configuration.domain)")) }
+                #expect(missing?.vendorCode == "25")
+                // Bob, on his own session, goes online and edits his custom data.
+                try await harness(control).withSession(backend: control.makeBackend(user: bobID, token: "bob-token")) { bobProbe in
+                    let bobRequests = VoximplantRequests(session: bobProbe.session)
+                    #expect(try await bobRequests.setPresence(online: true))
+                    let edited = try await bobRequests.editUser(setting: ["mood": "happy"], privateCustomData: nil)
+                    #expect(edited.customData == ["mood": "happy"])
+                }
+                let presence = try await probe.recorder.first("Bob's presence") { VoximplantPresence($0) != nil }
+                #expect(VoximplantPresence(presence)?.user == bob && VoximplantPresence(presence)?.isOnline == true)
+                let edit = try await probe.recorder.first("Bob's edit") { VoximplantUserEdit($0) != nil }
+                #expect(VoximplantUserEdit(edit)?.user.customData == ["mood": "happy"])
+                #expect(try await requests.unsubscribe(from: [bob]) == [bob])
+                #expect(try await requests.subscriptions().isEmpty)
+                print("voximplant users: \(me.id) in \(me.conversations.count) conversation(s); subscribed to \(bob), heard online and an edit, typed")
+            }
+        }
+    }
+
     @Test func theClientAnswersTheServersPingAndIgnoresAnUnknownFrameType() async throws {
         try await withVoximplantEmulator { control in
             try await harness(control).withSession { probe in
