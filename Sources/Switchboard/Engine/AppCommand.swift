@@ -19,6 +19,9 @@ enum AppCommand: Sendable {
         case response(in: ConversationID)
         /// `changes`, when the server answered without the conversation.
         case changes(ConversationChanges, to: ConversationID)
+        /// Custom fields set on a conversation, kept in its `customData["customFields"]` when the
+        /// server answered without the conversation, so they read back without a link.
+        case customFields([String: String], to: ConversationID)
     }
 
     case lifecycle(LifecycleChange, Reply<Void>)

@@ -47,7 +47,8 @@ struct SessionConversation: Conversation {
     }
 
     func setCustomFields(_ fields: [String: String]) async throws {
-        try await apply(.setCustomFields(id, fields))
+        // Kept with the conversation (`customData["customFields"]`), so they read back offline.
+        _ = try await session.performNow(.setCustomFields(id, fields), applying: .customFields(fields, to: id))
     }
 
     func rateAgent(_ agent: ParticipantID?, rating: Int, comment: String?) async throws {

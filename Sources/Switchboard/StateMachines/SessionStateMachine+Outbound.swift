@@ -226,6 +226,17 @@ extension SessionStateMachine {
             return .perform([])
         case .response(let conversation):
             return .perform(answered(in: conversation))
+        case .customFields(let fields, let conversation):
+            guard case .done = response else { return .perform(answered(in: conversation)) }
+            let read = Read.conversation(conversation)
+            guard let stored = facts.conversation(read) else { return .needs(read) }
+            guard var info = stored else { return .perform([]) }
+            var data = info.customData?.objectValue ?? [:]
+            var kept = data["customFields"]?.objectValue ?? [:]
+            kept.merge(fields.mapValues(JSONValue.string)) { _, new in new }
+            data["customFields"] = .object(kept)
+            info.customData = .object(data)
+            return .perform([.deliver([BackendEvent(.conversationUpdated(info), conversation: conversation)])])
         case .changes(let changes, let conversation):
             guard case .done = response else { return .perform(answered(in: conversation)) }
             let read = Read.conversation(conversation)

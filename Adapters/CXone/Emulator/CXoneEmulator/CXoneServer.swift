@@ -349,6 +349,16 @@ public final class CXoneServer: Sendable {
                 "features": ["securedSessions": .bool(self.configuration.securedSessions), "isRecoverLivechatDoesNotFailEnabled": true],
             ],
         ]
+        // The customer's and a contact's field definitions, shaped as the SDK's payload.
+        configuration["endUserCustomFields"] = [
+            ["ident": "marital_status", "label": "Marital Status", "type": "list", "required": false, "isEditable": false,
+             "values": [["name": "single", "value": "Single"], ["name": "married", "value": "Married"]]],
+        ]
+        configuration["caseCustomFields"] = [
+            ["ident": "order", "label": "Order", "type": "text", "required": false, "isEditable": false, "values": []],
+            ["ident": "priority", "label": "Priority", "type": "list", "required": false, "isEditable": false,
+             "values": [["name": "low", "value": "Low"], ["name": "high", "value": "High"]]],
+        ]
         if let field = self.configuration.requiredPreChatField {
             configuration["preContactForm"] = ["name": "Pre-chat", "customFields": [["isRequired": true, "definition": ["ident": .string(field), "label": .string(field), "type": "text"]]]]
         }

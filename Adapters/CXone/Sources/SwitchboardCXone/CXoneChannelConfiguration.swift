@@ -45,6 +45,10 @@ public struct CXoneChannelConfiguration: Sendable, Hashable {
     /// Feature toggles; a missing key counts as enabled.
     public var features: [String: Bool]
     public var preChatFields: [PreChatField]
+    /// The customer's custom fields as the channel defines them (`endUserCustomFields`).
+    public var customerFieldDefinitions: [PreChatField]
+    /// A contact's (thread's) custom fields as the channel defines them (`caseCustomFields`).
+    public var contactFieldDefinitions: [PreChatField]
 
     public func isEnabled(_ feature: String) -> Bool { features[feature] ?? true }
 
@@ -76,28 +80,42 @@ public struct CXoneChannelConfiguration: Sendable, Hashable {
         let rawFeatures = try required(settings["features"]?.objectValue, "settings.features")
         features = try rawFeatures.mapValues { try required($0.boolValue, "settings.features values") }
         preChatFields = try (json["preContactForm"]?["customFields"]?.arrayValue ?? []).map { field in
-            let definition = try required(field["definition"], "customFields.definition")
-            let values = definition["values"]?.arrayValue ?? []
-            let kind: PreChatField.Kind
-            switch definition["type"]?.stringValue {
-            case "text": kind = .text(isEmail: false)
-            case "email": kind = .text(isEmail: true)
-            case "list":
-                kind = .selector(Dictionary(values.compactMap { value in value["name"]?.stringValue.map { ($0, value["value"]?.stringValue ?? $0) } }, uniquingKeysWith: { first, _ in first }))
-            case "tree":
-                kind = .tree(Dictionary(values.compactMap { value in
-                    value["name"]?.stringValue.map { ($0, (label: value["value"]?.stringValue ?? $0, parent: value["parentId"]?.stringValue)) }
-                }, uniquingKeysWith: { first, _ in first }))
-            case let other:
-                throw SwitchboardError(.protocolViolation, "channel configuration: unknown custom field type \(other ?? "none")")
-            }
-            return PreChatField(
-                ident: try required(definition["ident"]?.stringValue, "definition.ident"),
-                label: definition["label"]?.stringValue ?? "",
-                isRequired: field["isRequired"]?.boolValue ?? false,
-                kind: kind
-            )
+            try Self.field(try required(field["definition"], "customFields.definition"), isRequired: field["isRequired"]?.boolValue ?? false)
         }
+        customerFieldDefinitions = try (json["endUserCustomFields"]?.arrayValue ?? []).map { try Self.field($0, isRequired: $0["required"]?.boolValue ?? false) }
+        contactFieldDefinitions = try (json["caseCustomFields"]?.arrayValue ?? []).map { try Self.field($0, isRequired: $0["required"]?.boolValue ?? false) }
+    }
+
+    /// A field definition (`text`, `email`, `list` with its options, `tree` with its nodes).
+    static func field(_ definition: JSONValue, isRequired: Bool) throws -> PreChatField {
+        let values = definition["values"]?.arrayValue ?? []
+        let kind: PreChatField.Kind
+        switch definition["type"]?.stringValue {
+        case "text": kind = .text(isEmail: false)
+        case "email": kind = .text(isEmail: true)
+        case "list":
+            kind = .selector(Dictionary(values.compactMap { value in value["name"]?.stringValue.map { ($0, value["value"]?.stringValue ?? $0) } }, uniquingKeysWith: { first, _ in first }))
+        case "tree":
+            kind = .tree(Dictionary(values.compactMap { value in
+                value["name"]?.stringValue.map { ($0, (label: value["value"]?.stringValue ?? $0, parent: value["parentId"]?.stringValue)) }
+            }, uniquingKeysWith: { first, _ in first }))
+        case let other:
+            throw SwitchboardError(.protocolViolation, "channel configuration: unknown custom field type \(other ?? "none")")
+        }
+        guard let ident = definition["ident"]?.stringValue else { throw SwitchboardError(.protocolViolation, "channel configuration: missing or bad definition.ident") }
+        return PreChatField(ident: ident, label: definition["label"]?.stringValue ?? "", isRequired: isRequired, kind: kind)
+    }
+
+    /// The customer's fields typed (the SDK's `customerCustomFields.get()` list): each definition
+    /// with its value in `values`, if any.
+    public func customerFields(_ values: [String: String]) -> [CXoneCustomField] {
+        customerFieldDefinitions.map { CXoneCustomField(definition: $0, value: values[$0.ident]) }
+    }
+
+    /// A thread's fields typed (the SDK's `threads.customFields.get(for:)`): each definition with
+    /// its value in `values` (`CXoneRequests.customFields(ofThread:)`, which reads the store).
+    public func contactFields(_ values: [String: String]) -> [CXoneCustomField] {
+        contactFieldDefinitions.map { CXoneCustomField(definition: $0, value: values[$0.ident]) }
     }
 
     /// Checks pre-chat answers against the survey.
@@ -161,5 +179,25 @@ public struct CXoneChannelConfiguration: Sendable, Hashable {
             .invalidArgument, "brand \(brandID) has no channel \(channelID) (HTTP 404): check the brand and channel ids",
             vendorCode: json?["error"]?["errorCode"]?.stringValue
         )
+    }
+}
+
+/// A custom field with its definition (the SDK's `CustomFieldType`: a text or e-mail field, a
+/// selector with its options, a hierarchical field with its tree) and its value.
+public struct CXoneCustomField: Sendable, Hashable {
+    public var definition: CXoneChannelConfiguration.PreChatField
+    /// The value set, `nil` when none is.
+    public var value: String?
+
+    public var ident: String { definition.ident }
+    public var label: String { definition.label }
+    /// For a selector or a tree: the label of the option the value names.
+    public var valueLabel: String? {
+        guard let value else { return nil }
+        switch definition.kind {
+        case .selector(let options): return options[value]
+        case .tree(let nodes): return nodes[value]?.label
+        case .text: return value
+        }
     }
 }

@@ -29,6 +29,19 @@ struct CXoneScenarioTests {
                 }
                 let set = try #require(control.server.received.first { $0.eventType == "SetContactCustomFields" })
                 #expect(set.data["contact"]?["id"]?.stringValue?.isEmpty == false && set.data["customFields"]?[0]?["value"] == "high")
+                // What the app set reads back from the store, typed with the channel's definitions,
+                // without a link.
+                try await probe.session.pause()
+                let requests = CXoneRequests(session: probe.session)
+                let values = try await requests.customFields(ofThread: thread.id)
+                #expect(values["order"] == "42" && values["priority"] == "high", "\(values)")
+                let channel = try CXoneChannelConfiguration(json: control.server.channelConfiguration)
+                let typed = channel.contactFields(values)
+                #expect(typed.map(\.ident) == ["order", "priority"])
+                #expect(typed.last?.valueLabel == "High", "a selector's value read as its option's label")
+                if case .selector(let options)? = typed.last?.definition.kind { #expect(options == ["low": "Low", "high": "High"]) } else { Issue.record("priority is a selector") }
+                #expect(channel.customerFields(["marital_status": "married"]).first?.valueLabel == "Married")
+                print("cxone custom fields offline: \(typed.map { "\($0.label)=\($0.valueLabel ?? "-")" })")
             }
         }
     }
