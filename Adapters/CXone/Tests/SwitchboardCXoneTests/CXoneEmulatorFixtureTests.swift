@@ -119,7 +119,7 @@ struct CXoneEmulatorFixtureTests {
             let expected: Set<String> = [
                 "MessageCreated", "CaseInboxAssigneeChanged", "SenderTypingStarted", "SenderTypingEnded", "MessageReadChanged",
                 "ThreadListFetched", "ThreadRecovered", "ThreadArchived", "TokenRefreshed", "CaseStatusChanged", "FireProactiveAction",
-                "MoreMessagesLoaded", "ConsumerAuthorized",
+                "MoreMessagesLoaded", "ConsumerAuthorized", "SetPositionInQueue",
             ]
             #expect(expected.isSubset(of: Set(compared)), "not produced: \(expected.subtracting(compared).sorted())")
             print("cxone emulator against the SDK's payloads: \(Set(compared).count) event types compared \(Set(compared).sorted()), and the channel configuration")

@@ -105,7 +105,7 @@ public struct VoximplantBackend: ChatBackend {
             configuration: .init(maxMessageSize: VoximplantConfiguration.maxServerFrameBytes, allowsPlainText: configuration.allowsPlainText),
             logger: context.logger
         ) { socket in
-            let link = VoximplantLink(socket: socket, configuration: configuration, clock: context.clock, logger: context.logger)
+            let link = VoximplantLink(socket: socket, configuration: configuration, clock: context.clock, logger: context.logger, credentials: context.credentials)
             return try await link.run(body)
         }
     }

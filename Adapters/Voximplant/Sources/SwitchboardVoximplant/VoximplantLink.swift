@@ -19,13 +19,37 @@ final class VoximplantLink: BackendConnection {
     private struct State {
         var nextID = 1
         var lastInbound: Duration = .zero
+        /// Messages removed from each conversation, as this user's sessions have seen the
+        /// removals: a history page older than a removal (the log is immutable: its
+        /// `sendMessage` event still holds the message) leaves them out. Kept with the session's
+        /// credentials, the newest ``maxTombstones`` per conversation.
+        var removed: [ConversationID: [MessageID]] = [:]
+        /// Messages edited later than a page may reach, as their edits left them (text and
+        /// payload), kept the same way: an older page shows the edit, not the first text.
+        var edited: [ConversationID: [MessageID: Message]] = [:]
     }
 
-    private let state = Locked(State())
+    private let state: Locked<State>
+    /// Removals kept per conversation.
+    static let maxTombstones = 1000
+    static let tombstonePrefix = "removed:"
+    static let editPrefix = "edited:"
+    /// Edits kept per conversation.
+    static let maxEdits = 200
     private let replies = PendingReplies<JSONValue>()
     private let reader: VoximplantFrameReader
 
-    init(socket: TextWebSocket, configuration: VoximplantConfiguration, clock: SessionClock, logger: Logger) {
+    init(socket: TextWebSocket, configuration: VoximplantConfiguration, clock: SessionClock, logger: Logger, credentials: Credentials = Credentials()) {
+        var initial = State()
+        for (key, value) in credentials.values where key.hasPrefix(Self.tombstonePrefix) && !value.isEmpty {
+            let ids = (try? JSONValue(parsing: value))?.arrayValue?.compactMap(\.stringValue).map(MessageID.init) ?? []
+            initial.removed[ConversationID(String(key.dropFirst(Self.tombstonePrefix.count)))] = ids
+        }
+        for (key, value) in credentials.values where key.hasPrefix(Self.editPrefix) && !value.isEmpty {
+            guard let data = value.data(using: .utf8), let edits = try? JSONDecoder().decode([String: Message].self, from: data) else { continue }
+            initial.edited[ConversationID(String(key.dropFirst(Self.editPrefix.count)))] = Dictionary(uniqueKeysWithValues: edits.map { (MessageID($0.key), $0.value) })
+        }
+        self.state = Locked(initial)
         let replies = self.replies
         self.output = LinkOutput { replies.close($0) }
         self.socket = socket
@@ -67,6 +91,7 @@ final class VoximplantLink: BackendConnection {
     private func route(_ text: String) async {
         switch reader.read(text) {
         case .event(let event):
+            rememberRemovals([event])
             output.yield(.event(event))
         case .reply(let id, let result, let event):
             if let event { output.yield(.event(event)) }
@@ -235,6 +260,7 @@ final class VoximplantLink: BackendConnection {
 
     func retransmit(_ range: ClosedRange<Int64>, in conversation: ConversationID) async throws -> Retransmission {
         let events = try await retransmit(conversation, ["eventsFrom": .int(range.lowerBound), "eventsTo": .int(range.upperBound)])
+        rememberRemovals(events.events)
         // The reply lists every event of the range it covers that this user may see (§6):
         // complete when it covers the whole range asked for.
         return Retransmission(events.events, isComplete: events.from <= range.lowerBound && events.to >= range.upperBound)
@@ -309,6 +335,8 @@ final class VoximplantLink: BackendConnection {
         guard before > 1 else { return HistoryPage(messages: [], hasMore: false) }
         let count = Int64(max(1, min(query.limit, 100)))
         let page = try await retransmit(query.conversationID, ["eventsTo": .int(before - 1), "count": .int(count)])
+        rememberRemovals(page.events)
+        let removed = Set(state.withLock { $0.removed[query.conversationID] ?? [] })
         var messages: [MessageID: Message] = [:]
         var order: [MessageID] = []
         for event in page.events {
@@ -329,10 +357,59 @@ final class VoximplantLink: BackendConnection {
                 break
             }
         }
+        // A message edited later in the log (past this page) shows its edit.
+        for (id, edit) in state.withLock({ $0.edited[query.conversationID] ?? [:] }) where messages[id] != nil {
+            messages[id]!.text = edit.text
+            messages[id]!.payload = edit.payload
+            messages[id]!.isEdited = true
+        }
         return HistoryPage(
-            messages: order.compactMap { messages[$0] },
+            // A message removed later in the log (past this page) stays removed.
+            messages: order.filter { !removed.contains($0) }.compactMap { messages[$0] },
             hasMore: page.from > 1,
             nextAnchor: .sequence(page.from)
         )
+    }
+
+    /// Keeps the removals among `events` (see `State.removed`), and hands the changed lists to the
+    /// session's credentials.
+    private func rememberRemovals(_ events: [BackendEvent]) {
+        var removals: [ConversationID: [MessageID]] = [:]
+        var edits: [ConversationID: [MessageID: Message]] = [:]
+        state.withLock { state in
+            for event in events {
+                guard let conversation = event.conversationID else { continue }
+                switch event.kind {
+                case .messageRemoved(let id):
+                    var list = state.removed[conversation] ?? []
+                    guard !list.contains(id) else { continue }
+                    list.append(id)
+                    if list.count > Self.maxTombstones { list.removeFirst(list.count - Self.maxTombstones) }
+                    state.removed[conversation] = list
+                    removals[conversation] = list
+                case .messageUpdated(let message):
+                    guard let id = message.serverID else { continue }
+                    var kept = state.edited[conversation] ?? [:]
+                    // The newest edit wins (an older page's edit event is older than a kept one).
+                    if let previous = kept[id], previous.time > message.time { continue }
+                    kept[id] = message
+                    if kept.count > Self.maxEdits, let oldest = kept.min(by: { $0.value.time < $1.value.time })?.key { kept[oldest] = nil }
+                    state.edited[conversation] = kept
+                    edits[conversation] = kept
+                default:
+                    continue
+                }
+            }
+        }
+        guard !removals.isEmpty || !edits.isEmpty else { return }
+        var credentials = Credentials()
+        for (conversation, list) in removals {
+            credentials[Self.tombstonePrefix + conversation.rawValue] = JSONValue.array(list.map { .string($0.rawValue) }).jsonString
+        }
+        for (conversation, kept) in edits {
+            let encoded = try? JSONEncoder().encode(Dictionary(uniqueKeysWithValues: kept.map { ($0.key.rawValue, $0.value) }))
+            if let encoded, let text = String(data: encoded, encoding: .utf8) { credentials[Self.editPrefix + conversation.rawValue] = text }
+        }
+        output.yield(.credentials(credentials))
     }
 }

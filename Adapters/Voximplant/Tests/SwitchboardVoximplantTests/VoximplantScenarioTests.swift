@@ -355,6 +355,13 @@ struct VoximplantSpecClientTests {
                 let group = try await probe.session.startConversation(
                     ConversationDraft(kind: .group, title: "Team", participants: [Participant(id: ParticipantID(control.agent.user), role: .user)], customData: ["topic": "billing"])
                 )
+                // Over 5 KB in an update too; and the server's own error 0 on a request carrying
+                // customData reads as the same refusal.
+                let updateError = await #expect(throws: SwitchboardError.self) { try await group.update(ConversationChanges(customData: tooMuch)) }
+                #expect(updateError?.code == .payloadTooLarge)
+                control.server.failNextRequest(code: 0, named: "editConversation")
+                let serverError = await #expect(throws: SwitchboardError.self) { try await group.update(ConversationChanges(customData: ["small": true])) }
+                #expect(serverError?.code == .payloadTooLarge && serverError?.vendorCode == "0")
                 try await group.update(ConversationChanges(clearing: [.title, .customData]))
                 let cleared = try await group.info()
                 #expect(cleared.title == nil && cleared.customData == nil)
@@ -433,6 +440,43 @@ struct VoximplantSpecClientTests {
                 #expect(try await requests.unsubscribe(from: [bob]) == [bob])
                 #expect(try await requests.subscriptions().isEmpty)
                 print("voximplant users: \(me.id) in \(me.conversations.count) conversation(s); subscribed to \(bob), heard online and an edit, typed")
+            }
+        }
+    }
+
+    /// A message removed, or edited, after it was sent keeps its removal or its edit when history
+    /// pages back past the events that carried them: the log still holds its first `sendMessage`
+    /// event, and the later events are not on the older page (it used to come back, or with its
+    /// old text). Across a restart too: the first session sees the newest page (with the removal
+    /// and the edit) and ends; the next pages back to the message.
+    @Test func historyPastTheCatchUpDoesNotBringBackARemovedMessage() async throws {
+        try await withVoximplantEmulator { control in
+            let conversation = try control.agent.createConversation(title: "Support", with: [control.customer])
+            let removed = try control.agent.send("to be removed", in: conversation)
+            let edited = try control.agent.send("first version", in: conversation)
+            for index in 1...150 { _ = try control.agent.send("filler \(index)", in: conversation) }
+            try control.agent.remove(removed.uuid, in: conversation)
+            try control.agent.edit(edited.uuid, in: conversation, text: "second version")
+            let store = InMemoryChatStore()
+            let harness = harness(control)
+            try await harness.withSession(store: store) { probe in
+                try await probe.recorder.first("the conversation") { $0.conversationID == ConversationID(conversation) && $0.kind.category == .conversation }
+                let chat = try await probe.session.conversation(ConversationID(conversation))
+                _ = try await chat.history(before: nil, limit: 100)
+                #expect(try await chat.storedMessages(before: nil, limit: .max).count >= 90, "the newest page")
+            }
+            try await harness.withSession(store: store) { probe in
+                // Stored by the first session: known at once.
+                try await probe.waitForConnection()
+                let chat = try await probe.session.conversation(ConversationID(conversation))
+                var before = try await chat.storedMessages(before: nil, limit: .max).first?.orderKey
+                while let oldest = try await chat.history(before: before, limit: 100).first, oldest.orderKey != before { before = oldest.orderKey }
+                let stored = try await chat.storedMessages(before: nil, limit: .max)
+                let truth = control.server.messages(in: conversation)
+                #expect(!stored.contains { $0.serverID?.rawValue == removed.uuid }, "the removed message stays removed")
+                #expect(stored.first { $0.serverID?.rawValue == edited.uuid }?.text == "second version", "the edit wins over the older copy")
+                #expect(Set(stored.compactMap(\.serverID?.rawValue)) == Set(truth.map(\.uuid)), "the store holds the server's messages")
+                print("voximplant history past the newest page, after a restart: \(stored.count) stored, \(truth.count) on the server, the removed one absent, the edited one at its new text")
             }
         }
     }
