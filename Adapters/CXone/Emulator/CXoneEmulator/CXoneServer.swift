@@ -139,6 +139,7 @@ public final class CXoneServer: Sendable {
         var applied = AppliedFaults()
         var s3Objects: [String: String] = [:]
         var uploads: [String: Data] = [:]
+        var uploadRequests = 0
         var received: [(customer: String, eventType: String, data: JSONValue)] = []
         var identities: [String: JSONValue] = [:]
         /// The last frame of each event type sent to a client.
@@ -246,6 +247,12 @@ public final class CXoneServer: Sendable {
     /// The last frame of each event type the server sent a client (an `OperationError` under that
     /// name), to compare with the SDK's payloads.
     public var lastFrames: [String: JSONValue] { state.withLock { $0.lastFrames } }
+
+    /// Every upload request (H5) the server got, refused ones too.
+    public var uploadRequests: Int { state.withLock { $0.uploadRequests } }
+
+    /// The bytes of the files uploaded (H5), by their id.
+    public var uploads: [String: [UInt8]] { state.withLock { $0.uploads.mapValues { [UInt8]($0) } } }
 
     /// Whether the thread is archived on the server.
     public func isArchived(thread: String) -> Bool { state.withLock { $0.threads[thread.lowercased()]?.archived ?? false } }
@@ -404,6 +411,7 @@ public final class CXoneServer: Sendable {
     }
 
     func upload(_ body: JSONValue) -> (status: Int, body: JSONValue) {
+        state.withLock { $0.uploadRequests += 1 }
         guard let base64 = body["content"]?.stringValue, let data = Data(base64Encoded: base64), let name = body["fileName"]?.stringValue else {
             return (400, ["error": "bad upload"])
         }

@@ -179,4 +179,47 @@ extension CXoneScenarioTests {
             }
         }
     }
+
+    /// The queue position reaches the app while no agent has the thread, and goes when one takes
+    /// it (`SetPositionInQueue`, then `CaseInboxAssigneeChanged`).
+    @Test func theQueuePositionComesAndGoesWithTheAgent() async throws {
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            try await harness(control).withSession { probe in
+                let thread = try await probe.session.startConversation(ConversationDraft(kind: .thread, title: "Waiting"))
+                _ = try await thread.send(text: "is anyone there?")
+                let queued = try await probe.recorder.first("a queue position") {
+                    if case .queuePosition(let position?) = $0.kind { return $0.conversationID == thread.id && position >= 1 } else { return false }
+                }
+                control.agent.assign(thread.id.rawValue)
+                try await probe.recorder.first("the position goes with the agent") {
+                    if case .queuePosition(nil) = $0.kind { return $0.conversationID == thread.id } else { return false }
+                }
+                if case .queuePosition(let position) = queued.kind { print("cxone queue: position \(position.map(String.init) ?? "-") until an agent took the thread") }
+            }
+        }
+    }
+
+    /// A file over the channel's size limit, or of a MIME type it does not take, is refused before
+    /// anything is uploaded; an allowed one is uploaded and its bytes are on the server.
+    @Test func attachmentsAreCheckedBeforeUploadingAndTheUploadHoldsTheBytes() async throws {
+        try await withCXoneEmulator(.init(mode: .multi)) { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                let restrictions = try CXoneChannelConfiguration(json: control.server.channelConfiguration).fileRestrictions
+                let tooBig = Data(count: Int(restrictions.allowedFileSizeMegabytes) * 1024 * 1024 + 1)
+                let big = try await chat.send(MessageDraft(text: "", attachments: [Message.Attachment(name: "big.png", mimeType: "image/png", data: tooBig)]))
+                let wrongType = try await chat.send(MessageDraft(text: "", attachments: [Message.Attachment(name: "tool.exe", mimeType: "application/x-msdownload", data: Data([1, 2, 3]))]))
+                for (pending, code) in [(big, "invalidFileSize"), (wrongType, "invalidFileType")] {
+                    let failed = try await probe.recorder.first(code) { $0.updatedMessage.map { $0.clientID == pending.clientID && $0.deliveryState.isFailed } ?? false }
+                    #expect(failed.updatedMessage?.serverID == nil)
+                }
+                #expect(control.server.uploadRequests == 0, "nothing sent to the server's upload")
+                let bytes = Data([0x89, 0x50, 0x4E, 0x47, 1, 2, 3])
+                let fine = try await chat.send(MessageDraft(text: "", attachments: [Message.Attachment(name: "fine.png", mimeType: "image/png", data: bytes)]))
+                try await probe.recorder.first("uploaded and sent") { $0.updatedMessage.map { $0.clientID == fine.clientID && $0.serverID != nil } ?? false }
+                #expect(control.server.uploads.values.contains([UInt8](bytes)), "the server holds the file's bytes")
+                print("cxone attachments: an oversized and a disallowed file refused before uploading, an allowed one uploaded (\(control.server.uploads.count) on the server)")
+            }
+        }
+    }
 }

@@ -681,6 +681,7 @@ struct CXoneScenarioTests {
             let backend = try await CXoneBackend.make(configuration: CXoneConfiguration(environment: environment, brandID: 1386, channelID: "chat_emulator"), transport: control.transport)
             #expect(backend.descriptor.capabilities.contains(.conversationLifecycle))
             #expect(!backend.descriptor.capabilities.contains(.archive))
+            #expect(control.server.socketsAccepted == 0, "read, and the backend made, without a socket")
         }
     }
 }
