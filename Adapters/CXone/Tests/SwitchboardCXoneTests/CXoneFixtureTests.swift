@@ -156,16 +156,23 @@ import Testing
         "MessageTypePluginSatisfactionSurvey.json": { try rich("MessageTypePluginSatisfactionSurvey.json", "PLUGIN") },
         "MessageTypePluginTextAndButtons.json": { try rich("MessageTypePluginTextAndButtons.json", "PLUGIN") },
         "AccessToken.json": {
+            // The token object as a `TokenRefreshed` carries it, through the adapter's reading.
             let token = try json("AccessToken.json")
-            #expect(token["token"]?.stringValue != nil && token["expiresIn"]?.intValue != nil)
+            let frame: JSONValue = ["eventId": "e-1", "postback": ["eventType": "TokenRefreshed", "data": ["accessToken": token]]]
+            guard case .event(_, let type, let event) = CXoneWire.classify(frame.jsonString),
+                case .updates(let updates) = try CXoneMapping.outcome(of: event, type: type, thread: nil),
+                case .credentials(let credentials)? = updates.first
+            else { throw failure("credentials") }
+            #expect(credentials["access-token"] == token["token"]?.stringValue)
+            #expect(credentials["access-token-expires-in"] == "3600")
         },
         "AttachmentUpload.json": {
-            let body = try json("AttachmentUpload.json")
-            #expect(body["fileUrl"]?.stringValue != nil)
+            let url = try CXoneHTTPAnswers.uploadedFileURL(status: 200, body: Data(try text("AttachmentUpload.json").utf8), name: "photo.jpeg")
+            #expect(try url == json("AttachmentUpload.json")["fileUrl"]?.stringValue)
         },
         "AttachmentUploadSuccessResponse.json": {
-            let body = try json("AttachmentUploadSuccessResponse.json")
-            #expect(body["fileUrl"]?.stringValue != nil)
+            let url = try CXoneHTTPAnswers.uploadedFileURL(status: 200, body: Data(try text("AttachmentUploadSuccessResponse.json").utf8), name: "file")
+            #expect(url.hasPrefix("http"))
         },
         "AttachmentUploadFailResponse.json": {
             // Not strict JSON (a no-break space): refused with a clear error, as the notes say.

@@ -208,6 +208,7 @@ struct VoximplantScenarioTests {
             let agentOwned = try control.agent.createConversation(title: "Agent's", with: [control.customer])
             let closedToAlice = try control.agent.createConversation(title: "Not Alice's", with: [carol])
             let direct = try control.agent.createConversation(title: nil, with: [control.customer], direct: true)
+            let openToAll = try control.agent.createConversation(title: "Public", with: [control.customer], publicJoin: true)
             let (agentMessage, _) = try control.agent.send("agent's words", in: agentOwned)
             let (gone, _) = try control.agent.send("soon gone", in: agentOwned)
             try control.agent.remove(gone, in: agentOwned)
@@ -222,6 +223,8 @@ struct VoximplantScenarioTests {
                     (12, "editMessage", ["conversation": .string(agentOwned), "message": .string(agentMessage), "text": "x"]),
                     (13, "addParticipants", ["conversation": .string(mine), "participants": [["userId": .string(carol)]]]),
                     (15, "joinConversation", ["conversation": .string(closedToAlice)]),
+                    (13, "joinConversation", ["conversation": .string(openToAll)]),
+                    (39, "joinConversation", ["conversation": .string(direct)]),
                     (19, "sendMessage", ["conversation": .string(closedToAlice), "text": "x", "clientMessageId": "c-19"]),
                     (21, "retransmitEvents", ["conversation": .string(mine), "eventsFrom": 1, "count": 0]),
                     (22, "retransmitEvents", ["conversation": .string(mine), "eventsFrom": 1, "count": 101]),
@@ -244,10 +247,22 @@ struct VoximplantScenarioTests {
                     (41, "retransmitEvents", ["conversation": .string(mine), "eventsFrom": 1]),
                     (2, "noSuchRequest", [:]),
                 ]
+                // The README's classification, written out here rather than read from the mapping.
+                func typed(_ code: Int) -> SwitchboardError.Code {
+                    switch code {
+                    case 1, 2: .protocolViolation
+                    case 8, 16: .conversationNotFound
+                    case 10, 11: .messageNotFound
+                    case 12, 13, 15, 19, 34, 35, 37, 38, 39, 40: .permissionDenied
+                    case 23: .payloadTooLarge
+                    default: .invalidArgument
+                    }
+                }
                 var seen: [String] = []
                 for (code, name, params) in cases {
                     let error = try await vendorError(session, name, params)
                     #expect(error.vendorCode == String(code), "\(name) fails with \(code), got \(error.vendorCode ?? "none"): \(error)")
+                    #expect(error.code == typed(code), "\(code) is \(typed(code)), got \(error.code)")
                     seen.append("\(code)→\(error.code)")
                 }
                 print("voximplant error codes: \(seen.joined(separator: ", "))")
@@ -439,6 +454,12 @@ struct VoximplantSpecClientTests {
                 #expect(VoximplantUserEdit(edit)?.user.customData == ["mood": "happy"])
                 #expect(try await requests.unsubscribe(from: [bob]) == [bob])
                 #expect(try await requests.subscriptions().isEmpty)
+                // A conversation the user leaves is in their leaveConversationList.
+                let leaving = ConversationID(try control.agent.createConversation(title: "Leaving", with: [control.customer]))
+                try await probe.recorder.first("the second conversation") { $0.conversationID == leaving && $0.kind.category == .conversation }
+                try await probe.session.conversation(leaving).close()
+                #expect(try await requests.leftConversations(of: me.id).contains(leaving))
+                #expect(try await !requests.user(me.id).conversations.contains(leaving))
                 print("voximplant users: \(me.id) in \(me.conversations.count) conversation(s); subscribed to \(bob), heard online and an edit, typed")
             }
         }
