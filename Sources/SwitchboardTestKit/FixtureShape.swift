@@ -43,6 +43,29 @@ public struct FixtureShape: Sendable {
         }
     }
 
+    /// The value at `path` (`a.b[].c`: `[]` is an array's first item), or `nil`.
+    public static func value(at path: String, in json: JSONValue) -> JSONValue? {
+        var current: JSONValue? = json
+        for part in path.split(separator: ".") {
+            let isArray = part.hasSuffix("[]")
+            current = current?[String(isArray ? part.dropLast(2) : part)]
+            if isArray { current = current?.arrayValue?.first }
+        }
+        return current
+    }
+
+    /// The keys at `paths` (what a vendor SDK's decoding requires) that `served` lacks, or has
+    /// with another JSON type than `fixture`, where the fixture has a value there. For payloads
+    /// that carry many keys no client reads.
+    public static func differences(_ served: JSONValue, _ fixture: JSONValue, requiring paths: [String]) -> [String] {
+        paths.compactMap { path in
+            guard let wanted = value(at: path, in: fixture), wanted != .null else { return nil }
+            guard let got = value(at: path, in: served), got != .null else { return "\(path) missing" }
+            let (a, b) = (kind(got), kind(wanted))
+            return a == b ? nil : "\(path): \(a) where the vendor's payload has \(b)"
+        }
+    }
+
     /// A value's JSON type, as the differences name it.
     public static func kind(_ value: JSONValue) -> String {
         switch value {

@@ -48,28 +48,6 @@ struct CXoneEmulatorFixtureTests {
         "settings.features",
     ]
 
-    /// The value at `path` (`a.b[].c`: `[]` is an array's first item), or `nil`.
-    static func value(at path: String, in json: JSONValue) -> JSONValue? {
-        var current: JSONValue? = json
-        for part in path.split(separator: ".") {
-            let isArray = part.hasSuffix("[]")
-            current = current?[String(isArray ? part.dropLast(2) : part)]
-            if isArray { current = current?.arrayValue?.first }
-        }
-        return current
-    }
-
-    /// Required keys `served` lacks, or has with another JSON type than `fixture` (where the
-    /// fixture has the key with a value).
-    static func differences(_ served: JSONValue, _ fixture: JSONValue, required keys: [String]) -> [String] {
-        keys.compactMap { path in
-            guard let wanted = value(at: path, in: fixture), wanted != .null else { return nil }
-            guard let got = value(at: path, in: served), got != .null else { return "\(path) missing" }
-            let (a, b) = (FixtureShape.kind(got), FixtureShape.kind(wanted))
-            return a == b ? nil : "\(path): \(a) where the SDK's payload has \(b)"
-        }
-    }
-
     static func fixture(_ name: String) throws -> JSONValue {
         try JSONValue(parsing: Data(contentsOf: CXoneFixtureTests.directory.appendingPathComponent(name)))
     }
@@ -110,11 +88,11 @@ struct CXoneEmulatorFixtureTests {
                 guard let payload = try? Self.fixture(name) else { continue }
                 let type = payload["eventType"]?.stringValue ?? payload["postback"]?["eventType"]?.stringValue
                 guard let type, let keys = Self.required[type], let served = frames[type] else { continue }
-                let found = Self.differences(served, payload, required: keys)
+                let found = FixtureShape.differences(served, payload, requiring: keys)
                 #expect(found.isEmpty, "\(type) against \(name): \(found)")
                 compared.append(type)
             }
-            let channel = Self.differences(control.server.channelConfiguration, try Self.fixture("ChannelConfiguration.json"), required: Self.channelKeys)
+            let channel = FixtureShape.differences(control.server.channelConfiguration, try Self.fixture("ChannelConfiguration.json"), requiring: Self.channelKeys)
             #expect(channel.isEmpty, "the channel configuration: \(channel)")
             let expected: Set<String> = [
                 "MessageCreated", "CaseInboxAssigneeChanged", "SenderTypingStarted", "SenderTypingEnded", "MessageReadChanged",

@@ -91,7 +91,10 @@ final class VoximplantLink: BackendConnection {
     private func route(_ text: String) async {
         switch reader.read(text) {
         case .event(let event):
-            rememberRemovals([event])
+            switch event.kind {
+            case .messageRemoved, .messageUpdated: rememberRemovalsAndEdits([event])
+            default: break
+            }
             output.yield(.event(event))
         case .reply(let id, let result, let event):
             if let event { output.yield(.event(event)) }
@@ -260,7 +263,7 @@ final class VoximplantLink: BackendConnection {
 
     func retransmit(_ range: ClosedRange<Int64>, in conversation: ConversationID) async throws -> Retransmission {
         let events = try await retransmit(conversation, ["eventsFrom": .int(range.lowerBound), "eventsTo": .int(range.upperBound)])
-        rememberRemovals(events.events)
+        rememberRemovalsAndEdits(events.events)
         // The reply lists every event of the range it covers that this user may see (§6):
         // complete when it covers the whole range asked for.
         return Retransmission(events.events, isComplete: events.from <= range.lowerBound && events.to >= range.upperBound)
@@ -335,7 +338,7 @@ final class VoximplantLink: BackendConnection {
         guard before > 1 else { return HistoryPage(messages: [], hasMore: false) }
         let count = Int64(max(1, min(query.limit, 100)))
         let page = try await retransmit(query.conversationID, ["eventsTo": .int(before - 1), "count": .int(count)])
-        rememberRemovals(page.events)
+        rememberRemovalsAndEdits(page.events)
         let removed = Set(state.withLock { $0.removed[query.conversationID] ?? [] })
         var messages: [MessageID: Message] = [:]
         var order: [MessageID] = []
@@ -371,9 +374,9 @@ final class VoximplantLink: BackendConnection {
         )
     }
 
-    /// Keeps the removals among `events` (see `State.removed`), and hands the changed lists to the
+    /// Keeps the removals and edits among `events` (`State.removed`, `State.edited`), and hands the changed lists to the
     /// session's credentials.
-    private func rememberRemovals(_ events: [BackendEvent]) {
+    private func rememberRemovalsAndEdits(_ events: [BackendEvent]) {
         var removals: [ConversationID: [MessageID]] = [:]
         var edits: [ConversationID: [MessageID: Message]] = [:]
         state.withLock { state in

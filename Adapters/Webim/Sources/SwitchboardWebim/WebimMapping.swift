@@ -155,16 +155,10 @@ enum WebimMapping {
     /// A `clientSideId` read back as the client id it was sent for: 32 hex digits are a UUID
     /// sent by ``wireID(_:)`` (or the SDK's own id, from another device), given its dashes again.
     static func clientID(fromWire wire: String) -> ClientMessageID {
-        let scalars = Array(wire.lowercased().unicodeScalars)
-        guard scalars.count == 32, scalars.allSatisfy({ ("0"..."9").contains($0) || ("a"..."f").contains($0) }) else { return ClientMessageID(wire) }
-        let text = String(String.UnicodeScalarView(scalars))
-        let cuts = [8, 12, 16, 20]
-        var dashed = ""
-        for (index, character) in text.enumerated() {
-            if cuts.contains(index) { dashed.append("-") }
-            dashed.append(character)
-        }
-        return ClientMessageID(dashed)
+        let hex = Array(wire.lowercased())
+        guard hex.count == 32, hex.allSatisfy(\.isHexDigit), hex.allSatisfy(\.isASCII) else { return ClientMessageID(wire) }
+        let groups = [hex[0..<8], hex[8..<12], hex[12..<16], hex[16..<20], hex[20..<32]]
+        return ClientMessageID(groups.map { String($0) }.joined(separator: "-"))
     }
 
     static func kindAndRole(_ raw: String) -> (Message.Kind, Participant.Role) {
