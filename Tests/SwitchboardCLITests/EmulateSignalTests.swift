@@ -2,6 +2,7 @@ import Foundation
 import Switchboard
 import SwitchboardEmulation
 import SwitchboardTestKit
+import SwitchboardVoximplant
 import SwitchboardWebim
 import Testing
 
@@ -81,6 +82,42 @@ struct EmulateSignalTests {
         }
         print("emulate webim, \(stop.rawValue) with an app's long-poll held (20 s): \(ending) after \(elapsed)")
         #expect(ending == .exited(0))
+    }
+
+    /// The users `emulate voximplant` prints sign in with the tokens it prints (the spec's golden
+    /// frames' `secret-a`, `secret-b`, `secret-c`), at the address its `connect with:` line gives;
+    /// a wrong token is refused.
+    @Test func theVoximplantEmulatorsPrintedUsersSignIn() async throws {
+        let child = try TerminalChild(["emulate", "voximplant", "--port", "0"])
+        let banner = await child.read(until: "connect with:", within: .seconds(60))
+        let users = banner.text.matches(of: /(\w+@[\w.]+) \/ (secret-\w)/).map { (String($0.1), String($0.2)) }
+        guard let url = banner.text.firstMatch(of: /--url (\S+) --user/)?.1, users.count == 3 else {
+            _ = await child.reap(killingFirst: true)
+            Issue.record("no banner with a url and three users: \(banner.text)")
+            return
+        }
+        child.closeOwnSlave()
+        func signIn(_ user: String, _ token: String) async throws -> Bool {
+            let backend = VoximplantBackend(configuration: VoximplantConfiguration(url: String(url), user: user, token: token), logger: .quiet)
+            let session = ChatSession(backend: backend, configuration: .fastForTests, logger: .quiet)
+            return try await withRecording(session) { recorder in
+                try await session.resume()
+                // A refused token: the engine tries once more, then ends the session as fatal.
+                let outcome = try await recorder.first("signed in or refused") {
+                    if $0.isConnected { return true }
+                    if case .fatal = $0.kind { return true }
+                    return false
+                }
+                await session.close()
+                return outcome.isConnected
+            }
+        }
+        for (user, token) in users {
+            #expect(try await signIn(user, token), "\(user) / \(token)")
+        }
+        #expect(try await !signIn(users[0].0, "wrong"), "a wrong token is refused")
+        print("emulate voximplant: \(users.map(\.0)) signed in with their printed tokens at \(url); a wrong token refused")
+        _ = try await Self.stop(child, with: .sigterm)
     }
 
     /// Stops `child` and waits (at most ``exitLimit``) for it to be gone; one that is not is

@@ -14,6 +14,10 @@ struct VoxUser {
     var subscriptions: Set<String> = []
     var online = false
     var isDeleted = false
+    /// §5.1: the notifications the user asked for (`onSendMessage`, `onEditMessage`).
+    var notifications: Set<String> = []
+    /// §5.1: the user's registered push tokens and their platforms, in registration order.
+    var pushTokens: [(token: String, platform: String)] = []
 
     func json(forSelf: Bool) -> JSONValue {
         var object: [String: JSONValue] = [
@@ -24,6 +28,7 @@ struct VoxUser {
             object["privateCustomData"] = privateCustomData
             object["conversationList"] = .array(conversations.map(JSONValue.string))
             object["leaveConversationList"] = .array(left.map(JSONValue.string))
+            object["notifications"] = .array(notifications.sorted().map(JSONValue.string))
         }
         return .object(object)
     }
@@ -182,4 +187,15 @@ public struct VoximplantProtocolError: Error, Sendable, CustomStringConvertible 
     func frame(id: String?) -> JSONValue {
         ["type": "error", "id": id.map(JSONValue.string) ?? .null, "code": .int(Int64(code)), "description": .string(description)]
     }
+}
+
+/// A push the service sent to an offline user's device (Docs/Protocols/voximplant-style.md §5.1):
+/// what the vendor's push service would carry to APNs or FCM.
+public struct VoximplantPush: Sendable, Hashable {
+    public var user: String
+    public var token: String
+    /// `apns` or `fcm`.
+    public var platform: String
+    /// The data map: `voximplant` = `im`, and `event` = the event's JSON text.
+    public var data: [String: String]
 }

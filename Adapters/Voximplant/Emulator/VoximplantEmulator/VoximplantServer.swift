@@ -58,6 +58,7 @@ public final class VoximplantServer: Sendable {
         var pingsSent: [String] = []
         var pongs: [String?] = []
         var autoReplies: [String: @Sendable (_ from: String, _ text: String) -> String?] = [:]
+        var pushes: [VoximplantPush] = []
     }
 
     public let configuration: Configuration
@@ -75,6 +76,10 @@ public final class VoximplantServer: Sendable {
 
     /// §1: the largest frame a client may send.
     public static let maxClientFrameBytes = 64 * 1024
+    /// §5.1: the notifications a user may ask for, and the push platforms.
+    static let pushNotifications: Set<String> = ["onSendMessage", "onEditMessage"]
+    static let pushPlatforms: Set<String> = ["apns", "fcm"]
+
     /// §4.3: the most Unicode code points a message text holds.
     public static let maxTextCodePoints = 5000
 
@@ -99,6 +104,14 @@ public final class VoximplantServer: Sendable {
 
     /// The ids of the pongs clients answered the server's pings with, in order.
     public var pongs: [String?] { state.withLock { $0.pongs } }
+
+    /// Every push the service sent (§5.1), oldest first.
+    public var pushes: [VoximplantPush] { state.withLock { $0.pushes } }
+
+    /// Whether `user` has a logged-in client: §5.1 pushes go only to users without one.
+    public func isConnected(_ user: String) -> Bool {
+        state.withLock { $0.clients.values.contains { $0.user == user } }
+    }
 
     // MARK: Users and the server's truth
 
@@ -310,6 +323,7 @@ public final class VoximplantServer: Sendable {
 
     func detach(_ client: Int) {
         _ = state.withLock { $0.clients.removeValue(forKey: client) }
+        changes.signal()
     }
 
     /// Handles one text frame from a client.
@@ -452,6 +466,31 @@ public final class VoximplantServer: Sendable {
             return ["users": .array(ids.map(JSONValue.string))]
         case "getSubscriptions":
             return ["users": .array((state.users[user]?.subscriptions.sorted() ?? []).map(JSONValue.string))]
+        case "managePushNotifications":
+            let kinds: [String]
+            switch params["notifications"] {
+            case nil, .null?: kinds = []
+            case .array(let items)?:
+                kinds = try items.map { item in
+                    guard let kind = item.stringValue, Self.pushNotifications.contains(kind) else { throw VoximplantProtocolError(1) }
+                    return kind
+                }
+            default: throw VoximplantProtocolError(1)
+            }
+            state.users[user]?.notifications = Set(kinds)
+            return ["user": state.users[user]!.json(forSelf: true)]
+        case "registerPushToken":
+            guard let token = params["token"]?.stringValue, !token.isEmpty, let platform = params["platform"]?.stringValue,
+                Self.pushPlatforms.contains(platform)
+            else { throw VoximplantProtocolError(1) }
+            if !(state.users[user]?.pushTokens.contains { $0.token == token } ?? true) {
+                state.users[user]?.pushTokens.append((token, platform))
+            }
+            return ["token": .string(token)]
+        case "unregisterPushToken":
+            guard let token = params["token"]?.stringValue, !token.isEmpty else { throw VoximplantProtocolError(1) }
+            state.users[user]?.pushTokens.removeAll { $0.token == token }
+            return ["token": .string(token)]
         case "createConversation":
             return try createConversation(params, by: user, except: client, state: &state)
         case "getConversation":
@@ -775,6 +814,7 @@ public final class VoximplantServer: Sendable {
         }
         conversation.log[Int(sequence - 1)] = .object(event)
         state.conversations[uuid] = conversation
+        notifyOffline(about: event, in: conversation, by: user, state: &state)
         var frame = event
         frame["type"] = "event"
         let text = JSONValue.object(frame).jsonString
@@ -789,6 +829,25 @@ public final class VoximplantServer: Sendable {
             if !frames.isEmpty { state.deliveries.append((target, uuid, sequence)) }
         }
         return .object(event)
+    }
+
+    /// §5.1: a `sendMessage` or `editMessage` event becomes a push to each token of every other
+    /// participant who asked for its kind and has no logged-in client.
+    private func notifyOffline(about event: [String: JSONValue], in conversation: VoxConversation, by initiator: String, state: inout State) {
+        let kind: String
+        switch event["eventType"]?.stringValue {
+        case "sendMessage"?: kind = "onSendMessage"
+        case "editMessage"?: kind = "onEditMessage"
+        default: return
+        }
+        let online = Set(state.clients.values.compactMap(\.user))
+        let text = JSONValue.object(event).jsonString
+        for member in conversation.members.map(\.userId) where member != initiator && !online.contains(member) {
+            guard let target = state.users[member], target.notifications.contains(kind) else { continue }
+            for (token, platform) in target.pushTokens {
+                state.pushes.append(VoximplantPush(user: member, token: token, platform: platform, data: ["voximplant": "im", "event": text]))
+            }
+        }
     }
 
     private func sendUserEvent(_ fields: JSONValue, about user: String, except client: Int?, state: inout State) {

@@ -173,7 +173,7 @@ public struct VoximplantRequests: Sendable {
         return try await session.perform(RetransmitEvents(conversation: conversation, bounds: params))
     }
 
-    private func call(_ name: String, _ params: [String: JSONValue]) async throws -> JSONValue {
+    func call(_ name: String, _ params: [String: JSONValue]) async throws -> JSONValue {
         try await session.perform(VoximplantCall(name, params: .object(params)))
     }
 

@@ -15,6 +15,8 @@ public struct VoximplantUser: Sendable, Hashable {
     /// The uber conversations the user left but was not removed from (the user themself only).
     public var leftConversations: [ConversationID]
     public var isDeleted: Bool
+    /// The notifications pushed to the user while offline (the user themself only; §5.1).
+    public var pushNotifications: Set<VoximplantPushNotification>
 
     /// A `User` object, or `nil` without its `userId`.
     public init?(_ json: JSONValue) {
@@ -27,6 +29,7 @@ public struct VoximplantUser: Sendable, Hashable {
         self.conversations = (json["conversationList"]?.arrayValue ?? []).compactMap(\.stringValue).map(ConversationID.init)
         self.leftConversations = (json["leaveConversationList"]?.arrayValue ?? []).compactMap(\.stringValue).map(ConversationID.init)
         self.isDeleted = json["isDeleted"]?.boolValue ?? false
+        self.pushNotifications = Set((json["notifications"]?.arrayValue ?? []).compactMap { $0.stringValue.flatMap(VoximplantPushNotification.init) })
     }
 }
 
@@ -118,7 +121,7 @@ extension VoximplantRequests {
         try await user(me).leftConversations
     }
 
-    private static func user(in result: JSONValue) throws -> VoximplantUser {
+    static func user(in result: JSONValue) throws -> VoximplantUser {
         guard let user = result["user"].flatMap(VoximplantUser.init) else {
             throw SwitchboardError(.protocolViolation, "a user answer without a user")
         }

@@ -145,6 +145,61 @@ import Testing
         #expect(code(["eventsFrom": 1]) == 41)
     }
 
+    /// §5: a caller who never was a participant gets 19 for `retransmitEvents` (and 12 for
+    /// `getConversation` of a conversation neither public nor theirs); a former participant may
+    /// still retransmit what was logged while they were one.
+    @Test func aNonParticipantsRetransmitIs19AndAFormerOneStillReadsTheLog() throws {
+        let (server, conversation, request) = session()
+        let bob = server.robot("bob@app.acc")
+        let other = try bob.createConversation(title: "Private", with: [])
+        #expect(request("retransmitEvents", ["conversation": .string(other), "eventsFrom": 1, "count": 1])["code"]?.intValue == 19)
+        #expect(request("getConversation", ["conversation": .string(other)])["code"]?.intValue == 12)
+        _ = try bob.send("while a participant", in: conversation)
+        try bob.removeParticipants(["alice@app.acc"], from: conversation)
+        let last = server.lastSequence(of: conversation)
+        let answer = request("retransmitEvents", ["conversation": .string(conversation), "eventsFrom": 1, "eventsTo": .int(last)])
+        #expect(answer["result"]?["events"]?.arrayValue?.count == Int(last), "\(answer)")
+        #expect(request("sendMessage", ["conversation": .string(conversation), "text": "x", "clientMessageId": "c"])["code"]?.intValue == 19, "but may not write")
+    }
+
+    /// §5: a repeated `clientMessageId` is answered with the original event before the length
+    /// check and the rate limits, and never counts against them; the creator listed in
+    /// `participants` is ignored (the owner with every permission); `subscribe` answers with the
+    /// ids of the request; `customData` over 5 KB is 0.
+    @Test func aResendIsAnsweredBeforeEveryCheckAndTheCreatorsEntryIsIgnored() throws {
+        let clock = SessionClock(ContinuousClock(), wallClock: { Date(timeIntervalSince1970: 1_700_000_000) })
+        let server = VoximplantServer(configuration: .init(messagesPerSecond: 1), clock: clock)
+        _ = server.addUser("alice", token: "secret-a")
+        _ = server.addUser("bob", token: "secret-b")
+        let (client, frames) = codec.attach(server)
+        server.receive(GoldenFrames.loginRequest, from: client)
+        var next = 0
+        func request(_ name: String, _ params: JSONValue) -> JSONValue {
+            next += 1
+            server.receive((["type": "request", "id": .string("r\(next)"), "name": .string(name), "params": params] as JSONValue).jsonString, from: client)
+            return frames.all.last ?? .null
+        }
+        let created = request("createConversation", [
+            "title": "Mine", "direct": false, "uber": false, "publicJoin": false,
+            "participants": [["userId": "alice@app.acc", "canWrite": false, "isOwner": false], ["userId": "bob@app.acc"]],
+        ])
+        let conversation = try #require(created["result"]?["conversation"]?.stringValue, "\(created)")
+        let me = server.conversationJSON(conversation)?["participants"]?.arrayValue?.first { $0["userId"] == "alice@app.acc" }
+        #expect(me?["isOwner"] == true && me?["canWrite"] == true && me?["canManageParticipants"] == true, "the creator's own entry is ignored: \(String(describing: me))")
+        #expect(server.conversationJSON(conversation)?["participants"]?.arrayValue?.count == 2)
+        let first = request("sendMessage", ["conversation": .string(conversation), "text": "hello", "clientMessageId": "c-1"])
+        #expect(first["result"]?["seq"]?.intValue == 2)
+        // Within the same second: a second message is over the limit, a resend is not.
+        #expect(request("sendMessage", ["conversation": .string(conversation), "text": "other", "clientMessageId": "c-2"])["code"]?.intValue == 32)
+        let tooLong = String(repeating: "a", count: 5001)
+        let resend = request("sendMessage", ["conversation": .string(conversation), "text": .string(tooLong), "clientMessageId": "c-1"])
+        #expect(resend["result"] == first["result"], "the original event, before the length check and the rate limit: \(resend)")
+        #expect(server.messages(in: conversation).map(\.text) == ["hello"])
+        #expect(request("subscribe", ["users": ["bob@app.acc", "alice@app.acc"]])["result"]?["users"] == ["bob@app.acc", "alice@app.acc"])
+        let big: JSONValue = ["blob": .string(String(repeating: "x", count: 6 * 1024))]
+        #expect(request("editConversation", ["conversation": .string(conversation), "customData": big])["code"]?.intValue == 0, "customData over 5 KB is 0")
+    }
+
     @Test func fiveThousandCountsCodePointsAndRateLimitTextsSayTheirLimit() {
         let (server, conversation, request) = session()
         let emoji = String(repeating: "😀", count: 5000)

@@ -465,6 +465,98 @@ struct VoximplantSpecClientTests {
         }
     }
 
+    /// Push (§5.1, the SDK's `managePushNotifications`, token registration and
+    /// `processPushNotification`): a user who asked for `onSendMessage` and registered two tokens
+    /// gets one push per token for a message sent while none of their clients is connected, and
+    /// none while connected or for an edit they did not ask for; the push reads, without a
+    /// connection, as the message the next session's catch-up stores with the same id and
+    /// sequence. Asking for `onEditMessage` only and unregistering a token changes what comes.
+    @Test func pushesReachAnOfflineUserAndReadAsTheMessageTheCatchUpStores() async throws {
+        try await withVoximplantEmulator { control in
+            let store = InMemoryChatStore()
+            let customer = control.customer
+            func offline() async throws {
+                try await waitUntil("the customer offline", timeout: .seconds(30), signal: control.server.changes) { !control.server.isConnected(customer) }
+            }
+            let chat = try await harness(control).withSession(store: store) { probe in
+                let chat = try await probe.openConversation()
+                let requests = VoximplantRequests(session: probe.session)
+                try await requests.registerPushToken(apnsDeviceToken: Data([0xDE, 0xAD, 0xBE, 0xEF]))
+                try await requests.registerPushToken("fcm-1", platform: .fcm)
+                try await requests.registerPushToken("fcm-1", platform: .fcm)
+                let me = try await requests.managePushNotifications([.onSendMessage])
+                #expect(me.pushNotifications == [.onSendMessage])
+                let refused = await #expect(throws: SwitchboardError.self) {
+                    _ = try await probe.session.perform(VoximplantCall("managePushNotifications", params: ["notifications": ["onCall"]]))
+                }
+                #expect(refused?.vendorCode == "1", "an unknown notification is a malformed request")
+                try await control.agentSend("while online", in: chat.id)
+                try await probe.waitForMessages(["while online"], in: chat)
+                return chat.id
+            }
+            #expect(control.server.pushes.isEmpty, "nothing is pushed to a connected user")
+            try await offline()
+            let sent = try control.agent.send("while offline", in: chat.rawValue)
+            try control.agent.edit(sent.uuid, in: chat.rawValue, text: "edited offline")
+            let pushes = control.server.pushes
+            #expect(pushes.map(\.token) == ["deadbeef", "fcm-1"], "one push per token, the token registered twice once, no push for the edit")
+            #expect(pushes.map(\.platform) == ["apns", "fcm"])
+            let apns = try #require(try VoximplantPushNotifications.process(pushes[0].data))
+            #expect(apns.action == .sent && apns.sequence == sent.sequence && apns.message.text == "while offline")
+            #expect(apns.message.serverID == MessageID(sent.uuid) && apns.message.conversationID == chat)
+            var userInfo: [AnyHashable: Any] = ["aps": ["alert": "while offline"]]
+            for (key, value) in pushes[1].data { userInfo[key] = value }
+            #expect(try VoximplantPushNotifications.process(userInfo) == apns, "an APNs userInfo reads as the FCM data")
+            #expect(try VoximplantPushNotifications.process(["webim": "1"]) == nil, "another service's push is not read")
+            let broken = #expect(throws: SwitchboardError.self) { _ = try VoximplantPushNotifications.process(["voximplant": "im", "event": "{"]) }
+            #expect(broken?.code == .protocolViolation)
+
+            try await harness(control).withSession(store: store) { probe in
+                let conversation = try await probe.session.conversation(chat)
+                try await probe.recorder.waitUntil("the pushed message caught up, edited") {
+                    try await conversation.storedMessages(before: nil, limit: .max).contains { $0.text == "edited offline" }
+                }
+                let stored = try await conversation.storedMessages(before: nil, limit: .max).first { $0.serverID == apns.message.serverID }
+                #expect(stored?.sequence == apns.sequence, "the catch-up stores the pushed message, with its id, at its sequence")
+                let requests = VoximplantRequests(session: probe.session)
+                #expect(try await requests.managePushNotifications([.onEditMessage]).pushNotifications == [.onEditMessage])
+                try await requests.unregisterPushToken("fcm-1")
+            }
+            try await offline()
+            let before = control.server.pushes.count
+            try control.agent.edit(sent.uuid, in: chat.rawValue, text: "edited again")
+            _ = try control.agent.send("not pushed", in: chat.rawValue)
+            let later = Array(control.server.pushes.dropFirst(before))
+            #expect(later.map(\.token) == ["deadbeef"], "only the edit, only to the token still registered")
+            let edit = try #require(try later.first.flatMap { try VoximplantPushNotifications.process($0.data) })
+            #expect(edit.action == .edited && edit.message.isEdited && edit.message.text == "edited again" && edit.message.sequence == nil)
+            print("voximplant push: \(control.server.pushes.count) pushes (\(pushes.count) for a send to 2 tokens, \(later.count) for an edit), 0 while connected; the pushed message stored at sequence \(apns.sequence)")
+        }
+    }
+
+    /// Login syncs every conversation of the user's `conversationList`, 30 at a time (the server
+    /// answers 22 to more in one `getConversations`), and a draft's uber and public flags reach
+    /// the server as `createConversation`'s.
+    @Test func loginSyncsSixtyFiveConversationsAndADraftsFlagsReachTheServer() async throws {
+        try await withVoximplantEmulator { control in
+            let existing = try (1...65).map { try control.agent.createConversation(title: "Room \($0)", with: [control.customer]) }
+            try await harness(control).withSession { probe in
+                try await probe.recorder.waitUntil("the 65 conversations synced") {
+                    try await probe.session.conversations().count == 65
+                }
+                #expect(Set(try await probe.session.conversations().map(\.id.rawValue)) == Set(existing))
+                let bob = ParticipantID("bob@\(control.server.configuration.domain)")
+                let chat = try await probe.session.startConversation(
+                    ConversationDraft(kind: .group, title: "Open", participants: [Participant(id: bob, role: .user)], flags: [.uber, .publicJoin])
+                )
+                let json = try #require(control.server.conversationJSON(chat.id.rawValue))
+                #expect(json["uber"] == true && json["publicJoin"] == true && json["direct"] == false)
+                #expect(try await VoximplantRequests(session: probe.session).publicConversations().contains(chat.id))
+                print("voximplant login: 65 conversations synced; a draft's uber and publicJoin flags on the server")
+            }
+        }
+    }
+
     /// A message removed, or edited, after it was sent keeps its removal or its edit when history
     /// pages back past the events that carried them: the log still holds its first `sendMessage`
     /// event, and the later events are not on the older page (it used to come back, or with its
@@ -542,6 +634,30 @@ struct VoximplantSpecClientTests {
                 try await chat.markRead(upTo: .sequence(newest - 1))
                 _ = try await control.waitForCustomerActivity(in: chat.id, timeout: .seconds(30)) { $0.readMarkers >= 2 }
                 #expect(control.server.readLog.suffix(2).map(\.sequence) == [newest, newest - 1], "the marker goes where the client puts it (§5)")
+            }
+        }
+    }
+
+    /// §5: `markRead()` sends the sequence the newest stored message from others was sent at (its
+    /// edit does not move it), and never a marker lower than one set before: after an explicit
+    /// marker further on, it sends nothing until a newer message comes.
+    @Test func markReadSendsTheNewestMessagesSequenceAndNeverGoesBack() async throws {
+        try await withVoximplantEmulator { control in
+            try await harness(control).withSession { probe in
+                let chat = try await probe.openConversation()
+                _ = try control.agent.send("one", in: chat.id.rawValue)
+                let two = try control.agent.send("two", in: chat.id.rawValue)
+                try control.agent.edit(two.uuid, in: chat.id.rawValue, text: "two, edited")
+                try await probe.recorder.first("the edit") { $0.updatedMessage?.text == "two, edited" }
+                try await chat.markRead()
+                let edit = control.server.lastSequence(of: chat.id.rawValue)
+                try await chat.markRead(upTo: .sequence(edit))
+                try await chat.markRead()
+                let three = try control.agent.send("three", in: chat.id.rawValue)
+                try await probe.waitForMessages(["three"], in: chat)
+                try await chat.markRead()
+                print("voximplant markRead: \(control.server.readLog.map(\.sequence)) for messages at \(two.sequence) (edited at \(edit)) and \(three.sequence)")
+                #expect(control.server.readLog.map(\.sequence) == [two.sequence, edit, three.sequence], "the second markRead() sent nothing")
             }
         }
     }
