@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "SwitchboardTestKit", targets: ["SwitchboardTestKit"]),
         .library(name: "SwitchboardSQLite", targets: ["SwitchboardSQLite"]),
         .library(name: "SwitchboardPostgres", targets: ["SwitchboardPostgres"]),
+        .library(name: "SwitchboardGateway", targets: ["SwitchboardGateway"]),
         .library(name: "SwitchboardTransport", targets: ["SwitchboardTransport"]),
         .library(name: "SwitchboardEmulation", targets: ["SwitchboardEmulation"]),
         .library(name: "SwitchboardVoximplant", targets: ["SwitchboardVoximplant"]),
@@ -75,6 +76,17 @@ let package = Package(
                 "Switchboard",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The gateway as a service: a file of sessions run by a fleet of processes sharing
+        // PostgreSQL, a swift-service-lifecycle `Service` with a graceful shutdown.
+        .target(
+            name: "SwitchboardGateway",
+            dependencies: [
+                "Switchboard",
+                "SwitchboardPostgres",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // Network clients shared by adapters (WebSocket today; HTTP with the Webim adapter).
@@ -208,7 +220,7 @@ let package = Package(
             dependencies: [
                 "Switchboard", "SwitchboardTestKit", "SwitchboardMatrix", "SwitchboardSQLite", "SwitchboardTransport", "SwitchboardEmulation",
                 // MatrixGatewayTests: the gateway's Matrix sessions on a PostgreSQL store.
-                "switchboard", "SwitchboardPostgres",
+                "MatrixCommands", "SwitchboardCommandKit", "SwitchboardGateway", "SwitchboardPostgres",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 // FaultProxyTests' small upstream.
@@ -244,6 +256,8 @@ let package = Package(
                 "SwitchboardTransport",
                 "SwitchboardEmulation",
                 "SwitchboardTestKit",
+                // A registry entry's sessions for the gateway.
+                "SwitchboardGateway",
                 // The raw WebSocket the benchmark's raw clients read inline.
                 .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
@@ -298,6 +312,7 @@ let package = Package(
                 "SwitchboardTestKit",
                 "SwitchboardSQLite",
                 "SwitchboardPostgres",
+                "SwitchboardGateway",
                 "SwitchboardBench",
                 "SwitchboardLoadKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -334,7 +349,7 @@ let package = Package(
             dependencies: [
                 "switchboard", "SwitchboardCommandKit", "SwitchboardBench", "SwitchboardLoadKit", "VoximplantCommands", "WebimCommands", "CXoneCommands", "MatrixCommands", "SupportChat", "Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator",
                 "SwitchboardWebim", "WebimEmulator", "SwitchboardCXone", "CXoneEmulator", "SwitchboardSQLite", "SwitchboardEmulation",
-                "SwitchboardPostgres", "SwitchboardMatrix",
+                "SwitchboardPostgres", "SwitchboardMatrix", "SwitchboardGateway",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import Switchboard
+import SwitchboardGateway
 import SwitchboardPostgres
 
 struct GatewayCommand: AsyncParsableCommand {
@@ -52,45 +53,37 @@ struct GatewayCommand: AsyncParsableCommand {
         }
     }
 
+    /// The sessions of the file, each sending `--send` messages once it runs.
+    static func sessions(in path: String, traffic: GatewayTraffic? = nil, registry: [AdapterEntry] = registry) throws -> [GatewaySession] {
+        try GatewaySessionsFile.load(path, kinds: registry.map { $0.gatewayKind(traffic: traffic) })
+    }
+
     private func serve(say: @escaping @Sendable (String) -> Void) async throws {
-        let specs = try GatewaySession.load(sessions)
-        let bySpec = Dictionary(specs.map { ($0.key, $0) }, uniquingKeysWith: { first, _ in first })
+        let traffic = send > 0 ? GatewayTraffic(messages: send, interval: .milliseconds(sendIntervalMilliseconds)) : nil
+        let sessions = try Self.sessions(in: self.sessions, traffic: traffic)
         let logger = Self.logger
-        let ownership = try PostgresSessionOwnership(
-            url: postgres, processName: name,
-            configuration: .init(interval: .milliseconds(intervalMilliseconds), namespace: schema),
+        let gateway = try Gateway(
+            configuration: .init(postgresURL: postgres, processName: name, schema: schema, lookInterval: .milliseconds(intervalMilliseconds), bridge: bridge),
+            sessions: sessions,
             logger: logger,
-            onChange: { change in
-                switch change {
-                case .connected(let processes): say("connected \(processes)")
-                case .took(let key): say("took \(key)")
-                case .released(let key): say("released \(key)")
-                case .lost(let reason): say("lost \(reason)")
-                }
-            }
+            onChange: { change in say(Self.line(for: change)) }
         )
-        let traffic = Traffic(messages: send, interval: .milliseconds(sendIntervalMilliseconds))
-        // One bus for every session of the process: what the bridge carries.
-        let bus = EventBus()
-        try await PostgresChatStore.withStore(url: postgres, schema: schema, logger: logger) { store in
-            say("gateway \(name): \(bySpec.count) sessions in the file")
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                if bridge {
-                    let bridge = try PostgresEventBridge(store: store, url: postgres, bus: bus, logger: logger) { change in
-                        say("bridge \(change)")
-                    }
-                    group.addTask { try await bridge.run() }
-                }
-                group.addTask {
-                    await ownership.run(keys: Array(bySpec.keys)) { key in
-                        guard let spec = bySpec[key] else { return }
-                        try await spec.run(store: store, bus: bus, traffic: traffic, logger: logger)
-                    }
-                }
-                // Both run until the process ends; a bridge that fails ends it.
-                try await group.next()
-                group.cancelAll()
-            }
+        say("gateway \(name): \(sessions.count) sessions in the file")
+        // Runs until the process ends. Not yet in a ServiceGroup with SIGTERM as a graceful
+        // shutdown: a session stopped in the middle of a send did not always end (issue #32).
+        try await gateway.run()
+    }
+
+    /// The gateway's line for a change: what the failover tests and operators read.
+    static func line(for change: Gateway.Change) -> String {
+        switch change {
+        case .ownership(.connected(let processes)): "connected \(processes)"
+        case .ownership(.took(let key)): "took \(key)"
+        case .ownership(.released(let key)): "released \(key)"
+        case .ownership(.lost(let reason)): "lost \(reason)"
+        case .bridge(let change): "bridge \(change)"
+        case .stopping(let sessions): "stopping: releasing \(sessions) sessions"
+        case .stopped: "stopped"
         }
     }
 
@@ -99,84 +92,6 @@ struct GatewayCommand: AsyncParsableCommand {
         var logger = Logger(label: "switchboard.gateway", factory: { StreamLogHandler.standardError(label: $0) })
         logger.logLevel = .warning
         return logger
-    }
-
-    struct Traffic: Sendable {
-        var messages: Int
-        var interval: Duration
-    }
-}
-
-/// One session of a gateway's file: its backend's registry entry reads the rest of its entry.
-struct GatewaySession: Sendable {
-    var backend: String
-    var setup: GatewaySessionSetup
-
-    var account: String { setup.account }
-
-    /// The session's key among the processes: its store scope.
-    var key: String { "\(backend)/\(account)" }
-
-    /// Reads a sessions file: a JSON array of objects, each with its `"backend"` (a registry
-    /// entry's name) and what that backend takes.
-    ///
-    /// - Throws: `invalidArgument` with the reason.
-    static func load(_ path: String, registry: [AdapterEntry] = registry) throws -> [GatewaySession] {
-        let data: Data
-        do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
-        } catch {
-            throw SwitchboardError(.invalidArgument, "cannot read \(path): \(error.localizedDescription)")
-        }
-        let entries: [JSONValue]
-        do {
-            // A byte-order mark (an editor's UTF-8 "with BOM") is not part of the JSON.
-            let text = data.starts(with: [0xEF, 0xBB, 0xBF]) ? data.dropFirst(3) : data[...]
-            guard let array = try JSONValue(parsing: Data(text)).arrayValue else { throw SwitchboardError(.invalidArgument, "not an array") }
-            entries = array
-        } catch {
-            throw SwitchboardError(.invalidArgument, "\(path) is not a JSON array of sessions: \(error)")
-        }
-        let names = registry.map(\.name)
-        let known = names.count > 1 ? names.dropLast().joined(separator: ", ") + " and " + names.last! : names.joined()
-        return try entries.enumerated().map { index, entry in
-            let place = "\(path), session \(index + 1)"
-            guard let backend = entry["backend"]?.stringValue else {
-                throw SwitchboardError(.invalidArgument, "\(place) names no \"backend\"")
-            }
-            guard let adapter = registry.first(where: { $0.name == backend }) else {
-                throw SwitchboardError(.invalidArgument, "\(place): gateway runs \(known) sessions; not \(backend)")
-            }
-            do {
-                return GatewaySession(backend: backend, setup: try adapter.gatewaySession(entry))
-            } catch {
-                throw SwitchboardError(.invalidArgument, "\(place): \(SwitchboardError.classify(error).message)")
-            }
-        }
-    }
-
-    /// Runs the session on the shared store until cancelled; with traffic, sends what the store
-    /// does not have yet (a process that took the session over does not send again what the
-    /// last one stored: its outbox sends that).
-    func run(store: PostgresChatStore, bus: EventBus, traffic: GatewayCommand.Traffic, logger: Logger) async throws {
-        let session = ChatSession(id: SessionID(key), backend: try await setup.makeBackend(logger), account: account, store: store, bus: bus, logger: logger)
-        let events = session.events(filter: .all, buffering: .unbounded)
-        // A fencing token before the session reads the store: should this process lose the
-        // session without noticing (a partition), its writes are refused once another takes it.
-        try await store.takeOver(session.scope)
-        defer { store.endTakeOver(session.scope) }
-        try await session.withRunning { session in
-            try await session.resume()
-            if traffic.messages > 0, let chat = try await setup.trafficConversation(session, events) {
-                let stored = Set(try await chat.storedMessages(before: nil, limit: .max).map(\.text))
-                for index in 1...traffic.messages where !stored.contains("\(account) \(index)") {
-                    _ = try await chat.send(text: "\(account) \(index)")
-                    try await Task.sleep(for: traffic.interval)
-                }
-            }
-            // Runs until the ownership stops it.
-            for await _ in events {}
-        }
     }
 }
 

@@ -3,6 +3,7 @@ import PostgresNIO
 @_spi(TestKit) import Switchboard
 @_spi(TestKit) import CXoneEmulator
 import SwitchboardEmulation
+import SwitchboardGateway
 import SwitchboardPostgres
 import SwitchboardWebim
 @_spi(TestKit) import SwitchboardTestKit
@@ -519,7 +520,7 @@ struct GatewaySessionFileTests {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-\(UUID().uuidString).json")
         try Data(json.utf8).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
-        return try GatewaySession.load(file.path)
+        return try GatewayCommand.sessions(in: file.path)
     }
 
     @Test func sessionsAreKeyedByBackendAndAccount() throws {
@@ -542,7 +543,7 @@ struct GatewaySessionFileTests {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-\(UUID().uuidString).json")
         try (Data([0xEF, 0xBB, 0xBF]) + Data(json.utf8)).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
-        #expect(try GatewaySession.load(file.path).map(\.key) == ["webim/w-user"])
+        #expect(try GatewayCommand.sessions(in: file.path).map(\.key) == ["webim/w-user"])
         let error = #expect(throws: SwitchboardError.self) { try load(#"[{"backend": "voximplant", "url": "ws://h/ws", "user": "u", "token": "t"}, {"backend": "irc", "url": "x"}]"#) }
         #expect(error?.message.contains("session 2: gateway runs voximplant, webim, cxone and matrix sessions; not irc") == true, "\(String(describing: error))")
     }
@@ -554,6 +555,7 @@ struct GatewaySessionFileTests {
         #"[{"backend": "matrix", "url": "http://h", "user": "u", "password": "p", "token": "t"}]"#,
         #"[{"backend": "irc", "url": "irc://h"}]"#,
         #"[{"backend": "voximplant", "url": "ws://h/ws", "user": "u"}]"#,
+        #"[{"backend": "voximplant", "url": "ws://h/ws", "user": "u", "token": "t"}, {"backend": "voximplant", "url": "ws://i/ws", "user": "u", "token": "s"}]"#,
         #"{"backend": "webim"}"#,
         "not json",
     ])

@@ -1,11 +1,12 @@
 import Foundation
 import PostgresNIO
 import Switchboard
+import MatrixCommands
+import SwitchboardCommandKit
+import SwitchboardGateway
 import SwitchboardPostgres
 import SwitchboardTestKit
 import Testing
-
-@testable import switchboard
 
 /// `switchboard gateway`'s Matrix sessions against a real Synapse, on a real PostgreSQL store: the
 /// sessions a gateway reads from its file, each logging in with its password, sending its traffic
@@ -39,7 +40,7 @@ struct MatrixGatewayTests {
                 ["backend": "matrix", "url": server.baseURL, "user": customer.localPart, "password": customer.password, "conversation": room.rawValue]
             }
             try JSONSerialization.data(withJSONObject: entries).write(to: file)
-            let sessions = try GatewaySession.load(file.path)
+            let sessions = try GatewaySessionsFile.load(file.path, kinds: [MatrixCommands.entry.gatewayKind(traffic: GatewayTraffic(messages: sends, interval: .milliseconds(50)))])
             #expect(sessions.map(\.key) == customers.map { "matrix/\($0.localPart)" })
 
             let schema = "switchboard_matrix_gateway_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
@@ -53,7 +54,7 @@ struct MatrixGatewayTests {
                         group.addTask { await recorder.run() }
                         for session in sessions {
                             group.addTask {
-                                try await session.run(store: store, bus: bus, traffic: .init(messages: sends, interval: .milliseconds(50)), logger: .quiet)
+                                try await session.run(store: store, bus: bus, logger: .quiet)
                             }
                         }
                         try await body(recorder)

@@ -1,0 +1,141 @@
+public import Logging
+public import ServiceLifecycle
+public import Switchboard
+public import SwitchboardPostgres
+
+/// Runs its share of a file of sessions as one of several processes sharing a PostgreSQL
+/// database: each session in exactly one process at a time, resumed from the shared store when it
+/// moves (``PostgresSessionOwnership``).
+///
+/// A swift-service-lifecycle `Service`: run it in a `ServiceGroup` beside the process's other
+/// services. On a graceful shutdown it stops taking sessions, stops each of its own — a send in
+/// flight stays in the shared outbox, and whoever runs the session next sends it under the same
+/// client id, which the backend recognizes — and releases them all at once when the last has
+/// stopped, so the other processes take them at their next look; then ``run()`` returns.
+///
+/// Known (issue #32): under traffic a session stopped in the middle of a send does not always
+/// end, so a graceful shutdown can wait for ever; `switchboard gateway` does not use it yet, and
+/// a process that is killed lets its sessions go as before.
+///
+/// ```swift
+/// let gateway = Gateway(configuration: .init(postgresURL: url, processName: "gw-1"), sessions: sessions)
+/// let group = ServiceGroup(configuration: .init(services: [gateway], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+/// try await group.run()
+/// ```
+public final class Gateway: Service, Sendable {
+    public struct Configuration: Sendable {
+        /// `postgres://user:password@host:port/database` (`?sslmode=disable` for plain TCP on
+        /// loopback).
+        public var postgresURL: String
+        /// This process in logs, changes and the server's lock counts.
+        public var processName: String
+        /// The PostgreSQL schema of the store; processes with different schemas are separate
+        /// fleets.
+        public var schema: String
+        /// How often the process looks for sessions nobody runs: the longest a released or
+        /// orphaned session waits for a taker.
+        public var lookInterval: Duration
+        /// Carry every session's events to the buses of the other processes (``PostgresEventBridge``).
+        public var bridge: Bool
+
+        public init(postgresURL: String, processName: String, schema: String = "switchboard", lookInterval: Duration = .seconds(1), bridge: Bool = false) {
+            self.postgresURL = postgresURL
+            self.processName = processName
+            self.schema = schema
+            self.lookInterval = lookInterval
+            self.bridge = bridge
+        }
+    }
+
+    /// What the gateway did, for its lines, logs and tests.
+    public enum Change: Sendable, Hashable {
+        case ownership(PostgresSessionOwnership.Change)
+        case bridge(PostgresEventBridge.Change)
+        /// A graceful shutdown began: the gateway stops its `sessions`.
+        case stopping(sessions: Int)
+        /// Every session stopped and was released.
+        case stopped
+    }
+
+    public let configuration: Configuration
+    public let sessions: [GatewaySession]
+    /// The bus of every session of the process: what the bridge carries.
+    public let bus: EventBus
+    let logger: Logger
+    let onChange: @Sendable (Change) -> Void
+    let ownership: PostgresSessionOwnership
+
+    /// - Throws: `invalidArgument` for a bad database URL, or for two sessions with one key.
+    public init(
+        configuration: Configuration,
+        sessions: [GatewaySession],
+        bus: EventBus = EventBus(),
+        logger: Logger = Logger(label: "switchboard.gateway"),
+        onChange: @escaping @Sendable (Change) -> Void = { _ in }
+    ) throws {
+        var seen = Set<String>()
+        for session in sessions where !seen.insert(session.key).inserted {
+            throw SwitchboardError(.invalidArgument, "two sessions are \(session.key); each account runs once")
+        }
+        self.configuration = configuration
+        self.sessions = sessions
+        self.bus = bus
+        self.logger = logger
+        self.onChange = onChange
+        self.ownership = try PostgresSessionOwnership(
+            url: configuration.postgresURL,
+            processName: configuration.processName,
+            configuration: .init(interval: configuration.lookInterval, namespace: configuration.schema),
+            logger: logger,
+            onChange: { onChange(.ownership($0)) }
+        )
+    }
+
+    /// The keys of the sessions this process runs now.
+    public var held: [String] { ownership.held }
+
+    /// Runs until cancelled, a graceful shutdown, or the bridge failing (which throws).
+    public func run() async throws {
+        let (stop, stopper) = AsyncStream.makeStream(of: Void.self)
+        try await withGracefulShutdownHandler {
+            try await self.serve(until: stop)
+        } onGracefulShutdown: {
+            stopper.finish()
+        }
+    }
+
+    private func serve(until stop: AsyncStream<Void>) async throws {
+        let bySession = Dictionary(uniqueKeysWithValues: sessions.map { ($0.key, $0) })
+        let (bus, logger, onChange, ownership) = (self.bus, self.logger, self.onChange, self.ownership)
+        try await PostgresChatStore.withStore(url: configuration.postgresURL, schema: configuration.schema, logger: logger) { store in
+            try await withThrowingTaskGroup(of: Bool.self) { group in
+                if configuration.bridge {
+                    let bridge = try PostgresEventBridge(store: store, url: configuration.postgresURL, bus: bus, logger: logger) { onChange(.bridge($0)) }
+                    group.addTask {
+                        try await bridge.run()
+                        return false
+                    }
+                }
+                group.addTask {
+                    await ownership.run(keys: Array(bySession.keys)) { key in
+                        try await bySession[key]?.run(store: store, bus: bus, logger: logger)
+                    }
+                    return false
+                }
+                group.addTask {
+                    // Finished by a graceful shutdown; a cancelled iteration ends too.
+                    for await _ in stop {}
+                    return !Task.isCancelled
+                }
+                // The ownership and the bridge run until cancelled; a bridge that fails ends the
+                // gateway with its error.
+                let stopping = try await group.next() ?? false
+                if stopping { onChange(.stopping(sessions: ownership.held.count)) }
+                // The ownership returns once every session has stopped, then lets go of its locks.
+                group.cancelAll()
+                while let _ = try? await group.next() {}
+                if stopping { onChange(.stopped) }
+            }
+        }
+    }
+}

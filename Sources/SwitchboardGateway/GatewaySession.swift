@@ -1,0 +1,120 @@
+public import Foundation
+public import Logging
+public import Switchboard
+public import SwitchboardPostgres
+
+/// One session a gateway runs: a backend and an account. Its key — the backend and the account,
+/// as its store scope names them — is what the processes of a fleet share out.
+public struct GatewaySession: Sendable {
+    /// The backend's name in the sessions file (`"voximplant"`, `"webim"`, …).
+    public var backend: String
+    /// The account its store scope names.
+    public var account: String
+    /// Makes the session's backend, each time a process takes the session.
+    public var makeBackend: @Sendable (_ logger: Logger) async throws -> any ChatBackend
+    /// What the session does once it runs, in the process that holds it: a bot answering, a
+    /// load run's sends. It is cancelled when the process gives the session up; returning early
+    /// does not end the session.
+    public var onRunning: (@Sendable (_ session: ChatSession, _ events: EventStream) async throws -> Void)?
+
+    public init(
+        backend: String,
+        account: String,
+        makeBackend: @escaping @Sendable (_ logger: Logger) async throws -> any ChatBackend,
+        onRunning: (@Sendable (_ session: ChatSession, _ events: EventStream) async throws -> Void)? = nil
+    ) {
+        self.backend = backend
+        self.account = account
+        self.makeBackend = makeBackend
+        self.onRunning = onRunning
+    }
+
+    /// The session's key among the processes: `backend/account`.
+    public var key: String { "\(backend)/\(account)" }
+
+    /// Runs the session on the shared store until cancelled, with its events on `bus`.
+    ///
+    /// A fencing token is taken before the session reads the store: should this process lose the
+    /// session without noticing (a partition), its writes are refused once another takes it.
+    public func run(store: PostgresChatStore, bus: EventBus, logger: Logger) async throws {
+        let session = ChatSession(id: SessionID(key), backend: try await makeBackend(logger), account: account, store: store, bus: bus, logger: logger)
+        let events = session.events(filter: .all, buffering: .unbounded)
+        try await store.takeOver(session.scope)
+        defer { store.endTakeOver(session.scope) }
+        try await session.withRunning { session in
+            try await session.resume()
+            if let onRunning { try await onRunning(session, events) }
+            // Runs until the process gives the session up.
+            for await _ in events {}
+        }
+    }
+}
+
+/// How a sessions file's entries of one backend are read.
+public struct GatewaySessionKind: Sendable {
+    /// The `"backend"` the entries name.
+    public var name: String
+    /// Reads one entry (its JSON object, with `"backend": name`).
+    ///
+    /// - Throws: a `SwitchboardError` saying what is wrong; the file's reader adds where.
+    public var read: @Sendable (_ entry: JSONValue) throws -> GatewaySession
+
+    public init(name: String, read: @escaping @Sendable (_ entry: JSONValue) throws -> GatewaySession) {
+        self.name = name
+        self.read = read
+    }
+}
+
+/// A gateway's sessions file: a JSON array of objects, one per session, each with its
+/// `"backend"` and what that backend takes.
+public enum GatewaySessionsFile {
+    /// Reads the file at `path`.
+    ///
+    /// - Throws: `invalidArgument` naming the file, the session (its place in the array) and
+    ///   what is wrong with it.
+    public static func load(_ path: String, kinds: [GatewaySessionKind]) throws -> [GatewaySession] {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            throw SwitchboardError(.invalidArgument, "cannot read \(path): \(error.localizedDescription)")
+        }
+        return try read(data, from: path, kinds: kinds)
+    }
+
+    /// Reads a file's contents; `path` names it in errors.
+    public static func read(_ data: Data, from path: String, kinds: [GatewaySessionKind]) throws -> [GatewaySession] {
+        let entries: [JSONValue]
+        do {
+            // A byte-order mark (an editor's UTF-8 "with BOM") is not part of the JSON.
+            let text = data.starts(with: [0xEF, 0xBB, 0xBF]) ? data.dropFirst(3) : data[...]
+            guard let array = try JSONValue(parsing: Data(text)).arrayValue else { throw SwitchboardError(.invalidArgument, "not an array") }
+            entries = array
+        } catch {
+            throw SwitchboardError(.invalidArgument, "\(path) is not a JSON array of sessions: \(error)")
+        }
+        let names = kinds.map(\.name)
+        let known = names.count > 1 ? names.dropLast().joined(separator: ", ") + " and " + names.last! : names.joined()
+        var keys: [String: Int] = [:]
+        return try entries.enumerated().map { index, entry in
+            let place = "\(path), session \(index + 1)"
+            guard let backend = entry["backend"]?.stringValue else {
+                throw SwitchboardError(.invalidArgument, "\(place) names no \"backend\"")
+            }
+            guard let kind = kinds.first(where: { $0.name == backend }) else {
+                throw SwitchboardError(.invalidArgument, "\(place): gateway runs \(known) sessions; not \(backend)")
+            }
+            let session: GatewaySession
+            do {
+                session = try kind.read(entry)
+            } catch {
+                throw SwitchboardError(.invalidArgument, "\(place): \(SwitchboardError.classify(error).message)")
+            }
+            if let first = keys[session.key] {
+                throw SwitchboardError(.invalidArgument, "\(place): \(session.key) is session \(first) already; each account runs once")
+            }
+            keys[session.key] = index + 1
+            return session
+        }
+    }
+}
