@@ -86,6 +86,7 @@ let package = Package(
                 "Switchboard",
                 "SwitchboardPostgres",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
@@ -316,6 +317,8 @@ let package = Package(
                 "SwitchboardBench",
                 "SwitchboardLoadKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
         .testTarget(

@@ -1,25 +1,25 @@
 public import Logging
+public import PostgresNIO
 public import ServiceLifecycle
 public import Switchboard
 public import SwitchboardPostgres
 
 /// Runs its share of a file of sessions as one of several processes sharing a PostgreSQL
 /// database: each session in exactly one process at a time, resumed from the shared store when it
-/// moves (``PostgresSessionOwnership``).
+/// moves (`PostgresSessionOwnership`).
 ///
-/// A swift-service-lifecycle `Service`: run it in a `ServiceGroup` beside the process's other
-/// services. On a graceful shutdown it stops taking sessions, stops each of its own — a send in
-/// flight stays in the shared outbox, and whoever runs the session next sends it under the same
-/// client id, which the backend recognizes — and releases them all at once when the last has
-/// stopped, so the other processes take them at their next look; then ``run()`` returns.
-///
-/// Known (issue #32): under traffic a session stopped in the middle of a send does not always
-/// end, so a graceful shutdown can wait for ever; `switchboard gateway` does not use it yet, and
-/// a process that is killed lets its sessions go as before.
+/// A swift-service-lifecycle `Service`. Its store's PostgreSQL client (``client``) is a service
+/// too, which must outlive it: run both in one `ServiceGroup`, the client first (``services``), so
+/// that a graceful shutdown — the group's SIGTERM or SIGINT — reaches the gateway first, and the
+/// client only once the gateway has stopped. The gateway then stops taking sessions, stops each of
+/// its own — a send in flight stays in the shared outbox, and whoever runs the session next sends
+/// it under the same client id, which the backend recognizes — and releases them all at once when
+/// the last has stopped, so the other processes take them at their next look instead of waiting
+/// for a lock to time out; then ``run()`` returns.
 ///
 /// ```swift
-/// let gateway = Gateway(configuration: .init(postgresURL: url, processName: "gw-1"), sessions: sessions)
-/// let group = ServiceGroup(configuration: .init(services: [gateway], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+/// let gateway = try Gateway(configuration: .init(postgresURL: url, processName: "gw-1"), sessions: sessions)
+/// let group = ServiceGroup(configuration: .init(services: gateway.services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
 /// try await group.run()
 /// ```
 public final class Gateway: Service, Sendable {
@@ -35,7 +35,7 @@ public final class Gateway: Service, Sendable {
         /// How often the process looks for sessions nobody runs: the longest a released or
         /// orphaned session waits for a taker.
         public var lookInterval: Duration
-        /// Carry every session's events to the buses of the other processes (``PostgresEventBridge``).
+        /// Carry every session's events to the buses of the other processes (`PostgresEventBridge`).
         public var bridge: Bool
 
         public init(postgresURL: String, processName: String, schema: String = "switchboard", lookInterval: Duration = .seconds(1), bridge: Bool = false) {
@@ -64,6 +64,13 @@ public final class Gateway: Service, Sendable {
     let logger: Logger
     let onChange: @Sendable (Change) -> Void
     let ownership: PostgresSessionOwnership
+    /// The PostgreSQL client of the gateway's store: a service to run before the gateway, in the
+    /// same group (``services``), and to stop after it.
+    public let client: PostgresClient
+    let store: PostgresChatStore
+
+    /// The client, then the gateway: what a `ServiceGroup` runs, in that order.
+    public var services: [any Service] { [client, self] }
 
     /// - Throws: `invalidArgument` for a bad database URL, or for two sessions with one key.
     public init(
@@ -82,6 +89,8 @@ public final class Gateway: Service, Sendable {
         self.bus = bus
         self.logger = logger
         self.onChange = onChange
+        self.client = PostgresClient(configuration: try PostgresChatStore.configuration(url: configuration.postgresURL), backgroundLogger: logger)
+        self.store = try PostgresChatStore(client: client, schema: configuration.schema, logger: logger)
         self.ownership = try PostgresSessionOwnership(
             url: configuration.postgresURL,
             processName: configuration.processName,
@@ -94,8 +103,13 @@ public final class Gateway: Service, Sendable {
     /// The keys of the sessions this process runs now.
     public var held: [String] { ownership.held }
 
-    /// Runs until cancelled, a graceful shutdown, or the bridge failing (which throws).
+    /// Runs until cancelled, a graceful shutdown, or the bridge failing (which throws). The
+    /// ``client`` must run meanwhile (``services``).
+    ///
+    /// - Throws: `storageFailure` when the database cannot be reached or its schema migrated.
     public func run() async throws {
+        try await PostgresChatStore.checkConnection(url: configuration.postgresURL, logger: logger)
+        try await store.migrate()
         let (stop, stopper) = AsyncStream.makeStream(of: Void.self)
         try await withGracefulShutdownHandler {
             try await self.serve(until: stop)
@@ -106,36 +120,35 @@ public final class Gateway: Service, Sendable {
 
     private func serve(until stop: AsyncStream<Void>) async throws {
         let bySession = Dictionary(uniqueKeysWithValues: sessions.map { ($0.key, $0) })
-        let (bus, logger, onChange, ownership) = (self.bus, self.logger, self.onChange, self.ownership)
-        try await PostgresChatStore.withStore(url: configuration.postgresURL, schema: configuration.schema, logger: logger) { store in
-            try await withThrowingTaskGroup(of: Bool.self) { group in
-                if configuration.bridge {
-                    let bridge = try PostgresEventBridge(store: store, url: configuration.postgresURL, bus: bus, logger: logger) { onChange(.bridge($0)) }
-                    group.addTask {
-                        try await bridge.run()
-                        return false
-                    }
-                }
+        let (bus, logger, onChange, ownership, store) = (self.bus, self.logger, self.onChange, self.ownership, self.store)
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            if configuration.bridge {
+                let bridge = try PostgresEventBridge(store: store, url: configuration.postgresURL, bus: bus, logger: logger) { onChange(.bridge($0)) }
                 group.addTask {
-                    await ownership.run(keys: Array(bySession.keys)) { key in
-                        try await bySession[key]?.run(store: store, bus: bus, logger: logger)
-                    }
+                    try await bridge.run()
                     return false
                 }
-                group.addTask {
-                    // Finished by a graceful shutdown; a cancelled iteration ends too.
-                    for await _ in stop {}
-                    return !Task.isCancelled
-                }
-                // The ownership and the bridge run until cancelled; a bridge that fails ends the
-                // gateway with its error.
-                let stopping = try await group.next() ?? false
-                if stopping { onChange(.stopping(sessions: ownership.held.count)) }
-                // The ownership returns once every session has stopped, then lets go of its locks.
-                group.cancelAll()
-                while let _ = try? await group.next() {}
-                if stopping { onChange(.stopped) }
             }
+            group.addTask {
+                await ownership.run(keys: Array(bySession.keys)) { key in
+                    try await bySession[key]?.run(store: store, bus: bus, logger: logger)
+                }
+                return false
+            }
+            group.addTask {
+                // Finished by a graceful shutdown; a cancelled iteration ends too.
+                for await _ in stop {}
+                return !Task.isCancelled
+            }
+            // The ownership and the bridge run until cancelled; a bridge that fails ends the
+            // gateway with its error.
+            let stopping = try await group.next() ?? false
+            if stopping { onChange(.stopping(sessions: ownership.held.count)) }
+            // The ownership returns once every session has stopped (their writes finished: the
+            // client is still running), then lets go of its locks.
+            group.cancelAll()
+            while let _ = try? await group.next() {}
+            if stopping { onChange(.stopped) }
         }
     }
 }

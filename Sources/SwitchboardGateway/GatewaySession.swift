@@ -41,11 +41,16 @@ public struct GatewaySession: Sendable {
         let events = session.events(filter: .all, buffering: .unbounded)
         try await store.takeOver(session.scope)
         defer { store.endTakeOver(session.scope) }
-        try await session.withRunning { session in
-            try await session.resume()
-            if let onRunning { try await onRunning(session, events) }
-            // Runs until the process gives the session up.
-            for await _ in events {}
+        do {
+            try await session.withRunning { session in
+                try await session.resume()
+                if let onRunning { try await onRunning(session, events) }
+                // Runs until the process gives the session up.
+                for await _ in events {}
+            }
+        } catch where Task.isCancelled {
+            // Given up: what `onRunning` was doing ended with the session (a send refused as
+            // `sessionClosed` stays in the outbox for whoever runs the session next).
         }
     }
 }

@@ -105,6 +105,16 @@ public final class PostgresChatStore: ChatStore {
         logger: Logger = Logger(label: "switchboard.postgres"),
         _ body: @Sendable (PostgresChatStore) async throws -> T
     ) async throws -> T {
+        try await checkConnection(url: url, logger: logger)
+        return try await withStore(configuration: try configuration(url: url), schema: schema, logger: logger, body)
+    }
+
+    /// Makes one connection to the database at `url` and closes it: wrong credentials or an
+    /// unreachable server fail at once with the server's reason, where a pool would retry them
+    /// until a lease timed out.
+    /// - Throws: `invalidArgument` (`SwitchboardError.Code`) for a bad URL,
+    ///   `storageFailure` (`SwitchboardError.Code`) when the server refuses or cannot be reached.
+    public static func checkConnection(url: String, logger: Logger = Logger(label: "switchboard.postgres")) async throws {
         let endpoint = try Endpoint(url: url)
         do {
             let connection = try await PostgresConnection.connect(configuration: try endpoint.connectionConfiguration(), id: 0, logger: logger)
@@ -112,7 +122,6 @@ public final class PostgresChatStore: ChatStore {
         } catch {
             throw classify(error, what: "connecting to PostgreSQL at \(endpoint.host):\(endpoint.port)")
         }
-        return try await withStore(configuration: endpoint.clientConfiguration, schema: schema, logger: logger, body)
     }
 
     /// A client configuration from a `postgres://user:password@host:port/database` URL. The

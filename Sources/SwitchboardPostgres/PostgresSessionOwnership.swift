@@ -133,9 +133,12 @@ public final class PostgresSessionOwnership: Sendable {
             group.cancelAll()
             await group.waitForAll()
         }
+        let released = loop.held
         loop.held = []
         loop.publishHeld()
         try? await loop.lockConnection?.close()
+        // The locks went with the connection: every session still held is free now.
+        for key in released { onChange(.released(key)) }
     }
 
     /// The state of one run, changed only by its loop.

@@ -40,6 +40,7 @@ public final class ProbedStore: ChatStore, Sendable {
         var finished: [Call: Int] = [:]
         var holdNext: Set<Call> = []
         var held: [Call: CheckedContinuation<Void, Never>] = [:]
+        var failures: [Call: (count: Int, error: SwitchboardError)] = [:]
     }
 
     /// Where calls go.
@@ -62,6 +63,12 @@ public final class ProbedStore: ChatStore, Sendable {
     /// The next call of `call` waits, before it reaches the base store, until ``release(_:)``.
     public func holdNext(_ call: Call) { state.withLock { _ = $0.holdNext.insert(call) } }
 
+    /// The next `count` calls of `call` throw `error` instead of reaching the base store (as a
+    /// read cancelled under a stopping session, or a lost connection, does).
+    public func failNext(_ call: Call, count: Int = 1, with error: SwitchboardError = SwitchboardError(.storageFailure, "the store failed on purpose")) {
+        state.withLock { $0.failures[call] = (count, error) }
+    }
+
     /// Whether a call of `call` is waiting for ``release(_:)``.
     public func isHolding(_ call: Call) -> Bool { state.withLock { $0.held[call] != nil } }
 
@@ -83,9 +90,14 @@ public final class ProbedStore: ChatStore, Sendable {
 
     /// Counts `call`, waits while it is held, then runs it and counts its end.
     private func probed<T>(_ call: Call, _ body: () async throws -> T) async throws -> T {
-        let hold = state.withLock { state in
+        let (hold, failure) = state.withLock { state -> (Bool, SwitchboardError?) in
             state.counts[call, default: 0] += 1
-            return state.holdNext.remove(call) != nil
+            var failure: SwitchboardError?
+            if let planned = state.failures[call] {
+                failure = planned.error
+                state.failures[call] = planned.count > 1 ? (planned.count - 1, planned.error) : nil
+            }
+            return (state.holdNext.remove(call) != nil, failure)
         }
         changed.signal()
         if hold {
@@ -98,6 +110,7 @@ public final class ProbedStore: ChatStore, Sendable {
             state.withLock { $0.finished[call, default: 0] += 1 }
             changed.signal()
         }
+        if let failure { throw failure }
         return try await body()
     }
 

@@ -2,8 +2,10 @@ import SwitchboardCommandKit
 import ArgumentParser
 import Foundation
 import Logging
+import ServiceLifecycle
 import Switchboard
 import SwitchboardGateway
+import UnixSignals
 import SwitchboardPostgres
 
 struct GatewayCommand: AsyncParsableCommand {
@@ -69,9 +71,12 @@ struct GatewayCommand: AsyncParsableCommand {
             onChange: { change in say(Self.line(for: change)) }
         )
         say("gateway \(name): \(sessions.count) sessions in the file")
-        // Runs until the process ends. Not yet in a ServiceGroup with SIGTERM as a graceful
-        // shutdown: a session stopped in the middle of a send did not always end (issue #32).
-        try await gateway.run()
+        // SIGTERM (a process supervisor) and SIGINT (Ctrl-C) stop the gateway gracefully: it
+        // releases its sessions at once for the other processes, then its store's client stops,
+        // and the process exits 0.
+        var configuration = ServiceGroupConfiguration(services: gateway.services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        configuration.maximumGracefulShutdownDuration = .seconds(30)
+        try await ServiceGroup(configuration: configuration).run()
     }
 
     /// The gateway's line for a change: what the failover tests and operators read.

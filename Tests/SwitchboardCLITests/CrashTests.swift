@@ -198,6 +198,8 @@ final class Child: Sendable {
         var partial = Data()
         var reader: CheckedContinuation<String?, Never>?
         var exited = false
+        /// `waitpid`'s status once it exited.
+        var status: Int32?
         var exitWaiter: CheckedContinuation<Void, Never>?
         var closed = false
         /// The write end of the child's standard input, until it is closed.
@@ -266,7 +268,7 @@ final class Child: Sendable {
         Thread.detachNewThread { [self] in
             var status: Int32 = 0
             while waitpid(child, &status, 0) < 0 && errno == EINTR {}
-            ended()
+            ended(status)
         }
     }
 
@@ -299,6 +301,17 @@ final class Child: Sendable {
 
     func kill() {
         _ = Foundation.kill(pid, SIGKILL)
+    }
+
+    func signal(_ signal: Int32) {
+        _ = Foundation.kill(pid, signal)
+    }
+
+    /// How the child ended (after ``waitForExit()``): `exit N`, `signal N`, or `running`.
+    var ending: String {
+        guard let status = state.withLock({ $0.status }) else { return "running" }
+        // WIFEXITED / WEXITSTATUS / WTERMSIG, which Swift does not import.
+        return status & 0x7f == 0 ? "exit \((status >> 8) & 0xff)" : "signal \(status & 0x7f)"
     }
 
     /// The child's resident memory.
@@ -338,9 +351,10 @@ final class Child: Sendable {
         if let reader, let line { reader.resume(returning: line) }
     }
 
-    private func ended() {
+    private func ended(_ status: Int32) {
         let (waiter, reader) = state.withLock { state in
             state.exited = true
+            state.status = status
             state.closed = true
             defer {
                 state.exitWaiter = nil

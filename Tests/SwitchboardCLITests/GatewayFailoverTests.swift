@@ -18,6 +18,15 @@ import SwitchboardCommandKit
 let needsPostgres = ConditionTrait.enabled(if: LiveServer.postgres.runsTests, Comment(rawValue: LiveServer.postgres.skipNote))
 
 extension CrashTests {
+    /// How the test stops a gateway: kill -9, or the SIGTERM of a process supervisor, after which
+    /// the gateway releases its sessions and exits 0.
+    enum GatewayStop: String, CustomTestStringConvertible, CaseIterable, Sendable {
+        case sigkill = "SIGKILL"
+        case sigterm = "SIGTERM"
+
+        var testDescription: String { rawValue }
+    }
+
     /// Three `switchboard gateway` processes share 300 Voximplant-style sessions through one
     /// PostgreSQL database; while the agent writes to every conversation and every session sends
     /// its own messages, one gateway is killed with SIGKILL. Its sessions move to the other two,
@@ -30,8 +39,11 @@ extension CrashTests {
     /// killed. Each must be delivered exactly once by the process that takes the session over.
     /// Takeover is timed from the kill to each moved session's delivery of a message the agent
     /// wrote after it.
-    @Test(needsPostgres)
-    func threeGatewaysShareSessionsAndSurviveAKill() async throws {
+    ///
+    /// Run twice: with SIGKILL, and with SIGTERM, after which the gateway must release every
+    /// session, say it stopped and exit 0; the proof is the same for both.
+    @Test(needsPostgres, .serialized, arguments: GatewayStop.allCases)
+    func threeGatewaysShareSessionsAndSurviveAKill(_ stop: GatewayStop) async throws {
         let url = try LiveServer.postgres.require()
         let sessions = 300
         let sends = 4
@@ -123,8 +135,45 @@ extension CrashTests {
                     }
                     let clock = ContinuousClock()
                     let killedAt = clock.now
-                    gateways[victimName]?.kill()
+                    switch stop {
+                    case .sigkill: gateways[victimName]?.kill()
+                    case .sigterm: gateways[victimName]?.signal(SIGTERM)
+                    }
+                    if stop == .sigterm {
+                        // A graceful stop that hangs is a failure with what the gateway said, not
+                        // the test's time limit.
+                        let exited = AsyncSignal()
+                        let victimChild = gateways[victimName]
+                        try await withThrowingTaskGroup(of: Void.self) { group in
+                            group.addTask {
+                                await victimChild?.waitForExit()
+                                exited.signal()
+                            }
+                            defer { group.cancelAll() }
+                            do {
+                                try await waitUntil("\(victimName) exits after SIGTERM", timeout: .seconds(60), signal: exited) { victimChild?.ending != "running" }
+                            } catch {
+                                Issue.record("\(victimName) still runs after SIGTERM; its lines: \(holdings.otherLines(of: victimName).suffix(20))")
+                                victimChild?.kill()
+                                throw error
+                            }
+                        }
+                    }
                     await gateways[victimName]?.waitForExit()
+                    let exitedAfter = clock.now - killedAt
+                    let ending = gateways[victimName]?.ending ?? "?"
+                    // A graceful stop said it released each session and stopped; a killed one
+                    // said nothing.
+                    if stop == .sigterm {
+                        // Its last lines are read after its exit is seen.
+                        do {
+                            try await waitUntil("the stopped gateway's last line", timeout: .seconds(30), signal: holdings.changed) { holdings.stopped(victimName) }
+                        } catch {
+                            Issue.record("\(victimName) ended (\(gateways[victimName]?.ending ?? "?")) without saying it stopped; its lines: \(holdings.otherLines(of: victimName).suffix(20))")
+                            throw error
+                        }
+                    }
+                    let releasedAll = holdings.keys(of: victimName).isEmpty, saidStopped = holdings.stopped(victimName)
                     holdings.forget(victimName)
                     server.answerSends(of: unanswered)
 
@@ -146,8 +195,8 @@ extension CrashTests {
                         }
                     } catch {
                         let missing = awaited.filter { !seen.withLock { $0 }.contains($0.key) }.map(\.value).sorted()
-                        Issue.record("delivered \(seen.withLock(\.count)) of \(awaited.count); not yet: \(missing.prefix(10)) (unanswered among them: \(missing.filter(unanswered.contains).count))")
-                        throw error
+                        let found = try await Self.storedServerIDs(Array(awaited.keys), in: store)
+                        Issue.record("delivered \(seen.withLock(\.count)) of \(awaited.count), stored now \(found.count); not yet: \(missing.prefix(10)) (unanswered among them: \(missing.filter(unanswered.contains).count)): \(error)")
                     }
                     try await waitUntil("every session held once by the survivors", timeout: .seconds(120), signal: holdings.changed) {
                         holdings.heldOnce(of: allKeys, by: survivors)
@@ -155,8 +204,9 @@ extension CrashTests {
                     let delivered = deliveries.withLock { $0.sorted() }
                     print(
                         """
-                        failover: \(victimName) killed (SIGKILL) holding \(victim.count) sessions; from the kill to each moved session's \
-                        delivery: first \(delivered.first!), median \(delivered[delivered.count / 2]), last \(delivered.last!); \
+                        failover: \(victimName) stopped with \(stop.rawValue) holding \(victim.count) sessions: \(ending) after \(exitedAfter), \
+                        released every session \(releasedAll), said stopped \(saidStopped); from the signal to each moved session's \
+                        delivery: first \(delivered.first.map { "\($0)" } ?? "none"), median \(delivered.isEmpty ? "none" : "\(delivered[delivered.count / 2])"), last \(delivered.last.map { "\($0)" } ?? "none"); \
                         in flight in it: \(inFlight.count) sends in its unanswered sessions' outboxes, \(appliedUnanswered) of them \
                         applied by the server and unanswered (\(server.withheldSendAnswers) answers withheld in all)
                         """
@@ -170,8 +220,20 @@ extension CrashTests {
                     try await waitUntil("every session's messages on the server", timeout: .seconds(180), signal: server.changes) {
                         customers.reduce(0) { $0 + server.messages(in: $1.conversation).count } >= expectedOnServer
                     }
-                    try await waitUntil("every message stored and confirmed", timeout: .seconds(180), signal: stored) {
-                        try await Self.confirmedAndSettled(store: store) == expectedOnServer
+                    do {
+                        try await waitUntil("every message stored and confirmed", timeout: .seconds(180), signal: stored) {
+                            try await Self.confirmedAndSettled(store: store) == expectedOnServer
+                        }
+                    } catch {
+                        var missing: [String] = []
+                        for customer in customers {
+                            let scope = StoreScope(backend: "voximplant", account: customer.user, user: customer.user)
+                            let rows = Set(try await store.fetchMessages(in: ConversationID(customer.conversation), before: nil, limit: .max, scope: scope).compactMap(\.serverID?.rawValue))
+                            for message in server.messages(in: customer.conversation) where !rows.contains(message.uuid) {
+                                missing.append("\(customer.user) seq \(message.sequence) \"\(message.text)\" by \(message.sender)\(victim.contains("voximplant/\(customer.user)") ? " (moved)" : "")")
+                            }
+                        }
+                        Issue.record("not settled: \(try await Self.unsettled(store: store)); expected \(expectedOnServer) confirmed; missing \(missing.prefix(10)): \(error)")
                     }
 
                     // The proof: the emulator's log against every stored row, conversation by
@@ -206,7 +268,7 @@ extension CrashTests {
                     let onceEach = inFlight.filter { inFlightOnServer[$0] == 1 }.count
                     print(
                         """
-                        failover: \(sessions) sessions, 3 gateways, 1 killed with SIGKILL mid-traffic (\(victim.count) sessions moved); \
+                        failover: \(sessions) sessions, 3 gateways, 1 stopped with \(stop.rawValue) mid-traffic (\(victim.count) sessions moved); \
                         \(audit), outbox left \(outbox); in flight at the kill \(inFlight.count), on the server once each \(onceEach), \
                         resends the server recognised \(server.counts.duplicateSends)
                         """
@@ -216,6 +278,13 @@ extension CrashTests {
                     #expect(outbox == 0)
                     #expect(appliedUnanswered > 0 && inFlight.count > appliedUnanswered, "the killed gateway had sends in flight, applied and not yet sent")
                     #expect(onceEach == inFlight.count, "each send in flight in the killed gateway is on the server once")
+                    switch stop {
+                    case .sigkill:
+                        #expect(ending == "signal 9")
+                    case .sigterm:
+                        #expect(ending == "exit 0", "a gateway stopped by SIGTERM exits 0")
+                        #expect(releasedAll && saidStopped, "it released every session before it exited")
+                    }
                 }
                 try await store.client.run("DROP SCHEMA \(unescaped: schema) CASCADE")
             }
@@ -406,6 +475,22 @@ extension CrashTests {
     }
 
     /// Messages with a server id, once nothing is pending and every outbox is empty; -1 before.
+    /// What keeps the store from settling: the confirmed count, and the accounts with pending
+    /// messages or outbox entries.
+    static func unsettled(store: PostgresChatStore) async throws -> String {
+        let schema = store.schema
+        var lines: [String] = []
+        let rows = try await store.client.query(
+            """
+            SELECT 'confirmed', '', count(*) FROM \(unescaped: schema).message WHERE server_id IS NOT NULL
+            UNION ALL SELECT 'pending', account, count(*) FROM \(unescaped: schema).message WHERE pending GROUP BY account
+            UNION ALL SELECT 'outbox', account, count(*) FROM \(unescaped: schema).outbox GROUP BY account
+            """
+        )
+        for try await (kind, account, count) in rows.decode((String, String, Int64).self) { lines.append("\(kind) \(account) \(count)") }
+        return lines.prefix(20).joined(separator: ", ")
+    }
+
     static func confirmedAndSettled(store: PostgresChatStore) async throws -> Int {
         let schema = store.schema
         var counts: [Int64] = []
@@ -426,12 +511,25 @@ extension CrashTests {
 private final class Holdings: Sendable {
     let changed = AsyncSignal()
     private let held = Locked([String: Set<String>]())
+    private let stoppedNames = Locked(Set<String>())
+    private let others = Locked([String: [String]]())
+
+    /// The lines of `name` other than takes and releases: what to show when it misbehaves.
+    func otherLines(of name: String) -> [String] { others.withLock { $0[name] ?? [] } }
+
+    /// Whether `name` printed that it stopped gracefully.
+    func stopped(_ name: String) -> Bool { stoppedNames.withLock { $0.contains(name) } }
 
     /// Reads `child`'s lines until it ends.
     func follow(_ child: Child, as name: String) {
         Task.detached { [self] in
             while let line = try? await child.nextLine() {
-                if line.hasPrefix("took ") {
+                if !line.hasPrefix("took "), !line.hasPrefix("released ") {
+                    others.withLock { $0[name, default: []].append(line) }
+                }
+                if line == "stopped" {
+                    stoppedNames.withLock { _ = $0.insert(name) }
+                } else if line.hasPrefix("took ") {
                     held.withLock { _ = $0[name, default: []].insert(String(line.dropFirst(5))) }
                 } else if line.hasPrefix("released ") {
                     held.withLock { _ = $0[name, default: []].remove(String(line.dropFirst(9))) }

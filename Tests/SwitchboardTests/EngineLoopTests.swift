@@ -179,6 +179,42 @@ struct EngineLoopTests {
         expectNothingLeft(backend)
     }
 
+    /// A store read an inbound event needs fails (a stopping session's read is cancelled): its
+    /// transaction stores nothing — not the message, not the sequence past it — so the next link
+    /// brings the event again and it is stored. (The event used to be skipped and the sequence
+    /// stored past it: the message was lost for good.)
+    @Test func aReadThatFailsForAnEventStoresNothingOfItsTransaction() async throws {
+        let backend = TestBackend(name: "sequenced", sync: .sequenced(batchLimit: 100))
+        let message = Message(serverID: "m1", conversationID: "c", sequence: 1, text: "hello", time: Date(timeIntervalSince1970: 1))
+        backend.onConnect { link in
+            link.yield(.conversationHead("c", lastSequence: 0))
+            link.yield(.event(BackendEvent(.messageAdded(message, position: .newest), conversation: "c", sequence: 1)))
+        }
+        let store = ProbedStore()
+        let scope = StoreScope(backend: "sequenced", account: "default")
+        // The run's read and the event's own.
+        store.failNext(.fetchMessagesByKeys, count: 2)
+        let session = ChatSession(backend: backend, store: store, clock: SessionClock(TestClock()), logger: .quiet)
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.first("the failed read reported") {
+                if case .error(let error) = $0.kind { return error.code == .storageFailure }
+                return false
+            }
+            try await session.pause()
+            let sequences = try await store.base.fetchSequences(scope: scope)
+            let stored = try await store.base.fetchMessages(in: "c", before: nil, limit: 10, scope: scope)
+            print("an event whose read failed: stored sequences \(sequences), messages \(stored.map(\.text))")
+            #expect((sequences["c"] ?? 0) < 1, "the sequence did not move past the event")
+            #expect(stored.isEmpty)
+            try await session.resume()
+            try await recorder.first("the event again") { $0.addedMessage?.serverID == "m1" }
+            try await session.pause()
+        }
+        #expect(try await store.base.fetchMessages(in: "c", before: nil, limit: 10, scope: scope).map(\.text) == ["hello"])
+        #expect(try await store.base.fetchSequences(scope: scope)["c"] == 1)
+    }
+
     @Test func aConversationRemovedWithItsLastEventsKeepsNoSequence() async throws {
         let backend = TestBackend(name: "sequenced", sync: .sequenced(batchLimit: 100))
         let store = InMemoryChatStore()

@@ -137,9 +137,14 @@ extension ChatSession {
                         report(SwitchboardError(.storageFailure, "could not read the messages a read marker reads", underlying: error), conversation: event.conversationID)
                         for conversation in reads.newest { rows.newest[conversation] = [] }
                     } catch {
-                        // This event cannot be placed; the others still are.
-                        report(SwitchboardError(.storageFailure, "could not read the store for an event", underlying: error), conversation: event.conversationID)
-                        break
+                        // The event cannot be placed: the transaction fails whole, so nothing of
+                        // it is stored — the sequence or cursor it would move above all — and the
+                        // next link fetches the events again. (Storing the others would move the
+                        // cursor past this one, and it would be lost: seen when a session was
+                        // stopped mid-traffic and its reads were cancelled.)
+                        if openTransaction != nil, openTransaction!.failure == nil { openTransaction!.failure = error }
+                        transactionRows = rows
+                        return
                     }
                 }
             }

@@ -35,7 +35,7 @@ public struct VoximplantPushMessage: Sendable, Hashable {
 }
 
 /// Reads the pushes of the service (Docs/Protocols/voximplant-style.md §5.1), as Webim's
-/// ``WebimPushNotifications`` reads Webim's: no connection needed, so an app's notification
+/// `WebimPushNotifications` reads Webim's: no connection needed, so an app's notification
 /// service extension can show the message.
 public enum VoximplantPushNotifications {
     /// Whether a push's data came from the messaging service (`"voximplant": "im"`).
