@@ -35,6 +35,10 @@ let package = Package(
         // Already in the graph through Hummingbird; named so `switchboard emulate` can bound its
         // graceful shutdown on a signal.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.8.0"),
+        // The gateway's /metrics: swift-metrics (already in the graph through Hummingbird),
+        // exported in Prometheus's text format.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         // `swift package generate-documentation` for the DocC catalogs (checked in CI, Docs/CONTRIBUTING.md).
@@ -88,6 +92,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                // /health, /ready and /metrics.
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         // Network clients shared by adapters (WebSocket today; HTTP with the Webim adapter).
@@ -356,6 +364,10 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                // Scraping the gateway's /metrics.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
     ]

@@ -1,5 +1,7 @@
+import CoreMetrics
 public import Logging
 public import PostgresNIO
+public import Prometheus
 public import ServiceLifecycle
 public import Switchboard
 public import SwitchboardPostgres
@@ -37,13 +39,25 @@ public final class Gateway: Service, Sendable {
         public var lookInterval: Duration
         /// Carry every session's events to the buses of the other processes (`PostgresEventBridge`).
         public var bridge: Bool
+        /// Where `/health`, `/ready` and `/metrics` are served; none without it. Port 0 takes a
+        /// free one (``Change/listening(host:port:)`` says which). Keep it on loopback unless a
+        /// scraper elsewhere needs it: the endpoints have no authentication.
+        public var http: (host: String, port: Int)?
 
-        public init(postgresURL: String, processName: String, schema: String = "switchboard", lookInterval: Duration = .seconds(1), bridge: Bool = false) {
+        public init(
+            postgresURL: String,
+            processName: String,
+            schema: String = "switchboard",
+            lookInterval: Duration = .seconds(1),
+            bridge: Bool = false,
+            http: (host: String, port: Int)? = nil
+        ) {
             self.postgresURL = postgresURL
             self.processName = processName
             self.schema = schema
             self.lookInterval = lookInterval
             self.bridge = bridge
+            self.http = http
         }
     }
 
@@ -55,6 +69,8 @@ public final class Gateway: Service, Sendable {
         case stopping(sessions: Int)
         /// Every session stopped and was released.
         case stopped
+        /// The HTTP endpoints listen here (``Configuration/http``).
+        case listening(host: String, port: Int)
     }
 
     public let configuration: Configuration
@@ -68,9 +84,16 @@ public final class Gateway: Service, Sendable {
     /// same group (``services``), and to stop after it.
     public let client: PostgresClient
     let store: PostgresChatStore
+    /// Where the gateway's metrics are kept: what `/metrics` exports.
+    public let metricsRegistry: PrometheusCollectorRegistry
+    let metrics: GatewayMetrics
+    /// Whether the lock connection is up (`/ready`).
+    private let ownershipConnected: Locked<Bool>
+    private let http: (any Service)?
 
-    /// The client, then the gateway: what a `ServiceGroup` runs, in that order.
-    public var services: [any Service] { [client, self] }
+    /// The client, the HTTP endpoints when configured, then the gateway: what a `ServiceGroup`
+    /// runs, in that order, so that a graceful shutdown stops the gateway first.
+    public var services: [any Service] { [client] + (http.map { [$0] } ?? []) + [self] }
 
     /// - Throws: `invalidArgument` for a bad database URL, or for two sessions with one key.
     public init(
@@ -89,15 +112,39 @@ public final class Gateway: Service, Sendable {
         self.bus = bus
         self.logger = logger
         self.onChange = onChange
+        let registry = PrometheusCollectorRegistry()
+        let metrics = GatewayMetrics(factory: PrometheusMetricsFactory(registry: registry))
+        self.metricsRegistry = registry
+        self.metrics = metrics
         self.client = PostgresClient(configuration: try PostgresChatStore.configuration(url: configuration.postgresURL), backgroundLogger: logger)
-        self.store = try PostgresChatStore(client: client, schema: configuration.schema, logger: logger)
+        self.store = try PostgresChatStore(client: client, schema: configuration.schema, logger: logger) { duration in
+            let (seconds, attoseconds) = duration.components
+            metrics.storeWrites.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        }
+        let connected = Locked(false)
+        self.ownershipConnected = connected
         self.ownership = try PostgresSessionOwnership(
             url: configuration.postgresURL,
             processName: configuration.processName,
             configuration: .init(interval: configuration.lookInterval, namespace: configuration.schema),
             logger: logger,
-            onChange: { onChange(.ownership($0)) }
+            onChange: { change in
+                switch change {
+                case .connected: connected.withLock { $0 = true }
+                case .lost: connected.withLock { $0 = false }
+                case .took, .released: break
+                }
+                onChange(.ownership(change))
+            }
         )
+        let (client, ownership) = (self.client, self.ownership)
+        self.http = configuration.http.map { http in
+            GatewayHTTP.application(
+                host: http.host, port: http.port, metrics: metrics, registry: registry, logger: logger,
+                readiness: { await Self.readiness(connected: connected, client: client, ownership: ownership) },
+                onListening: { onChange(.listening(host: http.host, port: $0)) }
+            )
+        }
     }
 
     /// The keys of the sessions this process runs now.
@@ -120,7 +167,7 @@ public final class Gateway: Service, Sendable {
 
     private func serve(until stop: AsyncStream<Void>) async throws {
         let bySession = Dictionary(uniqueKeysWithValues: sessions.map { ($0.key, $0) })
-        let (bus, logger, onChange, ownership, store) = (self.bus, self.logger, self.onChange, self.ownership, self.store)
+        let (bus, logger, onChange, ownership, store, metrics) = (self.bus, self.logger, self.onChange, self.ownership, self.store, self.metrics)
         try await withThrowingTaskGroup(of: Bool.self) { group in
             if configuration.bridge {
                 let bridge = try PostgresEventBridge(store: store, url: configuration.postgresURL, bus: bus, logger: logger) { onChange(.bridge($0)) }
@@ -131,7 +178,7 @@ public final class Gateway: Service, Sendable {
             }
             group.addTask {
                 await ownership.run(keys: Array(bySession.keys)) { key in
-                    try await bySession[key]?.run(store: store, bus: bus, logger: logger)
+                    try await bySession[key]?.run(store: store, bus: bus, logger: logger, metrics: metrics)
                 }
                 return false
             }
@@ -148,7 +195,33 @@ public final class Gateway: Service, Sendable {
             // client is still running), then lets go of its locks.
             group.cancelAll()
             while let _ = try? await group.next() {}
+            ownershipConnected.withLock { $0 = false }
             if stopping { onChange(.stopped) }
         }
+    }
+
+    /// Whether the gateway is ready, and why (not): it holds its lock connection (so it runs its
+    /// share of the sessions) and the database answers within ``GatewayHTTP/readinessTimeout``.
+    static func readiness(connected: Locked<Bool>, client: PostgresClient, ownership: PostgresSessionOwnership) async -> (Bool, String) {
+        guard connected.withLock({ $0 }) else { return (false, "not ready: no lock connection to the database") }
+        let answered = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                do {
+                    _ = try await client.query("SELECT 1")
+                    return true
+                } catch {
+                    return false
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: GatewayHTTP.readinessTimeout)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        guard answered else { return (false, "not ready: the database did not answer within \(GatewayHTTP.readinessTimeout)") }
+        return (true, "ready: \(ownership.held.count) sessions held")
     }
 }

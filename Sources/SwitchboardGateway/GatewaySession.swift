@@ -37,10 +37,16 @@ public struct GatewaySession: Sendable {
     /// A fencing token is taken before the session reads the store: should this process lose the
     /// session without noticing (a partition), its writes are refused once another takes it.
     public func run(store: PostgresChatStore, bus: EventBus, logger: Logger) async throws {
+        try await run(store: store, bus: bus, logger: logger, metrics: nil)
+    }
+
+    func run(store: PostgresChatStore, bus: EventBus, logger: Logger, metrics: GatewayMetrics?) async throws {
         let session = ChatSession(id: SessionID(key), backend: try await makeBackend(logger), account: account, store: store, bus: bus, logger: logger)
         let events = session.events(filter: .all, buffering: .unbounded)
         try await store.takeOver(session.scope)
         defer { store.endTakeOver(session.scope) }
+        let key = self.key
+        metrics?.started(key, session)
         do {
             try await session.withRunning { session in
                 try await session.resume()
@@ -51,7 +57,11 @@ public struct GatewaySession: Sendable {
         } catch where Task.isCancelled {
             // Given up: what `onRunning` was doing ended with the session (a send refused as
             // `sessionClosed` stays in the outbox for whoever runs the session next).
+        } catch {
+            await metrics?.stopped(key)
+            throw error
         }
+        await metrics?.stopped(key)
     }
 }
 

@@ -39,6 +39,7 @@ public final class PostgresChatStore: ChatStore {
     /// The PostgreSQL schema holding the store's tables.
     public let schema: String
     let logger: Logger
+    let onWrite: (@Sendable (Duration) -> Void)?
     private let migrated = Locked(false)
     /// The fencing token this store writes each scope with, where it took the scope over
     /// (``takeOver(_:)``).
@@ -54,15 +55,23 @@ public final class PostgresChatStore: ChatStore {
     ///   - schema: The PostgreSQL schema of the store's tables; deployments that share a database
     ///     keep apart by schema.
     ///   - logger: Where migrations and failures are logged.
+    ///   - onWrite: Called with how long each write (``apply(_:scope:)``, one transaction) took,
+    ///     whether it committed or not: for a latency metric.
     /// - Throws: `invalidArgument` (`SwitchboardError.Code`) when `schema` is not a plain lower-case
     ///   SQL identifier (letters, digits and `_`, at most 63 characters, not starting with a digit).
-    public init(client: PostgresClient, schema: String = "switchboard", logger: Logger = Logger(label: "switchboard.postgres")) throws {
+    public init(
+        client: PostgresClient,
+        schema: String = "switchboard",
+        logger: Logger = Logger(label: "switchboard.postgres"),
+        onWrite: (@Sendable (Duration) -> Void)? = nil
+    ) throws {
         guard Self.isPlainIdentifier(schema) else {
             throw SwitchboardError(.invalidArgument, "the schema name \(schema) is not a plain lower-case SQL identifier")
         }
         self.client = client
         self.schema = schema
         self.logger = logger
+        self.onWrite = onWrite
     }
 
     /// Runs a client for `configuration` around `body`, which gets a migrated store; the client's
@@ -538,6 +547,8 @@ public final class PostgresChatStore: ChatStore {
     public func apply(_ writes: [StoreWrite], scope: StoreScope) async throws {
         guard !writes.isEmpty else { return }
         try await migrate()
+        let started = ContinuousClock.now
+        defer { onWrite?(ContinuousClock.now - started) }
         let fence = fences.withLock { $0[scope] }
         // One transaction: a write that fails, or a value that does not encode, rolls it all back.
         try await transaction("write") { connection, logger in

@@ -36,9 +36,12 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(name: .customLong("send-interval-ms"), help: "Milliseconds between a session's sends.") var sendIntervalMilliseconds = 100
     @Flag(help: "Carry every session's events to the buses of the other processes sharing the database (PostgresEventBridge).")
     var bridge = false
+    @Option(help: "Serve /health, /ready and /metrics (Prometheus) at HOST:PORT (port 0: a free one, printed); loopback unless you need otherwise, they have no authentication.")
+    var http: String?
 
     func validate() throws {
         if intervalMilliseconds < 10 { throw ValidationError("--interval-ms is at least 10") }
+        if let http, Self.endpoint(http) == nil { throw ValidationError("--http is HOST:PORT, like 127.0.0.1:9090 (port 0 for a free one), not \(http)") }
         if send < 0 || sendIntervalMilliseconds < 0 { throw ValidationError("--send and --send-interval-ms are not negative") }
     }
 
@@ -65,7 +68,10 @@ struct GatewayCommand: AsyncParsableCommand {
         let sessions = try Self.sessions(in: self.sessions, traffic: traffic)
         let logger = Self.logger
         let gateway = try Gateway(
-            configuration: .init(postgresURL: postgres, processName: name, schema: schema, lookInterval: .milliseconds(intervalMilliseconds), bridge: bridge),
+            configuration: .init(
+                postgresURL: postgres, processName: name, schema: schema, lookInterval: .milliseconds(intervalMilliseconds), bridge: bridge,
+                http: http.flatMap(Self.endpoint)
+            ),
             sessions: sessions,
             logger: logger,
             onChange: { change in say(Self.line(for: change)) }
@@ -79,6 +85,14 @@ struct GatewayCommand: AsyncParsableCommand {
         try await ServiceGroup(configuration: configuration).run()
     }
 
+    /// `HOST:PORT` (an IPv6 host in brackets), or `nil`.
+    static func endpoint(_ text: String) -> (host: String, port: Int)? {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else { return nil }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return host.isEmpty ? nil : (host, port)
+    }
+
     /// The gateway's line for a change: what the failover tests and operators read.
     static func line(for change: Gateway.Change) -> String {
         switch change {
@@ -89,6 +103,7 @@ struct GatewayCommand: AsyncParsableCommand {
         case .bridge(let change): "bridge \(change)"
         case .stopping(let sessions): "stopping: releasing \(sessions) sessions"
         case .stopped: "stopped"
+        case .listening(let host, let port): "http \(host):\(port) (/health, /ready, /metrics)"
         }
     }
 

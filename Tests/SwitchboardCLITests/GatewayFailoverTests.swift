@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 import PostgresNIO
 @_spi(TestKit) import Switchboard
@@ -508,7 +509,7 @@ extension CrashTests {
 }
 
 /// Which gateway holds which session, from the lines the gateways print.
-private final class Holdings: Sendable {
+final class Holdings: Sendable {
     let changed = AsyncSignal()
     private let held = Locked([String: Set<String>]())
     private let stoppedNames = Locked(Set<String>())
@@ -644,6 +645,16 @@ struct GatewaySessionFileTests {
         #expect(try GatewayCommand.sessions(in: file.path).map(\.key) == ["webim/w-user"])
         let error = #expect(throws: SwitchboardError.self) { try load(#"[{"backend": "voximplant", "url": "ws://h/ws", "user": "u", "token": "t"}, {"backend": "irc", "url": "x"}]"#) }
         #expect(error?.message.contains("session 2: gateway runs voximplant, webim, cxone and matrix sessions; not irc") == true, "\(String(describing: error))")
+    }
+
+    /// `--http` is HOST:PORT; anything else is refused before the gateway starts.
+    @Test func theHTTPAddressIsHostAndPort() throws {
+        #expect(GatewayCommand.endpoint("127.0.0.1:9090")! == ("127.0.0.1", 9090))
+        #expect(GatewayCommand.endpoint("[::1]:0")! == ("::1", 0))
+        for wrong in ["9090", ":9090", "localhost", "localhost:http", "127.0.0.1:70000"] {
+            #expect(GatewayCommand.endpoint(wrong) == nil, "\(wrong)")
+            #expect(throws: (any Error).self) { try GatewayCommand.parse(["--postgres", "postgres://u@h/d", "--sessions", "s.json", "--http", wrong]) }
+        }
     }
 
     @Test(arguments: [

@@ -308,6 +308,9 @@ extension SessionStateMachine {
     /// its events announced, the sends that came back end.
     mutating func projected(_ output: EventProjection.Output, at moment: Moment) -> [Effect] {
         statistics.duplicatesDropped += output.duplicates
+        for publication in output.publications {
+            if case .messageAdded(let message, _) = publication.kind, message.clientID == nil { statistics.messagesReceived += 1 }
+        }
         for (conversation, isStored) in output.stored {
             if isStored { conversations[conversation].isStored = true } else { conversations.remove(conversation) }
         }
