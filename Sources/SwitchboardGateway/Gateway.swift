@@ -190,38 +190,29 @@ public final class Gateway: Service, Sendable {
             // The ownership and the bridge run until cancelled; a bridge that fails ends the
             // gateway with its error.
             let stopping = try await group.next() ?? false
+            // Not ready from here on: the sessions are going.
+            ownershipConnected.withLock { $0 = false }
             if stopping { onChange(.stopping(sessions: ownership.held.count)) }
             // The ownership returns once every session has stopped (their writes finished: the
-            // client is still running), then lets go of its locks.
+            // client is still running), then lets go of its locks. Every child is waited for,
+            // whatever the others threw (a cancelled bridge throws).
             group.cancelAll()
-            while let _ = try? await group.next() {}
-            ownershipConnected.withLock { $0 = false }
+            while !group.isEmpty { _ = try? await group.next() }
             if stopping { onChange(.stopped) }
         }
     }
 
     /// Whether the gateway is ready, and why (not): it holds its lock connection (so it runs its
-    /// share of the sessions) and the database answers within ``GatewayHTTP/readinessTimeout``.
+    /// share of the sessions; not while it stops) and the database answers a `SELECT 1`. A
+    /// database that does not answer at all keeps the request waiting: PostgresNIO does not
+    /// cancel a statement it has written, so a probe's own timeout is what bounds it.
     static func readiness(connected: Locked<Bool>, client: PostgresClient, ownership: PostgresSessionOwnership) async -> (Bool, String) {
-        guard connected.withLock({ $0 }) else { return (false, "not ready: no lock connection to the database") }
-        let answered = await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                do {
-                    _ = try await client.query("SELECT 1")
-                    return true
-                } catch {
-                    return false
-                }
-            }
-            group.addTask {
-                try? await Task.sleep(for: GatewayHTTP.readinessTimeout)
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
+        guard connected.withLock({ $0 }) else { return (false, "not ready: no lock connection to the database, or stopping") }
+        do {
+            _ = try await client.query("SELECT 1")
+        } catch {
+            return (false, "not ready: the database did not answer: \(SwitchboardError.classify(error).message)")
         }
-        guard answered else { return (false, "not ready: the database did not answer within \(GatewayHTTP.readinessTimeout)") }
         return (true, "ready: \(ownership.held.count) sessions held")
     }
 }

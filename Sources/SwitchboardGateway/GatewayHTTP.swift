@@ -7,9 +7,6 @@ import ServiceLifecycle
 /// The gateway's HTTP endpoints for operators: `/health` (the process answers), `/ready` (it
 /// holds its lock connection and the database answers) and `/metrics` (Prometheus's text format).
 enum GatewayHTTP {
-    /// How long `/ready` waits for the database before it says no.
-    static let readinessTimeout: Duration = .seconds(2)
-
     static func application(
         host: String,
         port: Int,

@@ -47,9 +47,11 @@ final class GatewayMetrics: Sendable {
 
     /// The session stopped here: what it did since the last look is added, and it leaves.
     func stopped(_ key: String) async {
-        guard let entry = running.withLock({ $0[key] }) else { return }
-        add(key, entry, statistics: await entry.session.statistics)
-        running.withLock { _ = $0.removeValue(forKey: key) }
+        guard let session = running.withLock({ $0[key]?.session }) else { return }
+        add(key, session, statistics: await session.statistics)
+        running.withLock { running in
+            if running[key]?.session === session { running.removeValue(forKey: key) }
+        }
         await refreshGauges()
     }
 
@@ -57,13 +59,29 @@ final class GatewayMetrics: Sendable {
     /// each scrape.
     func update() async {
         for (key, entry) in running.withLock({ $0 }) {
-            add(key, entry, statistics: await entry.session.statistics)
+            add(key, entry.session, statistics: await entry.session.statistics)
         }
         await refreshGauges()
     }
 
-    private func add(_ key: String, _ entry: Running, statistics: SessionStatistics) {
-        let counted = entry.counted
+    /// Adds what grew since the figures last counted, in one step with moving them: two scrapes
+    /// at once, or a scrape and a stop, count each message once; figures read before the newest
+    /// counted ones add nothing; a session that has since been replaced under its key (taken
+    /// over again) adds nothing of the old one's.
+    private func add(_ key: String, _ session: ChatSession, statistics: SessionStatistics) {
+        let counted: SessionStatistics? = running.withLock { running in
+            guard var entry = running[key], entry.session === session else { return nil }
+            let before = entry.counted
+            entry.counted.messagesReceived = max(before.messagesReceived, statistics.messagesReceived)
+            entry.counted.messagesSent = max(before.messagesSent, statistics.messagesSent)
+            entry.counted.sendFailures = max(before.sendFailures, statistics.sendFailures)
+            entry.counted.sendRetries = max(before.sendRetries, statistics.sendRetries)
+            entry.counted.connects = max(before.connects, statistics.connects)
+            entry.counted.retransmitRequests = max(before.retransmitRequests, statistics.retransmitRequests)
+            running[key] = entry
+            return before
+        }
+        guard let counted else { return }
         messagesIn.increment(by: max(0, statistics.messagesReceived - counted.messagesReceived))
         messagesOut.increment(by: max(0, statistics.messagesSent - counted.messagesSent))
         sendsFailed.increment(by: max(0, statistics.sendFailures - counted.sendFailures))
@@ -71,7 +89,6 @@ final class GatewayMetrics: Sendable {
         // The first connect of a session in this process is no reconnect.
         reconnects.increment(by: max(0, max(0, statistics.connects - 1) - max(0, counted.connects - 1)))
         retransmits.increment(by: max(0, statistics.retransmitRequests - counted.retransmitRequests))
-        running.withLock { $0[key]?.counted = statistics }
     }
 
     private func refreshGauges() async {

@@ -82,11 +82,14 @@ public struct GatewaySessionKind: Sendable {
 
 /// A gateway's sessions file: a JSON array of objects, one per session, each with its
 /// `"backend"` and what that backend takes.
+///
+/// A field's value may be `{"env": "NAME"}` instead of text: it is read from the environment
+/// variable `NAME` when the file is read, so tokens and passwords need not be in the file.
 public enum GatewaySessionsFile {
-    /// Reads the file at `path`.
+    /// Reads the file at `path`, with `{"env": …}` values from this process's environment.
     ///
-    /// - Throws: `invalidArgument` naming the file, the session (its place in the array) and
-    ///   what is wrong with it.
+    /// - Throws: `invalidArgument` naming the file, the line and place of the session, the field
+    ///   where there is one, and what is wrong.
     public static func load(_ path: String, kinds: [GatewaySessionKind]) throws -> [GatewaySession] {
         let data: Data
         do {
@@ -97,22 +100,35 @@ public enum GatewaySessionsFile {
         return try read(data, from: path, kinds: kinds)
     }
 
-    /// Reads a file's contents; `path` names it in errors.
-    public static func read(_ data: Data, from path: String, kinds: [GatewaySessionKind]) throws -> [GatewaySession] {
+    /// Reads a file's contents; `path` names it in errors, and `environment` gives the values of
+    /// `{"env": "NAME"}` fields.
+    public static func read(
+        _ data: Data,
+        from path: String,
+        kinds: [GatewaySessionKind],
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws -> [GatewaySession] {
+        // A byte-order mark (an editor's UTF-8 "with BOM") is not part of the JSON.
+        let text = data.starts(with: [0xEF, 0xBB, 0xBF]) ? Data(data.dropFirst(3)) : data
         let entries: [JSONValue]
         do {
-            // A byte-order mark (an editor's UTF-8 "with BOM") is not part of the JSON.
-            let text = data.starts(with: [0xEF, 0xBB, 0xBF]) ? data.dropFirst(3) : data[...]
-            guard let array = try JSONValue(parsing: Data(text)).arrayValue else { throw SwitchboardError(.invalidArgument, "not an array") }
+            guard let array = try JSONValue(parsing: text).arrayValue else { throw SwitchboardError(.invalidArgument, "not an array") }
             entries = array
         } catch {
-            throw SwitchboardError(.invalidArgument, "\(path) is not a JSON array of sessions: \(error)")
+            let message = SwitchboardError.classify(error).message
+            // The parser says at which byte it stopped: say the line, as an editor shows it.
+            if let match = message.firstMatch(of: /at byte (\d+)/), let offset = Int(match.1) {
+                throw SwitchboardError(.invalidArgument, "\(path):\(line(at: offset, in: text)): not a JSON array of sessions: \(message)")
+            }
+            throw SwitchboardError(.invalidArgument, "\(path) is not a JSON array of sessions: \(message)")
         }
+        let lines = entryLines(in: text)
         let names = kinds.map(\.name)
         let known = names.count > 1 ? names.dropLast().joined(separator: ", ") + " and " + names.last! : names.joined()
         var keys: [String: Int] = [:]
-        return try entries.enumerated().map { index, entry in
-            let place = "\(path), session \(index + 1)"
+        return try entries.enumerated().map { index, raw in
+            let place = "\(path):\(index < lines.count ? lines[index] : 1): session \(index + 1)"
+            let entry = try resolvingEnvironment(raw, environment: environment, place: place)
             guard let backend = entry["backend"]?.stringValue else {
                 throw SwitchboardError(.invalidArgument, "\(place) names no \"backend\"")
             }
@@ -131,5 +147,56 @@ public enum GatewaySessionsFile {
             keys[session.key] = index + 1
             return session
         }
+    }
+
+    /// The entry with each `{"env": "NAME"}` field replaced by the variable's value.
+    static func resolvingEnvironment(_ entry: JSONValue, environment: [String: String], place: String) throws -> JSONValue {
+        guard var object = entry.objectValue else { return entry }
+        for (field, value) in object {
+            guard let reference = value.objectValue, reference.keys.contains("env") else { continue }
+            guard reference.count == 1, let name = reference["env"]?.stringValue, !name.isEmpty else {
+                throw SwitchboardError(.invalidArgument, "\(place): \"\(field)\" is {\"env\": \"NAME\"} with nothing else, the name of an environment variable")
+            }
+            guard let resolved = environment[name] else {
+                throw SwitchboardError(.invalidArgument, "\(place): \"\(field)\" names the environment variable \(name), which is not set")
+            }
+            object[field] = .string(resolved)
+        }
+        return .object(object)
+    }
+
+    /// The line (from 1) of each element of the top-level array, where it starts.
+    static func entryLines(in text: Data) -> [Int] {
+        var lines: [Int] = []
+        var line = 1, depth = 0
+        var inString = false, escaped = false, atElement = false
+        for byte in text {
+            if byte == UInt8(ascii: "\n") { line += 1 }
+            if inString {
+                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"):
+                continue
+            case UInt8(ascii: "["), UInt8(ascii: "{"):
+                if depth == 1, atElement { lines.append(line); atElement = false }
+                depth += 1
+                if depth == 1 { atElement = true }
+            case UInt8(ascii: "]"), UInt8(ascii: "}"):
+                depth -= 1
+            case UInt8(ascii: ","):
+                if depth == 1 { atElement = true }
+            default:
+                if depth == 1, atElement { lines.append(line); atElement = false }
+                if byte == UInt8(ascii: "\"") { inString = true }
+            }
+        }
+        return lines
+    }
+
+    /// The line (from 1) of byte `offset`.
+    static func line(at offset: Int, in text: Data) -> Int {
+        1 + text.prefix(offset).count { $0 == UInt8(ascii: "\n") }
     }
 }

@@ -527,6 +527,7 @@ final class Holdings: Sendable {
             while let line = try? await child.nextLine() {
                 if !line.hasPrefix("took "), !line.hasPrefix("released ") {
                     others.withLock { $0[name, default: []].append(line) }
+                    changed.signal()
                 }
                 if line == "stopped" {
                     stoppedNames.withLock { _ = $0.insert(name) }
@@ -645,6 +646,41 @@ struct GatewaySessionFileTests {
         #expect(try GatewayCommand.sessions(in: file.path).map(\.key) == ["webim/w-user"])
         let error = #expect(throws: SwitchboardError.self) { try load(#"[{"backend": "voximplant", "url": "ws://h/ws", "user": "u", "token": "t"}, {"backend": "irc", "url": "x"}]"#) }
         #expect(error?.message.contains("session 2: gateway runs voximplant, webim, cxone and matrix sessions; not irc") == true, "\(String(describing: error))")
+    }
+
+    /// A field may come from the environment (`{"env": "NAME"}`), and errors name the file's line,
+    /// the session and the field: a missing variable, a syntax error, an entry its backend refuses.
+    @Test func credentialsComeFromTheEnvironmentAndErrorsNameTheLine() throws {
+        let seen = Locked([JSONValue]())
+        let kind = GatewaySessionKind(name: "voximplant") { entry in
+            seen.withLock { $0.append(entry) }
+            guard entry["token"]?.stringValue != nil else { throw SwitchboardError(.invalidArgument, "needs \"token\"") }
+            return GatewaySession(backend: "voximplant", account: entry["user"]?.stringValue ?? "") { _ in throw SwitchboardError(.unsupported, "not in this test") }
+        }
+        let file = Data(
+            """
+            [
+              {"backend": "voximplant", "user": "u1", "token": "plain"},
+
+              {"backend": "voximplant", "user": "u2",
+               "token": {"env": "SB_TOKEN_U2"}}
+            ]
+            """.utf8
+        )
+        let sessions = try GatewaySessionsFile.read(file, from: "s.json", kinds: [kind], environment: ["SB_TOKEN_U2": "from-env"])
+        #expect(sessions.map(\.key) == ["voximplant/u1", "voximplant/u2"])
+        #expect(seen.withLock { $0 }.map { $0["token"]?.stringValue } == ["plain", "from-env"], "the backend gets the variable's value")
+        let missing = #expect(throws: SwitchboardError.self) { try GatewaySessionsFile.read(file, from: "s.json", kinds: [kind], environment: [:]) }
+        #expect(missing?.message == "s.json:4: session 2: \"token\" names the environment variable SB_TOKEN_U2, which is not set")
+        let syntax = #expect(throws: SwitchboardError.self) {
+            try GatewaySessionsFile.read(Data("[\n  {\"backend\": \"voximplant\",\n  }\n]".utf8), from: "s.json", kinds: [kind], environment: [:])
+        }
+        #expect(syntax?.message.hasPrefix("s.json:3: not a JSON array of sessions") == true, "\(String(describing: syntax))")
+        let refused = #expect(throws: SwitchboardError.self) {
+            try GatewaySessionsFile.read(Data("[{\"backend\": \"voximplant\", \"user\": \"a\", \"token\": \"t\"},\n {\"backend\": \"voximplant\", \"user\": \"b\"}]".utf8), from: "s.json", kinds: [kind], environment: [:])
+        }
+        #expect(refused?.message == "s.json:2: session 2: needs \"token\"")
+        print("sessions file errors: \(missing?.message ?? "-") | \(syntax?.message ?? "-") | \(refused?.message ?? "-")")
     }
 
     /// `--http` is HOST:PORT; anything else is refused before the gateway starts.

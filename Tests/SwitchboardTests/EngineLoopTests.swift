@@ -179,16 +179,32 @@ struct EngineLoopTests {
         expectNothingLeft(backend)
     }
 
-    /// A store read an inbound event needs fails (a stopping session's read is cancelled): its
-    /// transaction stores nothing — not the message, not the sequence past it — so the next link
-    /// brings the event again and it is stored. (The event used to be skipped and the sequence
-    /// stored past it: the message was lost for good.)
+    /// A store read an inbound event needs fails (a stopping session's read is cancelled, a
+    /// database connection breaks): its transaction stores nothing — not the message, not the
+    /// sequence past it — the session reads its stored sequences again and drops the link, and
+    /// the next link fetches the event from where the store says. (The event used to be skipped
+    /// and the sequence stored past it: the message was lost for good.)
     @Test func aReadThatFailsForAnEventStoresNothingOfItsTransaction() async throws {
         let backend = TestBackend(name: "sequenced", sync: .sequenced(batchLimit: 100))
         let message = Message(serverID: "m1", conversationID: "c", sequence: 1, text: "hello", time: Date(timeIntervalSince1970: 1))
+        let links = Locked(0)
         backend.onConnect { link in
-            link.yield(.conversationHead("c", lastSequence: 0))
-            link.yield(.event(BackendEvent(.messageAdded(message, position: .newest), conversation: "c", sequence: 1)))
+            // The first link hears the event live; the next one finds it in the log (head 1).
+            let first = links.withLock { links in
+                defer { links += 1 }
+                return links == 0
+            }
+            if first {
+                link.yield(.conversationHead("c", lastSequence: 0))
+                link.yield(.event(BackendEvent(.messageAdded(message, position: .newest), conversation: "c", sequence: 1)))
+            } else {
+                link.yield(.conversationHead("c", lastSequence: 1))
+            }
+        }
+        backend.answerAutomatically { pending in
+            guard case .retransmit(let conversation, let range) = pending.request else { return .success(.done) }
+            let events = range.map { _ in BackendEvent(.messageAdded(message, position: .newest), conversation: conversation, sequence: 1) }
+            return .success(.retransmitted(events, isComplete: true))
         }
         let store = ProbedStore()
         let scope = StoreScope(backend: "sequenced", account: "default")
@@ -201,18 +217,24 @@ struct EngineLoopTests {
                 if case .error(let error) = $0.kind { return error.code == .storageFailure }
                 return false
             }
-            try await session.pause()
+            try await recorder.first("the link dropped") {
+                if case .connection(.waitingToReconnect, _) = $0.kind { return true }
+                return false
+            }
             let sequences = try await store.base.fetchSequences(scope: scope)
             let stored = try await store.base.fetchMessages(in: "c", before: nil, limit: 10, scope: scope)
-            print("an event whose read failed: stored sequences \(sequences), messages \(stored.map(\.text))")
+            print("an event whose read failed: stored sequences \(sequences), messages \(stored.map(\.text)); links \(backend.connectCount)")
             #expect((sequences["c"] ?? 0) < 1, "the sequence did not move past the event")
             #expect(stored.isEmpty)
+            // The app reconnects at once (the test clock holds the backoff).
+            try await session.pause()
             try await session.resume()
             try await recorder.first("the event again") { $0.addedMessage?.serverID == "m1" }
             try await session.pause()
         }
         #expect(try await store.base.fetchMessages(in: "c", before: nil, limit: 10, scope: scope).map(\.text) == ["hello"])
         #expect(try await store.base.fetchSequences(scope: scope)["c"] == 1)
+        #expect(backend.retransmitRanges == [1...1], "the second link asked for the event the store does not have")
     }
 
     @Test func aConversationRemovedWithItsLastEventsKeepsNoSequence() async throws {

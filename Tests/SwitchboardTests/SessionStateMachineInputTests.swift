@@ -87,6 +87,7 @@ import Testing
             case .startLink(let id): "startLink \(id)"
             case .finishJobs(let id): "finishJobs \(id)"
             case .abortConnect(let id): "abortConnect \(id)"
+            case .reloadSyncState: "reloadSyncState"
             case .then, .afterCommit: "follow-up"
             }
         }

@@ -98,6 +98,15 @@ extension ChatSession {
             if link?.id == id { link?.jobs.finish() }
         case .abortConnect(let id):
             if link?.id == id { link?.abort.finish() }
+        case .reloadSyncState:
+            do {
+                machine.reloaded(sequences: try await store.fetchSequences(), cursor: try await store.fetchCursor())
+            } catch {
+                // Without them the next link cannot know where to start: the session ends, and
+                // the next one loads them as it starts.
+                report(SwitchboardError(.storageFailure, "could not read the stored sequences again after a failed write", underlying: error))
+                await run(.command(.lifecycle(.close, Reply { _ in })))
+            }
         case .then(let input):
             return input
         case .afterCommit(let input):

@@ -113,8 +113,9 @@ public struct SessionStatistics: Sendable, Hashable, Codable {
     /// Out-of-order events not held because the buffer was full (asked for again).
     public var heldOverflow = 0
     public var messagesSent = 0
-    /// Messages from the server that the session stored new: others' messages, and the user's
-    /// own from another device (not a send of this session confirmed).
+    /// New messages from the server as they arrive: others' messages, and the user's own from
+    /// another device; not history pages, and not this session's sends, which come back as
+    /// updates. Counted when handled, before their transaction is stored.
     public var messagesReceived = 0
     public var sendRetries = 0
     /// Send attempts that got no confirmation: refused, failed, or cut off by a lost link.

@@ -138,6 +138,9 @@ extension SessionStateMachine {
         case startLink(Int)
         case finishJobs(Int)
         case abortConnect(Int)
+        /// Read the stored sequences and cursor again (``SessionStateMachine/reloaded(sequences:cursor:)``):
+        /// a transaction that moved them in memory was not stored.
+        case reloadSyncState
         /// Handle this input next, in the same transaction.
         indirect case then(Input)
         /// Handle this input once this one's writes are stored (not at all if they fail).
@@ -201,12 +204,19 @@ extension SessionStateMachine {
             let abandoned = lanes.removeAll().flatMap { abandon($0.work, SwitchboardError(.sessionClosed, "the session has ended")) }
             return .perform(abandoned + effects(of: connection.loopEnded(), at: moment))
         case .commitFailed(let error):
-            // What the input would have stored is not there: nothing is known to be stored.
+            // What the input would have stored is not there: nothing is known to be stored. The
+            // trackers and the cursor moved past events the store does not have, so they are
+            // read again from the store, and the link goes: the next one fetches those events
+            // again from where the store says (left as they were, the next event would store a
+            // later sequence and the failed ones would be lost for good).
             conversations.forEach { state in
                 state.isStored = false
                 state.info = nil
+                state.tracker = nil
             }
-            return .perform([.report(error, nil)])
+            var effects: [Effect] = [.report(error, nil), .reloadSyncState]
+            if let link = connection.link?.id { effects += self.effects(of: connection.linkFailed(link, error), at: moment) }
+            return .perform(effects)
         case .answered(let work, let result):
             return answered(work, result: result, facts: facts, at: moment, using: &random)
         case .answeredUpdate(let update):
@@ -308,8 +318,10 @@ extension SessionStateMachine {
     /// its events announced, the sends that came back end.
     mutating func projected(_ output: EventProjection.Output, at moment: Moment) -> [Effect] {
         statistics.duplicatesDropped += output.duplicates
+        // New messages from the server: this session's own sends come back as updates, and
+        // history pages are not news.
         for publication in output.publications {
-            if case .messageAdded(let message, _) = publication.kind, message.clientID == nil { statistics.messagesReceived += 1 }
+            if case .messageAdded(_, let position) = publication.kind, position != .history { statistics.messagesReceived += 1 }
         }
         for (conversation, isStored) in output.stored {
             if isStored { conversations[conversation].isStored = true } else { conversations.remove(conversation) }

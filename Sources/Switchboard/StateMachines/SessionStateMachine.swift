@@ -255,6 +255,17 @@ struct SessionStateMachine: Sendable {
         self.cursor = cursor
     }
 
+    /// The stored sequences and cursor, read again after a transaction that had moved them in
+    /// memory failed (``Effect/reloadSyncState``): what the next link starts from.
+    mutating func reloaded(sequences: [ConversationID: Int64], cursor: SyncCursor?) {
+        conversations.forEach { state in
+            state.tracker = nil
+            state.storedSequence = nil
+        }
+        for (conversation, sequence) in sequences { conversations[conversation].storedSequence = sequence }
+        self.cursor = cursor
+    }
+
     // MARK: Events
 
     /// An event from the link: ordered by its conversation's tracker (sequenced backends), held

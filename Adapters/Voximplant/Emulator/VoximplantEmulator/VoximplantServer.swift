@@ -483,6 +483,8 @@ public final class VoximplantServer: Sendable {
             guard let token = params["token"]?.stringValue, !token.isEmpty, let platform = params["platform"]?.stringValue,
                 Self.pushPlatforms.contains(platform)
             else { throw VoximplantProtocolError(1) }
+            // A device's token belongs to the user who registered it last, on the platform given last.
+            for id in state.users.keys { state.users[id]?.pushTokens.removeAll { $0.token == token && (id != user || $0.platform != platform) } }
             if !(state.users[user]?.pushTokens.contains { $0.token == token } ?? true) {
                 state.users[user]?.pushTokens.append((token, platform))
             }
