@@ -20,19 +20,12 @@ extension CrashTests {
         let url = try LiveServer.postgres.require()
         let sends = 2
         let server = VoximplantServer()
-        let (agent, customers) = try Self.customers(3, on: server)
+        let (_, customers) = try Self.customers(3, on: server)
         server.autoReply(as: "agent@\(server.configuration.domain)") { _, text in "re: \(text)" }
-        _ = agent
         try await Self.withScratch("endpoints") { schema, file in try await PostgresChatStore.withStore(url: url, schema: schema, logger: .quiet) { store in
-            let stored = AsyncSignal()
-            try await withThrowingTaskGroup(of: Void.self) { listeners in
-                try await Self.notifyOnWrites(store: store)
-                listeners.addTask {
-                    try await store.client.withConnection { connection in
-                        try await connection.listen(on: "\(schema)_writes") { notes in for try await _ in notes { stored.signal() } }
-                    }
-                }
-                defer { listeners.cancelAll() }
+            // Every write to the store's messages and outbox signals `stored`: the test waits on it
+            // instead of polling.
+            try await Self.withWriteSignal(on: store) { stored in
                 try await VoximplantEmulator(server: server, logger: .quiet).withRunning { emulatorURL in
                     try Self.write(Self.sessions(customers, url: emulatorURL), to: file)
                     let gateway = try Child.start([

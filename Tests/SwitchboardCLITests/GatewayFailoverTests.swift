@@ -54,17 +54,9 @@ extension CrashTests {
         let unanswered = Set(customers.enumerated().filter { $0.offset % 20 == 0 }.map(\.element.user))
         server.withholdSendAnswers(of: unanswered)
         try await Self.withScratch("failover") { schema, file in try await PostgresChatStore.withStore(url: url, schema: schema, logger: .quiet) { store in
-            let stored = AsyncSignal()
-            try await withThrowingTaskGroup(of: Void.self) { listeners in
-                // Every write to the store's messages and outbox signals `stored`: the test waits
-                // on it instead of polling.
-                try await Self.notifyOnWrites(store: store)
-                listeners.addTask {
-                    try await store.client.withConnection { connection in
-                        try await connection.listen(on: "\(schema)_writes") { notes in for try await _ in notes { stored.signal() } }
-                    }
-                }
-                defer { listeners.cancelAll() }
+            // Every write to the store's messages and outbox signals `stored`: the test waits on it
+            // instead of polling.
+            try await Self.withWriteSignal(on: store) { stored in
                 try await VoximplantEmulator(server: server, logger: .quiet).withRunning { emulatorURL in
                     try Self.write(Self.sessions(customers, url: emulatorURL), to: file)
                     let holdings = Holdings()
@@ -187,17 +179,23 @@ extension CrashTests {
                     })
                     let deliveries = Locked([Duration]())
                     let seen = Locked(Set<String>())
+                    // A row seen stored and missing at a later look (the final audit below still
+                    // requires every row): printed, not hidden.
+                    let vanished = Locked(Set<String>())
                     do {
                         try await waitUntil("every moved session delivers the agent's next message", timeout: .seconds(120), signal: stored) {
                             let now = clock.now
                             let found = try await Self.storedServerIDs(Array(awaited.keys), in: store)
                             for id in found where seen.withLock({ $0.insert(id).inserted }) { deliveries.withLock { $0.append(now - killedAt) } }
-                            return found.count == awaited.count
+                            let gone = seen.withLock { $0 }.subtracting(found)
+                            vanished.withLock { $0.formUnion(gone) }
+                            return seen.withLock(\.count) == awaited.count
                         }
                     } catch {
                         let missing = awaited.filter { !seen.withLock { $0 }.contains($0.key) }.map(\.value).sorted()
                         let found = try await Self.storedServerIDs(Array(awaited.keys), in: store)
-                        Issue.record("delivered \(seen.withLock(\.count)) of \(awaited.count), stored now \(found.count); not yet: \(missing.prefix(10)) (unanswered among them: \(missing.filter(unanswered.contains).count)): \(error)")
+                        let said = survivors.flatMap { holdings.otherLines(of: $0) }.filter { !$0.hasPrefix("connected") }
+                        Issue.record("delivered \(seen.withLock(\.count)) of \(awaited.count), stored now \(found.count); not yet: \(missing.prefix(10)) (unanswered among them: \(missing.filter(unanswered.contains).count)): \(error); the survivors said: \(said.suffix(10))")
                     }
                     try await waitUntil("every session held once by the survivors", timeout: .seconds(120), signal: holdings.changed) {
                         holdings.heldOnce(of: allKeys, by: survivors)
@@ -209,7 +207,8 @@ extension CrashTests {
                         released every session \(releasedAll), said stopped \(saidStopped); from the signal to each moved session's \
                         delivery: first \(delivered.first.map { "\($0)" } ?? "none"), median \(delivered.isEmpty ? "none" : "\(delivered[delivered.count / 2])"), last \(delivered.last.map { "\($0)" } ?? "none"); \
                         in flight in it: \(inFlight.count) sends in its unanswered sessions' outboxes, \(appliedUnanswered) of them \
-                        applied by the server and unanswered (\(server.withheldSendAnswers) answers withheld in all)
+                        applied by the server and unanswered (\(server.withheldSendAnswers) answers withheld in all); \
+                        delivered rows missing at a later look \(vanished.withLock(\.count))
                         """
                     )
                     for round in round + 1...agentMessages {
@@ -437,6 +436,23 @@ extension CrashTests {
     /// The gateway's file entries for `customers` on the emulator at `url`.
     static func sessions(_ customers: [(user: String, token: String, conversation: String)], url: String) -> [[String: Any]] {
         customers.map { ["backend": "voximplant", "url": url, "user": $0.user, "token": $0.token, "conversation": $0.conversation] }
+    }
+
+    /// Runs `body` with a signal that fires after every write to the store's messages, outbox,
+    /// conversations and sequences (a trigger and a `LISTEN`).
+    static func withWriteSignal<T: Sendable>(on store: PostgresChatStore, _ body: (AsyncSignal) async throws -> T) async throws -> T {
+        let stored = AsyncSignal()
+        let schema = store.schema
+        try await notifyOnWrites(store: store)
+        return try await withThrowingTaskGroup(of: Void.self) { listeners in
+            listeners.addTask {
+                try await store.client.withConnection { connection in
+                    try await connection.listen(on: "\(schema)_writes") { notes in for try await _ in notes { stored.signal() } }
+                }
+            }
+            defer { listeners.cancelAll() }
+            return try await body(stored)
+        }
     }
 
     /// A trigger on the store's messages, outbox, conversations and sequences that notifies `<schema>_writes` per statement.
