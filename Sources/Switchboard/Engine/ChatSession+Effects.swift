@@ -100,11 +100,11 @@ extension ChatSession {
             if link?.id == id { link?.abort.finish() }
         case .reloadSyncState:
             do {
-                machine.reloaded(sequences: try await store.fetchSequences(), cursor: try await store.fetchCursor())
+                machine.load(sequences: try await store.fetchSequences(), credentials: try await store.fetchCredentials(), cursor: try await store.fetchCursor())
             } catch {
                 // Without them the next link cannot know where to start: the session ends, and
                 // the next one loads them as it starts.
-                report(SwitchboardError(.storageFailure, "could not read the stored sequences again after a failed write", underlying: error))
+                report(SwitchboardError(.storageFailure, "could not read the stored sequences, credentials and cursor again after a failed write", underlying: error))
                 await run(.command(.lifecycle(.close, Reply { _ in })))
             }
         case .then(let input):

@@ -138,8 +138,9 @@ extension SessionStateMachine {
         case startLink(Int)
         case finishJobs(Int)
         case abortConnect(Int)
-        /// Read the stored sequences and cursor again (``SessionStateMachine/reloaded(sequences:cursor:)``):
-        /// a transaction that moved them in memory was not stored.
+        /// Load the stored sequences, credentials and cursor again
+        /// (``SessionStateMachine/load(sequences:credentials:cursor:)``): a transaction that moved
+        /// them in memory was not stored.
         case reloadSyncState
         /// Handle this input next, in the same transaction.
         indirect case then(Input)
@@ -205,14 +206,13 @@ extension SessionStateMachine {
             return .perform(abandoned + effects(of: connection.loopEnded(), at: moment))
         case .commitFailed(let error):
             // What the input would have stored is not there: nothing is known to be stored. The
-            // trackers and the cursor moved past events the store does not have, so they are
-            // read again from the store, and the link goes: the next one fetches those events
-            // again from where the store says (left as they were, the next event would store a
-            // later sequence and the failed ones would be lost for good).
+            // trackers, the cursor and the credentials moved past what the store has, so they
+            // are loaded again from the store, and the link goes: the next one fetches the
+            // events again from where the store says (left as they were, the next event would
+            // store a later sequence and the failed ones would be lost for good).
             conversations.forEach { state in
                 state.isStored = false
                 state.info = nil
-                state.tracker = nil
             }
             var effects: [Effect] = [.report(error, nil), .reloadSyncState]
             if let link = connection.link?.id { effects += self.effects(of: connection.linkFailed(link, error), at: moment) }

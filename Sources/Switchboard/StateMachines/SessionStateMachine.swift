@@ -248,21 +248,17 @@ struct SessionStateMachine: Sendable {
     }
 
     /// The state loaded from the store: where each conversation's events resume, the credentials
-    /// and the cursor. (The outbox follows: ``restoreOutbox(_:withMessage:pending:)``.)
+    /// and the cursor — as the session starts (the outbox follows:
+    /// ``restoreOutbox(_:withMessage:pending:)``), and again after a transaction that had moved
+    /// them in memory failed (``Effect/reloadSyncState``). Each conversation's tracker starts
+    /// over from what is stored at the next link.
     mutating func load(sequences: [ConversationID: Int64], credentials: Credentials, cursor: SyncCursor?) {
-        for (conversation, sequence) in sequences { conversations[conversation].storedSequence = sequence }
-        self.credentials = credentials
-        self.cursor = cursor
-    }
-
-    /// The stored sequences and cursor, read again after a transaction that had moved them in
-    /// memory failed (``Effect/reloadSyncState``): what the next link starts from.
-    mutating func reloaded(sequences: [ConversationID: Int64], cursor: SyncCursor?) {
         conversations.forEach { state in
             state.tracker = nil
             state.storedSequence = nil
         }
         for (conversation, sequence) in sequences { conversations[conversation].storedSequence = sequence }
+        self.credentials = credentials
         self.cursor = cursor
     }
 
