@@ -3,7 +3,7 @@ public import Logging
 public import PostgresNIO
 public import Prometheus
 public import ServiceLifecycle
-public import Switchboard
+@_spi(TestKit) public import Switchboard
 public import SwitchboardPostgres
 
 /// Runs its share of a file of sessions as one of several processes sharing a PostgreSQL
@@ -43,6 +43,12 @@ public final class Gateway: Service, Sendable {
         /// free one (``Change/listening(host:port:)`` says which). Keep it on loopback unless a
         /// scraper elsewhere needs it: the endpoints have no authentication.
         public var http: (host: String, port: Int)?
+        /// With a token, the ``http`` address also serves the API for other programs under `/v1`
+        /// (and its OpenAPI document at `/openapi.yaml`), each request with
+        /// `Authorization: Bearer <token>`; without one, there is no API. The API streams the
+        /// events every gateway's bridge writes, so a token turns the ``bridge`` on: give every
+        /// gateway of a fleet the token (or the bridge). The token is never logged.
+        public var apiToken: String?
 
         public init(
             postgresURL: String,
@@ -50,7 +56,8 @@ public final class Gateway: Service, Sendable {
             schema: String = "switchboard",
             lookInterval: Duration = .seconds(1),
             bridge: Bool = false,
-            http: (host: String, port: Int)? = nil
+            http: (host: String, port: Int)? = nil,
+            apiToken: String? = nil
         ) {
             self.postgresURL = postgresURL
             self.processName = processName
@@ -58,7 +65,11 @@ public final class Gateway: Service, Sendable {
             self.lookInterval = lookInterval
             self.bridge = bridge
             self.http = http
+            self.apiToken = apiToken
         }
+
+        /// Whether the gateway writes its sessions' events for the others (``bridge``, or the API).
+        var bridges: Bool { bridge || apiToken != nil }
     }
 
     /// What the gateway did, for its lines, logs and tests.
@@ -90,12 +101,20 @@ public final class Gateway: Service, Sendable {
     /// Whether the lock connection is up (`/ready`).
     private let ownershipConnected: Locked<Bool>
     private let http: (any Service)?
+    /// The API's requests for the sessions this process runs (whichever gateway took them).
+    let commands: GatewayCommands
+    let directory: GatewayDirectory
+    /// Signalled when events reach the shared log: the API's event streams look again.
+    let stored: AsyncSignal
+    /// What the HTTP address serves, `METHOD /path` (the WebSocket's upgrade among them).
+    let routes: [String]
 
     /// The client, the HTTP endpoints when configured, then the gateway: what a `ServiceGroup`
     /// runs, in that order, so that a graceful shutdown stops the gateway first.
     public var services: [any Service] { [client] + (http.map { [$0] } ?? []) + [self] }
 
-    /// - Throws: `invalidArgument` for a bad database URL, or for two sessions with one key.
+    /// - Throws: `invalidArgument` for a bad database URL, for two sessions with one key, or for an
+    ///   API token that is empty or has no ``Configuration/http`` address to be served on.
     public init(
         configuration: Configuration,
         sessions: [GatewaySession],
@@ -106,6 +125,14 @@ public final class Gateway: Service, Sendable {
         var seen = Set<String>()
         for session in sessions where !seen.insert(session.key).inserted {
             throw SwitchboardError(.invalidArgument, "two sessions are \(session.key); each account runs once")
+        }
+        if let token = configuration.apiToken {
+            guard !token.isEmpty, !token.contains(where: \.isWhitespace) else {
+                throw SwitchboardError(.invalidArgument, "the API token is empty or has white space")
+            }
+            guard configuration.http != nil else {
+                throw SwitchboardError(.invalidArgument, "the API is served on the HTTP address: give one (http, --http HOST:PORT)")
+            }
         }
         self.configuration = configuration
         self.sessions = sessions
@@ -137,15 +164,35 @@ public final class Gateway: Service, Sendable {
                 onChange(.ownership(change))
             }
         )
-        let (client, ownership) = (self.client, self.ownership)
-        self.http = configuration.http.map { http in
+        let (client, ownership, store) = (self.client, self.ownership, self.store)
+        let commands = try GatewayCommands(store: store, url: configuration.postgresURL, sweepInterval: Self.requestSweep, logger: logger)
+        let directory = GatewayDirectory(store: store, logger: logger)
+        let stored = AsyncSignal()
+        self.commands = commands
+        self.directory = directory
+        self.stored = stored
+        let api = configuration.apiToken.map { token in
+            GatewayAPI(
+                token: token, store: store, sessions: Dictionary(uniqueKeysWithValues: sessions.map { ($0.key, $0) }), ownership: ownership,
+                commands: commands, directory: directory, log: PostgresEventLog(store: store, logger: logger), stored: stored,
+                streamPollInterval: .milliseconds(250), logger: logger
+            )
+        }
+        let http = configuration.http.map { http in
             GatewayHTTP.application(
                 host: http.host, port: http.port, metrics: metrics, registry: registry, logger: logger,
                 readiness: { await Self.readiness(connected: connected, client: client, ownership: ownership) },
+                api: api,
                 onListening: { onChange(.listening(host: http.host, port: $0)) }
             )
         }
+        self.http = http?.service
+        self.routes = http?.routes ?? []
     }
+
+    /// How often a session looks for API requests nobody told it of (a notification missed while
+    /// the listener reconnected; reconnecting looks at once too).
+    static let requestSweep: Duration = .seconds(30)
 
     /// The keys of the sessions this process runs now.
     public var held: [String] { ownership.held }
@@ -168,17 +215,29 @@ public final class Gateway: Service, Sendable {
     private func serve(until stop: AsyncStream<Void>) async throws {
         let bySession = Dictionary(uniqueKeysWithValues: sessions.map { ($0.key, $0) })
         let (bus, logger, onChange, ownership, store, metrics) = (self.bus, self.logger, self.onChange, self.ownership, self.store, self.metrics)
+        let (commands, stored) = (self.commands, self.stored)
+        let fleet = GatewaySession.Fleet(process: configuration.processName, directory: directory, commands: commands)
         try await withThrowingTaskGroup(of: Bool.self) { group in
-            if configuration.bridge {
-                let bridge = try PostgresEventBridge(store: store, url: configuration.postgresURL, bus: bus, logger: logger) { onChange(.bridge($0)) }
+            if configuration.bridges {
+                let bridge = try PostgresEventBridge(
+                    store: store, url: configuration.postgresURL, bus: bus, logger: logger, onChange: { onChange(.bridge($0)) }, onStored: { stored.signal() }
+                )
                 group.addTask {
                     try await bridge.run()
                     return false
                 }
             }
             group.addTask {
+                await commands.listen()
+                return false
+            }
+            group.addTask {
+                await commands.pruneRefused()
+                return false
+            }
+            group.addTask {
                 await ownership.run(keys: Array(bySession.keys)) { key in
-                    try await bySession[key]?.run(store: store, bus: bus, logger: logger, metrics: metrics)
+                    try await bySession[key]?.run(store: store, bus: bus, logger: logger, metrics: metrics, fleet: fleet)
                 }
                 return false
             }

@@ -37,22 +37,45 @@ public struct GatewaySession: Sendable {
     /// A fencing token is taken before the session reads the store: should this process lose the
     /// session without noticing (a partition), its writes are refused once another takes it.
     public func run(store: PostgresChatStore, bus: EventBus, logger: Logger) async throws {
-        try await run(store: store, bus: bus, logger: logger, metrics: nil)
+        try await run(store: store, bus: bus, logger: logger, metrics: nil, fleet: nil)
     }
 
-    func run(store: PostgresChatStore, bus: EventBus, logger: Logger, metrics: GatewayMetrics?) async throws {
+    /// What a gateway adds to a session it runs: its record in the fleet's directory, and the API's
+    /// requests for it.
+    struct Fleet: Sendable {
+        var process: String
+        var directory: GatewayDirectory
+        var commands: GatewayCommands
+    }
+
+    func run(store: PostgresChatStore, bus: EventBus, logger: Logger, metrics: GatewayMetrics?, fleet: Fleet?) async throws {
         let session = ChatSession(id: SessionID(key), backend: try await makeBackend(logger), account: account, store: store, bus: bus, logger: logger)
         let events = session.events(filter: .all, buffering: .unbounded)
         try await store.takeOver(session.scope)
         defer { store.endTakeOver(session.scope) }
         let key = self.key
+        try await fleet?.directory.record(key, scope: session.scope, process: fleet!.process)
         metrics?.started(key, session)
         do {
             try await session.withRunning { session in
                 try await session.resume()
-                if let onRunning { try await onRunning(session, events) }
-                // Runs until the process gives the session up.
-                for await _ in events {}
+                // The session's life is its events': the requests stop with them.
+                try await withThrowingTaskGroup(of: Bool.self) { group in
+                    if let fleet {
+                        group.addTask {
+                            await fleet.commands.serve(session, key: key)
+                            return false
+                        }
+                    }
+                    group.addTask {
+                        if let onRunning { try await onRunning(session, events) }
+                        // Runs until the process gives the session up.
+                        for await _ in events {}
+                        return true
+                    }
+                    while let ended = try await group.next(), !ended {}
+                    group.cancelAll()
+                }
             }
         } catch where Task.isCancelled {
             // Given up: what `onRunning` was doing ended with the session (a send refused as

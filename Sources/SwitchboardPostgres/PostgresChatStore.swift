@@ -46,7 +46,7 @@ public final class PostgresChatStore: ChatStore {
     private let fences = Locked([StoreScope: Int64]())
 
     /// The current schema version; ``migrate()`` brings an older schema up to it.
-    public static let schemaVersion = 4
+    public static let schemaVersion = 5
 
     /// A store in `schema` of the database `client` connects to. Nothing is read until the first
     /// call, which creates or migrates the tables.
@@ -318,6 +318,33 @@ public final class PostgresChatStore: ChatStore {
                 "CREATE INDEX message_client_scope ON \(table("message")) (backend, account, user_id, client_id) WHERE client_id IS NOT NULL",
                 "CREATE INDEX message_order ON \(table("message")) (backend, account, user_id, conversation, pending, sequence, time, tie)",
                 "CREATE INDEX outbox_order ON \(table("outbox")) (backend, account, user_id, position)",
+            ],
+            // A fleet's API (`SwitchboardGateway`). Each bridged event's writing transaction, its
+            // session and conversation: `PostgresEventLog` reads the events in a commit-safe order
+            // by (transaction, id). The commands a gateway answering a request left for the
+            // process that runs the session, and the sessions' users and holders.
+            [
+                "ALTER TABLE \(table("event")) ADD COLUMN tx xid8 NOT NULL DEFAULT pg_current_xact_id()",
+                "ALTER TABLE \(table("event")) ADD COLUMN session text",
+                "ALTER TABLE \(table("event")) ADD COLUMN conversation text",
+                "CREATE INDEX event_position ON \(table("event")) (tx, id)",
+                // The newest position pruned from the event table: a reader behind it may have
+                // missed events.
+                "CREATE TABLE \(table("event_horizon")) (one boolean PRIMARY KEY DEFAULT true CHECK (one), tx xid8 NOT NULL, id bigint NOT NULL)",
+                "INSERT INTO \(table("event_horizon")) (tx, id) VALUES ('0', 0)",
+                """
+                CREATE TABLE \(table("command")) (
+                    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    session text NOT NULL, kind text NOT NULL, conversation text NOT NULL, client_id text,
+                    body bytea NOT NULL, error text, created timestamptz NOT NULL DEFAULT now(),
+                    UNIQUE (session, client_id))
+                """,
+                "CREATE INDEX command_session ON \(table("command")) (session, id)",
+                """
+                CREATE TABLE \(table("gateway_session")) (
+                    key text PRIMARY KEY, backend text NOT NULL, account text NOT NULL, user_id text NOT NULL,
+                    process text NOT NULL, since timestamptz NOT NULL DEFAULT now())
+                """,
             ],
         ]
     }
@@ -792,7 +819,7 @@ public final class PostgresChatStore: ChatStore {
     /// A failure as a ``SwitchboardError``: the server's reason where there is one (PostgresNIO's
     /// own description hides it to keep query values out of logs; the server's message names none),
     /// the failing part of a transaction, a column that does not decode.
-    static func classify(_ error: any Error, what: String) -> SwitchboardError {
+    package static func classify(_ error: any Error, what: String) -> SwitchboardError {
         switch error {
         case let error as SwitchboardError:
             return error

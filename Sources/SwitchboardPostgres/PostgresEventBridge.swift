@@ -68,6 +68,7 @@ public final class PostgresEventBridge: Sendable {
     }
 
     let onChange: @Sendable (Change) -> Void
+    let onStored: @Sendable () -> Void
     let store: PostgresChatStore
     let listenConnection: PostgresConnection.Configuration
     let bus: EventBus
@@ -96,17 +97,20 @@ public final class PostgresEventBridge: Sendable {
         configuration: Configuration = Configuration(),
         clock: SessionClock = SessionClock(ContinuousClock()),
         logger: Logger = Logger(label: "switchboard.bridge"),
-        onChange: @escaping @Sendable (Change) -> Void = { _ in }
+        onChange: @escaping @Sendable (Change) -> Void = { _ in },
+        onStored: @escaping @Sendable () -> Void = {}
     ) throws {
         try self.init(
             store: store, listenConnection: PostgresChatStore.Endpoint(url: url).connectionConfiguration(), bus: bus, configuration: configuration,
-            clock: clock, logger: logger, onChange: onChange
+            clock: clock, logger: logger, onChange: onChange, onStored: onStored
         )
     }
 
     /// A bridge whose listener uses `listenConnection`. The reconnect delay and the pruning
     /// interval are slept on `clock`: a test clock lets a test say when a broken listener
-    /// connects again.
+    /// connects again. `onStored` is called whenever new events are in the table — after this
+    /// bridge wrote some, and when it hears of another's — for readers of the table
+    /// (`PostgresEventLog`) to look again.
     public init(
         store: PostgresChatStore,
         listenConnection: PostgresConnection.Configuration,
@@ -114,8 +118,10 @@ public final class PostgresEventBridge: Sendable {
         configuration: Configuration = Configuration(),
         clock: SessionClock = SessionClock(ContinuousClock()),
         logger: Logger = Logger(label: "switchboard.bridge"),
-        onChange: @escaping @Sendable (Change) -> Void = { _ in }
+        onChange: @escaping @Sendable (Change) -> Void = { _ in },
+        onStored: @escaping @Sendable () -> Void = {}
     ) {
+        self.onStored = onStored
         self.onChange = onChange
         self.store = store
         self.listenConnection = listenConnection
@@ -204,6 +210,9 @@ public final class PostgresEventBridge: Sendable {
         var sequences: [Int64] = []
         var payloads: [ByteBuffer] = []
         var notes: [String] = []
+        var sessions: [String] = []
+        // No conversation is '' here and NULL in the table.
+        var conversations: [String] = []
         var byReference = 0
         let encoder = JSONEncoder()
         for event in batch {
@@ -221,6 +230,8 @@ public final class PostgresEventBridge: Sendable {
             if !inline { byReference += 1 }
             sequences.append(sequence)
             payloads.append(ByteBuffer(bytes: payload))
+            sessions.append(event.origin.session.rawValue)
+            conversations.append(event.conversationID?.rawValue ?? "")
             notes.append("\(instance):\(sequence):" + (inline ? String(decoding: payload, as: UTF8.self) : ""))
         }
         guard !sequences.isEmpty else { return }
@@ -230,8 +241,9 @@ public final class PostgresEventBridge: Sendable {
             let rows = try await store.client.query(
                 """
                 WITH written AS (
-                    INSERT INTO \(unescaped: store.table("event")) (instance, sequence, payload)
-                    SELECT \(instance), s, p FROM unnest(\(sequences)::bigint[], \(payloads)::bytea[]) AS t(s, p))
+                    INSERT INTO \(unescaped: store.table("event")) (instance, sequence, payload, session, conversation)
+                    SELECT \(instance), s, p, se, NULLIF(c, '')
+                    FROM unnest(\(sequences)::bigint[], \(payloads)::bytea[], \(sessions)::text[], \(conversations)::text[]) AS t(s, p, se, c))
                 SELECT pg_notify(\(channel), note) FROM unnest(\(notes)::text[]) AS n(note)
                 """,
                 logger: logger
@@ -251,16 +263,26 @@ public final class PostgresEventBridge: Sendable {
             state.statistics.sent += sequences.count
             state.statistics.sentByReference += byReference
         }
+        onStored()
     }
 
-    /// Deletes this bridge's events older than the retention, every tenth of it.
+    /// Deletes the events older than the retention, every tenth of it: every bridge's, so those of
+    /// a process that died go too.
     private func prune() async throws {
         let seconds = Double(configuration.retention.components.seconds) + Double(configuration.retention.components.attoseconds) / 1e18
         while true {
             try await clock.sleep(for: configuration.retention / 10)
             do {
+                // The newest position deleted moves the horizon readers of the log check against
+                // (`PostgresEventLog.keepsEverything(after:)`); it only ever moves forward.
                 try await store.client.run(
-                    "DELETE FROM \(unescaped: store.table("event")) WHERE instance = \(instance) AND created < now() - make_interval(secs => \(seconds))",
+                    """
+                    WITH gone AS (
+                        DELETE FROM \(unescaped: store.table("event")) WHERE created < now() - make_interval(secs => \(seconds))
+                        RETURNING tx, id),
+                    newest AS (SELECT tx, id FROM gone ORDER BY tx DESC, id DESC LIMIT 1)
+                    UPDATE \(unescaped: store.table("event_horizon")) h SET tx = newest.tx, id = newest.id FROM newest WHERE (newest.tx, newest.id) > (h.tx, h.id)
+                    """,
                     logger: logger
                 )
             } catch {
@@ -327,6 +349,7 @@ public final class PostgresEventBridge: Sendable {
             return
         }
         let from = String(parts[0])
+        onStored()
         guard from != receiver.instance else { return }
         receiver.heardAt = Date()
         let last = receiver.last[from]

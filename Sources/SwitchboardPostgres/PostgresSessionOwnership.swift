@@ -102,8 +102,39 @@ public final class PostgresSessionOwnership: Sendable {
     /// what an operator finds it by in `pg_locks` (`objid`, as an unsigned 32-bit number).
     public static func lockKey(_ key: String) -> Int32 { Int32(bitPattern: FNV1a.hash(key)) }
 
+    /// The first half of the advisory lock of every session key of `namespace`.
+    static func sessionSpace(_ namespace: String) -> Int32 {
+        Int32(bitPattern: FNV1a.hash(namespace + ".sessions") & 0x7fff_ffff)
+    }
+
     /// The keys this process holds now.
     public var held: [String] { heldKeys.withLock { $0 } }
+
+    /// Which process (its ``processName``) holds each of `keys` now, among every process of the
+    /// namespace, as the server's lock table says; a key nobody holds is absent. Read through
+    /// `client`, any connection to the database.
+    public func holders(of keys: [String], client: PostgresClient) async throws -> [String: String] {
+        let space = Int64(Self.sessionSpace(configuration.namespace))
+        var byLock: [Int64: [String]] = [:]
+        for key in keys { byLock[Int64(UInt32(bitPattern: Self.lockKey(key))), default: []].append(key) }
+        var holders: [String: String] = [:]
+        do {
+            let rows = try await client.query(
+                """
+                SELECT l.objid::bigint, a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.classid::bigint = \(space)
+                """,
+                logger: logger
+            )
+            for try await (lock, process) in rows.decode((Int64, String).self) {
+                // Two keys may share a lock: each is held by whoever holds it.
+                for key in byLock[lock] ?? [] { holders[key] = process }
+            }
+        } catch {
+            throw PostgresChatStore.classify(error, what: "reading who holds the sessions")
+        }
+        return holders
+    }
 
     private enum Input: Sendable {
         case look
@@ -162,7 +193,7 @@ public final class PostgresSessionOwnership: Sendable {
             self.keys = keys
             self.input = input
             self.body = body
-            self.sessionSpace = Int32(bitPattern: FNV1a.hash(ownership.configuration.namespace + ".sessions") & 0x7fff_ffff)
+            self.sessionSpace = PostgresSessionOwnership.sessionSpace(ownership.configuration.namespace)
             self.processSpace = Int32(bitPattern: FNV1a.hash(ownership.configuration.namespace + ".processes") & 0x7fff_ffff)
         }
 
@@ -272,6 +303,9 @@ public final class PostgresSessionOwnership: Sendable {
             if let lockConnection { return lockConnection }
             let connection = try await PostgresConnection.connect(configuration: ownership.connection, id: generation + 1, logger: logger)
             do {
+                // The process's name on its lock connection: how ``holders(of:client:)`` tells who
+                // holds what.
+                try await connection.run("SELECT set_config('application_name', \(ownership.processName), false)", logger: logger)
                 try await connection.run("SELECT pg_advisory_lock_shared(\(processSpace), 0)", logger: logger)
             } catch {
                 try? await connection.close()

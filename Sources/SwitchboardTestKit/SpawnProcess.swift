@@ -16,6 +16,7 @@ public import Glibc
 ///   - flags: more `posix_spawnattr` flags (`0x80`, glibc's `POSIX_SPAWN_SETSID`, for a session
 ///     of its own).
 ///   - defaultSignals: the signals the child starts with at their default disposition.
+///   - environment: variables set in the child over this process's environment.
 ///   - fileActions: what the child's descriptors are.
 /// - Returns: the child's process id.
 @_spi(TestKit) public func spawnProcess(
@@ -23,6 +24,7 @@ public import Glibc
     arguments: [String],
     flags: Int32 = 0,
     defaultSignals: [Int32] = [],
+    environment: [String: String] = [:],
     fileActions: (inout posix_spawn_file_actions_t) -> Void
 ) throws -> pid_t {
     var actions = posix_spawn_file_actions_t()
@@ -42,8 +44,19 @@ public import Glibc
     posix_spawnattr_setflags(&attributes, Int16(flags | Int32(POSIX_SPAWN_SETSIGMASK) | Int32(POSIX_SPAWN_SETSIGDEF)))
     let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
     defer { for pointer in argv { free(pointer) } }
+    // This process's environment, with `environment`'s variables set over it.
+    var variables: [String] = []
+    var index = 0
+    while let entry = environ[index] {
+        let text = String(cString: entry)
+        if !environment.keys.contains(where: { text.hasPrefix($0 + "=") }) { variables.append(text) }
+        index += 1
+    }
+    variables += environment.map { "\($0.key)=\($0.value)" }
+    let envp: [UnsafeMutablePointer<CChar>?] = variables.map { strdup($0) } + [nil]
+    defer { for pointer in envp { free(pointer) } }
     var pid: pid_t = 0
-    let result = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
+    let result = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
     guard result == 0 else { throw ConformanceFailure("could not start \(path): error \(result)") }
     return pid
 }

@@ -38,11 +38,26 @@ struct GatewayCommand: AsyncParsableCommand {
     var bridge = false
     @Option(help: "Serve /health, /ready and /metrics (Prometheus) at HOST:PORT (port 0: a free one, printed); loopback unless you need otherwise, they have no authentication.")
     var http: String?
+    @Option(
+        name: .customLong("api-token-env"),
+        help: "Serve the API for other programs (/v1, described at /openapi.yaml) on the --http address, with the bearer token in this environment variable. Turns --bridge on."
+    )
+    var apiTokenVariable: String?
 
     func validate() throws {
         if intervalMilliseconds < 10 { throw ValidationError("--interval-ms is at least 10") }
         if let http, Self.endpoint(http) == nil { throw ValidationError("--http is HOST:PORT, like 127.0.0.1:9090 (port 0 for a free one), not \(http)") }
         if send < 0 || sendIntervalMilliseconds < 0 { throw ValidationError("--send and --send-interval-ms are not negative") }
+        if apiTokenVariable != nil, http == nil { throw ValidationError("--api-token-env serves the API on the --http address: give one") }
+    }
+
+    /// The API's token, read from the variable `--api-token-env` names.
+    func apiToken(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> String? {
+        guard let apiTokenVariable else { return nil }
+        guard let token = environment[apiTokenVariable], !token.isEmpty else {
+            throw ValidationError("--api-token-env names \(apiTokenVariable), which is not set or empty")
+        }
+        return token
     }
 
     /// One line on standard error: the gateway's and `events`' own lines, beside the log.
@@ -70,11 +85,11 @@ struct GatewayCommand: AsyncParsableCommand {
         let gateway = try Gateway(
             configuration: .init(
                 postgresURL: postgres, processName: name, schema: schema, lookInterval: .milliseconds(intervalMilliseconds), bridge: bridge,
-                http: http.flatMap(Self.endpoint)
+                http: http.flatMap(Self.endpoint), apiToken: try apiToken()
             ),
             sessions: sessions,
             logger: logger,
-            onChange: { change in say(Self.line(for: change)) }
+            onChange: { [api = apiTokenVariable != nil] change in say(Self.line(for: change, api: api)) }
         )
         say("gateway \(name): \(sessions.count) sessions in the file")
         // SIGTERM (a process supervisor) and SIGINT (Ctrl-C) stop the gateway gracefully: it
@@ -94,7 +109,7 @@ struct GatewayCommand: AsyncParsableCommand {
     }
 
     /// The gateway's line for a change: what the failover tests and operators read.
-    static func line(for change: Gateway.Change) -> String {
+    static func line(for change: Gateway.Change, api: Bool = false) -> String {
         switch change {
         case .ownership(.connected(let processes)): "connected \(processes)"
         case .ownership(.took(let key)): "took \(key)"
@@ -103,7 +118,7 @@ struct GatewayCommand: AsyncParsableCommand {
         case .bridge(let change): "bridge \(change)"
         case .stopping(let sessions): "stopping: releasing \(sessions) sessions"
         case .stopped: "stopped"
-        case .listening(let host, let port): "http \(host):\(port) (/health, /ready, /metrics)"
+        case .listening(let host, let port): "http \(host):\(port) (/health, /ready, /metrics" + (api ? ", /v1, /openapi.yaml)" : ")")
         }
     }
 

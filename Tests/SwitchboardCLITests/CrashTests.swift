@@ -214,12 +214,14 @@ final class Child: Sendable {
         URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("switchboard")
     }
 
-    /// `mergingOutput`: standard output's lines are read too, with standard error's.
-    static func start(_ arguments: [String], mergingOutput: Bool = false) throws -> Child {
-        try Child(arguments, mergingOutput: mergingOutput)
+    /// `mergingOutput`: standard output's lines are read too, with standard error's. Another
+    /// program than `switchboard` with `executable`; variables set over this process's with
+    /// `environment`.
+    static func start(_ arguments: [String], mergingOutput: Bool = false, executable: String? = nil, environment: [String: String] = [:]) throws -> Child {
+        try Child(arguments, mergingOutput: mergingOutput, executable: executable ?? Self.executable.path, environment: environment)
     }
 
-    private init(_ arguments: [String], mergingOutput: Bool) throws {
+    private init(_ arguments: [String], mergingOutput: Bool, executable: String, environment: [String: String]) throws {
         // Socket pairs as pipes: made close-on-exec atomically (`pipe2` is not imported), so a
         // child another test starts meanwhile cannot inherit them.
         let kind = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
@@ -234,7 +236,7 @@ final class Child: Sendable {
         let pid: pid_t
         do {
             // SIGPIPE at its default in the child: the test process ignores it.
-            pid = try spawnProcess(Self.executable.path, arguments: arguments, defaultSignals: [SIGPIPE]) { actions in
+            pid = try spawnProcess(executable, arguments: arguments, defaultSignals: [SIGPIPE], environment: environment) { actions in
                 // dup2 clears close-on-exec on the copy: the child keeps exactly these three.
                 posix_spawn_file_actions_adddup2(&actions, input[0], 0)
                 if mergingOutput {

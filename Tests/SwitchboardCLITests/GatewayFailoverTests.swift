@@ -439,7 +439,7 @@ extension CrashTests {
     }
 
     /// Runs `body` with a signal that fires after every write to the store's messages, outbox,
-    /// conversations and sequences (a trigger and a `LISTEN`).
+    /// conversations, sequences and API requests (a trigger and a `LISTEN`).
     static func withWriteSignal<T: Sendable>(on store: PostgresChatStore, _ body: (AsyncSignal) async throws -> T) async throws -> T {
         let stored = AsyncSignal()
         let schema = store.schema
@@ -455,7 +455,8 @@ extension CrashTests {
         }
     }
 
-    /// A trigger on the store's messages, outbox, conversations and sequences that notifies `<schema>_writes` per statement.
+    /// A trigger on the store's messages, outbox, conversations, sequences and API requests that
+    /// notifies `<schema>_writes` per statement.
     static func notifyOnWrites(store: PostgresChatStore) async throws {
         let schema = store.schema
         try await store.client.run(
@@ -464,7 +465,7 @@ extension CrashTests {
             BEGIN PERFORM pg_notify('\(unescaped: schema)_writes', ''); RETURN NULL; END $$
             """
         )
-        for table in ["message", "outbox", "conversation", "sequence"] {
+        for table in ["message", "outbox", "conversation", "sequence", "command"] {
             try await store.client.run(
                 """
                 CREATE TRIGGER notify_writes AFTER INSERT OR UPDATE OR DELETE ON \(unescaped: schema).\(unescaped: table)

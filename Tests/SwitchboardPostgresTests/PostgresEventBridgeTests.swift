@@ -165,3 +165,90 @@ private final class Record: Sendable {
         signal.signal()
     }
 }
+
+extension PostgresEventBridgeTests {
+    /// `PostgresEventLog` reads what two bridges wrote — two processes' sessions — in one order that
+    /// keeps each session's, filters by session and conversation, goes on from any position it
+    /// gave, and says when a reader's position is behind what pruning deleted.
+    @Test func theEventLogReadsEveryProcesssEventsInOrderAndSaysWhenAReaderFellBehind() async throws {
+        try await PostgresServer.withClient { client, schemas in
+            let schema = schemas.fresh()
+            let store = try PostgresChatStore(client: client, schema: schema)
+            let log = PostgresEventLog(store: store)
+            let stored = AsyncSignal()
+            let quiet = Logger(label: "bridge", factory: { _ in SwiftLogNoOpLogHandler() })
+            let (busA, busB) = (EventBus(), EventBus())
+            // The pruning runs on test clocks: only when the test moves them. A bridge sleeping on
+            // its clock has subscribed to its bus.
+            let (clockA, clockB) = (TestClock(), TestClock())
+            let bridgeA = PostgresEventBridge(
+                store: store, listenConnection: try PostgresServer.connectionConfiguration(), bus: busA,
+                configuration: .init(retention: .seconds(60)), clock: SessionClock(clockA), logger: quiet, onStored: { stored.signal() }
+            )
+            let bridgeB = PostgresEventBridge(
+                store: try PostgresChatStore(client: client, schema: schema), listenConnection: try PostgresServer.connectionConfiguration(), bus: busB,
+                clock: SessionClock(clockB), logger: quiet, onStored: { stored.signal() }
+            )
+            let start = try await log.now()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await bridgeA.run() }
+                group.addTask { try await bridgeB.run() }
+                defer { group.cancelAll() }
+                #expect(await clockA.waitForSleepers(1), "A runs")
+                #expect(await clockB.waitForSleepers(1), "B runs")
+                // Two sessions in two processes, interleaved.
+                for index in 0..<60 {
+                    busA.publish(Self.event("a\(index)", in: "ca", sequence: Int64(index + 1), session: "sa"))
+                    busB.publish(Self.event("b\(index)", in: "cb", sequence: Int64(index + 1), session: "sb"))
+                }
+                // The log gives a row once no older transaction is open anywhere in the cluster:
+                // the other suites' transactions, which nothing here hears end, can hold the last
+                // rows back after the last bridge signal. A tick looks again meanwhile (it asserts
+                // nothing about time).
+                group.addTask {
+                    while !Task.isCancelled {
+                        try await Task.sleep(for: .milliseconds(100))
+                        stored.signal()
+                    }
+                }
+                try await waitUntil("120 events in the log", timeout: .seconds(120), signal: stored) {
+                    try await log.read(after: start, limit: 500).entries.count == 120
+                }
+                let all = try await log.read(after: start, limit: 500)
+                func texts(_ entries: [PostgresEventLog.Entry]) -> [String] {
+                    entries.compactMap { if case .messageAdded(let message, _) = $0.event.kind { message.text } else { nil } }
+                }
+                let positions = all.entries.map(\.position)
+                let sessionA = texts(all.entries.filter { $0.event.origin.session == "sa" })
+                print("event log: \(all.entries.count) events from two bridges, \(Set(positions).count) positions, first \(positions.first!), last \(positions.last!)")
+                #expect(zip(positions, positions.dropFirst()).allSatisfy { $0 < $1 }, "positions only grow")
+                #expect(sessionA == (0..<60).map { "a\($0)" }, "a session's events in the order it published them")
+                #expect(texts(all.entries.filter { $0.event.origin.session == "sb" }) == (0..<60).map { "b\($0)" })
+                #expect(all.end >= positions.last! && !all.isFull, "a page that is not full ends past everything stored")
+                // Filters, pages and going on from a position.
+                #expect(texts(try await log.read(after: start, session: "sa").entries) == sessionA)
+                #expect(texts(try await log.read(after: start, conversation: "cb").entries) == (0..<60).map { "b\($0)" })
+                let page = try await log.read(after: start, limit: 10)
+                #expect(page.entries == Array(all.entries.prefix(10)) && page.end == positions[9] && page.isFull)
+                #expect(try await log.read(after: positions[39], limit: 500).entries == Array(all.entries.dropFirst(40)))
+                #expect(try await log.read(after: positions.last!).entries.isEmpty)
+                #expect(PostgresEventLog.Position(positions[5].description) == positions[5])
+                #expect(PostgresEventLog.Position("12") == nil && PostgresEventLog.Position("a-1") == nil)
+
+                // A's rows age past the retention and A prunes them: a reader from before them is
+                // told it fell behind; one from after them is not.
+                #expect(try await log.keepsEverything(after: start))
+                try await client.run("UPDATE \(unescaped: schema).event SET created = created - interval '1 hour' WHERE session = 'sa'")
+                clockA.advance(by: .seconds(6))
+                #expect(await clockA.waitForSleepers(1), "A pruned and sleeps again")
+                let left = try await log.read(after: start, limit: 500).entries
+                #expect(left.allSatisfy { $0.event.origin.session == "sb" } && left.count == 60, "A's rows are gone, B's are kept")
+                let lastOfA = all.entries.last { $0.event.origin.session == "sa" }!.position
+                #expect(try await log.keepsEverything(after: start) == false, "behind the pruned rows")
+                #expect(try await log.keepsEverything(after: lastOfA), "nothing after the newest pruned row is gone")
+                print("event log: pruned A's 60 rows; a reader at the start fell behind, one at \(lastOfA) did not")
+            }
+            try await client.run("DROP SCHEMA \(unescaped: schema) CASCADE")
+        }
+    }
+}

@@ -30,7 +30,7 @@ private struct FakeConversation: Conversation {
         #expect(timeline.items.map(\.text) == ["m1", "m2", "m3"], "a timeline from the stored messages")
         var unsupported = 0
         for call in [
-            { try await fake.edit("m1", text: "x") }, { try await fake.delete("m1") }, { try await fake.close() },
+            { try await fake.edit("m1", text: "x") }, { try await fake.delete("m1") }, { _ = try await fake.send(MessageDraft(text: "x"), clientID: "c1") }, { try await fake.close() },
             { try await fake.archive() }, { try await fake.update(ConversationChanges(title: "t")) },
             { try await fake.setCustomFields([:]) }, { try await fake.rateAgent(nil, rating: 5, comment: nil) },
             { try await fake.addParticipants([]) }, { try await fake.updateParticipants([]) }, { try await fake.removeParticipants([]) },
@@ -41,6 +41,6 @@ private struct FakeConversation: Conversation {
                 unsupported += 1
             }
         }
-        #expect(unsupported == 10)
+        #expect(unsupported == 11)
     }
 }

@@ -223,6 +223,44 @@ struct SessionEngineTests {
         #expect(await store.fetchOutbox(scope: second.scope).isEmpty)
     }
 
+    @Test func aSendUnderTheCallersClientIDIsQueuedOnceHoweverOftenItIsRepeated() async throws {
+        let store = InMemoryChatStore()
+        let emulator = InMemoryEmulator()
+        let conversation = emulator.server.createConversation(participants: [Participant(id: "customer", role: .customer)])
+        let second = emulator.server.createConversation(participants: [Participant(id: "customer", role: .customer)])
+        let session = ChatSession(backend: InMemoryBackend(server: emulator.server, user: "customer"), store: store, configuration: .fastForTests, logger: .quiet)
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.first("the conversation") { $0.conversationID == conversation.id }
+            try await recorder.first("the second conversation") { $0.conversationID == second.id }
+            try await session.pause()
+            try await recorder.first("offline") { $0.kind == .connection(.disconnected, reason: .userInitiated) }
+            let chat = try await session.conversation(conversation.id)
+            // Offline: the first call queues it, the repeat answers with the queued copy.
+            let first = try await chat.send(MessageDraft(text: "order 1"), clientID: "order-1")
+            let repeated = try await chat.send(MessageDraft(text: "order 1, again"), clientID: "order-1")
+            #expect(first.clientID == "order-1" && first.deliveryState == .pending)
+            #expect(repeated == first, "a repeat while pending returns the pending message")
+            #expect(await session.pendingSends.map(\.clientID) == ["order-1"])
+            try await session.resume()
+            try await recorder.waitUntil("the send confirmed") { events in
+                events.compactMap(\.updatedMessage).contains { $0.clientID == "order-1" && $0.serverID != nil }
+            }
+            // Confirmed: a repeat returns the sent message and sends nothing.
+            let later = try await chat.send(MessageDraft(text: "order 1, once more"), clientID: "order-1")
+            #expect(later.serverID != nil && later.deliveryState == .sent && later.text == "order 1")
+            await #expect { try await chat.send(MessageDraft(text: "x"), clientID: "") } throws: { ($0 as? SwitchboardError)?.code == .invalidArgument }
+            // The id is the session's: another conversation cannot reuse it.
+            let other = try await session.conversation(second.id)
+            await #expect { try await other.send(MessageDraft(text: "elsewhere"), clientID: "order-1") } throws: { ($0 as? SwitchboardError)?.code == .invalidArgument }
+        }
+        let sent = emulator.server.messages(in: conversation.id)
+        print("caller client id: 3 calls, \(sent.count) message(s) on the server")
+        #expect(sent.map(\.text) == ["order 1"], "one message on the server for three calls")
+        #expect(sent.map(\.clientID) == ["order-1"], "the server got the caller's client id")
+        #expect(await store.fetchMessages(in: conversation.id, before: nil, limit: 10, scope: session.scope).map(\.text) == ["order 1"])
+    }
+
     @Test func aSendQueuedLongerThanTheExpiryFailsInsteadOfLandingLate() async throws {
         let clock = TestClock()
         let emulator = InMemoryEmulator()

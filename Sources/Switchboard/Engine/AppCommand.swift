@@ -25,7 +25,9 @@ enum AppCommand: Sendable {
     }
 
     case lifecycle(LifecycleChange, Reply<Void>)
-    case send(MessageDraft, in: ConversationID, Reply<Message>)
+    /// A send; with the caller's client id when it chose one (a repeat is answered with the
+    /// stored message instead of sent again).
+    case send(MessageDraft, in: ConversationID, clientID: ClientMessageID?, Reply<Message>)
     case typing(Bool, draft: String?, in: ConversationID, Reply<TypingOutcome>)
     case markRead(ChatEvent.ReadMarker?, in: ConversationID, Reply<Void>)
     /// The next history page from the backend; answered once it is stored (with nothing when
@@ -39,7 +41,7 @@ enum AppCommand: Sendable {
     var reply: any FailableReply {
         switch self {
         case .lifecycle(_, let reply): reply
-        case .send(_, _, let reply): reply
+        case .send(_, _, _, let reply): reply
         case .typing(_, _, _, let reply): reply
         case .markRead(_, _, let reply): reply
         case .history(_, _, let reply): reply

@@ -54,9 +54,12 @@ extension ChatSession {
 
     // MARK: Sending
 
-    func send(_ draft: MessageDraft, in conversation: ConversationID) async throws -> Message {
+    func send(_ draft: MessageDraft, in conversation: ConversationID, clientID: ClientMessageID? = nil) async throws -> Message {
         try checkSendable(draft)
-        return try await submit { .send(draft, in: conversation, $0) }
+        if let clientID, clientID.rawValue.isEmpty {
+            throw SwitchboardError(.invalidArgument, "a client id is not empty")
+        }
+        return try await submit { .send(draft, in: conversation, clientID: clientID, $0) }
     }
 
     /// What the backend refuses of any message, checked before anything is stored or sent.

@@ -100,6 +100,16 @@ public protocol Conversation: Sendable {
     ///   cannot carry, ``SwitchboardError/Code/payloadTooLarge`` for text over the limit.
     @discardableResult
     func send(_ draft: MessageDraft) async throws -> Message
+    /// Queues a message under a client id the caller chose — an idempotency key for a caller that
+    /// may repeat the call (a request retried after a lost answer, a command read again after a
+    /// crash): when the store already holds a message of this conversation with that client id,
+    /// nothing is queued and that message is returned as it is now (pending, sent or failed).
+    /// The id is the one the backend gets, so a server that recognizes resends recognizes it too.
+    /// A draft that goes as several messages gives its further parts `clientID/2`, `clientID/3` …
+    ///
+    /// - Throws: as ``send(_:)``; `invalidArgument` for an empty id.
+    @discardableResult
+    func send(_ draft: MessageDraft, clientID: ClientMessageID) async throws -> Message
     func edit(_ message: MessageID, text: String) async throws
     func delete(_ message: MessageID) async throws
 
@@ -141,6 +151,7 @@ public protocol Conversation: Sendable {
 extension Conversation {
     public func edit(_ message: MessageID, text: String) async throws { throw unsupported("edit") }
     public func delete(_ message: MessageID) async throws { throw unsupported("delete") }
+    public func send(_ draft: MessageDraft, clientID: ClientMessageID) async throws -> Message { throw unsupported("send with a client id") }
     public func timeline(limit: Int) async throws -> Timeline { try await Timeline(conversation: self, limit: limit) }
     public func close() async throws { throw unsupported("close") }
     public func archive() async throws { throw unsupported("archive") }

@@ -14,6 +14,7 @@ struct SessionConversation: Conversation {
     }
 
     func send(_ draft: MessageDraft) async throws -> Message { try await session.send(draft, in: id) }
+    func send(_ draft: MessageDraft, clientID: ClientMessageID) async throws -> Message { try await session.send(draft, in: id, clientID: clientID) }
 
     func edit(_ message: MessageID, text: String) async throws {
         try await apply(.edit(id, message, text: text, payload: nil))

@@ -436,8 +436,8 @@ extension SessionStateMachine {
         switch command {
         case .lifecycle:
             preconditionFailure("handled above")
-        case .send(let draft, let conversation, let reply):
-            return send(draft, in: conversation, reply: reply, facts: facts, at: moment, using: &random)
+        case .send(let draft, let conversation, let clientID, let reply):
+            return send(draft, in: conversation, clientID: clientID, reply: reply, facts: facts, at: moment, using: &random)
         case .typing(let isTyping, let draft, let conversation, let reply):
             let (outcome, actions) = typing(isTyping, draft: draft, in: conversation, now: moment.now)
             var effects = effects(of: actions, at: moment)
@@ -492,12 +492,26 @@ extension SessionStateMachine {
     mutating func send(
         _ draft: MessageDraft,
         in conversation: ConversationID,
+        clientID: ClientMessageID?,
         reply: Reply<Message>,
         facts: Facts,
         at moment: Moment,
         using random: inout some RandomNumberGenerator
     ) -> Turn {
         var effects: [Effect] = []
+        if let clientID {
+            // The caller's id: a repeat is answered with what the store holds, and queues nothing.
+            let read = Read.sentMessage(clientID, in: conversation)
+            guard let stored = facts.message(read) else { return .needs(read) }
+            if let failure = facts.failure(of: read) { return .perform([.answer(reply.failing(failure))]) }
+            if let stored {
+                // A store may find the id in another conversation of the scope.
+                guard stored.conversationID == conversation else {
+                    return .perform([.answer(reply.failing(SwitchboardError(.invalidArgument, "the client id \(clientID) is a message of conversation \(stored.conversationID)")))])
+                }
+                return .perform([.answer(reply.answering(stored))])
+            }
+        }
         if !conversations[conversation].isStored {
             let read = Read.conversation(conversation)
             guard let stored = facts.conversation(read) else { return .needs(read) }
@@ -513,8 +527,9 @@ extension SessionStateMachine {
         // then its files), each with its own client id and outbox entry, stored together.
         // A millisecond apart, so the parts keep their order while pending or failed.
         let entries = draft.parts(attachmentsPerMessage: settings.descriptor.limits.attachmentsPerMessage).enumerated().map { index, part in
-            OutboxEntry(
-                message: OutgoingMessage(clientID: ClientMessageID.random(using: &random), conversationID: conversation, content: part),
+            let id = clientID.map { index == 0 ? $0 : ClientMessageID("\($0.rawValue)/\(index + 1)") } ?? ClientMessageID.random(using: &random)
+            return OutboxEntry(
+                message: OutgoingMessage(clientID: id, conversationID: conversation, content: part),
                 createdAt: moment.date.addingTimeInterval(Double(index) / 1000)
             )
         }

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The Python tools the tests drive the project with from outside Swift, in a virtual environment
+# inside the clone (.build-python/venv, ignored by git):
+#
+#   scripts/python-tools.sh install    installs requests and websocket-client (PyPI): the gateway
+#                                      API's test client (Tests/Python/gateway_api_client.py)
+#   scripts/python-tools.sh python     prints the venv's python
+#
+# The tests find it at .build-python/venv/bin/python; without it a local `swift test` skips the
+# tests that need it and a CI run (CI set) fails them, naming this script.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+venv="${PYTHON_TOOLS_VENV:-$root/.build-python/venv}"
+packages=("requests==2.34.2" "websocket-client==1.9.2")
+
+case "${1:-}" in
+    install)
+        if [ ! -x "$venv/bin/python" ]; then
+            python3 -m venv "$venv"
+        fi
+        "$venv/bin/pip" install --quiet --disable-pip-version-check "${packages[@]}"
+        "$venv/bin/python" -c 'import requests, websocket; print("python tools: requests", requests.__version__, "websocket-client", websocket.__version__)'
+        ;;
+    python)
+        [ -x "$venv/bin/python" ] || { echo "python-tools: not installed; run scripts/python-tools.sh install" >&2; exit 3; }
+        echo "$venv/bin/python"
+        ;;
+    *)
+        echo "usage: scripts/python-tools.sh install | python" >&2
+        exit 2
+        ;;
+esac
