@@ -38,6 +38,9 @@ let package = Package(
         // The gateway's /metrics: swift-metrics (already in the graph through Hummingbird),
         // exported in Prometheus's text format.
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // A send's span from the app's call to the server's answer (the core; a no-op tracer
+        // unless the app bootstraps one). Already in the graph through Hummingbird.
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
@@ -52,6 +55,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         // What adapter authors and app tests use: the reference in-memory backend, test clocks,
@@ -336,7 +340,12 @@ let package = Package(
         ),
         .testTarget(
             name: "SwitchboardTests",
-            dependencies: ["Switchboard", "SwitchboardTestKit"]
+            dependencies: [
+                "Switchboard", "SwitchboardTestKit",
+                // The send's span tree, checked with an in-memory tracer.
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+            ]
         ),
         .testTarget(
             name: "SwitchboardSQLiteTests",

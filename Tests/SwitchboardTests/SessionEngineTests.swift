@@ -3,6 +3,8 @@ import Logging
 @_spi(TestKit) import Switchboard
 @_spi(TestKit) import SwitchboardTestKit
 import Testing
+import InMemoryTracing
+import Tracing
 
 extension TestBackend {
     /// A backend whose links yield what the test yields and that starts conversations itself:
@@ -259,6 +261,44 @@ struct SessionEngineTests {
         #expect(sent.map(\.text) == ["order 1"], "one message on the server for three calls")
         #expect(sent.map(\.clientID) == ["order-1"], "the server got the caller's client id")
         #expect(await store.fetchMessages(in: conversation.id, before: nil, limit: 10, scope: session.scope).map(\.text) == ["order 1"])
+    }
+
+    /// A send is one span from the app's call to the server's answer, under the app's own span,
+    /// with the store write that queued it, the backend attempt and the store write that ended it
+    /// as its children; a send the store answers (a repeat) is a span of its own that queued nothing.
+    @Test func aSendIsOneSpanFromTheCallToTheServersAnswer() async throws {
+        let tracer = InMemoryTracer()
+        let emulator = InMemoryEmulator()
+        let conversation = emulator.server.createConversation(participants: [Participant(id: "customer", role: .customer)])
+        let session = ChatSession(
+            backend: InMemoryBackend(server: emulator.server, user: "customer"), configuration: .fastForTests, logger: .quiet, tracer: tracer
+        )
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.first("the conversation") { $0.conversationID == conversation.id }
+            let chat = try await session.conversation(conversation.id)
+            try await tracer.withSpan("app.checkout") { _ in
+                _ = try await chat.send(MessageDraft(text: "traced"), clientID: "order-7")
+            }
+            try await recorder.waitUntil("the send confirmed") { events in
+                events.compactMap(\.updatedMessage).contains { $0.clientID == "order-7" && $0.serverID != nil }
+            }
+            // Answered from the store: nothing queued, nothing sent.
+            _ = try await chat.send(MessageDraft(text: "traced"), clientID: "order-7")
+        }
+        let spans = tracer.finishedSpans
+        let app = try #require(spans.first { $0.operationName == "app.checkout" })
+        let sends = spans.filter { $0.operationName == "switchboard.send" }
+        let send = try #require(sends.first { $0.attributes["switchboard.send.outcome"]?.toSpanAttribute() == "sent" })
+        let children = spans.filter { $0.parentSpanID == send.spanID }.map(\.operationName)
+        print("send span: \(spans.count) spans; the send's children \(children); outcomes \(sends.map { $0.attributes["switchboard.send.outcome"].map { "\($0)" } ?? "none" })")
+        #expect(send.parentSpanID == app.spanID && send.traceID == app.traceID, "under the app's span")
+        #expect(children.sorted() == ["switchboard.backend.send", "switchboard.store.write", "switchboard.store.write"])
+        #expect(send.attributes["switchboard.conversation"]?.toSpanAttribute() == .string(conversation.id.rawValue))
+        #expect(sends.count == 2 && sends.contains { $0.attributes["switchboard.send.outcome"]?.toSpanAttribute() == "stored" && $0.parentSpanID == nil })
+        let repeated = try #require(sends.first { $0.spanID != send.spanID })
+        #expect(!spans.contains { $0.parentSpanID == repeated.spanID }, "the repeat touched neither store nor backend")
+        #expect(tracer.activeSpans.isEmpty, "every span ended")
     }
 
     @Test func aSendQueuedLongerThanTheExpiryFailsInsteadOfLandingLate() async throws {

@@ -208,7 +208,7 @@ import Testing
         driver.open()
         let first = Answered<Message>()
         #expect(
-            driver.take(.command(.send(MessageDraft(text: "one"), in: Self.conversation, clientID: nil, first.reply))) == [
+            driver.take(.command(.send(MessageDraft(text: "one"), in: Self.conversation, clientID: nil, trace: nil, first.reply))) == [
                 "write saveConversation", "publish conversationAdded", "write saveMessages(1) saveOutboxEntry", "publish messageAdded", "answer",
                 "request 0 send on 0",
             ],
@@ -221,7 +221,7 @@ import Testing
         #expect(sent.deliveryState == .pending)
         let second = Answered<Message>()
         #expect(
-            driver.take(.command(.send(MessageDraft(text: "two"), in: Self.conversation, clientID: nil, second.reply))) == [
+            driver.take(.command(.send(MessageDraft(text: "two"), in: Self.conversation, clientID: nil, trace: nil, second.reply))) == [
                 "write saveMessages(1) saveOutboxEntry", "publish messageAdded", "answer",
             ],
             "known to be stored now; the second waits in the conversation's lane"
@@ -243,7 +243,7 @@ import Testing
         let files = [Message.Attachment(name: "a.pdf", mimeType: "application/pdf", data: Data([1, 2])), Message.Attachment(name: "b.png", url: URL(fileURLWithPath: "/tmp/b.png"))]
         let answer = Answered<Message>()
         #expect(
-            driver.take(.command(.send(MessageDraft(text: "see these", attachments: files), in: Self.conversation, clientID: nil, answer.reply))) == [
+            driver.take(.command(.send(MessageDraft(text: "see these", attachments: files), in: Self.conversation, clientID: nil, trace: nil, answer.reply))) == [
                 "write saveConversation", "publish conversationAdded", "write saveMessages(3) saveOutboxEntry saveOutboxEntry saveOutboxEntry",
                 "publish messageAdded", "publish messageAdded", "publish messageAdded", "answer", "request 0 send on 0",
             ]
@@ -279,7 +279,7 @@ import Testing
         var driver = Driver()
         driver.open()
         let request = Answered<BackendResponse>()
-        _ = driver.take(.command(.send(MessageDraft(text: "one"), in: Self.conversation, clientID: nil, Answered<Message>().reply)))
+        _ = driver.take(.command(.send(MessageDraft(text: "one"), in: Self.conversation, clientID: nil, trace: nil, Answered<Message>().reply)))
         #expect(driver.take(.command(.request(.vendor(VendorCall(NamedCall())), .nothing, request.reply))) == ["request 1 vendor(x) on 0"])
         _ = driver.take(.linkFailed(0, SwitchboardError(.connectionLost, "dropped")))
         #expect(driver.take(.linkClosed(0, nil)).contains("answer"))
@@ -361,7 +361,7 @@ import Testing
             driver.open()
             var effects: [String] = []
             for text in ["one", "two"] {
-                effects += driver.take(.command(.send(MessageDraft(text: text), in: Self.conversation, clientID: nil, Answered<Message>().reply)))
+                effects += driver.take(.command(.send(MessageDraft(text: text), in: Self.conversation, clientID: nil, trace: nil, Answered<Message>().reply)))
             }
             effects += driver.take(.linkFailed(0, SwitchboardError(.connectionLost, "dropped")))
             effects += driver.take(.linkClosed(0, nil))

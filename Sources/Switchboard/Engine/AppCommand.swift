@@ -26,8 +26,9 @@ enum AppCommand: Sendable {
 
     case lifecycle(LifecycleChange, Reply<Void>)
     /// A send; with the caller's client id when it chose one (a repeat is answered with the
-    /// stored message instead of sent again).
-    case send(MessageDraft, in: ConversationID, clientID: ClientMessageID?, Reply<Message>)
+    /// stored message instead of sent again), and its trace (the machine carries it, the runner
+    /// uses it).
+    case send(MessageDraft, in: ConversationID, clientID: ClientMessageID?, trace: SendTrace?, Reply<Message>)
     case typing(Bool, draft: String?, in: ConversationID, Reply<TypingOutcome>)
     case markRead(ChatEvent.ReadMarker?, in: ConversationID, Reply<Void>)
     /// The next history page from the backend; answered once it is stored (with nothing when
@@ -41,7 +42,7 @@ enum AppCommand: Sendable {
     var reply: any FailableReply {
         switch self {
         case .lifecycle(_, let reply): reply
-        case .send(_, _, _, let reply): reply
+        case .send(_, _, _, _, let reply): reply
         case .typing(_, _, _, let reply): reply
         case .markRead(_, _, let reply): reply
         case .history(_, _, let reply): reply

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Tracing
 
 // What the app asks of a session. Reads go to the store; every call that changes engine state is
 // a command the loop hands to the machine.
@@ -55,11 +56,36 @@ extension ChatSession {
     // MARK: Sending
 
     func send(_ draft: MessageDraft, in conversation: ConversationID, clientID: ClientMessageID? = nil) async throws -> Message {
+        // One span from here to the server's answer; its parent is the caller's current span.
+        // Without a tracer (the default no-op one) the send goes untraced, at no cost.
+        guard isTracing else {
+            try checkSendable(draft, clientID: clientID)
+            return try await submit { .send(draft, in: conversation, clientID: clientID, trace: nil, $0) }
+        }
+        let span = tracer.startAnySpan("switchboard.send", context: ServiceContext.current ?? .topLevel, ofKind: .producer)
+        span.attributes["switchboard.backend"] = descriptor.name.rawValue
+        span.attributes["switchboard.conversation"] = conversation.rawValue
+        let trace = SendTrace(span: span)
+        do {
+            try checkSendable(draft, clientID: clientID)
+            let message = try await submit { .send(draft, in: conversation, clientID: clientID, trace: trace, $0) }
+            // Queued: the loop ends the span when the server answers. Otherwise a repeat was
+            // answered from the store.
+            if !trace.wasQueued { trace.end(outcome: "stored") }
+            return message
+        } catch {
+            trace.end(outcome: "refused", error: error)
+            throw error
+        }
+    }
+
+    /// A send's checks before anything is stored: the draft (``checkSendable(_:)``) and the
+    /// caller's client id.
+    nonisolated func checkSendable(_ draft: MessageDraft, clientID: ClientMessageID?) throws {
         try checkSendable(draft)
         if let clientID, clientID.rawValue.isEmpty {
             throw SwitchboardError(.invalidArgument, "a client id is not empty")
         }
-        return try await submit { .send(draft, in: conversation, clientID: clientID, $0) }
     }
 
     /// What the backend refuses of any message, checked before anything is stored or sent.

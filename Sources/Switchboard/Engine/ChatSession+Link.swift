@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Tracing
 
 // The link: one child task of the loop that opens the backend's connection, reads its updates and
 // performs the requests the machine hands it.
@@ -8,6 +9,8 @@ extension ChatSession {
     struct LinkJob: Sendable {
         let ticket: Int
         let request: BackendRequest
+        /// A traced send's span: the request runs as a child span of it.
+        var trace: SendTrace? = nil
     }
 
     /// What the loop holds of the link it started: the streams it hands work through.
@@ -36,7 +39,9 @@ extension ChatSession {
 
     /// Hands a request to link `id`; `false` when that link takes no more work.
     func hand(_ request: BackendRequest, ticket: Int, to id: Int) -> Bool {
-        guard let link, link.id == id, case .enqueued = link.jobs.yield(LinkJob(ticket: ticket, request: request)) else { return false }
+        var trace: SendTrace?
+        if case .send(let message) = request { trace = sendTraces.byClientID[message.clientID] }
+        guard let link, link.id == id, case .enqueued = link.jobs.yield(LinkJob(ticket: ticket, request: request, trace: trace)) else { return false }
         return true
     }
 
@@ -83,11 +88,16 @@ extension ChatSession {
                     await group.addTask {
                         defer { inbox.taskEnded() }
                         let result: Result<BackendResponse, SwitchboardError>
+                        // A traced send's attempt is a child span of the send's.
+                        let span = job.trace.map { self.tracer.startAnySpan("switchboard.backend.send", context: $0.span.context, ofKind: .client) }
                         do {
                             result = .success(try await connection.perform(job.request))
                         } catch {
+                            span?.recordError(error)
+                            span?.setStatus(SpanStatus(code: .error))
                             result = .failure(SwitchboardError.classify(error))
                         }
+                        span?.end()
                         inbox.yield(.requestFinished(id, ticket: job.ticket, result))
                     }
                 }

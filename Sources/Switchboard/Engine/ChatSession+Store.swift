@@ -1,4 +1,5 @@
 import Foundation
+import Tracing
 
 /// The store as the loop uses it.
 ///
@@ -28,7 +29,7 @@ extension ChatSession {
         do {
             if let failure = transaction.failure { throw failure }
             if !transaction.writes.isEmpty {
-                try await store.apply(transaction.writes)
+                try await apply(transaction.writes)
                 machine.statistics.storeTransactions += 1
             }
         } catch {
@@ -57,7 +58,7 @@ extension ChatSession {
     func write(_ writes: [StoreWrite], projected: Bool = false) async throws {
         guard !writes.isEmpty else { return }
         guard openTransaction != nil else {
-            try await store.apply(writes)
+            try await apply(writes)
             return
         }
         openTransaction!.writes += writes
@@ -73,6 +74,25 @@ extension ChatSession {
         if removesMany { try await flush() }
     }
 
+    /// Stores `writes` in one transaction. A write that queues a traced send, or ends one, is a
+    /// child span of that send's; once stored, the send's trace learns what became of it.
+    private func apply(_ writes: [StoreWrite]) async throws {
+        let traces = sendTraces.touched(by: writes)
+        let spans = traces.map { tracer.startAnySpan("switchboard.store.write", context: $0.span.context, ofKind: .internal) }
+        do {
+            try await store.apply(writes)
+        } catch {
+            for span in spans {
+                span.recordError(error)
+                span.setStatus(SpanStatus(code: .error))
+                span.end()
+            }
+            throw error
+        }
+        for span in spans { span.end() }
+        sendTraces.stored(writes)
+    }
+
     /// The store, with what the open transaction kept stored first: for a read the rows cannot
     /// answer. The transaction stays open.
     func flushed() async throws -> ScopedChatStore {
@@ -84,7 +104,7 @@ extension ChatSession {
         guard let writes = openTransaction?.writes, !writes.isEmpty else { return }
         openTransaction!.writes = []
         do {
-            try await store.apply(writes)
+            try await apply(writes)
         } catch {
             // The rows show writes the store does not have: they are forgotten, and the
             // transaction announces nothing (see `inOneTransaction`).

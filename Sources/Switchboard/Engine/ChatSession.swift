@@ -1,6 +1,7 @@
 import DequeModule
 import Foundation
 public import Logging
+public import Tracing
 
 /// The session engine: drives one ``ChatBackend`` and gives it every guarantee of the core —
 /// lifecycle, reconnect with backoff, snapshot diffing, gap fill, de-duplication, the outbox,
@@ -50,6 +51,12 @@ public actor ChatSession: Session {
     public internal(set) var availability: ChatEvent.Availability?
     public internal(set) var settings: JSONValue = [:]
     let configuration: SessionConfiguration
+    /// Where the sends' spans go.
+    nonisolated let tracer: any Tracer
+    /// Whether the tracer records anything (not swift-distributed-tracing's no-op tracer).
+    nonisolated let isTracing: Bool
+    /// The traced sends the loop has queued and not yet seen answered.
+    var sendTraces = SendTraces()
     let clock: SessionClock
     let logger: Logger
     var random: AnyRandomNumberGenerator
@@ -87,6 +94,9 @@ public actor ChatSession: Session {
     ///   - clock: every delay and timestamp; inject a test clock in tests.
     ///   - random: backoff jitter and client ids; inject a seeded generator in tests.
     ///   - logger: where the session logs; message bodies and tokens are never logged.
+    ///   - tracer: where each send's span goes (swift-distributed-tracing): from the call to the
+    ///     server's answer, with the store writes and the backend attempts as child spans. The
+    ///     process's `InstrumentationSystem.tracer` when omitted (a no-op until bootstrapped).
     public init(
         id: SessionID? = nil,
         backend: any ChatBackend,
@@ -96,8 +106,12 @@ public actor ChatSession: Session {
         configuration: SessionConfiguration = SessionConfiguration(),
         clock: SessionClock = .continuous,
         random: some RandomNumberGenerator & Sendable = SystemRandomNumberGenerator(),
-        logger: Logger = Logger(label: "switchboard.session")
+        logger: Logger = Logger(label: "switchboard.session"),
+        tracer: (any Tracer)? = nil
     ) {
+        let tracer = tracer ?? InstrumentationSystem.tracer
+        self.tracer = tracer
+        self.isTracing = !(tracer is NoOpTracer)
         var random = AnyRandomNumberGenerator(base: random)
         self.id = id ?? SessionID(UUIDString.random(using: &random))
         self.backend = backend
@@ -165,6 +179,13 @@ public actor ChatSession: Session {
             if case .command(let command) = input { command.reply.fail(Self.ended) }
         }
         await take(.ended)
+        // Sends still queued go with the outbox to whoever runs the session next.
+        var ended: [SendTrace] = []
+        for trace in sendTraces.byClientID.values where !ended.contains(where: { $0 === trace }) {
+            ended.append(trace)
+            trace.end(outcome: "queued")
+        }
+        sendTraces.byClientID.removeAll()
         runEnded = true
         runEnd.signal()
     }
@@ -230,6 +251,9 @@ public actor ChatSession: Session {
     /// Handles one input in one transaction. The updates that arrived together from the link are
     /// handled together, in one transaction.
     func take(_ input: SessionStateMachine.Input) async {
+        // A traced send's outbox entries are stored under its trace.
+        if case .command(.send(_, _, _, let trace?, _)) = input { sendTraces.current = trace }
+        defer { sendTraces.current = nil }
         switch input {
         case .command(let command) where loopEnded:
             command.reply.fail(Self.ended)

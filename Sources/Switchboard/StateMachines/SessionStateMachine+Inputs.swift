@@ -436,7 +436,7 @@ extension SessionStateMachine {
         switch command {
         case .lifecycle:
             preconditionFailure("handled above")
-        case .send(let draft, let conversation, let clientID, let reply):
+        case .send(let draft, let conversation, let clientID, _, let reply):
             return send(draft, in: conversation, clientID: clientID, reply: reply, facts: facts, at: moment, using: &random)
         case .typing(let isTyping, let draft, let conversation, let reply):
             let (outcome, actions) = typing(isTyping, draft: draft, in: conversation, now: moment.now)
