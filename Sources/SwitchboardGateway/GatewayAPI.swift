@@ -265,9 +265,7 @@ struct GatewayAPI: Sendable {
         while !Task.isCancelled {
             let generation = stored.generation
             let page = try await log.read(after: position, session: query.session, conversation: query.conversation, limit: Self.streamBatch)
-            // The horizon only moves forward: checked after the read, it covers what the read
-            // could have missed.
-            if !(try await log.keepsEverything(after: position)) {
+            if !page.keptEverything {
                 try await write(
                     .object([
                         "type": .string("resync"), "id": .string(position.description),

@@ -57,6 +57,9 @@ public struct PostgresEventLog: Sendable {
         public var end: Position
         /// Whether the read stopped at its limit: there may be more at once.
         public var isFull: Bool
+        /// Whether every event after the read's position was still there when it read
+        /// (``keepsEverything(after:)``, in the same statement).
+        public var keptEverything: Bool
     }
 
     let store: PostgresChatStore
@@ -115,12 +118,16 @@ public struct PostgresEventLog: Sendable {
         var rowsRead = 0
         var end = position
         var xmin: UInt64?
+        var kept = true
         do {
             // One statement: the rows and the snapshot they were read below.
             let rows = try await store.client.query(
                 """
-                SELECT s.xmin::text, e.tx::text, e.id, e.payload
-                FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) s
+                SELECT s.xmin::text, s.kept, e.tx::text, e.id, e.payload
+                FROM (
+                    SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin,
+                        (SELECT (h.tx, h.id) <= (\(String(position.transaction))::xid8, \(position.id)) FROM \(unescaped: store.table("event_horizon")) h) AS kept
+                ) s
                 LEFT JOIN LATERAL (
                     SELECT tx, id, payload FROM \(unescaped: store.table("event"))
                     WHERE (tx, id) > (\(String(position.transaction))::xid8, \(position.id))
@@ -133,8 +140,9 @@ public struct PostgresEventLog: Sendable {
                 logger: logger
             )
             let decoder = JSONDecoder()
-            for try await (snapshot, transaction, id, payload) in rows.decode((String, String?, Int64?, Data?).self) {
+            for try await (snapshot, keptAll, transaction, id, payload) in rows.decode((String, Bool?, String?, Int64?, Data?).self) {
                 xmin = UInt64(snapshot)
+                kept = keptAll ?? true
                 guard let transaction = transaction.flatMap(UInt64.init), let id, let payload else { continue }
                 rowsRead += 1
                 end = Position(transaction: transaction, id: id)
@@ -151,6 +159,6 @@ public struct PostgresEventLog: Sendable {
         if rowsRead < limit, let xmin, xmin > 0 {
             end = max(end, Position(transaction: xmin - 1, id: .max))
         }
-        return Page(entries: entries, end: end, isFull: rowsRead == limit)
+        return Page(entries: entries, end: end, isFull: rowsRead == limit, keptEverything: kept)
     }
 }

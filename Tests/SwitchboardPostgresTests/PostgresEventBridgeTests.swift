@@ -245,6 +245,7 @@ extension PostgresEventBridgeTests {
                 #expect(left.allSatisfy { $0.event.origin.session == "sb" } && left.count == 60, "A's rows are gone, B's are kept")
                 let lastOfA = all.entries.last { $0.event.origin.session == "sa" }!.position
                 #expect(try await log.keepsEverything(after: start) == false, "behind the pruned rows")
+                #expect(try await log.read(after: start).keptEverything == false && all.keptEverything, "a read says so too")
                 #expect(try await log.keepsEverything(after: lastOfA), "nothing after the newest pruned row is gone")
                 print("event log: pruned A's 60 rows; a reader at the start fell behind, one at \(lastOfA) did not")
             }

@@ -93,7 +93,7 @@ extension ChatSession {
                         do {
                             result = .success(try await connection.perform(job.request))
                         } catch {
-                            span?.recordError(error)
+                            span?.recordError(SwitchboardError.classify(error))
                             span?.setStatus(SpanStatus(code: .error))
                             result = .failure(SwitchboardError.classify(error))
                         }

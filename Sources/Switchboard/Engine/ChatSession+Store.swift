@@ -83,7 +83,7 @@ extension ChatSession {
             try await store.apply(writes)
         } catch {
             for span in spans {
-                span.recordError(error)
+                span.recordError(SwitchboardError.classify(error))
                 span.setStatus(SpanStatus(code: .error))
                 span.end()
             }

@@ -180,11 +180,8 @@ public actor ChatSession: Session {
         }
         await take(.ended)
         // Sends still queued go with the outbox to whoever runs the session next.
-        var ended: [SendTrace] = []
-        for trace in sendTraces.byClientID.values where !ended.contains(where: { $0 === trace }) {
-            ended.append(trace)
-            trace.end(outcome: "queued")
-        }
+        // (A send of several messages is ended once: `end` is.)
+        for trace in sendTraces.byClientID.values { trace.end(outcome: "queued") }
         sendTraces.byClientID.removeAll()
         runEnded = true
         runEnd.signal()

@@ -38,29 +38,25 @@ final class SendTrace: Sendable {
     /// The outbox entry `id` left the outbox: sent, or failed for good with `failure`. The span ends
     /// with the last.
     func answered(_ id: ClientMessageID, failure: String?) {
-        let last = state.withLock { state -> Bool in
+        let (last, failure) = state.withLock { state in
             state.open.remove(id)
             if let failure { state.failure = state.failure ?? failure }
-            return state.open.isEmpty
+            return (state.open.isEmpty, state.failure)
         }
         guard last else { return }
-        let failure = state.withLock { $0.failure }
-        span.attributes["switchboard.send.outcome"] = failure == nil ? "sent" : "failed"
-        if let failure { span.setStatus(SpanStatus(code: .error, message: failure)) }
-        end()
+        end(outcome: failure == nil ? "sent" : "failed", failure: failure)
     }
 
-    /// Ends the span once, whoever gets here first.
-    func end(outcome: String? = nil, error: (any Error)? = nil) {
+    /// Ends the span once, whoever gets here first: only that one sets its outcome and status.
+    /// An error is recorded as the logs see it (classified: a foreign error by its type only).
+    func end(outcome: String, failure: String? = nil, error: (any Error)? = nil) {
         guard state.withLock({ state -> Bool in
             defer { state.ended = true }
             return !state.ended
         }) else { return }
-        if let outcome { span.attributes["switchboard.send.outcome"] = outcome }
-        if let error {
-            span.recordError(error)
-            span.setStatus(SpanStatus(code: .error))
-        }
+        span.attributes["switchboard.send.outcome"] = outcome
+        if let error { span.recordError(SwitchboardError.classify(error)) }
+        if failure != nil || error != nil { span.setStatus(SpanStatus(code: .error, message: failure)) }
         span.end()
     }
 }
