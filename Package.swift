@@ -338,10 +338,12 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
+        // Bounds how many test cases run at once in the test bundle (Tests/SwitchboardTestRunWidth).
+        .target(name: "SwitchboardTestRunWidth", path: "Tests/SwitchboardTestRunWidth"),
         .testTarget(
             name: "SwitchboardTests",
             dependencies: [
-                "Switchboard", "SwitchboardTestKit",
+                "Switchboard", "SwitchboardTestKit", "SwitchboardTestRunWidth",
                 // The send's span tree, checked with an in-memory tracer.
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),

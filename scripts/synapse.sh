@@ -130,6 +130,11 @@ handlers:
     class: logging.FileHandler
     filename: "$dir/homeserver.log"
     formatter: precise
+loggers:
+  # "Synapse now listening on TCP port N": the tests check that the server answering on the port
+  # is this one, not another test's that took the port first.
+  synapse.app._base:
+    level: INFO
 root:
   level: WARNING
   handlers: [file]

@@ -1,5 +1,5 @@
 import Foundation
-public import Switchboard
+import Switchboard
 
 /// A real server that live tests need (PostgreSQL, a Matrix homeserver), found from the
 /// environment or missing.

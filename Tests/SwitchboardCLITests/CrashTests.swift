@@ -353,18 +353,15 @@ final class Child: Sendable {
         if let reader, let line { reader.resume(returning: line) }
     }
 
+    /// The child exited. Its output ends when the reader reaches the end of the socket, not
+    /// here: a child that writes and exits at once may exit before the reader has read it.
     private func ended(_ status: Int32) {
-        let (waiter, reader) = state.withLock { state in
+        let waiter = state.withLock { state in
             state.exited = true
             state.status = status
-            state.closed = true
-            defer {
-                state.exitWaiter = nil
-                state.reader = nil
-            }
-            return (state.exitWaiter, state.reader)
+            defer { state.exitWaiter = nil }
+            return state.exitWaiter
         }
-        reader?.resume(returning: nil)
         waiter?.resume()
     }
 }

@@ -301,6 +301,103 @@ struct SessionEngineTests {
         #expect(tracer.activeSpans.isEmpty, "every span ended")
     }
 
+    /// What a send's span says when the send does not go straight through: an attempt the
+    /// server failed and the retry (two attempt spans), a store write that failed under the
+    /// server's answer (the entry is queued again from the store and sent on the next link), a
+    /// send refused before anything was stored, one the server refuses for good, and one still
+    /// queued when the session ends. Every attempt and write span is a child of its send's.
+    @Test func aSendsSpanTellsRetriesAFailedWriteRefusalsAndWhatWasLeftQueued() async throws {
+        let tracer = InMemoryTracer()
+        let backend = TestBackend(name: "traced")
+        let chat = ConversationInfo(id: "chat", kind: .thread, state: .active)
+        backend.onConnect { $0.yield(.snapshot(BackendSnapshot(conversations: [ConversationSnapshot(conversation: chat)], isComplete: true))) }
+        let store = ProbedStore()
+        let session = ChatSession(
+            backend: backend, store: store, configuration: .virtualTime, clock: SessionClock(TestClock()), logger: .quiet, tracer: tracer
+        )
+        /// Waits for the next send request, checking it carries `clientID`.
+        @Sendable func nextSend(_ clientID: ClientMessageID) async throws -> TestBackend.PendingRequest {
+            let request = try await backend.nextRequest()
+            guard case .send(let outgoing) = request.request, outgoing.clientID == clientID else {
+                throw ConformanceFailure("expected the send of \(clientID), got \(request.request)")
+            }
+            return request
+        }
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.first("the conversation") { $0.conversationID == chat.id }
+            let conversation = try await session.conversation(chat.id)
+            @Sendable func sent(_ clientID: ClientMessageID) async throws {
+                try await recorder.first("\(clientID) sent") { $0.updatedMessage?.clientID == clientID && $0.updatedMessage?.deliveryState == .sent }
+            }
+
+            // Failed once by the server, sent by the retry.
+            _ = try await conversation.send(MessageDraft(text: "retried"), clientID: "retried")
+            try await nextSend("retried").fail(SwitchboardError(.serverError, "try again"))
+            try await nextSend("retried").acceptSend(serverID: "m1")
+            try await sent("retried")
+
+            // The write that records the server's answer fails: the entry the store still holds
+            // is queued again, and the next link sends it.
+            _ = try await conversation.send(MessageDraft(text: "stored late"), clientID: "stored-late")
+            let first = try await nextSend("stored-late")
+            store.failNext(.apply)
+            first.acceptSend(serverID: "m2")
+            try await nextSend("stored-late").acceptSend(serverID: "m2")
+            try await sent("stored-late")
+
+            // Refused before anything is stored.
+            await #expect(throws: SwitchboardError.self) { try await conversation.send(MessageDraft(text: "no id"), clientID: "") }
+
+            // Refused by the server for good.
+            _ = try await conversation.send(MessageDraft(text: "rejected"), clientID: "rejected")
+            try await nextSend("rejected").fail(SwitchboardError(.messageRejected, "spam"))
+            try await recorder.first("rejected failed") { $0.updatedMessage?.clientID == "rejected" && $0.updatedMessage?.deliveryState.isFailed == true }
+
+            // Still queued when the session ends.
+            try await session.pause()
+            _ = try await conversation.send(MessageDraft(text: "left"), clientID: "left")
+        }
+        let spans = tracer.finishedSpans
+        let sends = spans.filter { $0.operationName == "switchboard.send" }
+        func send(_ clientID: String) throws -> FinishedInMemorySpan {
+            try #require(sends.first { $0.attributes["switchboard.send.client_id"]?.toSpanAttribute() == .string(clientID) })
+        }
+        func outcome(_ span: FinishedInMemorySpan) -> String {
+            guard case .string(let outcome)? = span.attributes["switchboard.send.outcome"]?.toSpanAttribute() else { return "none" }
+            return outcome
+        }
+        func children(_ span: FinishedInMemorySpan, _ name: String) -> [FinishedInMemorySpan] {
+            spans.filter { $0.parentSpanID == span.spanID && $0.operationName == name }
+        }
+        func isError(_ span: FinishedInMemorySpan) -> Bool { span.status?.code == .error }
+
+        let retried = try send("retried")
+        let attempts = children(retried, "switchboard.backend.send")
+        let storedLate = try send("stored-late")
+        let lateWrites = children(storedLate, "switchboard.store.write")
+        let refused = try send("")
+        let rejected = try send("rejected")
+        let left = try send("left")
+        print(
+            "send spans: \(sends.map { outcome($0) }); retried: \(attempts.count) attempts, \(attempts.filter(isError).count) failed; "
+                + "stored late: \(children(storedLate, "switchboard.backend.send").count) attempts, \(lateWrites.count) writes, "
+                + "\(lateWrites.filter(isError).count) failed; outbox left \(try await store.fetchOutbox(scope: session.scope).count)"
+        )
+        #expect(outcome(retried) == "sent" && !isError(retried))
+        #expect(attempts.count == 2 && attempts.filter(isError).count == 1, "the failed attempt and the retry, each a child span")
+        #expect(outcome(storedLate) == "sent" && !isError(storedLate))
+        #expect(children(storedLate, "switchboard.backend.send").count == 2, "sent again on the next link")
+        #expect(lateWrites.filter(isError).count == 1, "the failed write is a child span with an error status")
+        #expect(outcome(refused) == "refused" && isError(refused) && !spans.contains { $0.parentSpanID == refused.spanID })
+        #expect(outcome(rejected) == "failed" && isError(rejected))
+        #expect(outcome(left) == "queued" && !isError(left))
+        #expect(tracer.activeSpans.isEmpty, "every span ended")
+        #expect(try await store.fetchOutbox(scope: session.scope).map(\.clientID) == ["left"], "only the send left queued is in the outbox")
+        let late = try await store.fetchMessages(serverIDs: [], clientIDs: ["stored-late"], in: chat.id, scope: session.scope)
+        #expect(late.map(\.deliveryState) == [.sent], "the message the failed write was about is stored sent")
+    }
+
     @Test func aSendQueuedLongerThanTheExpiryFailsInsteadOfLandingLate() async throws {
         let clock = TestClock()
         let emulator = InMemoryEmulator()

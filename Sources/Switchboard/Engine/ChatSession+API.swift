@@ -65,6 +65,7 @@ extension ChatSession {
         let span = tracer.startAnySpan("switchboard.send", context: ServiceContext.current ?? .topLevel, ofKind: .producer)
         span.attributes["switchboard.backend"] = descriptor.name.rawValue
         span.attributes["switchboard.conversation"] = conversation.rawValue
+        if let clientID { span.attributes["switchboard.send.client_id"] = clientID.rawValue }
         let trace = SendTrace(span: span)
         do {
             try checkSendable(draft, clientID: clientID)

@@ -24,6 +24,8 @@ extension ChatSession {
     /// One turn of the machine: reads each fact it asks for (a failed read is a fact too), gives
     /// it the input again, and returns the effects it decides on.
     private func turn(_ input: SessionStateMachine.Input) async -> [SessionStateMachine.Effect] {
+        // A traced send failed for good: its span says why once the outbox entry's removal is stored.
+        if case .sendFailed(let entry, let reason) = input { sendTraces.failing(entry.clientID, reason: reason) }
         var facts = SessionStateMachine.Facts()
         let moment = SessionStateMachine.Moment(now: clock.now, date: clock.date)
         while true {
@@ -101,10 +103,11 @@ extension ChatSession {
         case .reloadSyncState:
             do {
                 machine.load(sequences: try await store.fetchSequences(), credentials: try await store.fetchCredentials(), cursor: try await store.fetchCursor())
+                machine.reloadOutbox(try await store.fetchOutbox())
             } catch {
                 // Without them the next link cannot know where to start: the session ends, and
                 // the next one loads them as it starts.
-                report(SwitchboardError(.storageFailure, "could not read the stored sequences, credentials and cursor again after a failed write", underlying: error))
+                report(SwitchboardError(.storageFailure, "could not read the stored sequences, credentials, cursor and outbox again after a failed write", underlying: error))
                 await run(.command(.lifecycle(.close, Reply { _ in })))
             }
         case .then(let input):

@@ -91,11 +91,18 @@ extension ChatSession {
                         // A traced send's attempt is a child span of the send's.
                         let span = job.trace.map { self.tracer.startAnySpan("switchboard.backend.send", context: $0.span.context, ofKind: .client) }
                         do {
-                            result = .success(try await connection.perform(job.request))
+                            // Under the attempt's span as the current context, so what the adapter
+                            // traces (an HTTP client's request span, a `traceparent` header) is its
+                            // child rather than the session run's.
+                            if let span {
+                                result = .success(try await ServiceContext.withValue(span.context) { try await connection.perform(job.request) })
+                            } else {
+                                result = .success(try await connection.perform(job.request))
+                            }
                         } catch {
-                            span?.recordError(SwitchboardError.classify(error))
-                            span?.setStatus(SpanStatus(code: .error))
-                            result = .failure(SwitchboardError.classify(error))
+                            let failure = SwitchboardError.classify(error)
+                            span?.recordFailure(failure)
+                            result = .failure(failure)
                         }
                         span?.end()
                         inbox.yield(.requestFinished(id, ticket: job.ticket, result))

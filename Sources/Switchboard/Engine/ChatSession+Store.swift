@@ -80,11 +80,16 @@ extension ChatSession {
         let traces = sendTraces.touched(by: writes)
         let spans = traces.map { tracer.startAnySpan("switchboard.store.write", context: $0.span.context, ofKind: .internal) }
         do {
-            try await store.apply(writes)
+            // Under the (first) write span as the current context: a store that traces its
+            // statements traces them as that span's children.
+            if let span = spans.first {
+                try await ServiceContext.withValue(span.context) { try await store.apply(writes) }
+            } else {
+                try await store.apply(writes)
+            }
         } catch {
             for span in spans {
-                span.recordError(SwitchboardError.classify(error))
-                span.setStatus(SpanStatus(code: .error))
+                span.recordFailure(SwitchboardError.classify(error))
                 span.end()
             }
             throw error

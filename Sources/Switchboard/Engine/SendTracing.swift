@@ -48,16 +48,31 @@ final class SendTrace: Sendable {
     }
 
     /// Ends the span once, whoever gets here first: only that one sets its outcome and status.
-    /// An error is recorded as the logs see it (classified: a foreign error by its type only).
+    /// An error is recorded as the logs see it (classified: a foreign error by its type only); a
+    /// cancelled call is no error: its outcome says `cancelled`.
     func end(outcome: String, failure: String? = nil, error: (any Error)? = nil) {
         guard state.withLock({ state -> Bool in
             defer { state.ended = true }
             return !state.ended
         }) else { return }
-        span.attributes["switchboard.send.outcome"] = outcome
-        if let error { span.recordError(SwitchboardError.classify(error)) }
-        if failure != nil || error != nil { span.setStatus(SpanStatus(code: .error, message: failure)) }
+        let error = error.map(SwitchboardError.classify)
+        if error?.code == .cancelled {
+            span.attributes["switchboard.send.outcome"] = "cancelled"
+        } else {
+            span.attributes["switchboard.send.outcome"] = outcome
+            if let error { span.recordError(error) }
+            if failure != nil || error != nil { span.setStatus(SpanStatus(code: .error, message: failure ?? error?.message)) }
+        }
         span.end()
+    }
+}
+
+extension Span {
+    /// Records how a traced step failed, as the logs see it; a cancelled step is no error.
+    func recordFailure(_ error: SwitchboardError) {
+        guard error.code != .cancelled else { return }
+        recordError(error)
+        setStatus(SpanStatus(code: .error, message: error.message))
     }
 }
 
@@ -67,6 +82,16 @@ struct SendTraces {
     var byClientID: [ClientMessageID: SendTrace] = [:]
     /// The send whose command the loop handles now: its outbox entries are stored under it.
     var current: SendTrace?
+    /// Why a traced send failed for good, from the loop's `sendFailed` input until the write that
+    /// takes its entry out of the outbox is stored (that write stores the failed message too,
+    /// unless the message is gone: a cleared history).
+    var failing: [ClientMessageID: String] = [:]
+
+    /// The loop is about to fail the outbox entry `id` for good.
+    mutating func failing(_ id: ClientMessageID, reason: String) {
+        guard byClientID[id] != nil else { return }
+        failing[id] = reason
+    }
 
     /// The traces `writes` queue (under ``current``) or answer, each once.
     func touched(by writes: [StoreWrite]) -> [SendTrace] {
@@ -100,10 +125,11 @@ struct SendTraces {
     }
 
     /// After `writes` were stored: the entries they queued belong to ``current``; those they
-    /// removed are answered (failed for good when the same writes store the message failed).
+    /// removed are answered (failed for good when the loop failed them, or when the same writes
+    /// store the message failed).
     mutating func stored(_ writes: [StoreWrite]) {
         guard current != nil || !byClientID.isEmpty else { return }
-        var failures: [ClientMessageID: String] = [:]
+        var failures = failing
         for case .saveMessages(let messages) in writes {
             for message in messages {
                 if let id = message.clientID, case .failed(let reason) = message.deliveryState { failures[id] = reason }
@@ -117,6 +143,7 @@ struct SendTraces {
                 byClientID[entry.clientID] = current
                 current.queued(entry.clientID)
             case .removeOutboxEntry(let id):
+                failing.removeValue(forKey: id)
                 byClientID.removeValue(forKey: id)?.answered(id, failure: failures[id])
             default:
                 break

@@ -97,6 +97,16 @@ struct OutboxStateMachine: Sendable {
         }
     }
 
+    /// Replaces every queued entry with `entries`, what the store holds after a write that had
+    /// moved the queue in memory failed (``SessionStateMachine/reloadOutbox(_:)``). Sends in flight
+    /// stay marked so until the link's results are in.
+    mutating func reload(_ entries: [OutboxEntry]) {
+        queues.removeAll()
+        order.removeAll()
+        waitingForRetry.removeAll()
+        restore(entries)
+    }
+
     mutating func enqueue(_ entry: OutboxEntry) -> [Action] {
         append(entry)
         return pump(entry.conversationID)

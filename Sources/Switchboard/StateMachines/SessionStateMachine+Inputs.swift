@@ -138,9 +138,10 @@ extension SessionStateMachine {
         case startLink(Int)
         case finishJobs(Int)
         case abortConnect(Int)
-        /// Load the stored sequences, credentials and cursor again
-        /// (``SessionStateMachine/load(sequences:credentials:cursor:)``): a transaction that moved
-        /// them in memory was not stored.
+        /// Load the stored sequences, credentials, cursor and outbox again
+        /// (``SessionStateMachine/load(sequences:credentials:cursor:)``,
+        /// ``SessionStateMachine/reloadOutbox(_:)``): a transaction that moved them in memory was
+        /// not stored.
         case reloadSyncState
         /// Handle this input next, in the same transaction.
         indirect case then(Input)
@@ -206,10 +207,11 @@ extension SessionStateMachine {
             return .perform(abandoned + effects(of: connection.loopEnded(), at: moment))
         case .commitFailed(let error):
             // What the input would have stored is not there: nothing is known to be stored. The
-            // trackers, the cursor and the credentials moved past what the store has, so they
-            // are loaded again from the store, and the link goes: the next one fetches the
-            // events again from where the store says (left as they were, the next event would
-            // store a later sequence and the failed ones would be lost for good).
+            // trackers, the cursor, the credentials and the outbox moved past what the store
+            // has, so they are loaded again from the store, and the link goes: the next one
+            // fetches the events again from where the store says (left as they were, the next
+            // event would store a later sequence and the failed ones would be lost for good) and
+            // sends what the store still has queued.
             conversations.forEach { state in
                 state.isStored = false
                 state.info = nil

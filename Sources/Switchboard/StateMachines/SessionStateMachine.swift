@@ -262,6 +262,15 @@ struct SessionStateMachine: Sendable {
         self.cursor = cursor
     }
 
+    /// The outbox as stored, again, after a transaction failed: a send's answer had taken its
+    /// entry off the queue in memory (or a retry had counted an attempt) before the write that
+    /// records it, and the store still has the entry. The link goes with the failed write, so the
+    /// entries go out again on the next one (under their client ids: the server recognizes a
+    /// resend), and none stays in the store that the engine has forgotten.
+    mutating func reloadOutbox(_ entries: [OutboxEntry]) {
+        outbox.reload(entries)
+    }
+
     // MARK: Events
 
     /// An event from the link: ordered by its conversation's tracker (sequenced backends), held

@@ -64,8 +64,13 @@ enum Synapse {
                 child.kill()
                 try? FileManager.default.removeItem(at: directory)
             }
+            // Ours once its own log says it listens on the port: another test's server on a port
+            // both picked answers `/versions` too (seen once: a test registered its users on the
+            // other server, "User ID already taken").
+            let serverLog = directory.appendingPathComponent("homeserver.log")
+            let listening = { ((try? String(contentsOf: serverLog, encoding: .utf8)) ?? "").contains("now listening on TCP port \(port)") }
             do {
-                try await waitUntilReady(server, running: { child.isRunning }, log: output)
+                try await waitUntilReady(server, running: { child.isRunning }, listening: listening, log: output)
             } catch where attempt < 3 && ((try? String(contentsOf: output, encoding: .utf8)) ?? "").contains("Address already in use") {
                 print("synapse: port \(port) was taken before the server bound it; starting again on another (attempt \(attempt + 1))")
                 attempt += 1
@@ -86,13 +91,13 @@ enum Synapse {
         }
     }
 
-    /// Asks `/versions` until the server answers. The only wait in these tests that is not on an
-    /// event: a process starting up announces nothing else; it is bounded (60 s) and fails with
-    /// the server's own output.
-    private static func waitUntilReady(_ server: SynapseServer, running: () -> Bool, log: URL) async throws {
+    /// Asks `/versions` until the server answers, once its own log says it listens on the port.
+    /// The only wait in these tests that is not on an event: a process starting up announces
+    /// nothing else; it is bounded (60 s) and fails with the server's own output.
+    private static func waitUntilReady(_ server: SynapseServer, running: () -> Bool, listening: () -> Bool, log: URL) async throws {
         let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
-            if let response = try? await transport.get(server.baseURL + "/_matrix/client/versions", timeout: .seconds(2)), response.status == 200 {
+            if listening(), let response = try? await transport.get(server.baseURL + "/_matrix/client/versions", timeout: .seconds(2)), response.status == 200 {
                 return
             }
             guard running() else { break }

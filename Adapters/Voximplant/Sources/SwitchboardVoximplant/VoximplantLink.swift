@@ -27,6 +27,12 @@ final class VoximplantLink: BackendConnection {
         /// Messages edited later than a page may reach, as their edits left them (text and
         /// payload), kept the same way: an older page shows the edit, not the first text.
         var edited: [ConversationID: [MessageID: Message]] = [:]
+        /// Until login has yielded the snapshot: the events that came meanwhile, yielded after it.
+        /// The snapshot's conversations (their `lastSequence`) were read by replies that came
+        /// before these events on the socket; yielded first, an event would reach the engine
+        /// before a snapshot older than it, whose `lastSequence` below what was just delivered
+        /// reads as a server that forgot its events (seen in the failover run under load).
+        var heldUntilSnapshot: [BackendUpdate]? = []
     }
 
     private let state: Locked<State>
@@ -95,9 +101,9 @@ final class VoximplantLink: BackendConnection {
             case .messageRemoved, .messageUpdated: rememberRemovalsAndEdits([event])
             default: break
             }
-            output.yield(.event(event))
+            yieldInOrder(.event(event))
         case .reply(let id, let result, let event):
-            if let event { output.yield(.event(event)) }
+            if let event { yieldInOrder(.event(event)) }
             replies.resolve(id, with: result)
         case .error(let id, let code, let description):
             if let id, replies.fail(id, { name in VoximplantMapping.error(code: code, description: description, request: name) }) {
@@ -117,6 +123,16 @@ final class VoximplantLink: BackendConnection {
         case .malformed(let error):
             output.yield(.problem(error))
         }
+    }
+
+    /// Yields an event in the socket's order: held while login assembles the snapshot.
+    private func yieldInOrder(_ update: BackendUpdate) {
+        let yielded = state.withLock { state -> Bool in
+            guard state.heldUntilSnapshot != nil else { return false }
+            state.heldUntilSnapshot!.append(update)
+            return true
+        }
+        if !yielded { output.yield(update) }
     }
 
     /// The link is gone: every waiting request fails, and the update stream ends.
@@ -172,7 +188,13 @@ final class VoximplantLink: BackendConnection {
             }
             start += 30
         }
-        output.yield(.snapshot(BackendSnapshot(conversations: conversations, isComplete: true)))
+        // The snapshot, then what came after its replies, under the lock: nothing from the read
+        // loop comes between.
+        state.withLock { state in
+            output.yield(.snapshot(BackendSnapshot(conversations: conversations, isComplete: true)))
+            for update in state.heldUntilSnapshot ?? [] { output.yield(update) }
+            state.heldUntilSnapshot = nil
+        }
     }
 
     func send(_ outgoing: OutgoingMessage) async throws -> Message? {

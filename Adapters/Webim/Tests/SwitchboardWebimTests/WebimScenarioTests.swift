@@ -844,9 +844,12 @@ extension WebimWireDetailTests {
         try await withWebimEmulator { control in
             try await ConformanceHarness(context: ConformanceContext(emulator: control)).withSession(resume: endpoint == .delta) { probe in
                 let before = control.server.initLocations.count
+                let eventsBefore = probe.recorder.events.count
                 control.server.inject(.error(code), on: endpoint)
                 if endpoint == .initialize { try await probe.session.resume() }
                 try await probe.recorder.waitUntil("initialised after \(code)") { _ in control.server.initLocations.count > before }
+                // The server has the new init; the session is connected again once its answer is in.
+                try await probe.waitForConnection(after: eventsBefore)
                 let chat = try await probe.openConversation()
                 try await chat.send(text: "after \(code)")
                 try await probe.recorder.first("sent") { $0.updatedMessage?.text == "after \(code)" && $0.updatedMessage?.serverID != nil }
