@@ -338,6 +338,9 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
+        // Instruction-count probes of the core's hot paths, run under callgrind by
+        // scripts/instruction-counts.sh (issue #33).
+        .executableTarget(name: "switchboard-probes", dependencies: ["Switchboard"], path: "Sources/SwitchboardProbes"),
         // Bounds how many test cases run at once in the test bundle (Tests/SwitchboardTestRunWidth).
         .target(name: "SwitchboardTestRunWidth", path: "Tests/SwitchboardTestRunWidth"),
         .testTarget(
@@ -374,7 +377,7 @@ let package = Package(
         .testTarget(
             name: "SwitchboardCLITests",
             dependencies: [
-                "switchboard", "SwitchboardCommandKit", "SwitchboardBench", "SwitchboardLoadKit", "VoximplantCommands", "WebimCommands", "CXoneCommands", "MatrixCommands", "SupportChat", "Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator",
+                "switchboard", "switchboard-probes", "SwitchboardCommandKit", "SwitchboardBench", "SwitchboardLoadKit", "VoximplantCommands", "WebimCommands", "CXoneCommands", "MatrixCommands", "SupportChat", "Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator",
                 "SwitchboardWebim", "WebimEmulator", "SwitchboardCXone", "CXoneEmulator", "SwitchboardSQLite", "SwitchboardEmulation",
                 "SwitchboardPostgres", "SwitchboardMatrix", "SwitchboardGateway",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
