@@ -34,7 +34,12 @@ extension ChatSession {
                 do {
                     facts.answers[read] = try await answer(read)
                 } catch {
-                    facts.answers[read] = .failed(error as? SwitchboardError ?? SwitchboardError(.storageFailure, "could not read the store", underlying: error))
+                    let failure = error as? SwitchboardError ?? SwitchboardError(.storageFailure, "could not read the store", underlying: error)
+                    facts.answers[read] = .failed(failure)
+                    // A send failing for good has left the outbox in memory; without its message
+                    // the removal cannot be written with it, so the transaction fails and the
+                    // outbox is loaded again from the store, which still holds the entry.
+                    if case .sendFailed = input, openTransaction != nil, openTransaction!.failure == nil { openTransaction!.failure = failure }
                 }
             case .perform(let effects):
                 return effects
@@ -104,6 +109,9 @@ extension ChatSession {
             do {
                 machine.load(sequences: try await store.fetchSequences(), credentials: try await store.fetchCredentials(), cursor: try await store.fetchCursor())
                 machine.reloadOutbox(try await store.fetchOutbox())
+                // A failure noted for a removal that was not stored means nothing now: the entry is
+                // queued again, and its next outcome is its own.
+                sendTraces.failing.removeAll()
             } catch {
                 // Without them the next link cannot know where to start: the session ends, and
                 // the next one loads them as it starts.

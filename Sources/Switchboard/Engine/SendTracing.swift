@@ -48,21 +48,16 @@ final class SendTrace: Sendable {
     }
 
     /// Ends the span once, whoever gets here first: only that one sets its outcome and status.
-    /// An error is recorded as the logs see it (classified: a foreign error by its type only); a
-    /// cancelled call is no error: its outcome says `cancelled`.
+    /// An error is recorded as the logs see it (classified: a foreign error by its type only).
     func end(outcome: String, failure: String? = nil, error: (any Error)? = nil) {
         guard state.withLock({ state -> Bool in
             defer { state.ended = true }
             return !state.ended
         }) else { return }
         let error = error.map(SwitchboardError.classify)
-        if error?.code == .cancelled {
-            span.attributes["switchboard.send.outcome"] = "cancelled"
-        } else {
-            span.attributes["switchboard.send.outcome"] = outcome
-            if let error { span.recordError(error) }
-            if failure != nil || error != nil { span.setStatus(SpanStatus(code: .error, message: failure ?? error?.message)) }
-        }
+        span.attributes["switchboard.send.outcome"] = outcome
+        if let error { span.recordError(error) }
+        if failure != nil || error != nil { span.setStatus(SpanStatus(code: .error, message: failure ?? error?.message)) }
         span.end()
     }
 }

@@ -98,12 +98,15 @@ struct OutboxStateMachine: Sendable {
     }
 
     /// Replaces every queued entry with `entries`, what the store holds after a write that had
-    /// moved the queue in memory failed (``SessionStateMachine/reloadOutbox(_:)``). Sends in flight
-    /// stay marked so until the link's results are in.
+    /// moved the queue in memory failed (``SessionStateMachine/reloadOutbox(_:)``). A send on the
+    /// wire stays at the head of its conversation, as ``pump(_:)`` and ``confirm(_:)`` expect, until
+    /// the link's results are in (``disconnected(interrupting:)``); a conversation waiting for a
+    /// retry keeps waiting for its timer.
     mutating func reload(_ entries: [OutboxEntry]) {
+        let onTheWire = Set(order.compactMap { conversation in inFlight.contains(conversation) ? queues[conversation]?.first?.clientID : nil })
         queues.removeAll()
         order.removeAll()
-        waitingForRetry.removeAll()
+        for entry in entries where onTheWire.contains(entry.clientID) { append(entry) }
         restore(entries)
     }
 
