@@ -6,6 +6,7 @@
 // with Benchmarks/InstructionCounts.txt.
 //
 //     switchboard-probes PROBE REPOSITORY     PROBE: decode, bus, tracker, projection
+//     switchboard-probes layout                the sizes of the values the paths copy
 import Foundation
 @_spi(Benchmarks) import Switchboard
 
@@ -97,6 +98,11 @@ func probeBody(_ probe: Probe) -> Int {
 }
 
 let arguments = CommandLine.arguments
+// The sizes of the values the hot paths copy (no probe: printed, not counted).
+if arguments.count == 2, arguments[1] == "layout" {
+    print("ChatEvent \(MemoryLayout<ChatEvent>.size) bytes, ChatEvent.Kind \(MemoryLayout<ChatEvent.Kind>.size), Message \(MemoryLayout<Message>.size), ConversationInfo \(MemoryLayout<ConversationInfo>.size), BackendEvent \(MemoryLayout<BackendEvent>.size)")
+    exit(0)
+}
 guard arguments.count == 3 else {
     FileHandle.standardError.write(Data("usage: switchboard-probes decode|bus|tracker|projection REPOSITORY\n".utf8))
     exit(2)

@@ -9,18 +9,18 @@ public struct BackendEvent: Sendable, Hashable {
     ///
     /// New cases may be added in minor releases.
     public enum Kind: Sendable, Hashable {
-        case conversationAdded(ConversationInfo)
-        case conversationUpdated(ConversationInfo)
+        indirect case conversationAdded(ConversationInfo)
+        indirect case conversationUpdated(ConversationInfo)
         case conversationStateChanged(ConversationInfo.State, previous: ConversationInfo.State?)
         case conversationRemoved
 
         case participantsAdded([Participant])
         case participantsUpdated([Participant])
         case participantsRemoved([ParticipantID])
-        case agentChanged(Participant?)
+        indirect case agentChanged(Participant?)
 
-        case messageAdded(Message, position: ChatEvent.MessagePosition)
-        case messageUpdated(Message)
+        indirect case messageAdded(Message, position: ChatEvent.MessagePosition)
+        indirect case messageUpdated(Message)
         case messageRemoved(MessageID)
         case historyCleared
 

@@ -35,20 +35,20 @@ extension ChatEvent {
     ///
     /// New cases may be added in minor releases: switch over it with a `default:` branch.
     public enum Kind: Sendable, Hashable, Codable {
-        case connection(ConnectionState, reason: DisconnectReason?)
+        indirect case connection(ConnectionState, reason: DisconnectReason?)
 
-        case conversationAdded(ConversationInfo)
-        case conversationUpdated(ConversationInfo)
+        indirect case conversationAdded(ConversationInfo)
+        indirect case conversationUpdated(ConversationInfo)
         case conversationStateChanged(ConversationInfo.State, previous: ConversationInfo.State?)
         case conversationRemoved
 
         case participantsAdded([Participant])
         case participantsUpdated([Participant])
         case participantsRemoved([ParticipantID])
-        case agentChanged(Participant?)
+        indirect case agentChanged(Participant?)
 
-        case messageAdded(Message, position: MessagePosition)
-        case messageUpdated(Message)
+        indirect case messageAdded(Message, position: MessagePosition)
+        indirect case messageUpdated(Message)
         case messageRemoved(MessageID)
         case historyCleared
 
@@ -62,9 +62,9 @@ extension ChatEvent {
         case custom(name: String, payload: JSONValue)
 
         /// Something went wrong but the session goes on (a malformed frame, a failed retransmit).
-        case error(SwitchboardError)
+        indirect case error(SwitchboardError)
         /// The session has ended for good.
-        case fatal(SwitchboardError)
+        indirect case fatal(SwitchboardError)
         /// Only on bus subscriptions: the subscriber fell behind its buffer and `dropped` events
         /// were discarded for it. Re-read state from the store.
         case gap(dropped: Int)
