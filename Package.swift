@@ -68,12 +68,15 @@ let package = Package(
                 .product(name: "DequeModule", package: "swift-collections"),
             ]
         ),
-        // The durable store: SQLite through GRDB (WAL, migrations, one transaction per call).
+        // The durable store: SQLite through GRDB (WAL, migrations, one transaction per call, on the
+        // caller's thread; checkpoints on a connection of their own).
         .target(
             name: "SwitchboardSQLite",
             dependencies: [
                 "Switchboard",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // SQLite's C API, for the WAL hook that takes checkpoints off the writer's path.
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),
         // The shared store for several processes: PostgreSQL through PostgresNIO (migrations, one

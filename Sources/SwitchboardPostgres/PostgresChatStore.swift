@@ -20,8 +20,9 @@ public import Switchboard
 /// scope, as SQLite's single writer serializes them, so concurrent saves of one message never race
 /// on its unique index. Values are stored as the JSON of the model's `Codable` form (`bytea`)
 /// beside the columns the queries need, as in `ChatStore` implementations elsewhere in the
-/// package, so a model field added later needs no migration; messages in the SQLite store's
-/// compact binary form (rows stored as JSON still read).
+/// package, so a model field added later needs no migration; messages and conversations in the
+/// SQLite store's compact binary forms (rows stored as JSON still read; every process of a fleet
+/// must run a version that reads them before one writes them).
 ///
 /// ```swift
 /// try await PostgresChatStore.withStore(url: "postgres://gateway:secret@db:5432/chat") { store in

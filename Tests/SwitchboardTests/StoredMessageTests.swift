@@ -85,10 +85,10 @@ struct StoredMessageTests {
 
     /// Other values stay JSON.
     @Test func otherValuesAreStillJSON() throws {
-        let info = ConversationInfo(id: "conv", kind: .thread, state: .active)
-        let stored = try StoredValue.encode(info)
+        let marker = ChatEvent.ReadMarker.message("s-1")
+        let stored = try StoredValue.encode(marker)
         #expect(stored.first == UInt8(ascii: "{"))
-        #expect(try StoredValue.decode(ConversationInfo.self, stored) == info)
+        #expect(try StoredValue.decode(ChatEvent.ReadMarker.self, stored) == marker)
     }
 
     /// A damaged record is a typed `storageFailure`, never a crash or a wrong message: cut at
@@ -127,8 +127,14 @@ struct StoredMessageTests {
     /// Records with random bytes changed, from a seeded generator: each decodes to some message
     /// or fails as `storageFailure`; none crashes or fails another way.
     @Test func randomlyDamagedRecordsNeverCrash() throws {
-        var random = SeededRandomNumberGenerator(seed: 29)
-        let records = Self.messages.prefix(12).map(StoredMessage.encode)
+        let (refused, decoded) = Self.damageAtRandom(Self.messages.prefix(12).map(StoredMessage.encode), seed: 29) { _ = try StoredMessage.decode($0) }
+        print("randomly damaged stored messages: 20000, \(refused) refused as storageFailure, \(decoded) decoded to some message, 0 crashed")
+    }
+
+    /// Decodes 20,000 copies of `records` with 1 to 4 bytes (after the format byte) changed at
+    /// random, from a seeded generator: each decodes or fails as `storageFailure`.
+    static func damageAtRandom(_ records: [Data], seed: UInt64, decode: (Data) throws -> Void) -> (refused: Int, decoded: Int) {
+        var random = SeededRandomNumberGenerator(seed: seed)
         var refused = 0
         var decoded = 0
         for _ in 0..<20_000 {
@@ -137,14 +143,16 @@ struct StoredMessageTests {
                 record[Int.random(in: 1..<record.count, using: &random)] = UInt8.random(in: 0...255, using: &random)
             }
             do {
-                _ = try StoredMessage.decode(record)
+                try decode(record)
                 decoded += 1
             } catch let error as SwitchboardError {
                 #expect(error.code == .storageFailure)
                 refused += 1
+            } catch {
+                Issue.record("a damaged record failed as \(error), not as storageFailure")
             }
         }
-        print("randomly damaged stored messages: 20000, \(refused) refused as storageFailure, \(decoded) decoded to some message, 0 crashed")
+        return (refused, decoded)
     }
 
     /// Many messages from a seeded generator, each field drawn independently.
@@ -172,5 +180,131 @@ struct StoredMessageTests {
             count += 1
         }
         print("seeded stored messages: \(count) round-tripped")
+    }
+}
+
+/// The binary form the durable stores keep conversations in.
+struct StoredConversationTests {
+    static let time = StoredMessageTests.time
+
+    /// Every part a conversation has, each optional one present and absent, every kind and state,
+    /// participants with each permission alone, previews of each delivery state.
+    static let conversations: [ConversationInfo] = {
+        let agent = Participant(
+            id: "agent-7", role: .agent, displayName: "Ann Agent — Анна", avatarURL: URL(string: "https://files.example/a.png?s=64"),
+            permissions: .owner, lastReadSequence: 41, payload: .object(["team": .string("billing"), "level": .int(2)])
+        )
+        let preview = MessagePreview(
+            Message(serverID: "s-9", clientID: "c-9", conversationID: "conv", sequence: 9, sender: "agent-7", senderRole: .agent,
+                    senderName: "Ann", text: "the newest 👋", attachments: [Message.Attachment(name: "a"), Message.Attachment(name: "b")],
+                    time: time, deliveryState: .delivered),
+            isOwn: false
+        )
+        let full = ConversationInfo(
+            id: "conv", kind: .thread, title: "Billing question", state: .active,
+            participants: [Participant(id: "me", role: .customer), agent], assignedAgent: agent, lastSequence: 9, unreadCount: 3,
+            customData: .array([.string("x"), .null, .bool(false), .double(1.5)]), flags: [.direct, .uber, .publicJoin],
+            createdAt: Date(timeIntervalSinceReferenceDate: -1e9), updatedAt: time, lastMessage: preview
+        )
+        var conversations = [full, ConversationInfo(id: "")]
+        let states: [ConversationInfo.State] = [.none, .queued, .active, .invitation, .closedByAgent, .closedByCustomer, .closed, .archived, .unknown("vendor-x"), .unknown("")]
+        let kinds: [ConversationInfo.Kind] = [.supportChat, .thread, .direct, .group]
+        for (index, state) in states.enumerated() {
+            var conversation = full
+            conversation.state = state
+            conversation.kind = kinds[index % kinds.count]
+            conversations.append(conversation)
+        }
+        let permissions: [WritableKeyPath<Participant.Permissions, Bool>] = [
+            \.canWrite, \.canEditOwn, \.canEditAll, \.canRemoveOwn, \.canRemoveAll, \.canManageParticipants, \.isOwner,
+        ]
+        for keyPath in permissions {
+            var alone = Participant.Permissions(canWrite: false, canEditOwn: false, canRemoveOwn: false)
+            alone[keyPath: keyPath] = true
+            var conversation = full
+            conversation.participants = [Participant(id: "p", role: .bot, permissions: alone)]
+            conversation.assignedAgent = nil
+            conversations.append(conversation)
+        }
+        for state in [Message.DeliveryState.pending, .sent, .read, .failed("too long")] {
+            var conversation = full
+            var own = preview
+            own.deliveryState = state
+            own.isOwn = true
+            own.serverID = nil
+            own.sender = nil
+            own.senderRole = nil
+            own.senderName = nil
+            own.attachmentCount = 0
+            conversation.lastMessage = own
+            conversations.append(conversation)
+        }
+        for count in [Int.min, -1, 0, 127, 128, Int.max] {
+            var conversation = full
+            conversation.unreadCount = count
+            conversation.lastSequence = Int64(count)
+            conversation.flags = ConversationInfo.Flags(rawValue: count)
+            conversations.append(conversation)
+        }
+        // JSON's null is a value, not an absence (`JSONValue` is `ExpressibleByNilLiteral`).
+        var nulls = full
+        nulls.id = "nulls"
+        nulls.customData = .null
+        nulls.participants = [Participant(id: "p", role: .user, payload: .null)]
+        conversations.append(nulls)
+        var bare = full
+        bare.title = nil
+        bare.assignedAgent = nil
+        bare.lastSequence = nil
+        bare.customData = nil
+        bare.createdAt = nil
+        bare.updatedAt = nil
+        bare.lastMessage = nil
+        bare.participants = (0..<200).map { Participant(id: ParticipantID("member-\($0)"), role: .user) }
+        conversations.append(bare)
+        return conversations
+    }()
+
+    /// The store's path for a value of any type (the generic `encode`).
+    static func encodedAsAnyValue<T: Encodable>(_ value: T) throws -> Data { try StoredValue.encode(value) }
+
+    @Test func everyConversationComesBackAsItWent() throws {
+        for conversation in Self.conversations {
+            let stored = try Self.encodedAsAnyValue(conversation)
+            #expect(stored.first == StoredConversation.format)
+            #expect(try StoredValue.decode(ConversationInfo.self, stored) == conversation)
+            #expect(StoredValue.encode(conversation) == stored)
+        }
+        let typical = Self.conversations[0]
+        print(
+            "stored conversations: \(Self.conversations.count) round-tripped; a typical one is \(StoredConversation.encode(typical).count) bytes, "
+                + "\(try JSONEncoder().encode(typical).count) as JSON"
+        )
+    }
+
+    /// Rows written before the binary form are JSON: they still read.
+    @Test func aConversationStoredAsJSONStillDecodes() throws {
+        // JSON cannot tell a null from an absence: the binary form can, JSON never could.
+        for conversation in Self.conversations where conversation.id != "nulls" {
+            #expect(try StoredValue.decode(ConversationInfo.self, try JSONEncoder().encode(conversation)) == conversation)
+        }
+    }
+
+    /// A damaged record is a typed `storageFailure`: cut at every length, with a byte too many,
+    /// with another record's format, with bytes changed at random (from a seeded generator): each
+    /// decodes to some conversation or fails as `storageFailure`, none crashes.
+    @Test func aDamagedRecordIsAStorageFailure() throws {
+        let record = StoredConversation.encode(Self.conversations[0])
+        var refused = 0
+        for length in 0..<record.count {
+            #expect(throws: SwitchboardError.self) { try StoredConversation.decode(record.prefix(length)) }
+            refused += 1
+        }
+        var longer = record
+        longer.append(0)
+        #expect(throws: SwitchboardError.self) { try StoredConversation.decode(longer) }
+        #expect(throws: SwitchboardError.self) { try StoredConversation.decode(StoredMessage.encode(StoredMessageTests.messages[0])) }
+        let (damaged, decoded) = StoredMessageTests.damageAtRandom([record], seed: 31) { _ = try StoredConversation.decode($0) }
+        print("damaged stored conversations: \(refused + 2) cut or extended refused; 20000 randomly changed, \(damaged) refused as storageFailure, \(decoded) decoded, 0 crashed")
     }
 }
