@@ -12,7 +12,7 @@ public import Switchboard
 /// thread (the session's loop: no hop to a queue and back); lists and pages are `@concurrent`, off
 /// the caller's executor, so an app reading history from the main actor does not block it. A file
 /// store uses a WAL `DatabasePool` (readers do not wait for the writer) whose checkpoints run on a
-/// connection of their own (``WALCheckpointer``): a commit writes the WAL and does not wait for
+/// connection of their own (`WALCheckpointer`): a commit writes the WAL and does not wait for
 /// the disk, but for the first commit of each WAL cycle, which syncs the WAL's header, and, under
 /// writes that never pause, one commit in about 8,000 pages, which checkpoints.
 /// ``inMemory()`` is a `DatabaseQueue` for tests. Values are stored as JSON of the model's
@@ -26,7 +26,9 @@ public import Switchboard
 /// let session = ChatSession(backend: backend, store: store)
 /// ```
 public final class SQLiteChatStore: ChatStore {
-    /// The GRDB database, for an app that wants to observe it or back it up.
+    /// The GRDB database, for an app that wants to observe it or back it up. Do not call the store
+    /// from inside one of its accesses or observation callbacks: the store's transactions run
+    /// synchronously, and GRDB refuses a reentrant access.
     public let database: any DatabaseWriter
     /// Checkpoints a file store's WAL off the writer's path (none for a database the app opened).
     let checkpointer: WALCheckpointer?

@@ -25,7 +25,8 @@ final class WALCheckpointer: Sendable {
     /// The WAL size from which a commit checkpoints before it returns, as SQLite's automatic
     /// checkpoint would: under writes that never pause, the queued checkpoints may never catch
     /// up with the end of the WAL, and only a checkpoint that does lets the next commit start
-    /// the file over. This bounds the WAL at about 32 MB.
+    /// the file over. This normally bounds the WAL at about 32 MB (a long read, or another process
+    /// on an old snapshot, keeps a checkpoint from finishing and lets it grow).
     static let limit: Int32 = 8 * threshold
 
     /// How long a connection of a file store waits for another's lock before it fails.
