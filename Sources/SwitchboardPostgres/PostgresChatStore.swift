@@ -806,7 +806,8 @@ public final class PostgresChatStore: ChatStore {
     /// a task of its own that the caller awaits (never leaves behind): PostgresNIO stops a
     /// cancelled task's statements, and a session that closes right after a send was confirmed
     /// must not lose the write that ends its outbox entry. Swift has no structured way to keep a
-    /// child from its parent's cancellation; the SQLite store gets the same from GRDB's queue.
+    /// child from its parent's cancellation; the SQLite store gets the same by running its
+    /// transactions synchronously.
     private func transaction<T: Sendable>(_ what: String, _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T) async throws -> T {
         do {
             return try await Task {
