@@ -200,20 +200,6 @@ extension StoredRecordReader {
         }
     }
 
-    /// A signed integer that fits an `Int`.
-    fileprivate mutating func int() throws -> Int {
-        guard let value = Int(exactly: try signed()) else { throw corrupt("an integer out of range") }
-        return value
-    }
-
-    fileprivate mutating func json() throws -> JSONValue {
-        do {
-            return try JSONValue(parsing: try string())
-        } catch {
-            throw corrupt("data that is not JSON")
-        }
-    }
-
     fileprivate mutating func participant() throws -> Participant {
         typealias Part = StoredConversation.PartFlag
         let flags = try varint()
@@ -223,12 +209,7 @@ extension StoredRecordReader {
         let id = ParticipantID(try string())
         let role = try self.role()
         let displayName = flags & Part.displayName != 0 ? try string() : nil
-        var avatarURL: URL?
-        if flags & Part.avatarURL != 0 {
-            let text = try string()
-            guard let url = URL(string: text) else { throw corrupt("a URL that does not parse") }
-            avatarURL = url
-        }
+        let avatarURL = flags & Part.avatarURL != 0 ? try url(from: try string()) : nil
         let bits = try varint()
         guard bits & ~StoredConversation.Permission.known == 0 else { throw corrupt("permissions this version does not know") }
         let permissions = StoredConversation.Permission.permissions(bits)

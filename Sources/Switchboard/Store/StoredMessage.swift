@@ -72,14 +72,9 @@ package enum StoredMessage {
             let attachmentCount = try reader.count()
             attachments.reserveCapacity(attachmentCount)
             for _ in 0..<attachmentCount { attachments.append(try reader.attachment()) }
+            // Not a `?:` with `nil`: `JSONValue` is `ExpressibleByNilLiteral` (JSON's null).
             var payload: JSONValue?
-            if flags & Flag.payload != 0 {
-                do {
-                    payload = try JSONValue(parsing: try reader.string())
-                } catch {
-                    throw reader.corrupt("a payload that is not JSON")
-                }
-            }
+            if flags & Flag.payload != 0 { payload = try reader.json() }
             let time = Date(timeIntervalSinceReferenceDate: try reader.double())
             var quote: Message.Quote?
             if flags & Flag.quote != 0 {

@@ -178,8 +178,28 @@ struct StoredRecordReader {
         }
     }
 
+    /// A signed integer that fits an `Int`.
+    mutating func int() throws -> Int {
+        guard let value = Int(exactly: try signed()) else { throw corrupt("an integer out of range") }
+        return value
+    }
+
+    /// A vendor payload, stored as its JSON text.
+    mutating func json() throws -> JSONValue {
+        do {
+            return try JSONValue(parsing: try string())
+        } catch {
+            throw corrupt("data that is not JSON")
+        }
+    }
+
+    /// An optional URL: a presence byte and its text.
     mutating func url() throws -> URL? {
         guard let text = try optional() else { return nil }
+        return try url(from: text)
+    }
+
+    func url(from text: String) throws -> URL {
         guard let url = URL(string: text) else { throw corrupt("a URL that does not parse") }
         return url
     }
