@@ -16,8 +16,8 @@ public import SwitchboardPostgres
 /// client only once the gateway has stopped. The gateway then stops taking sessions, stops each of
 /// its own — a send in flight stays in the shared outbox, and whoever runs the session next sends
 /// it under the same client id, which the backend recognizes — and releases them all at once when
-/// the last has stopped, so the other processes take them at their next look instead of waiting
-/// for a lock to time out; then ``run()`` returns.
+/// the last has stopped, and tells the other processes, which take them at once instead of at
+/// their next look; then ``run()`` returns.
 ///
 /// ```swift
 /// let gateway = try Gateway(configuration: .init(postgresURL: url, processName: "gw-1"), sessions: sessions)

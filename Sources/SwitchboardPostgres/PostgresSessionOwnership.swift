@@ -10,7 +10,9 @@ import Switchboard
 /// A process that dies lets go of all its sessions at once — the server drops its connection and
 /// with it every lock — and the others take them over at their next look (``Configuration/interval``)
 /// and resume them from the shared store: the stored cursor and outbox, so nothing is lost, and
-/// sends keep their client ids, so a send the dead process had made goes to the server once.
+/// sends keep their client ids, so a send the dead process had made goes to the server once. A
+/// process that gives sessions back (its run ends, a body ends, another process joined) says so
+/// with a `NOTIFY`, and the others look at once instead of at their next interval.
 ///
 /// Each process runs ``run(keys:_:)`` with the same keys. It takes its fair share — the keys
 /// divided by the processes running, rounded up — of those nobody holds, and gives back what is
@@ -139,6 +141,8 @@ public final class PostgresSessionOwnership: Sendable {
     private enum Input: Sendable {
         case look
         case ended(String)
+        /// The task listening for released sessions ended (its connection closed).
+        case listenerEnded
         /// The lock connection of that generation closed.
         case connectionClosed(Int)
     }
@@ -167,8 +171,15 @@ public final class PostgresSessionOwnership: Sendable {
         let released = loop.held
         loop.held = []
         loop.publishHeld()
-        try? await loop.lockConnection?.close()
-        // The locks went with the connection: every session still held is free now.
+        if let connection = loop.lockConnection {
+            // Every lock at once, this process's mark among them, then the word to the others:
+            // they look now instead of at their next interval.
+            try? await loop.bounded {
+                try await connection.run("SELECT pg_advisory_unlock_all(), pg_notify(\(loop.channel), '')", logger: logger)
+            }
+            try? await connection.close()
+        }
+        // Released (or gone with the connection): every session still held is free now.
         for key in released { onChange(.released(key)) }
     }
 
@@ -180,6 +191,8 @@ public final class PostgresSessionOwnership: Sendable {
         let body: @Sendable (String) async throws -> Void
         let sessionSpace: Int32
         let processSpace: Int32
+        /// Where a process that released sessions tells the others to look now.
+        let channel: String
         var lockConnection: PostgresConnection?
         var generation = 0
         /// Keys whose bodies run, oldest first, and how to stop each.
@@ -195,6 +208,7 @@ public final class PostgresSessionOwnership: Sendable {
             self.body = body
             self.sessionSpace = PostgresSessionOwnership.sessionSpace(ownership.configuration.namespace)
             self.processSpace = Int32(bitPattern: FNV1a.hash(ownership.configuration.namespace + ".processes") & 0x7fff_ffff)
+            self.channel = "\(ownership.configuration.namespace).released"
         }
 
         var logger: Logger { ownership.logger }
@@ -204,6 +218,7 @@ public final class PostgresSessionOwnership: Sendable {
             case .look:
                 do {
                     try await look(group: &group)
+                    logger.trace("looked for sessions", metadata: ["process": "\(ownership.processName)", "held": "\(held.count)"])
                 } catch {
                     await lost(PostgresChatStore.classify(error, what: "the lock connection").message)
                 }
@@ -221,13 +236,19 @@ public final class PostgresSessionOwnership: Sendable {
                 }
                 do {
                     try await bounded {
-                        try await connection.run("SELECT pg_advisory_unlock(\(sessionSpace), \(PostgresSessionOwnership.lockKey(key)))", logger: logger)
+                        try await connection.run(
+                            "SELECT pg_advisory_unlock(\(sessionSpace), \(PostgresSessionOwnership.lockKey(key))), pg_notify(\(channel), '')",
+                            logger: logger
+                        )
                     }
                     ownership.onChange(.released(key))
                 } catch {
                     ownership.onChange(.released(key))
                     await lost(PostgresChatStore.classify(error, what: "the lock connection").message)
                 }
+            case .listenerEnded:
+                // Collect the finished child, as for a body.
+                _ = await group.next()
             case .connectionClosed(let closed):
                 guard closed == generation, lockConnection != nil else { return }
                 await lost("the server closed the lock connection")
@@ -244,7 +265,7 @@ public final class PostgresSessionOwnership: Sendable {
                 // or anywhere this process decides, until they have.
                 return
             }
-            let connection = try await connect()
+            let connection = try await connect(group: &group)
             let processes = try await countProcesses(on: connection)
             let share = (keys.count + processes - 1) / processes
             // Over the share (a process joined): give back the newest once their bodies end.
@@ -254,22 +275,57 @@ public final class PostgresSessionOwnership: Sendable {
                 return
             }
             guard active.count < share else { return }
+            // Two statements however many keys there are: which locks anyone holds, then one try
+            // for each free key up to the share. (A look that tried each key in turn spent a round
+            // trip per key; with 300 keys, a process busy starting sessions took seconds to look.)
+            let taken = try await otherProcessesLocks(on: connection)
             // Start where this process's name hashes to, so processes do not all race for the
             // same keys first.
             let first = keys.isEmpty ? 0 : Int(FNV1a.hash(ownership.processName) % UInt32(keys.count))
-            var count = held.count
-            for offset in 0..<keys.count where count - stopping.count < share {
+            var candidates: [String] = []
+            for offset in 0..<keys.count where candidates.count < share - active.count {
                 let key = keys[(first + offset) % keys.count]
-                guard !held.contains(key) else { continue }
-                let locked = try await bounded {
-                    var locked = false
-                    let rows = try await connection.query("SELECT pg_try_advisory_lock(\(sessionSpace), \(PostgresSessionOwnership.lockKey(key)))", logger: logger)
-                    for try await value in rows.decode(Bool.self) { locked = value }
-                    return locked
-                }
-                guard locked else { continue }
-                count += 1
+                guard !held.contains(key), !taken.contains(PostgresSessionOwnership.lockKey(key)) else { continue }
+                candidates.append(key)
+            }
+            guard !candidates.isEmpty else { return }
+            // Another process may take some of them between the two statements: those are not
+            // locked here, and the next look goes on from the rest.
+            let locked = try await tryLocks(candidates.map(PostgresSessionOwnership.lockKey), on: connection)
+            for key in candidates where locked.contains(PostgresSessionOwnership.lockKey(key)) {
                 start(key, group: &group)
+            }
+        }
+
+        /// The session locks of the namespace that other processes hold. (Those of this one are
+        /// left out: a free key that shares its lock with a key held here is this process's to take.)
+        func otherProcessesLocks(on connection: PostgresConnection) async throws -> Set<Int32> {
+            try await bounded {
+                var locks = Set<Int32>()
+                let rows = try await connection.query(
+                    """
+                    SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted
+                    AND classid::bigint = \(Int64(sessionSpace)) AND objsubid = 2 AND pid <> pg_backend_pid()
+                    """,
+                    logger: logger
+                )
+                for try await objid in rows.decode(Int64.self) { locks.insert(Int32(truncatingIfNeeded: objid)) }
+                return locks
+            }
+        }
+
+        /// Tries each of `locks` on this connection in one statement; returns those it took. (A
+        /// lock two keys share is taken twice: advisory locks stack within a connection, and the
+        /// second key's release leaves the first's.)
+        func tryLocks(_ locks: [Int32], on connection: PostgresConnection) async throws -> Set<Int32> {
+            try await bounded {
+                var taken = Set<Int32>()
+                let rows = try await connection.query(
+                    "SELECT lock, pg_try_advisory_lock(\(sessionSpace), lock) FROM unnest(\(locks)::int4[]) AS lock",
+                    logger: logger
+                )
+                for try await (lock, isTaken) in rows.decode((Int32, Bool).self) where isTaken { taken.insert(lock) }
+                return taken
             }
         }
 
@@ -299,7 +355,7 @@ public final class PostgresSessionOwnership: Sendable {
 
         /// The lock connection, opened (with this process's mark in the process space) when
         /// there is none.
-        mutating func connect() async throws -> PostgresConnection {
+        mutating func connect(group: inout TaskGroup<Void>) async throws -> PostgresConnection {
             if let lockConnection { return lockConnection }
             let connection = try await PostgresConnection.connect(configuration: ownership.connection, id: generation + 1, logger: logger)
             do {
@@ -318,6 +374,18 @@ public final class PostgresSessionOwnership: Sendable {
             // The connection closing (the server ended it, the network broke) is noticed at once,
             // not at the next look: the sessions stop before another process is likely to take them.
             connection.closeFuture.whenComplete { _ in input.yield(.connectionClosed(generation)) }
+            // Another process released sessions: look at once. (Ends with the connection.)
+            let (channel, logger) = (self.channel, self.logger)
+            group.addTask {
+                do {
+                    try await connection.listen(on: channel) { notifications in
+                        for try await _ in notifications { input.yield(.look) }
+                    }
+                } catch {
+                    logger.debug("stopped listening for released sessions", metadata: ["error": "\(error)"])
+                }
+                input.yield(.listenerEnded)
+            }
             let processes = try await countProcesses(on: connection)
             logger.info("ownership connected", metadata: ["process": "\(ownership.processName)", "processes": "\(processes)"])
             ownership.onChange(.connected(processes: processes))

@@ -28,6 +28,11 @@ extension CrashTests {
         var testDescription: String { rawValue }
     }
 
+    /// The `switchboard` the failover test runs its gateways from: this build's, or the one
+    /// `SWITCHBOARD_GATEWAY_EXECUTABLE` names (a release build, for take-over times as a
+    /// deployment sees them: `swift build -c release --product switchboard`).
+    static var gatewayExecutable: String? { ProcessInfo.processInfo.environment["SWITCHBOARD_GATEWAY_EXECUTABLE"] }
+
     /// Three `switchboard gateway` processes share 300 Voximplant-style sessions through one
     /// PostgreSQL database; while the agent writes to every conversation and every session sends
     /// its own messages, one gateway is killed with SIGKILL. Its sessions move to the other two,
@@ -66,7 +71,7 @@ extension CrashTests {
                         let child = try Child.start([
                             "gateway", "--postgres", url, "--schema", schema, "--sessions", file.path, "--name", name,
                             "--interval-ms", "250", "--send", "\(sends)", "--send-interval-ms", "150",
-                        ])
+                        ], executable: Self.gatewayExecutable)
                         gateways[name] = child
                         holdings.follow(child, as: name)
                     }
@@ -178,6 +183,8 @@ extension CrashTests {
                         (server.messages(in: customer.conversation).last { $0.text == "agent \(round)" }!.uuid, customer.user)
                     })
                     let deliveries = Locked([Duration]())
+                    // From a survivor's take of a moved session to its delivery: the start's share.
+                    let startups = Locked([Duration]())
                     let seen = Locked(Set<String>())
                     // A row seen stored and missing at a later look (the final audit below still
                     // requires every row): printed, not hidden.
@@ -186,7 +193,12 @@ extension CrashTests {
                         try await waitUntil("every moved session delivers the agent's next message", timeout: .seconds(120), signal: stored) {
                             let now = clock.now
                             let found = try await Self.storedServerIDs(Array(awaited.keys), in: store)
-                            for id in found where seen.withLock({ $0.insert(id).inserted }) { deliveries.withLock { $0.append(now - killedAt) } }
+                            for id in found where seen.withLock({ $0.insert(id).inserted }) {
+                                deliveries.withLock { $0.append(now - killedAt) }
+                                if let user = awaited[id], let took = holdings.tookAt("voximplant/\(user)"), took > killedAt {
+                                    startups.withLock { $0.append(now - took) }
+                                }
+                            }
                             let gone = seen.withLock { $0 }.subtracting(found)
                             vanished.withLock { $0.formUnion(gone) }
                             return seen.withLock(\.count) == awaited.count
@@ -201,11 +213,19 @@ extension CrashTests {
                         holdings.heldOnce(of: allKeys, by: survivors)
                     }
                     let delivered = deliveries.withLock { $0.sorted() }
+                    let startupTimes = startups.withLock { $0.sorted() }
+                    let takes = moved.compactMap { holdings.tookAt("voximplant/\($0.user)") }.filter { $0 > killedAt }.map { $0 - killedAt }.sorted()
+                    func spread(_ durations: [Duration]) -> String {
+                        guard let first = durations.first, let last = durations.last else { return "none" }
+                        return "first \(first), median \(durations[durations.count / 2]), last \(last)"
+                    }
                     print(
                         """
-                        failover: \(victimName) stopped with \(stop.rawValue) holding \(victim.count) sessions: \(ending) after \(exitedAfter), \
+                        failover: gateways \(Self.gatewayExecutable ?? "of this build (debug unless built otherwise)"); \
+                        \(victimName) stopped with \(stop.rawValue) holding \(victim.count) sessions: \(ending) after \(exitedAfter), \
                         released every session \(releasedAll), said stopped \(saidStopped); from the signal to each moved session's \
-                        delivery: first \(delivered.first.map { "\($0)" } ?? "none"), median \(delivered.isEmpty ? "none" : "\(delivered[delivered.count / 2])"), last \(delivered.last.map { "\($0)" } ?? "none"); \
+                        delivery: \(spread(delivered)); from the signal to a survivor's take: \(spread(takes)); from the take to the \
+                        delivery: \(spread(startupTimes)); \
                         in flight in it: \(inFlight.count) sends in its unanswered sessions' outboxes, \(appliedUnanswered) of them \
                         applied by the server and unanswered (\(server.withheldSendAnswers) answers withheld in all); \
                         delivered rows missing at a later look \(vanished.withLock(\.count))
@@ -531,6 +551,10 @@ final class Holdings: Sendable {
     private let held = Locked([String: Set<String>]())
     private let stoppedNames = Locked(Set<String>())
     private let others = Locked([String: [String]]())
+    private let tookAt = Locked([String: ContinuousClock.Instant]())
+
+    /// When the test last read that some process took `key`.
+    func tookAt(_ key: String) -> ContinuousClock.Instant? { tookAt.withLock { $0[key] } }
 
     /// The lines of `name` other than takes and releases: what to show when it misbehaves.
     func otherLines(of name: String) -> [String] { others.withLock { $0[name] ?? [] } }
@@ -549,7 +573,9 @@ final class Holdings: Sendable {
                 if line == "stopped" {
                     stoppedNames.withLock { _ = $0.insert(name) }
                 } else if line.hasPrefix("took ") {
-                    held.withLock { _ = $0[name, default: []].insert(String(line.dropFirst(5))) }
+                    let key = String(line.dropFirst(5))
+                    tookAt.withLock { $0[key] = .now }
+                    held.withLock { _ = $0[name, default: []].insert(key) }
                 } else if line.hasPrefix("released ") {
                     held.withLock { _ = $0[name, default: []].remove(String(line.dropFirst(9))) }
                 } else {

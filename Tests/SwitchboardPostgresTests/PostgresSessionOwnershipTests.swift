@@ -149,4 +149,75 @@ struct PostgresSessionOwnershipTests {
             group.cancelAll()
         }
     }
+
+    /// A process that stops says so, and the others take its sessions at once: here the survivor
+    /// looks once, at its start (its interval is an hour), and takes them only because it was told.
+    @Test func aProcessThatStopsHandsItsSessionsOverAtOnce() async throws {
+        let connection = try PostgresServer.connectionConfiguration()
+        let namespace = "switchboard_test_" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        let ledger = Ledger()
+        let changed = AsyncSignal()
+        let looks = Locked([String: Int]())
+        func owner(_ name: String) -> PostgresSessionOwnership {
+            PostgresSessionOwnership(
+                connection: connection, processName: name,
+                configuration: .init(interval: .seconds(3600), namespace: namespace),
+                logger: Logger(label: "ownership") { _ in
+                    LookCounter { looks.withLock { $0[name, default: 0] += 1 }; changed.signal() }
+                },
+                onChange: { _ in changed.signal() }
+            )
+        }
+        let keys = Array(self.keys.prefix(10))
+        func run(_ owner: PostgresSessionOwnership) -> Task<Void, Never> {
+            let name = owner.processName
+            return Task {
+                await owner.run(keys: keys) { key in
+                    ledger.started(key, by: name)
+                    changed.signal()
+                    defer {
+                        ledger.ended(key, by: name)
+                        changed.signal()
+                    }
+                    let (never, _) = AsyncStream.makeStream(of: Void.self)
+                    for await _ in never {}
+                }
+            }
+        }
+        let (a, b) = (owner("a"), owner("b"))
+        let runA = run(a)
+        try await waitUntil("a runs the 10 sessions", timeout: .seconds(60), signal: changed) { ledger.perOwner["a"] == 10 }
+        let runB = run(b)
+        defer { runB.cancel() }
+        try await waitUntil("b's first look", timeout: .seconds(60), signal: changed) { looks.withLock { $0["b", default: 0] } == 1 }
+        #expect(b.held.isEmpty, "a holds every session; b took none")
+        let clock = ContinuousClock()
+        let stopped = clock.now
+        runA.cancel()
+        await runA.value
+        try await waitUntil("b runs a's 10 sessions before its next look", timeout: .seconds(60), signal: changed) { ledger.perOwner["b"] == 10 }
+        let lookedAgain = looks.withLock { $0["b", default: 0] }
+        print("ownership: a stopped holding 10 sessions; b, which looks every hour, ran all 10 after \(clock.now - stopped); b's looks: \(lookedAgain), overlaps \(ledger.overlaps)")
+        #expect(ledger.overlaps == 0)
+        runB.cancel()
+        await runB.value
+    }
+}
+
+/// Counts the ownership's looks, its `looked for sessions` trace lines.
+private struct LookCounter: LogHandler {
+    let looked: @Sendable () -> Void
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    init(_ looked: @escaping @Sendable () -> Void) { self.looked = looked }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        if event.message == "looked for sessions" { looked() }
+    }
 }
