@@ -34,7 +34,7 @@ public final class EventBus: Sendable {
     /// Sends `event` to every matching subscriber.
     public func publish(_ event: ChatEvent) {
         let current = subscribers.withLock { $0 }
-        for subscription in current where subscription.filter.matches(event) {
+        for subscription in current where subscription.takesEverything || subscription.filter.matches(event) {
             subscription.offer(event)
         }
     }
@@ -144,9 +144,24 @@ final class EventSubscription: Sendable {
         var bufferedEvents = 0
         var waiter: CheckedContinuation<ChatEvent?, Never>?
         var isFinished = false
+
+        /// The next buffered event, a gap standing for dropped ones included; nil when none is.
+        mutating func popFirst() -> ChatEvent? {
+            switch buffer.popFirst() {
+            case .event(let event):
+                bufferedEvents -= 1
+                return event
+            case .gap(let dropped, let first):
+                return EventSubscription.gapEvent(dropped: dropped, first: first)
+            case nil:
+                return nil
+            }
+        }
     }
 
     let filter: EventFilter
+    /// The filter is ``EventFilter/all``: a publish skips matching.
+    let takesEverything: Bool
     private let capacity: Int?
     private let state = Locked(State())
     private let onFinish: @Sendable (EventSubscription) -> Void
@@ -157,6 +172,7 @@ final class EventSubscription: Sendable {
         onFinish: @escaping @Sendable (EventSubscription) -> Void
     ) {
         self.filter = filter
+        self.takesEverything = filter == .all
         switch buffering {
         case .unbounded: self.capacity = nil
         case .bounded(let capacity): self.capacity = max(1, capacity)
@@ -190,18 +206,13 @@ final class EventSubscription: Sendable {
     }
 
     func next() async -> ChatEvent? {
-        await withTaskCancellationHandler {
+        // A consumer that is behind takes what is buffered without a continuation or a
+        // cancellation handler: the common case under load, and the cheap one.
+        if let ready = state.withLock({ $0.popFirst() }) { return ready }
+        return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<ChatEvent?, Never>) in
                 let ready: ChatEvent?? = state.withLock { state in
-                    if let item = state.buffer.popFirst() {
-                        switch item {
-                        case .event(let event):
-                            state.bufferedEvents -= 1
-                            return .some(event)
-                        case .gap(let dropped, let first):
-                            return .some(Self.gapEvent(dropped: dropped, first: first))
-                        }
-                    }
+                    if let event = state.popFirst() { return .some(event) }
                     if state.isFinished || Task.isCancelled { return .some(nil) }
                     // One consumer: a second one waiting at the same time is refused.
                     if state.waiter != nil { return .some(nil) }
@@ -230,7 +241,7 @@ final class EventSubscription: Sendable {
 
     /// The gap event stands where the first dropped event stood, so it carries that event's
     /// origin and time (no clock of its own).
-    private static func gapEvent(dropped: Int, first: ChatEvent) -> ChatEvent {
+    fileprivate static func gapEvent(dropped: Int, first: ChatEvent) -> ChatEvent {
         ChatEvent(origin: first.origin, conversationID: nil, time: first.time, kind: .gap(dropped: dropped))
     }
 }
