@@ -84,20 +84,7 @@ struct PostgresSessionOwnershipTests {
         try await withThrowingTaskGroup(of: Void.self) { group in
             var runs: [String: Task<Void, Never>] = [:]
             for owner in owners {
-                let name = owner.processName
-                runs[name] = Task {
-                    await owner.run(keys: keys) { key in
-                        ledger.started(key, by: name)
-                        changed.signal()
-                        defer {
-                            ledger.ended(key, by: name)
-                            changed.signal()
-                        }
-                        // A session runs until the ownership stops it.
-                        let (never, _) = AsyncStream.makeStream(of: Void.self)
-                        for await _ in never {}
-                    }
-                }
+                runs[owner.processName] = Self.run(owner, keys: keys, ledger: ledger, changed: changed)
             }
             try await until("30 sessions spread over 3 processes") { ledger.runningKeys == 30 && ledger.perOwner.values.sorted() == [10, 10, 10] }
             print("ownership: 30 sessions over 3 processes: \(ledger.perOwner.sorted { $0.key < $1.key }), starts \(ledger.starts), overlaps \(ledger.overlaps)")
@@ -150,6 +137,24 @@ struct PostgresSessionOwnershipTests {
         }
     }
 
+    /// Runs `owner` over `keys`; each session it holds is in `ledger` while it runs, until the
+    /// ownership stops it.
+    private static func run(_ owner: PostgresSessionOwnership, keys: [String], ledger: Ledger, changed: AsyncSignal) -> Task<Void, Never> {
+        let name = owner.processName
+        return Task {
+            await owner.run(keys: keys) { key in
+                ledger.started(key, by: name)
+                changed.signal()
+                defer {
+                    ledger.ended(key, by: name)
+                    changed.signal()
+                }
+                let (never, _) = AsyncStream.makeStream(of: Void.self)
+                for await _ in never {}
+            }
+        }
+    }
+
     /// A process that stops says so, and the others take its sessions at once: here the survivor
     /// looks once, at its start (its interval is an hour), and takes them only because it was told.
     @Test func aProcessThatStopsHandsItsSessionsOverAtOnce() async throws {
@@ -170,19 +175,7 @@ struct PostgresSessionOwnershipTests {
         }
         let keys = Array(self.keys.prefix(10))
         func run(_ owner: PostgresSessionOwnership) -> Task<Void, Never> {
-            let name = owner.processName
-            return Task {
-                await owner.run(keys: keys) { key in
-                    ledger.started(key, by: name)
-                    changed.signal()
-                    defer {
-                        ledger.ended(key, by: name)
-                        changed.signal()
-                    }
-                    let (never, _) = AsyncStream.makeStream(of: Void.self)
-                    for await _ in never {}
-                }
-            }
+            Self.run(owner, keys: keys, ledger: ledger, changed: changed)
         }
         let (a, b) = (owner("a"), owner("b"))
         let runA = run(a)
