@@ -11,14 +11,15 @@ import Switchboard
 /// with it every lock — and the others take them over at their next look (``Configuration/interval``)
 /// and resume them from the shared store: the stored cursor and outbox, so nothing is lost, and
 /// sends keep their client ids, so a send the dead process had made goes to the server once. A
-/// process that gives sessions back (its run ends, a body ends, another process joined) says so
+/// process that gives sessions back on purpose (its run ends, another process joined) says so
 /// with a `NOTIFY`, and the others look at once instead of at their next interval.
 ///
 /// Each process runs ``run(keys:_:)`` with the same keys. It takes its fair share — the keys
 /// divided by the processes running, rounded up — of those nobody holds, and gives back what is
 /// over its share when another process joins, so the sessions spread out. For each key it holds,
 /// the body runs in a child task; the body is cancelled when the process gives the key back, and a
-/// body that returns or throws gives the key back (anyone may take it at the next look).
+/// body that returns or throws gives the key back, unannounced (anyone may take it at their next
+/// look, which keeps a session that fails at once from restarting faster than the interval).
 ///
 /// ```swift
 /// let ownership = try PostgresSessionOwnership(url: "postgres://gateway:secret@db:5432/chat", processName: "gateway-1")
@@ -138,7 +139,7 @@ public final class PostgresSessionOwnership: Sendable {
         return holders
     }
 
-    private enum Input: Sendable {
+    fileprivate enum Input: Sendable {
         case look
         case ended(String)
         /// The task listening for released sessions ended (its connection closed).
@@ -148,16 +149,18 @@ public final class PostgresSessionOwnership: Sendable {
     }
 
     /// Runs until cancelled, holding a fair share of `keys` and running `body` for each key held.
-    /// Returns when cancelled, after every body has ended; the locks go with the connection, which
-    /// closes only then, so no other process starts a session before this one has stopped it.
+    /// Returns when cancelled, after every body has ended; the locks are released (and the other
+    /// processes told) only then, so no other process starts a session before this one has
+    /// stopped it.
     public func run(keys: [String], _ body: @escaping @Sendable (String) async throws -> Void) async {
         let (inputs, input) = AsyncStream.makeStream(of: Input.self)
         var loop = Loop(ownership: self, keys: Array(Set(keys)).sorted(), input: input, body: body)
+        let looks = loop.looks
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 // The look timer.
                 while !Task.isCancelled {
-                    input.yield(.look)
+                    looks.request()
                     try? await Task.sleep(for: self.configuration.interval)
                 }
             }
@@ -175,7 +178,7 @@ public final class PostgresSessionOwnership: Sendable {
             // Every lock at once, this process's mark among them, then the word to the others:
             // they look now instead of at their next interval.
             try? await loop.bounded {
-                try await connection.run("SELECT pg_advisory_unlock_all(), pg_notify(\(loop.channel), '')", logger: logger)
+                try await connection.run("SELECT pg_advisory_unlock_all(), pg_notify(\(loop.channel), \(loop.looks.token))", logger: logger)
             }
             try? await connection.close()
         }
@@ -191,8 +194,11 @@ public final class PostgresSessionOwnership: Sendable {
         let body: @Sendable (String) async throws -> Void
         let sessionSpace: Int32
         let processSpace: Int32
-        /// Where a process that released sessions tells the others to look now.
+        /// Where a process that released sessions tells the others to look now: named from the
+        /// namespace's hash, so any namespace makes a short, plain channel name.
         let channel: String
+        /// Asks the loop for a look, once however often it is asked before the look runs.
+        let looks: LookRequests
         var lockConnection: PostgresConnection?
         var generation = 0
         /// Keys whose bodies run, oldest first, and how to stop each.
@@ -208,7 +214,8 @@ public final class PostgresSessionOwnership: Sendable {
             self.body = body
             self.sessionSpace = PostgresSessionOwnership.sessionSpace(ownership.configuration.namespace)
             self.processSpace = Int32(bitPattern: FNV1a.hash(ownership.configuration.namespace + ".processes") & 0x7fff_ffff)
-            self.channel = "\(ownership.configuration.namespace).released"
+            self.channel = "switchboard_released_\(UInt32(bitPattern: sessionSpace))"
+            self.looks = LookRequests(input: input)
         }
 
         var logger: Logger { ownership.logger }
@@ -216,6 +223,7 @@ public final class PostgresSessionOwnership: Sendable {
         mutating func handle(_ event: Input, group: inout TaskGroup<Void>) async {
             switch event {
             case .look:
+                looks.taken()
                 do {
                     try await look(group: &group)
                     logger.trace("looked for sessions", metadata: ["process": "\(ownership.processName)", "held": "\(held.count)"])
@@ -226,7 +234,10 @@ public final class PostgresSessionOwnership: Sendable {
                 // Collect the finished child (it yielded this just before it ended), so a
                 // long run does not keep every ended body.
                 _ = await group.next()
-                stopping.remove(key)
+                // Given back on purpose (over the share): the others are told. A body that ended
+                // on its own is not announced: a session that fails at once would otherwise be
+                // taken again, here or elsewhere, as fast as the database answers.
+                let announced = stopping.remove(key) != nil
                 stops[key] = nil
                 held.removeAll { $0 == key }
                 publishHeld()
@@ -234,12 +245,14 @@ public final class PostgresSessionOwnership: Sendable {
                     ownership.onChange(.released(key))
                     return
                 }
+                let lock = PostgresSessionOwnership.lockKey(key)
                 do {
                     try await bounded {
-                        try await connection.run(
-                            "SELECT pg_advisory_unlock(\(sessionSpace), \(PostgresSessionOwnership.lockKey(key))), pg_notify(\(channel), '')",
-                            logger: logger
-                        )
+                        if announced {
+                            try await connection.run("SELECT pg_advisory_unlock(\(sessionSpace), \(lock)), pg_notify(\(channel), \(looks.token))", logger: logger)
+                        } else {
+                            try await connection.run("SELECT pg_advisory_unlock(\(sessionSpace), \(lock))", logger: logger)
+                        }
                     }
                     ownership.onChange(.released(key))
                 } catch {
@@ -275,9 +288,10 @@ public final class PostgresSessionOwnership: Sendable {
                 return
             }
             guard active.count < share else { return }
-            // Two statements however many keys there are: which locks anyone holds, then one try
-            // for each free key up to the share. (A look that tried each key in turn spent a round
-            // trip per key; with 300 keys, a process busy starting sessions took seconds to look.)
+            // The takes are two statements however many keys there are: which locks the other
+            // processes hold, then one try for each free key up to the share. (A look that tried
+            // each key in turn spent a round trip per key; with 300 keys, a process busy starting
+            // sessions took seconds to look.)
             let taken = try await otherProcessesLocks(on: connection)
             // Start where this process's name hashes to, so processes do not all race for the
             // same keys first.
@@ -374,18 +388,26 @@ public final class PostgresSessionOwnership: Sendable {
             // The connection closing (the server ended it, the network broke) is noticed at once,
             // not at the next look: the sessions stop before another process is likely to take them.
             connection.closeFuture.whenComplete { _ in input.yield(.connectionClosed(generation)) }
-            // Another process released sessions: look at once. (Ends with the connection.)
-            let (channel, logger) = (self.channel, self.logger)
+            // Another process released sessions: look at once. (Ends with the connection.) The
+            // first look waits until the server listens, so no release after it goes unheard.
+            let (channel, logger, looks) = (self.channel, self.logger, self.looks)
+            let (listening, markListening) = AsyncStream.makeStream(of: Void.self)
             group.addTask {
                 do {
                     try await connection.listen(on: channel) { notifications in
-                        for try await _ in notifications { input.yield(.look) }
+                        markListening.finish()
+                        // This process's own releases are not news to it.
+                        for try await notification in notifications where notification.payload != looks.token { looks.request() }
                     }
                 } catch {
-                    logger.debug("stopped listening for released sessions", metadata: ["error": "\(error)"])
+                    if !connection.isClosed, !Task.isCancelled {
+                        logger.warning("stopped listening for released sessions; they are found at each look", metadata: ["error": "\(error)"])
+                    }
                 }
+                markListening.finish()
                 input.yield(.listenerEnded)
             }
+            for await _ in listening {}
             let processes = try await countProcesses(on: connection)
             logger.info("ownership connected", metadata: ["process": "\(ownership.processName)", "processes": "\(processes)"])
             ownership.onChange(.connected(processes: processes))
@@ -441,6 +463,32 @@ public final class PostgresSessionOwnership: Sendable {
             let keys = held
             ownership.heldKeys.withLock { $0 = keys }
         }
+    }
+}
+
+/// The looks a run's loop is asked for: a request while one is queued adds nothing, so a burst of
+/// releases (a process joined, the others gave back many sessions) costs one look, not one each.
+private final class LookRequests: Sendable {
+    private let queued = Locked(false)
+    private let input: AsyncStream<PostgresSessionOwnership.Input>.Continuation
+    /// This run's mark on its notifications.
+    let token = UUID().uuidString
+
+    init(input: AsyncStream<PostgresSessionOwnership.Input>.Continuation) {
+        self.input = input
+    }
+
+    func request() {
+        let isNew = queued.withLock { queued in
+            defer { queued = true }
+            return !queued
+        }
+        if isNew { input.yield(.look) }
+    }
+
+    /// The loop took the queued look: the next request queues another.
+    func taken() {
+        queued.withLock { $0 = false }
     }
 }
 

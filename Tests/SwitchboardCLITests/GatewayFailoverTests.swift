@@ -217,7 +217,7 @@ extension CrashTests {
                     let takes = moved.compactMap { holdings.tookAt("voximplant/\($0.user)") }.filter { $0 > killedAt }.map { $0 - killedAt }.sorted()
                     func spread(_ durations: [Duration]) -> String {
                         guard let first = durations.first, let last = durations.last else { return "none" }
-                        return "first \(first), median \(durations[durations.count / 2]), last \(last)"
+                        return "first \(first), median \(durations[durations.count / 2]), last \(last) (\(durations.count) of \(moved.count) moved sessions)"
                     }
                     print(
                         """

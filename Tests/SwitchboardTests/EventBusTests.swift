@@ -165,4 +165,26 @@ struct EventBusTests {
         consumer.cancel()
         #expect(await consumer.value == 0)
     }
+
+    /// A cancelled consumer that is behind gets what was buffered and nothing published after:
+    /// its subscription ends at its next `next()`, though an event is waiting.
+    @Test func cancellingAConsumerThatIsBehindEndsItsStream() async {
+        let bus = EventBus()
+        let stream = bus.subscribe(buffering: .unbounded)
+        for index in 0..<3 { bus.publish(event(index)) }
+        let consumer = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            var seen = 0
+            // Each event taken publishes another: a subscription that stayed open would never end
+            // (the cap stops the test instead).
+            for await _ in stream {
+                seen += 1
+                if seen == 100 { break }
+                bus.publish(event(100 + seen))
+            }
+            return seen
+        }
+        #expect(await consumer.value == 3)
+        #expect(bus.subscriberCount == 0)
+    }
 }

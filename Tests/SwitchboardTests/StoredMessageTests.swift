@@ -124,20 +124,24 @@ struct StoredMessageTests {
         print("randomly damaged stored messages: 20000, \(refused) refused as storageFailure, \(decoded) decoded to some message, 0 crashed")
     }
 
-    /// Decodes 20,000 copies of `records` with 1 to 4 bytes (after the format byte) changed at
-    /// random, from a seeded generator: each decodes or fails as `storageFailure`.
     /// Expects `decode` to refuse `record` cut at every length and with a byte too many; returns
-    /// how many it was given.
-    static func refuseCutsAndExtension(of record: Data, decode: (Data) throws -> Void) -> Int {
+    /// how many it was given. A failure is reported where the caller stands.
+    static func refuseCutsAndExtension(
+        of record: Data,
+        sourceLocation: SourceLocation = #_sourceLocation,
+        decode: (Data) throws -> Void
+    ) -> Int {
         for length in 0..<record.count {
-            #expect(throws: SwitchboardError.self) { try decode(record.prefix(length)) }
+            #expect(throws: SwitchboardError.self, "cut to \(length) bytes", sourceLocation: sourceLocation) { try decode(record.prefix(length)) }
         }
         var longer = record
         longer.append(0)
-        #expect(throws: SwitchboardError.self) { try decode(longer) }
+        #expect(throws: SwitchboardError.self, "a byte too many", sourceLocation: sourceLocation) { try decode(longer) }
         return record.count + 1
     }
 
+    /// Decodes 20,000 copies of `records` with 1 to 4 bytes (after the format byte) changed at
+    /// random, from a seeded generator: each decodes or fails as `storageFailure`.
     static func damageAtRandom(_ records: [Data], seed: UInt64, decode: (Data) throws -> Void) -> (refused: Int, decoded: Int) {
         var random = SeededRandomNumberGenerator(seed: seed)
         var refused = 0

@@ -206,6 +206,9 @@ final class EventSubscription: Sendable {
     }
 
     func next() async -> ChatEvent? {
+        // A cancelled consumer ends its subscription (it still gets what is buffered), as the
+        // cancellation handler below would have.
+        if Task.isCancelled { finish() }
         // A consumer that is behind takes what is buffered without a continuation or a
         // cancellation handler: the common case under load, and the cheap one.
         if let ready = state.withLock({ $0.popFirst() }) { return ready }
