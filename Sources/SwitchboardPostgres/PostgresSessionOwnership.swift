@@ -178,8 +178,9 @@ public final class PostgresSessionOwnership: Sendable {
             // Every lock at once, this process's mark among them, then the word to the others:
             // they look now instead of at their next interval.
             try? await loop.bounded {
-                try await connection.run("SELECT pg_advisory_unlock_all(), pg_notify(\(loop.channel), \(loop.looks.token))", logger: logger)
+                try await connection.run("SELECT pg_advisory_unlock_all()", logger: logger)
             }
+            await loop.announceRelease(on: connection)
             try? await connection.close()
         }
         // Released (or gone with the connection): every session still held is free now.
@@ -248,12 +249,9 @@ public final class PostgresSessionOwnership: Sendable {
                 let lock = PostgresSessionOwnership.lockKey(key)
                 do {
                     try await bounded {
-                        if announced {
-                            try await connection.run("SELECT pg_advisory_unlock(\(sessionSpace), \(lock)), pg_notify(\(channel), \(looks.token))", logger: logger)
-                        } else {
-                            try await connection.run("SELECT pg_advisory_unlock(\(sessionSpace), \(lock))", logger: logger)
-                        }
+                        try await connection.run("SELECT pg_advisory_unlock(\(sessionSpace), \(lock))", logger: logger)
                     }
+                    if announced { await announceRelease(on: connection) }
                     ownership.onChange(.released(key))
                 } catch {
                     ownership.onChange(.released(key))
@@ -308,6 +306,19 @@ public final class PostgresSessionOwnership: Sendable {
             let locked = try await tryLocks(candidates.map(PostgresSessionOwnership.lockKey), on: connection)
             for key in candidates where locked.contains(PostgresSessionOwnership.lockKey(key)) {
                 start(key, group: &group)
+            }
+        }
+
+        /// Tells the other processes that sessions were released, so they look now. A statement of
+        /// its own: a notification that fails (PostgreSQL's queue is full) costs them only the
+        /// wait for their next look, never this process its locks.
+        func announceRelease(on connection: PostgresConnection) async {
+            do {
+                try await bounded {
+                    try await connection.run("SELECT pg_notify(\(channel), \(looks.token))", logger: logger)
+                }
+            } catch {
+                logger.warning("could not tell the other processes of a release; they find it at their next look", metadata: ["error": "\(error)"])
             }
         }
 
