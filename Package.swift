@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "SwitchboardCXone", targets: ["SwitchboardCXone"]),
         .library(name: "CXoneEmulator", targets: ["CXoneEmulator"]),
         .library(name: "SwitchboardMatrix", targets: ["SwitchboardMatrix"]),
+        .library(name: "SwitchboardXMPP", targets: ["SwitchboardXMPP"]),
         .executable(name: "switchboard", targets: ["switchboard"]),
     ],
     dependencies: [
@@ -249,6 +250,24 @@ let package = Package(
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             ],
             path: "Adapters/Matrix/Tests/SwitchboardMatrixTests"
+        ),
+        // XMPP: an open standard, tested against a real Prosody server (issue #34).
+        .target(
+            name: "SwitchboardXMPP",
+            dependencies: [
+                "Switchboard",
+                "SwitchboardTransport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Adapters/XMPP/Sources/SwitchboardXMPP"
+        ),
+        .testTarget(
+            name: "SwitchboardXMPPTests",
+            dependencies: [
+                "Switchboard", "SwitchboardTestKit", "SwitchboardXMPP", "SwitchboardSQLite", "SwitchboardTransport", "SwitchboardEmulation",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Adapters/XMPP/Tests/SwitchboardXMPPTests"
         ),
         .testTarget(
             name: "SwitchboardWebimTests",

@@ -20,6 +20,7 @@ let package = Package(
         fuzzTarget("FuzzVoximplant", products: ["Switchboard", "SwitchboardVoximplant"]),
         fuzzTarget("FuzzCXone", products: ["Switchboard", "SwitchboardCXone"]),
         fuzzTarget("FuzzMatrix", products: ["Switchboard", "SwitchboardMatrix"]),
+        fuzzTarget("FuzzXMPP", products: ["Switchboard", "SwitchboardXMPP"]),
         .target(name: "FuzzDriver", path: "Targets/FuzzDriver"),
     ]
 )

@@ -1,0 +1,127 @@
+public import Logging
+public import Switchboard
+public import SwitchboardTransport
+
+/// Which server and account an XMPP session uses.
+public struct XMPPConfiguration: Sendable {
+    /// The account's bare JID, `alice@example.org`.
+    public var jid: String
+    public var password: String
+    /// The server's XMPP-over-WebSocket endpoint (RFC 7395), such as
+    /// `wss://example.org:5281/xmpp-websocket` (Prosody's `mod_websocket`).
+    public var url: String
+    /// The resource to bind; the server makes one up when `nil`.
+    public var resource: String?
+    /// How long a request (an `iq`, the login's steps) may go unanswered.
+    public var requestTimeout: Duration
+    /// Silence after which the client pings the server (XEP-0199), and how long it waits.
+    public var heartbeatInterval: Duration
+    public var pongTimeout: Duration
+    /// Whether `url` may be plain `ws://` to a host that is not loopback. The login is SASL PLAIN:
+    /// keep this off anywhere but a test bench.
+    public var allowsPlainText: Bool
+
+    public init(
+        jid: String,
+        password: String,
+        url: String,
+        resource: String? = nil,
+        requestTimeout: Duration = .seconds(15),
+        heartbeatInterval: Duration = .seconds(30),
+        pongTimeout: Duration = .seconds(10),
+        allowsPlainText: Bool = false
+    ) {
+        self.jid = jid
+        self.password = password
+        self.url = url
+        self.resource = resource
+        self.requestTimeout = requestTimeout
+        self.heartbeatInterval = heartbeatInterval
+        self.pongTimeout = pongTimeout
+        self.allowsPlainText = allowsPlainText
+    }
+
+    /// The bare JID as the server compares it.
+    var bareJID: String { XMPPMapping.bare(jid) }
+    var localPart: String { String(bareJID.prefix { $0 != "@" }) }
+    var domain: String { String(bareJID.drop { $0 != "@" }.dropFirst()) }
+
+    /// Refuses what cannot work, before anything is sent.
+    public func validate() throws(SwitchboardError) {
+        guard !localPart.isEmpty, !domain.isEmpty, !jid.contains("/") else {
+            throw SwitchboardError(.invalidArgument, "the JID must be a bare user@domain")
+        }
+        guard !password.isEmpty else { throw SwitchboardError(.invalidArgument, "the password is empty") }
+        guard url.hasPrefix("wss://") || url.hasPrefix("ws://") else {
+            throw SwitchboardError(.invalidArgument, "the URL must be a ws(s):// XMPP-over-WebSocket endpoint")
+        }
+    }
+}
+
+/// XMPP (RFC 6120) over WebSocket (RFC 7395) as a Switchboard backend: each contact a one-to-one
+/// conversation, the server's message archive (XEP-0313) the history and the catch-up.
+///
+/// ```swift
+/// let backend = try XMPPBackend(configuration: XMPPConfiguration(
+///     jid: "alice@example.org", password: secret, url: "wss://example.org:5281/xmpp-websocket"
+/// ))
+/// ```
+///
+/// The first increment: one-to-one chats, sends recognized by their origin id (XEP-0359), MAM
+/// catch-up and history. Typing, read markers, edits, retractions, rooms and files are not
+/// offered yet (each throws `unsupported`). See `Adapters/XMPP/README.md`.
+public struct XMPPBackend: ChatBackend {
+    public let configuration: XMPPConfiguration
+    public let descriptor: BackendDescriptor
+    let logger: Logger
+    let webSockets: WebSocketTransport
+
+    /// The account: its messages from another device are the user's own.
+    public var user: ParticipantID? { ParticipantID(configuration.bareJID) }
+
+    /// The largest frame the client takes from the server (Prosody's stanza limit is 256 KiB).
+    public static let maxServerFrameBytes = 1 << 20
+
+    public init(
+        configuration: XMPPConfiguration,
+        logger: Logger = Logger(label: "switchboard.xmpp"),
+        webSockets: WebSocketTransport = .network
+    ) throws {
+        try configuration.validate()
+        self.configuration = configuration
+        self.logger = logger
+        self.webSockets = webSockets
+        self.descriptor = BackendDescriptor(
+            name: "xmpp",
+            capabilities: [.historyPaging],
+            limits: BackendLimits(
+                // Prosody's stanza limit is 256 KiB (`c2s_stanza_size_limit`); text well below it.
+                maxTextLength: 10_000,
+                maxPayloadBytes: 64 * 1024,
+                typingPolicy: .startEnd(autoStop: .seconds(30)),
+                historyPageSize: 50
+            ),
+            // The archive has no sequences: a link catches up from the last archive id, or takes
+            // the newest page as a window.
+            sync: .windowed(pageSize: 50)
+        )
+    }
+
+    public func withConnection<Result: Sendable>(
+        _ context: ConnectionContext,
+        _ body: @Sendable (any BackendConnection) async throws -> Result
+    ) async throws -> Result {
+        try await webSockets.withTextWebSocket(
+            url: configuration.url,
+            // RFC 7395 §3.1: the server refuses an upgrade without the `xmpp` subprotocol.
+            configuration: .init(
+                maxMessageSize: Self.maxServerFrameBytes, headers: ["Sec-WebSocket-Protocol": "xmpp"],
+                allowsPlainText: configuration.allowsPlainText
+            ),
+            logger: context.logger
+        ) { socket in
+            let link = XMPPLink(socket: socket, configuration: configuration, context: context)
+            return try await link.run(body)
+        }
+    }
+}

@@ -1,0 +1,173 @@
+public import Foundation
+public import Switchboard
+
+/// XMPP's stanzas as the normalized model: pure functions, for the link, the codec tests and the
+/// fuzz target.
+@_spi(WireReaders) public enum XMPPMapping {
+    /// A JID without its resource, its local part and domain lowercased (nodeprep and nameprep
+    /// as far as ASCII goes; Prosody answers with the case it was given).
+    public static func bare(_ jid: String) -> String {
+        let withoutResource = jid.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? jid
+        return withoutResource.lowercased()
+    }
+
+    /// One message of a MAM page: its archive id, when the server archived it, and the message.
+    public struct ArchiveItem: Sendable, Hashable {
+        public var queryID: String
+        public var archiveID: String
+        public var stamp: Date?
+        public var message: XMPPElement
+    }
+
+    /// The archived message a `<message><result …><forwarded>…` frame carries; `nil` when the
+    /// frame is not a MAM result.
+    ///
+    /// - Throws: ``SwitchboardError/Code/protocolViolation`` for a result without its id or
+    ///   its forwarded message.
+    public static func archiveItem(_ frame: XMPPElement) throws(SwitchboardError) -> ArchiveItem? {
+        guard frame.is("message", NS.client), let result = frame.child("result", NS.mam) else { return nil }
+        guard let queryID = result["queryid"], let archiveID = result["id"], !archiveID.isEmpty,
+            let forwarded = result.child("forwarded", NS.forward), let message = forwarded.child("message", NS.client)
+        else {
+            throw SwitchboardError(.protocolViolation, "a MAM result without its query id, archive id or forwarded message")
+        }
+        let stamp = forwarded.child("delay", NS.delay)?["stamp"].flatMap(timestamp)
+        return ArchiveItem(queryID: queryID, archiveID: archiveID, stamp: stamp, message: message)
+    }
+
+    /// The archive id the user's server gave a live message (XEP-0359's `<stanza-id>` with `by`
+    /// the user's own bare JID; one `by` anyone else may be spoofed, and is ignored).
+    public static func stanzaID(of message: XMPPElement, archive: String) -> String? {
+        message.children("stanza-id", NS.sid).first { $0["by"].map(bare) == archive }?["id"]
+    }
+
+    /// A chat message as a ``Message`` of the conversation with the peer; `nil` for what is no
+    /// message in increment one's model (no body, an error, a groupchat, a correction or a
+    /// retraction).
+    public static func message(_ stanza: XMPPElement, archiveID: String, me: String, time: Date) -> Message? {
+        guard stanza.is("message", NS.client), let body = stanza.child("body", NS.client) else { return nil }
+        let type = stanza["type"] ?? "normal"
+        guard type == "chat" || type == "normal" else { return nil }
+        guard stanza.child("replace", "urn:xmpp:message-correct:0") == nil, stanza.child("retract", "urn:xmpp:message-retract:1") == nil else {
+            return nil
+        }
+        let from = stanza["from"].map(bare) ?? me
+        let to = stanza["to"].map(bare) ?? me
+        let mine = from == me
+        let peer = mine ? to : from
+        guard !peer.isEmpty else { return nil }
+        let originID = stanza.child("origin-id", NS.sid)?["id"] ?? stanza["id"]
+        var payload: JSONValue?
+        if let id = stanza["id"] { payload = ["xmpp": ["id": .string(id)]] }
+        return Message(
+            serverID: MessageID(archiveID), clientID: mine ? originID.map(ClientMessageID.init) : nil, conversationID: ConversationID(peer),
+            sender: ParticipantID(from), senderRole: .user, text: body.text, payload: payload, time: time
+        )
+    }
+
+    /// The conversation with a roster contact (or a peer seen in the archive).
+    public static func conversation(peer: String, name: String?, me: String) -> ConversationInfo {
+        ConversationInfo(
+            id: ConversationID(peer), kind: .direct, title: name.flatMap { $0.isEmpty ? nil : $0 }, state: .active,
+            participants: [Participant(id: ParticipantID(me), role: .user), Participant(id: ParticipantID(peer), role: .user, displayName: name)],
+            flags: .direct
+        )
+    }
+
+    /// XEP-0082 date-time: `2026-11-28T12:00:00Z`, with optional fractions and offset.
+    public static func timestamp(_ text: String) -> Date? {
+        let utf8 = Array(text.utf8)
+        func number(_ from: Int, _ count: Int) -> Int? {
+            guard from + count <= utf8.count else { return nil }
+            var value = 0
+            for byte in utf8[from..<(from + count)] {
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+                value = value * 10 + Int(byte - UInt8(ascii: "0"))
+            }
+            return value
+        }
+        guard utf8.count >= 20, let year = number(0, 4), let month = number(5, 2), let day = number(8, 2),
+            let hour = number(11, 2), let minute = number(14, 2), let second = number(17, 2)
+        else { return nil }
+        var index = 19
+        var fraction = 0.0
+        if index < utf8.count, utf8[index] == UInt8(ascii: ".") {
+            index += 1
+            var scale = 0.1
+            while index < utf8.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(utf8[index]) {
+                fraction += Double(utf8[index] - UInt8(ascii: "0")) * scale
+                scale /= 10
+                index += 1
+            }
+        }
+        var offset = 0
+        if index < utf8.count, utf8[index] == UInt8(ascii: "Z") {
+            index += 1
+        } else if index < utf8.count, utf8[index] == UInt8(ascii: "+") || utf8[index] == UInt8(ascii: "-"), let hours = number(index + 1, 2), let minutes = number(index + 4, 2) {
+            offset = (hours * 3600 + minutes * 60) * (utf8[index] == UInt8(ascii: "+") ? 1 : -1)
+            index += 6
+        } else {
+            return nil
+        }
+        guard index == utf8.count else { return nil }
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        guard let date = calendar.date(from: DateComponents(year: year, month: month, day: day, hour: hour, minute: minute, second: second)) else {
+            return nil
+        }
+        return date.addingTimeInterval(fraction - TimeInterval(offset))
+    }
+
+    // MARK: Errors
+
+    /// A stanza's `<error>` (RFC 6120 §8.3) classified; the condition is the vendor code.
+    public static func error(_ stanza: XMPPElement, request: String) -> SwitchboardError {
+        let error = stanza.child("error", NS.client)
+        let condition = error?.children.first { $0.namespace == NS.stanzas && $0.name != "text" }?.name ?? "undefined-condition"
+        let text = error?.child("text", NS.stanzas)?.text
+        let message = "\(request): \(condition)" + (text.map { " (\($0))" } ?? "")
+        let code: SwitchboardError.Code
+        var retryAfter: Duration?
+        switch condition {
+        case "item-not-found", "service-unavailable", "recipient-unavailable", "remote-server-not-found": code = .conversationNotFound
+        case "forbidden", "not-allowed", "not-authorized", "registration-required", "subscription-required": code = .permissionDenied
+        case "resource-constraint":
+            code = .rateLimited
+            retryAfter = .seconds(5)
+        case "not-acceptable", "policy-violation": code = .messageRejected
+        case "bad-request", "jid-malformed": code = .invalidArgument
+        case "feature-not-implemented": code = .unsupported
+        default: code = error?["type"] == "wait" ? .serverError : (condition == "internal-server-error" ? .serverError : .messageRejected)
+        }
+        return SwitchboardError(code, message, retryAfter: retryAfter, vendorCode: condition)
+    }
+
+    /// A stream error (RFC 6120 §4.9): the stream is over; what the engine does next follows the
+    /// condition.
+    public static func streamError(_ element: XMPPElement) -> SwitchboardError {
+        let condition = element.children.first { $0.namespace == NS.streams && $0.name != "text" }?.name ?? "undefined-condition"
+        let message = "the server ended the stream: \(condition)"
+        switch condition {
+        case "not-authorized": return SwitchboardError(.authenticationFailed, message, vendorCode: condition)
+        case "conflict", "host-unknown", "improper-addressing", "invalid-from", "unsupported-version":
+            return SwitchboardError(.fatal, message, vendorCode: condition)
+        case "policy-violation", "resource-constraint":
+            return SwitchboardError(.rateLimited, message, retryAfter: .seconds(5), vendorCode: condition)
+        case "not-well-formed", "invalid-xml", "invalid-namespace", "bad-format", "unsupported-stanza-type", "restricted-xml":
+            return SwitchboardError(.protocolViolation, message, vendorCode: condition)
+        case "internal-server-error": return SwitchboardError(.serverError, message, vendorCode: condition)
+        default: return SwitchboardError(.connectionLost, message, vendorCode: condition)
+        }
+    }
+
+    /// A SASL `<failure>` (RFC 6120 §6.5).
+    public static func saslFailure(_ element: XMPPElement) -> SwitchboardError {
+        let condition = element.children.first { $0.namespace == NS.sasl && $0.name != "text" }?.name ?? "not-authorized"
+        switch condition {
+        case "account-disabled", "credentials-expired": return SwitchboardError(.fatal, "login refused: \(condition)", vendorCode: condition)
+        case "temporary-auth-failure": return SwitchboardError(.serverError, "login failed for now: \(condition)", vendorCode: condition)
+        case "encryption-required": return SwitchboardError(.fatal, "the server wants TLS for this login: \(condition)", vendorCode: condition)
+        default: return SwitchboardError(.authenticationFailed, "login refused: \(condition)", vendorCode: condition)
+        }
+    }
+}

@@ -1,0 +1,114 @@
+import Foundation
+
+/// The namespaces the adapter speaks.
+enum NS {
+    static let framing = "urn:ietf:params:xml:ns:xmpp-framing"
+    static let stream = "http://etherx.jabber.org/streams"
+    static let streams = "urn:ietf:params:xml:ns:xmpp-streams"
+    static let client = "jabber:client"
+    static let sasl = "urn:ietf:params:xml:ns:xmpp-sasl"
+    static let bind = "urn:ietf:params:xml:ns:xmpp-bind"
+    static let stanzas = "urn:ietf:params:xml:ns:xmpp-stanzas"
+    static let roster = "jabber:iq:roster"
+    static let mam = "urn:xmpp:mam:2"
+    static let forward = "urn:xmpp:forward:0"
+    static let delay = "urn:xmpp:delay"
+    static let rsm = "http://jabber.org/protocol/rsm"
+    static let dataForms = "jabber:x:data"
+    static let sid = "urn:xmpp:sid:0"
+    static let markers = "urn:xmpp:chat-markers:0"
+    static let ping = "urn:xmpp:ping"
+}
+
+/// Stanzas as the adapter writes them: every one in `jabber:client` (Prosody resets a stream
+/// whose stanzas lack it), text and attributes escaped.
+enum XMPPStanzas {
+    static func open(to domain: String) -> String {
+        "<open xmlns='\(NS.framing)' to='\(attribute(domain))' version='1.0'/>"
+    }
+
+    static let close = "<close xmlns='\(NS.framing)'/>"
+
+    /// SASL PLAIN (RFC 4616): the authorization identity empty, then the user and the password.
+    static func plainAuth(user: String, password: String) -> String {
+        let token = Data(([0] + Array(user.utf8) + [0] + Array(password.utf8)) as [UInt8]).base64EncodedString()
+        return "<auth xmlns='\(NS.sasl)' mechanism='PLAIN'>\(token)</auth>"
+    }
+
+    static func bind(id: String, resource: String?) -> String {
+        let resource = resource.map { "<resource>\(XMLText($0))</resource>" } ?? ""
+        return "<iq xmlns='\(NS.client)' type='set' id='\(attribute(id))'><bind xmlns='\(NS.bind)'>\(resource)</bind></iq>"
+    }
+
+    static func rosterGet(id: String) -> String {
+        "<iq xmlns='\(NS.client)' type='get' id='\(attribute(id))'><query xmlns='\(NS.roster)'/></iq>"
+    }
+
+    static func result(to iq: String, from: String?) -> String {
+        let to = from.map { " to='\(attribute($0))'" } ?? ""
+        return "<iq xmlns='\(NS.client)' type='result' id='\(attribute(iq))'\(to)/>"
+    }
+
+    /// The answer to a request the adapter does not serve (RFC 6120 §8.2.3: every get and set is
+    /// answered).
+    static func notImplemented(to iq: String, from: String?) -> String {
+        let to = from.map { " to='\(attribute($0))'" } ?? ""
+        return "<iq xmlns='\(NS.client)' type='error' id='\(attribute(iq))'\(to)><error type='cancel'>"
+            + "<feature-not-implemented xmlns='\(NS.stanzas)'/></error></iq>"
+    }
+
+    static func ping(id: String, to domain: String) -> String {
+        "<iq xmlns='\(NS.client)' type='get' id='\(attribute(id))' to='\(attribute(domain))'><ping xmlns='\(NS.ping)'/></iq>"
+    }
+
+    static let presence = "<presence xmlns='\(NS.client)'/>"
+
+    /// A chat message; its id and origin id (XEP-0359) are the client id, which the archive
+    /// keeps, so a resend after a lost answer can be recognized there.
+    static func chat(to peer: String, clientID: String, body: String) -> String {
+        "<message xmlns='\(NS.client)' type='chat' to='\(attribute(peer))' id='\(attribute(clientID))'>"
+            + "<body>\(XMLText(body))</body><origin-id xmlns='\(NS.sid)' id='\(attribute(clientID))'/>"
+            + "<markable xmlns='\(NS.markers)'/></message>"
+    }
+
+    /// Where a MAM page (XEP-0313) starts or ends, as RSM (XEP-0059) says it.
+    enum Page {
+        /// The newest page.
+        case newest
+        /// The page just after this archive id, oldest first (catch-up).
+        case after(String)
+        /// The page just before this archive id (history).
+        case before(String)
+    }
+
+    /// A MAM query of the user's archive: `with` one peer, `end` at a time, a page of `max`.
+    static func archiveQuery(id: String, queryID: String, with peer: String?, end: Date?, page: Page, max: Int) -> String {
+        var fields = "<field var='FORM_TYPE' type='hidden'><value>\(NS.mam)</value></field>"
+        if let peer { fields += "<field var='with'><value>\(XMLText(peer))</value></field>" }
+        if let end { fields += "<field var='end'><value>\(timestamp(end))</value></field>" }
+        let anchor: String
+        switch page {
+        case .newest: anchor = "<before/>"
+        case .after(let archiveID): anchor = "<after>\(XMLText(archiveID))</after>"
+        case .before(let archiveID): anchor = "<before>\(XMLText(archiveID))</before>"
+        }
+        return "<iq xmlns='\(NS.client)' type='set' id='\(attribute(id))'><query xmlns='\(NS.mam)' queryid='\(attribute(queryID))'>"
+            + "<x xmlns='\(NS.dataForms)' type='submit'>\(fields)</x>"
+            + "<set xmlns='\(NS.rsm)'><max>\(max)</max>\(anchor)</set></query></iq>"
+    }
+
+    /// XEP-0082's date-time, in whole seconds (the `end` filter is inclusive; Prosody stores
+    /// whole seconds).
+    static func timestamp(_ date: Date) -> String {
+        let seconds = Int64(date.timeIntervalSince1970.rounded(.down))
+        let time = Date(timeIntervalSince1970: TimeInterval(seconds))
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let parts = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: time)
+        func two(_ value: Int?) -> String { value.map { $0 < 10 ? "0\($0)" : "\($0)" } ?? "00" }
+        return "\(parts.year ?? 1970)-\(two(parts.month))-\(two(parts.day))T\(two(parts.hour)):\(two(parts.minute)):\(two(parts.second))Z"
+    }
+
+    private static func attribute(_ text: String) -> String { XMLReader.escape(text) }
+    private static func XMLText(_ text: String) -> String { XMLReader.escape(text) }
+}

@@ -1,0 +1,161 @@
+import Foundation
+import Switchboard
+@_spi(WireReaders) import SwitchboardXMPP
+import Testing
+
+/// The restricted-XML reader, the stanza mapping and the archive clock, on frames recorded from
+/// Prosody 0.12.3 (Debian 0.12.3-1+deb12u1) by a client of its WebSocket on 2026-11-28.
+struct XMPPCodecTests {
+    enum Recorded {
+        static let features = """
+            <stream:features xmlns:stream='http://etherx.jabber.org/streams' xmlns='jabber:client'><mechanisms xmlns='urn:ietf:params:xml:ns:xmpp-sasl'><mechanism>PLAIN</mechanism><mechanism>SCRAM-SHA-1</mechanism></mechanisms></stream:features>
+            """
+        static let liveMessage = """
+            <message xml:lang='en' id='a1' xmlns='jabber:client' type='chat' from='agent1@localhost/desk' to='customer@localhost'><body>hello &amp; you&apos;re</body><origin-id id='a1' xmlns='urn:xmpp:sid:0'/><stanza-id by='customer@localhost' id='26NMe-Mzf61LHrwsMvuZHOrL' xmlns='urn:xmpp:sid:0'/></message>
+            """
+        static let bounce = """
+            <message id='c2' xmlns='jabber:client' type='error' from='nobody@localhost' to='customer@localhost/phone'><error type='cancel'><service-unavailable xmlns='urn:ietf:params:xml:ns:xmpp-stanzas'/></error></message>
+            """
+        static let archived = """
+            <message xmlns='jabber:client' to='customer@localhost/phone'><result queryid='q1' id='ohnDVARQIgNF16VUcYPkyWME' xmlns='urn:xmpp:mam:2'><forwarded xmlns='urn:xmpp:forward:0'><delay xmlns='urn:xmpp:delay' stamp='2026-11-28T14:00:18Z'/><message xml:lang='en' id='c1' xmlns='jabber:client' type='chat' from='customer@localhost/phone' to='agent1@localhost'><body>hi</body><origin-id id='c1' xmlns='urn:xmpp:sid:0'/></message></forwarded></result></message>
+            """
+        static let fin = """
+            <iq type='result' xmlns='jabber:client' id='q1' to='customer@localhost/phone'><fin complete='true' xmlns='urn:xmpp:mam:2'><set xmlns='http://jabber.org/protocol/rsm'><last>LGfcSLFRrGQRitFWPaKGUuEM</last><first>26NMe-Mzf61LHrwsMvuZHOrL</first></set></fin></iq>
+            """
+        static let unknownArchiveID = """
+            <iq type='error' xmlns='jabber:client' id='q2' to='customer@localhost/phone'><error type='modify'><item-not-found xmlns='urn:ietf:params:xml:ns:xmpp-stanzas'/></error></iq>
+            """
+        static let streamError = """
+            <stream:error xmlns:stream='http://etherx.jabber.org/streams' xmlns='jabber:client'><unsupported-stanza-type xmlns='urn:ietf:params:xml:ns:xmpp-streams'/></stream:error>
+            """
+    }
+
+    @Test func readsPrefixesDefaultNamespacesAndEntities() throws {
+        let features = try XMLReader.read(Recorded.features)
+        #expect(features.is("features", "http://etherx.jabber.org/streams"))
+        let mechanisms = try #require(features.child("mechanisms", "urn:ietf:params:xml:ns:xmpp-sasl"))
+        #expect(mechanisms.children("mechanism").map(\.text) == ["PLAIN", "SCRAM-SHA-1"])
+        // The children inherit the default namespace of their nearest declaring ancestor.
+        #expect(mechanisms.children[0].namespace == "urn:ietf:params:xml:ns:xmpp-sasl")
+
+        let message = try XMLReader.read(Recorded.liveMessage)
+        #expect(message.child("body", "jabber:client")?.text == "hello & you're")
+        #expect(message["xml:lang"] == "en")
+        #expect(try XMLReader.read("<a xmlns='x' b='&#x3C;&#65;&quot;'>&#128512;</a>")["b"] == "<A\"")
+        #expect(try XMLReader.read("<a xmlns='x'>&#128512;</a>").text == "😀")
+        #expect(try XMLReader.read(#"<a xmlns="x" b = "1" ><c/> text </a>"#).text == " text ")
+    }
+
+    @Test(arguments: [
+        "<!DOCTYPE a [<!ENTITY x 'y'>]><a/>",
+        "<a xmlns='x'><!-- a comment --></a>",
+        "<?xml version='1.0'?><a/>",
+        "<a xmlns='x'>&undefined;</a>",
+        "<a xmlns='x'>&#0;</a>",
+        "<p:a/>",
+        "<a xmlns='x' p:b='1'/>",
+        "<a xmlns='x'><b></a>",
+        "<a xmlns='x'>",
+        "<a xmlns='x'/><b/>",
+        "text",
+        "",
+        "<a xmlns='x' b='1' b='2'/>",
+        "<a xmlns='x' b=1/>",
+        "<a xmlns='x'b='1'/>",
+        "<a xmlns='x'><![CDATA[x]]></a>",
+        "<a xmlns='x'>]]></a>",
+    ])
+    func refusesWhatRestrictedXMLDoesNotAllow(_ frame: String) {
+        #expect(throws: SwitchboardError.self) { try XMLReader.read(frame) }
+    }
+
+    @Test func refusesNestingDeeperThanTheLimit() throws {
+        let deep = String(repeating: "<a xmlns='x'>", count: 10_000) + String(repeating: "</a>", count: 10_000)
+        let error = try #require(throws: SwitchboardError.self) { try XMLReader.read(deep) }
+        #expect(error.code == .protocolViolation)
+        let allowed = String(repeating: "<a xmlns='x'>", count: XMLReader.maxDepth) + String(repeating: "</a>", count: XMLReader.maxDepth)
+        #expect(throws: Never.self) { try XMLReader.read(allowed) }
+    }
+
+    @Test func escapesWhatItWrites() throws {
+        let text = "<b>&'\" 😀"
+        let element = try XMLReader.read("<a xmlns='x' v='\(XMLReader.escape(text))'>\(XMLReader.escape(text))</a>")
+        #expect(element.text == text)
+        #expect(element["v"] == text)
+    }
+
+    @Test func mapsALiveMessageByTheUsersArchiveID() throws {
+        let stanza = try XMLReader.read(Recorded.liveMessage)
+        #expect(XMPPMapping.stanzaID(of: stanza, archive: "customer@localhost") == "26NMe-Mzf61LHrwsMvuZHOrL")
+        // A stanza id by anyone else is not the user's archive's.
+        #expect(XMPPMapping.stanzaID(of: stanza, archive: "agent1@localhost") == nil)
+        let time = Date(timeIntervalSince1970: 1_800_000_000)
+        let message = try #require(XMPPMapping.message(stanza, archiveID: "26NMe-Mzf61LHrwsMvuZHOrL", me: "customer@localhost", time: time))
+        #expect(message.conversationID == "agent1@localhost")
+        #expect(message.sender == "agent1@localhost")
+        #expect(message.clientID == nil)
+        #expect(message.text == "hello & you're")
+        #expect(message.serverID == "26NMe-Mzf61LHrwsMvuZHOrL")
+    }
+
+    @Test func mapsAnArchivedSendOfTheUserWithItsOriginID() throws {
+        let item = try #require(try XMPPMapping.archiveItem(XMLReader.read(Recorded.archived)))
+        #expect(item.queryID == "q1")
+        #expect(item.archiveID == "ohnDVARQIgNF16VUcYPkyWME")
+        #expect(item.stamp == XMPPMapping.timestamp("2026-11-28T14:00:18Z"))
+        let message = try #require(XMPPMapping.message(item.message, archiveID: item.archiveID, me: "customer@localhost", time: item.stamp!))
+        #expect(message.conversationID == "agent1@localhost")
+        #expect(message.clientID == "c1")
+        #expect(message.sender == "customer@localhost")
+        // A result that lost its archive id is reported, not taken for a live message.
+        let broken = Recorded.archived.replacingOccurrences(of: " id='ohnDVARQIgNF16VUcYPkyWME'", with: "")
+        #expect(throws: SwitchboardError.self) { try XMPPMapping.archiveItem(XMLReader.read(broken)) }
+    }
+
+    @Test func classifiesErrors() throws {
+        let bounce = XMPPMapping.error(try XMLReader.read(Recorded.bounce), request: "send")
+        #expect(bounce.code == .conversationNotFound)
+        #expect(bounce.vendorCode == "service-unavailable")
+        let refused = XMPPMapping.error(try XMLReader.read(Recorded.unknownArchiveID), request: "archive")
+        #expect(refused.vendorCode == "item-not-found")
+        let stream = XMPPMapping.streamError(try XMLReader.read(Recorded.streamError))
+        #expect(stream.code == .protocolViolation)
+        #expect(stream.vendorCode == "unsupported-stanza-type")
+        let cut = XMPPMapping.streamError(
+            try XMLReader.read("<stream:error xmlns:stream='http://etherx.jabber.org/streams'><system-shutdown xmlns='urn:ietf:params:xml:ns:xmpp-streams'/></stream:error>")
+        )
+        #expect(cut.code == .connectionLost)
+        let sasl = XMPPMapping.saslFailure(try XMLReader.read("<failure xmlns='urn:ietf:params:xml:ns:xmpp-sasl'><not-authorized/></failure>"))
+        #expect(sasl.code == .authenticationFailed)
+        let fin = try XMLReader.read(Recorded.fin)
+        #expect(fin.child("fin", "urn:xmpp:mam:2")?["complete"] == "true")
+    }
+
+    @Test func readsTimestamps() {
+        #expect(XMPPMapping.timestamp("1970-01-01T00:00:01Z") == Date(timeIntervalSince1970: 1))
+        #expect(XMPPMapping.timestamp("1970-01-01T01:00:01.5+01:00") == Date(timeIntervalSince1970: 1.5))
+        #expect(XMPPMapping.timestamp("1970-01-01T00:00:01") == nil)
+        #expect(XMPPMapping.timestamp("yesterday") == nil)
+    }
+
+    /// Five messages of one archived second keep the archive's order; a history page below them
+    /// stays below them.
+    @Test func theArchiveClockKeepsTheArchivesOrderWithinASecond() {
+        let second = Date(timeIntervalSince1970: 1_800_000_000)
+        var clock = XMPPArchiveClock()
+        let times = (0..<5).map { _ in clock.next(stamp: second) }
+        #expect(times == times.sorted())
+        #expect(Set(times).count == 5)
+        // A live message whose arrival time is older than what came before still goes after it.
+        #expect(clock.next(stamp: second.addingTimeInterval(-10)) > times[4])
+        let page = XMPPArchiveClock.below(times[0], stamps: [second, second, second])
+        #expect(page == page.sorted() && Set(page).count == 3)
+        #expect(page.last! < times[0])
+        // The cursor carries the clock across a restart.
+        let cursor = XMPPCursor(archiveID: "abc", last: times[4])
+        let restored = XMPPCursor(cursor.token)
+        #expect(restored?.archiveID == "abc")
+        #expect(abs(restored!.last.timeIntervalSince(times[4])) < 0.000_001)
+        #expect(XMPPCursor(.token("no-time")) == nil)
+    }
+}

@@ -1,0 +1,184 @@
+import Foundation
+import Switchboard
+import SwitchboardSQLite
+import SwitchboardTestKit
+import SwitchboardXMPP
+import Testing
+
+/// The adapter against a real Prosody: the app is a `ChatSession` on `XMPPBackend` as
+/// `customer@localhost`; the other side is an agent account driven by ``XMPPTestClient``, and the
+/// truth is the customer's own archive on the server. Skipped, saying so, where Prosody is not
+/// installed (failed under `CI`).
+@Suite(.serialized, Prosody.needed, .timeLimit(.minutes(3)))
+struct XMPPLiveTests {
+    static let customer = "customer@localhost"
+    static let agent = "agent1@localhost"
+
+    func backend(_ server: ProsodyServer, password: String = "secret-customer") throws -> XMPPBackend {
+        try XMPPBackend(
+            configuration: XMPPConfiguration(jid: Self.customer, password: password, url: server.url, requestTimeout: .seconds(10), allowsPlainText: true),
+            logger: .quiet
+        )
+    }
+
+    func session(_ backend: XMPPBackend, store: any ChatStore = InMemoryChatStore()) -> ChatSession {
+        ChatSession(backend: backend, store: store, configuration: .fastForTests, logger: .quiet)
+    }
+
+    /// Runs `session` with a recorder until `body` returns; connected first.
+    func connected<T: Sendable>(_ session: ChatSession, _ body: (EventRecorder) async throws -> T) async throws -> T {
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.waitUntil("connected") { $0.contains(where: \.isConnected) }
+            let result = try await body(recorder)
+            await session.close()
+            return result
+        }
+    }
+
+    /// Sends each text from the agent to the customer on one connection.
+    func agentSends(_ texts: [String], on server: ProsodyServer) async throws {
+        try await XMPPTestClient.withClient(server, user: "agent1", resource: "desk") { agent in
+            for text in texts { try await agent.send(text, to: Self.customer) }
+        }
+    }
+
+    /// The customer's archive with the agent, as the server has it.
+    func truth(on server: ProsodyServer) async throws -> [ArchivedMessage] {
+        try await XMPPTestClient.withClient(server, user: "customer", resource: "truth") { customer in
+            try await customer.archive(with: Self.agent)
+        }
+    }
+
+    @Test func aConversationBothWays() async throws {
+        try await Prosody.withServer { server in
+            let session = session(try backend(server))
+            try await connected(session) { recorder in
+                try await agentSends(["hello from the agent"], on: server)
+                let event = try await recorder.first("the agent's message") { $0.addedMessage?.text == "hello from the agent" }
+                let conversation = try #require(event.conversationID)
+                #expect(conversation == ConversationID(Self.agent))
+                let chat = try await session.conversation(conversation)
+                let sent = try await chat.send(text: "hello & <welcome>")
+                try await recorder.first("the send confirmed") { $0.updatedMessage.map { $0.clientID == sent.clientID && $0.serverID != nil } ?? false }
+                let archive = try await truth(on: server)
+                let stored = try await chat.storedMessages(before: nil, limit: 10)
+                print("xmpp live: both ways — \(archive.count) archived, \(stored.count) stored, ids equal \(stored.compactMap(\.serverID).map(\.rawValue) == archive.map(\.archiveID))")
+                #expect(archive.map(\.body) == ["hello from the agent", "hello & <welcome>"])
+                #expect(stored.compactMap(\.serverID).map(\.rawValue) == archive.map(\.archiveID))
+                #expect(archive.last?.originID == sent.clientID?.rawValue)
+            }
+        }
+    }
+
+    /// The outbox resends a message whose answer was lost with the same client id: the archive's
+    /// origin id recognizes it, as XMPP servers themselves do not.
+    @Test func aResentMessageIsDeliveredOnce() async throws {
+        try await Prosody.withServer { server in
+            let backend = try backend(server)
+            let outgoing = OutgoingMessage(clientID: ClientMessageID("resend-\(UUID().uuidString)"), conversationID: ConversationID(Self.agent), content: MessageDraft(text: "sent three times"))
+            let ids = try await backend.withConnection(ConnectionContext(session: "direct", clock: .continuous, logger: .quiet)) { link in
+                var ids: [MessageID] = []
+                for _ in 0..<3 {
+                    if case .message(let message) = try await link.perform(.send(outgoing)), let id = message.serverID { ids.append(id) }
+                }
+                return ids
+            }
+            let copies = try await truth(on: server).filter { $0.body == "sent three times" }
+            print("xmpp live: one message sent 3 times — \(Set(ids).count) archive id, \(copies.count) in the archive, duplicated \(copies.count - 1)")
+            #expect(ids.count == 3 && Set(ids).count == 1)
+            #expect(copies.count == 1)
+            #expect(copies.first?.archiveID == ids.first?.rawValue)
+        }
+    }
+
+    /// Messages sent while the app was closed (several in one archived second, which Prosody
+    /// stamps alike and gives random ids) come from the archive after the stored archive id: each
+    /// once, in the archive's order, and nothing stored before is announced again.
+    @Test func aRestartOnSQLiteCatchesUpFromTheStoredArchiveID() async throws {
+        try await Prosody.withServer { server in
+            let path = server.directory.appendingPathComponent("app.sqlite").path
+            let first = session(try backend(server), store: try SQLiteChatStore(path: path))
+            try await connected(first) { recorder in
+                try await agentSends(["before the restart"], on: server)
+                try await recorder.first("the first message") { $0.addedMessage?.text == "before the restart" }
+            }
+            let offline = (0..<10).map { "while closed \($0)" }
+            try await agentSends(offline, on: server)
+            let second = session(try backend(server), store: try SQLiteChatStore(path: path))
+            try await connected(second) { recorder in
+                let chat = try await second.conversation(ConversationID(Self.agent))
+                try await recorder.waitUntil("the ten sent while closed announced") { events in
+                    events.compactMap(\.addedMessage).filter { $0.text.hasPrefix("while closed") }.count >= 10
+                }
+                try await recorder.waitUntil("the ten stored", check: { try await chat.storedMessages(before: nil, limit: 100).count == 11 })
+                let added = recorder.events.compactMap(\.addedMessage).map(\.text)
+                let stored = try await chat.storedMessages(before: nil, limit: 100)
+                let archive = try await truth(on: server)
+                let order = stored.compactMap(\.serverID).map(\.rawValue) == archive.map(\.archiveID)
+                print(
+                    "xmpp live: a restart on SQLite — \(added.count) messages announced after it (10 new), \(stored.count) stored of \(archive.count) archived, "
+                        + "lost \(archive.count - stored.count), duplicated \(added.count - Set(added).count), in the archive's order \(order)"
+                )
+                #expect(stored.map(\.text) == ["before the restart"] + offline)
+                #expect(added == offline, "only what came while closed is new")
+                #expect(order)
+            }
+        }
+    }
+
+    /// 120 messages archived before the first connection: the first link takes the newest page as
+    /// its window, and history pages back to the first, in the archive's order.
+    @Test func historyPagesBackToTheFirstMessage() async throws {
+        try await Prosody.withServer { server in
+            let texts = (0..<120).map { "old \($0)" }
+            try await agentSends(texts, on: server)
+            let session = session(try backend(server))
+            try await connected(session) { recorder in
+                try await recorder.first("the conversation") { $0.conversationID == ConversationID(Self.agent) && $0.kind.category == .conversation }
+                let chat = try await session.conversation(ConversationID(Self.agent))
+                try await recorder.waitUntil("the newest window", check: { try await chat.storedMessages(before: nil, limit: 200).count >= 50 })
+                var oldest = try await chat.storedMessages(before: nil, limit: 200).first?.orderKey
+                var pages = 0
+                while pages < 10 {
+                    let page = try await chat.history(before: oldest, limit: 50)
+                    guard let first = page.first, first.orderKey != oldest else { break }
+                    oldest = first.orderKey
+                    pages += 1
+                }
+                let stored = try await chat.storedMessages(before: nil, limit: 200)
+                let archive = try await truth(on: server)
+                print("xmpp live: history paging — \(pages) pages, \(stored.count) of 120 stored, in order \(stored.map(\.text) == texts)")
+                #expect(stored.map(\.text) == texts)
+                #expect(stored.compactMap(\.serverID).map(\.rawValue) == archive.map(\.archiveID))
+            }
+        }
+    }
+
+    @Test func aMessageToNobodyFailsAsConversationNotFound() async throws {
+        try await Prosody.withServer { server in
+            let outgoing = OutgoingMessage(clientID: "to-nobody", conversationID: "nobody@localhost", content: MessageDraft(text: "anyone?"))
+            do {
+                _ = try await backend(server).withConnection(ConnectionContext(session: "direct", clock: .continuous, logger: .quiet)) { link in
+                    try await link.perform(.send(outgoing))
+                }
+                Issue.record("a message to a user who does not exist was accepted")
+            } catch let error as SwitchboardError {
+                #expect(error.code == .conversationNotFound)
+                #expect(error.vendorCode == "service-unavailable")
+            }
+        }
+    }
+
+    @Test func aWrongPasswordEndsWithAuthenticationFailed() async throws {
+        try await Prosody.withServer { server in
+            do {
+                try await backend(server, password: "wrong").withConnection(ConnectionContext(session: "direct", clock: .continuous, logger: .quiet)) { _ in }
+                Issue.record("a wrong password connected")
+            } catch let error as SwitchboardError {
+                #expect(error.code == .authenticationFailed)
+                #expect(error.vendorCode == "not-authorized")
+            }
+        }
+    }
+}
