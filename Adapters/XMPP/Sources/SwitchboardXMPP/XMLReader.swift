@@ -49,6 +49,9 @@ public import Switchboard
     public static let maxDepth = 64
     /// More elements in one frame are refused (a frame is at most the transport's 1 MiB).
     public static let maxElements = 50_000
+    /// More namespace declarations on one element are refused (each is copied into the scope of
+    /// the element's children).
+    public static let maxDeclarations = 32
 
     /// The element `text` holds.
     ///
@@ -57,6 +60,12 @@ public import Switchboard
     public static func read(_ text: String) throws(SwitchboardError) -> XMPPElement {
         var parser = Parser(bytes: Array(text.utf8))
         return try parser.document()
+    }
+
+    /// Whether every character of `text` is one XML allows (no control characters but tab and
+    /// line ends, no U+FFFE or U+FFFF): a server ends the stream of a client that sends others.
+    public static func isAllowed(_ text: String) -> Bool {
+        text.unicodeScalars.allSatisfy(Parser.isXMLCharacter)
     }
 
     /// `text` as character data.
@@ -104,6 +113,8 @@ public import Switchboard
             }
             let qualified = try name()
             var raw: [(String, String)] = []
+            var names = Set<String>()
+            var declarations = 0
             var scope = parentScope
             var closed = false
             while true {
@@ -125,6 +136,10 @@ public import Switchboard
                 try expect(UInt8(ascii: "="))
                 skipSpace()
                 let value = try quoted()
+                if attribute == "xmlns" || attribute.hasPrefix("xmlns:") {
+                    declarations += 1
+                    guard declarations <= XMLReader.maxDeclarations else { throw failure("more than \(XMLReader.maxDeclarations) namespace declarations") }
+                }
                 if attribute == "xmlns" {
                     scope[""] = value
                 } else if attribute.hasPrefix("xmlns:") {
@@ -132,7 +147,7 @@ public import Switchboard
                     guard !prefix.isEmpty, !value.isEmpty else { throw failure("an empty namespace prefix or URI") }
                     scope[prefix] = value
                 } else {
-                    guard !raw.contains(where: { $0.0 == attribute }) else { throw failure("attribute \(attribute) given twice") }
+                    guard names.insert(attribute).inserted else { throw failure("attribute \(attribute) given twice") }
                     raw.append((attribute, value))
                 }
             }

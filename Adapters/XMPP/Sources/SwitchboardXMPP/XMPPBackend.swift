@@ -67,9 +67,9 @@ public struct XMPPConfiguration: Sendable {
 /// ))
 /// ```
 ///
-/// The first increment: one-to-one chats, sends recognized by their origin id (XEP-0359), MAM
-/// catch-up and history. Typing, read markers, edits, retractions, rooms and files are not
-/// offered yet (each throws `unsupported`). See `Adapters/XMPP/README.md`.
+/// One-to-one chats, sends recognized by their origin id (XEP-0359), MAM catch-up and history,
+/// typing (XEP-0085), read markers (XEP-0333), edits (XEP-0308) and retractions (XEP-0424). Rooms
+/// and files are not offered yet (each throws `unsupported`). See `Adapters/XMPP/README.md`.
 public struct XMPPBackend: ChatBackend {
     public let configuration: XMPPConfiguration
     public let descriptor: BackendDescriptor
@@ -93,7 +93,7 @@ public struct XMPPBackend: ChatBackend {
         self.webSockets = webSockets
         self.descriptor = BackendDescriptor(
             name: "xmpp",
-            capabilities: [.historyPaging],
+            capabilities: [.typing, .readMarkers, .historyPaging, .edit, .delete],
             limits: BackendLimits(
                 // Prosody's stanza limit is 256 KiB (`c2s_stanza_size_limit`); text well below it.
                 maxTextLength: 10_000,

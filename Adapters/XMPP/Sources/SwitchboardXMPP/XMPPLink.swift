@@ -32,25 +32,67 @@ final class XMPPLink: BackendConnection {
         var held: [XMPPElement]? = []
         /// Conversations this link announced (the roster, and peers met since).
         var known: Set<ConversationID> = []
-        /// Archive ids the login's catch-up delivered: a live copy of one is not delivered twice.
+        /// Archived stanzas this link handled that the archive may still show it after the
+        /// cursor (live ones, own sends): each is handled once, and forgotten when the archive
+        /// shows it.
         var delivered: Set<String> = []
+        /// What the login's catch-up handled, while it holds live stanzas.
+        var caughtUp: Set<String> = []
         /// Messages the server bounced (`type='error'`), by id, until their send looks.
         var bounced: [String: SwitchboardError] = [:]
-        /// The archive id of each time this link gave a message: a history page below a stored
-        /// message (the engine names it by its time) starts just before its archive id.
-        var archiveIDs: [Date: String] = [:]
+        /// The archive id of each time this link gave a message, per conversation: a history
+        /// page below a stored message (the engine names it by its time) starts just before its
+        /// archive id.
+        var archiveIDs: [TimeKey: String] = [:]
 
-        /// Remembers where `time` is in the archive, forgetting all once there are many (a page
-        /// below a forgotten time falls back to the time filter).
-        mutating func remember(_ archiveID: String, at time: Date) {
+        struct TimeKey: Hashable {
+            var conversation: ConversationID
+            var time: Date
+        }
+
+        /// Remembers where `time` is in the conversation's archive, forgetting all once there are
+        /// many (a page below a forgotten time falls back to the time filter).
+        mutating func remember(_ archiveID: String, in conversation: ConversationID, at time: Date) {
             if archiveIDs.count >= 20_000 { archiveIDs.removeAll(keepingCapacity: true) }
-            archiveIDs[time] = archiveID
+            archiveIDs[TimeKey(conversation: conversation, time: time)] = archiveID
+        }
+
+        mutating func bounce(_ id: String, _ error: SwitchboardError) {
+            // A bounce nobody waits for (it came after its send's answer) is not kept forever.
+            if bounced.count >= 256 { bounced.removeAll(keepingCapacity: true) }
+            bounced[id] = error
+        }
+
+        /// The messages this link delivered, confirmed or paged, by archive id, and the archive
+        /// id of each by its id attribute: what a marker, a correction or a retraction names.
+        var recent: [String: Message] = [:]
+        var archiveIDByStanzaID: [String: String] = [:]
+
+        mutating func keep(_ message: Message) {
+            guard let archiveID = message.serverID?.rawValue else { return }
+            remember(archiveID, in: message.conversationID, at: message.time)
+            if recent.count >= 5_000 {
+                recent.removeAll(keepingCapacity: true)
+                archiveIDByStanzaID.removeAll(keepingCapacity: true)
+            }
+            recent[archiveID] = message
+            if let stanzaID = XMPPMapping.stanzaID(of: message) { archiveIDByStanzaID[stanzaID] = archiveID }
+        }
+
+        func original(named stanzaID: String) -> Message? {
+            archiveIDByStanzaID[stanzaID].flatMap { recent[$0] }
         }
     }
 
     private let state: Locked<State>
+    /// Rings when a live message came: the follower reads the archive after the cursor, which
+    /// brings what this link was not sent (the user's sends from another device, messages to
+    /// another of the account's resources) and moves the cursor.
+    private let follow: AsyncStream<Void>.Continuation
+    private let followSignals: AsyncStream<Void>
 
     init(socket: TextWebSocket, configuration: XMPPConfiguration, context: ConnectionContext) {
+        (followSignals, follow) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         let replies = self.replies
         self.output = LinkOutput { replies.close($0) }
         self.socket = socket
@@ -64,6 +106,7 @@ final class XMPPLink: BackendConnection {
         let heartbeat = Heartbeat(interval: configuration.heartbeatInterval, pongTimeout: configuration.pongTimeout, onlyWhenSilent: true)
         return try await output.whileRunning([
             { await self.readLoop() },
+            { await self.followArchive() },
             {
                 await heartbeat.run(
                     clock: self.context.clock, lastHeard: { self.state.withLock { $0.lastInbound } }, ping: { try await self.ping() }, ending: self.output
@@ -128,7 +171,12 @@ final class XMPPLink: BackendConnection {
         let from = element["from"]
         switch element["type"] {
         case "result", "error":
-            // A heartbeat's answer has no waiter: hearing it was the point.
+            // Answers come from the account or its server; one from anyone else is spoofed. A
+            // heartbeat's answer has no waiter: hearing it was the point.
+            guard from.map({ XMPPMapping.bare($0) == me || $0 == configuration.domain }) ?? true else {
+                output.yield(.problem(SwitchboardError(.protocolViolation, "an iq answer from \(XMPPMapping.bare(from!)), not the server")))
+                return
+            }
             replies.resolve(id, with: element)
         case "set" where element.child("query", NS.roster) != nil:
             // A roster push comes from the account itself (RFC 6121 §2.1.6); one from anyone else
@@ -151,6 +199,11 @@ final class XMPPLink: BackendConnection {
     private func message(_ element: XMPPElement) {
         do {
             if let item = try XMPPMapping.archiveItem(element) {
+                // The archive's results come from the account itself (no `from`, or its bare JID).
+                guard element["from"].map({ XMPPMapping.bare($0) == me }) ?? true else {
+                    output.yield(.problem(SwitchboardError(.protocolViolation, "an archive result from someone else")))
+                    return
+                }
                 let collected = state.withLock { state in
                     guard state.pages[item.queryID] != nil else { return false }
                     state.pages[item.queryID]!.append(item)
@@ -165,7 +218,7 @@ final class XMPPLink: BackendConnection {
         }
         if element["type"] == "error", let id = element["id"] {
             let error = XMPPMapping.error(element, request: "send")
-            state.withLock { $0.bounced[id] = error }
+            state.withLock { $0.bounce(id, error) }
             return
         }
         deliverOrHold(element)
@@ -193,22 +246,121 @@ final class XMPPLink: BackendConnection {
             }
             return
         }
-        guard element.child("body", NS.client) != nil else { return }
-        let archiveID = XMPPMapping.stanzaID(of: element, archive: me)
-        if let archiveID, state.delivered.contains(archiveID) { return }
-        // Not archived (a `no-store` hint, or archiving off): its own id is all there is.
-        let serverID = archiveID ?? "message:\(element["id"] ?? UUID().uuidString)"
-        let stamp = element.child("delay", NS.delay)?["stamp"].flatMap(XMPPMapping.timestamp) ?? context.clock.date
-        let time = state.clock.next(stamp: stamp)
-        guard let message = XMPPMapping.message(element, archiveID: serverID, me: me, time: time) else { return }
-        announce(message.conversationID, &state)
-        var cursor: SyncCursor?
-        if let archiveID {
-            state.remember(archiveID, at: time)
-            state.cursorID = archiveID
-            cursor = XMPPCursor(archiveID: archiveID, last: time).token
+        var stanza = element
+        if let carbon = XMPPMapping.carbon(element, me: me) {
+            stanza = carbon.message
+            // The user's own message from another device: the copy carries no archive id, so it
+            // comes from the archive, with its id, when the follower looks.
+            if carbon.sent, stanza.child("body", NS.client) != nil, XMPPMapping.change(stanza) == nil {
+                follow.yield()
+                return
+            }
         }
-        output.yield(.event(BackendEvent(.messageAdded(message, position: .newest), conversation: message.conversationID, cursor: cursor, time: time)))
+        let archiveID = XMPPMapping.stanzaID(of: stanza, archive: me)
+        if let archiveID {
+            guard !state.caughtUp.contains(archiveID), state.delivered.insert(archiveID).inserted else { return }
+            follow.yield()
+        }
+        // A `<delay>` is the sender's word: never later than now.
+        let stamp = min(XMPPMapping.delay(of: stanza) ?? context.clock.date, context.clock.date)
+        receive(stanza, archiveID: archiveID, stamp: stamp, &state)
+    }
+
+    /// One message stanza, live or from the archive, in order: a message, or a change to one.
+    private func receive(_ stanza: XMPPElement, archiveID: String?, stamp: Date, _ state: inout State) {
+        if let change = XMPPMapping.change(stanza) {
+            apply(change, of: stanza, stamp: stamp, &state)
+            return
+        }
+        guard stanza.child("body", NS.client) != nil else { return }
+        // Not archived (a `no-store` hint, or archiving off): its own id is all there is.
+        let serverID = archiveID ?? "message:\(stanza["id"] ?? UUID().uuidString)"
+        let time = state.clock.next(stamp: stamp)
+        guard let message = XMPPMapping.message(stanza, archiveID: serverID, me: me, time: time) else { return }
+        state.keep(message)
+        announce(message.conversationID, &state)
+        output.yield(.event(BackendEvent(.messageAdded(message, position: .newest), conversation: message.conversationID, time: time)))
+    }
+
+    /// Archived stanzas after the cursor, in the archive's order, each once; then the cursor
+    /// after them. Chat states of then are no news now.
+    private func receiveArchived(_ items: [XMPPMapping.ArchiveItem], _ state: inout State) {
+        for item in items {
+            guard state.delivered.remove(item.archiveID) == nil else { continue }
+            // While the login holds live stanzas, a held copy of this one is not handled again.
+            if state.held != nil { state.caughtUp.insert(item.archiveID) }
+            if case .typing? = XMPPMapping.change(item.message) { continue }
+            receive(item.message, archiveID: item.archiveID, stamp: min(item.stamp ?? context.clock.date, context.clock.date), &state)
+        }
+        guard let last = items.last?.archiveID else { return }
+        state.cursorID = last
+        output.yield(.cursor(XMPPCursor(archiveID: last, last: state.clock.last ?? context.clock.date).token))
+    }
+
+    /// Reads the archive after the cursor whenever a live message rang.
+    private func followArchive() async {
+        for await _ in followSignals {
+            do {
+                try await catchUp()
+            } catch {
+                if output.endedWith != nil || Task.isCancelled { return }
+                output.yield(.problem(SwitchboardError.classify(error)))
+            }
+        }
+    }
+
+    /// The archive after the cursor (from the newest page when there is none), or since a time,
+    /// page by page.
+    private func catchUp(since start: Date? = nil) async throws {
+        var page = start != nil ? .oldest : state.withLock { $0.cursorID }.map { XMPPStanzas.Page.after($0) } ?? .newest
+        while true {
+            let result = try await archivePage(with: nil, start: start, page: page, max: 100)
+            state.withLock { receiveArchived(result.items, &$0) }
+            guard !result.complete, let last = result.items.last?.archiveID else { return }
+            page = .after(last)
+        }
+    }
+
+    /// A chat state, a read marker, a correction or a retraction, from the peer or (a marker,
+    /// a correction, a retraction) from the user's other device. One naming a message this link
+    /// has not seen is reported: the original is needed to apply it.
+    private func apply(_ change: XMPPMapping.Change, of stanza: XMPPElement, stamp: Date, _ state: inout State) {
+        let from = XMPPMapping.bare(stanza["from"] ?? me)
+        let peer = from == me ? XMPPMapping.bare(stanza["to"] ?? me) : from
+        guard !peer.isEmpty, peer != me else { return }
+        let conversation = ConversationID(peer)
+        let author = ParticipantID(from)
+        func yield(_ kind: BackendEvent.Kind) {
+            announce(conversation, &state)
+            output.yield(.event(BackendEvent(kind, conversation: conversation, time: stamp)))
+        }
+        switch change {
+        case .typing(let isTyping):
+            // The user's own chat states on another device are not news.
+            guard from != me else { return }
+            yield(.typing(author, isTyping: isTyping, draft: nil))
+        case .displayed(let stanzaID):
+            // Read up to that message; one this link has not seen is read up to when the marker
+            // was sent.
+            let marker = state.archiveIDByStanzaID[stanzaID].map { ChatEvent.ReadMarker.message(MessageID($0)) } ?? .time(stamp)
+            yield(.readMarker(author, marker))
+        case .replace(let stanzaID, let text):
+            guard var original = state.original(named: stanzaID), original.sender == author else {
+                output.yield(.problem(SwitchboardError(.messageNotFound, "a correction of a message this link has not seen", vendorCode: "replace")))
+                return
+            }
+            original.text = text
+            original.isEdited = true
+            state.keep(original)
+            yield(.messageUpdated(original))
+        case .retract(let stanzaID):
+            guard let original = state.original(named: stanzaID), original.sender == author, let id = original.serverID else {
+                output.yield(.problem(SwitchboardError(.messageNotFound, "a retraction of a message this link has not seen", vendorCode: "retract")))
+                return
+            }
+            state.recent[id.rawValue] = nil
+            yield(.messageRemoved(id))
+        }
     }
 
     /// A peer met outside the roster is a conversation too: announced before its first message.
@@ -240,6 +392,14 @@ final class XMPPLink: BackendConnection {
         let bound = try await request(bindID, XMPPStanzas.bind(id: bindID, resource: configuration.resource), name: "bind")
         context.logger.debug("xmpp: bound", metadata: ["resource": .string(bound.child("bind", NS.bind)?.child("jid", NS.bind)?.text.split(separator: "/").last.map(String.init) ?? "")])
 
+        // The user's other devices' markers, corrections and retractions, copied here live.
+        let carbonsID = nextID("carbons")
+        do {
+            _ = try await request(carbonsID, XMPPStanzas.enableCarbons(id: carbonsID), name: "carbons")
+        } catch let error as SwitchboardError where error.code != .connectionLost && error.code != .timedOut {
+            context.logger.debug("xmpp: the server has no carbons; the other devices' changes come with the next catch-up", metadata: ["code": .string(error.code.description)])
+        }
+
         let rosterID = nextID("roster")
         let roster = try await request(rosterID, XMPPStanzas.rosterGet(id: rosterID), name: "roster")
         var conversations: [ConversationID: ConversationInfo] = [:]
@@ -252,81 +412,63 @@ final class XMPPLink: BackendConnection {
 
         // The archive first: a query before the first presence tells Prosody not to send the
         // offline messages again (they are in the archive).
-        let cursor = XMPPCursor(context.cursor)
-        var items: [XMPPMapping.ArchiveItem] = []
-        var asWindows = cursor == nil
-        if let cursor {
-            do {
-                items = try await pagesAfter(cursor.archiveID)
-            } catch let error as SwitchboardError where error.vendorCode == "item-not-found" {
-                output.yield(.problem(SwitchboardError(.protocolViolation, "the stored archive id was refused; catching up from the newest page", underlying: error)))
-                asWindows = true
-            } catch let error as CatchUpTooLong {
-                context.logger.debug("xmpp: more than \(error.pages) archive pages missed; taking the newest as a window")
-                asWindows = true
+        if let cursor = XMPPCursor(context.cursor) {
+            // The roster, then everything archived after the cursor as events, page by page.
+            state.withLock { state in
+                output.yield(.snapshot(BackendSnapshot(conversations: order.compactMap { conversations[$0] }.map { ConversationSnapshot(conversation: $0) }, isComplete: false)))
+                state.known = Set(order)
+                state.cursorID = cursor.archiveID
             }
-        }
-        if asWindows {
-            items = try await archivePage(with: nil, end: nil, page: .newest, max: 50).items
+            do {
+                try await catchUp()
+            } catch let error as SwitchboardError where error.vendorCode == "item-not-found" {
+                // An archive id the server no longer has (expired, or another server's): catch up
+                // from a little before its time instead; the engine drops what it has.
+                output.yield(.problem(SwitchboardError(.protocolViolation, "the stored archive id was refused; catching up from its time", underlying: error)))
+                try await catchUp(since: cursor.last.addingTimeInterval(-300))
+            }
+        } else {
+            // The first link of this store: the archive's newest page as the windows of its
+            // conversations.
+            let window = try await archivePage(with: nil, page: .newest, max: 50).items
+            state.withLock { state in
+                var windows: [ConversationID: [Message]] = [:]
+                var changes: [XMPPMapping.ArchiveItem] = []
+                for item in window {
+                    if let change = XMPPMapping.change(item.message) {
+                        if case .typing = change { continue }
+                        changes.append(item)
+                        continue
+                    }
+                    let time = state.clock.next(stamp: min(item.stamp ?? context.clock.date, context.clock.date))
+                    guard let message = XMPPMapping.message(item.message, archiveID: item.archiveID, me: me, time: time) else { continue }
+                    state.keep(message)
+                    if conversations[message.conversationID] == nil {
+                        conversations[message.conversationID] = XMPPMapping.conversation(peer: message.conversationID.rawValue, name: nil, me: me)
+                        order.append(message.conversationID)
+                    }
+                    windows[message.conversationID, default: []].append(message)
+                }
+                let snapshots = order.compactMap { id in conversations[id].map { ConversationSnapshot(conversation: $0, messages: windows[id] ?? []) } }
+                // Not complete: conversations stored from earlier links stay (the roster is not
+                // all of them).
+                output.yield(.snapshot(BackendSnapshot(conversations: snapshots, isComplete: false)))
+                state.known = Set(order)
+                for item in changes { receive(item.message, archiveID: item.archiveID, stamp: item.stamp ?? context.clock.date, &state) }
+                if let last = window.last?.archiveID {
+                    state.cursorID = last
+                    output.yield(.cursor(XMPPCursor(archiveID: last, last: state.clock.last ?? context.clock.date).token))
+                }
+            }
         }
         try await socket.send(XMPPStanzas.presence)
         // What the archive took between the query and the presence.
-        if let newest = items.last?.archiveID ?? (asWindows ? nil : cursor?.archiveID) {
-            items += try await pagesAfter(newest)
-        } else {
-            items += try await archivePage(with: nil, end: nil, page: .newest, max: 50).items
-        }
-
+        try await catchUp()
         state.withLock { state in
-            var windows: [ConversationID: [Message]] = [:]
-            var events: [Message] = []
-            var seen = Set<String>()
-            for item in items where seen.insert(item.archiveID).inserted {
-                let time = state.clock.next(stamp: item.stamp ?? context.clock.date)
-                guard let message = XMPPMapping.message(item.message, archiveID: item.archiveID, me: me, time: time) else { continue }
-                state.remember(item.archiveID, at: time)
-                if conversations[message.conversationID] == nil {
-                    conversations[message.conversationID] = XMPPMapping.conversation(peer: message.conversationID.rawValue, name: nil, me: me)
-                    order.append(message.conversationID)
-                }
-                if asWindows { windows[message.conversationID, default: []].append(message) } else { events.append(message) }
-            }
-            let snapshots = order.compactMap { id in
-                conversations[id].map { ConversationSnapshot(conversation: $0, messages: windows[id] ?? []) }
-            }
-            // Not complete: conversations stored from earlier links stay (the roster is not all
-            // of them).
-            output.yield(.snapshot(BackendSnapshot(conversations: snapshots, isComplete: false)))
-            for message in events {
-                output.yield(.event(BackendEvent(.messageAdded(message, position: .newest), conversation: message.conversationID, time: message.time)))
-            }
-            state.known = Set(order)
-            state.delivered = seen
-            if let newest = items.last?.archiveID, let last = state.clock.last {
-                state.cursorID = newest
-                output.yield(.cursor(XMPPCursor(archiveID: newest, last: last).token))
-            }
             for element in state.held ?? [] { deliver(element, &state) }
             state.held = nil
+            state.caughtUp = []
         }
-    }
-
-    /// The catch-up went on for more pages than a link reads at once.
-    private struct CatchUpTooLong: Error {
-        var pages: Int
-    }
-
-    /// Every archived message after `archiveID`, oldest first.
-    private func pagesAfter(_ archiveID: String, maxPages: Int = 20) async throws -> [XMPPMapping.ArchiveItem] {
-        var items: [XMPPMapping.ArchiveItem] = []
-        var after = archiveID
-        for _ in 0..<maxPages {
-            let page = try await archivePage(with: nil, end: nil, page: .after(after), max: 100)
-            items += page.items
-            guard !page.complete, let last = page.items.last?.archiveID else { return items }
-            after = last
-        }
-        throw CatchUpTooLong(pages: maxPages)
     }
 
     // MARK: Requests
@@ -335,34 +477,139 @@ final class XMPPLink: BackendConnection {
         guard outgoing.content.attachments.isEmpty else {
             throw SwitchboardError(.unsupported, "files are not offered by this version of the XMPP adapter")
         }
+        guard XMLReader.isAllowed(outgoing.content.text) else {
+            // The server would end the stream for it, and the outbox would send it again.
+            throw SwitchboardError(.invalidArgument, "the text holds a control character XML does not allow")
+        }
         let peer = outgoing.conversationID.rawValue
         let clientID = outgoing.clientID.rawValue
         // XMPP servers do not recognize a repeated message id: a resend after a lost answer looks
-        // in the archive first.
-        if let sent = try await archived(clientID, with: peer) { return sent }
+        // in the conversation's newest archived messages first.
+        let recent = try await archivePage(with: peer, page: .newest, max: 50).items
+        if let item = recent.last(where: { isMine($0, clientID) }) {
+            if let bounce = state.withLock({ $0.bounced.removeValue(forKey: clientID) }) { throw bounce }
+            return confirm(item, time: nil)
+        }
+        // Its place among the live messages is when it is sent: one that arrives while the
+        // answer is on its way is newer.
+        let time = state.withLock { $0.clock.next(stamp: context.clock.date) }
         try output.checkOpen()
         try await socket.send(XMPPStanzas.chat(to: peer, clientID: clientID, body: outgoing.content.text))
-        // The server handles a stream's stanzas in order: the query after the message finds it
-        // archived, and a bounce came before the query's answer.
-        let sent = try await archived(clientID, with: peer)
+        // The server handles a stream's stanzas in order: the archive after the newest message
+        // seen above holds it now, and a bounce came before the answer.
+        var page = recent.last.map { XMPPStanzas.Page.after($0.archiveID) } ?? .newest
+        var sent: XMPPMapping.ArchiveItem?
+        while sent == nil {
+            let result = try await archivePage(with: peer, page: page, max: 100)
+            sent = result.items.last { isMine($0, clientID) }
+            guard !result.complete, let last = result.items.last?.archiveID else { break }
+            page = .after(last)
+        }
         if let bounce = state.withLock({ $0.bounced.removeValue(forKey: clientID) }) { throw bounce }
-        guard let sent else { throw SwitchboardError(.protocolViolation, "the server did not archive the message it accepted") }
-        return sent
+        guard let sent else {
+            // Accepted but not archived (the user's archiving preferences leave this chat out):
+            // its own id is all there is.
+            return Message(
+                serverID: MessageID("message:\(clientID)"), clientID: outgoing.clientID, conversationID: outgoing.conversationID,
+                sender: ParticipantID(me), senderRole: .user, text: outgoing.content.text, payload: ["xmpp": ["id": .string(clientID)]], time: time
+            )
+        }
+        return confirm(sent, time: time)
     }
 
-    /// The user's message with this origin id among the newest of the conversation's archive.
-    private func archived(_ clientID: String, with peer: String) async throws -> Message? {
-        let page = try await archivePage(with: peer, end: nil, page: .newest, max: 20)
-        guard let item = page.items.last(where: { item in
-            XMPPMapping.bare(item.message["from"] ?? me) == me
-                && (item.message.child("origin-id", NS.sid)?["id"] ?? item.message["id"]) == clientID
-        }) else { return nil }
-        let time = state.withLock { state in
-            let time = state.clock.next(stamp: item.stamp ?? context.clock.date)
-            state.remember(item.archiveID, at: time)
-            return time
+    /// Whether the archived message is the user's with this origin id.
+    private func isMine(_ item: XMPPMapping.ArchiveItem, _ clientID: String) -> Bool {
+        XMPPMapping.bare(item.message["from"] ?? me) == me && (item.message.child("origin-id", NS.sid)?["id"] ?? item.message["id"]) == clientID
+    }
+
+    /// The user's archived message as the send's answer: at `time`, or where this link already
+    /// placed it; the archive's copy, when the follower reads it, is not news.
+    private func confirm(_ item: XMPPMapping.ArchiveItem, time: Date?) -> Message? {
+        state.withLock { state in
+            let time = time ?? state.recent[item.archiveID]?.time ?? state.clock.next(stamp: min(item.stamp ?? context.clock.date, context.clock.date))
+            guard let message = XMPPMapping.message(item.message, archiveID: item.archiveID, me: me, time: time) else { return nil }
+            state.keep(message)
+            state.delivered.insert(item.archiveID)
+            return message
         }
-        return XMPPMapping.message(item.message, archiveID: item.archiveID, me: me, time: time)
+    }
+
+    func typing(in conversation: ConversationID, isTyping: Bool, draft: String?) async throws {
+        let chatState = isTyping ? "composing" : (draft?.isEmpty == false ? "paused" : "active")
+        try output.checkOpen()
+        try await socket.send(XMPPStanzas.chatState(chatState, to: conversation.rawValue))
+    }
+
+    /// A displayed marker naming the newest message of the peer's at or before the marker.
+    func markRead(_ conversation: ConversationID, upTo marker: ChatEvent.ReadMarker) async throws {
+        let target: Message
+        switch marker {
+        case .message(let id):
+            target = try await original(id, in: conversation)
+        case .time(let time):
+            let newest = state.withLock { state in
+                state.recent.values.filter { $0.conversationID == conversation && $0.sender != ParticipantID(me) && $0.time <= time }.max { $0.time < $1.time }
+            }
+            guard let newest else { return }
+            target = newest
+        case .sequence:
+            throw SwitchboardError(.invalidArgument, "XMPP read markers name a message, not a sequence")
+        }
+        guard let stanzaID = XMPPMapping.stanzaID(of: target) else {
+            throw SwitchboardError(.messageNotFound, "the message has no id a marker can name")
+        }
+        try await sendAndSync("markRead") { XMPPStanzas.displayed(stanzaID, to: conversation.rawValue, id: $0) }
+    }
+
+    /// A correction of the user's own message; the server has no echo of it for the sender, so
+    /// the answer is the message as corrected.
+    func edit(_ message: MessageID, in conversation: ConversationID, text: String, payload: JSONValue?) async throws -> Message? {
+        var original = try await original(message, in: conversation)
+        guard original.sender == ParticipantID(me), let stanzaID = XMPPMapping.stanzaID(of: original) else {
+            throw SwitchboardError(.permissionDenied, "only the user's own messages can be corrected")
+        }
+        try await sendAndSync("edit") { XMPPStanzas.correction(of: stanzaID, text: text, to: conversation.rawValue, id: $0) }
+        original.text = text
+        original.isEdited = true
+        state.withLock { $0.keep(original) }
+        return original
+    }
+
+    /// A retraction of the user's own message; the server has no echo of it for the sender, so
+    /// the link reports the removal itself.
+    func delete(_ message: MessageID, in conversation: ConversationID) async throws {
+        let original = try await original(message, in: conversation)
+        guard original.sender == ParticipantID(me), let stanzaID = XMPPMapping.stanzaID(of: original) else {
+            throw SwitchboardError(.permissionDenied, "only the user's own messages can be retracted")
+        }
+        try await sendAndSync("delete") { XMPPStanzas.retraction(of: stanzaID, to: conversation.rawValue, id: $0) }
+        state.withLock { $0.recent[message.rawValue] = nil }
+        output.yield(.event(BackendEvent(.messageRemoved(message), conversation: conversation, time: context.clock.date)))
+    }
+
+    /// A message by archive id: this link's, or fetched from the archive by its id.
+    private func original(_ id: MessageID, in conversation: ConversationID) async throws -> Message {
+        if let known = state.withLock({ $0.recent[id.rawValue] }) { return known }
+        let page = try await archivePage(with: nil, ids: [id.rawValue], page: .newest, max: 1)
+        guard let item = page.items.first,
+            let message = XMPPMapping.message(item.message, archiveID: item.archiveID, me: me, time: item.stamp ?? context.clock.date),
+            message.conversationID == conversation
+        else {
+            throw SwitchboardError(.messageNotFound, "no message \(id) in this conversation's archive")
+        }
+        state.withLock { $0.keep(message) }
+        return message
+    }
+
+    /// Sends a stanza, then a ping whose answer comes after the server handled it: a bounce of
+    /// the stanza came first and fails the call.
+    private func sendAndSync(_ name: String, _ stanza: (_ id: String) -> String) async throws {
+        let id = nextID(name)
+        try output.checkOpen()
+        try await socket.send(stanza(id))
+        let pingID = nextID("sync")
+        _ = try await request(pingID, XMPPStanzas.ping(id: pingID, to: configuration.domain), name: name)
+        if let bounce = state.withLock({ $0.bounced.removeValue(forKey: id) }) { throw bounce }
     }
 
     /// A page of the conversation's archive, older than the anchor, oldest first: the anchor is
@@ -378,37 +625,47 @@ final class XMPPLink: BackendConnection {
             upper = token.time
         case .time(let time):
             upper = time
-            if let archiveID = state.withLock({ $0.archiveIDs[time] }) {
+            if let archiveID = state.withLock({ $0.archiveIDs[State.TimeKey(conversation: query.conversationID, time: time)] }) {
                 page = .before(archiveID)
             } else {
-                // A message an earlier link stored: `end` is inclusive and whole seconds, so the
-                // page may repeat messages of that second, which the engine already has.
-                end = time
+                // A message an earlier link stored: `end` is inclusive and whole seconds (and a
+                // live message's time is its arrival), so it goes a second past: the page may
+                // repeat messages of that second, which the engine already has.
+                end = time.addingTimeInterval(1)
             }
         case .sequence:
             throw SwitchboardError(.invalidArgument, "XMPP history pages from an archive id or a time, not a sequence")
         case nil:
             break
         }
-        let result = try await archivePage(with: query.conversationID.rawValue, end: end, page: page, max: query.limit)
+        let result: (items: [XMPPMapping.ArchiveItem], complete: Bool)
+        do {
+            result = try await archivePage(with: query.conversationID.rawValue, end: end, page: page, max: query.limit)
+        } catch let error as SwitchboardError where error.vendorCode == "item-not-found" && upper != nil {
+            // An anchor the server no longer has: from its time instead.
+            result = try await archivePage(with: query.conversationID.rawValue, end: upper!.addingTimeInterval(1), page: .newest, max: query.limit)
+        }
         let times = XMPPArchiveClock.below(upper, stamps: result.items.map { $0.stamp ?? upper ?? context.clock.date })
         let messages = zip(result.items, times).compactMap { item, time in
             XMPPMapping.message(item.message, archiveID: item.archiveID, me: me, time: time)
         }
         let next = result.items.first.map { XMPPPageToken(archiveID: $0.archiveID, time: times[0]).anchor }
-        state.withLock { state in for (item, time) in zip(result.items, times) { state.remember(item.archiveID, at: time) } }
+        state.withLock { state in
+            for message in messages where state.recent[message.serverID?.rawValue ?? ""] == nil { state.keep(message) }
+        }
         return HistoryPage(messages: messages, hasMore: !result.complete && next != nil, nextAnchor: next)
     }
 
     /// One archive query (XEP-0313): the results the reader collected for it, and whether the
     /// server said they reach the end.
     private func archivePage(
-        with peer: String?, end: Date?, page: XMPPStanzas.Page, max: Int
+        with peer: String?, start: Date? = nil, end: Date? = nil, ids: [String] = [], page: XMPPStanzas.Page, max: Int
     ) async throws -> (items: [XMPPMapping.ArchiveItem], complete: Bool) {
-        let id = nextID("mam")
+        // Not guessable: results are matched to their query by it.
+        let id = "mam-\(UUID().uuidString)"
         state.withLock { $0.pages[id] = [] }
         defer { state.withLock { _ = $0.pages.removeValue(forKey: id) } }
-        let answer = try await request(id, XMPPStanzas.archiveQuery(id: id, queryID: id, with: peer, end: end, page: page, max: max), name: "archive")
+        let answer = try await request(id, XMPPStanzas.archiveQuery(id: id, queryID: id, with: peer, start: start, end: end, ids: ids, page: page, max: max), name: "archive")
         let complete = answer.child("fin", NS.mam)?["complete"] == "true"
         return (state.withLock { $0.pages[id] ?? [] }, complete)
     }

@@ -65,6 +65,51 @@ public import Switchboard
         )
     }
 
+    /// What a message stanza says about other messages or the peer, besides a message of its own.
+    public enum Change: Sendable, Hashable {
+        /// A chat state (XEP-0085): `composing` is typing, the others stopped it.
+        case typing(Bool)
+        /// A read marker (XEP-0333) naming a message by its id attribute.
+        case displayed(String)
+        /// A correction (XEP-0308) of the message with this id attribute.
+        case replace(String, text: String)
+        /// A retraction (XEP-0424) of the message with this id attribute.
+        case retract(String)
+    }
+
+    /// The change a stanza carries; `nil` for a plain message (or nothing the model has).
+    public static func change(_ stanza: XMPPElement) -> Change? {
+        guard stanza.is("message", NS.client), stanza["type"] != "error", stanza["type"] != "groupchat" else { return nil }
+        if let id = stanza.child("retract", NS.retract)?["id"] { return .retract(id) }
+        if let id = stanza.child("replace", NS.correct)?["id"] { return .replace(id, text: stanza.child("body", NS.client)?.text ?? "") }
+        if let id = stanza.child("displayed", NS.markers)?["id"] { return .displayed(id) }
+        guard stanza.child("body", NS.client) == nil, let state = stanza.children.first(where: { $0.namespace == NS.chatStates }) else { return nil }
+        return .typing(state.name == "composing")
+    }
+
+    /// The message a carbon (XEP-0280) copies, and whether the user sent it from another device;
+    /// `nil` for what is not a carbon from the user's own account (one from anyone else is
+    /// spoofed).
+    public static func carbon(_ stanza: XMPPElement, me: String) -> (message: XMPPElement, sent: Bool)? {
+        guard stanza.is("message", NS.client), bare(stanza["from"] ?? me) == me else { return nil }
+        for kind in ["sent", "received"] {
+            if let message = stanza.child(kind, NS.carbons)?.child("forwarded", NS.forward)?.child("message", NS.client) {
+                return (message, kind == "sent")
+            }
+        }
+        return nil
+    }
+
+    /// The `<delay>` stamp (XEP-0203) of a stanza, where it has one.
+    public static func delay(of stanza: XMPPElement) -> Date? {
+        stanza.child("delay", NS.delay)?["stamp"].flatMap(timestamp)
+    }
+
+    /// The message's id attribute, as markers, corrections and retractions name it.
+    public static func stanzaID(of message: Message) -> String? {
+        message.payload?["xmpp"]?["id"]?.stringValue
+    }
+
     /// The conversation with a roster contact (or a peer seen in the archive).
     public static func conversation(peer: String, name: String?, me: String) -> ConversationInfo {
         ConversationInfo(

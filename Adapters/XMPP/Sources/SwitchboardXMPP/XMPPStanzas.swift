@@ -18,6 +18,12 @@ enum NS {
     static let sid = "urn:xmpp:sid:0"
     static let markers = "urn:xmpp:chat-markers:0"
     static let ping = "urn:xmpp:ping"
+    static let chatStates = "http://jabber.org/protocol/chatstates"
+    static let hints = "urn:xmpp:hints"
+    static let correct = "urn:xmpp:message-correct:0"
+    static let retract = "urn:xmpp:message-retract:1"
+    static let fallback = "urn:xmpp:fallback:0"
+    static let carbons = "urn:xmpp:carbons:2"
 }
 
 /// Stanzas as the adapter writes them: every one in `jabber:client` (Prosody resets a stream
@@ -71,10 +77,44 @@ enum XMPPStanzas {
             + "<markable xmlns='\(NS.markers)'/></message>"
     }
 
+    /// A chat state (XEP-0085): `composing`, `paused`, `active`; never archived.
+    static func chatState(_ state: String, to peer: String) -> String {
+        "<message xmlns='\(NS.client)' type='chat' to='\(attribute(peer))'><\(state) xmlns='\(NS.chatStates)'/><no-store xmlns='\(NS.hints)'/></message>"
+    }
+
+    /// A read marker (XEP-0333) naming the peer's message by its id; archived, so the user's
+    /// other devices find it.
+    static func displayed(_ stanzaID: String, to peer: String, id: String) -> String {
+        "<message xmlns='\(NS.client)' type='chat' to='\(attribute(peer))' id='\(attribute(id))'>"
+            + "<displayed xmlns='\(NS.markers)' id='\(attribute(stanzaID))'/><store xmlns='\(NS.hints)'/></message>"
+    }
+
+    /// A correction (XEP-0308) of the user's message with this id.
+    static func correction(of stanzaID: String, text: String, to peer: String, id: String) -> String {
+        "<message xmlns='\(NS.client)' type='chat' to='\(attribute(peer))' id='\(attribute(id))'>"
+            + "<body>\(XMLText(text))</body><replace xmlns='\(NS.correct)' id='\(attribute(stanzaID))'/></message>"
+    }
+
+    /// A retraction (XEP-0424) of the user's message with this id, with the fallback body the
+    /// XEP asks for, for clients that do not know it.
+    static func retraction(of stanzaID: String, to peer: String, id: String) -> String {
+        "<message xmlns='\(NS.client)' type='chat' to='\(attribute(peer))' id='\(attribute(id))'>"
+            + "<retract xmlns='\(NS.retract)' id='\(attribute(stanzaID))'/><fallback xmlns='\(NS.fallback)' for='\(NS.retract)'/>"
+            + "<body>This person attempted to retract a previous message, but it's unsupported by your client.</body>"
+            + "<store xmlns='\(NS.hints)'/></message>"
+    }
+
+    /// Carbons (XEP-0280): the user's other devices' messages, copied to this one.
+    static func enableCarbons(id: String) -> String {
+        "<iq xmlns='\(NS.client)' type='set' id='\(attribute(id))'><enable xmlns='\(NS.carbons)'/></iq>"
+    }
+
     /// Where a MAM page (XEP-0313) starts or ends, as RSM (XEP-0059) says it.
     enum Page {
         /// The newest page.
         case newest
+        /// The oldest page (of what the filter lets through).
+        case oldest
         /// The page just after this archive id, oldest first (catch-up).
         case after(String)
         /// The page just before this archive id (history).
@@ -82,13 +122,16 @@ enum XMPPStanzas {
     }
 
     /// A MAM query of the user's archive: `with` one peer, `end` at a time, a page of `max`.
-    static func archiveQuery(id: String, queryID: String, with peer: String?, end: Date?, page: Page, max: Int) -> String {
+    static func archiveQuery(id: String, queryID: String, with peer: String?, start: Date? = nil, end: Date? = nil, ids: [String] = [], page: Page, max: Int) -> String {
         var fields = "<field var='FORM_TYPE' type='hidden'><value>\(NS.mam)</value></field>"
         if let peer { fields += "<field var='with'><value>\(XMLText(peer))</value></field>" }
+        if let start { fields += "<field var='start'><value>\(timestamp(start))</value></field>" }
+        if !ids.isEmpty { fields += "<field var='ids'>" + ids.map { "<value>\(XMLText($0))</value>" }.joined() + "</field>" }
         if let end { fields += "<field var='end'><value>\(timestamp(end))</value></field>" }
         let anchor: String
         switch page {
         case .newest: anchor = "<before/>"
+        case .oldest: anchor = ""
         case .after(let archiveID): anchor = "<after>\(XMLText(archiveID))</after>"
         case .before(let archiveID): anchor = "<before>\(XMLText(archiveID))</before>"
         }

@@ -77,6 +77,32 @@ struct XMPPCodecTests {
         #expect(throws: Never.self) { try XMLReader.read(allowed) }
     }
 
+    @Test func refusesManyDeclarationsAndTellsTextXMLCannotCarry() {
+        let declarations = (0...XMLReader.maxDeclarations).map { " xmlns:p\($0)='u\($0)'" }.joined()
+        #expect(throws: SwitchboardError.self) { try XMLReader.read("<a xmlns='x'\(declarations)/>") }
+        #expect(XMLReader.isAllowed("tab\tand line\nend, 😀"))
+        #expect(!XMLReader.isAllowed("bell \u{7}"))
+        #expect(!XMLReader.isAllowed("\u{FFFE}"))
+    }
+
+    @Test func readsChangesAndCarbons() throws {
+        let correction = try XMLReader.read("<message xmlns='jabber:client' type='chat' from='agent1@localhost/desk'><body>fixed</body><replace xmlns='urn:xmpp:message-correct:0' id='m1'/></message>")
+        #expect(XMPPMapping.change(correction) == .replace("m1", text: "fixed"))
+        let composing = try XMLReader.read("<message xmlns='jabber:client' type='chat'><composing xmlns='http://jabber.org/protocol/chatstates'/></message>")
+        #expect(XMPPMapping.change(composing) == .typing(true))
+        // A body with a chat state is a message, not a change.
+        let message = try XMLReader.read("<message xmlns='jabber:client' type='chat'><body>hi</body><active xmlns='http://jabber.org/protocol/chatstates'/></message>")
+        #expect(XMPPMapping.change(message) == nil)
+        let carbon = """
+            <message xmlns='jabber:client' from='customer@localhost' to='customer@localhost/phone'><sent xmlns='urn:xmpp:carbons:2'><forwarded xmlns='urn:xmpp:forward:0'><message xmlns='jabber:client' type='chat' from='customer@localhost/desk' to='agent1@localhost'><displayed xmlns='urn:xmpp:chat-markers:0' id='a1'/></message></forwarded></sent></message>
+            """
+        let copied = try #require(XMPPMapping.carbon(try XMLReader.read(carbon), me: "customer@localhost"))
+        #expect(copied.sent)
+        #expect(XMPPMapping.change(copied.message) == .displayed("a1"))
+        // A carbon from anyone but the account is spoofed.
+        #expect(XMPPMapping.carbon(try XMLReader.read(carbon.replacingOccurrences(of: "from='customer@localhost' to=", with: "from='agent1@localhost' to=")), me: "customer@localhost") == nil)
+    }
+
     @Test func escapesWhatItWrites() throws {
         let text = "<b>&'\" 😀"
         let element = try XMLReader.read("<a xmlns='x' v='\(XMLReader.escape(text))'>\(XMLReader.escape(text))</a>")

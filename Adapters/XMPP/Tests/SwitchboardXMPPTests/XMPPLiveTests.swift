@@ -2,7 +2,7 @@ import Foundation
 import Switchboard
 import SwitchboardSQLite
 import SwitchboardTestKit
-import SwitchboardXMPP
+@_spi(WireReaders) import SwitchboardXMPP
 import Testing
 
 /// The adapter against a real Prosody: the app is a `ChatSession` on `XMPPBackend` as
@@ -151,6 +151,98 @@ struct XMPPLiveTests {
                 print("xmpp live: history paging — \(pages) pages, \(stored.count) of 120 stored, in order \(stored.map(\.text) == texts)")
                 #expect(stored.map(\.text) == texts)
                 #expect(stored.compactMap(\.serverID).map(\.rawValue) == archive.map(\.archiveID))
+            }
+        }
+    }
+
+    /// The user writes from another device (carbons carry no archive id); the agent answers.
+    /// This device gets both, the first from the archive, and a restart announces nothing again:
+    /// the live answer did not move the cursor past the other device's message.
+    @Test func aMessageFromTheUsersOtherDeviceArrivesAndTheCursorDoesNotSkipIt() async throws {
+        try await Prosody.withServer { server in
+            let path = server.directory.appendingPathComponent("app.sqlite").path
+            let first = session(try backend(server), store: try SQLiteChatStore(path: path))
+            try await connected(first) { recorder in
+                try await agentSends(["hello"], on: server)
+                try await recorder.first("the agent's message") { $0.addedMessage?.text == "hello" }
+                try await XMPPTestClient.withClient(server, user: "customer", resource: "desk", presence: true) { desk in
+                    _ = try await desk.send("from my desk", to: Self.agent)
+                }
+                try await recorder.first("the desk's message, from the archive") { $0.addedMessage?.text == "from my desk" }
+                try await agentSends(["answer to the desk"], on: server)
+                try await recorder.first("the answer") { $0.addedMessage?.text == "answer to the desk" }
+            }
+            let second = session(try backend(server), store: try SQLiteChatStore(path: path))
+            try await connected(second) { recorder in
+                // What comes live after the link's catch-up: anything announced before it was
+                // announced again.
+                try await agentSends(["after the restart"], on: server)
+                try await recorder.first("the message after the restart") { $0.addedMessage?.text == "after the restart" }
+                let chat = try await second.conversation(ConversationID(Self.agent))
+                let archive = try await truth(on: server)
+                let stored = try await chat.storedMessages(before: nil, limit: 20)
+                let announced = recorder.events.compactMap(\.addedMessage).map(\.text)
+                print("xmpp live: another device's message — \(stored.count) stored of \(archive.count) archived, announced after a restart \(announced) (1 new)")
+                #expect(stored.compactMap(\.serverID).map(\.rawValue) == archive.map(\.archiveID))
+                #expect(stored.map(\.text) == ["hello", "from my desk", "answer to the desk", "after the restart"])
+                #expect(announced == ["after the restart"])
+            }
+        }
+    }
+
+    /// A cursor whose archive id the server does not know (an expired archive, another server's
+    /// id): reported, and the link catches up from the cursor's time instead.
+    @Test func aRefusedCursorCatchesUpFromItsTime() async throws {
+        try await Prosody.withServer { server in
+            try await agentSends(["one", "two", "three"], on: server)
+            let since = Date().addingTimeInterval(-60)
+            let refused = XMPPCursor(archiveID: "no-such-archive-id", last: since).token
+            let updates = try await backend(server).withConnection(
+                ConnectionContext(session: "direct", cursor: refused, clock: .continuous, logger: .quiet)
+            ) { link in
+                var updates: [BackendUpdate] = []
+                for try await update in link.updates {
+                    updates.append(update)
+                    if case .cursor = update, updates.contains(where: { if case .problem = $0 { return true } else { return false } }) { break }
+                }
+                return updates
+            }
+            let added = updates.compactMap { update -> String? in
+                if case .event(let event) = update, case .messageAdded(let message, _) = event.kind { return message.text }
+                return nil
+            }
+            let problems = updates.filter { if case .problem = $0 { return true } else { return false } }.count
+            print("xmpp live: a refused cursor — \(problems) problem reported, \(added.count) messages caught up from its time")
+            #expect(problems == 1)
+            #expect(added == ["one", "two", "three"])
+        }
+    }
+
+    /// The agent corrects one message and retracts another (XEP-0308, XEP-0424): the store shows
+    /// the correction and not the retracted message.
+    @Test func theAgentsCorrectionsAndRetractionsApply() async throws {
+        try await Prosody.withServer { server in
+            let session = session(try backend(server))
+            try await connected(session) { recorder in
+                try await XMPPTestClient.withClient(server, user: "agent1", resource: "desk") { agent in
+                    let typo = try await agent.send("helo", to: Self.customer, id: "typo-1")
+                    let oops = try await agent.send("wrong chat", to: Self.customer, id: "oops-1")
+                    try await recorder.waitUntil("both arrive") { events in events.compactMap(\.addedMessage).count >= 2 }
+                    try await agent.write(
+                        "<message xmlns='jabber:client' type='chat' to='\(Self.customer)' id='fix-1'><body>hello</body>"
+                            + "<replace xmlns='urn:xmpp:message-correct:0' id='\(typo)'/></message>"
+                    )
+                    try await agent.write(
+                        "<message xmlns='jabber:client' type='chat' to='\(Self.customer)' id='retract-1'><retract xmlns='urn:xmpp:message-retract:1' id='\(oops)'/>"
+                            + "<fallback xmlns='urn:xmpp:fallback:0' for='urn:xmpp:message-retract:1'/><body>retracted</body><store xmlns='urn:xmpp:hints'/></message>"
+                    )
+                }
+                try await recorder.first("the correction") { $0.updatedMessage.map { $0.text == "hello" && $0.isEdited } ?? false }
+                try await recorder.first("the retraction") { if case .messageRemoved = $0.kind { return true } else { return false } }
+                let chat = try await session.conversation(ConversationID(Self.agent))
+                let stored = try await chat.storedMessages(before: nil, limit: 20).map(\.text)
+                print("xmpp live: a correction and a retraction — stored \(stored)")
+                #expect(stored == ["hello"])
             }
         }
     }
