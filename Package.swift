@@ -337,6 +337,7 @@ let package = Package(
         commandsTarget("Webim", adapter: "SwitchboardWebim", emulator: "WebimEmulator"),
         commandsTarget("CXone", adapter: "SwitchboardCXone", emulator: "CXoneEmulator"),
         commandsTarget("Matrix", adapter: "SwitchboardMatrix", emulator: nil),
+        commandsTarget("XMPP", adapter: "SwitchboardXMPP", emulator: nil),
         .executableTarget(
             name: "switchboard",
             dependencies: [
@@ -345,6 +346,7 @@ let package = Package(
                 "WebimCommands",
                 "CXoneCommands",
                 "MatrixCommands",
+                "XMPPCommands",
                 "SwitchboardCommandKit",
                 "Switchboard",
                 // The demo's in-memory reference backend; the soak's SQLite file; the gateway's
@@ -399,7 +401,7 @@ let package = Package(
         .testTarget(
             name: "SwitchboardCLITests",
             dependencies: [
-                "switchboard", "switchboard-probes", "SwitchboardCommandKit", "SwitchboardBench", "SwitchboardLoadKit", "VoximplantCommands", "WebimCommands", "CXoneCommands", "MatrixCommands", "SupportChat", "Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator",
+                "switchboard", "switchboard-probes", "SwitchboardCommandKit", "SwitchboardBench", "SwitchboardLoadKit", "VoximplantCommands", "WebimCommands", "CXoneCommands", "MatrixCommands", "XMPPCommands", "SupportChat", "Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator",
                 "SwitchboardWebim", "WebimEmulator", "SwitchboardCXone", "CXoneEmulator", "SwitchboardSQLite", "SwitchboardEmulation",
                 "SwitchboardPostgres", "SwitchboardMatrix", "SwitchboardGateway",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

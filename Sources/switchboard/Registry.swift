@@ -3,6 +3,7 @@ import MatrixCommands
 import SwitchboardCommandKit
 import VoximplantCommands
 import WebimCommands
+import XMPPCommands
 
 /// The adapters this tool knows, one line each: `connect`, `emulate`, `gateway`, `soak`, `load`,
 /// `bench`'s latency rows and `demo` loop over them, in this order (the demo's parts and `soak
@@ -13,4 +14,5 @@ let registry: [AdapterEntry] = [
     WebimCommands.entry,
     CXoneCommands.entry,
     MatrixCommands.entry,
+    XMPPCommands.entry,
 ]

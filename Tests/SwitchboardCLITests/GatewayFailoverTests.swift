@@ -688,7 +688,7 @@ struct GatewaySessionFileTests {
         defer { try? FileManager.default.removeItem(at: file) }
         #expect(try GatewayCommand.sessions(in: file.path).map(\.key) == ["webim/w-user"])
         let error = #expect(throws: SwitchboardError.self) { try load(#"[{"backend": "voximplant", "url": "ws://h/ws", "user": "u", "token": "t"}, {"backend": "irc", "url": "x"}]"#) }
-        #expect(error?.message.contains("session 2: gateway runs voximplant, webim, cxone and matrix sessions; not irc") == true, "\(String(describing: error))")
+        #expect(error?.message.contains("session 2: gateway runs voximplant, webim, cxone, matrix and xmpp sessions; not irc") == true, "\(String(describing: error))")
     }
 
     /// A field may come from the environment (`{"env": "NAME"}`), and errors name the file's line,

@@ -9,7 +9,7 @@ import Testing
 /// sessions' `"backend"`.
 struct RegistryTests {
     @Test func eachEntryIsNamedAsItsCommandsAndReadsItsGatewaySessions() throws {
-        #expect(registry.map(\.name) == ["voximplant", "webim", "cxone", "matrix"])
+        #expect(registry.map(\.name) == ["voximplant", "webim", "cxone", "matrix", "xmpp"])
         for entry in registry {
             #expect(entry.connect.configuration.commandName == entry.name)
             if let emulate = entry.emulate { #expect(emulate.configuration.commandName == entry.name) }
@@ -28,8 +28,9 @@ struct RegistryTests {
             "webim": ["url": "http://127.0.0.1:2", "name": "visitor-1"],
             "cxone": ["url": "http://127.0.0.1:3/chat", "socket": "ws://127.0.0.1:3/ws", "brand": 1386, "channel": "ch", "customer": "k1"],
             "matrix": ["url": "http://127.0.0.1:4", "token": "syt_x", "name": "bot"],
+            "xmpp": ["url": "ws://127.0.0.1:5/xmpp-websocket", "user": "alice@localhost", "password": "p"],
         ]
         let accounts = try registry.map { entry in try entry.gatewaySession(try #require(sessions[entry.name])).account }
-        #expect(accounts == ["u1@app.acc", "visitor-1", "k1", "bot"])
+        #expect(accounts == ["u1@app.acc", "visitor-1", "k1", "bot", "alice@localhost"])
     }
 }
