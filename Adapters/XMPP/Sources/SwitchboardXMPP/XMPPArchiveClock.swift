@@ -40,28 +40,36 @@ public import Switchboard
     }
 }
 
-/// Where catch-up starts: the newest archive id delivered and the clock's last time, kept as the
-/// session's one cursor token.
+/// Where catch-up starts, kept as the session's one cursor token: the newest archive id the
+/// archive showed the link, the clock's last time, and the archive ids delivered live after it
+/// (the next link's catch-up skips those: delivered again, they would come with other times).
 @_spi(WireReaders) public struct XMPPCursor: Sendable, Hashable {
     public var archiveID: String
     public var last: Date
+    public var delivered: [String]
+    /// More live ids than this are not kept: the follower moves the cursor after each live
+    /// message, so only those of a link that ended meanwhile wait here.
+    public static let maxDelivered = 100
 
-    public init(archiveID: String, last: Date) {
+    public init(archiveID: String, last: Date, delivered: [String] = []) {
         self.archiveID = archiveID
         self.last = last
+        self.delivered = Array(delivered.suffix(Self.maxDelivered))
     }
 
-    /// `<archive id> <microseconds since 1970>`; archive ids never hold a space.
+    /// `<archive id> <microseconds since 1970> [<delivered id>…]`; archive ids never hold a
+    /// space.
     public var token: SyncCursor {
-        .token("\(archiveID) \(Int64((last.timeIntervalSince1970 * 1_000_000).rounded()))")
+        .token(([archiveID, String(Int64((last.timeIntervalSince1970 * 1_000_000).rounded()))] + delivered).joined(separator: " "))
     }
 
     public init?(_ cursor: SyncCursor?) {
         guard case .token(let token)? = cursor else { return nil }
         let parts = token.split(separator: " ")
-        guard parts.count == 2, !parts[0].isEmpty, let micros = Int64(parts[1]) else { return nil }
+        guard parts.count >= 2, !parts[0].isEmpty, let micros = Int64(parts[1]) else { return nil }
         self.archiveID = String(parts[0])
         self.last = Date(timeIntervalSince1970: TimeInterval(micros) / 1_000_000)
+        self.delivered = parts.dropFirst(2).map(String.init)
     }
 }
 
@@ -81,7 +89,7 @@ struct XMPPPageToken: Hashable {
     }
 
     init?(_ token: String) {
-        guard let cursor = XMPPCursor(.token(token)) else { return nil }
+        guard let cursor = XMPPCursor(.token(token)), cursor.delivered.isEmpty else { return nil }
         self.init(archiveID: cursor.archiveID, time: cursor.last)
     }
 }

@@ -66,7 +66,21 @@ final class XMPPLink: BackendConnection {
         /// The messages this link delivered, confirmed or paged, by archive id, and the archive
         /// id of each by its id attribute: what a marker, a correction or a retraction names.
         var recent: [String: Message] = [:]
-        var archiveIDByStanzaID: [String: String] = [:]
+        var archiveIDByStanzaID: [StanzaKey: String] = [:]
+        /// Ids of what this link sent besides messages (markers, corrections, retractions): the
+        /// archive's copy of one is not news.
+        var sentIDs: Set<String> = []
+        /// Client ids of sends whose answer is on its way: the follower leaves their archived
+        /// copy to the send.
+        var sending: Set<String> = []
+        /// Corrections and retractions a history page met, per conversation, by the id of the
+        /// message they change: older pages show that message changed, or not at all.
+        var historyChanges: [ConversationID: [String: (change: XMPPMapping.Change, author: String)]] = [:]
+
+        struct StanzaKey: Hashable {
+            var conversation: ConversationID
+            var id: String
+        }
 
         mutating func keep(_ message: Message) {
             guard let archiveID = message.serverID?.rawValue else { return }
@@ -76,11 +90,18 @@ final class XMPPLink: BackendConnection {
                 archiveIDByStanzaID.removeAll(keepingCapacity: true)
             }
             recent[archiveID] = message
-            if let stanzaID = XMPPMapping.stanzaID(of: message) { archiveIDByStanzaID[stanzaID] = archiveID }
+            if let stanzaID = XMPPMapping.stanzaID(of: message) {
+                archiveIDByStanzaID[StanzaKey(conversation: message.conversationID, id: stanzaID)] = archiveID
+            }
         }
 
-        func original(named stanzaID: String) -> Message? {
-            archiveIDByStanzaID[stanzaID].flatMap { recent[$0] }
+        func original(named stanzaID: String, in conversation: ConversationID) -> Message? {
+            archiveIDByStanzaID[StanzaKey(conversation: conversation, id: stanzaID)].flatMap { recent[$0] }
+        }
+
+        mutating func sent(_ id: String) {
+            if sentIDs.count >= 1_000 { sentIDs.removeAll(keepingCapacity: true) }
+            sentIDs.insert(id)
         }
     }
 
@@ -99,7 +120,10 @@ final class XMPPLink: BackendConnection {
         self.configuration = configuration
         self.context = context
         self.me = configuration.bareJID
-        self.state = Locked(State(clock: XMPPArchiveClock(last: XMPPCursor(context.cursor)?.last)))
+        let cursor = XMPPCursor(context.cursor)
+        var initial = State(clock: XMPPArchiveClock(last: cursor?.last))
+        initial.delivered = Set(cursor?.delivered ?? [])
+        self.state = Locked(initial)
     }
 
     func run<Result: Sendable>(_ body: @Sendable (any BackendConnection) async throws -> Result) async throws -> Result {
@@ -267,7 +291,7 @@ final class XMPPLink: BackendConnection {
     }
 
     /// One message stanza, live or from the archive, in order: a message, or a change to one.
-    private func receive(_ stanza: XMPPElement, archiveID: String?, stamp: Date, _ state: inout State) {
+    private func receive(_ stanza: XMPPElement, archiveID: String?, stamp: Date, position: ChatEvent.MessagePosition = .newest, _ state: inout State) {
         if let change = XMPPMapping.change(stanza) {
             apply(change, of: stanza, stamp: stamp, &state)
             return
@@ -279,22 +303,37 @@ final class XMPPLink: BackendConnection {
         guard let message = XMPPMapping.message(stanza, archiveID: serverID, me: me, time: time) else { return }
         state.keep(message)
         announce(message.conversationID, &state)
-        output.yield(.event(BackendEvent(.messageAdded(message, position: .newest), conversation: message.conversationID, time: time)))
+        output.yield(.event(BackendEvent(.messageAdded(message, position: position), conversation: message.conversationID, cursor: cursor(state), time: time)))
+    }
+
+    /// The cursor as it stands: where the archive was read to, the clock, and what came live
+    /// since; `nil` before the archive showed the link anything.
+    private func cursor(_ state: State) -> SyncCursor? {
+        guard let archiveID = state.cursorID else { return nil }
+        return XMPPCursor(archiveID: archiveID, last: state.clock.last ?? context.clock.date, delivered: state.delivered.sorted()).token
     }
 
     /// Archived stanzas after the cursor, in the archive's order, each once; then the cursor
     /// after them. Chat states of then are no news now.
-    private func receiveArchived(_ items: [XMPPMapping.ArchiveItem], _ state: inout State) {
+    private func receiveArchived(_ items: [XMPPMapping.ArchiveItem], olderThan floor: Date? = nil, _ state: inout State) {
         for item in items {
-            guard state.delivered.remove(item.archiveID) == nil else { continue }
+            guard state.delivered.remove(item.archiveID) == nil, state.recent[item.archiveID] == nil else { continue }
             // While the login holds live stanzas, a held copy of this one is not handled again.
             if state.held != nil { state.caughtUp.insert(item.archiveID) }
             if case .typing? = XMPPMapping.change(item.message) { continue }
-            receive(item.message, archiveID: item.archiveID, stamp: min(item.stamp ?? context.clock.date, context.clock.date), &state)
+            if XMPPMapping.bare(item.message["from"] ?? me) == me, let id = item.message["id"] {
+                // What this link sent: a send whose answer is on its way delivers it, and the
+                // link's own markers, corrections and retractions are not news.
+                if state.sending.contains(id) || state.sentIDs.contains(id) { continue }
+            }
+            let stamp = min(item.stamp ?? context.clock.date, context.clock.date)
+            // Catching up from a time: what is stamped before it only fills in.
+            let position: ChatEvent.MessagePosition = floor.map { stamp < $0 } == true ? .history : .newest
+            receive(item.message, archiveID: item.archiveID, stamp: stamp, position: position, &state)
         }
         guard let last = items.last?.archiveID else { return }
         state.cursorID = last
-        output.yield(.cursor(XMPPCursor(archiveID: last, last: state.clock.last ?? context.clock.date).token))
+        if let cursor = cursor(state) { output.yield(.cursor(cursor)) }
     }
 
     /// Reads the archive after the cursor whenever a live message rang.
@@ -311,11 +350,33 @@ final class XMPPLink: BackendConnection {
 
     /// The archive after the cursor (from the newest page when there is none), or since a time,
     /// page by page.
+    ///
+    /// An archive id the server no longer has (expired, or another server's) is reported, and the
+    /// catch-up goes from a little before the cursor's time instead; what is stamped before that
+    /// time only fills in (the engine drops what it has).
     private func catchUp(since start: Date? = nil) async throws {
-        var page = start != nil ? .oldest : state.withLock { $0.cursorID }.map { XMPPStanzas.Page.after($0) } ?? .newest
+        var start = start
+        let cursor = state.withLock { ($0.cursorID, $0.clock.last) }
+        // Without a cursor, the newest page: what is stamped before the clock's last time only
+        // fills in.
+        var floor = start ?? (cursor.0 == nil ? cursor.1 : nil)
+        var page = start != nil ? .oldest : cursor.0.map { XMPPStanzas.Page.after($0) } ?? .newest
         while true {
-            let result = try await archivePage(with: nil, start: start, page: page, max: 100)
-            state.withLock { receiveArchived(result.items, &$0) }
+            let result: (items: [XMPPMapping.ArchiveItem], complete: Bool)
+            do {
+                result = try await archivePage(with: nil, start: start, page: page, max: 100)
+            } catch let error as SwitchboardError where error.vendorCode == "item-not-found" && start == nil {
+                let last = state.withLock { state in
+                    state.cursorID = nil
+                    return state.clock.last ?? XMPPCursor(context.cursor)?.last ?? context.clock.date
+                }
+                output.yield(.problem(SwitchboardError(.protocolViolation, "the stored archive id was refused; catching up from its time", underlying: error)))
+                start = last.addingTimeInterval(-300)
+                floor = last
+                page = .oldest
+                continue
+            }
+            state.withLock { receiveArchived(result.items, olderThan: floor, &$0) }
             guard !result.complete, let last = result.items.last?.archiveID else { return }
             page = .after(last)
         }
@@ -342,10 +403,10 @@ final class XMPPLink: BackendConnection {
         case .displayed(let stanzaID):
             // Read up to that message; one this link has not seen is read up to when the marker
             // was sent.
-            let marker = state.archiveIDByStanzaID[stanzaID].map { ChatEvent.ReadMarker.message(MessageID($0)) } ?? .time(stamp)
+            let marker = state.archiveIDByStanzaID[State.StanzaKey(conversation: conversation, id: stanzaID)].map { ChatEvent.ReadMarker.message(MessageID($0)) } ?? .time(stamp)
             yield(.readMarker(author, marker))
         case .replace(let stanzaID, let text):
-            guard var original = state.original(named: stanzaID), original.sender == author else {
+            guard var original = state.original(named: stanzaID, in: conversation), original.sender == author else {
                 output.yield(.problem(SwitchboardError(.messageNotFound, "a correction of a message this link has not seen", vendorCode: "replace")))
                 return
             }
@@ -354,7 +415,7 @@ final class XMPPLink: BackendConnection {
             state.keep(original)
             yield(.messageUpdated(original))
         case .retract(let stanzaID):
-            guard let original = state.original(named: stanzaID), original.sender == author, let id = original.serverID else {
+            guard let original = state.original(named: stanzaID, in: conversation), original.sender == author, let id = original.serverID else {
                 output.yield(.problem(SwitchboardError(.messageNotFound, "a retraction of a message this link has not seen", vendorCode: "retract")))
                 return
             }
@@ -419,14 +480,7 @@ final class XMPPLink: BackendConnection {
                 state.known = Set(order)
                 state.cursorID = cursor.archiveID
             }
-            do {
-                try await catchUp()
-            } catch let error as SwitchboardError where error.vendorCode == "item-not-found" {
-                // An archive id the server no longer has (expired, or another server's): catch up
-                // from a little before its time instead; the engine drops what it has.
-                output.yield(.problem(SwitchboardError(.protocolViolation, "the stored archive id was refused; catching up from its time", underlying: error)))
-                try await catchUp(since: cursor.last.addingTimeInterval(-300))
-            }
+            try await catchUp()
         } else {
             // The first link of this store: the archive's newest page as the windows of its
             // conversations.
@@ -443,6 +497,8 @@ final class XMPPLink: BackendConnection {
                     let time = state.clock.next(stamp: min(item.stamp ?? context.clock.date, context.clock.date))
                     guard let message = XMPPMapping.message(item.message, archiveID: item.archiveID, me: me, time: time) else { continue }
                     state.keep(message)
+                    // A held copy of it (a carbon) is not handled again.
+                    state.caughtUp.insert(item.archiveID)
                     if conversations[message.conversationID] == nil {
                         conversations[message.conversationID] = XMPPMapping.conversation(peer: message.conversationID.rawValue, name: nil, me: me)
                         order.append(message.conversationID)
@@ -454,10 +510,13 @@ final class XMPPLink: BackendConnection {
                 // all of them).
                 output.yield(.snapshot(BackendSnapshot(conversations: snapshots, isComplete: false)))
                 state.known = Set(order)
-                for item in changes { receive(item.message, archiveID: item.archiveID, stamp: item.stamp ?? context.clock.date, &state) }
+                for item in changes {
+                    state.caughtUp.insert(item.archiveID)
+                    receive(item.message, archiveID: item.archiveID, stamp: min(item.stamp ?? context.clock.date, context.clock.date), &state)
+                }
                 if let last = window.last?.archiveID {
                     state.cursorID = last
-                    output.yield(.cursor(XMPPCursor(archiveID: last, last: state.clock.last ?? context.clock.date).token))
+                    if let cursor = cursor(state) { output.yield(.cursor(cursor)) }
                 }
             }
         }
@@ -485,6 +544,12 @@ final class XMPPLink: BackendConnection {
         let clientID = outgoing.clientID.rawValue
         // XMPP servers do not recognize a repeated message id: a resend after a lost answer looks
         // in the conversation's newest archived messages first.
+        state.withLock { _ = $0.sending.insert(clientID) }
+        defer {
+            state.withLock { _ = $0.sending.remove(clientID) }
+            // The cursor goes on past it.
+            follow.yield()
+        }
         let recent = try await archivePage(with: peer, page: .newest, max: 50).items
         if let item = recent.last(where: { isMine($0, clientID) }) {
             if let bounce = state.withLock({ $0.bounced.removeValue(forKey: clientID) }) { throw bounce }
@@ -509,10 +574,12 @@ final class XMPPLink: BackendConnection {
         guard let sent else {
             // Accepted but not archived (the user's archiving preferences leave this chat out):
             // its own id is all there is.
-            return Message(
+            let message = Message(
                 serverID: MessageID("message:\(clientID)"), clientID: outgoing.clientID, conversationID: outgoing.conversationID,
                 sender: ParticipantID(me), senderRole: .user, text: outgoing.content.text, payload: ["xmpp": ["id": .string(clientID)]], time: time
             )
+            state.withLock { $0.keep(message) }
+            return message
         }
         return confirm(sent, time: time)
     }
@@ -526,10 +593,10 @@ final class XMPPLink: BackendConnection {
     /// placed it; the archive's copy, when the follower reads it, is not news.
     private func confirm(_ item: XMPPMapping.ArchiveItem, time: Date?) -> Message? {
         state.withLock { state in
-            let time = time ?? state.recent[item.archiveID]?.time ?? state.clock.next(stamp: min(item.stamp ?? context.clock.date, context.clock.date))
+            let time = state.recent[item.archiveID]?.time ?? time ?? state.clock.next(stamp: min(item.stamp ?? context.clock.date, context.clock.date))
             guard let message = XMPPMapping.message(item.message, archiveID: item.archiveID, me: me, time: time) else { return nil }
+            // Kept: the follower's copy of it is not news.
             state.keep(message)
-            state.delivered.insert(item.archiveID)
             return message
         }
     }
@@ -545,12 +612,16 @@ final class XMPPLink: BackendConnection {
         let target: Message
         switch marker {
         case .message(let id):
-            target = try await original(id, in: conversation)
-        case .time(let time):
-            let newest = state.withLock { state in
-                state.recent.values.filter { $0.conversationID == conversation && $0.sender != ParticipantID(me) && $0.time <= time }.max { $0.time < $1.time }
+            let named = try await original(id, in: conversation)
+            guard named.sender == ParticipantID(me) else {
+                target = named
+                break
             }
-            guard let newest else { return }
+            // The peer's client knows its own messages' ids: the newest of those up to it.
+            guard let newest = newestFromPeer(in: conversation, atOrBefore: named.time) else { return }
+            target = newest
+        case .time(let time):
+            guard let newest = newestFromPeer(in: conversation, atOrBefore: time) else { return }
             target = newest
         case .sequence:
             throw SwitchboardError(.invalidArgument, "XMPP read markers name a message, not a sequence")
@@ -559,6 +630,12 @@ final class XMPPLink: BackendConnection {
             throw SwitchboardError(.messageNotFound, "the message has no id a marker can name")
         }
         try await sendAndSync("markRead") { XMPPStanzas.displayed(stanzaID, to: conversation.rawValue, id: $0) }
+    }
+
+    private func newestFromPeer(in conversation: ConversationID, atOrBefore time: Date) -> Message? {
+        state.withLock { state in
+            state.recent.values.filter { $0.conversationID == conversation && $0.sender != ParticipantID(me) && $0.time <= time }.max { $0.time < $1.time }
+        }
     }
 
     /// A correction of the user's own message; the server has no echo of it for the sender, so
@@ -591,7 +668,7 @@ final class XMPPLink: BackendConnection {
     private func original(_ id: MessageID, in conversation: ConversationID) async throws -> Message {
         if let known = state.withLock({ $0.recent[id.rawValue] }) { return known }
         let page = try await archivePage(with: nil, ids: [id.rawValue], page: .newest, max: 1)
-        guard let item = page.items.first,
+        guard let item = page.items.first, item.archiveID == id.rawValue,
             let message = XMPPMapping.message(item.message, archiveID: item.archiveID, me: me, time: item.stamp ?? context.clock.date),
             message.conversationID == conversation
         else {
@@ -606,6 +683,8 @@ final class XMPPLink: BackendConnection {
     private func sendAndSync(_ name: String, _ stanza: (_ id: String) -> String) async throws {
         let id = nextID(name)
         try output.checkOpen()
+        state.withLock { $0.sent(id) }
+        defer { follow.yield() }
         try await socket.send(stanza(id))
         let pingID = nextID("sync")
         _ = try await request(pingID, XMPPStanzas.ping(id: pingID, to: configuration.domain), name: name)
@@ -628,10 +707,10 @@ final class XMPPLink: BackendConnection {
             if let archiveID = state.withLock({ $0.archiveIDs[State.TimeKey(conversation: query.conversationID, time: time)] }) {
                 page = .before(archiveID)
             } else {
-                // A message an earlier link stored: `end` is inclusive and whole seconds (and a
-                // live message's time is its arrival), so it goes a second past: the page may
-                // repeat messages of that second, which the engine already has.
-                end = time.addingTimeInterval(1)
+                // A message an earlier link stored: `end` is inclusive and whole seconds, and a
+                // live message's time is its arrival (the server's clock may be ahead), so it
+                // goes ten seconds past: the page may repeat messages, which the engine drops.
+                end = time.addingTimeInterval(10)
             }
         case .sequence:
             throw SwitchboardError(.invalidArgument, "XMPP history pages from an archive id or a time, not a sequence")
@@ -643,11 +722,41 @@ final class XMPPLink: BackendConnection {
             result = try await archivePage(with: query.conversationID.rawValue, end: end, page: page, max: query.limit)
         } catch let error as SwitchboardError where error.vendorCode == "item-not-found" && upper != nil {
             // An anchor the server no longer has: from its time instead.
-            result = try await archivePage(with: query.conversationID.rawValue, end: upper!.addingTimeInterval(1), page: .newest, max: query.limit)
+            result = try await archivePage(with: query.conversationID.rawValue, end: upper!.addingTimeInterval(10), page: .newest, max: query.limit)
         }
         let times = XMPPArchiveClock.below(upper, stamps: result.items.map { $0.stamp ?? upper ?? context.clock.date })
-        let messages = zip(result.items, times).compactMap { item, time in
-            XMPPMapping.message(item.message, archiveID: item.archiveID, me: me, time: time)
+        // Newest first, so a correction or retraction is met before the message it changes (on
+        // this page or an older one).
+        var messages: [Message] = []
+        state.withLock { state in
+            let conversation = query.conversationID
+            for (item, time) in zip(result.items, times).reversed() {
+                if let change = XMPPMapping.change(item.message) {
+                    switch change {
+                    case .replace(let id, _), .retract(let id):
+                        if state.historyChanges[conversation, default: [:]].count >= 5_000 { state.historyChanges[conversation] = [:] }
+                        if state.historyChanges[conversation]?[id] == nil {
+                            state.historyChanges[conversation, default: [:]][id] = (change, XMPPMapping.bare(item.message["from"] ?? me))
+                        }
+                    case .typing, .displayed:
+                        break
+                    }
+                    continue
+                }
+                guard var message = XMPPMapping.message(item.message, archiveID: item.archiveID, me: me, time: time) else { continue }
+                // Only the author's own changes count.
+                if let id = XMPPMapping.stanzaID(of: message), let (change, author) = state.historyChanges[conversation]?[id], message.sender == ParticipantID(author) {
+                    switch change {
+                    case .retract: continue
+                    case .replace(_, let text):
+                        message.text = text
+                        message.isEdited = true
+                    case .typing, .displayed:
+                        break
+                    }
+                }
+                messages.insert(message, at: 0)
+            }
         }
         let next = result.items.first.map { XMPPPageToken(archiveID: $0.archiveID, time: times[0]).anchor }
         state.withLock { state in

@@ -183,5 +183,8 @@ struct XMPPCodecTests {
         #expect(restored?.archiveID == "abc")
         #expect(abs(restored!.last.timeIntervalSince(times[4])) < 0.000_001)
         #expect(XMPPCursor(.token("no-time")) == nil)
+        // The ids delivered live after it travel with it, the newest 100 at most.
+        let live = XMPPCursor(archiveID: "abc", last: times[4], delivered: (0..<150).map { "id\($0)" })
+        #expect(XMPPCursor(live.token)?.delivered == (50..<150).map { "id\($0)" })
     }
 }

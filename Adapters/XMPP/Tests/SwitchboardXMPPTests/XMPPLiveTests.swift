@@ -182,7 +182,13 @@ struct XMPPLiveTests {
                 let archive = try await truth(on: server)
                 let stored = try await chat.storedMessages(before: nil, limit: 20)
                 let announced = recorder.events.compactMap(\.addedMessage).map(\.text)
-                print("xmpp live: another device's message — \(stored.count) stored of \(archive.count) archived, announced after a restart \(announced) (1 new)")
+                // A message delivered again with another time would come as an update.
+                let updated = recorder.events.compactMap(\.updatedMessage).map(\.text)
+                print(
+                    "xmpp live: another device's message — \(stored.count) stored of \(archive.count) archived, announced after a restart \(announced) (1 new), "
+                        + "updated \(updated.count)"
+                )
+                #expect(updated.isEmpty)
                 #expect(stored.compactMap(\.serverID).map(\.rawValue) == archive.map(\.archiveID))
                 #expect(stored.map(\.text) == ["hello", "from my desk", "answer to the desk", "after the restart"])
                 #expect(announced == ["after the restart"])
@@ -215,6 +221,13 @@ struct XMPPLiveTests {
             print("xmpp live: a refused cursor — \(problems) problem reported, \(added.count) messages caught up from its time")
             #expect(problems == 1)
             #expect(added == ["one", "two", "three"])
+            // Refused with nothing archived after its time: the link still comes up (the body
+            // runs once the login is done).
+            let ahead = XMPPCursor(archiveID: "no-such-archive-id", last: Date().addingTimeInterval(3600)).token
+            let cameUp = try await backend(server).withConnection(
+                ConnectionContext(session: "direct", cursor: ahead, clock: .continuous, logger: .quiet)
+            ) { _ in true }
+            #expect(cameUp)
         }
     }
 
@@ -240,9 +253,21 @@ struct XMPPLiveTests {
                 try await recorder.first("the correction") { $0.updatedMessage.map { $0.text == "hello" && $0.isEdited } ?? false }
                 try await recorder.first("the retraction") { if case .messageRemoved = $0.kind { return true } else { return false } }
                 let chat = try await session.conversation(ConversationID(Self.agent))
+                // The user's own edit and retraction, read back from the archive by the link,
+                // are not news and report nothing.
+                let mine = try await chat.send(text: "mine")
+                let sent = try await recorder.first("mine confirmed") { $0.updatedMessage.map { $0.clientID == mine.clientID && $0.serverID != nil } ?? false }
+                let id = try #require(sent.updatedMessage?.serverID)
+                try await chat.edit(id, text: "mine, edited")
+                try await chat.delete(id)
+                let mark = recorder.events.count
+                try await agentSends(["sentinel"], on: server)
+                try await recorder.first("the sentinel") { $0.addedMessage?.text == "sentinel" }
+                let problems = recorder.events.dropFirst(mark).filter { if case .error = $0.kind { return true } else { return false } }
                 let stored = try await chat.storedMessages(before: nil, limit: 20).map(\.text)
-                print("xmpp live: a correction and a retraction — stored \(stored)")
-                #expect(stored == ["hello"])
+                print("xmpp live: corrections and retractions both ways — stored \(stored), problems after the user's own \(problems.count)")
+                #expect(stored == ["hello", "sentinel"])
+                #expect(problems.isEmpty)
             }
         }
     }
