@@ -841,7 +841,16 @@ public enum ConformanceSuite {
         file: String = #fileID,
         line: Int = #line
     ) async throws -> Int {
-        let applied = try await probe.emulator.appliedFaults.since(before)
+        var applied = try await probe.emulator.appliedFaults.since(before)
+        if applied[kind] == 0 {
+            // A fault armed for the next request takes effect when that request comes: over a
+            // long-poll, the one in flight may have brought the messages first. Wait for it (the
+            // session's reconnect after it is an event), at most the recorder's patience.
+            try? await probe.recorder.waitUntil("\(what) takes effect", check: {
+                try await probe.emulator.appliedFaults.since(before)[kind] > 0
+            })
+            applied = try await probe.emulator.appliedFaults.since(before)
+        }
         try require(
             applied[kind] > 0,
             "\(what) took effect: the emulator counted no \(kind.rawValue) on live traffic (it counted \(applied))",

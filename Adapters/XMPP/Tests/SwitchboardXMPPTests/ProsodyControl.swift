@@ -11,11 +11,12 @@ import SwitchboardXMPP
 /// customer's under the resources `control` and `truth`, which send no presence, so the server
 /// routes nothing to them and they flush nothing kept offline.
 ///
-/// Faults: a disconnect only, the server closing the customer's sessions from its admin shell.
-/// The others need a socket between the adapter and the server (to come).
+/// Faults: a disconnect is the server closing the customer's sessions from its admin shell; the
+/// others come from the relay the customer's socket goes through (``FaultySocket``).
 struct ProsodyControl: EmulatorControl {
     let server: ProsodyServer
     private let state = ControlState()
+    let faults = FaultySocket()
 
     init(server: ProsodyServer) {
         self.server = server
@@ -26,7 +27,7 @@ struct ProsodyControl: EmulatorControl {
     /// The accounts that play agents: every registered one but the customer's.
     var agents: [String] { server.accounts.filter { $0 != "customer" } }
 
-    var supportedFaults: Set<EmulatorFault.Kind> { [.disconnect] }
+    var supportedFaults: Set<EmulatorFault.Kind> { [.disconnect, .failRequest, .rejectLogin, .malformedFrame, .rawFrame, .fatal, .duplicateEvents] }
 
     var customerSecrets: [String] { [server.password(of: "customer")] }
 
@@ -34,7 +35,8 @@ struct ProsodyControl: EmulatorControl {
         try XMPPBackend(
             configuration: XMPPConfiguration(
                 jid: customer, password: server.password(of: "customer"), url: server.url, requestTimeout: .seconds(10), allowsPlainText: true
-            )
+            ),
+            webSockets: faults.transport
         )
     }
 
@@ -95,14 +97,28 @@ struct ProsodyControl: EmulatorControl {
         case .disconnect:
             let cut = try await server.cutClientSessions(of: customer)
             state.countCuts(cut)
-        default:
-            throw SwitchboardError(.unsupported, "the Prosody control cannot inject \(fault.kind.rawValue) yet")
+        case .failNextRequest(let error, let name):
+            faults.failNext(name, with: error)
+        case .rejectNextLogin(let error):
+            faults.rejectNextLogin(error)
+        case .malformedFrame:
+            faults.inject("<message xmlns='jabber:client' type='chat'><body>cut off", as: .malformedFrame)
+        case .rawFrame(let text):
+            faults.inject(text, as: .rawFrame)
+        case .duplicateNext(let count):
+            faults.duplicateNext(count)
+        case .fatal:
+            faults.disable()
+        case .dropNext, .reorderNext, .delayNext, .releaseDelayed:
+            throw SwitchboardError(.unsupported, "XMPP has no sequences to \(fault.kind.rawValue)")
         }
     }
 
-    /// Disconnects: the customer's sessions the server closed.
+    /// Disconnects: the customer's sessions the server closed; the rest: what the relay counted.
     var appliedFaults: AppliedFaults {
-        AppliedFaults([.disconnect: state.cuts])
+        var counts = faults.applied
+        counts[.disconnect] = state.cuts
+        return AppliedFaults(counts)
     }
 
     /// The chat as the customer's archive has it, oldest first: messages with a body, neither
@@ -140,8 +156,42 @@ struct ProsodyControl: EmulatorControl {
         }
     }
 
-    /// The rawFrame fault is not offered yet: no table.
-    func vendorBadInput(in conversation: ConversationID) async throws -> [VendorBadInput] { [] }
+    /// Stanzas in XMPP's own shapes, broken or forged, as the relay hands them to the customer.
+    func vendorBadInput(in conversation: ConversationID) async throws -> [VendorBadInput] {
+        let agent = "\(conversation.rawValue)/desk"
+        let customer = self.customer
+        return [
+            VendorBadInput("an element XMPP does not have", "<html xmlns='http://www.w3.org/1999/xhtml'><body>502 Bad Gateway</body></html>", .reported),
+            VendorBadInput("an entity XMPP does not allow", "<message xmlns='jabber:client' type='chat' from='\(agent)'><body>&nbsp;</body></message>", .reported),
+            VendorBadInput("a DOCTYPE with an entity", "<!DOCTYPE message [<!ENTITY a 'aaaa'>]><message xmlns='jabber:client'><body>&a;</body></message>", .reported),
+            VendorBadInput("an undeclared prefix", "<stream:features><bind xmlns='urn:ietf:params:xml:ns:xmpp-bind'/></stream:features>", .reported),
+            VendorBadInput("nesting 10,000 deep", String(repeating: "<x xmlns='y'>", count: 10_000) + String(repeating: "</x>", count: 10_000), .reported),
+            VendorBadInput(
+                "an archive result nobody asked for",
+                "<message xmlns='jabber:client' to='\(customer)'><result xmlns='urn:xmpp:mam:2' queryid='nobody' id='forged-1'><forwarded xmlns='urn:xmpp:forward:0'>"
+                    + "<message xmlns='jabber:client' type='chat' from='\(agent)' to='\(customer)'><body>forged</body></message></forwarded></result></message>",
+                .reported
+            ),
+            VendorBadInput(
+                "a correction of a message nobody sent",
+                "<message xmlns='jabber:client' type='chat' from='\(agent)' to='\(customer)'><body>x</body><replace xmlns='urn:xmpp:message-correct:0' id='unknown'/></message>",
+                .reported
+            ),
+            VendorBadInput("an iq answer from someone else", "<iq xmlns='jabber:client' type='result' id='mam-1' from='\(agent)'/>", .reported),
+            VendorBadInput("a message without a body", "<message xmlns='jabber:client' type='chat' from='\(agent)' to='\(customer)'/>", .tolerated),
+            VendorBadInput(
+                "a roster push from someone else",
+                "<iq xmlns='jabber:client' type='set' id='push-1' from='\(agent)'><query xmlns='jabber:iq:roster'><item jid='intruder@localhost'/></query></iq>",
+                .tolerated
+            ),
+            VendorBadInput(
+                "a carbon from someone else",
+                "<message xmlns='jabber:client' from='\(agent)' to='\(customer)'><sent xmlns='urn:xmpp:carbons:2'><forwarded xmlns='urn:xmpp:forward:0'>"
+                    + "<message xmlns='jabber:client' type='chat' from='\(customer)/phone' to='\(conversation.rawValue)'><body>spoofed</body></message></forwarded></sent></message>",
+                .tolerated
+            ),
+        ]
+    }
 
     /// Typing from the chat states (composing is typing; paused, active, inactive and gone are
     /// not), read markers from the displayed markers, of the customer's messages in `stanzas`.
