@@ -36,6 +36,14 @@ final class XMPPLink: BackendConnection {
         /// cursor (live ones, own sends): each is handled once, and forgotten when the archive
         /// shows it.
         var delivered: Set<String> = []
+        /// `delivered` in the order it was delivered: the cursor carries the newest.
+        var deliveredOrder: [String] = []
+        /// Archive ids this link delivered or confirmed: the archive's copy of one is not news.
+        /// (Not those history paged: one of those may be news the follower has yet to bring.)
+        var handled: Set<String> = []
+        /// Where the catch-up goes from while the archive refuses the stored id and has shown
+        /// nothing newer.
+        var since: Date?
         /// What the login's catch-up handled, while it holds live stanzas.
         var caughtUp: Set<String> = []
         /// Messages the server bounced (`type='error'`), by id, until their send looks.
@@ -95,6 +103,24 @@ final class XMPPLink: BackendConnection {
             }
         }
 
+        mutating func deliver(_ archiveID: String) -> Bool {
+            guard delivered.insert(archiveID).inserted else { return false }
+            deliveredOrder.append(archiveID)
+            return true
+        }
+
+        /// The archive showed `archiveID`: whether the link had delivered it already.
+        mutating func passed(_ archiveID: String) -> Bool {
+            guard delivered.remove(archiveID) != nil else { return false }
+            deliveredOrder.removeAll { $0 == archiveID }
+            return true
+        }
+
+        mutating func handle(_ archiveID: String) {
+            if handled.count >= 20_000 { handled.removeAll(keepingCapacity: true) }
+            handled.insert(archiveID)
+        }
+
         func original(named stanzaID: String, in conversation: ConversationID) -> Message? {
             archiveIDByStanzaID[StanzaKey(conversation: conversation, id: stanzaID)].flatMap { recent[$0] }
         }
@@ -123,6 +149,7 @@ final class XMPPLink: BackendConnection {
         let cursor = XMPPCursor(context.cursor)
         var initial = State(clock: XMPPArchiveClock(last: cursor?.last))
         initial.delivered = Set(cursor?.delivered ?? [])
+        initial.deliveredOrder = cursor?.delivered ?? []
         self.state = Locked(initial)
     }
 
@@ -282,7 +309,7 @@ final class XMPPLink: BackendConnection {
         }
         let archiveID = XMPPMapping.stanzaID(of: stanza, archive: me)
         if let archiveID {
-            guard !state.caughtUp.contains(archiveID), state.delivered.insert(archiveID).inserted else { return }
+            guard !state.caughtUp.contains(archiveID), state.deliver(archiveID) else { return }
             follow.yield()
         }
         // A `<delay>` is the sender's word: never later than now.
@@ -302,6 +329,7 @@ final class XMPPLink: BackendConnection {
         let time = state.clock.next(stamp: stamp)
         guard let message = XMPPMapping.message(stanza, archiveID: serverID, me: me, time: time) else { return }
         state.keep(message)
+        state.handle(serverID)
         announce(message.conversationID, &state)
         output.yield(.event(BackendEvent(.messageAdded(message, position: position), conversation: message.conversationID, cursor: cursor(state), time: time)))
     }
@@ -310,14 +338,14 @@ final class XMPPLink: BackendConnection {
     /// since; `nil` before the archive showed the link anything.
     private func cursor(_ state: State) -> SyncCursor? {
         guard let archiveID = state.cursorID else { return nil }
-        return XMPPCursor(archiveID: archiveID, last: state.clock.last ?? context.clock.date, delivered: state.delivered.sorted()).token
+        return XMPPCursor(archiveID: archiveID, last: state.clock.last ?? context.clock.date, delivered: state.deliveredOrder).token
     }
 
     /// Archived stanzas after the cursor, in the archive's order, each once; then the cursor
     /// after them. Chat states of then are no news now.
     private func receiveArchived(_ items: [XMPPMapping.ArchiveItem], olderThan floor: Date? = nil, _ state: inout State) {
         for item in items {
-            guard state.delivered.remove(item.archiveID) == nil, state.recent[item.archiveID] == nil else { continue }
+            guard !state.passed(item.archiveID), !state.handled.contains(item.archiveID) else { continue }
             // While the login holds live stanzas, a held copy of this one is not handled again.
             if state.held != nil { state.caughtUp.insert(item.archiveID) }
             if case .typing? = XMPPMapping.change(item.message) { continue }
@@ -333,7 +361,15 @@ final class XMPPLink: BackendConnection {
         }
         guard let last = items.last?.archiveID else { return }
         state.cursorID = last
+        state.since = nil
         if let cursor = cursor(state) { output.yield(.cursor(cursor)) }
+    }
+
+    /// What a catch-up from `since` (five minutes before the refused cursor's time) takes as
+    /// history: stamped a whole second before the cursor's time, so surely delivered before
+    /// (the archive's stamps are whole seconds; the clock's times may be later than a stamp).
+    static func floor(below since: Date) -> Date {
+        Date(timeIntervalSince1970: (since.addingTimeInterval(300).timeIntervalSince1970).rounded(.down) - 1)
     }
 
     /// Reads the archive after the cursor whenever a live message rang.
@@ -355,24 +391,24 @@ final class XMPPLink: BackendConnection {
     /// catch-up goes from a little before the cursor's time instead; what is stamped before that
     /// time only fills in (the engine drops what it has).
     private func catchUp(since start: Date? = nil) async throws {
-        var start = start
-        let cursor = state.withLock { ($0.cursorID, $0.clock.last) }
-        // Without a cursor, the newest page: what is stamped before the clock's last time only
-        // fills in.
-        var floor = start ?? (cursor.0 == nil ? cursor.1 : nil)
-        var page = start != nil ? .oldest : cursor.0.map { XMPPStanzas.Page.after($0) } ?? .newest
+        let (cursorID, refusedSince) = state.withLock { ($0.cursorID, $0.since) }
+        var start = start ?? (cursorID == nil ? refusedSince : nil)
+        var floor = start.map(Self.floor(below:))
+        var page = start != nil ? .oldest : cursorID.map { XMPPStanzas.Page.after($0) } ?? .newest
         while true {
             let result: (items: [XMPPMapping.ArchiveItem], complete: Bool)
             do {
                 result = try await archivePage(with: nil, start: start, page: page, max: 100)
             } catch let error as SwitchboardError where error.vendorCode == "item-not-found" && start == nil {
-                let last = state.withLock { state in
+                let since = state.withLock { state in
+                    let since = (state.clock.last ?? XMPPCursor(context.cursor)?.last ?? context.clock.date).addingTimeInterval(-300)
                     state.cursorID = nil
-                    return state.clock.last ?? XMPPCursor(context.cursor)?.last ?? context.clock.date
+                    state.since = since
+                    return since
                 }
                 output.yield(.problem(SwitchboardError(.protocolViolation, "the stored archive id was refused; catching up from its time", underlying: error)))
-                start = last.addingTimeInterval(-300)
-                floor = last
+                start = since
+                floor = Self.floor(below: since)
                 page = .oldest
                 continue
             }
@@ -497,6 +533,7 @@ final class XMPPLink: BackendConnection {
                     let time = state.clock.next(stamp: min(item.stamp ?? context.clock.date, context.clock.date))
                     guard let message = XMPPMapping.message(item.message, archiveID: item.archiveID, me: me, time: time) else { continue }
                     state.keep(message)
+                    state.handle(item.archiveID)
                     // A held copy of it (a carbon) is not handled again.
                     state.caughtUp.insert(item.archiveID)
                     if conversations[message.conversationID] == nil {
@@ -578,7 +615,10 @@ final class XMPPLink: BackendConnection {
                 serverID: MessageID("message:\(clientID)"), clientID: outgoing.clientID, conversationID: outgoing.conversationID,
                 sender: ParticipantID(me), senderRole: .user, text: outgoing.content.text, payload: ["xmpp": ["id": .string(clientID)]], time: time
             )
-            state.withLock { $0.keep(message) }
+            state.withLock { state in
+                state.keep(message)
+                state.handle(message.serverID!.rawValue)
+            }
             return message
         }
         return confirm(sent, time: time)
@@ -595,8 +635,9 @@ final class XMPPLink: BackendConnection {
         state.withLock { state in
             let time = state.recent[item.archiveID]?.time ?? time ?? state.clock.next(stamp: min(item.stamp ?? context.clock.date, context.clock.date))
             guard let message = XMPPMapping.message(item.message, archiveID: item.archiveID, me: me, time: time) else { return nil }
-            // Kept: the follower's copy of it is not news.
+            // The follower's copy of it is not news.
             state.keep(message)
+            state.handle(item.archiveID)
             return message
         }
     }
@@ -681,7 +722,8 @@ final class XMPPLink: BackendConnection {
     /// Sends a stanza, then a ping whose answer comes after the server handled it: a bounce of
     /// the stanza came first and fails the call.
     private func sendAndSync(_ name: String, _ stanza: (_ id: String) -> String) async throws {
-        let id = nextID(name)
+        // Unique across links and devices: the follower skips the archive's copy by it.
+        let id = "\(name)-\(UUID().uuidString)"
         try output.checkOpen()
         state.withLock { $0.sent(id) }
         defer { follow.yield() }

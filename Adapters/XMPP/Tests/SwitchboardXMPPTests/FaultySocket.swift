@@ -58,19 +58,23 @@ final class FaultySocket: Sendable {
     func disable() {
         let live = state.withLock { state in
             state.disabled = true
+            defer { state.live.removeAll() }
             return Array(state.live.values)
         }
         for link in live { link.finish(throwing: SwitchboardError(.connectionLost, "the test cut the link")) }
     }
 
     /// Hands `frame` to every live link as if the server had sent it; `false` when none is up.
+    /// Counted when a link took it (not one cut meanwhile).
     @discardableResult
     func inject(_ frame: String, as kind: EmulatorFault.Kind) -> Bool {
         let live = state.withLock { Array($0.live.values) }
-        guard !live.isEmpty else { return false }
-        for link in live { link.yield(frame) }
-        state.withLock { $0.applied[kind, default: 0] += 1 }
-        return true
+        var taken = false
+        for link in live {
+            if case .enqueued = link.yield(frame) { taken = true }
+        }
+        if taken { state.withLock { $0.applied[kind, default: 0] += 1 } }
+        return taken
     }
 
     private enum Verdict {
@@ -89,11 +93,13 @@ final class FaultySocket: Sendable {
             send: { text in
                 switch self.verdict(on: text) {
                 case .forward:
-                    toServer.yield(text)
+                    // Gone to a server that closed: as a real socket, the send fails.
+                    if case .terminated = toServer.yield(text) { throw SwitchboardError(.connectionLost, "the WebSocket is closed") }
                 case .answer(let reply):
                     toClient.yield(reply)
                 case .cut:
                     let cut = SwitchboardError(.connectionLost, "the test cut the link")
+                    self.state.withLock { _ = $0.live.removeValue(forKey: id) }
                     toClient.finish(throwing: cut)
                     toServer.finish()
                     throw cut
@@ -113,6 +119,11 @@ final class FaultySocket: Sendable {
                         for try await text in server.messages {
                             for frame in self.relayed(text) { toClient.yield(frame) }
                         }
+                        // The server closed: the client hears it now, not after the close
+                        // handshake.
+                        self.state.withLock { _ = $0.live.removeValue(forKey: id) }
+                        toServer.finish()
+                        toClient.finish()
                         group.cancelAll()
                     }
                 }
@@ -164,7 +175,9 @@ final class FaultySocket: Sendable {
         case "edit"?: return message && text.contains("<replace")
         case "delete"?: return message && text.contains("<retract")
         case "history"?: return text.hasPrefix("<iq") && text.contains("urn:xmpp:mam:2") && text.contains("var='with'")
-        case nil: return (message && text.contains("<body>")) || (text.hasPrefix("<iq") && !text.contains("urn:xmpp:ping"))
+        case nil:
+            let request = text.hasPrefix("<iq") && (text.contains("type='get'") || text.contains("type='set'")) && !text.contains("urn:xmpp:ping")
+            return (message && text.contains("<body>")) || request
         default: return false
         }
     }
