@@ -265,9 +265,20 @@ struct XMPPLiveTests {
                 try await recorder.first("the sentinel") { $0.addedMessage?.text == "sentinel" }
                 let problems = recorder.events.dropFirst(mark).filter { if case .error = $0.kind { return true } else { return false } }
                 let stored = try await chat.storedMessages(before: nil, limit: 20).map(\.text)
-                print("xmpp live: corrections and retractions both ways — stored \(stored), problems after the user's own \(problems.count)")
+                // What the agent's client gets: the server archived the user's correction and
+                // retraction naming the message by the id the agent knows it by.
+                let archive = try await truth(on: server)
+                let clientID = try #require(mine.clientID?.rawValue)
+                let corrections = archive.filter { $0.replaces == clientID && $0.from == Self.customer }
+                let retractions = archive.filter { $0.retracts == clientID && $0.from == Self.customer }
+                print(
+                    "xmpp live: corrections and retractions both ways — stored \(stored), problems after the user's own \(problems.count), "
+                        + "the user's correction archived \(corrections.count) (\(corrections.first?.body ?? "none")), retraction \(retractions.count)"
+                )
                 #expect(stored == ["hello", "sentinel"])
                 #expect(problems.isEmpty)
+                #expect(corrections.map(\.body) == ["mine, edited"])
+                #expect(retractions.count == 1)
             }
         }
     }
