@@ -258,6 +258,8 @@ let package = Package(
                 "Switchboard",
                 "SwitchboardTransport",
                 .product(name: "Logging", package: "swift-log"),
+                // SCRAM logins: SHA-1, SHA-256 and HMAC.
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Adapters/XMPP/Sources/SwitchboardXMPP"
         ),

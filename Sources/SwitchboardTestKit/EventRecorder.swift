@@ -102,3 +102,18 @@ public func withRecording<T: Sendable>(
         return try await body(recorder)
     }
 }
+
+/// Runs `session` with a recorder until `body` returns, as ``withRecording(_:_:)`` does: resumed
+/// and connected before `body` runs, closed after it returns.
+public func withConnectedRecording<T: Sendable>(
+    _ session: ChatSession,
+    _ body: (EventRecorder) async throws -> T
+) async throws -> T {
+    try await withRecording(session) { recorder in
+        try await session.resume()
+        try await recorder.waitUntil("connected") { $0.contains(where: \.isConnected) }
+        let result = try await body(recorder)
+        await session.close()
+        return result
+    }
+}

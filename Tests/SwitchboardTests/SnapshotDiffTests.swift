@@ -109,6 +109,29 @@ import Testing
         #expect(merged.serverID == "m1" && merged.sequence == 9 && merged.deliveryState == .sent)
     }
 
+    @Test func aCopyWithAnotherTimeMovesTheMessage() {
+        // An adapter that makes times (XMPP's archive clock, over whole-second stamps) gives each
+        // link's messages times in order among themselves: the newest copy's time is the one
+        // that fits its neighbours, so it replaces the stored one.
+        let stored = Message(serverID: "m1", conversationID: "c1", text: "hi", time: time)
+        let again = Message(serverID: "m1", conversationID: "c1", text: "hi", time: time.addingTimeInterval(-0.4))
+        guard case .update(_, let merged) = MessageReconciler.reconcile(again, byServerID: stored, byClientID: nil) else {
+            Issue.record("a copy with another time updates the stored message")
+            return
+        }
+        #expect(merged.time == again.time)
+    }
+
+    @Test func aLocalEchoTakesTheServersTime() {
+        let local = Message(clientID: "k1", conversationID: "c1", text: "hi", time: time, deliveryState: .pending)
+        let confirmed = Message(serverID: "m1", clientID: "k1", conversationID: "c1", text: "hi", time: time.addingTimeInterval(2))
+        guard case .update(_, let merged) = MessageReconciler.reconcile(confirmed, byServerID: nil, byClientID: local) else {
+            Issue.record("the server's copy confirms the local echo")
+            return
+        }
+        #expect(merged.time == confirmed.time)
+    }
+
     @Test func deliveryStateNeverGoesBack() {
         let read = Message(serverID: "m1", conversationID: "c1", text: "hi", time: time, deliveryState: .read)
         let stale = Message(serverID: "m1", conversationID: "c1", text: "hi", time: time, deliveryState: .sent)

@@ -1,5 +1,11 @@
 /// De-duplication of messages across every path they arrive by (snapshot, live, history,
 /// retransmit, the server's reply to a send): by server id first, then by client id.
+///
+/// The incoming copy's time replaces the stored one. Where an adapter makes times (XMPP's archive
+/// clock over whole-second stamps), each link's times are in order among themselves, and the
+/// newest copy's time is the one that fits the messages that come with it: keeping the stored
+/// time put a message after the ones caught up beside it (`XMPPLiveTests`' restart). Such an
+/// adapter avoids delivering a message twice rather than counting on the store to drop it.
 enum MessageReconciler {
     enum Result: Sendable, Hashable {
         /// A message the store has never seen.

@@ -26,17 +26,6 @@ struct MatrixLiveTests {
         ChatSession(backend: backend, store: store, configuration: .fastForTests, logger: .quiet)
     }
 
-    /// Runs `session` with a recorder until `body` returns; connected first.
-    func connected<T: Sendable>(_ session: ChatSession, _ body: (EventRecorder) async throws -> T) async throws -> T {
-        try await withRecording(session) { recorder in
-            try await session.resume()
-            try await recorder.waitUntil("connected") { $0.contains(where: \.isConnected) }
-            let result = try await body(recorder)
-            await session.close()
-            return result
-        }
-    }
-
     /// The agent's room with the customer invited; the customer's session joins it.
     func joinedRoom(_ session: ChatSession, _ recorder: EventRecorder, agent: MatrixTestUser, customer: MatrixTestUser) async throws -> ConversationID {
         let room = try await agent.createRoom(name: "Support", inviting: [customer.userID])
@@ -55,7 +44,7 @@ struct MatrixLiveTests {
     @Test func aConversationBothWays() async throws {
         try await Synapse.withUsers { server, agent, customer in
             let session = session(try backend(server, customer))
-            try await connected(session) { recorder in
+            try await withConnectedRecording(session) { recorder in
                 let room = try await joinedRoom(session, recorder, agent: agent, customer: customer)
                 let chat = try await session.conversation(room)
 
@@ -124,7 +113,7 @@ struct MatrixLiveTests {
     @Test func roomsAsConversationsWithTheirLifecycle() async throws {
         try await Synapse.withUsers { server, agent, customer in
             let session = session(try backend(server, customer))
-            try await connected(session) { recorder in
+            try await withConnectedRecording(session) { recorder in
                 // Start: a private room with a title, the agent invited.
                 let chat = try await session.startConversation(
                     ConversationDraft(kind: .group, title: "Billing", participants: [Participant(id: ParticipantID(agent.userID), role: .user)])
@@ -167,7 +156,7 @@ struct MatrixLiveTests {
     @Test func filesBothWays() async throws {
         try await Synapse.withUsers { server, agent, customer in
             let session = session(try backend(server, customer))
-            try await connected(session) { recorder in
+            try await withConnectedRecording(session) { recorder in
                 let room = try await joinedRoom(session, recorder, agent: agent, customer: customer)
                 let chat = try await session.conversation(room)
                 // The app sends a file: uploaded, then an `m.file` event naming it.
@@ -218,7 +207,7 @@ struct MatrixLiveTests {
         try await Synapse.withUsers { server, agent, customer in
             let backend = try backend(server, customer)
             let session = session(backend)
-            let room = try await connected(session) { recorder in try await joinedRoom(session, recorder, agent: agent, customer: customer) }
+            let room = try await withConnectedRecording(session) { recorder in try await joinedRoom(session, recorder, agent: agent, customer: customer) }
             // The same send three times on one link, as the outbox resends after a lost answer:
             // the client id is the transaction id, so the server keeps one event.
             let clientID = ClientMessageID("resend-\(UUID().uuidString)")
@@ -241,7 +230,7 @@ struct MatrixLiveTests {
         try await Synapse.withUsers { server, agent, customer in
             try await FaultProxy.withRunning(upstream: server.baseURL, logger: .quiet) { proxy, url in
                 let session = session(try backend(server, customer, through: url))
-                try await connected(session) { recorder in
+                try await withConnectedRecording(session) { recorder in
                     let room = try await joinedRoom(session, recorder, agent: agent, customer: customer)
                     let chat = try await session.conversation(room)
                     // Synapse stores the event; the answer never reaches the app, whose outbox
@@ -266,7 +255,7 @@ struct MatrixLiveTests {
         try await Synapse.withUsers { server, agent, customer in
             try await FaultProxy.withRunning(upstream: server.baseURL, logger: .quiet) { proxy, url in
                 let session = session(try backend(server, customer, through: url))
-                try await connected(session) { recorder in
+                try await withConnectedRecording(session) { recorder in
                     let room = try await joinedRoom(session, recorder, agent: agent, customer: customer)
                     let chat = try await session.conversation(room)
                     // Synapse's own answer to a client over its rate: 429 with how long to wait.
@@ -296,7 +285,7 @@ struct MatrixLiveTests {
         try await Synapse.withUsers { server, agent, customer in
             try await FaultProxy.withRunning(upstream: server.baseURL, logger: .quiet) { proxy, url in
                 let session = session(try backend(server, customer, timelineLimit: 5, through: url))
-                try await connected(session) { recorder in
+                try await withConnectedRecording(session) { recorder in
                     let room = try await joinedRoom(session, recorder, agent: agent, customer: customer)
                     let chat = try await session.conversation(room)
                     var random = SeededRandomNumberGenerator(seed: seed)
@@ -406,7 +395,7 @@ struct MatrixLiveTests {
         try await Synapse.withUsers { server, agent, customer in
             // A timeline of 5 per sync: 40 messages sent while the app is away make a gap.
             let session = session(try backend(server, customer, timelineLimit: 5))
-            try await connected(session) { recorder in
+            try await withConnectedRecording(session) { recorder in
                 let room = try await joinedRoom(session, recorder, agent: agent, customer: customer)
                 for index in 0..<3 { try await agent.send("before \(index)", in: room) }
                 try await recorder.waitUntil("the first three") { events in events.compactMap(\.addedMessage).filter { $0.text.hasPrefix("before") }.count == 3 }
@@ -430,7 +419,7 @@ struct MatrixLiveTests {
         try await Synapse.withUsers { server, agent, customer in
             let path = server.directory.appendingPathComponent("app.sqlite").path
             let first = session(try backend(server, customer), store: try SQLiteChatStore(path: path))
-            let room = try await connected(first) { recorder in
+            let room = try await withConnectedRecording(first) { recorder in
                 let room = try await joinedRoom(first, recorder, agent: agent, customer: customer)
                 try await agent.send("before the restart", in: room)
                 try await recorder.first("the first message") { $0.addedMessage?.text == "before the restart" }
@@ -438,7 +427,7 @@ struct MatrixLiveTests {
             }
             for index in 0..<10 { try await agent.send("while closed \(index)", in: room) }
             let second = session(try backend(server, customer), store: try SQLiteChatStore(path: path))
-            try await connected(second) { recorder in
+            try await withConnectedRecording(second) { recorder in
                 let chat = try await second.conversation(room)
                 // The store has them before the bus delivers them to the recorder: wait for both.
                 try await recorder.waitUntil("the ten sent while closed announced") { events in
@@ -460,7 +449,7 @@ struct MatrixLiveTests {
             try await customer.join(room)
             for index in 0..<120 { try await agent.send("old \(index)", in: room) }
             let session = session(try backend(server, customer, timelineLimit: 10))
-            try await connected(session) { recorder in
+            try await withConnectedRecording(session) { recorder in
                 try await recorder.first("the room") { event in
                     if case .conversationAdded(let info) = event.kind { return info.id == room }
                     return false

@@ -53,7 +53,7 @@ enum Synapse {
         while true {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("synapse-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            let port = try freePort()
+            let port = try freeLoopbackPort()
             let output = directory.appendingPathComponent("stdout.log")
             let child = try SpawnedChild(
                 ["/bin/bash", repository.appendingPathComponent("scripts/synapse.sh").path, "run", directory.path, String(port)],
@@ -105,27 +105,6 @@ enum Synapse {
         }
         let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
         throw SwitchboardError(.notConnected, "Synapse did not start: \(text.suffix(2000))")
-    }
-
-    /// A port nobody listens on now: bound on 127.0.0.1 port 0, read, released.
-    private static func freePort() throws -> Int {
-        #if canImport(Glibc)
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #else
-        let descriptor = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        guard descriptor >= 0 else { throw SwitchboardError(.notConnected, "no socket") }
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0 }
-        }
-        guard bound else { throw SwitchboardError(.notConnected, "could not bind a loopback port") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 
@@ -262,67 +241,3 @@ struct MatrixTestUser: Sendable {
         throw SwitchboardError(.timedOut, "\(userID) never saw \(what)")
     }
 }
-
-/// A child process started with the test kit's `spawnProcess` (`posix_spawn`), not Foundation's
-/// `Process`, whose `run()` crashed the test process (signal 11 in `memcpy`, swift-corelibs-foundation
-/// #5472). Output goes to a file; the child is killed and reaped with SIGKILL and `waitpid` (a
-/// throwaway server has nothing to save).
-#if canImport(Glibc)
-final class SpawnedChild: Sendable {
-    let pid: pid_t
-    private let reaped = Locked(false)
-
-    init(_ arguments: [String], output: String) throws {
-        let pid = try spawnProcess(arguments[0], arguments: Array(arguments.dropFirst())) { actions in
-            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-            posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-            posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        }
-        self.pid = pid
-    }
-
-    /// Whether the child has not exited (reaping it if it has).
-    var isRunning: Bool {
-        reaped.withLock { reaped in
-            if reaped { return false }
-            var status: Int32 = 0
-            if waitpid(pid, &status, WNOHANG) == pid { reaped = true }
-            return !reaped
-        }
-    }
-
-    /// SIGKILL, then the exit reaped (at once: the signal cannot be caught).
-    func kill() {
-        reaped.withLock { reaped in
-            guard !reaped else { return }
-            _ = Glibc.kill(pid, SIGKILL)
-            var status: Int32 = 0
-            _ = waitpid(pid, &status, 0)
-            reaped = true
-        }
-    }
-}
-#else
-/// On Apple systems, Foundation's `Process` (the crash above is swift-corelibs-foundation's).
-final class SpawnedChild: @unchecked Sendable {
-    private let process = Process()
-
-    init(_ arguments: [String], output: String) throws {
-        FileManager.default.createFile(atPath: output, contents: nil)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
-        process.executableURL = URL(fileURLWithPath: arguments[0])
-        process.arguments = Array(arguments.dropFirst())
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-    }
-
-    var isRunning: Bool { process.isRunning }
-
-    func kill() {
-        guard process.isRunning else { return }
-        _ = Darwin.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
-}
-#endif

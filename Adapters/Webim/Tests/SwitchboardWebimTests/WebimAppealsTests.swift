@@ -45,21 +45,10 @@ struct WebimAppealsTests {
         return try await body(Rig(server: server, baseURL: baseURL, network: network, clock: clock, robot: server.robot(id: 3, name: "Olga")))
     }
 
-    /// Runs `session` with a recorder until `body` returns; connected first.
-    func connected<T: Sendable>(_ session: ChatSession, _ body: (EventRecorder) async throws -> T) async throws -> T {
-        try await withRecording(session) { recorder in
-            try await session.resume()
-            try await recorder.waitUntil("connected") { $0.contains(where: \.isConnected) }
-            let result = try await body(recorder)
-            await session.close()
-            return result
-        }
-    }
-
     /// The same user deletes the appeal from another device (a session of its own).
     func deleteOnAnotherDevice(_ appeal: ConversationID, _ rig: Rig) async throws {
         let other = rig.session(try rig.backend())
-        try await connected(other) { _ in
+        try await withConnectedRecording(other) { _ in
             try await other.refresh()
             try await (try await other.conversation(appeal)).archive()
         }
@@ -88,7 +77,7 @@ struct WebimAppealsTests {
         try await withRig { rig in
             rig.server.answerAppealsLater(as: rig.robot, after: .seconds(45)) { "We will look at: \($0)" }
             let session = rig.session(try rig.backend())
-            try await connected(session) { recorder in
+            try await withConnectedRecording(session) { recorder in
                 let appeal = try await session.startConversation(
                     ConversationDraft(title: "Order 1234", customFields: ["department-key": "sales"], firstMessage: MessageDraft(text: "my order is late"))
                 )
@@ -123,7 +112,7 @@ struct WebimAppealsTests {
     @Test func sendsTextAndFilesIntoAnAppealOnce() async throws {
         try await withRig { rig in
             let session = rig.session(try rig.backend())
-            try await connected(session) { recorder in
+            try await withConnectedRecording(session) { recorder in
                 let appeal = try await session.startConversation(ConversationDraft(firstMessage: MessageDraft(text: "first")))
                 try await appeal.send(text: "more details")
                 try await recorder.first("confirmed") { $0.updatedMessage?.text == "more details" && $0.updatedMessage?.serverID != nil }
@@ -153,7 +142,7 @@ struct WebimAppealsTests {
     @Test func deletingAnAppealRemovesItAndAMissingOneCountsAsDeleted() async throws {
         try await withRig { rig in
             let session = rig.session(try rig.backend())
-            try await connected(session) { recorder in
+            try await withConnectedRecording(session) { recorder in
                 let kept = try await session.startConversation(ConversationDraft(firstMessage: MessageDraft(text: "keep me")))
                 let gone = try await session.startConversation(ConversationDraft(firstMessage: MessageDraft(text: "delete me")))
                 try await gone.archive()
@@ -171,7 +160,7 @@ struct WebimAppealsTests {
     @Test func aForcedReReadAddsNothingTwiceAndDropsWhatTheServerNoLongerHas() async throws {
         try await withRig { rig in
             let session = rig.session(try rig.backend())
-            try await connected(session) { recorder in
+            try await withConnectedRecording(session) { recorder in
                 var ids: [ConversationID] = []
                 for index in 1...3 {
                     ids.append(try await session.startConversation(ConversationDraft(firstMessage: MessageDraft(text: "appeal \(index)"))).id)
@@ -202,7 +191,7 @@ struct WebimAppealsTests {
             defer { try? FileManager.default.removeItem(atPath: path) }
             let firstStore = try SQLiteChatStore(path: path)
             let first = rig.session(try rig.backend(), store: firstStore)
-            let appealID = try await connected(first) { _ in
+            let appealID = try await withConnectedRecording(first) { _ in
                 let id = try await first.startConversation(ConversationDraft(firstMessage: MessageDraft(text: "before the restart"))).id
                 try await first.refresh()
                 return id
@@ -210,7 +199,7 @@ struct WebimAppealsTests {
             try rig.robot.answerAppeal(Int(appealID.rawValue)!, of: try rig.visitor(), text: "answered while the app was closed")
             let secondStore = try SQLiteChatStore(path: path)
             let second = rig.session(try rig.backend(), store: secondStore)
-            try await connected(second) { recorder in
+            try await withConnectedRecording(second) { recorder in
                 try await recorder.first("the answer") { $0.addedMessage?.text == "answered while the app was closed" }
                                 let history = rig.server.lastHistorySince
                 #expect(history != nil && history != "0", "the poll asked from the stored change time, not from 0")
@@ -227,17 +216,17 @@ struct WebimAppealsTests {
         try await withRig { rig in
             let store = InMemoryChatStore()
             let alice = rig.session(try rig.backend(userToken: "alice"), store: store)
-            try await connected(alice) { _ in
+            try await withConnectedRecording(alice) { _ in
                 _ = try await alice.startConversation(ConversationDraft(firstMessage: MessageDraft(text: "alice's appeal")))
             }
             let bob = rig.session(try rig.backend(userToken: "bob"), store: store)
             #expect(try await bob.conversations().isEmpty, "bob's store shows none of alice's appeals")
-            try await connected(bob) { _ async throws in
+            try await withConnectedRecording(bob) { _ async throws in
                 #expect(try await bob.conversations().isEmpty, "bob sees none of alice's appeals")
                 #expect(try rig.visitor(of: "alice") != rig.visitor(of: "bob"))
             }
             let aliceAgain = rig.session(try rig.backend(userToken: "alice"), store: store)
-            try await connected(aliceAgain) { _ async throws in
+            try await withConnectedRecording(aliceAgain) { _ async throws in
                 #expect(try await aliceAgain.conversations().count == 1, "alice's appeal stays hers")
             }
         }

@@ -8,7 +8,7 @@ public import Switchboard
 /// order. The clock gives each message the server's stamp, moved up by a microsecond past the
 /// message before it where they tie (or where the stamp is older than what came before, as a
 /// live message's arrival time can be): strictly increasing in the order the archive has them.
-/// The cursor carries the last time, so a restart goes on from it. History pages go the other
+/// The cursor (``XMPPCursor``) carries the last time, so a restart goes on from it. History pages go the other
 /// way: each message at most a microsecond below the one after it.
 @_spi(WireReaders) public struct XMPPArchiveClock: Sendable, Hashable {
     public static let tick: TimeInterval = 0.000_001
@@ -40,56 +40,60 @@ public import Switchboard
     }
 }
 
-/// Where catch-up starts, kept as the session's one cursor token: the newest archive id the
-/// archive showed the link, the clock's last time, and the archive ids delivered live after it
-/// (the next link's catch-up skips those: delivered again, they would come with other times).
-@_spi(WireReaders) public struct XMPPCursor: Sendable, Hashable {
+/// A place in the archive: an archive id and the time the clock gave there, written as
+/// `<archive id> <microseconds since 1970>` (archive ids never hold a space).
+///
+/// It is where the session's cursor (``XMPPCursor``) stands: the newest archive id the archive
+/// showed the link, and the clock's last time, so a restart goes on from both. It is a history
+/// page's anchor too: the oldest archive id the page held, and the time it was given.
+@_spi(WireReaders) public struct XMPPArchivePosition: Sendable, Hashable {
     public var archiveID: String
-    public var last: Date
-    public var delivered: [String]
-    /// More live ids than this are not kept: the follower moves the cursor after each live
-    /// message, so only those of a link that ended meanwhile wait here.
-    public static let maxDelivered = 100
+    public var time: Date
 
-    public init(archiveID: String, last: Date, delivered: [String] = []) {
-        self.archiveID = archiveID
-        self.last = last
-        self.delivered = Array(delivered.suffix(Self.maxDelivered))
-    }
-
-    /// `<archive id> <microseconds since 1970> [<delivered id>…]`; archive ids never hold a
-    /// space.
-    public var token: SyncCursor {
-        .token(([archiveID, String(Int64((last.timeIntervalSince1970 * 1_000_000).rounded()))] + delivered).joined(separator: " "))
-    }
-
-    public init?(_ cursor: SyncCursor?) {
-        guard case .token(let token)? = cursor else { return nil }
-        let parts = token.split(separator: " ")
-        guard parts.count >= 2, !parts[0].isEmpty, let micros = Int64(parts[1]) else { return nil }
-        self.archiveID = String(parts[0])
-        self.last = Date(timeIntervalSince1970: TimeInterval(micros) / 1_000_000)
-        self.delivered = parts.dropFirst(2).map(String.init)
-    }
-}
-
-/// A history page's anchor: the archive id of the oldest message a page held and the time it was
-/// given, whole on any link.
-struct XMPPPageToken: Hashable {
-    var archiveID: String
-    var time: Date
-
-    var anchor: HistoryQuery.Anchor {
-        .token("\(archiveID) \(Int64((time.timeIntervalSince1970 * 1_000_000).rounded()))")
-    }
-
-    init(archiveID: String, time: Date) {
+    public init(archiveID: String, time: Date) {
         self.archiveID = archiveID
         self.time = time
     }
 
-    init?(_ token: String) {
-        guard let cursor = XMPPCursor(.token(token)), cursor.delivered.isEmpty else { return nil }
-        self.init(archiveID: cursor.archiveID, time: cursor.last)
+    public var text: String {
+        "\(archiveID) \(Int64((time.timeIntervalSince1970 * 1_000_000).rounded()))"
+    }
+
+    public var anchor: HistoryQuery.Anchor { .token(text) }
+
+    /// `nil` for anything but the two parts.
+    public init?(_ text: String) {
+        let parts = text.split(separator: " ", omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[0].isEmpty, let micros = Int64(parts[1]) else { return nil }
+        self.archiveID = String(parts[0])
+        self.time = Date(timeIntervalSince1970: TimeInterval(micros) / 1_000_000)
+    }
+
+}
+
+/// The session's cursor: where the archive was read to (``XMPPArchivePosition``), and the archive
+/// ids delivered live after it, which the next link's catch-up skips (delivered again, they would
+/// come with other times, and move in the store). Written `<archive id> <microseconds> [<live id>…]`.
+@_spi(WireReaders) public struct XMPPCursor: Sendable, Hashable {
+    public var position: XMPPArchivePosition
+    public var live: [String]
+    /// More live ids than this are not kept: the follower moves the cursor after each live
+    /// message, so only those of a link that ended meanwhile wait here.
+    public static let maxLive = 100
+
+    public init(position: XMPPArchivePosition, live: [String] = []) {
+        self.position = position
+        self.live = Array(live.suffix(Self.maxLive))
+    }
+
+    public var token: SyncCursor {
+        .token(([position.text] + live).joined(separator: " "))
+    }
+
+    public init?(_ cursor: SyncCursor?) {
+        guard case .token(let token)? = cursor else { return nil }
+        let parts = token.split(separator: " ", omittingEmptySubsequences: false)
+        guard parts.count >= 2, let position = XMPPArchivePosition(parts[0..<2].joined(separator: " ")) else { return nil }
+        self.init(position: position, live: parts.dropFirst(2).map(String.init))
     }
 }

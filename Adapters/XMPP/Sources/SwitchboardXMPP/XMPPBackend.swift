@@ -17,9 +17,13 @@ public struct XMPPConfiguration: Sendable {
     /// Silence after which the client pings the server (XEP-0199), and how long it waits.
     public var heartbeatInterval: Duration
     public var pongTimeout: Duration
-    /// Whether `url` may be plain `ws://` to a host that is not loopback. The login is SASL PLAIN:
-    /// keep this off anywhere but a test bench.
+    /// Whether `url` may be plain `ws://` to a host that is not loopback: keep this off anywhere
+    /// but a test bench.
     public var allowsPlainText: Bool
+    /// Whether the login may send the password itself (SASL PLAIN) to a server that offers no
+    /// SCRAM, over `wss://` (only the server reads it) or to a loopback host, never over plain
+    /// `ws://` to another. A server that offers SCRAM never gets it.
+    public var allowsPlainLogin: Bool
 
     public init(
         jid: String,
@@ -29,7 +33,8 @@ public struct XMPPConfiguration: Sendable {
         requestTimeout: Duration = .seconds(15),
         heartbeatInterval: Duration = .seconds(30),
         pongTimeout: Duration = .seconds(10),
-        allowsPlainText: Bool = false
+        allowsPlainText: Bool = false,
+        allowsPlainLogin: Bool = true
     ) {
         self.jid = jid
         self.password = password
@@ -39,6 +44,7 @@ public struct XMPPConfiguration: Sendable {
         self.heartbeatInterval = heartbeatInterval
         self.pongTimeout = pongTimeout
         self.allowsPlainText = allowsPlainText
+        self.allowsPlainLogin = allowsPlainLogin
     }
 
     /// The bare JID as the server compares it.

@@ -36,9 +36,19 @@ enum XMPPStanzas {
     static let close = "<close xmlns='\(NS.framing)'/>"
 
     /// SASL PLAIN (RFC 4616): the authorization identity empty, then the user and the password.
-    static func plainAuth(user: String, password: String) -> String {
-        let token = Data(([0] + Array(user.utf8) + [0] + Array(password.utf8)) as [UInt8]).base64EncodedString()
-        return "<auth xmlns='\(NS.sasl)' mechanism='PLAIN'>\(token)</auth>"
+    /// PLAIN's message (RFC 4616): no authorization identity, the user, the password.
+    static func plainToken(user: String, password: String) -> Data {
+        Data(([0] + Array(user.utf8) + [0] + Array(password.utf8)) as [UInt8])
+    }
+
+    /// An empty initial response is `=` (RFC 6120 §6.4.2).
+    static func auth(_ mechanism: String, _ payload: Data) -> String {
+        "<auth xmlns='\(NS.sasl)' mechanism='\(attribute(mechanism))'>\(payload.isEmpty ? "=" : payload.base64EncodedString())</auth>"
+    }
+
+    /// An empty response is an empty element (RFC 6120 §6.4.3).
+    static func saslResponse(_ payload: Data) -> String {
+        payload.isEmpty ? "<response xmlns='\(NS.sasl)'/>" : "<response xmlns='\(NS.sasl)'>\(payload.base64EncodedString())</response>"
     }
 
     static func bind(id: String, resource: String?) -> String {

@@ -58,7 +58,7 @@ enum Prosody {
                 try FileManager.default.createDirectory(at: directory.appendingPathComponent(folder), withIntermediateDirectories: true)
             }
             defer { try? FileManager.default.removeItem(at: directory) }
-            let port = try freePort()
+            let port = try freeLoopbackPort()
             let server = ProsodyServer(port: port, directory: directory, accounts: accounts)
             try server.configuration.write(toFile: server.configFile, atomically: true, encoding: .utf8)
             for name in accounts { try await server.register(name) }
@@ -104,27 +104,6 @@ enum Prosody {
         let child = try SpawnedChild(arguments, output: output)
         let status = try await child.waitForExit(within: limit)
         return (status, (try? String(contentsOfFile: output, encoding: .utf8)) ?? "")
-    }
-
-    /// A port nobody listens on now: bound on 127.0.0.1 port 0, read, released.
-    private static func freePort() throws -> Int {
-        #if canImport(Glibc)
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #else
-        let descriptor = socket(AF_INET, SOCK_STREAM, 0)
-        #endif
-        guard descriptor >= 0 else { throw SwitchboardError(.notConnected, "no socket") }
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0 }
-        }
-        guard bound else { throw SwitchboardError(.notConnected, "could not bind a loopback port") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 
@@ -226,95 +205,5 @@ struct ProsodyServer: Sendable {
                 http_external_url = "\(httpURL)/"
 
             """
-    }
-}
-
-/// A child process started with the test kit's `spawnProcess` (`posix_spawn`), not Foundation's
-/// `Process`, whose `run()` crashed the test process (signal 11 in `memcpy`, swift-corelibs-foundation
-/// #5472). Output goes to a file; the child is killed and reaped with SIGKILL and `waitpid` (a
-/// throwaway server has nothing to save). A copy of the Matrix tests' (test targets cannot import
-/// one another), with the exit code kept for the tools that run to the end.
-#if canImport(Glibc)
-final class SpawnedChild: Sendable {
-    let pid: pid_t
-    /// `waitpid`'s status once the child is reaped; the lock guards it.
-    private let reaped = Locked<Int32?>(nil)
-
-    init(_ arguments: [String], output: String) throws {
-        let pid = try spawnProcess(arguments[0], arguments: Array(arguments.dropFirst())) { actions in
-            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-            posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-            posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        }
-        self.pid = pid
-    }
-
-    /// Whether the child has not exited (reaping it if it has).
-    var isRunning: Bool {
-        reaped.withLock { reaped in
-            if reaped != nil { return false }
-            var status: Int32 = 0
-            if waitpid(pid, &status, WNOHANG) == pid { reaped = status }
-            return reaped == nil
-        }
-    }
-
-    /// The exit code once the child has exited (128 + the signal for one a signal ended).
-    var exitCode: Int32? {
-        guard !isRunning, let status = reaped.withLock({ $0 }) else { return nil }
-        return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-    }
-
-    /// SIGKILL, then the exit reaped (at once: the signal cannot be caught).
-    func kill() {
-        reaped.withLock { reaped in
-            guard reaped == nil else { return }
-            _ = Glibc.kill(pid, SIGKILL)
-            var status: Int32 = 0
-            _ = waitpid(pid, &status, 0)
-            reaped = status
-        }
-    }
-}
-#else
-/// On Apple systems, Foundation's `Process` (the crash above is swift-corelibs-foundation's).
-final class SpawnedChild: @unchecked Sendable {
-    private let process = Process()
-
-    init(_ arguments: [String], output: String) throws {
-        FileManager.default.createFile(atPath: output, contents: nil)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
-        process.executableURL = URL(fileURLWithPath: arguments[0])
-        process.arguments = Array(arguments.dropFirst())
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-    }
-
-    var isRunning: Bool { process.isRunning }
-
-    var exitCode: Int32? { process.isRunning ? nil : process.terminationStatus }
-
-    func kill() {
-        guard process.isRunning else { return }
-        _ = Darwin.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
-}
-#endif
-
-extension SpawnedChild {
-    /// Waits for the child to exit, looking every 10 ms (no thread blocked in `waitpid`): its
-    /// exit code. A child still running after `limit` is killed.
-    func waitForExit(within limit: Duration) async throws -> Int32 {
-        let deadline = ContinuousClock.now + limit
-        while true {
-            if let code = exitCode { return code }
-            guard ContinuousClock.now < deadline else {
-                kill()
-                throw SwitchboardError(.timedOut, "a child process ran for more than \(limit)")
-            }
-            try await Task.sleep(for: .milliseconds(10))
-        }
     }
 }

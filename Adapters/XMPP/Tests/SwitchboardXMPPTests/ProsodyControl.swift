@@ -12,11 +12,11 @@ import SwitchboardXMPP
 /// routes nothing to them and they flush nothing kept offline.
 ///
 /// Faults: a disconnect is the server closing the customer's sessions from its admin shell; the
-/// others come from the relay the customer's socket goes through (``FaultySocket``).
+/// others come from the relay the customer's socket goes through (``XMPPFaults``).
 struct ProsodyControl: EmulatorControl {
     let server: ProsodyServer
     private let state = ControlState()
-    let faults = FaultySocket()
+    let faults = XMPPFaults()
 
     init(server: ProsodyServer) {
         self.server = server

@@ -177,14 +177,77 @@ struct XMPPCodecTests {
         let page = XMPPArchiveClock.below(times[0], stamps: [second, second, second])
         #expect(page == page.sorted() && Set(page).count == 3)
         #expect(page.last! < times[0])
-        // The cursor carries the clock across a restart.
-        let cursor = XMPPCursor(archiveID: "abc", last: times[4])
-        let restored = XMPPCursor(cursor.token)
+        // The cursor carries the clock across a restart; a page's anchor is written the same way.
+        let position = XMPPArchivePosition(archiveID: "abc", time: times[4])
+        let restored = XMPPCursor(XMPPCursor(position: position).token)?.position
         #expect(restored?.archiveID == "abc")
-        #expect(abs(restored!.last.timeIntervalSince(times[4])) < 0.000_001)
+        #expect(abs(restored!.time.timeIntervalSince(times[4])) < 0.000_001)
+        guard case .token(let anchor) = position.anchor else {
+            Issue.record("a page's anchor is a token")
+            return
+        }
+        #expect(XMPPArchivePosition(anchor) == restored)
+        for bad in ["no-time", "abc 12 more", " 12", "abc x", ""] { #expect(XMPPArchivePosition(bad) == nil, "\(bad)") }
         #expect(XMPPCursor(.token("no-time")) == nil)
         // The ids delivered live after it travel with it, the newest 100 at most.
-        let live = XMPPCursor(archiveID: "abc", last: times[4], delivered: (0..<150).map { "id\($0)" })
-        #expect(XMPPCursor(live.token)?.delivered == (50..<150).map { "id\($0)" })
+        let live = XMPPCursor(position: position, live: (0..<150).map { "id\($0)" })
+        #expect(XMPPCursor(live.token)?.live == (50..<150).map { "id\($0)" })
+        #expect(XMPPCursor(live.token)?.position == restored)
+    }
+
+    /// The exchanges of RFC 5802 §5 (SHA-1) and RFC 7677 §3 (SHA-256), byte for byte.
+    @Test(arguments: [
+        (
+            XMPPSCRAM.Mechanism.sha1, "fyko+d2lbbFgONRv9qkxdawL",
+            "r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,s=QSXCR+Q6sek8bf92,i=4096",
+            "c=biws,r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,p=v0X8v3Bz2T0CJGbJQyF0X+HI4Ts=",
+            "v=rmF9pqV8S7suAoZWja4dJRkFsKQ="
+        ),
+        (
+            XMPPSCRAM.Mechanism.sha256, "rOprNGfwEbeRWgbNEkqO",
+            "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096",
+            "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
+            "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+        ),
+    ])
+    func scramMatchesTheRFCs(_ vector: (XMPPSCRAM.Mechanism, String, String, String, String)) throws {
+        let (mechanism, nonce, serverFirst, clientFinal, serverFinal) = vector
+        var scram = XMPPSCRAM(mechanism: mechanism, user: "user", password: "pencil", clientNonce: nonce)
+        #expect(scram.clientFirst == "n,,n=user,r=\(nonce)")
+        #expect(try scram.clientFinal(serverFirst: serverFirst) == clientFinal)
+        try scram.verify(serverFinal: serverFinal)
+        // A server that does not hold the account's keys cannot sign.
+        #expect(throws: SwitchboardError.self) { try scram.verify(serverFinal: "v=AAAAAAAAAAAAAAAAAAAAAAAAAAA=") }
+        #expect(throws: SwitchboardError.self) { try scram.verify(serverFinal: "e=invalid-proof") }
+    }
+
+    @Test func scramRefusesAServerFirstMessageOutOfShape() {
+        let refused = [
+            "r=someone-elses-nonce,s=QSXCR+Q6sek8bf92,i=4096",
+            "r=abc,s=QSXCR+Q6sek8bf92,i=4096",
+            "r=abcdef,i=4096",
+            "r=abcdef,s=QSXCR+Q6sek8bf92,i=0",
+            "r=abcdef,s=QSXCR+Q6sek8bf92,i=1000000000",
+            "r=abcdef,s=QSXCR+Q6sek8bf92",
+            "m=ext,r=abcdef,s=QSXCR+Q6sek8bf92,i=4096",
+        ]
+        for serverFirst in refused {
+            var scram = XMPPSCRAM(mechanism: .sha1, user: "user", password: "pencil", clientNonce: "abc")
+            #expect(throws: SwitchboardError.self, "\(serverFirst)") { try scram.clientFinal(serverFirst: serverFirst) }
+        }
+        // Before the server's first message there is no signature to accept.
+        let fresh = XMPPSCRAM(mechanism: .sha1, user: "user", password: "pencil", clientNonce: "abc")
+        #expect(throws: SwitchboardError.self) { try fresh.verify(serverFinal: "v=rmF9pqV8S7suAoZWja4dJRkFsKQ=") }
+        // A success without a signature proves nothing.
+        var answered = XMPPSCRAM(mechanism: .sha1, user: "user", password: "pencil", clientNonce: "fyko+d2lbbFgONRv9qkxdawL")
+        _ = try? answered.clientFinal(serverFirst: "r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,s=QSXCR+Q6sek8bf92,i=4096")
+        #expect(throws: SwitchboardError.self) { try answered.verify(serverFinal: "") }
+        // SASLprep's usual cases: a no-break space is a space, a soft hyphen nothing, a ligature
+        // its letters; ASCII stays as it is.
+        #expect(XMPPSCRAM.prepared("pass\u{00A0}wo\u{00AD}rd\u{FB01}") == "pass wordfi")
+        #expect(XMPPSCRAM.prepared("pencil") == "pencil")
+        #expect(String(describing: answered).contains("pencil") == false)
+        // Names escape `=` and `,`.
+        #expect(XMPPSCRAM(mechanism: .sha1, user: "a=b,c", password: "p", clientNonce: "n").clientFirst == "n,,n=a=3Db=2Cc,r=n")
     }
 }

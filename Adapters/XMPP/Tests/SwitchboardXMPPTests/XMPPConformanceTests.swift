@@ -7,7 +7,7 @@ import Testing
 struct XMPPConformanceTests {
     /// What the adapter cannot show, and why. It offers typing, read markers, history, edit and
     /// delete, syncs `.windowed(pageSize: 50)`; the control injects every fault but those about
-    /// sequences (a disconnect from the server's admin shell, the rest from ``FaultySocket``).
+    /// sequences (a disconnect from the server's admin shell, the rest from ``XMPPFaults``).
     static let expectedSkips: Set<String> = [
         // Rooms (XEP-0045) are not offered yet.
         "start and close (or leave) a conversation",
@@ -24,7 +24,7 @@ struct XMPPConformanceTests {
             try await conformanceCase.run(
                 ConformanceContext(emulator: control, patience: .seconds(30)), expectingSkips: Self.expectedSkips, label: "xmpp"
             )
-            let applied = try await control.appliedFaults
+            let applied = control.appliedFaults
             print("xmpp: \(conformanceCase.name): faults that took effect: \(applied)")
         }
     }

@@ -1,7 +1,9 @@
 import Foundation
 import Switchboard
+import SwitchboardEmulation
 import SwitchboardSQLite
 import SwitchboardTestKit
+import SwitchboardTransport
 @_spi(WireReaders) import SwitchboardXMPP
 import Testing
 
@@ -14,26 +16,20 @@ struct XMPPLiveTests {
     static let customer = "customer@localhost"
     static let agent = "agent1@localhost"
 
-    func backend(_ server: ProsodyServer, password: String = "secret-customer") throws -> XMPPBackend {
+    func backend(
+        _ server: ProsodyServer, password: String = "secret-customer", allowsPlainLogin: Bool = true, webSockets: WebSocketTransport = .network
+    ) throws -> XMPPBackend {
         try XMPPBackend(
-            configuration: XMPPConfiguration(jid: Self.customer, password: password, url: server.url, requestTimeout: .seconds(10), allowsPlainText: true),
-            logger: .quiet
+            configuration: XMPPConfiguration(
+                jid: Self.customer, password: password, url: server.url, requestTimeout: .seconds(10), allowsPlainText: true, allowsPlainLogin: allowsPlainLogin
+            ),
+            logger: .quiet,
+            webSockets: webSockets
         )
     }
 
     func session(_ backend: XMPPBackend, store: any ChatStore = InMemoryChatStore()) -> ChatSession {
         ChatSession(backend: backend, store: store, configuration: .fastForTests, logger: .quiet)
-    }
-
-    /// Runs `session` with a recorder until `body` returns; connected first.
-    func connected<T: Sendable>(_ session: ChatSession, _ body: (EventRecorder) async throws -> T) async throws -> T {
-        try await withRecording(session) { recorder in
-            try await session.resume()
-            try await recorder.waitUntil("connected") { $0.contains(where: \.isConnected) }
-            let result = try await body(recorder)
-            await session.close()
-            return result
-        }
     }
 
     /// Sends each text from the agent to the customer on one connection.
@@ -53,7 +49,7 @@ struct XMPPLiveTests {
     @Test func aConversationBothWays() async throws {
         try await Prosody.withServer { server in
             let session = session(try backend(server))
-            try await connected(session) { recorder in
+            try await withConnectedRecording(session) { recorder in
                 try await agentSends(["hello from the agent"], on: server)
                 let event = try await recorder.first("the agent's message") { $0.addedMessage?.text == "hello from the agent" }
                 let conversation = try #require(event.conversationID)
@@ -92,6 +88,193 @@ struct XMPPLiveTests {
         }
     }
 
+    /// The send reaches Prosody and the link is cut before its answer comes back: the outbox
+    /// sends it again on the next link, which finds it in the archive by its origin id. The
+    /// agent gets it once, and the store holds it once, confirmed with the archive's id.
+    @Test func aSendWhoseAnswerWasLostOnTheWireIsDeliveredOnce() async throws {
+        try await Prosody.withServer { server in
+            let faults = XMPPFaults()
+            let session = session(try backend(server, webSockets: faults.transport))
+            try await withConnectedRecording(session) { recorder in
+                try await agentSends(["hello"], on: server)
+                try await recorder.first("the agent's message") { $0.addedMessage?.text == "hello" }
+                let chat = try await session.conversation(ConversationID(Self.agent))
+                faults.loseNextAnswer(to: "send")
+                _ = try await chat.send(text: "its answer was lost")
+                try await recorder.waitUntil("the send confirmed on the next link", check: {
+                    try await chat.storedMessages(before: nil, limit: 20).contains { $0.text == "its answer was lost" && $0.deliveryState == .sent }
+                })
+                let archive = try await truth(on: server).filter { $0.body == "its answer was lost" }
+                let stored = try await chat.storedMessages(before: nil, limit: 20).filter { $0.text == "its answer was lost" }
+                let reconnects = recorder.events.filter(\.isConnected).count - 1
+                print(
+                    "xmpp live: a send whose answer was lost on the wire — answers lost \(faults.lostAnswers), reconnects \(reconnects), "
+                        + "\(archive.count) in the archive, \(stored.count) stored (duplicated \(max(0, archive.count - 1)))"
+                )
+                #expect(faults.lostAnswers == 1)
+                #expect(reconnects >= 1)
+                #expect(archive.count == 1)
+                #expect(stored.count == 1)
+                #expect(stored.first?.serverID?.rawValue == archive.first?.archiveID)
+            }
+        }
+    }
+
+    /// Whether a link comes up, or the code of the error it failed with.
+    func comesUp(_ backend: XMPPBackend) async -> Result<Bool, SwitchboardError> {
+        do {
+            return .success(try await backend.withConnection(ConnectionContext(session: "direct", clock: .continuous, logger: .quiet)) { _ in true })
+        } catch {
+            return .failure(SwitchboardError.classify(error))
+        }
+    }
+
+    /// The login is SCRAM (Prosody offers SCRAM-SHA-1 and PLAIN): a PLAIN login through the relay
+    /// would be refused, and this one comes up. A server that cannot sign the exchange (its
+    /// success replaced on the way) is refused, as `authenticationFailed`.
+    @Test func theLoginIsSCRAMAndTheServerMustProveItself() async throws {
+        try await Prosody.withServer { server in
+            let faults = XMPPFaults()
+            faults.relay.inject(.answer { _ in XMPPFaults.saslFailure("not-authorized") }, times: .max, label: "plain") { $0.contains("mechanism='PLAIN'") }
+            let backend = try backend(server, webSockets: faults.transport)
+            let scram = await comesUp(backend)
+            let forgedSignature = Data("v=\(Data(count: 20).base64EncodedString())".utf8).base64EncodedString()
+            faults.relay.inject(.answer { _ in "<success xmlns='urn:ietf:params:xml:ns:xmpp-sasl'>\(forgedSignature)</success>" }, direction: .toClient, label: "forged") {
+                $0.hasPrefix("<success")
+            }
+            let forged = await comesUp(backend)
+            let applied = faults.relay.applied
+            print("xmpp live: a SCRAM login — \(scram), PLAIN logins \(applied["plain"] ?? 0); with the server's signature forged \(applied["forged"] ?? 0) time(s): \(forged)")
+            #expect(try scram.get())
+            #expect(applied["plain"] == nil)
+            #expect(applied["forged"] == 1)
+            #expect(forged.failureCode == .authenticationFailed)
+        }
+    }
+
+    /// A server that offers PLAIN only (the relay takes SCRAM out of its features): the login
+    /// sends the password where the configuration allows it (to a loopback host here), and
+    /// otherwise ends as `fatal` (trying again cannot help).
+    @Test func aServerThatOffersOnlyPlain() async throws {
+        try await Prosody.withServer { server in
+            let faults = XMPPFaults()
+            faults.relay.inject(.answer { $0.replacing(/<mechanism>SCRAM-[^<]*<\/mechanism>/, with: "") }, direction: .toClient, times: .max, label: "plain only") {
+                $0.contains("<mechanisms")
+            }
+            let allowed = await comesUp(try backend(server, webSockets: faults.transport))
+            let refused = await comesUp(try backend(server, allowsPlainLogin: false, webSockets: faults.transport))
+            print("xmpp live: a server offering PLAIN only (\(faults.relay.applied["plain only"] ?? 0) features rewritten) — allowed: \(allowed), not allowed: \(refused)")
+            #expect(try allowed.get())
+            #expect(refused.failureCode == .fatal)
+            #expect(faults.relay.applied["plain only"] == 2)
+        }
+    }
+
+    /// Typing both ways, and its end: the customer's `composing` then `active` reach the agent,
+    /// the agent's `composing` then `paused` reach the session as typing and its end.
+    @Test func typingStartsAndStopsBothWays() async throws {
+        try await Prosody.withServer { server in
+            let session = session(try backend(server))
+            try await withConnectedRecording(session) { recorder in
+                try await agentSends(["hello"], on: server)
+                try await recorder.first("the agent's message") { $0.addedMessage?.text == "hello" }
+                let chat = try await session.conversation(ConversationID(Self.agent))
+                try await XMPPTestClient.withClient(server, user: "agent1", resource: "watch", presence: true) { agent in
+                    _ = try await chat.userTyping(draft: "hel")
+                    try await chat.userStoppedTyping()
+                    let stanzas = try await agent.waitUntil("the customer's typing and its end", timeout: .seconds(20)) { stanzas in
+                        ProsodyControl.activity(in: stanzas, of: Self.customer).typing.contains(false)
+                    }
+                    let toAgent = ProsodyControl.activity(in: stanzas, of: Self.customer).typing
+                    try await agent.chatState("composing", to: Self.customer)
+                    try await agent.chatState("paused", to: Self.customer)
+                    try await recorder.waitUntil("the agent's typing and its end") { events in
+                        events.contains { if case .typing(_, false, _) = $0.kind { return true } else { return false } }
+                    }
+                    let fromAgent = recorder.events.compactMap { event -> Bool? in
+                        if case .typing(let who, let isTyping, _) = event.kind, who == ParticipantID(Self.agent) { return isTyping }
+                        return nil
+                    }
+                    print("xmpp live: typing — to the agent \(toAgent), from the agent \(fromAgent)")
+                    #expect(toAgent == [true, false])
+                    #expect(fromAgent == [true, false])
+                }
+            }
+        }
+    }
+
+    /// Text with a character XML cannot carry is refused before it is sent (the server would end
+    /// the stream for it, and the outbox would send it again), and the link goes on.
+    @Test func aTextXMLCannotCarryIsRefusedAndTheLinkGoesOn() async throws {
+        try await Prosody.withServer { server in
+            try await agentSends(["hello"], on: server)
+            let backend = try backend(server)
+            let (refused, after) = try await backend.withConnection(ConnectionContext(session: "direct", clock: .continuous, logger: .quiet)) { link in
+                let bad = OutgoingMessage(clientID: "bad-1", conversationID: ConversationID(Self.agent), content: MessageDraft(text: "bell \u{7}"))
+                var refused: SwitchboardError.Code?
+                do {
+                    _ = try await link.perform(.send(bad))
+                } catch let error as SwitchboardError {
+                    refused = error.code
+                }
+                let good = OutgoingMessage(clientID: "good-1", conversationID: ConversationID(Self.agent), content: MessageDraft(text: "after it"))
+                guard case .message(let sent) = try await link.perform(.send(good)) else { throw SwitchboardError(.protocolViolation, "no message answered the send") }
+                return (refused, sent.serverID?.rawValue ?? "none")
+            }
+            let archive = try await truth(on: server).compactMap(\.body)
+            print("xmpp live: a text with U+0007 — \(refused.map { "\($0)" } ?? "sent"), then a send archived as \(after), archived \(archive)")
+            #expect(refused == .invalidArgument)
+            #expect(archive == ["hello", "after it"])
+        }
+    }
+
+    /// A history anchor whose archive id the server no longer has: the page comes from the
+    /// anchor's time instead.
+    @Test func aHistoryAnchorTheServerDoesNotKnowPagesFromItsTime() async throws {
+        try await Prosody.withServer { server in
+            try await agentSends(["one", "two", "three"], on: server)
+            let anchor = XMPPArchivePosition(archiveID: "no-such-archive-id", time: Date().addingTimeInterval(60)).anchor
+            let page = try await backend(server).withConnection(ConnectionContext(session: "direct", clock: .continuous, logger: .quiet)) { link in
+                let reply = try await link.perform(.history(HistoryQuery(conversationID: ConversationID(Self.agent), before: anchor, limit: 10)))
+                guard case .history(let page) = reply else { throw SwitchboardError(.protocolViolation, "not a page: \(reply)") }
+                return page
+            }
+            let texts = page.messages.map(\.text)
+            let ordered = page.messages.map(\.time) == page.messages.map(\.time).sorted()
+            print("xmpp live: history from an unknown anchor — \(texts), in order \(ordered), more \(page.hasMore)")
+            #expect(texts == ["one", "two", "three"])
+            #expect(ordered)
+        }
+    }
+
+    /// The server goes silent (the relay drops all it sends once the link is up): the heartbeat's
+    /// ping goes unanswered, and the link ends as timed out instead of hanging.
+    @Test func aServerThatGoesSilentEndsTheLink() async throws {
+        try await Prosody.withServer { server in
+            let faults = XMPPFaults()
+            let backend = try XMPPBackend(
+                configuration: XMPPConfiguration(
+                    jid: Self.customer, password: "secret-customer", url: server.url, requestTimeout: .seconds(10),
+                    heartbeatInterval: .milliseconds(300), pongTimeout: .milliseconds(300), allowsPlainText: true
+                ),
+                logger: .quiet,
+                webSockets: faults.transport
+            )
+            let ended = try await backend.withConnection(ConnectionContext(session: "direct", clock: .continuous, logger: .quiet)) { link in
+                faults.relay.inject(.drop, direction: .toClient, times: .max, label: "silenced") { _ in true }
+                do {
+                    for try await _ in link.updates {}
+                    return SwitchboardError(.invalidState, "the updates ended without an error")
+                } catch {
+                    return SwitchboardError.classify(error)
+                }
+            }
+            print("xmpp live: a silent server — \(faults.relay.applied["silenced"] ?? 0) frames dropped, the link ended: \(ended)")
+            #expect(ended.code == .timedOut)
+            #expect((faults.relay.applied["silenced"] ?? 0) >= 1, "the ping's answer was dropped")
+        }
+    }
+
     /// Messages sent while the app was closed (several in one archived second, which Prosody
     /// stamps alike and gives random ids) come from the archive after the stored archive id: each
     /// once, in the archive's order, and nothing stored before is announced again.
@@ -99,14 +282,14 @@ struct XMPPLiveTests {
         try await Prosody.withServer { server in
             let path = server.directory.appendingPathComponent("app.sqlite").path
             let first = session(try backend(server), store: try SQLiteChatStore(path: path))
-            try await connected(first) { recorder in
+            try await withConnectedRecording(first) { recorder in
                 try await agentSends(["before the restart"], on: server)
                 try await recorder.first("the first message") { $0.addedMessage?.text == "before the restart" }
             }
             let offline = (0..<10).map { "while closed \($0)" }
             try await agentSends(offline, on: server)
             let second = session(try backend(server), store: try SQLiteChatStore(path: path))
-            try await connected(second) { recorder in
+            try await withConnectedRecording(second) { recorder in
                 let chat = try await second.conversation(ConversationID(Self.agent))
                 try await recorder.waitUntil("the ten sent while closed announced") { events in
                     events.compactMap(\.addedMessage).filter { $0.text.hasPrefix("while closed") }.count >= 10
@@ -134,7 +317,7 @@ struct XMPPLiveTests {
             let texts = (0..<120).map { "old \($0)" }
             try await agentSends(texts, on: server)
             let session = session(try backend(server))
-            try await connected(session) { recorder in
+            try await withConnectedRecording(session) { recorder in
                 try await recorder.first("the conversation") { $0.conversationID == ConversationID(Self.agent) && $0.kind.category == .conversation }
                 let chat = try await session.conversation(ConversationID(Self.agent))
                 try await recorder.waitUntil("the newest window", check: { try await chat.storedMessages(before: nil, limit: 200).count >= 50 })
@@ -162,7 +345,7 @@ struct XMPPLiveTests {
         try await Prosody.withServer { server in
             let path = server.directory.appendingPathComponent("app.sqlite").path
             let first = session(try backend(server), store: try SQLiteChatStore(path: path))
-            try await connected(first) { recorder in
+            try await withConnectedRecording(first) { recorder in
                 try await agentSends(["hello"], on: server)
                 try await recorder.first("the agent's message") { $0.addedMessage?.text == "hello" }
                 try await XMPPTestClient.withClient(server, user: "customer", resource: "desk", presence: true) { desk in
@@ -173,7 +356,7 @@ struct XMPPLiveTests {
                 try await recorder.first("the answer") { $0.addedMessage?.text == "answer to the desk" }
             }
             let second = session(try backend(server), store: try SQLiteChatStore(path: path))
-            try await connected(second) { recorder in
+            try await withConnectedRecording(second) { recorder in
                 // What comes live after the link's catch-up: anything announced before it was
                 // announced again.
                 try await agentSends(["after the restart"], on: server)
@@ -202,7 +385,7 @@ struct XMPPLiveTests {
         try await Prosody.withServer { server in
             try await agentSends(["one", "two", "three"], on: server)
             let since = Date().addingTimeInterval(-60)
-            let refused = XMPPCursor(archiveID: "no-such-archive-id", last: since).token
+            let refused = XMPPCursor(position: XMPPArchivePosition(archiveID: "no-such-archive-id", time: since)).token
             let updates = try await backend(server).withConnection(
                 ConnectionContext(session: "direct", cursor: refused, clock: .continuous, logger: .quiet)
             ) { link in
@@ -223,7 +406,7 @@ struct XMPPLiveTests {
             #expect(added == ["one", "two", "three"])
             // Refused with nothing archived after its time: the link still comes up (the body
             // runs once the login is done).
-            let ahead = XMPPCursor(archiveID: "no-such-archive-id", last: Date().addingTimeInterval(3600)).token
+            let ahead = XMPPCursor(position: XMPPArchivePosition(archiveID: "no-such-archive-id", time: Date().addingTimeInterval(3600))).token
             let cameUp = try await backend(server).withConnection(
                 ConnectionContext(session: "direct", cursor: ahead, clock: .continuous, logger: .quiet)
             ) { _ in true }
@@ -236,7 +419,7 @@ struct XMPPLiveTests {
     @Test func theAgentsCorrectionsAndRetractionsApply() async throws {
         try await Prosody.withServer { server in
             let session = session(try backend(server))
-            try await connected(session) { recorder in
+            try await withConnectedRecording(session) { recorder in
                 try await XMPPTestClient.withClient(server, user: "agent1", resource: "desk") { agent in
                     let typo = try await agent.send("helo", to: Self.customer, id: "typo-1")
                     let oops = try await agent.send("wrong chat", to: Self.customer, id: "oops-1")
@@ -308,5 +491,12 @@ struct XMPPLiveTests {
                 #expect(error.vendorCode == "not-authorized")
             }
         }
+    }
+}
+
+extension Result where Failure == SwitchboardError {
+    var failureCode: SwitchboardError.Code? {
+        if case .failure(let error) = self { return error.code }
+        return nil
     }
 }

@@ -1,0 +1,116 @@
+import Foundation
+import Switchboard
+
+extension XMPPLink {
+    /// What the link's parts share, under its lock.
+    struct State {
+        var nextID = 1
+        var lastInbound: Duration = .zero
+        var clock: XMPPArchiveClock
+        /// The newest archive id delivered: where the next link catches up from.
+        var cursorID: String?
+        /// The results of the archive queries in flight, by query id, in the order they came.
+        var pages: [String: [XMPPMapping.ArchiveItem]] = [:]
+        /// Messages and roster pushes that came while the login assembled its snapshot, handled
+        /// after it (in the order they came); `nil` once the snapshot is out.
+        var held: [XMPPElement]? = []
+        /// Conversations this link announced (the roster, and peers met since).
+        var known: Set<ConversationID> = []
+        /// Archive ids this link handled (live, caught up, confirmed as a send's answer, and those
+        /// the cursor named as delivered live): another copy of one (the archive's, a repeat, a
+        /// carbon held during the login) is not handled again. Not those history paged: one of
+        /// those may be news the follower has yet to bring.
+        var handled: Set<String> = []
+        /// `handled` as it was when it was last emptied: what was handled just before is still
+        /// known.
+        var handledBefore: Set<String> = []
+        /// Archive ids delivered live that the archive has not shown after the cursor yet, in the
+        /// order they came: the cursor carries them, and the next link's catch-up skips them
+        /// (delivered again, they would come with other times, and move in the store).
+        var live: [String] = []
+        /// Where the catch-up goes from while the archive refuses the stored id and has shown
+        /// nothing newer.
+        var since: Date?
+        /// Messages the server bounced (`type='error'`), by id, until their send looks.
+        var bounced: [String: SwitchboardError] = [:]
+        /// The archive id of each time this link gave a message, per conversation: a history
+        /// page below a stored message (the engine names it by its time) starts just before its
+        /// archive id.
+        var archiveIDs: [TimeKey: String] = [:]
+
+        struct TimeKey: Hashable {
+            var conversation: ConversationID
+            var time: Date
+        }
+
+        mutating func bounce(_ id: String, _ error: SwitchboardError) {
+            // A bounce nobody waits for (it came after its send's answer) is not kept forever.
+            if bounced.count >= 256 { bounced.removeAll(keepingCapacity: true) }
+            bounced[id] = error
+        }
+
+        /// The messages this link delivered, confirmed or paged, by archive id, and the archive
+        /// id of each by its id attribute: what a marker, a correction or a retraction names.
+        var recent: [String: Message] = [:]
+        var archiveIDByStanzaID: [StanzaKey: String] = [:]
+        /// Ids of what this link sent besides messages (markers, corrections, retractions): the
+        /// archive's copy of one is not news.
+        var sentIDs: Set<String> = []
+        /// Client ids of sends whose answer is on its way: the follower leaves their archived
+        /// copy to the send.
+        var sending: Set<String> = []
+        /// Corrections and retractions a history page met, per conversation, by the id of the
+        /// message they change: older pages show that message changed, or not at all.
+        var historyChanges: [ConversationID: [String: (change: XMPPMapping.Change, author: String)]] = [:]
+
+        struct StanzaKey: Hashable {
+            var conversation: ConversationID
+            var id: String
+        }
+
+        mutating func keep(_ message: Message) {
+            guard let archiveID = message.serverID?.rawValue else { return }
+            // Forgotten all at once when there are many: a page below a forgotten time falls
+            // back to the time filter, a change to a forgotten message is reported.
+            if archiveIDs.count >= 20_000 { archiveIDs.removeAll(keepingCapacity: true) }
+            archiveIDs[TimeKey(conversation: message.conversationID, time: message.time)] = archiveID
+            if recent.count >= 5_000 {
+                recent.removeAll(keepingCapacity: true)
+                archiveIDByStanzaID.removeAll(keepingCapacity: true)
+            }
+            recent[archiveID] = message
+            if let stanzaID = XMPPMapping.stanzaID(of: message) {
+                archiveIDByStanzaID[StanzaKey(conversation: message.conversationID, id: stanzaID)] = archiveID
+            }
+        }
+
+        /// The archive showed `archiveID` after the cursor: no longer only delivered live.
+        mutating func passed(_ archiveID: String) {
+            if let index = live.firstIndex(of: archiveID) { live.remove(at: index) }
+        }
+
+        /// Whether `archiveID` is news to this link; it is not, from now on.
+        ///
+        /// The set starts again at 20,000 ids (keeping those delivered live that the archive has
+        /// yet to show), and never while the login holds live stanzas (their copies must meet
+        /// what the catch-up handled); the ids it held are known for another 20,000. A copy of an
+        /// id forgotten after that is delivered again, with another time: it is long past by then.
+        mutating func handle(_ archiveID: String) -> Bool {
+            if handled.count >= 20_000, held == nil {
+                handledBefore = handled
+                handled = Set(live)
+            }
+            guard !handledBefore.contains(archiveID) else { return false }
+            return handled.insert(archiveID).inserted
+        }
+
+        func original(named stanzaID: String, in conversation: ConversationID) -> Message? {
+            archiveIDByStanzaID[StanzaKey(conversation: conversation, id: stanzaID)].flatMap { recent[$0] }
+        }
+
+        mutating func sent(_ id: String) {
+            if sentIDs.count >= 1_000 { sentIDs.removeAll(keepingCapacity: true) }
+            sentIDs.insert(id)
+        }
+    }
+}
