@@ -267,6 +267,9 @@ let package = Package(
             name: "SwitchboardXMPPTests",
             dependencies: [
                 "Switchboard", "SwitchboardTestKit", "SwitchboardXMPP", "SwitchboardSQLite", "SwitchboardTransport", "SwitchboardEmulation",
+                // `connect xmpp` and a gateway's xmpp session, against Prosody.
+                "XMPPCommands", "SwitchboardCommandKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Adapters/XMPP/Tests/SwitchboardXMPPTests"

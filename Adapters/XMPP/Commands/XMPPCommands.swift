@@ -4,7 +4,7 @@ package import Logging
 package import Switchboard
 package import SwitchboardCommandKit
 
-import SwitchboardXMPP
+package import SwitchboardXMPP
 
 /// The XMPP adapter's entry in the command-line tool's registry: no emulator (its tests run a
 /// real Prosody).
@@ -45,7 +45,7 @@ package struct ConnectXMPP: AsyncParsableCommand {
 
     @Option(help: "The server's XMPP-over-WebSocket endpoint, such as wss://example.org:5281/xmpp-websocket.") package var url: String
     @Option(help: "The account's bare JID, such as alice@example.org.") package var jid: String
-    @Option(help: "The account's password (SASL PLAIN: use wss:// off loopback).") package var password: String
+    @Option(help: "The account's password: a SCRAM proof where the server offers SCRAM; otherwise SASL PLAIN, over wss:// or to loopback only.") package var password: String
     @Option(help: "The resource to bind; the server makes one up when not given.") package var resource: String?
     @OptionGroup package var options: ConnectOptions
 
@@ -59,10 +59,12 @@ package struct ConnectXMPP: AsyncParsableCommand {
     }
 
     package func run() async throws {
-        let backend = try XMPPBackend(
-            configuration: XMPPConfiguration(jid: jid, password: password, url: url, resource: resource, allowsPlainText: options.allowPlainText)
-        )
         // No commands beyond the console's own: rooms (`/create`, `/leave`) come with them.
-        try await options.runner(backend: backend, target: url, me: ParticipantID(jid.lowercased())).run().exit()
+        try await options.runner(backend: try makeBackend(), target: url, me: ParticipantID(jid.lowercased())).run().exit()
+    }
+
+    /// The backend the options describe.
+    package func makeBackend() throws -> XMPPBackend {
+        try XMPPBackend(configuration: XMPPConfiguration(jid: jid, password: password, url: url, resource: resource, allowsPlainText: options.allowPlainText))
     }
 }

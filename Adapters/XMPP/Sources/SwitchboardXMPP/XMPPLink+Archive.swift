@@ -125,18 +125,34 @@ extension XMPPLink {
         var scram = XMPPSCRAM(mechanism: mechanism, user: configuration.localPart, password: configuration.password, clientNonce: XMPPSCRAM.nonce(using: &generator))
         let challenge = try await exchange("#sasl", XMPPStanzas.auth(mechanism.rawValue, Data(scram.clientFirst.utf8)), name: "auth")
         guard challenge.name == "challenge" else { throw Self.saslOutcome(challenge) }
-        let final = try scram.clientFinal(serverFirst: try Self.saslText(challenge))
+        let final = try await abortingOnRefusal { try scram.clientFinal(serverFirst: try Self.saslText(challenge)) }
         var outcome = try await exchange("#sasl", XMPPStanzas.saslResponse(Data(final.utf8)), name: "auth")
         if outcome.name == "challenge" {
             // The server's signature as a challenge of its own (RFC 6120 §6.3.10 allows it in
             // `<success>` too): checked, then an empty response.
-            try scram.verify(serverFinal: try Self.saslText(outcome))
+            try await abortingOnRefusal { try scram.verify(serverFinal: try Self.saslText(outcome)) }
             outcome = try await exchange("#sasl", XMPPStanzas.saslResponse(Data()), name: "auth")
-            guard outcome.name == "success" else { throw Self.saslOutcome(outcome) }
+            guard outcome.name == "success" else {
+                // A third challenge: the exchange has no step left for it.
+                if outcome.name == "challenge" { try? await socket.send(XMPPStanzas.saslAbort) }
+                throw Self.saslOutcome(outcome)
+            }
             return
         }
         guard outcome.name == "success" else { throw Self.saslOutcome(outcome) }
+        // After `<success>` there is nothing to abort: the link ends with the error.
         try scram.verify(serverFinal: try Self.saslText(outcome))
+    }
+
+    /// Runs a step of the client's side of SASL; when it refuses what the server sent, tells the
+    /// server (`<abort/>`, RFC 6120 §6.4.4) before the error ends the link.
+    private func abortingOnRefusal<T>(_ step: () throws -> T) async throws -> T {
+        do {
+            return try step()
+        } catch {
+            try? await socket.send(XMPPStanzas.saslAbort)
+            throw error
+        }
     }
 
     /// A `<failure>` classified; anything else where a challenge or success was due is a

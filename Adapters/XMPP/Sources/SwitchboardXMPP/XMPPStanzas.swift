@@ -46,6 +46,8 @@ enum XMPPStanzas {
         "<auth xmlns='\(NS.sasl)' mechanism='\(attribute(mechanism))'>\(payload.isEmpty ? "=" : payload.base64EncodedString())</auth>"
     }
 
+    static let saslAbort = "<abort xmlns='\(NS.sasl)'/>"
+
     /// An empty response is an empty element (RFC 6120 §6.4.3).
     static func saslResponse(_ payload: Data) -> String {
         payload.isEmpty ? "<response xmlns='\(NS.sasl)'/>" : "<response xmlns='\(NS.sasl)'>\(payload.base64EncodedString())</response>"

@@ -138,17 +138,31 @@ struct XMPPLiveTests {
             faults.relay.inject(.answer { _ in XMPPFaults.saslFailure("not-authorized") }, times: .max, label: "plain") { $0.contains("mechanism='PLAIN'") }
             let backend = try backend(server, webSockets: faults.transport)
             let scram = await comesUp(backend)
+            // The client aborts only while the server waits for it: never after `<success>`.
+            faults.relay.inject(.drop, times: .max, label: "abort") { $0 == "<abort xmlns='urn:ietf:params:xml:ns:xmpp-sasl'/>" }
             let forgedSignature = Data("v=\(Data(count: 20).base64EncodedString())".utf8).base64EncodedString()
             faults.relay.inject(.answer { _ in "<success xmlns='urn:ietf:params:xml:ns:xmpp-sasl'>\(forgedSignature)</success>" }, direction: .toClient, label: "forged") {
                 $0.hasPrefix("<success")
             }
             let forged = await comesUp(backend)
+            // A server's first message whose nonce is not the client's: refused, and the client
+            // says so (`<abort/>`) before the link ends.
+            let foreignNonce = Data("r=someone-elses-nonce,s=QSXCR+Q6sek8bf92,i=4096".utf8).base64EncodedString()
+            faults.relay.inject(.answer { _ in "<challenge xmlns='urn:ietf:params:xml:ns:xmpp-sasl'>\(foreignNonce)</challenge>" }, direction: .toClient, label: "nonce") {
+                $0.hasPrefix("<challenge")
+            }
+            let refusedNonce = await comesUp(backend)
             let applied = faults.relay.applied
-            print("xmpp live: a SCRAM login — \(scram), PLAIN logins \(applied["plain"] ?? 0); with the server's signature forged \(applied["forged"] ?? 0) time(s): \(forged)")
+            print(
+                "xmpp live: a SCRAM login — \(scram), PLAIN logins \(applied["plain"] ?? 0); with the server's signature forged \(applied["forged"] ?? 0) time(s): \(forged); "
+                    + "with another nonce: \(refusedNonce), aborts sent \(applied["abort"] ?? 0)"
+            )
             #expect(try scram.get())
             #expect(applied["plain"] == nil)
             #expect(applied["forged"] == 1)
             #expect(forged.failureCode == .authenticationFailed)
+            #expect(applied["nonce"] == 1 && applied["abort"] == 1)
+            #expect(refusedNonce.failureCode == .authenticationFailed)
         }
     }
 
@@ -248,20 +262,26 @@ struct XMPPLiveTests {
     }
 
     /// The server goes silent (the relay drops all it sends once the link is up): the heartbeat's
-    /// ping goes unanswered, and the link ends as timed out instead of hanging.
+    /// ping goes unanswered, and the link ends as timed out instead of hanging. On a test clock:
+    /// the heartbeat fires when the test moves time, never because the machine is slow.
     @Test func aServerThatGoesSilentEndsTheLink() async throws {
         try await Prosody.withServer { server in
             let faults = XMPPFaults()
+            let (interval, pongTimeout) = (Duration.seconds(37), Duration.seconds(11))
             let backend = try XMPPBackend(
                 configuration: XMPPConfiguration(
                     jid: Self.customer, password: "secret-customer", url: server.url, requestTimeout: .seconds(10),
-                    heartbeatInterval: .milliseconds(300), pongTimeout: .milliseconds(300), allowsPlainText: true
+                    heartbeatInterval: interval, pongTimeout: pongTimeout, allowsPlainText: true
                 ),
                 logger: .quiet,
                 webSockets: faults.transport
             )
-            let ended = try await backend.withConnection(ConnectionContext(session: "direct", clock: .continuous, logger: .quiet)) { link in
+            let clock = TestClock()
+            let ended = try await backend.withConnection(ConnectionContext(session: "direct", clock: SessionClock(clock), logger: .quiet)) { link in
                 faults.relay.inject(.drop, direction: .toClient, times: .max, label: "silenced") { _ in true }
+                faults.relay.inject(.drop, times: .max, label: "ping") { $0.contains("urn:xmpp:ping") }
+                try await clock.advance(toSleeperDueIn: interval)
+                try await clock.advance(toSleeperDueIn: pongTimeout)
                 do {
                     for try await _ in link.updates {}
                     return SwitchboardError(.invalidState, "the updates ended without an error")
@@ -269,9 +289,71 @@ struct XMPPLiveTests {
                     return SwitchboardError.classify(error)
                 }
             }
-            print("xmpp live: a silent server — \(faults.relay.applied["silenced"] ?? 0) frames dropped, the link ended: \(ended)")
+            print(
+                "xmpp live: a silent server — pings \(faults.relay.applied["ping"] ?? 0), frames dropped \(faults.relay.applied["silenced"] ?? 0), the link ended: \(ended)"
+            )
+            #expect(faults.relay.applied["ping"] == 1)
             #expect(ended.code == .timedOut)
-            #expect((faults.relay.applied["silenced"] ?? 0) >= 1, "the ping's answer was dropped")
+        }
+    }
+
+    @Test func aMarkerNamingAMessageTheLinkHasNotSeenReadsUpToItsTime() async throws {
+        try await Prosody.withServer { server in
+            let session = session(try backend(server))
+            try await withConnectedRecording(session) { recorder in
+                try await agentSends(["hello"], on: server)
+                try await recorder.first("the agent's message") { $0.addedMessage?.text == "hello" }
+                let before = Date()
+                try await XMPPTestClient.withClient(server, user: "agent1", resource: "desk") { agent in
+                    try await agent.displayed("an-id-nobody-sent", to: Self.customer)
+                    try await agent.sync()
+                }
+                let event = try await recorder.first("the agent's read marker") { event in
+                    if case .readMarker(let who, _) = event.kind { return who == ParticipantID(Self.agent) }
+                    return false
+                }
+                guard case .readMarker(_, let marker) = event.kind else { return }
+                print("xmpp live: a marker naming a message the link has not seen — \(marker)")
+                guard case .time(let time) = marker else {
+                    Issue.record("a marker on the time it was sent, not \(marker)")
+                    return
+                }
+                #expect(time >= before.addingTimeInterval(-1) && time <= Date())
+            }
+        }
+    }
+
+    /// The user's archive leaves the chat out (MAM preferences `never`): the send goes out, named
+    /// by its own id, and the agent gets it once.
+    @Test func aSendTheArchiveLeavesOutIsNamedByItsOwnID() async throws {
+        try await Prosody.withServer { server in
+            try await XMPPTestClient.withClient(server, user: "customer", resource: "prefs") { customer in
+                _ = try await customer.request("<iq xmlns='jabber:client' type='set' id='prefs-1'><prefs xmlns='urn:xmpp:mam:2' default='never'/></iq>", id: "prefs-1")
+            }
+            let session = session(try backend(server))
+            try await withConnectedRecording(session) { recorder in
+                try await agentSends(["hello"], on: server)
+                try await recorder.first("the agent's message") { $0.addedMessage?.text == "hello" }
+                let chat = try await session.conversation(ConversationID(Self.agent))
+                let local = try await chat.send(text: "not in my archive")
+                let clientID = try #require(local.clientID)
+                try await recorder.waitUntil("the send confirmed", check: {
+                    try await chat.storedMessages(before: nil, limit: 20).contains { $0.clientID == clientID && $0.deliveryState == .sent }
+                })
+                let stored = try await chat.storedMessages(before: nil, limit: 20).filter { $0.text == "not in my archive" }
+                let mine = try await truth(on: server).filter { $0.body == "not in my archive" }
+                let agents = try await XMPPTestClient.withClient(server, user: "agent1", resource: "truth") { agent in
+                    try await agent.archive(with: Self.customer)
+                }.filter { $0.body == "not in my archive" }
+                print(
+                    "xmpp live: a send the user's archive leaves out — stored as \(stored.map { $0.serverID?.rawValue ?? "none" }), "
+                        + "in the user's archive \(mine.count), in the agent's \(agents.count)"
+                )
+                #expect(stored.count == 1)
+                #expect(stored.first?.serverID?.rawValue == "message:\(clientID.rawValue)")
+                #expect(mine.isEmpty)
+                #expect(agents.count == 1)
+            }
         }
     }
 
