@@ -3,9 +3,10 @@ import Logging
 import Switchboard
 import SwitchboardTransport
 
-/// The archive (XEP-0313): the login, catch-up after the cursor, the follower, and history.
+/// The archive (XEP-0313) and the login: SASL, catch-up after the cursor, the follower, and
+/// history.
 extension XMPPLink {
-    /// Opens the stream, logs in (SASL PLAIN), binds a resource, reads the roster, catches up
+    /// Opens the stream, logs in (SASL SCRAM, or PLAIN where allowed), binds a resource, reads the roster, catches up
     /// from the archive, says it is available, and hands the engine its snapshot.
     func login() async throws {
         let features = try await exchange("#features", XMPPStanzas.open(to: configuration.domain), name: "open")

@@ -35,7 +35,6 @@ enum XMPPStanzas {
 
     static let close = "<close xmlns='\(NS.framing)'/>"
 
-    /// SASL PLAIN (RFC 4616): the authorization identity empty, then the user and the password.
     /// PLAIN's message (RFC 4616): no authorization identity, the user, the password.
     static func plainToken(user: String, password: String) -> Data {
         Data(([0] + Array(user.utf8) + [0] + Array(password.utf8)) as [UInt8])

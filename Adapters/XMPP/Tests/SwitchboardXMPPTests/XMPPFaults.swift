@@ -4,7 +4,7 @@ import SwitchboardEmulation
 import SwitchboardTestKit
 import SwitchboardTransport
 
-/// The faults the server's admin shell cannot make, as XMPP has them, on the test kit's
+/// The faults the server's admin shell cannot make, as XMPP has them, on `SwitchboardEmulation`'s
 /// ``WebSocketFaultRelay`` that the customer's socket goes through: a request answered with the
 /// stanza error Prosody would send, or the link cut when it goes out (before the server got it, or
 /// after: a lost reply); a login refused; frames of the test's own handed to the client; live
