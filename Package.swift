@@ -258,8 +258,9 @@ let package = Package(
                 "Switchboard",
                 "SwitchboardTransport",
                 .product(name: "Logging", package: "swift-log"),
-                // SCRAM logins: SHA-1, SHA-256 and HMAC.
+                // SCRAM logins: SHA-1, SHA-256, HMAC and PBKDF2.
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
             ],
             path: "Adapters/XMPP/Sources/SwitchboardXMPP"
         ),

@@ -13,15 +13,16 @@ public import SwitchboardTransport
 /// ```swift
 /// let relay = WebSocketFaultRelay()
 /// // give the client `relay.transport` as its WebSocket transport
-/// relay.inject(.forwardThenCut, label: "lost reply") { $0.hasPrefix("<message") }
+/// relay.inject(.loseAnswer, label: "lost reply") { $0.hasPrefix("<message") }
 /// relay.inject(.answer { frame in errorReply(to: frame) }) { $0.hasPrefix("<iq") }
-/// relay.inject(.repeat, direction: .toClient, times: 2) { $0.contains("<body>") }
+/// relay.inject(.repeat, direction: .toClient, count: 2) { $0.contains("<body>") }
 /// relay.deliver("<message …/>", label: "raw frame")
 /// ```
 ///
 /// Rules are matched in the order they were injected, per direction; each applies to a number of
-/// frames and is then spent. A rule's label counts each frame it applied to in ``applied``, when
-/// it took effect (the frame went out, or reached a live link), not when it was injected. The
+/// frames and is then spent. A rule's label counts each frame it applied to in
+/// ``Statistics/applied``, when it took effect (the frame went out, reached a live link, or the
+/// link was cut), not when it was injected or matched. The
 /// relay's other side is ``WebSocketTransport/network``: a real socket to the URL the client
 /// asked for.
 ///
@@ -40,11 +41,13 @@ public final class WebSocketFaultRelay: Sendable {
         /// Not forwarded; the client gets what `reply` makes of the frame instead (for a frame
         /// to the server: an answer in the server's place, naming the frame's id).
         case answer(_ reply: @Sendable (_ frame: String) -> String)
-        /// Not forwarded; the link is cut (the client's send fails as over a broken socket).
+        /// Not forwarded; the link is cut. For a frame to the server, the client's send fails as
+        /// over a broken socket; for a frame to the client, the client's reads end without it.
         case cut
-        /// Forwarded, then the link is cut before anything more reaches the client: the server
-        /// did it, the client never hears (a lost reply).
-        case forwardThenCut
+        /// For a frame to the server: forwarded, then the link is cut before anything more reaches
+        /// the client (the server did it, the client never hears: a lost reply). For a frame to
+        /// the client, which is itself the answer: the same as ``cut``.
+        case loseAnswer
         /// Not forwarded, and the link stays.
         case drop
         /// Forwarded twice.
@@ -59,9 +62,20 @@ public final class WebSocketFaultRelay: Sendable {
         var matches: @Sendable (String) -> Bool
     }
 
+    /// What went through the relay, and what its rules did.
+    public struct Statistics: Sendable, Hashable {
+        /// Frames relayed unchanged to the server and to the client (a repeat counts twice).
+        public var toServer = 0
+        public var toClient = 0
+        /// The frames each labelled rule applied to, the ``WebSocketFaultRelay/deliver(_:label:)``
+        /// frames a live link took, and the links ``WebSocketFaultRelay/disconnectAll(label:)``
+        /// cut, by label.
+        public var applied: [String: Int] = [:]
+    }
+
     private struct State {
         var rules: [Rule] = []
-        var applied: [String: Int] = [:]
+        var statistics = Statistics()
         var live: [UUID: Link] = [:]
     }
 
@@ -87,19 +101,17 @@ public final class WebSocketFaultRelay: Sendable {
         WebSocketTransport { url, configuration in self.open(url, configuration) }
     }
 
-    /// The number of frames each labelled rule applied to (and of ``deliver(_:label:)`` frames a
-    /// live link took, and of links ``disconnectAll(label:)`` cut), by label.
-    public var applied: [String: Int] { state.withLock { $0.applied } }
+    public var statistics: Statistics { state.withLock { $0.statistics } }
 
-    /// Applies `action` to the next `times` frames going `direction` that `matches` accepts.
+    /// Applies `action` to the next `count` frames going `direction` that `matches` accepts.
     public func inject(
         _ action: Action,
         direction: Direction = .toServer,
-        times: Int = 1,
+        count: Int = 1,
         label: String? = nil,
         where matches: @escaping @Sendable (String) -> Bool
     ) {
-        state.withLock { $0.rules.append(Rule(action: action, direction: direction, remaining: times, label: label, matches: matches)) }
+        state.withLock { $0.rules.append(Rule(action: action, direction: direction, remaining: count, label: label, matches: matches)) }
     }
 
     /// Hands `frame` to every live link as if the server had sent it; `false` when no link took
@@ -111,7 +123,7 @@ public final class WebSocketFaultRelay: Sendable {
         for link in live {
             if case .enqueued = link.yield(frame) { taken = true }
         }
-        if taken, let label { state.withLock { $0.applied[label, default: 0] += 1 } }
+        if taken { count(label) }
         return taken
     }
 
@@ -120,7 +132,7 @@ public final class WebSocketFaultRelay: Sendable {
     public func disconnectAll(label: String? = nil) -> Int {
         let live = state.withLock { state in
             defer { state.live.removeAll() }
-            if let label, !state.live.isEmpty { state.applied[label, default: 0] += state.live.count }
+            if let label, !state.live.isEmpty { state.statistics.applied[label, default: 0] += state.live.count }
             return Array(state.live.values)
         }
         for link in live { Self.cut(link) }
@@ -132,9 +144,9 @@ public final class WebSocketFaultRelay: Sendable {
         link.toServer.finish()
     }
 
-    /// The action for a frame going `direction` on link `id`, spending the rule and counting it
-    /// (a lost answer is counted once its frame is written: the caller counts it). A link already
-    /// cut spends nothing: a fault there would take no effect.
+    /// The action for a frame going `direction` on link `id`, and its rule's label, spending the
+    /// rule; the caller counts the label once the action took effect. A link already cut spends
+    /// nothing: a fault there would take no effect.
     private func action(on frame: String, going direction: Direction, link id: UUID) -> (action: Action, label: String?)? {
         state.withLock { state in
             guard state.live[id] != nil else { return nil }
@@ -142,15 +154,22 @@ public final class WebSocketFaultRelay: Sendable {
             let rule = state.rules[index]
             state.rules[index].remaining -= 1
             if state.rules[index].remaining <= 0 { state.rules.remove(at: index) }
-            if case .forwardThenCut = rule.action, direction == .toServer { return (rule.action, rule.label) }
-            if let label = rule.label { state.applied[label, default: 0] += 1 }
-            return (rule.action, nil)
+            return (rule.action, rule.label)
         }
     }
 
     private func count(_ label: String?) {
         guard let label else { return }
-        state.withLock { $0.applied[label, default: 0] += 1 }
+        state.withLock { $0.statistics.applied[label, default: 0] += 1 }
+    }
+
+    private func relayed(_ direction: Direction, frames: Int = 1) {
+        state.withLock { state in
+            switch direction {
+            case .toServer: state.statistics.toServer += frames
+            case .toClient: state.statistics.toClient += frames
+            }
+        }
     }
 
     private func open(_ url: String, _ configuration: WebSocketTransport.Configuration) -> WebSocketTransport.InProcessSocket {
@@ -176,17 +195,18 @@ public final class WebSocketFaultRelay: Sendable {
                 case nil:
                     try forward()
                 case .answer(let reply):
-                    toClient.yield(reply(text))
+                    if case .enqueued = toClient.yield(reply(text)) { self.count(rule?.label) }
                 case .drop:
-                    break
+                    self.count(rule?.label)
                 case .repeat:
                     try forward()
-                    try forward()
+                    try forward(label: rule?.label)
                 case .cut:
                     forget()
                     Self.cut(link)
+                    self.count(rule?.label)
                     throw SwitchboardError(.connectionLost, "the test cut the link")
-                case .forwardThenCut:
+                case .loseAnswer:
                     // Sent as a real socket sends: the cut comes once the server has it.
                     try forward(cutAfter: true, label: rule?.label)
                 }
@@ -204,13 +224,15 @@ public final class WebSocketFaultRelay: Sendable {
                                 guard self.state.withLock({ $0.live[id] != nil }) else { break }
                                 if frame.cutAfter { answersLost.withLock { $0 = true } }
                                 try await server.send(frame.text)
+                                self.relayed(.toServer)
                                 if frame.cutAfter {
-                                    self.count(frame.label)
                                     forget()
                                     Self.cut(link)
+                                    self.count(frame.label)
                                     // What the client queued behind it never leaves.
                                     break
                                 }
+                                self.count(frame.label)
                             }
                             await server.close()
                         }
@@ -219,21 +241,24 @@ public final class WebSocketFaultRelay: Sendable {
                             guard self.state.withLock({ $0.live[id] != nil }) else { break }
                             // A lost answer's frame is on its way out: the cut follows.
                             if answersLost.withLock({ $0 }) { continue }
-                            switch self.action(on: text, going: .toClient, link: id)?.action {
-                            case nil: toClient.yield(text)
-                            case .answer(let replace): toClient.yield(replace(text))
-                            case .drop: break
+                            let rule = self.action(on: text, going: .toClient, link: id)
+                            switch rule?.action {
+                            case nil:
+                                if case .enqueued = toClient.yield(text) { self.relayed(.toClient) }
+                                continue
+                            case .answer(let replace):
+                                guard case .enqueued = toClient.yield(replace(text)) else { continue }
+                            case .drop:
+                                break
                             case .repeat:
                                 toClient.yield(text)
-                                toClient.yield(text)
-                            case .cut:
-                                forget()
-                                Self.cut(link)
-                            case .forwardThenCut:
-                                toClient.yield(text)
+                                guard case .enqueued = toClient.yield(text) else { continue }
+                                self.relayed(.toClient, frames: 2)
+                            case .cut, .loseAnswer:
                                 forget()
                                 Self.cut(link)
                             }
+                            self.count(rule?.label)
                         }
                         // The server closed: the client hears it now, not after the close
                         // handshake.

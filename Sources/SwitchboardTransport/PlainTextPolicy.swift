@@ -13,11 +13,24 @@ public enum PlainTextPolicy {
         else {
             throw SwitchboardError(.invalidArgument, "not a URL with a host: \(url.prefix(200))")
         }
-        guard scheme == "http" || scheme == "ws", !allowed, !isLoopback(host) else { return }
+        guard !allowed, !isEncryptedOrLoopback(scheme: scheme, host: host) else { return }
         throw SwitchboardError(
             .fatal,
             "plain \(scheme):// to \(host) is refused (tokens and messages would travel unencrypted): use \(scheme == "ws" ? "wss" : "https")://, or allow plain text in the adapter's configuration"
         )
+    }
+
+    /// Whether `url` is encrypted (not `http://` or `ws://`) or goes to a loopback host: what may
+    /// carry a secret whatever the configuration allows (an XMPP PLAIN login, for one). `false`
+    /// for what is not a URL with a host.
+    public static func isEncryptedOrLoopback(_ url: String) -> Bool {
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(), let host = components.host, !host.isEmpty
+        else { return false }
+        return isEncryptedOrLoopback(scheme: scheme, host: host)
+    }
+
+    private static func isEncryptedOrLoopback(scheme: String, host: String) -> Bool {
+        !(scheme == "http" || scheme == "ws") || isLoopback(host)
     }
 
     /// `localhost`, `127.0.0.0/8` and `::1`.

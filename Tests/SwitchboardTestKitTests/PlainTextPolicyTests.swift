@@ -12,6 +12,8 @@ import Testing
         ("http://10.0.0.5/", false, false), ("ws://chat.example.com/ws", true, true), ("http://10.0.0.5/", true, true),
     ])
     func plainTextIsRefusedOffLoopback(_ url: String, _ allowed: Bool, _ passes: Bool) {
+        // What passes without being allowed is what may carry a secret.
+        if !allowed { #expect(PlainTextPolicy.isEncryptedOrLoopback(url) == passes) }
         if passes {
             #expect(throws: Never.self) { try PlainTextPolicy.check(url, allowed: allowed) }
         } else {
@@ -24,6 +26,7 @@ import Testing
 
     @Test func aURLWithoutAHostIsAnInvalidArgument() {
         #expect { try PlainTextPolicy.check("not a url", allowed: false) } throws: { ($0 as? SwitchboardError)?.code == .invalidArgument }
+        #expect(!PlainTextPolicy.isEncryptedOrLoopback("not a url"))
     }
 
     @Test func theTransportsCheckBeforeConnecting() async {

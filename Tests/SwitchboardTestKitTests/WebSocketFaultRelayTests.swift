@@ -53,11 +53,15 @@ struct WebSocketFaultRelayTests {
                 return frames
             }
             let server = Array(await received.prefix(2).reduce(into: []) { $0.append($1) })
-            print("fault relay: frames the client got \(frames), the server got \(server), applied \(relay.applied)")
+            print("fault relay: frames the client got \(frames), the server got \(server), applied \(relay.statistics.applied)")
             #expect(frames == ["answered q1", "echo e1", "echo e1", "of its own", "echo q1"])
             // The first q1 never reached it.
             #expect(server == ["e1", "q1"])
-            #expect(relay.applied == ["answer": 1, "repeat": 1, "deliver": 1])
+            #expect(relay.statistics.applied == ["answer": 1, "repeat": 1, "deliver": 1])
+            // Unchanged: e1 and q1 to the server; echo q1 to the client (the repeat's two are the
+            // rule's).
+            #expect(relay.statistics.toServer == 2)
+            #expect(relay.statistics.toClient == 3)
         }
     }
 
@@ -65,7 +69,8 @@ struct WebSocketFaultRelayTests {
         try await withEchoServer { url, received in
             let relay = WebSocketFaultRelay()
             relay.inject(.cut, label: "cut") { $0 == "never" }
-            relay.inject(.forwardThenCut, label: "lost") { $0 == "lost answer" }
+            relay.inject(.loseAnswer, label: "lost") { $0 == "lost answer" }
+            relay.inject(.cut, direction: .toClient, label: "cut reply") { $0 == "echo reply lost" }
             // A cut: the send fails, the server never gets it, the client's reads end.
             try await relay.transport.withTextWebSocket(url: url, logger: .quiet) { socket in
                 await #expect(throws: SwitchboardError.self) { try await socket.send("never") }
@@ -84,12 +89,19 @@ struct WebSocketFaultRelayTests {
                 }
                 #expect(heard.isEmpty)
             }
-            // The first frame the server got: "never" did not reach it.
-            var frames = received.makeAsyncIterator()
-            let first = await frames.next()
-            print("fault relay: the server's first frame \(first ?? "none"), applied \(relay.applied)")
-            #expect(first == "lost answer")
-            #expect(relay.applied == ["cut": 1, "lost": 1])
+            // A reply cut on its way to the client: the server got the frame, the client's reads
+            // end without the reply.
+            try await relay.transport.withTextWebSocket(url: url, logger: .quiet) { socket in
+                try await socket.send("reply lost")
+                var heard: [String] = []
+                await #expect(throws: SwitchboardError.self) { for try await frame in socket.messages { heard.append(frame) } }
+                #expect(heard.isEmpty)
+            }
+            // The frames the server got: "never" did not reach it.
+            let frames = await received.prefix(2).reduce(into: [String]()) { $0.append($1) }
+            print("fault relay: the server's frames \(frames), applied \(relay.statistics.applied)")
+            #expect(frames == ["lost answer", "reply lost"])
+            #expect(relay.statistics.applied == ["cut": 1, "lost": 1, "cut reply": 1])
         }
     }
 }

@@ -146,7 +146,7 @@ extension XMPPLink {
             follow.yield()
         }
         // A `<delay>` is the sender's word: never later than now.
-        let stamp = min(XMPPMapping.delay(of: stanza) ?? context.clock.date, context.clock.date)
+        let stamp = time(stamped: XMPPMapping.delay(of: stanza))
         receive(stanza, archiveID: archiveID, stamp: stamp, &state)
     }
 

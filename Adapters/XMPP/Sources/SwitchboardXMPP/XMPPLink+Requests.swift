@@ -66,7 +66,7 @@ extension XMPPLink {
     /// placed it; the archive's copy, when the follower reads it, is not news.
     func confirm(_ item: XMPPMapping.ArchiveItem, time: Date?) -> Message? {
         state.withLock { state in
-            let time = state.recent[item.archiveID]?.time ?? time ?? state.clock.next(stamp: min(item.stamp ?? context.clock.date, context.clock.date))
+            let time = state.recent[item.archiveID]?.time ?? time ?? state.clock.next(stamp: self.time(stamped: item.stamp))
             guard let message = XMPPMapping.message(item.message, archiveID: item.archiveID, me: me, time: time) else { return nil }
             // The follower's copy of it is not news.
             state.keep(message)
@@ -143,7 +143,7 @@ extension XMPPLink {
         if let known = state.withLock({ $0.recent[id.rawValue] }) { return known }
         let page = try await archivePage(with: nil, ids: [id.rawValue], page: .newest, max: 1)
         guard let item = page.items.first, item.archiveID == id.rawValue,
-            let message = XMPPMapping.message(item.message, archiveID: item.archiveID, me: me, time: item.stamp ?? context.clock.date),
+            let message = XMPPMapping.message(item.message, archiveID: item.archiveID, me: me, time: time(stamped: item.stamp)),
             message.conversationID == conversation
         else {
             throw SwitchboardError(.messageNotFound, "no message \(id) in this conversation's archive")

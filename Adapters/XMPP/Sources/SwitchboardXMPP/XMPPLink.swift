@@ -5,9 +5,10 @@ import SwitchboardTransport
 
 /// One XMPP stream over one WebSocket: the login, the reader, the heartbeat, and the requests.
 ///
-/// Split by what it does: what the server sends (`XMPPLink+Inbound`), the archive (the login,
-/// catch-up, the follower and history: `XMPPLink+Archive`), and what the user does
-/// (`XMPPLink+Requests`); `XMPPLinkState` is what they share under the lock.
+/// Split by what it does: the login (`XMPPLink+Login`), what the server sends
+/// (`XMPPLink+Inbound`), the archive (catch-up, the follower and history: `XMPPLink+Archive`),
+/// and what the user does (`XMPPLink+Requests`); `XMPPLinkState` is what they share under the
+/// lock.
 ///
 /// The lock guards the id counter, the time of the last inbound frame, the archive clock and
 /// cursor, the archive pages being collected, the conversations this link announced, and the
@@ -40,6 +41,7 @@ final class XMPPLink: BackendConnection {
         self.me = configuration.bareJID
         let cursor = XMPPCursor(context.cursor)
         var initial = State(clock: XMPPArchiveClock(last: cursor?.position.time))
+        initial.cursorID = cursor?.position.archiveID
         initial.live = cursor?.live ?? []
         initial.handled = Set(initial.live)
         self.state = Locked(initial)
@@ -84,6 +86,13 @@ final class XMPPLink: BackendConnection {
             timedOut: { SwitchboardError(.timedOut, "\(name) got no answer within \(timeout)") },
             send: { try await socket.send(stanza) }
         )
+    }
+
+    /// The time of a message the server stamped `stamp` (or that came now, unstamped): never
+    /// later than now, as a server's clock may be ahead.
+    func time(stamped stamp: Date?) -> Date {
+        let now = context.clock.date
+        return min(stamp ?? now, now)
     }
 
     func nextID(_ prefix: String) -> String {

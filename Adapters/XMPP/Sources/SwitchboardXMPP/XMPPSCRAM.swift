@@ -1,4 +1,5 @@
 import Crypto
+import CryptoExtras
 import Foundation
 import Switchboard
 
@@ -70,8 +71,10 @@ import Switchboard
         let authMessage = Data("\(clientFirstBare),\(serverFirst),\(withoutProof)".utf8)
         let proof: Data
         switch mechanism {
-        case .sha1: (proof, serverSignature) = Self.keys(Insecure.SHA1.self, password: password, salt: salt, iterations: iterations, authMessage: authMessage)
-        case .sha256: (proof, serverSignature) = Self.keys(SHA256.self, password: password, salt: salt, iterations: iterations, authMessage: authMessage)
+        case .sha1:
+            (proof, serverSignature) = try Self.keys(Insecure.SHA1.self, .insecureSHA1, password: password, salt: salt, iterations: iterations, authMessage: authMessage)
+        case .sha256:
+            (proof, serverSignature) = try Self.keys(SHA256.self, .sha256, password: password, salt: salt, iterations: iterations, authMessage: authMessage)
         }
         return "\(withoutProof),p=\(proof.base64EncodedString())"
     }
@@ -113,31 +116,27 @@ import Switchboard
     }
 
     /// The client proof and the server signature the exchange must end with.
-    private static func keys<H: HashFunction>(_: H.Type, password: String, salt: Data, iterations: Int, authMessage: Data) -> (proof: Data, serverSignature: Data) {
-        let salted = SymmetricKey(data: hi(H.self, password: Data(password.utf8), salt: salt, iterations: iterations))
+    ///
+    /// `Hi` (RFC 5802 §2.2) is PBKDF2 with HMAC over `H`, one block; the iteration count is the
+    /// server's, bounded by ``maxIterations`` (PBKDF2's own floor is for storing passwords, not
+    /// for answering a server).
+    private static func keys<H: HashFunction>(
+        _: H.Type, _ kdf: KDF.Insecure.PBKDF2.HashFunction, password: String, salt: Data, iterations: Int, authMessage: Data
+    ) throws -> (proof: Data, serverSignature: Data) {
+        let salted: SymmetricKey
+        do {
+            salted = try KDF.Insecure.PBKDF2.deriveKey(
+                from: Data(password.utf8), salt: salt, using: kdf, outputByteCount: H.Digest.byteCount, unsafeUncheckedRounds: iterations
+            )
+        } catch {
+            throw refusal("the salted password could not be derived (\(error))")
+        }
         let clientKey = Data(HMAC<H>.authenticationCode(for: Data("Client Key".utf8), using: salted))
         let storedKey = SymmetricKey(data: Data(H.hash(data: clientKey)))
         let clientSignature = Data(HMAC<H>.authenticationCode(for: authMessage, using: storedKey))
         let serverKey = SymmetricKey(data: Data(HMAC<H>.authenticationCode(for: Data("Server Key".utf8), using: salted)))
         let serverSignature = Data(HMAC<H>.authenticationCode(for: authMessage, using: serverKey))
         return (Data(zip(clientKey, clientSignature).map { $0 ^ $1 }), serverSignature)
-    }
-
-    /// `Hi` (RFC 5802 §2.2): PBKDF2 with HMAC over `H`, one block.
-    private static func hi<H: HashFunction>(_: H.Type, password: Data, salt: Data, iterations: Int) -> Data {
-        let keyed = HMAC<H>(key: SymmetricKey(data: password))
-        func mac(_ data: Data) -> Data {
-            var hmac = keyed
-            hmac.update(data: data)
-            return Data(hmac.finalize())
-        }
-        var block = mac(salt + Data([0, 0, 0, 1]))
-        var result = [UInt8](block)
-        for _ in 1..<iterations {
-            block = mac(block)
-            for (index, byte) in block.enumerated() { result[index] ^= byte }
-        }
-        return Data(result)
     }
 
     /// `k=v` fields, comma-separated; a value keeps any `=` after the first.

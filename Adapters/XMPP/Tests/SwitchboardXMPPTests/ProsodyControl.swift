@@ -54,21 +54,21 @@ struct ProsodyControl: EmulatorControl {
 
     func seedHistory(_ count: Int, in conversation: ConversationID) async throws {
         let customer = self.customer
-        try await asAgent(of: conversation) { agent in
+        try await server.asUser(agentName(conversation)) { agent in
             for index in 0..<count { try await agent.send("history \(index)", to: customer) }
         }
     }
 
     func agentSend(_ text: String, in conversation: ConversationID) async throws {
         let customer = self.customer
-        try await asAgent(of: conversation) { agent in
+        try await server.asUser(agentName(conversation)) { agent in
             try await agent.send(text, to: customer)
         }
     }
 
     func agentTyping(_ isTyping: Bool, in conversation: ConversationID) async throws {
         let customer = self.customer
-        try await asAgent(of: conversation) { agent in
+        try await server.asUser(agentName(conversation)) { agent in
             try await agent.chatState(isTyping ? "composing" : "paused", to: customer)
         }
     }
@@ -76,7 +76,7 @@ struct ProsodyControl: EmulatorControl {
     /// A 1:1 chat does not close: the agent leaves it (chat state `gone`, XEP-0085).
     func agentEnd(_ conversation: ConversationID) async throws {
         let customer = self.customer
-        try await asAgent(of: conversation) { agent in
+        try await server.asUser(agentName(conversation)) { agent in
             try await agent.chatState("gone", to: customer)
         }
     }
@@ -85,9 +85,9 @@ struct ProsodyControl: EmulatorControl {
     /// customer's own id for it, as the agent's client got it.
     func agentMarkRead(in conversation: ConversationID) async throws {
         let customer = self.customer
-        let newest = try await customerArchive(with: conversation.rawValue).last { $0.isMessage && $0.from == customer }
+        let newest = try await server.archive(of: "customer", with: conversation.rawValue).last { $0.isMessage && $0.from == customer }
         guard let id = newest?.originID else { return }
-        try await asAgent(of: conversation) { agent in
+        try await server.asUser(agentName(conversation)) { agent in
             try await agent.displayed(id, to: customer)
         }
     }
@@ -125,7 +125,7 @@ struct ProsodyControl: EmulatorControl {
     /// corrections nor retractions, and none retracted. The customer's own carry their origin id,
     /// which is the adapter's client id.
     func serverMessages(in conversation: ConversationID) async throws -> [ServerMessage] {
-        let archive = try await customerArchive(with: conversation.rawValue)
+        let archive = try await server.archive(of: "customer", with: conversation.rawValue)
         let retracted = Set(archive.compactMap(\.retracts))
         return archive.filter { $0.isMessage && !retracted.contains($0.originID ?? "") }.map { message in
             let fromCustomer = message.from == customer
@@ -212,22 +212,6 @@ struct ProsodyControl: EmulatorControl {
     /// The conversation's agent account: the local part of its JID.
     private func agentName(_ conversation: ConversationID) -> String {
         String(conversation.rawValue.prefix { $0 != "@" })
-    }
-
-    /// Runs `body` on a connection of the conversation's agent (no presence), then waits until
-    /// the server handled what it sent, failing on a bounce.
-    private func asAgent(of conversation: ConversationID, _ body: @Sendable (XMPPTestClient) async throws -> Void) async throws {
-        try await XMPPTestClient.withClient(server, user: agentName(conversation), resource: "desk") { agent in
-            try await body(agent)
-            try await agent.sync()
-        }
-    }
-
-    /// The customer's archive of the chat with `peer`, oldest first.
-    private func customerArchive(with peer: String) async throws -> [ArchivedMessage] {
-        try await XMPPTestClient.withClient(server, user: "customer", resource: "truth") { truth in
-            try await truth.archive(with: peer)
-        }
     }
 }
 

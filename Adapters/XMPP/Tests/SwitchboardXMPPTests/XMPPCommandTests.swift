@@ -19,7 +19,7 @@ struct XMPPCommandTests {
             #expect(throws: (any Error).self) { try ConnectXMPP.parse(["--url", server.url, "--jid", "no-domain", "--password", "p"]) }
             #expect(throws: (any Error).self) { try ConnectXMPP.parse(["--url", "http://\(server.url.dropFirst(5))", "--jid", XMPPLiveTests.customer, "--password", "p"]) }
             let command = try ConnectXMPP.parse(["--url", server.url, "--jid", XMPPLiveTests.customer, "--password", "secret-customer"])
-            try await live.agentSends(["hello"], on: server)
+            try await server.send(["hello"], from: "agent1", to: XMPPLiveTests.customer)
             let runner = ConsoleRunner(backend: try command.makeBackend(), store: InMemoryChatStore(), jsonl: true, target: command.url, progress: .off)
             let (lines, typed) = AsyncStream.makeStream(of: String.self)
             let printed = Locked<[String]>([])
@@ -53,7 +53,7 @@ struct XMPPCommandTests {
             let setup = try XMPPCommands.entry.gatewaySession(entry)
             #expect(setup.account == XMPPLiveTests.customer)
             #expect(throws: SwitchboardError.self) { try XMPPCommands.entry.gatewaySession(["backend": "xmpp", "url": .string(server.url), "user": "no-domain", "password": "p"]) }
-            try await live.agentSends(["hello"], on: server)
+            try await server.send(["hello"], from: "agent1", to: XMPPLiveTests.customer)
             let session = ChatSession(backend: try await setup.makeBackend(.quiet), store: InMemoryChatStore(), configuration: .fastForTests, logger: .quiet)
             try await withConnectedRecording(session) { recorder in
                 let events = session.events(filter: .all, buffering: .unbounded)
@@ -63,7 +63,7 @@ struct XMPPCommandTests {
                     try await chat.storedMessages(before: nil, limit: 20).contains { $0.clientID == sent.clientID && $0.serverID != nil }
                 })
             }
-            let archive = try await live.truth(on: server).compactMap(\.body)
+            let archive = try await server.archive(of: "customer", with: XMPPLiveTests.agent).compactMap(\.body)
             print("xmpp: a gateway's xmpp session — account \(setup.account), archived \(archive)")
             #expect(archive == ["hello", "from the gateway's session"])
         }

@@ -22,7 +22,7 @@ struct XMPPFaults: Sendable {
     var transport: WebSocketTransport { relay.transport }
 
     var applied: [EmulatorFault.Kind: Int] {
-        Dictionary(relay.applied.compactMap { label, count in EmulatorFault.Kind(rawValue: label).map { ($0, count) } }, uniquingKeysWith: +)
+        Dictionary(relay.statistics.applied.compactMap { label, count in EmulatorFault.Kind(rawValue: label).map { ($0, count) } }, uniquingKeysWith: +)
     }
 
     /// The next outbound stanza `name` calls (`send`, `typing`, `markRead`, `history`, `edit`,
@@ -40,11 +40,11 @@ struct XMPPFaults: Sendable {
     /// The next outbound stanza `name` calls reaches the server, and the link is cut before its
     /// answer comes back: the server did it, the client never heard.
     func loseNextAnswer(to name: String) {
-        relay.inject(.forwardThenCut, label: "lostAnswer") { Self.isCall($0, named: name) }
+        relay.inject(.loseAnswer, label: "lostAnswer") { Self.isCall($0, named: name) }
     }
 
     /// How many answers were lost.
-    var lostAnswers: Int { relay.applied["lostAnswer"] ?? 0 }
+    var lostAnswers: Int { relay.statistics.applied["lostAnswer"] ?? 0 }
 
     /// The next login fails: cut for a lost connection, else refused (`not-authorized`).
     func rejectNextLogin(_ error: SwitchboardError) {
@@ -55,7 +55,7 @@ struct XMPPFaults: Sendable {
 
     /// The next `count` live messages with a body reach the client twice.
     func duplicateNext(_ count: Int) {
-        relay.inject(.repeat, direction: .toClient, times: count, label: EmulatorFault.Kind.duplicateEvents.rawValue) { text in
+        relay.inject(.repeat, direction: .toClient, count: count, label: EmulatorFault.Kind.duplicateEvents.rawValue) { text in
             text.hasPrefix("<message") && text.contains("<body>") && !text.contains("urn:xmpp:mam:2")
         }
     }
@@ -64,7 +64,7 @@ struct XMPPFaults: Sendable {
     /// as Prosody refuses a disabled account's (`account-disabled`).
     func disable() {
         disabled.withLock { $0 = true }
-        relay.inject(.answer { _ in Self.saslFailure("account-disabled") }, times: .max, label: EmulatorFault.Kind.fatal.rawValue) { $0.hasPrefix("<auth ") }
+        relay.inject(.answer { _ in Self.saslFailure("account-disabled") }, count: .max, label: EmulatorFault.Kind.fatal.rawValue) { $0.hasPrefix("<auth ") }
         relay.disconnectAll()
     }
 

@@ -32,32 +32,18 @@ struct XMPPLiveTests {
         ChatSession(backend: backend, store: store, configuration: .fastForTests, logger: .quiet)
     }
 
-    /// Sends each text from the agent to the customer on one connection.
-    func agentSends(_ texts: [String], on server: ProsodyServer) async throws {
-        try await XMPPTestClient.withClient(server, user: "agent1", resource: "desk") { agent in
-            for text in texts { try await agent.send(text, to: Self.customer) }
-        }
-    }
-
-    /// The customer's archive with the agent, as the server has it.
-    func truth(on server: ProsodyServer) async throws -> [ArchivedMessage] {
-        try await XMPPTestClient.withClient(server, user: "customer", resource: "truth") { customer in
-            try await customer.archive(with: Self.agent)
-        }
-    }
-
     @Test func aConversationBothWays() async throws {
         try await Prosody.withServer { server in
             let session = session(try backend(server))
             try await withConnectedRecording(session) { recorder in
-                try await agentSends(["hello from the agent"], on: server)
+                try await server.send(["hello from the agent"], from: "agent1", to: Self.customer)
                 let event = try await recorder.first("the agent's message") { $0.addedMessage?.text == "hello from the agent" }
                 let conversation = try #require(event.conversationID)
                 #expect(conversation == ConversationID(Self.agent))
                 let chat = try await session.conversation(conversation)
                 let sent = try await chat.send(text: "hello & <welcome>")
                 try await recorder.first("the send confirmed") { $0.updatedMessage.map { $0.clientID == sent.clientID && $0.serverID != nil } ?? false }
-                let archive = try await truth(on: server)
+                let archive = try await server.archive(of: "customer", with: Self.agent)
                 let stored = try await chat.storedMessages(before: nil, limit: 10)
                 print("xmpp live: both ways — \(archive.count) archived, \(stored.count) stored, ids equal \(stored.compactMap(\.serverID).map(\.rawValue) == archive.map(\.archiveID))")
                 #expect(archive.map(\.body) == ["hello from the agent", "hello & <welcome>"])
@@ -80,7 +66,7 @@ struct XMPPLiveTests {
                 }
                 return ids
             }
-            let copies = try await truth(on: server).filter { $0.body == "sent three times" }
+            let copies = try await server.archive(of: "customer", with: Self.agent).filter { $0.body == "sent three times" }
             print("xmpp live: one message sent 3 times — \(Set(ids).count) archive id, \(copies.count) in the archive, duplicated \(copies.count - 1)")
             #expect(ids.count == 3 && Set(ids).count == 1)
             #expect(copies.count == 1)
@@ -96,7 +82,7 @@ struct XMPPLiveTests {
             let faults = XMPPFaults()
             let session = session(try backend(server, webSockets: faults.transport))
             try await withConnectedRecording(session) { recorder in
-                try await agentSends(["hello"], on: server)
+                try await server.send(["hello"], from: "agent1", to: Self.customer)
                 try await recorder.first("the agent's message") { $0.addedMessage?.text == "hello" }
                 let chat = try await session.conversation(ConversationID(Self.agent))
                 faults.loseNextAnswer(to: "send")
@@ -104,7 +90,7 @@ struct XMPPLiveTests {
                 try await recorder.waitUntil("the send confirmed on the next link", check: {
                     try await chat.storedMessages(before: nil, limit: 20).contains { $0.text == "its answer was lost" && $0.deliveryState == .sent }
                 })
-                let archive = try await truth(on: server).filter { $0.body == "its answer was lost" }
+                let archive = try await server.archive(of: "customer", with: Self.agent).filter { $0.body == "its answer was lost" }
                 let stored = try await chat.storedMessages(before: nil, limit: 20).filter { $0.text == "its answer was lost" }
                 let reconnects = recorder.events.filter(\.isConnected).count - 1
                 print(
@@ -135,11 +121,11 @@ struct XMPPLiveTests {
     @Test func theLoginIsSCRAMAndTheServerMustProveItself() async throws {
         try await Prosody.withServer { server in
             let faults = XMPPFaults()
-            faults.relay.inject(.answer { _ in XMPPFaults.saslFailure("not-authorized") }, times: .max, label: "plain") { $0.contains("mechanism='PLAIN'") }
+            faults.relay.inject(.answer { _ in XMPPFaults.saslFailure("not-authorized") }, count: .max, label: "plain") { $0.contains("mechanism='PLAIN'") }
             let backend = try backend(server, webSockets: faults.transport)
             let scram = await comesUp(backend)
             // The client aborts only while the server waits for it: never after `<success>`.
-            faults.relay.inject(.drop, times: .max, label: "abort") { $0 == "<abort xmlns='urn:ietf:params:xml:ns:xmpp-sasl'/>" }
+            faults.relay.inject(.drop, count: .max, label: "abort") { $0 == "<abort xmlns='urn:ietf:params:xml:ns:xmpp-sasl'/>" }
             let forgedSignature = Data("v=\(Data(count: 20).base64EncodedString())".utf8).base64EncodedString()
             faults.relay.inject(.answer { _ in "<success xmlns='urn:ietf:params:xml:ns:xmpp-sasl'>\(forgedSignature)</success>" }, direction: .toClient, label: "forged") {
                 $0.hasPrefix("<success")
@@ -152,7 +138,7 @@ struct XMPPLiveTests {
                 $0.hasPrefix("<challenge")
             }
             let refusedNonce = await comesUp(backend)
-            let applied = faults.relay.applied
+            let applied = faults.relay.statistics.applied
             print(
                 "xmpp live: a SCRAM login — \(scram), PLAIN logins \(applied["plain"] ?? 0); with the server's signature forged \(applied["forged"] ?? 0) time(s): \(forged); "
                     + "with another nonce: \(refusedNonce), aborts sent \(applied["abort"] ?? 0)"
@@ -172,15 +158,15 @@ struct XMPPLiveTests {
     @Test func aServerThatOffersOnlyPlain() async throws {
         try await Prosody.withServer { server in
             let faults = XMPPFaults()
-            faults.relay.inject(.answer { $0.replacing(/<mechanism>SCRAM-[^<]*<\/mechanism>/, with: "") }, direction: .toClient, times: .max, label: "plain only") {
+            faults.relay.inject(.answer { $0.replacing(/<mechanism>SCRAM-[^<]*<\/mechanism>/, with: "") }, direction: .toClient, count: .max, label: "plain only") {
                 $0.contains("<mechanisms")
             }
             let allowed = await comesUp(try backend(server, webSockets: faults.transport))
             let refused = await comesUp(try backend(server, allowsPlainLogin: false, webSockets: faults.transport))
-            print("xmpp live: a server offering PLAIN only (\(faults.relay.applied["plain only"] ?? 0) features rewritten) — allowed: \(allowed), not allowed: \(refused)")
+            print("xmpp live: a server offering PLAIN only (\(faults.relay.statistics.applied["plain only"] ?? 0) features rewritten) — allowed: \(allowed), not allowed: \(refused)")
             #expect(try allowed.get())
             #expect(refused.failureCode == .fatal)
-            #expect(faults.relay.applied["plain only"] == 2)
+            #expect(faults.relay.statistics.applied["plain only"] == 2)
         }
     }
 
@@ -190,7 +176,7 @@ struct XMPPLiveTests {
         try await Prosody.withServer { server in
             let session = session(try backend(server))
             try await withConnectedRecording(session) { recorder in
-                try await agentSends(["hello"], on: server)
+                try await server.send(["hello"], from: "agent1", to: Self.customer)
                 try await recorder.first("the agent's message") { $0.addedMessage?.text == "hello" }
                 let chat = try await session.conversation(ConversationID(Self.agent))
                 try await XMPPTestClient.withClient(server, user: "agent1", resource: "watch", presence: true) { agent in
@@ -221,7 +207,7 @@ struct XMPPLiveTests {
     /// the stream for it, and the outbox would send it again), and the link goes on.
     @Test func aTextXMLCannotCarryIsRefusedAndTheLinkGoesOn() async throws {
         try await Prosody.withServer { server in
-            try await agentSends(["hello"], on: server)
+            try await server.send(["hello"], from: "agent1", to: Self.customer)
             let backend = try backend(server)
             let (refused, after) = try await backend.withConnection(ConnectionContext(session: "direct", clock: .continuous, logger: .quiet)) { link in
                 let bad = OutgoingMessage(clientID: "bad-1", conversationID: ConversationID(Self.agent), content: MessageDraft(text: "bell \u{7}"))
@@ -235,7 +221,7 @@ struct XMPPLiveTests {
                 guard case .message(let sent) = try await link.perform(.send(good)) else { throw SwitchboardError(.protocolViolation, "no message answered the send") }
                 return (refused, sent.serverID?.rawValue ?? "none")
             }
-            let archive = try await truth(on: server).compactMap(\.body)
+            let archive = try await server.archive(of: "customer", with: Self.agent).compactMap(\.body)
             print("xmpp live: a text with U+0007 — \(refused.map { "\($0)" } ?? "sent"), then a send archived as \(after), archived \(archive)")
             #expect(refused == .invalidArgument)
             #expect(archive == ["hello", "after it"])
@@ -246,7 +232,7 @@ struct XMPPLiveTests {
     /// anchor's time instead.
     @Test func aHistoryAnchorTheServerDoesNotKnowPagesFromItsTime() async throws {
         try await Prosody.withServer { server in
-            try await agentSends(["one", "two", "three"], on: server)
+            try await server.send(["one", "two", "three"], from: "agent1", to: Self.customer)
             let anchor = XMPPArchivePosition(archiveID: "no-such-archive-id", time: Date().addingTimeInterval(60)).anchor
             let page = try await backend(server).withConnection(ConnectionContext(session: "direct", clock: .continuous, logger: .quiet)) { link in
                 let reply = try await link.perform(.history(HistoryQuery(conversationID: ConversationID(Self.agent), before: anchor, limit: 10)))
@@ -278,8 +264,8 @@ struct XMPPLiveTests {
             )
             let clock = TestClock()
             let ended = try await backend.withConnection(ConnectionContext(session: "direct", clock: SessionClock(clock), logger: .quiet)) { link in
-                faults.relay.inject(.drop, direction: .toClient, times: .max, label: "silenced") { _ in true }
-                faults.relay.inject(.drop, times: .max, label: "ping") { $0.contains("urn:xmpp:ping") }
+                faults.relay.inject(.drop, direction: .toClient, count: .max, label: "silenced") { _ in true }
+                faults.relay.inject(.drop, count: .max, label: "ping") { $0.contains("urn:xmpp:ping") }
                 try await clock.advance(toSleeperDueIn: interval)
                 try await clock.advance(toSleeperDueIn: pongTimeout)
                 do {
@@ -290,9 +276,9 @@ struct XMPPLiveTests {
                 }
             }
             print(
-                "xmpp live: a silent server — pings \(faults.relay.applied["ping"] ?? 0), frames dropped \(faults.relay.applied["silenced"] ?? 0), the link ended: \(ended)"
+                "xmpp live: a silent server — pings \(faults.relay.statistics.applied["ping"] ?? 0), frames dropped \(faults.relay.statistics.applied["silenced"] ?? 0), the link ended: \(ended)"
             )
-            #expect(faults.relay.applied["ping"] == 1)
+            #expect(faults.relay.statistics.applied["ping"] == 1)
             #expect(ended.code == .timedOut)
         }
     }
@@ -301,7 +287,7 @@ struct XMPPLiveTests {
         try await Prosody.withServer { server in
             let session = session(try backend(server))
             try await withConnectedRecording(session) { recorder in
-                try await agentSends(["hello"], on: server)
+                try await server.send(["hello"], from: "agent1", to: Self.customer)
                 try await recorder.first("the agent's message") { $0.addedMessage?.text == "hello" }
                 let before = Date()
                 try await XMPPTestClient.withClient(server, user: "agent1", resource: "desk") { agent in
@@ -332,7 +318,7 @@ struct XMPPLiveTests {
             }
             let session = session(try backend(server))
             try await withConnectedRecording(session) { recorder in
-                try await agentSends(["hello"], on: server)
+                try await server.send(["hello"], from: "agent1", to: Self.customer)
                 try await recorder.first("the agent's message") { $0.addedMessage?.text == "hello" }
                 let chat = try await session.conversation(ConversationID(Self.agent))
                 let local = try await chat.send(text: "not in my archive")
@@ -341,7 +327,7 @@ struct XMPPLiveTests {
                     try await chat.storedMessages(before: nil, limit: 20).contains { $0.clientID == clientID && $0.deliveryState == .sent }
                 })
                 let stored = try await chat.storedMessages(before: nil, limit: 20).filter { $0.text == "not in my archive" }
-                let mine = try await truth(on: server).filter { $0.body == "not in my archive" }
+                let mine = try await server.archive(of: "customer", with: Self.agent).filter { $0.body == "not in my archive" }
                 let agents = try await XMPPTestClient.withClient(server, user: "agent1", resource: "truth") { agent in
                     try await agent.archive(with: Self.customer)
                 }.filter { $0.body == "not in my archive" }
@@ -365,11 +351,11 @@ struct XMPPLiveTests {
             let path = server.directory.appendingPathComponent("app.sqlite").path
             let first = session(try backend(server), store: try SQLiteChatStore(path: path))
             try await withConnectedRecording(first) { recorder in
-                try await agentSends(["before the restart"], on: server)
+                try await server.send(["before the restart"], from: "agent1", to: Self.customer)
                 try await recorder.first("the first message") { $0.addedMessage?.text == "before the restart" }
             }
             let offline = (0..<10).map { "while closed \($0)" }
-            try await agentSends(offline, on: server)
+            try await server.send(offline, from: "agent1", to: Self.customer)
             let second = session(try backend(server), store: try SQLiteChatStore(path: path))
             try await withConnectedRecording(second) { recorder in
                 let chat = try await second.conversation(ConversationID(Self.agent))
@@ -379,7 +365,7 @@ struct XMPPLiveTests {
                 try await recorder.waitUntil("the ten stored", check: { try await chat.storedMessages(before: nil, limit: 100).count == 11 })
                 let added = recorder.events.compactMap(\.addedMessage).map(\.text)
                 let stored = try await chat.storedMessages(before: nil, limit: 100)
-                let archive = try await truth(on: server)
+                let archive = try await server.archive(of: "customer", with: Self.agent)
                 let order = stored.compactMap(\.serverID).map(\.rawValue) == archive.map(\.archiveID)
                 print(
                     "xmpp live: a restart on SQLite — \(added.count) messages announced after it (10 new), \(stored.count) stored of \(archive.count) archived, "
@@ -397,7 +383,7 @@ struct XMPPLiveTests {
     @Test func historyPagesBackToTheFirstMessage() async throws {
         try await Prosody.withServer { server in
             let texts = (0..<120).map { "old \($0)" }
-            try await agentSends(texts, on: server)
+            try await server.send(texts, from: "agent1", to: Self.customer)
             let session = session(try backend(server))
             try await withConnectedRecording(session) { recorder in
                 try await recorder.first("the conversation") { $0.conversationID == ConversationID(Self.agent) && $0.kind.category == .conversation }
@@ -412,7 +398,7 @@ struct XMPPLiveTests {
                     pages += 1
                 }
                 let stored = try await chat.storedMessages(before: nil, limit: 200)
-                let archive = try await truth(on: server)
+                let archive = try await server.archive(of: "customer", with: Self.agent)
                 print("xmpp live: history paging — \(pages) pages, \(stored.count) of 120 stored, in order \(stored.map(\.text) == texts)")
                 #expect(stored.map(\.text) == texts)
                 #expect(stored.compactMap(\.serverID).map(\.rawValue) == archive.map(\.archiveID))
@@ -428,23 +414,23 @@ struct XMPPLiveTests {
             let path = server.directory.appendingPathComponent("app.sqlite").path
             let first = session(try backend(server), store: try SQLiteChatStore(path: path))
             try await withConnectedRecording(first) { recorder in
-                try await agentSends(["hello"], on: server)
+                try await server.send(["hello"], from: "agent1", to: Self.customer)
                 try await recorder.first("the agent's message") { $0.addedMessage?.text == "hello" }
                 try await XMPPTestClient.withClient(server, user: "customer", resource: "desk", presence: true) { desk in
                     _ = try await desk.send("from my desk", to: Self.agent)
                 }
                 try await recorder.first("the desk's message, from the archive") { $0.addedMessage?.text == "from my desk" }
-                try await agentSends(["answer to the desk"], on: server)
+                try await server.send(["answer to the desk"], from: "agent1", to: Self.customer)
                 try await recorder.first("the answer") { $0.addedMessage?.text == "answer to the desk" }
             }
             let second = session(try backend(server), store: try SQLiteChatStore(path: path))
             try await withConnectedRecording(second) { recorder in
                 // What comes live after the link's catch-up: anything announced before it was
                 // announced again.
-                try await agentSends(["after the restart"], on: server)
+                try await server.send(["after the restart"], from: "agent1", to: Self.customer)
                 try await recorder.first("the message after the restart") { $0.addedMessage?.text == "after the restart" }
                 let chat = try await second.conversation(ConversationID(Self.agent))
-                let archive = try await truth(on: server)
+                let archive = try await server.archive(of: "customer", with: Self.agent)
                 let stored = try await chat.storedMessages(before: nil, limit: 20)
                 let announced = recorder.events.compactMap(\.addedMessage).map(\.text)
                 // A message delivered again with another time would come as an update.
@@ -465,7 +451,7 @@ struct XMPPLiveTests {
     /// id): reported, and the link catches up from the cursor's time instead.
     @Test func aRefusedCursorCatchesUpFromItsTime() async throws {
         try await Prosody.withServer { server in
-            try await agentSends(["one", "two", "three"], on: server)
+            try await server.send(["one", "two", "three"], from: "agent1", to: Self.customer)
             let since = Date().addingTimeInterval(-60)
             let refused = XMPPCursor(position: XMPPArchivePosition(archiveID: "no-such-archive-id", time: since)).token
             let updates = try await backend(server).withConnection(
@@ -526,13 +512,13 @@ struct XMPPLiveTests {
                 try await chat.edit(id, text: "mine, edited")
                 try await chat.delete(id)
                 let mark = recorder.events.count
-                try await agentSends(["sentinel"], on: server)
+                try await server.send(["sentinel"], from: "agent1", to: Self.customer)
                 try await recorder.first("the sentinel") { $0.addedMessage?.text == "sentinel" }
                 let problems = recorder.events.dropFirst(mark).filter { if case .error = $0.kind { return true } else { return false } }
                 let stored = try await chat.storedMessages(before: nil, limit: 20).map(\.text)
                 // What the agent's client gets: the server archived the user's correction and
                 // retraction naming the message by the id the agent knows it by.
-                let archive = try await truth(on: server)
+                let archive = try await server.archive(of: "customer", with: Self.agent)
                 let clientID = try #require(mine.clientID?.rawValue)
                 let corrections = archive.filter { $0.replaces == clientID && $0.from == Self.customer }
                 let retractions = archive.filter { $0.retracts == clientID && $0.from == Self.customer }

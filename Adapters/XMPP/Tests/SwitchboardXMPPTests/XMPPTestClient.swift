@@ -326,6 +326,32 @@ extension XMPPTestClient {
 
 /// One message of an archive (XEP-0313 result): who sent it to whom (bare JIDs), when
 /// (second resolution), and what it carries.
+extension ProsodyServer {
+    /// Runs `body` on a connection of `user` (no presence), then waits until the server handled
+    /// what it sent, failing on a bounce.
+    func asUser(_ user: String, resource: String = "desk", _ body: @Sendable (XMPPTestClient) async throws -> Void) async throws {
+        try await XMPPTestClient.withClient(self, user: user, resource: resource) { client in
+            try await body(client)
+            try await client.sync()
+        }
+    }
+
+    /// Sends each text from `user` to `peer` on one connection.
+    func send(_ texts: [String], from user: String, to peer: String) async throws {
+        try await asUser(user) { client in
+            for text in texts { _ = try await client.send(text, to: peer) }
+        }
+    }
+
+    /// `user`'s archive of the chat with `peer` (all of it for `nil`), oldest first, as the
+    /// server has it.
+    func archive(of user: String, with peer: String?) async throws -> [ArchivedMessage] {
+        try await XMPPTestClient.withClient(self, user: user, resource: "truth") { client in
+            try await client.archive(with: peer)
+        }
+    }
+}
+
 struct ArchivedMessage: Sendable, Hashable {
     /// The archive's id for it (random, 24 characters on Prosody).
     var archiveID: String
