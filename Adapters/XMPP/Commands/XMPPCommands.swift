@@ -59,8 +59,14 @@ package struct ConnectXMPP: AsyncParsableCommand {
     }
 
     package func run() async throws {
-        // No commands beyond the console's own: rooms (`/create`, `/leave`) come with them.
-        try await options.runner(backend: try makeBackend(), target: url, me: ParticipantID(jid.lowercased())).run().exit()
+        var runner = try options.runner(backend: try makeBackend(), target: url, me: ParticipantID(jid.lowercased()))
+        runner.commands = Self.consoleCommands
+        try await runner.run().exit()
+    }
+
+    /// Rooms in the console: `/create TITLE [JID…]`, `/join room@service`, `/leave`.
+    package static var consoleCommands: Console.Commands {
+        Console.Commands(start: .group, ending: .leave) { session, room in try await XMPPRequests(session: session).join(room) }
     }
 
     /// The backend the options describe.

@@ -71,29 +71,63 @@ public import Switchboard
 
 }
 
-/// The session's cursor: where the archive was read to (``XMPPArchivePosition``), and the archive
-/// ids delivered live after it, which the next link's catch-up skips (delivered again, they would
-/// come with other times, and move in the store). Written `<archive id> <microseconds> [<live id>…]`.
+/// The session's cursor: where the user's archive was read to and the clock's last time, the
+/// archive ids delivered live after it (the next link's catch-up skips them: delivered again,
+/// they would come with other times, and move in the store), and the rooms the user is in, each
+/// with the newest id of the room's own archive delivered.
+///
+/// Written `<archive id or -> <microseconds> [<live id>…] [room:<room JID>:<room archive id>…]`
+/// (a JID holds no `:` or space; `-` before the archive showed anything).
 @_spi(WireReaders) public struct XMPPCursor: Sendable, Hashable {
-    public var position: XMPPArchivePosition
+    /// The newest id of the user's archive delivered; `nil` before it showed anything.
+    public var archiveID: String?
+    /// The archive clock's last time.
+    public var time: Date
     public var live: [String]
+    /// The rooms joined, by bare JID: the newest id of each room's archive delivered (`""` before
+    /// the room's archive showed anything).
+    public var rooms: [String: String]
     /// More live ids than this are not kept: the follower moves the cursor after each live
     /// message, so only those of a link that ended meanwhile wait here.
     public static let maxLive = 100
 
-    public init(position: XMPPArchivePosition, live: [String] = []) {
-        self.position = position
+    public init(archiveID: String?, time: Date, live: [String] = [], rooms: [String: String] = [:]) {
+        self.archiveID = archiveID
+        self.time = time
         self.live = Array(live.suffix(Self.maxLive))
+        self.rooms = rooms
+    }
+
+    public init(position: XMPPArchivePosition, live: [String] = [], rooms: [String: String] = [:]) {
+        self.init(archiveID: position.archiveID, time: position.time, live: live, rooms: rooms)
+    }
+
+    /// The user's archive id and the clock's time, once the archive showed something.
+    public var position: XMPPArchivePosition? {
+        archiveID.map { XMPPArchivePosition(archiveID: $0, time: time) }
     }
 
     public var token: SyncCursor {
-        .token(([position.text] + live).joined(separator: " "))
+        let head = XMPPArchivePosition(archiveID: archiveID ?? "-", time: time).text
+        let rooms = rooms.keys.sorted().map { "room:\($0):\(self.rooms[$0]!)" }
+        return .token(([head] + live + rooms).joined(separator: " "))
     }
 
     public init?(_ cursor: SyncCursor?) {
         guard case .token(let token)? = cursor else { return nil }
         let parts = token.split(separator: " ", omittingEmptySubsequences: false)
-        guard parts.count >= 2, let position = XMPPArchivePosition(parts[0..<2].joined(separator: " ")) else { return nil }
-        self.init(position: position, live: parts.dropFirst(2).map(String.init))
+        guard parts.count >= 2, let head = XMPPArchivePosition(parts[0..<2].joined(separator: " ")) else { return nil }
+        var live: [String] = []
+        var rooms: [String: String] = [:]
+        for part in parts.dropFirst(2) {
+            guard part.hasPrefix("room:") else {
+                live.append(String(part))
+                continue
+            }
+            let fields = part.dropFirst(5).split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            guard fields.count == 2, !fields[0].isEmpty else { return nil }
+            rooms[String(fields[0])] = String(fields[1])
+        }
+        self.init(archiveID: head.archiveID == "-" ? nil : head.archiveID, time: head.time, live: live, rooms: rooms)
     }
 }

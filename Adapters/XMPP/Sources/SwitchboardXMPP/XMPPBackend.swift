@@ -20,6 +20,9 @@ public struct XMPPConfiguration: Sendable {
     /// Whether `url` may be plain `ws://` to a host that is not loopback: keep this off anywhere
     /// but a test bench.
     public var allowsPlainText: Bool
+    /// The multi-user chat service rooms are made on (XEP-0045); `conference.<domain>` when
+    /// `nil`, as Prosody and ejabberd name it.
+    public var roomService: String?
     /// Whether the login may send the password itself (SASL PLAIN) to a server that offers no
     /// SCRAM, over `wss://` (only the server reads it) or to a loopback host, never over plain
     /// `ws://` to another. A server that offers SCRAM never gets it.
@@ -34,8 +37,10 @@ public struct XMPPConfiguration: Sendable {
         heartbeatInterval: Duration = .seconds(30),
         pongTimeout: Duration = .seconds(10),
         allowsPlainText: Bool = false,
-        allowsPlainLogin: Bool = true
+        allowsPlainLogin: Bool = true,
+        roomService: String? = nil
     ) {
+        self.roomService = roomService
         self.jid = jid
         self.password = password
         self.url = url
@@ -51,6 +56,7 @@ public struct XMPPConfiguration: Sendable {
     var bareJID: String { XMPPMapping.bare(jid) }
     var localPart: String { String(bareJID.prefix { $0 != "@" }) }
     var domain: String { String(bareJID.drop { $0 != "@" }.dropFirst()) }
+    var mucService: String { roomService ?? "conference.\(domain)" }
 
     /// Refuses what cannot work, before anything is sent.
     public func validate() throws(SwitchboardError) {
@@ -99,7 +105,7 @@ public struct XMPPBackend: ChatBackend {
         self.webSockets = webSockets
         self.descriptor = BackendDescriptor(
             name: "xmpp",
-            capabilities: [.typing, .readMarkers, .historyPaging, .edit, .delete],
+            capabilities: [.typing, .readMarkers, .historyPaging, .edit, .delete, .conversationLifecycle, .vendorRequests],
             limits: BackendLimits(
                 // Prosody's stanza limit is 256 KiB (`c2s_stanza_size_limit`); text well below it.
                 maxTextLength: 10_000,
@@ -128,6 +134,35 @@ public struct XMPPBackend: ChatBackend {
         ) { socket in
             let link = XMPPLink(socket: socket, configuration: configuration, context: context)
             return try await link.run(body)
+        }
+    }
+}
+
+/// XMPP calls the normalized model has no place for, on a session of an ``XMPPBackend``.
+///
+/// ```swift
+/// let room = try await XMPPRequests(session: session).join("support@conference.example.org")
+/// ```
+public struct XMPPRequests: Sendable {
+    public let session: any Session
+
+    public init(session: any Session) {
+        self.session = session
+    }
+
+    /// Joins a room (XEP-0045) by its bare JID: a group conversation of the session when this
+    /// returns, with its occupants and the newest page of the room's archive. Later links join it
+    /// again until it is closed.
+    @discardableResult
+    public func join(_ room: String) async throws -> ConversationID {
+        try await session.perform(Join(room: room))
+    }
+
+    struct Join: VendorRequest {
+        var room: String
+        var name: String { "join" }
+        func perform(on connection: any BackendConnection) async throws -> VendorResult<ConversationID> {
+            VendorResult(try await link(connection, as: XMPPLink.self).join(room))
         }
     }
 }

@@ -5,11 +5,14 @@ import SwitchboardTransport
 
 /// The archive (XEP-0313): catch-up after the cursor, the follower, and history.
 extension XMPPLink {
-    /// The cursor as it stands: where the archive was read to, the clock, and what came live
-    /// since; `nil` before the archive showed the link anything.
+    /// The cursor as it stands: where the archive was read to, the clock, what came live since,
+    /// and the rooms with where their archives were read to; `nil` before the archive showed the
+    /// link anything and while the user is in no room.
     func cursor(_ state: State) -> SyncCursor? {
-        guard let archiveID = state.cursorID else { return nil }
-        return XMPPCursor(position: XMPPArchivePosition(archiveID: archiveID, time: state.clock.last ?? context.clock.date), live: state.live).token
+        guard state.cursorID != nil || !state.rooms.isEmpty else { return nil }
+        return XMPPCursor(
+            archiveID: state.cursorID, time: state.clock.last ?? context.clock.date, live: state.live, rooms: state.rooms.mapValues(\.archiveID)
+        ).token
     }
 
     /// Archived stanzas after the cursor, in the archive's order, each once; then the cursor
@@ -115,12 +118,15 @@ extension XMPPLink {
         case nil:
             break
         }
+        // A room's history is the room's archive; a chat's, the user's with the peer.
+        let room = isRoom(query.conversationID.rawValue) ? query.conversationID.rawValue : nil
+        let peer = room == nil ? query.conversationID.rawValue : nil
         let result: (items: [XMPPMapping.ArchiveItem], complete: Bool)
         do {
-            result = try await archivePage(with: query.conversationID.rawValue, end: end, page: page, max: query.limit)
+            result = try await archivePage(archive: room, with: peer, end: end, page: page, max: query.limit)
         } catch let error as SwitchboardError where error.vendorCode == "item-not-found" && upper != nil {
             // An anchor the server no longer has: from its time instead.
-            result = try await archivePage(with: query.conversationID.rawValue, end: upper!.addingTimeInterval(10), page: .newest, max: query.limit)
+            result = try await archivePage(archive: room, with: peer, end: upper!.addingTimeInterval(10), page: .newest, max: query.limit)
         }
         let times = XMPPArchiveClock.below(upper, stamps: result.items.map { $0.stamp ?? upper ?? context.clock.date })
         // Newest first, so a correction or retraction is met before the message it changes (on
@@ -141,7 +147,14 @@ extension XMPPLink {
                     }
                     continue
                 }
-                guard var message = XMPPMapping.message(item.message, archiveID: item.archiveID, me: me, time: time) else { continue }
+                let mapped: Message?
+                if let room, let entry = state.rooms[room], let nick = XMPPMapping.nick(of: item.message) {
+                    let (sender, mine) = roomSender(item.message, nick: nick, entry)
+                    mapped = XMPPMapping.roomMessage(item.message, archiveID: item.archiveID, sender: sender, mine: mine, time: time)
+                } else {
+                    mapped = XMPPMapping.message(item.message, archiveID: item.archiveID, me: me, time: time)
+                }
+                guard var message = mapped else { continue }
                 // Only the author's own changes count.
                 if let id = XMPPMapping.stanzaID(of: message), let (change, author) = state.historyChanges[conversation]?[id], message.sender == ParticipantID(author) {
                     switch change {
@@ -166,13 +179,13 @@ extension XMPPLink {
     /// One archive query (XEP-0313): the results the reader collected for it, and whether the
     /// server said they reach the end.
     func archivePage(
-        with peer: String?, start: Date? = nil, end: Date? = nil, ids: [String] = [], page: XMPPStanzas.Page, max: Int
+        archive: String? = nil, with peer: String?, start: Date? = nil, end: Date? = nil, ids: [String] = [], page: XMPPStanzas.Page, max: Int
     ) async throws -> (items: [XMPPMapping.ArchiveItem], complete: Bool) {
         // Not guessable: results are matched to their query by it.
         let id = "mam-\(UUID().uuidString)"
         state.withLock { $0.pages[id] = [] }
         defer { state.withLock { _ = $0.pages.removeValue(forKey: id) } }
-        let answer = try await request(id, XMPPStanzas.archiveQuery(id: id, queryID: id, with: peer, start: start, end: end, ids: ids, page: page, max: max), name: "archive")
+        let answer = try await request(id, XMPPStanzas.archiveQuery(id: id, queryID: id, archive: archive, with: peer, start: start, end: end, ids: ids, page: page, max: max), name: "archive")
         let complete = answer.child("fin", NS.mam)?["complete"] == "true"
         return (state.withLock { $0.pages[id] ?? [] }, complete)
     }

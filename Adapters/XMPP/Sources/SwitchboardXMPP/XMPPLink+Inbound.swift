@@ -42,8 +42,8 @@ extension XMPPLink {
         case (NS.client, "message"):
             message(element)
         case (NS.client, "presence"):
-            // Presence is not part of the model yet.
-            break
+            // Rooms' occupants; contacts' presence is not part of the model yet.
+            presence(element)
         default:
             output.yield(.problem(SwitchboardError(.protocolViolation, "an element the adapter does not know: <\(element.name) xmlns='\(element.namespace)'>")))
         }
@@ -56,7 +56,7 @@ extension XMPPLink {
         case "result", "error":
             // Answers come from the account or its server; one from anyone else is spoofed. A
             // heartbeat's answer has no waiter: hearing it was the point.
-            guard from.map({ XMPPMapping.bare($0) == me || $0 == configuration.domain }) ?? true else {
+            guard from.map({ XMPPMapping.bare($0) == me || $0 == configuration.domain || isRoom(XMPPMapping.bare($0)) }) ?? true else {
                 output.yield(.problem(SwitchboardError(.protocolViolation, "an iq answer from \(XMPPMapping.bare(from!)), not the server")))
                 return
             }
@@ -82,8 +82,9 @@ extension XMPPLink {
     func message(_ element: XMPPElement) {
         do {
             if let item = try XMPPMapping.archiveItem(element) {
-                // The archive's results come from the account itself (no `from`, or its bare JID).
-                guard element["from"].map({ XMPPMapping.bare($0) == me }) ?? true else {
+                // The archive's results come from the account itself (no `from`, or its bare JID),
+                // or from a room the user is in, for the room's archive.
+                guard element["from"].map({ XMPPMapping.bare($0) == me || isRoom(XMPPMapping.bare($0)) }) ?? true else {
                     output.yield(.problem(SwitchboardError(.protocolViolation, "an archive result from someone else")))
                     return
                 }
@@ -100,6 +101,8 @@ extension XMPPLink {
             return
         }
         if element["type"] == "error", let id = element["id"] {
+            // A room's refusal of a message answers its send.
+            if replies.resolve("#muc:\(id)", with: element) { return }
             let error = XMPPMapping.error(element, request: "send")
             state.withLock { $0.bounce(id, error) }
             return
@@ -129,6 +132,10 @@ extension XMPPLink {
             }
             return
         }
+        if element["type"] == "groupchat" {
+            liveRoomMessage(element, &state)
+            return
+        }
         var stanza = element
         if let carbon = XMPPMapping.carbon(element, me: me) {
             stanza = carbon.message
@@ -152,6 +159,8 @@ extension XMPPLink {
 
     /// One message stanza, live or from the archive, in order: a message, or a change to one.
     func receive(_ stanza: XMPPElement, archiveID: String?, stamp: Date, position: ChatEvent.MessagePosition = .newest, _ state: inout State) {
+        // Private messages through a room the user is in are not part of the model yet.
+        if state.rooms[XMPPMapping.bare(stanza["from"] ?? "")] != nil || state.rooms[XMPPMapping.bare(stanza["to"] ?? "")] != nil { return }
         if let change = XMPPMapping.change(stanza) {
             apply(change, of: stanza, stamp: stamp, &state)
             return
@@ -206,6 +215,10 @@ extension XMPPLink {
             state.recent[id.rawValue] = nil
             yield(.messageRemoved(id))
         }
+    }
+
+    func isRoom(_ jid: String) -> Bool {
+        state.withLock { $0.rooms[jid] != nil }
     }
 
     /// A peer met outside the roster is a conversation too: announced before its first message.

@@ -87,6 +87,7 @@ extension XMPPLink {
         try await socket.send(XMPPStanzas.presence)
         // What the archive took between the query and the presence.
         try await catchUp()
+        try await reenterRooms()
         state.withLock { state in
             for element in state.held ?? [] { deliver(element, &state) }
             state.held = nil

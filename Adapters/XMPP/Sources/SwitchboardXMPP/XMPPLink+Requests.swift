@@ -14,6 +14,7 @@ extension XMPPLink {
             throw SwitchboardError(.invalidArgument, "the text holds a control character XML does not allow")
         }
         let peer = outgoing.conversationID.rawValue
+        if isRoom(peer) { return try await sendToRoom(outgoing, room: peer) }
         let clientID = outgoing.clientID.rawValue
         // XMPP servers do not recognize a repeated message id: a resend after a lost answer looks
         // in the conversation's newest archived messages first.
@@ -78,11 +79,12 @@ extension XMPPLink {
     func typing(in conversation: ConversationID, isTyping: Bool, draft: String?) async throws {
         let chatState = isTyping ? "composing" : (draft?.isEmpty == false ? "paused" : "active")
         try output.checkOpen()
-        try await socket.send(XMPPStanzas.chatState(chatState, to: conversation.rawValue))
+        try await socket.send(XMPPStanzas.chatState(chatState, to: conversation.rawValue, type: isRoom(conversation.rawValue) ? "groupchat" : "chat"))
     }
 
     /// A displayed marker naming the newest message of the peer's at or before the marker.
     func markRead(_ conversation: ConversationID, upTo marker: ChatEvent.ReadMarker) async throws {
+        try requireNotRoom(conversation, "read markers")
         let target: Message
         switch marker {
         case .message(let id):
@@ -115,6 +117,7 @@ extension XMPPLink {
     /// A correction of the user's own message; the server has no echo of it for the sender, so
     /// the answer is the message as corrected.
     func edit(_ message: MessageID, in conversation: ConversationID, text: String, payload: JSONValue?) async throws -> Message? {
+        try requireNotRoom(conversation, "corrections")
         var original = try await original(message, in: conversation)
         guard original.sender == ParticipantID(me), let stanzaID = XMPPMapping.stanzaID(of: original) else {
             throw SwitchboardError(.permissionDenied, "only the user's own messages can be corrected")
@@ -129,6 +132,7 @@ extension XMPPLink {
     /// A retraction of the user's own message; the server has no echo of it for the sender, so
     /// the link reports the removal itself.
     func delete(_ message: MessageID, in conversation: ConversationID) async throws {
+        try requireNotRoom(conversation, "retractions")
         let original = try await original(message, in: conversation)
         guard original.sender == ParticipantID(me), let stanzaID = XMPPMapping.stanzaID(of: original) else {
             throw SwitchboardError(.permissionDenied, "only the user's own messages can be retracted")

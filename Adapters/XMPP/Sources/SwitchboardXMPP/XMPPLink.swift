@@ -40,9 +40,10 @@ final class XMPPLink: BackendConnection {
         self.context = context
         self.me = configuration.bareJID
         let cursor = XMPPCursor(context.cursor)
-        var initial = State(clock: XMPPArchiveClock(last: cursor?.position.time))
-        initial.cursorID = cursor?.position.archiveID
+        var initial = State(clock: XMPPArchiveClock(last: cursor?.time))
+        initial.cursorID = cursor?.archiveID
         initial.live = cursor?.live ?? []
+        for (room, archiveID) in cursor?.rooms ?? [:] { initial.rooms[room] = State.Room(nick: configuration.localPart, archiveID: archiveID) }
         initial.handled = Set(initial.live)
         self.state = Locked(initial)
     }

@@ -38,6 +38,27 @@ extension XMPPLink {
         /// archive id.
         var archiveIDs: [TimeKey: String] = [:]
 
+        /// The rooms the user is in, or is joining, by bare JID.
+        var rooms: [String: Room] = [:]
+
+        struct Room {
+            var nick: String
+            /// The newest id of the room's archive delivered (`""` before it showed anything).
+            var archiveID = ""
+            /// The occupants, by nick; the user among them once joined.
+            var occupants: [String: Participant] = [:]
+            /// The room's name (its disco#info identity), and its subject: the conversation's title
+            /// is the name, else the subject.
+            var name: String?
+            var subject: String?
+            /// Whether the user's own presence came back: occupants' presences are events from
+            /// then on.
+            var joined = false
+            /// Live messages that came while the join reads the room's archive; `nil` once
+            /// handed on.
+            var held: [XMPPElement]?
+        }
+
         struct TimeKey: Hashable {
             var conversation: ConversationID
             var time: Date

@@ -51,6 +51,9 @@ public import Switchboard
         guard stanza.child("replace", "urn:xmpp:message-correct:0") == nil, stanza.child("retract", "urn:xmpp:message-retract:1") == nil else {
             return nil
         }
+        // An invitation to a room (through the room, or direct: XEP-0249) is not a message of a
+        // chat, though it may carry a body.
+        guard stanza.child("x", NS.mucUser)?.child("invite", NS.mucUser) == nil, stanza.child("x", NS.conferenceInvite) == nil else { return nil }
         let from = stanza["from"].map(bare) ?? me
         let to = stanza["to"].map(bare) ?? me
         let mine = from == me
@@ -161,6 +164,77 @@ public import Switchboard
             return nil
         }
         return date.addingTimeInterval(fraction - TimeInterval(offset))
+    }
+
+    // MARK: Rooms (XEP-0045)
+
+    /// What an occupant's presence in a room says.
+    public struct Occupant: Sendable, Hashable {
+        /// The room's bare JID.
+        public var room: String
+        public var nick: String
+        /// The occupant's own bare JID, where the room shows it (a non-anonymous room).
+        public var jid: String?
+        public var affiliation: String
+        public var role: String
+        /// The user's own presence in the room (status 110).
+        public var isSelf: Bool
+        /// The room was made by this join (status 201): it waits for its configuration.
+        public var created: Bool
+        /// The occupant left (or was removed).
+        public var left: Bool
+    }
+
+    /// The occupant a room's presence (from `room@service/nick`, with a `muc#user` item) tells
+    /// of; `nil` for any other presence.
+    public static func occupant(_ presence: XMPPElement) -> Occupant? {
+        guard presence.is("presence", NS.client), let from = presence["from"], let x = presence.child("x", NS.mucUser) else { return nil }
+        let parts = from.split(separator: "/", maxSplits: 1)
+        guard parts.count == 2, !parts[1].isEmpty else { return nil }
+        let item = x.child("item", NS.mucUser)
+        let statuses = Set(x.children("status", NS.mucUser).compactMap { $0["code"] })
+        return Occupant(
+            room: bare(String(parts[0])), nick: String(parts[1]), jid: item?["jid"].map(bare), affiliation: item?["affiliation"] ?? "none",
+            role: item?["role"] ?? "none", isSelf: statuses.contains("110"), created: statuses.contains("201"), left: presence["type"] == "unavailable"
+        )
+    }
+
+    /// An occupant as a participant: by their own JID where the room shows it (the user always),
+    /// else by their address in the room; an owner may manage the room, a visitor may not write.
+    public static func participant(_ occupant: Occupant, me: String) -> Participant {
+        let id = occupant.isSelf ? me : occupant.jid ?? "\(occupant.room)/\(occupant.nick)"
+        var permissions = occupant.affiliation == "owner" ? Participant.Permissions.owner : Participant.Permissions()
+        if occupant.role == "visitor" { permissions.canWrite = false }
+        return Participant(id: ParticipantID(id), role: .user, displayName: occupant.nick, permissions: permissions)
+    }
+
+    /// A room as a group conversation.
+    public static func room(_ room: String, title: String?, participants: [Participant]) -> ConversationInfo {
+        ConversationInfo(id: ConversationID(room), kind: .group, title: title.flatMap { $0.isEmpty ? nil : $0 }, state: .active, participants: participants)
+    }
+
+    /// A room's message (`type='groupchat'`, from `room@service/nick`) as a ``Message`` of the
+    /// room, sent by `sender`; `nil` for what is no message (no body, a subject, a correction, a
+    /// retraction).
+    public static func roomMessage(_ stanza: XMPPElement, archiveID: String, sender: ParticipantID, mine: Bool, time: Date) -> Message? {
+        guard stanza.is("message", NS.client), stanza["type"] == "groupchat", let body = stanza.child("body", NS.client), let from = stanza["from"] else {
+            return nil
+        }
+        guard stanza.child("replace", NS.correct) == nil, stanza.child("retract", NS.retract) == nil else { return nil }
+        let originID = stanza.child("origin-id", NS.sid)?["id"] ?? stanza["id"]
+        var payload: JSONValue?
+        if let id = stanza["id"] { payload = ["xmpp": ["id": .string(id)]] }
+        return Message(
+            serverID: MessageID(archiveID), clientID: mine ? originID.map(ClientMessageID.init) : nil, conversationID: ConversationID(bare(from)),
+            sender: sender, senderRole: .user, text: body.text, payload: payload, time: time
+        )
+    }
+
+    /// The nick a room's stanza comes from (`room@service/nick`).
+    public static func nick(of stanza: XMPPElement) -> String? {
+        guard let from = stanza["from"], let slash = from.firstIndex(of: "/") else { return nil }
+        let nick = String(from[from.index(after: slash)...])
+        return nick.isEmpty ? nil : nick
     }
 
     // MARK: Errors

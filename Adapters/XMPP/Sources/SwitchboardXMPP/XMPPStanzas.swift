@@ -24,6 +24,11 @@ enum NS {
     static let retract = "urn:xmpp:message-retract:1"
     static let fallback = "urn:xmpp:fallback:0"
     static let carbons = "urn:xmpp:carbons:2"
+    static let muc = "http://jabber.org/protocol/muc"
+    static let discoInfo = "http://jabber.org/protocol/disco#info"
+    static let conferenceInvite = "jabber:x:conference"
+    static let mucUser = "http://jabber.org/protocol/muc#user"
+    static let mucOwner = "http://jabber.org/protocol/muc#owner"
 }
 
 /// Stanzas as the adapter writes them: every one in `jabber:client` (Prosody resets a stream
@@ -88,9 +93,48 @@ enum XMPPStanzas {
             + "<markable xmlns='\(NS.markers)'/></message>"
     }
 
-    /// A chat state (XEP-0085): `composing`, `paused`, `active`; never archived.
-    static func chatState(_ state: String, to peer: String) -> String {
-        "<message xmlns='\(NS.client)' type='chat' to='\(attribute(peer))'><\(state) xmlns='\(NS.chatStates)'/><no-store xmlns='\(NS.hints)'/></message>"
+    /// A chat state (XEP-0085): `composing`, `paused`, `active`; never archived. To a room, a
+    /// `groupchat` one.
+    static func chatState(_ state: String, to peer: String, type: String = "chat") -> String {
+        "<message xmlns='\(NS.client)' type='\(type)' to='\(attribute(peer))'><\(state) xmlns='\(NS.chatStates)'/><no-store xmlns='\(NS.hints)'/></message>"
+    }
+
+    // MARK: Rooms (XEP-0045)
+
+    /// Joins `room` as `nick`, without the room's own history: the archive brings it, with ids.
+    static func joinRoom(_ room: String, nick: String) -> String {
+        "<presence xmlns='\(NS.client)' to='\(attribute(room))/\(attribute(nick))'><x xmlns='\(NS.muc)'><history maxstanzas='0'/></x></presence>"
+    }
+
+    static func leaveRoom(_ room: String, nick: String) -> String {
+        "<presence xmlns='\(NS.client)' type='unavailable' to='\(attribute(room))/\(attribute(nick))'/>"
+    }
+
+    /// The configuration of a room the user just made: its name, kept when everyone left,
+    /// members' addresses visible to all (so each is a participant by their own JID), archived.
+    static func configureRoom(_ room: String, title: String?, id: String) -> String {
+        func field(_ name: String, _ value: String) -> String { "<field var='\(name)'><value>\(XMLText(value))</value></field>" }
+        return "<iq xmlns='\(NS.client)' type='set' id='\(attribute(id))' to='\(attribute(room))'><query xmlns='\(NS.mucOwner)'>"
+            + "<x xmlns='\(NS.dataForms)' type='submit'><field var='FORM_TYPE' type='hidden'><value>http://jabber.org/protocol/muc#roomconfig</value></field>"
+            + (title.map { field("muc#roomconfig_roomname", $0) } ?? "")
+            + field("muc#roomconfig_persistentroom", "1") + field("muc#roomconfig_whois", "anyone") + field("muc#roomconfig_enablearchiving", "1")
+            + "</x></query></iq>"
+    }
+
+    /// A message to everyone in the room; its id and origin id are the client id, as for a chat.
+    static func groupchat(to room: String, clientID: String, body: String) -> String {
+        "<message xmlns='\(NS.client)' type='groupchat' to='\(attribute(room))' id='\(attribute(clientID))'>"
+            + "<body>\(XMLText(body))</body><origin-id xmlns='\(NS.sid)' id='\(attribute(clientID))'/></message>"
+    }
+
+    /// What the room says of itself (XEP-0030): its name is its identity's.
+    static func discoInfo(_ jid: String, id: String) -> String {
+        "<iq xmlns='\(NS.client)' type='get' id='\(attribute(id))' to='\(attribute(jid))'><query xmlns='\(NS.discoInfo)'/></iq>"
+    }
+
+    /// An invitation to the room, through the room (XEP-0045 §7.8.2).
+    static func invite(_ jid: String, to room: String) -> String {
+        "<message xmlns='\(NS.client)' to='\(attribute(room))'><x xmlns='\(NS.mucUser)'><invite to='\(attribute(jid))'/></x></message>"
     }
 
     /// A read marker (XEP-0333) naming the peer's message by its id; archived, so the user's
@@ -133,7 +177,10 @@ enum XMPPStanzas {
     }
 
     /// A MAM query of the user's archive: `with` one peer, `end` at a time, a page of `max`.
-    static func archiveQuery(id: String, queryID: String, with peer: String?, start: Date? = nil, end: Date? = nil, ids: [String] = [], page: Page, max: Int) -> String {
+    /// A room's archive is asked of the room (`archive`); the user's has no `to`.
+    static func archiveQuery(
+        id: String, queryID: String, archive: String? = nil, with peer: String?, start: Date? = nil, end: Date? = nil, ids: [String] = [], page: Page, max: Int
+    ) -> String {
         var fields = "<field var='FORM_TYPE' type='hidden'><value>\(NS.mam)</value></field>"
         if let peer { fields += "<field var='with'><value>\(XMLText(peer))</value></field>" }
         if let start { fields += "<field var='start'><value>\(timestamp(start))</value></field>" }
@@ -146,7 +193,8 @@ enum XMPPStanzas {
         case .after(let archiveID): anchor = "<after>\(XMLText(archiveID))</after>"
         case .before(let archiveID): anchor = "<before>\(XMLText(archiveID))</before>"
         }
-        return "<iq xmlns='\(NS.client)' type='set' id='\(attribute(id))'><query xmlns='\(NS.mam)' queryid='\(attribute(queryID))'>"
+        let to = archive.map { " to='\(attribute($0))'" } ?? ""
+        return "<iq xmlns='\(NS.client)' type='set' id='\(attribute(id))'\(to)><query xmlns='\(NS.mam)' queryid='\(attribute(queryID))'>"
             + "<x xmlns='\(NS.dataForms)' type='submit'>\(fields)</x>"
             + "<set xmlns='\(NS.rsm)'><max>\(max)</max>\(anchor)</set></query></iq>"
     }

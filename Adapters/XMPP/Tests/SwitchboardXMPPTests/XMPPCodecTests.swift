@@ -193,6 +193,57 @@ struct XMPPCodecTests {
         let live = XMPPCursor(position: position, live: (0..<150).map { "id\($0)" })
         #expect(XMPPCursor(live.token)?.live == (50..<150).map { "id\($0)" })
         #expect(XMPPCursor(live.token)?.position == restored)
+        // The rooms travel with it, each with its archive's id (none yet for one), and a cursor
+        // with rooms but nothing from the user's archive.
+        let rooms = XMPPCursor(archiveID: nil, time: times[4], live: [], rooms: ["a@conference.localhost": "r1", "b@conference.localhost": ""])
+        let roomsBack = XMPPCursor(rooms.token)
+        #expect(roomsBack?.rooms == rooms.rooms)
+        #expect(roomsBack?.archiveID == nil && roomsBack?.position == nil)
+        #expect(XMPPCursor(XMPPCursor(position: position, live: ["l1"], rooms: ["a@c": "r"]).token)?.live == ["l1"])
+        #expect(XMPPCursor(.token("abc 12 room::x")) == nil)
+    }
+
+    /// A room's presences and messages: the occupant (the user's own, a new room), its
+    /// participant by its own JID where the room shows it, a groupchat message by its sender; an
+    /// invitation is no chat message, though it carries a body.
+    @Test func readsRoomsOccupantsAndInvitations() throws {
+        let own = try XMLReader.read(
+            "<presence xmlns='jabber:client' from='team@conference.localhost/customer' to='customer@localhost/x'><x xmlns='http://jabber.org/protocol/muc#user'>"
+                + "<item affiliation='owner' role='moderator' jid='customer@localhost/x'/><status code='110'/><status code='201'/></x></presence>"
+        )
+        let occupant = try #require(XMPPMapping.occupant(own))
+        #expect(occupant.room == "team@conference.localhost" && occupant.nick == "customer" && occupant.isSelf && occupant.created && !occupant.left)
+        #expect(XMPPMapping.participant(occupant, me: "customer@localhost").permissions.isOwner)
+        let other = try XMLReader.read(
+            "<presence xmlns='jabber:client' from='team@conference.localhost/Agent One' type='unavailable'><x xmlns='http://jabber.org/protocol/muc#user'>"
+                + "<item affiliation='none' role='none' jid='Agent1@localhost/desk'/></x></presence>"
+        )
+        let left = try #require(XMPPMapping.occupant(other))
+        #expect(left.left && !left.isSelf && left.nick == "Agent One")
+        #expect(XMPPMapping.participant(left, me: "customer@localhost").id == ParticipantID("agent1@localhost"))
+        let anonymous = try #require(XMPPMapping.occupant(try XMLReader.read(
+            "<presence xmlns='jabber:client' from='team@c/x'><x xmlns='http://jabber.org/protocol/muc#user'><item affiliation='none' role='visitor'/></x></presence>"
+        )))
+        #expect(XMPPMapping.participant(anonymous, me: "me@h").id == ParticipantID("team@c/x"))
+        #expect(!XMPPMapping.participant(anonymous, me: "me@h").permissions.canWrite)
+        #expect(XMPPMapping.occupant(try XMLReader.read("<presence xmlns='jabber:client' from='bob@localhost/x'/>")) == nil)
+
+        let groupchat = try XMLReader.read(
+            "<message xmlns='jabber:client' type='groupchat' from='team@conference.localhost/Agent One' id='m1'><body>hi all</body></message>"
+        )
+        let message = try #require(XMPPMapping.roomMessage(groupchat, archiveID: "a1", sender: ParticipantID("agent1@localhost"), mine: false, time: Date()))
+        #expect(message.conversationID == ConversationID("team@conference.localhost") && message.text == "hi all" && message.clientID == nil)
+        #expect(XMPPMapping.nick(of: groupchat) == "Agent One")
+        #expect(XMPPMapping.message(groupchat, archiveID: "a1", me: "customer@localhost", time: Date()) == nil)
+        let invitation = try XMLReader.read(
+            "<message xmlns='jabber:client' from='team@conference.localhost' to='customer@localhost'><x xmlns='http://jabber.org/protocol/muc#user'>"
+                + "<invite from='agent1@localhost'/></x><body>agent1@localhost invited you to the room team@conference.localhost</body></message>"
+        )
+        #expect(XMPPMapping.message(invitation, archiveID: "a2", me: "customer@localhost", time: Date()) == nil)
+        let direct = try XMLReader.read(
+            "<message xmlns='jabber:client' from='agent1@localhost/desk' to='customer@localhost'><x xmlns='jabber:x:conference' jid='team@conference.localhost'/><body>join us</body></message>"
+        )
+        #expect(XMPPMapping.message(direct, archiveID: "a3", me: "customer@localhost", time: Date()) == nil)
     }
 
     /// The exchanges of RFC 5802 §5 (SHA-1) and RFC 7677 §3 (SHA-256), byte for byte.

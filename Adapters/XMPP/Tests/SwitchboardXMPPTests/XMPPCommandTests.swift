@@ -44,6 +44,40 @@ struct XMPPCommandTests {
         }
     }
 
+    /// `/join` in `connect xmpp`'s console joins a room, and what is typed then goes to it.
+    @Test func theConsoleJoinsARoomAndWritesThere() async throws {
+        try await Prosody.withServer { server in
+            let room = "lobby@conference.localhost"
+            let command = try ConnectXMPP.parse(["--url", server.url, "--jid", XMPPLiveTests.customer, "--password", "secret-customer"])
+            var console = ConsoleRunner(backend: try command.makeBackend(), store: InMemoryChatStore(), jsonl: true, target: command.url, progress: .off)
+            console.commands = ConnectXMPP.consoleCommands
+            let runner = console
+            let printed = Locked<[String]>([])
+            let (lines, typed) = AsyncStream.makeStream(of: String.self)
+            let (outcome, body) = try await XMPPTestClient.withClient(server, user: "agent1", resource: "watch") { agent in
+                try await agent.joinRoom(room, nick: "agent1")
+                async let outcome = runner.run(lines: lines, output: { line in printed.withLock { $0.append(line) } }, replies: { line in printed.withLock { $0.append(line) } })
+                defer { typed.finish() }
+                typed.yield("/join \(room)")
+                typed.yield("hello room")
+                let stanza: XMPPTestClient.Element
+                do {
+                    stanza = try await agent.waitForStanza("the console's message in the room", timeout: .seconds(30)) {
+                        $0.name == "message" && $0["type"] == "groupchat" && $0.child("body")?.text == "hello room"
+                    }
+                } catch {
+                    print("xmpp: connect xmpp — the console printed \(printed.withLock { $0 }); the agent got \(agent.received)")
+                    throw error
+                }
+                typed.finish()
+                return (try await outcome, stanza["from"])
+            }
+            print("xmpp: connect xmpp — /join \(room): \(outcome), the room relayed the message from \(body ?? "nobody"); the console printed \(printed.withLock { $0.count }) lines")
+            #expect(outcome == .ended)
+            #expect(body == "\(room)/customer")
+        }
+    }
+
     @Test func aGatewaySessionsFileEntryConnectsAndSends() async throws {
         try await Prosody.withServer { server in
             let entry: JSONValue = [

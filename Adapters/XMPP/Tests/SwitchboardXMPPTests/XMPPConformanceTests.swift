@@ -9,8 +9,6 @@ struct XMPPConformanceTests {
     /// delete, syncs `.windowed(pageSize: 50)`; the control injects every fault but those about
     /// sequences (a disconnect from the server's admin shell, the rest from ``XMPPFaults``).
     static let expectedSkips: Set<String> = [
-        // Rooms (XEP-0045) are not offered yet.
-        "start and close (or leave) a conversation",
         // No sequences, for good: archive ids are random and a chat has no gap-free counter
         // (as for Matrix).
         "gap fill after dropped events",

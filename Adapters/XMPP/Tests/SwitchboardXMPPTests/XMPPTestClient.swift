@@ -115,16 +115,58 @@ struct XMPPTestClient: Sendable {
         }
     }
 
+    // MARK: Rooms (XEP-0045)
+
+    /// Joins `room` as `nick`, without the room's history, and waits for its own presence there
+    /// (status 110).
+    func joinRoom(_ room: String, nick: String) async throws {
+        try await write(
+            "<presence xmlns='jabber:client' to='\(Self.escape(room))/\(Self.escape(nick))'><x xmlns='\(Namespace.muc)'><history maxstanzas='0'/></x></presence>"
+        )
+        let own = try await waitForStanza("its own presence in \(room)") { Self.isOwnPresence($0, in: room, nick: nick) && $0["type"] == nil }
+        // A room this join made is locked until it is configured: an instant room (the defaults).
+        if own.child("x", Namespace.mucUser)?.children.contains(where: { $0.name == "status" && $0["code"] == "201" }) == true {
+            let id = UUID().uuidString
+            try await request(
+                "<iq xmlns='jabber:client' type='set' id='\(id)' to='\(Self.escape(room))'><query xmlns='\(Namespace.muc)#owner'><x xmlns='\(Namespace.dataForms)' type='submit'/></query></iq>",
+                id: id
+            )
+        }
+    }
+
+    /// Leaves `room` and waits until the room says it left.
+    func leaveRoom(_ room: String, nick: String) async throws {
+        try await write("<presence xmlns='jabber:client' type='unavailable' to='\(Self.escape(room))/\(Self.escape(nick))'/>")
+        _ = try await waitForStanza("its leave of \(room)") { Self.isOwnPresence($0, in: room, nick: nick) && $0["type"] == "unavailable" }
+    }
+
+    static func isOwnPresence(_ stanza: Element, in room: String, nick: String) -> Bool {
+        stanza.name == "presence" && stanza["from"] == "\(room)/\(nick)"
+            && stanza.child("x", Namespace.mucUser)?.children.contains { $0.name == "status" && $0["code"] == "110" } == true
+    }
+
+    /// Sends a message to everyone in `room`, with an origin id. Returns the id.
+    @discardableResult
+    func sendToRoom(_ text: String, room: String, id: String = UUID().uuidString) async throws -> String {
+        try await write(
+            "<message xmlns='jabber:client' type='groupchat' to='\(Self.escape(room))' id='\(Self.escape(id))'>"
+                + "<body>\(Self.escape(text))</body><origin-id xmlns='\(Namespace.stanzaID)' id='\(Self.escape(id))'/></message>"
+        )
+        return id
+    }
+
     /// This account's archive (XEP-0313), with `peer` only when given, oldest first: every
     /// archived message, markers and corrections too (see ``ArchivedMessage/isMessage``). Pages
-    /// of 100 (RSM) until the server says the last is complete.
-    func archive(with peer: String?) async throws -> [ArchivedMessage] {
+    /// of 100 (RSM) until the server says the last is complete. With `room`, that room's archive
+    /// instead.
+    func archive(with peer: String?, room: String? = nil) async throws -> [ArchivedMessage] {
         var collected: [ArchivedMessage] = []
         var after: String?
         while true {
             let id = UUID().uuidString
             let queryID = UUID().uuidString
-            var query = "<iq xmlns='jabber:client' type='set' id='\(id)'><query xmlns='\(Namespace.mam)' queryid='\(queryID)'>"
+            let to = room.map { " to='\(Self.escape($0))'" } ?? ""
+            var query = "<iq xmlns='jabber:client' type='set' id='\(id)'\(to)><query xmlns='\(Namespace.mam)' queryid='\(queryID)'>"
             query += "<x xmlns='\(Namespace.dataForms)' type='submit'><field var='FORM_TYPE' type='hidden'><value>\(Namespace.mam)</value></field>"
             if let peer { query += "<field var='with'><value>\(Self.escape(peer))</value></field>" }
             query += "</x><set xmlns='\(Namespace.rsm)'><max>100</max>"
@@ -294,6 +336,8 @@ extension XMPPTestClient {
         static let hints = "urn:xmpp:hints"
         static let correction = "urn:xmpp:message-correct:0"
         static let retraction = "urn:xmpp:message-retract:1"
+        static let muc = "http://jabber.org/protocol/muc"
+        static let mucUser = "http://jabber.org/protocol/muc#user"
         /// The retraction of XEP-0424 before 0.4, inside a fastening (XEP-0422).
         static let retractionFastened = "urn:xmpp:message-retract:0"
         static let fastening = "urn:xmpp:fasten:0"
@@ -344,10 +388,10 @@ extension ProsodyServer {
     }
 
     /// `user`'s archive of the chat with `peer` (all of it for `nil`), oldest first, as the
-    /// server has it.
-    func archive(of user: String, with peer: String?) async throws -> [ArchivedMessage] {
+    /// server has it; with `room`, that room's archive as `user` may read it.
+    func archive(of user: String, with peer: String?, room: String? = nil) async throws -> [ArchivedMessage] {
         try await XMPPTestClient.withClient(self, user: user, resource: "truth") { client in
-            try await client.archive(with: peer)
+            try await client.archive(with: peer, room: room)
         }
     }
 }
@@ -356,6 +400,8 @@ struct ArchivedMessage: Sendable, Hashable {
     /// The archive's id for it (random, 24 characters on Prosody).
     var archiveID: String
     var from: String
+    /// The resource of the sender's address: in a room's archive, the sender's nick.
+    var nick: String?
     var to: String
     var body: String?
     /// The sender's id: its origin id (XEP-0359), else the stanza's `id`.
@@ -384,6 +430,7 @@ struct ArchivedMessage: Sendable, Hashable {
         else { return nil }
         self.archiveID = archiveID
         from = XMPPTestClient.bare(message["from"] ?? "")
+        nick = message["from"].flatMap { from in from.firstIndex(of: "/").map { String(from[from.index(after: $0)...]) } }
         to = XMPPTestClient.bare(message["to"] ?? "")
         body = message.child("body", XMPPTestClient.Namespace.client)?.text
         originID = message.child("origin-id", XMPPTestClient.Namespace.stanzaID)?["id"] ?? message["id"]

@@ -1,0 +1,129 @@
+import Foundation
+import Switchboard
+import SwitchboardSQLite
+import SwitchboardTestKit
+@_spi(WireReaders) import SwitchboardXMPP
+import Testing
+
+/// Rooms (XEP-0045) against a real Prosody: the app is a `ChatSession` as `customer@localhost`,
+/// the other members are agent accounts driven by ``XMPPTestClient``, and the truth is the room's
+/// own archive on the server.
+@Suite(.serialized, Prosody.needed, .timeLimit(.minutes(3)))
+struct XMPPRoomTests {
+    let live = XMPPLiveTests()
+
+    static func joined(_ jid: String) -> @Sendable (ChatEvent) -> Bool {
+        { event in
+            if case .participantsAdded(let added) = event.kind { return added.contains { $0.id == ParticipantID(jid) } }
+            return false
+        }
+    }
+
+    /// The session starts a room and says its first message; members join, write and leave; it
+    /// writes back. Closed, then the agent writes three while it is away: a restart on the same
+    /// SQLite file joins the room again and catches up from the room's archive id it stored.
+    /// Then it leaves the room. Every stored row is compared with the room's archive.
+    @Test func aRoomWithMembersJoiningAndLeavingAndARestart() async throws {
+        try await Prosody.withServer { server in
+            let path = server.directory.appendingPathComponent("app.sqlite").path
+            let first = live.session(try live.backend(server), store: try SQLiteChatStore(path: path))
+            var events: [String] = []
+            let room = try await withConnectedRecording(first) { recorder in
+                let started = try await first.startConversation(
+                    ConversationDraft(kind: .group, title: "Team", participants: [Participant(id: ParticipantID(XMPPLiveTests.agent), role: .user)], firstMessage: MessageDraft(text: "welcome"))
+                )
+                let room = started.id.rawValue
+                try await XMPPTestClient.withClient(server, user: "agent1", resource: "desk") { agent in
+                    try await agent.joinRoom(room, nick: "agent1")
+                    try await recorder.first("agent1 joins", where: Self.joined(XMPPLiveTests.agent))
+                    try await agent.sendToRoom("hello team", room: room)
+                    try await recorder.first("agent1's message") { $0.addedMessage?.text == "hello team" }
+                    try await XMPPTestClient.withClient(server, user: "agent2", resource: "desk") { other in
+                        try await other.joinRoom(room, nick: "agent2")
+                        try await recorder.first("agent2 joins", where: Self.joined("agent2@localhost"))
+                        try await other.leaveRoom(room, nick: "agent2")
+                    }
+                    try await recorder.first("agent2 leaves") { event in
+                        if case .participantsRemoved(let removed) = event.kind { return removed == [ParticipantID("agent2@localhost")] }
+                        return false
+                    }
+                    let sent = try await started.send(text: "thanks")
+                    try await recorder.first("the send confirmed") { $0.updatedMessage.map { $0.clientID == sent.clientID && $0.serverID != nil } ?? false }
+                    try await agent.leaveRoom(room, nick: "agent1")
+                }
+                try await recorder.first("agent1 leaves") { event in
+                    if case .participantsRemoved(let removed) = event.kind { return removed == [ParticipantID(XMPPLiveTests.agent)] }
+                    return false
+                }
+                let info = try await started.info()
+                events = recorder.events.compactMap { event in
+                    switch event.kind {
+                    case .participantsAdded(let added): "+" + added.map(\.id.rawValue).joined(separator: ",")
+                    case .participantsRemoved(let removed): "-" + removed.map(\.rawValue).joined(separator: ",")
+                    default: nil
+                    }
+                }
+                #expect(info.kind == .group)
+                #expect(info.title == "Team")
+                return room
+            }
+            // Away: three from the agent.
+            let away = (0..<3).map { "while away \($0)" }
+            try await server.asUser("agent1") { agent in
+                try await agent.joinRoom(room, nick: "agent1")
+                for text in away { try await agent.sendToRoom(text, room: room) }
+            }
+            let second = live.session(try live.backend(server), store: try SQLiteChatStore(path: path))
+            try await withConnectedRecording(second) { recorder in
+                let chat = try await second.conversation(ConversationID(room))
+                try await recorder.waitUntil("the three sent while away stored", check: { try await chat.storedMessages(before: nil, limit: 100).count == 6 })
+                let stored = try await chat.storedMessages(before: nil, limit: 100)
+                let archive = try await server.archive(of: "customer", with: nil, room: room).filter(\.isMessage)
+                let storedIDs = stored.compactMap(\.serverID).map(\.rawValue)
+                let archived = archive.map(\.archiveID)
+                let added = recorder.events.compactMap(\.addedMessage).map(\.text)
+                print(
+                    "xmpp rooms: members \(events); \(archive.count) in the room's archive, \(stored.count) stored (pending \(stored.filter { $0.serverID == nil }.count)), "
+                        + "lost \(Set(archived).subtracting(storedIDs).count), phantom \(Set(storedIDs).subtracting(archived).count), duplicated \(storedIDs.count - Set(storedIDs).count), "
+                        + "in the archive's order \(storedIDs == archived); after the restart \(added.count) announced"
+                )
+                #expect(events == ["+\(XMPPLiveTests.agent)", "+agent2@localhost", "-agent2@localhost", "-\(XMPPLiveTests.agent)"])
+                #expect(stored.map(\.text) == ["welcome", "hello team", "thanks"] + away)
+                #expect(storedIDs == archived)
+                #expect(added == away, "only what came while away is new")
+                #expect(stored.first?.sender == ParticipantID(XMPPLiveTests.customer))
+                #expect(stored[1].sender == ParticipantID(XMPPLiveTests.agent))
+
+                try await chat.close()
+                try await recorder.first("the room left") { event in
+                    if case .conversationRemoved = event.kind { return event.conversationID == ConversationID(room) }
+                    return false
+                }
+                let remaining = try await second.conversations().map(\.id)
+                #expect(!remaining.contains(ConversationID(room)))
+            }
+        }
+    }
+
+    /// A join the server refuses (a room on another server, where this one talks to none) fails
+    /// classified, with the condition as the vendor code; a room of its own service is joined
+    /// (made, as Prosody makes rooms on a first join) and is a group conversation.
+    @Test func aJoinRefusedByTheServerIsClassified() async throws {
+        try await Prosody.withServer { server in
+            let session = live.session(try live.backend(server))
+            try await withConnectedRecording(session) { _ in
+                // No such service.
+                await #expect {
+                    try await XMPPRequests(session: session).join("nowhere@no-such-service.localhost")
+                } throws: { error in
+                    let code = (error as? SwitchboardError)?.code
+                    print("xmpp rooms: a join of a room on no service — \(String(describing: code)) (\((error as? SwitchboardError)?.vendorCode ?? ""))")
+                    return code == .permissionDenied && (error as? SwitchboardError)?.vendorCode == "not-allowed"
+                }
+                let joined = try await XMPPRequests(session: session).join("lobby@conference.localhost")
+                #expect(joined == ConversationID("lobby@conference.localhost"))
+                #expect(try await session.conversation(joined).info().kind == .group)
+            }
+        }
+    }
+}
