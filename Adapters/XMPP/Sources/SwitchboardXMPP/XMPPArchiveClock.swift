@@ -56,7 +56,11 @@ public import Switchboard
     }
 
     public var text: String {
-        "\(archiveID) \(Int64((time.timeIntervalSince1970 * 1_000_000).rounded()))"
+        "\(archiveID) \(Self.micros(time))"
+    }
+
+    static func micros(_ time: Date) -> Int64 {
+        Int64((time.timeIntervalSince1970 * 1_000_000).rounded())
     }
 
     public var anchor: HistoryQuery.Anchor { .token(text) }
@@ -74,31 +78,43 @@ public import Switchboard
 /// The session's cursor: where the user's archive was read to and the clock's last time, the
 /// archive ids delivered live after it (the next link's catch-up skips them: delivered again,
 /// they would come with other times, and move in the store), and the rooms the user is in, each
-/// with the newest id of the room's own archive delivered.
+/// with where the room's own archive was read to and the room's clock.
 ///
-/// Written `<archive id or -> <microseconds> [<live id>…] [room:<room JID>:<room archive id>…]`
-/// (a JID holds no `:` or space; `-` before the archive showed anything).
+/// Written `<archive id or -> <microseconds> [<live id>…] [room:<room JID>:<microseconds or ->:<room archive id>…]`
+/// (a JID holds no `:` or space; `-` before an archive showed anything). A room entry out of
+/// shape is skipped, not the cursor.
 @_spi(WireReaders) public struct XMPPCursor: Sendable, Hashable {
+    /// Where a room's archive was read to: its newest id delivered (`""` before it showed
+    /// anything) and the room's clock.
+    public struct Room: Sendable, Hashable {
+        public var archiveID: String
+        public var time: Date?
+
+        public init(archiveID: String = "", time: Date? = nil) {
+            self.archiveID = archiveID
+            self.time = time
+        }
+    }
+
     /// The newest id of the user's archive delivered; `nil` before it showed anything.
     public var archiveID: String?
     /// The archive clock's last time.
     public var time: Date
     public var live: [String]
-    /// The rooms joined, by bare JID: the newest id of each room's archive delivered (`""` before
-    /// the room's archive showed anything).
-    public var rooms: [String: String]
+    /// The rooms joined, by bare JID.
+    public var rooms: [String: Room]
     /// More live ids than this are not kept: the follower moves the cursor after each live
     /// message, so only those of a link that ended meanwhile wait here.
     public static let maxLive = 100
 
-    public init(archiveID: String?, time: Date, live: [String] = [], rooms: [String: String] = [:]) {
+    public init(archiveID: String?, time: Date, live: [String] = [], rooms: [String: Room] = [:]) {
         self.archiveID = archiveID
         self.time = time
         self.live = Array(live.suffix(Self.maxLive))
         self.rooms = rooms
     }
 
-    public init(position: XMPPArchivePosition, live: [String] = [], rooms: [String: String] = [:]) {
+    public init(position: XMPPArchivePosition, live: [String] = [], rooms: [String: Room] = [:]) {
         self.init(archiveID: position.archiveID, time: position.time, live: live, rooms: rooms)
     }
 
@@ -109,7 +125,10 @@ public import Switchboard
 
     public var token: SyncCursor {
         let head = XMPPArchivePosition(archiveID: archiveID ?? "-", time: time).text
-        let rooms = rooms.keys.sorted().map { "room:\($0):\(self.rooms[$0]!)" }
+        let rooms = rooms.keys.sorted().map { jid in
+            let room = self.rooms[jid]!
+            return "room:\(jid):\(room.time.map { String(XMPPArchivePosition.micros($0)) } ?? "-"):\(room.archiveID)"
+        }
         return .token(([head] + live + rooms).joined(separator: " "))
     }
 
@@ -118,15 +137,18 @@ public import Switchboard
         let parts = token.split(separator: " ", omittingEmptySubsequences: false)
         guard parts.count >= 2, let head = XMPPArchivePosition(parts[0..<2].joined(separator: " ")) else { return nil }
         var live: [String] = []
-        var rooms: [String: String] = [:]
+        var rooms: [String: Room] = [:]
         for part in parts.dropFirst(2) {
             guard part.hasPrefix("room:") else {
                 live.append(String(part))
                 continue
             }
-            let fields = part.dropFirst(5).split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
-            guard fields.count == 2, !fields[0].isEmpty else { return nil }
-            rooms[String(fields[0])] = String(fields[1])
+            // `<jid>:<micros or ->:<archive id>`: an archive id may hold a `:`.
+            let fields = part.dropFirst(5).split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+            guard fields.count == 3, !fields[0].isEmpty else { continue }
+            let time = Int64(fields[1]).map { Date(timeIntervalSince1970: TimeInterval($0) / 1_000_000) }
+            guard time != nil || fields[1] == "-" else { continue }
+            rooms[String(fields[0])] = Room(archiveID: String(fields[2]), time: time)
         }
         self.init(archiveID: head.archiveID == "-" ? nil : head.archiveID, time: head.time, live: live, rooms: rooms)
     }

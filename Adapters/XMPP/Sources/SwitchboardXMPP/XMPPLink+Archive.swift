@@ -9,10 +9,12 @@ extension XMPPLink {
     /// and the rooms with where their archives were read to; `nil` before the archive showed the
     /// link anything and while the user is in no room.
     func cursor(_ state: State) -> SyncCursor? {
-        guard state.cursorID != nil || !state.rooms.isEmpty else { return nil }
-        return XMPPCursor(
-            archiveID: state.cursorID, time: state.clock.last ?? context.clock.date, live: state.live, rooms: state.rooms.mapValues(\.archiveID)
-        ).token
+        // While a refused id is recovered from its time, the cursor keeps it: the next link is
+        // refused it too, and goes from the time again.
+        let archiveID = state.cursorID ?? state.refusedID
+        guard archiveID != nil || state.hadRooms else { return nil }
+        let rooms = state.rooms.mapValues { XMPPCursor.Room(archiveID: $0.archiveID, time: $0.clock.last) }
+        return XMPPCursor(archiveID: archiveID, time: state.clock.last ?? context.clock.date, live: state.live, rooms: rooms).token
     }
 
     /// Archived stanzas after the cursor, in the archive's order, each once; then the cursor
@@ -36,6 +38,7 @@ extension XMPPLink {
         guard let last = items.last?.archiveID else { return }
         state.cursorID = last
         state.since = nil
+        state.refusedID = nil
         if let cursor = cursor(state) { output.yield(.cursor(cursor)) }
     }
 
@@ -76,6 +79,7 @@ extension XMPPLink {
             } catch let error as SwitchboardError where error.vendorCode == "item-not-found" && start == nil {
                 let since = state.withLock { state in
                     let since = (state.clock.last ?? context.clock.date).addingTimeInterval(-300)
+                    state.refusedID = state.cursorID ?? state.refusedID
                     state.cursorID = nil
                     state.since = since
                     return since
@@ -183,8 +187,16 @@ extension XMPPLink {
     ) async throws -> (items: [XMPPMapping.ArchiveItem], complete: Bool) {
         // Not guessable: results are matched to their query by it.
         let id = "mam-\(UUID().uuidString)"
-        state.withLock { $0.pages[id] = [] }
-        defer { state.withLock { _ = $0.pages.removeValue(forKey: id) } }
+        state.withLock { state in
+            state.pages[id] = []
+            state.pageSources[id] = archive ?? me
+        }
+        defer {
+            state.withLock { state in
+                state.pages[id] = nil
+                state.pageSources[id] = nil
+            }
+        }
         let answer = try await request(id, XMPPStanzas.archiveQuery(id: id, queryID: id, archive: archive, with: peer, start: start, end: end, ids: ids, page: page, max: max), name: "archive")
         let complete = answer.child("fin", NS.mam)?["complete"] == "true"
         return (state.withLock { $0.pages[id] ?? [] }, complete)

@@ -56,7 +56,9 @@ extension XMPPLink {
         case "result", "error":
             // Answers come from the account or its server; one from anyone else is spoofed. A
             // heartbeat's answer has no waiter: hearing it was the point.
-            guard from.map({ XMPPMapping.bare($0) == me || $0 == configuration.domain || isRoom(XMPPMapping.bare($0)) }) ?? true else {
+            // A room answers what was asked of it (by a unique id): the room itself, never one of
+            // its occupants.
+            guard from.map({ XMPPMapping.bare($0) == me || $0 == configuration.domain || isRoom($0) }) ?? true else {
                 output.yield(.problem(SwitchboardError(.protocolViolation, "an iq answer from \(XMPPMapping.bare(from!)), not the server")))
                 return
             }
@@ -82,18 +84,20 @@ extension XMPPLink {
     func message(_ element: XMPPElement) {
         do {
             if let item = try XMPPMapping.archiveItem(element) {
-                // The archive's results come from the account itself (no `from`, or its bare JID),
-                // or from a room the user is in, for the room's archive.
-                guard element["from"].map({ XMPPMapping.bare($0) == me || isRoom(XMPPMapping.bare($0)) }) ?? true else {
-                    output.yield(.problem(SwitchboardError(.protocolViolation, "an archive result from someone else")))
-                    return
-                }
-                let collected = state.withLock { state in
+                // The archive's results come from the archive asked: the account itself (no
+                // `from`, or its bare JID), or the room.
+                let from = element["from"].map(XMPPMapping.bare) ?? me
+                let collected: Bool? = state.withLock { state in
                     guard state.pages[item.queryID] != nil else { return false }
+                    guard state.pageSources[item.queryID] == from else { return nil }
                     state.pages[item.queryID]!.append(item)
                     return true
                 }
-                if !collected { output.yield(.problem(SwitchboardError(.protocolViolation, "an archive result for a query nobody asked"))) }
+                switch collected {
+                case nil: output.yield(.problem(SwitchboardError(.protocolViolation, "an archive result from another archive than the one asked")))
+                case false?: output.yield(.problem(SwitchboardError(.protocolViolation, "an archive result for a query nobody asked")))
+                case true?: break
+                }
                 return
             }
         } catch {

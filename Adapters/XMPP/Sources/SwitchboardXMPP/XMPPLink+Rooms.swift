@@ -8,109 +8,197 @@ import SwitchboardTransport
 /// reflection, and left for good on close.
 ///
 /// A room's messages reach every occupant in the room's order, each with the room's archive id;
-/// the cursor keeps the newest one delivered per room, and a link that joins again catches up
-/// from it in the room's archive (while the room's live messages wait).
+/// the cursor keeps the newest one delivered per room and the room's clock, and a link that
+/// joins again catches up from it in the room's archive while the room's live messages wait.
 extension XMPPLink {
-    /// The user's nick in the rooms it joins.
+    /// The nick the user asks for in the rooms it joins (the room may give another).
     var nick: String { configuration.localPart }
 
-    /// Joins `room`: waits for the user's own presence (the occupants' come before it), and
-    /// configures a room this join made. The conversation is announced with its occupants.
+    /// Joins `room`: waits for the user's own presence (the occupants' come before it),
+    /// configures a room this join made, and learns the room's name. The room's live messages
+    /// wait until ``catchUpRoom(_:)`` has read its archive.
     ///
-    /// After the login, the room's live messages wait until ``catchUpRoom(_:)`` has read its
-    /// archive.
+    /// A room the user was in (the cursor's) that this join had to make was gone: it is destroyed
+    /// again, and the join fails `conversationNotFound`. Anything failing after the join leaves
+    /// the room again.
     ///
-    /// - Throws: the room's refusal, classified (`conversationNotFound` for a room that does not
-    ///   exist or takes no one, `permissionDenied` for one closed to the user).
-    func enter(_ room: String, title: String? = nil) async throws {
-        // Joined already: the room would answer with the user's presence only.
-        if state.withLock({ $0.rooms[room]?.joined == true }) { return }
-        state.withLock { state in
+    /// - Returns: `false` when the user is in the room already.
+    /// - Throws: the room's refusal, classified.
+    @discardableResult
+    func enter(_ room: String, title: String? = nil, invite: [String] = []) async throws -> Bool {
+        let known = try state.withLock { state -> Bool? in
             var entry = state.rooms[room] ?? State.Room(nick: nick)
-            entry.joined = false
+            if entry.joined { return nil }
+            guard !entry.joining else { throw SwitchboardError(.invalidArgument, "a join of \(room) is under way") }
+            entry.joining = true
             entry.occupants = [:]
-            // During the login every live stanza waits anyway.
+            entry.announced = false
+            // Its live messages wait (during the login every live stanza waits anyway).
             if state.held == nil { entry.held = [] }
             state.rooms[room] = entry
+            return entry.known
         }
-        let answer: XMPPElement
+        guard let known else { return false }
         do {
-            answer = try await exchange("#join:\(room)", XMPPStanzas.joinRoom(room, nick: nick), name: "join")
+            let answer = try await exchange("#join:\(room)", XMPPStanzas.joinRoom(room, nick: nick), name: "join")
             if answer["type"] == "error" { throw XMPPMapping.error(answer, request: "join \(room)") }
+            if XMPPMapping.occupant(answer)?.created == true {
+                if known {
+                    // The room the user was in is gone: this join made a new one.
+                    let id = uniqueID("destroy")
+                    _ = try? await request(id, XMPPStanzas.destroyRoom(room, id: id), name: "destroy")
+                    throw SwitchboardError(.conversationNotFound, "the room \(room) is gone", vendorCode: "gone")
+                }
+                try await configure(room, title: title)
+                for jid in invite { try await socket.send(XMPPStanzas.invite(jid, to: room)) }
+            }
+            try await learnAbout(room)
         } catch {
-            state.withLock { _ = $0.rooms.removeValue(forKey: room) }
+            // Not left half-joined: the room stops sending.
+            if (error as? SwitchboardError)?.code != .connectionLost { try? await socket.send(XMPPStanzas.leaveRoom(room, nick: nick)) }
+            if known, !Self.roomIsGone(error) {
+                // The user's room, out of reach for now: kept in the cursor for the next link.
+                state.withLock { state in
+                    guard let entry = state.rooms[room] else { return }
+                    state.rooms[room] = State.Room(nick: nick, archiveID: entry.archiveID, clock: entry.clock, known: true)
+                }
+            } else {
+                forget(room, removed: known)
+            }
             throw error
         }
-        if XMPPMapping.occupant(answer)?.created == true {
-            // A new room is locked until its owner configures it.
-            let id = nextID("configure")
-            _ = try await request(id, XMPPStanzas.configureRoom(room, title: title, id: id), name: "configure")
-        }
-        // The room's name: its title.
-        let discoID = nextID("disco")
-        do {
-            let about = try await request(discoID, XMPPStanzas.discoInfo(room, id: discoID), name: "disco")
-            let name = about.child("query", NS.discoInfo)?.children("identity", NS.discoInfo).first { $0["category"] == "conference" }?["name"]
-            // A room without a name shows its local part (as Prosody does): no title then.
-            let localPart = String(room.prefix { $0 != "@" })
-            state.withLock { $0.rooms[room]?.name = name == localPart || name?.isEmpty == true ? nil : name }
-        } catch let error as SwitchboardError where error.code != .connectionLost && error.code != .timedOut {
-            context.logger.debug("xmpp: the room does not say its name", metadata: ["code": .string(error.code.description)])
-        }
         state.withLock { state in
-            guard let info = roomInfo(room, state) else { return }
-            let added = state.known.insert(info.id).inserted
-            output.yield(.event(BackendEvent(added ? .conversationAdded(info) : .conversationUpdated(info), conversation: info.id, cursor: cursor(state), time: context.clock.date)))
+            state.rooms[room]?.joining = false
+            state.rooms[room]?.known = true
+            state.hadRooms = true
+        }
+        return true
+    }
+
+    /// A new room is locked until its owner configures it: its name, kept when everyone left,
+    /// members' JIDs visible to all, archived; where the server refuses that form, as it is
+    /// (an instant room).
+    private func configure(_ room: String, title: String?) async throws {
+        do {
+            let id = uniqueID("configure")
+            _ = try await request(id, XMPPStanzas.configureRoom(room, title: title, id: id), name: "configure")
+        } catch let error as SwitchboardError where error.code != .connectionLost && error.code != .timedOut {
+            context.logger.debug("xmpp: the room refused its configuration; taking the defaults", metadata: ["code": .string(error.code.description)])
+            let id = uniqueID("configure")
+            _ = try await request(id, XMPPStanzas.instantRoom(room, id: id), name: "configure")
         }
     }
 
-    /// The room's archive after the newest message delivered, page by page; on a first join,
-    /// its newest page, as history. Then the room's live messages that waited.
-    ///
-    /// An archive id the room no longer has is reported, and the newest page read instead.
-    func catchUpRoom(_ room: String) async throws {
-        var after = state.withLock { $0.rooms[room]?.archiveID } ?? ""
-        let firstJoin = after.isEmpty
-        var page: XMPPStanzas.Page = firstJoin ? .newest : .after(after)
-        while true {
-            let result: (items: [XMPPMapping.ArchiveItem], complete: Bool)
-            do {
-                result = try await archivePage(archive: room, with: nil, page: page, max: firstJoin ? 50 : 100)
-            } catch let error as SwitchboardError where error.vendorCode == "item-not-found" && !after.isEmpty {
-                output.yield(.problem(SwitchboardError(.protocolViolation, "the room's archive refused the stored id; reading its newest page", underlying: error)))
-                after = ""
-                page = .newest
-                continue
-            }
+    /// The room's name (its disco#info identity), and whether it sets occupant ids (XEP-0421)
+    /// that can be trusted.
+    private func learnAbout(_ room: String) async throws {
+        do {
+            let id = uniqueID("disco")
+            let about = try await request(id, XMPPStanzas.discoInfo(room, id: id), name: "disco")
+            let query = about.child("query", NS.discoInfo)
+            let name = query?.children("identity", NS.discoInfo).first { $0["category"] == "conference" }?["name"]
+            let trusts = query?.children("feature", NS.discoInfo).contains { $0["var"] == NS.occupantID } ?? false
+            // A room without a name shows its local part (as Prosody does): no title then.
+            let localPart = String(room.prefix { $0 != "@" })
             state.withLock { state in
-                for item in result.items {
-                    receiveRoom(item.message, archiveID: item.archiveID, stamp: time(stamped: item.stamp), position: firstJoin ? .history : .newest, &state)
-                }
+                state.rooms[room]?.name = name == localPart || name?.isEmpty == true ? nil : name
+                state.rooms[room]?.trustsOccupantIDs = trusts
             }
-            guard !firstJoin, !after.isEmpty, !result.complete, let last = result.items.last?.archiveID else { break }
-            page = .after(last)
+        } catch let error as SwitchboardError where error.code != .connectionLost && error.code != .timedOut {
+            context.logger.debug("xmpp: the room does not say what it is", metadata: ["code": .string(error.code.description)])
+        }
+    }
+
+    /// Whether a join's failure means the room is gone for the user (not there, or closed to
+    /// it), rather than unreachable for now.
+    static func roomIsGone(_ error: any Error) -> Bool {
+        guard let error = error as? SwitchboardError else { return false }
+        return ["gone", "item-not-found", "forbidden", "registration-required", "not-authorized"].contains(error.vendorCode ?? "")
+    }
+
+    /// The room is no longer the user's on this link; the cursor forgets it, and with `removed`
+    /// so does the store.
+    func forget(_ room: String, removed: Bool) {
+        state.withLock { state in
+            guard state.rooms.removeValue(forKey: room) != nil else { return }
+            let cursor = cursor(state)
+            if removed {
+                output.yield(.event(BackendEvent(.conversationRemoved, conversation: ConversationID(room), cursor: cursor, time: context.clock.date)))
+            } else if let cursor {
+                output.yield(.cursor(cursor))
+            }
+        }
+    }
+
+    /// The room's archive after the newest message delivered, page by page, as news; on a
+    /// first join (or where the room no longer has the stored id), its newest page, as history.
+    /// Then the room is announced, and its live messages that waited are handed on.
+    ///
+    /// A room without an archive is reported once and joined without a catch-up.
+    func catchUpRoom(_ room: String) async throws {
+        let start = state.withLock { state -> (archiveID: String, known: Bool)? in
+            guard var entry = state.rooms[room] else { return nil }
+            // Outside the login and a join (a second join of the room), live messages wait here.
+            if state.held == nil, entry.held == nil { entry.held = [] }
+            state.rooms[room] = entry
+            return (entry.archiveID, entry.known)
+        }
+        guard let start else { throw SwitchboardError(.conversationNotFound, "the user is not in the room \(room)") }
+        // A room the user was in: what came after the stored id (all of it, where the room had
+        // shown nothing yet).
+        var page: XMPPStanzas.Page = !start.known ? .newest : start.archiveID.isEmpty ? .oldest : .after(start.archiveID)
+        var asNews = start.known
+        do {
+            while true {
+                let result: (items: [XMPPMapping.ArchiveItem], complete: Bool)
+                do {
+                    result = try await archivePage(archive: room, with: nil, page: page, max: asNews ? 100 : 50)
+                } catch let error as SwitchboardError where error.vendorCode == "item-not-found" && asNews && !start.archiveID.isEmpty {
+                    output.yield(.problem(SwitchboardError(.protocolViolation, "the room's archive refused the stored id; reading its newest page", underlying: error)))
+                    asNews = false
+                    page = .newest
+                    continue
+                }
+                let items = result.items.filter { XMPPMapping.bare($0.message["from"] ?? "") == room }
+                state.withLock { state in
+                    if asNews {
+                        for item in items { receiveRoom(item.message, archiveID: item.archiveID, stamp: time(stamped: item.stamp), &state) }
+                    } else {
+                        // Old news: at their stamps (below now), not at the room clock's next.
+                        let times = XMPPArchiveClock.below(context.clock.date, stamps: items.map { time(stamped: $0.stamp) })
+                        for (item, time) in zip(items, times) { receiveRoom(item.message, archiveID: item.archiveID, at: time, position: .history, &state) }
+                    }
+                }
+                guard asNews, !result.complete, let last = result.items.last?.archiveID else { break }
+                page = .after(last)
+            }
+        } catch let error as SwitchboardError where error.code != .connectionLost && error.code != .timedOut {
+            // A room without an archive (or one closed to the user): joined without a catch-up.
+            output.yield(.problem(SwitchboardError(error.code, "the room \(room) was joined without a catch-up: \(error.message)", underlying: error)))
         }
         state.withLock { state in
+            guard let info = roomInfo(room, state) else { return }
+            state.rooms[room]?.announced = true
+            let added = state.known.insert(info.id).inserted
+            output.yield(.event(BackendEvent(added ? .conversationAdded(info) : .conversationUpdated(info), conversation: info.id, cursor: cursor(state), time: context.clock.date)))
             let held = state.rooms[room]?.held ?? []
             state.rooms[room]?.held = nil
             for element in held { deliver(element, &state) }
         }
     }
 
-    /// Joins the rooms of the stored cursor again and catches each up; a room that is gone or
-    /// closed to the user now is removed.
+    /// Joins the rooms of the stored cursor again and catches each up. A room that is gone or
+    /// closed to the user now is removed; one that cannot be joined for now is reported and kept
+    /// for the next link (sends to it fail until then).
     func reenterRooms() async throws {
         for room in state.withLock({ $0.rooms.keys.sorted() }) {
             do {
                 try await enter(room)
-            } catch let error as SwitchboardError where error.code == .conversationNotFound || error.code == .permissionDenied {
+                try await catchUpRoom(room)
+            } catch let error as SwitchboardError where error.code != .connectionLost && error.code != .timedOut {
+                // Removed (gone) or kept for the next link by `enter`.
                 output.yield(.problem(error))
-                state.withLock { state in
-                    output.yield(.event(BackendEvent(.conversationRemoved, conversation: ConversationID(room), cursor: cursor(state), time: context.clock.date)))
-                }
-                continue
             }
-            try await catchUpRoom(room)
         }
     }
 
@@ -121,8 +209,9 @@ extension XMPPLink {
         return XMPPMapping.room(room, title: entry.name ?? entry.subject, participants: participants)
     }
 
-    /// An occupant's presence: the user's own completes a join or a leave (or says it was
-    /// removed); anyone else's is a participant joining, changing or leaving.
+    /// An occupant's presence: the user's own completes a join or a leave (or says the room
+    /// removed the user); anyone else's is a participant joining, changing or leaving. Only from
+    /// the room itself (`room@service/nick`), for a room the user is in.
     func presence(_ element: XMPPElement) {
         guard let from = element["from"] else { return }
         let room = XMPPMapping.bare(from)
@@ -134,17 +223,29 @@ extension XMPPLink {
         state.withLock { state in
             guard var entry = state.rooms[room] else { return }
             let participant = XMPPMapping.participant(occupant, me: me)
+            if let id = occupant.occupantID {
+                entry.occupantIDs[id] = participant.id
+                if occupant.isSelf { entry.ownOccupantID = id }
+            }
             func yield(_ kind: BackendEvent.Kind) {
+                guard entry.announced else { return }
                 output.yield(.event(BackendEvent(kind, conversation: ConversationID(room), time: context.clock.date)))
             }
             if occupant.left {
                 entry.occupants[occupant.nick] = nil
-                guard occupant.isSelf else {
+                if let newNick = occupant.newNick {
+                    // A change of nick: the presence under the new one follows.
+                    if occupant.isSelf { entry.nick = newNick }
                     state.rooms[room] = entry
-                    if entry.joined { yield(.participantsRemoved([participant.id])) }
                     return
                 }
-                // Left at the user's request (the close answers), or removed by the room.
+                guard occupant.isSelf else {
+                    state.rooms[room] = entry
+                    yield(.participantsRemoved([participant.id]))
+                    return
+                }
+                // Left at the user's request (the close answers), or removed by the room
+                // (kicked, banned, the room destroyed).
                 state.rooms[room] = nil
                 if !replies.resolve("#leave:\(room)", with: element) {
                     output.yield(.event(BackendEvent(.conversationRemoved, conversation: ConversationID(room), cursor: cursor(state), time: context.clock.date)))
@@ -152,19 +253,24 @@ extension XMPPLink {
                 return
             }
             let known = entry.occupants.updateValue(participant, forKey: occupant.nick) != nil
-            if occupant.isSelf, !entry.joined {
-                entry.joined = true
-                state.rooms[room] = entry
-                _ = replies.resolve("#join:\(room)", with: element)
-                return
+            if occupant.isSelf {
+                // The room may give the user another nick than the one asked for (status 210).
+                entry.nick = occupant.nick
+                guard entry.joined else {
+                    entry.joined = true
+                    state.rooms[room] = entry
+                    _ = replies.resolve("#join:\(room)", with: element)
+                    return
+                }
             }
             state.rooms[room] = entry
-            if entry.joined { yield(known ? .participantsUpdated([participant]) : .participantsAdded([participant])) }
+            yield(known ? .participantsUpdated([participant]) : .participantsAdded([participant]))
         }
     }
 
-    /// A room's live message: held while the room catches up, the answer of the user's send
-    /// when it is the room's reflection of it, else received.
+    /// A room's live message: held while the room catches up; the user's own send when it is
+    /// the room's reflection of a send waiting for it (its time and archive id given now, in the
+    /// room's order); else received.
     func liveRoomMessage(_ stanza: XMPPElement, _ state: inout State) {
         let room = XMPPMapping.bare(stanza["from"] ?? "")
         guard let entry = state.rooms[room] else { return }
@@ -173,56 +279,79 @@ extension XMPPLink {
             return
         }
         let archiveID = XMPPMapping.stanzaID(of: stanza, archive: room)
-        if XMPPMapping.nick(of: stanza) == entry.nick, let id = Self.originID(stanza), state.sending.contains(id),
-            replies.resolve("#muc:\(id)", with: stanza)
-        {
+        if let nick = XMPPMapping.nick(of: stanza), roomSender(stanza, nick: nick, entry).mine, let id = Self.originID(stanza), state.sending.contains(id) {
+            let time = state.rooms[room]!.clock.next(stamp: context.clock.date)
             if let archiveID {
-                _ = state.handle(archiveID)
+                guard state.handle(archiveID) else { return }
                 state.rooms[room]!.archiveID = archiveID
             }
+            if let message = XMPPMapping.roomMessage(stanza, archiveID: archiveID ?? "message:\(id)", sender: ParticipantID(me), mine: true, time: time) {
+                state.keep(message)
+                state.rooms[room]!.reflected[id] = message
+            }
+            if replies.resolve("#muc:\(id)", with: stanza) {
+                if let cursor = cursor(state) { output.yield(.cursor(cursor)) }
+                return
+            }
+            // Nobody waits any more (the send timed out): news like any other.
+            guard let message = state.rooms[room]!.reflected.removeValue(forKey: id) else { return }
+            output.yield(.event(BackendEvent(.messageAdded(message, position: .newest), conversation: message.conversationID, cursor: cursor(state), time: time)))
             return
         }
         receiveRoom(stanza, archiveID: archiveID, stamp: time(stamped: XMPPMapping.delay(of: stanza)), &state)
     }
 
-    /// A room's message, live or from its archive: a message, a subject, or a chat state.
-    func receiveRoom(_ stanza: XMPPElement, archiveID: String?, stamp: Date, position: ChatEvent.MessagePosition = .newest, _ state: inout State) {
+    /// A room's message, live or caught up, in the room's order: a message at the room clock's
+    /// next time after `stamp`, a subject, or a chat state.
+    func receiveRoom(_ stanza: XMPPElement, archiveID: String?, stamp: Date, _ state: inout State) {
+        receiveRoom(stanza, archiveID: archiveID, at: nil, stamp: stamp, position: .newest, &state)
+    }
+
+    /// As ``receiveRoom(_:archiveID:stamp:_:)``, at a time given (history).
+    func receiveRoom(
+        _ stanza: XMPPElement, archiveID: String?, at given: Date?, stamp: Date? = nil, position: ChatEvent.MessagePosition, _ state: inout State
+    ) {
         let room = XMPPMapping.bare(stanza["from"] ?? "")
         guard var entry = state.rooms[room] else { return }
         let conversation = ConversationID(room)
+        let stamp = given ?? stamp ?? context.clock.date
         if let subject = stanza.child("subject", NS.client), stanza.child("body", NS.client) == nil {
             entry.subject = subject.text
             state.rooms[room] = entry
-            if entry.joined, let info = roomInfo(room, state) { output.yield(.event(BackendEvent(.conversationUpdated(info), conversation: conversation, time: stamp))) }
+            if entry.announced, let info = roomInfo(room, state) { output.yield(.event(BackendEvent(.conversationUpdated(info), conversation: conversation, time: stamp))) }
             return
         }
         guard let nick = XMPPMapping.nick(of: stanza) else { return }
         let (sender, mine) = roomSender(stanza, nick: nick, entry)
         if stanza.child("body", NS.client) == nil {
-            if !mine, let chatState = stanza.children.first(where: { $0.namespace == NS.chatStates }) {
+            if !mine, entry.announced, let chatState = stanza.children.first(where: { $0.namespace == NS.chatStates }) {
                 output.yield(.event(BackendEvent(.typing(sender, isTyping: chatState.name == "composing", draft: nil), conversation: conversation, time: stamp)))
             }
             return
         }
         if let archiveID {
-            // In the room's order, live and caught up alike (its live messages wait while it
-            // catches up): the next join goes on after it.
-            state.rooms[room]!.archiveID = archiveID
             guard state.handle(archiveID) else { return }
+            // In the room's order (caught up, then live): the next join goes on after it.
+            state.rooms[room]!.archiveID = archiveID
         }
-        let time = state.clock.next(stamp: stamp)
+        let time = given ?? state.rooms[room]!.clock.next(stamp: stamp)
         let serverID = archiveID ?? "message:\(stanza["id"] ?? UUID().uuidString)"
         guard let message = XMPPMapping.roomMessage(stanza, archiveID: serverID, sender: sender, mine: mine, time: time) else { return }
         state.keep(message)
         output.yield(.event(BackendEvent(.messageAdded(message, position: position), conversation: conversation, cursor: cursor(state), time: time)))
     }
 
-    /// Who sent a room's message: the user for its own nick; else the occupant by that nick, the
-    /// sender's JID where the room's archive kept it, or its address in the room.
-    func roomSender(_ stanza: XMPPElement, nick: String, _ entry: State.Room) -> (ParticipantID, mine: Bool) {
+    /// Who sent a room's message: by its occupant id where the room sets them (a nick can change
+    /// hands; the id stays with the JID), else by the nick: the user's own, an occupant's, or
+    /// the nick's address in the room. A sender's own claims in the message are not taken.
+    func roomSender(_ stanza: XMPPElement, nick: String, _ entry: State.Room) -> (id: ParticipantID, mine: Bool) {
+        if entry.trustsOccupantIDs, let occupantID = stanza.child("occupant-id", NS.occupantID)?["id"] {
+            if occupantID == entry.ownOccupantID { return (ParticipantID(me), true) }
+            if let id = entry.occupantIDs[occupantID] { return (id, id == ParticipantID(me)) }
+            return (ParticipantID("\(XMPPMapping.bare(stanza["from"] ?? ""))/\(nick)"), false)
+        }
         if nick == entry.nick { return (ParticipantID(me), true) }
         if let occupant = entry.occupants[nick] { return (occupant.id, false) }
-        if let jid = stanza.child("x", NS.mucUser)?.child("item", NS.mucUser)?["jid"] { return (ParticipantID(XMPPMapping.bare(jid)), false) }
         return (ParticipantID("\(XMPPMapping.bare(stanza["from"] ?? ""))/\(nick)"), false)
     }
 
@@ -230,37 +359,45 @@ extension XMPPLink {
         stanza.child("origin-id", NS.sid)?["id"] ?? stanza["id"]
     }
 
+    /// An id no one can guess: what is asked of a room is answered by whoever the room is.
+    func uniqueID(_ prefix: String) -> String {
+        "\(prefix)-\(UUID().uuidString)"
+    }
+
     /// A message to a room, confirmed by the room's reflection of it (with the room's archive
     /// id). A resend after a lost answer looks in the room's newest archived messages first.
     func sendToRoom(_ outgoing: OutgoingMessage, room: String) async throws -> Message? {
         let clientID = outgoing.clientID.rawValue
-        guard let nick = state.withLock({ $0.rooms[room]?.nick }) else {
-            throw SwitchboardError(.conversationNotFound, "the user is not in the room \(room)")
+        guard state.withLock({ $0.rooms[room]?.joined == true }) else {
+            throw SwitchboardError(.serverError, "the room \(room) is not joined on this link (it is tried again on the next)", retryAfter: .seconds(5))
         }
         state.withLock { _ = $0.sending.insert(clientID) }
-        defer { state.withLock { _ = $0.sending.remove(clientID) } }
-        let recent = try await archivePage(archive: room, with: nil, page: .newest, max: 50).items
-        if let item = recent.last(where: { XMPPMapping.nick(of: $0.message) == nick && Self.originID($0.message) == clientID }) {
-            return state.withLock { state in
-                if let known = state.recent[item.archiveID] { return known }
-                let time = state.clock.next(stamp: self.time(stamped: item.stamp))
-                guard let message = XMPPMapping.roomMessage(item.message, archiveID: item.archiveID, sender: ParticipantID(me), mine: true, time: time) else {
-                    return nil
-                }
-                state.keep(message)
-                _ = state.handle(item.archiveID)
-                return message
+        defer {
+            state.withLock { state in
+                _ = state.sending.remove(clientID)
+                state.rooms[room]?.reflected[clientID] = nil
             }
         }
-        // Its place among the live messages is when it is sent.
-        let time = state.withLock { $0.clock.next(stamp: context.clock.date) }
+        let recent = try await archivePage(archive: room, with: nil, page: .newest, max: 50).items
+        let found = state.withLock { state -> Message?? in
+            guard let entry = state.rooms[room] else { return nil }
+            for item in recent.reversed() where XMPPMapping.bare(item.message["from"] ?? "") == room && Self.originID(item.message) == clientID {
+                guard let nick = XMPPMapping.nick(of: item.message), roomSender(item.message, nick: nick, entry).mine else { continue }
+                if let known = state.recent[item.archiveID] { return .some(known) }
+                let time = state.rooms[room]!.clock.next(stamp: self.time(stamped: item.stamp))
+                let message = XMPPMapping.roomMessage(item.message, archiveID: item.archiveID, sender: ParticipantID(me), mine: true, time: time)
+                if let message { state.keep(message) }
+                _ = state.handle(item.archiveID)
+                return .some(message)
+            }
+            return nil
+        }
+        if let found { return found }
         let reflected = try await exchange("#muc:\(clientID)", XMPPStanzas.groupchat(to: room, clientID: clientID, body: outgoing.content.text), name: "send")
         if reflected["type"] == "error" { throw XMPPMapping.error(reflected, request: "send") }
-        let archiveID = XMPPMapping.stanzaID(of: reflected, archive: room) ?? "message:\(clientID)"
-        guard let message = XMPPMapping.roomMessage(reflected, archiveID: archiveID, sender: ParticipantID(me), mine: true, time: time) else {
+        guard let message = state.withLock({ $0.rooms[room]?.reflected.removeValue(forKey: clientID) }) else {
             throw SwitchboardError(.protocolViolation, "the room reflected the message without its body")
         }
-        state.withLock { $0.keep(message) }
         return message
     }
 
@@ -271,36 +408,39 @@ extension XMPPLink {
         guard draft.kind != .direct else {
             throw SwitchboardError(.unsupported, "an XMPP one-to-one chat needs no start: send to the contact's JID, the conversation's id")
         }
+        if let first = draft.firstMessage, !first.attachments.isEmpty {
+            throw SwitchboardError(.unsupported, "files are not offered by this version of the XMPP adapter")
+        }
         let clientID = draft.clientID?.rawValue ?? UUID().uuidString
         let local = String(clientID.lowercased().unicodeScalars.filter { CharacterSet.alphanumerics.contains($0) || $0 == "-" }.prefix(64))
         let room = "room-\(local.isEmpty ? UUID().uuidString.lowercased() : local)@\(configuration.mucService)"
-        try await enter(room, title: draft.title)
-        for participant in draft.participants where XMPPMapping.bare(participant.id.rawValue) != me {
-            try await socket.send(XMPPStanzas.invite(participant.id.rawValue, to: room))
-        }
+        let invite = draft.participants.map { XMPPMapping.bare($0.id.rawValue) }.filter { $0 != me }
+        try await enter(room, title: draft.title, invite: invite)
         try await catchUpRoom(room)
         guard let info = state.withLock({ roomInfo(room, $0) }) else {
             throw SwitchboardError(.conversationNotFound, "the room \(room) was left while it started")
         }
         guard let first = draft.firstMessage else { return ConversationSnapshot(conversation: info) }
-        guard first.attachments.isEmpty else { throw SwitchboardError(.unsupported, "files are not offered by this version of the XMPP adapter") }
         let sent = try await sendToRoom(OutgoingMessage(clientID: ClientMessageID(clientID), conversationID: info.id, content: first), room: room)
         return ConversationSnapshot(conversation: info, messages: sent.map { [$0] } ?? [])
     }
 
-    /// Leaves a room for good: the next links do not join it again. A one-to-one chat cannot be
-    /// left.
+    /// Leaves a room for good: the next links do not join it again. A room that does not answer
+    /// the leave in time is forgotten all the same. A one-to-one chat cannot be left.
     func closeConversation(_ conversation: ConversationID) async throws -> ClosedConversation {
         let room = conversation.rawValue
-        guard let nick = state.withLock({ $0.rooms[room]?.nick }) else {
+        guard let entry = state.withLock({ $0.rooms[room] }) else {
             throw SwitchboardError(.unsupported, "only rooms can be left; \(room) is not a room the user is in")
         }
-        let answer = try await exchange("#leave:\(room)", XMPPStanzas.leaveRoom(room, nick: nick), name: "leave")
-        if answer["type"] == "error" { throw XMPPMapping.error(answer, request: "leave \(room)") }
-        state.withLock { state in
-            state.rooms[room] = nil
-            if let cursor = cursor(state) { output.yield(.cursor(cursor)) }
+        if entry.joined {
+            do {
+                let answer = try await exchange("#leave:\(room)", XMPPStanzas.leaveRoom(room, nick: entry.nick), name: "leave")
+                if answer["type"] == "error" { throw XMPPMapping.error(answer, request: "leave \(room)") }
+            } catch let error as SwitchboardError where error.code == .timedOut {
+                context.logger.debug("xmpp: the room did not answer the leave; forgotten all the same", metadata: ["room": .string(room)])
+            }
         }
+        forget(room, removed: false)
         return .removed
     }
 
@@ -311,7 +451,8 @@ extension XMPPLink {
         }
     }
 
-    /// Joins a room by its bare JID, and reads its newest page.
+    /// Joins a room by its bare JID, and reads its newest page (or, joined already, what came
+    /// since).
     func join(_ room: String) async throws -> ConversationID {
         let room = XMPPMapping.bare(room)
         guard room.contains("@") else { throw SwitchboardError(.invalidArgument, "a room is a bare JID, room@service") }

@@ -43,7 +43,10 @@ final class XMPPLink: BackendConnection {
         var initial = State(clock: XMPPArchiveClock(last: cursor?.time))
         initial.cursorID = cursor?.archiveID
         initial.live = cursor?.live ?? []
-        for (room, archiveID) in cursor?.rooms ?? [:] { initial.rooms[room] = State.Room(nick: configuration.localPart, archiveID: archiveID) }
+        for (room, position) in cursor?.rooms ?? [:] {
+            initial.rooms[room] = State.Room(nick: configuration.localPart, archiveID: position.archiveID, clock: XMPPArchiveClock(last: position.time), known: true)
+            initial.hadRooms = true
+        }
         initial.handled = Set(initial.live)
         self.state = Locked(initial)
     }

@@ -29,8 +29,15 @@ extension XMPPLink {
         /// (delivered again, they would come with other times, and move in the store).
         var live: [String] = []
         /// Where the catch-up goes from while the archive refuses the stored id and has shown
-        /// nothing newer.
+        /// nothing newer; the refused id, which the cursor keeps meanwhile (the next link is
+        /// refused it too, and catches up from the time again).
         var since: Date?
+        var refusedID: String?
+        /// Whether the cursor ever named a room: it is written from then on, with no room left
+        /// too.
+        var hadRooms = false
+        /// Who answers each archive query in flight: the user's server or a room.
+        var pageSources: [String: String] = [:]
         /// Messages the server bounced (`type='error'`), by id, until their send looks.
         var bounced: [String: SwitchboardError] = [:]
         /// The archive id of each time this link gave a message, per conversation: a history
@@ -45,8 +52,27 @@ extension XMPPLink {
             var nick: String
             /// The newest id of the room's archive delivered (`""` before it showed anything).
             var archiveID = ""
+            /// The room's own archive clock: its messages' times follow its archive's order and
+            /// stamps, whatever the other conversations' are.
+            var clock = XMPPArchiveClock()
+            /// Whether the user was in the room before this join (the stored cursor, or earlier
+            /// on this link): the join catches up instead of taking the newest page as history.
+            var known = false
             /// The occupants, by nick; the user among them once joined.
             var occupants: [String: Participant] = [:]
+            /// Participants by their occupant id (XEP-0421), kept after they leave, where the
+            /// room says it sets the ids (its disco#info); and the user's own.
+            var occupantIDs: [String: ParticipantID] = [:]
+            var ownOccupantID: String?
+            var trustsOccupantIDs = false
+            /// A join is under way.
+            var joining = false
+            /// The conversation was announced on this link: occupants' comings and goings are
+            /// events from then on.
+            var announced = false
+            /// The user's sends the room reflected, by client id, with the time and archive id
+            /// given when the reflection came (in the room's order).
+            var reflected: [String: Message] = [:]
             /// The room's name (its disco#info identity), and its subject: the conversation's title
             /// is the name, else the subject.
             var name: String?

@@ -183,6 +183,12 @@ public import Switchboard
         public var created: Bool
         /// The occupant left (or was removed).
         public var left: Bool
+        /// The occupant's id in the room (XEP-0421), which the room keeps for one JID whatever
+        /// the nick: to be trusted only where the room says it sets it.
+        public var occupantID: String?
+        /// The nick the occupant goes on under, when this unavailable presence is a change of
+        /// nick (status 303), not a leave.
+        public var newNick: String?
     }
 
     /// The occupant a room's presence (from `room@service/nick`, with a `muc#user` item) tells
@@ -193,9 +199,12 @@ public import Switchboard
         guard parts.count == 2, !parts[1].isEmpty else { return nil }
         let item = x.child("item", NS.mucUser)
         let statuses = Set(x.children("status", NS.mucUser).compactMap { $0["code"] })
+        let left = presence["type"] == "unavailable"
         return Occupant(
             room: bare(String(parts[0])), nick: String(parts[1]), jid: item?["jid"].map(bare), affiliation: item?["affiliation"] ?? "none",
-            role: item?["role"] ?? "none", isSelf: statuses.contains("110"), created: statuses.contains("201"), left: presence["type"] == "unavailable"
+            role: item?["role"] ?? "none", isSelf: statuses.contains("110"), created: statuses.contains("201"), left: left,
+            occupantID: presence.child("occupant-id", NS.occupantID)?["id"],
+            newNick: left && statuses.contains("303") ? item?["nick"] : nil
         )
     }
 

@@ -27,6 +27,7 @@ enum NS {
     static let muc = "http://jabber.org/protocol/muc"
     static let discoInfo = "http://jabber.org/protocol/disco#info"
     static let conferenceInvite = "jabber:x:conference"
+    static let occupantID = "urn:xmpp:occupant-id:0"
     static let mucUser = "http://jabber.org/protocol/muc#user"
     static let mucOwner = "http://jabber.org/protocol/muc#owner"
 }
@@ -119,6 +120,16 @@ enum XMPPStanzas {
             + (title.map { field("muc#roomconfig_roomname", $0) } ?? "")
             + field("muc#roomconfig_persistentroom", "1") + field("muc#roomconfig_whois", "anyone") + field("muc#roomconfig_enablearchiving", "1")
             + "</x></query></iq>"
+    }
+
+    /// The room's default configuration, accepted as it is (an instant room, XEP-0045 §10.1.2).
+    static func instantRoom(_ room: String, id: String) -> String {
+        "<iq xmlns='\(NS.client)' type='set' id='\(attribute(id))' to='\(attribute(room))'><query xmlns='\(NS.mucOwner)'><x xmlns='\(NS.dataForms)' type='submit'/></query></iq>"
+    }
+
+    /// Destroys a room the user owns (XEP-0045 §10.9).
+    static func destroyRoom(_ room: String, id: String) -> String {
+        "<iq xmlns='\(NS.client)' type='set' id='\(attribute(id))' to='\(attribute(room))'><query xmlns='\(NS.mucOwner)'><destroy/></query></iq>"
     }
 
     /// A message to everyone in the room; its id and origin id are the client id, as for a chat.

@@ -48,6 +48,7 @@ enum Prosody {
     /// running without it, so the start is tried again on another port, three times at most.
     static func withServer<T: Sendable>(
         accounts: [String] = ["customer", "agent1", "agent2", "agent3"],
+        roomTombstones: Bool = true,
         _ body: (ProsodyServer) async throws -> T
     ) async throws -> T {
         let executable = try live.require()
@@ -59,7 +60,7 @@ enum Prosody {
             }
             defer { try? FileManager.default.removeItem(at: directory) }
             let port = try freeLoopbackPort()
-            let server = ProsodyServer(port: port, directory: directory, accounts: accounts)
+            let server = ProsodyServer(port: port, directory: directory, accounts: accounts, roomTombstones: roomTombstones)
             try server.configuration.write(toFile: server.configFile, atomically: true, encoding: .utf8)
             for name in accounts { try await server.register(name) }
             let output = directory.appendingPathComponent("stdout.log").path
@@ -113,6 +114,9 @@ struct ProsodyServer: Sendable {
     let directory: URL
     /// The accounts registered before the start.
     let accounts: [String]
+    /// Whether a destroyed room leaves a tombstone (Prosody's default): a join then fails
+    /// `gone`. Without, a join makes the room again.
+    var roomTombstones = true
     let domain = "localhost"
 
     var configFile: String { directory.appendingPathComponent("prosody.cfg.lua").path }
@@ -196,6 +200,7 @@ struct ProsodyServer: Sendable {
             Component "conference.\(domain)" "muc"
                 modules_enabled = { "muc_mam" }
                 muc_room_default_persistent = true
+                muc_tombstones = \(roomTombstones)
                 muc_log_expires_after = "never"
                 muc_log_by_default = true
                 restrict_room_creation = false

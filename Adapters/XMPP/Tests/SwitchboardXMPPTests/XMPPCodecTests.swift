@@ -195,12 +195,20 @@ struct XMPPCodecTests {
         #expect(XMPPCursor(live.token)?.position == restored)
         // The rooms travel with it, each with its archive's id (none yet for one), and a cursor
         // with rooms but nothing from the user's archive.
-        let rooms = XMPPCursor(archiveID: nil, time: times[4], live: [], rooms: ["a@conference.localhost": "r1", "b@conference.localhost": ""])
+        let rooms = XMPPCursor(
+            archiveID: nil, time: times[4], live: [],
+            rooms: ["a@conference.localhost": XMPPCursor.Room(archiveID: "r:1", time: times[2]), "b@conference.localhost": XMPPCursor.Room()]
+        )
         let roomsBack = XMPPCursor(rooms.token)
-        #expect(roomsBack?.rooms == rooms.rooms)
+        #expect(roomsBack?.rooms.keys.sorted() == ["a@conference.localhost", "b@conference.localhost"])
+        #expect(roomsBack?.rooms["a@conference.localhost"]?.archiveID == "r:1")
+        #expect(abs(roomsBack!.rooms["a@conference.localhost"]!.time!.timeIntervalSince(times[2])) < 0.000_001)
+        #expect(roomsBack?.rooms["b@conference.localhost"] == XMPPCursor.Room())
         #expect(roomsBack?.archiveID == nil && roomsBack?.position == nil)
-        #expect(XMPPCursor(XMPPCursor(position: position, live: ["l1"], rooms: ["a@c": "r"]).token)?.live == ["l1"])
-        #expect(XMPPCursor(.token("abc 12 room::x")) == nil)
+        #expect(XMPPCursor(XMPPCursor(position: position, live: ["l1"], rooms: ["a@c": XMPPCursor.Room(archiveID: "r")]).token)?.live == ["l1"])
+        // A room entry out of shape is skipped, not the cursor.
+        let skipped = XMPPCursor(.token("abc 12 l1 room::-:x room:a@c:x:y room:b@c:-:r"))
+        #expect(skipped?.archiveID == "abc" && skipped?.live == ["l1"] && skipped?.rooms == ["b@c": XMPPCursor.Room(archiveID: "r")])
     }
 
     /// A room's presences and messages: the occupant (the user's own, a new room), its
@@ -227,6 +235,13 @@ struct XMPPCodecTests {
         #expect(XMPPMapping.participant(anonymous, me: "me@h").id == ParticipantID("team@c/x"))
         #expect(!XMPPMapping.participant(anonymous, me: "me@h").permissions.canWrite)
         #expect(XMPPMapping.occupant(try XMLReader.read("<presence xmlns='jabber:client' from='bob@localhost/x'/>")) == nil)
+        // A change of nick (status 303) is no leave; the occupant id (XEP-0421) is read.
+        let renamed = try #require(XMPPMapping.occupant(try XMLReader.read(
+            "<presence xmlns='jabber:client' from='team@c/old' type='unavailable'><occupant-id xmlns='urn:xmpp:occupant-id:0' id='o1'/>"
+                + "<x xmlns='http://jabber.org/protocol/muc#user'><item affiliation='member' role='participant' nick='new'/><status code='303'/></x></presence>"
+        )))
+        #expect(renamed.left && renamed.newNick == "new" && renamed.occupantID == "o1")
+        #expect(left.newNick == nil)
 
         let groupchat = try XMLReader.read(
             "<message xmlns='jabber:client' type='groupchat' from='team@conference.localhost/Agent One' id='m1'><body>hi all</body></message>"

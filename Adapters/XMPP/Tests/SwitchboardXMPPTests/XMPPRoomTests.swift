@@ -82,15 +82,18 @@ struct XMPPRoomTests {
                 let storedIDs = stored.compactMap(\.serverID).map(\.rawValue)
                 let archived = archive.map(\.archiveID)
                 let added = recorder.events.compactMap(\.addedMessage).map(\.text)
+                // Nothing the first session had comes again (as an update, with another time).
+                let updated = recorder.events.compactMap(\.updatedMessage).map(\.text)
                 print(
                     "xmpp rooms: members \(events); \(archive.count) in the room's archive, \(stored.count) stored (pending \(stored.filter { $0.serverID == nil }.count)), "
                         + "lost \(Set(archived).subtracting(storedIDs).count), phantom \(Set(storedIDs).subtracting(archived).count), duplicated \(storedIDs.count - Set(storedIDs).count), "
-                        + "in the archive's order \(storedIDs == archived); after the restart \(added.count) announced"
+                        + "in the archive's order \(storedIDs == archived); after the restart \(added.count) announced, \(updated.count) updated"
                 )
                 #expect(events == ["+\(XMPPLiveTests.agent)", "+agent2@localhost", "-agent2@localhost", "-\(XMPPLiveTests.agent)"])
                 #expect(stored.map(\.text) == ["welcome", "hello team", "thanks"] + away)
                 #expect(storedIDs == archived)
                 #expect(added == away, "only what came while away is new")
+                #expect(updated.isEmpty, "nothing stored comes again")
                 #expect(stored.first?.sender == ParticipantID(XMPPLiveTests.customer))
                 #expect(stored[1].sender == ParticipantID(XMPPLiveTests.agent))
 
@@ -102,6 +105,52 @@ struct XMPPRoomTests {
                 let remaining = try await second.conversations().map(\.id)
                 #expect(!remaining.contains(ConversationID(room)))
             }
+        }
+    }
+
+    /// A room destroyed while the user is in it is removed; one destroyed while the session was
+    /// closed is found gone on the next link's join and removed from the store: the server says
+    /// `gone` where it keeps tombstones (Prosody's default), and without them the join makes the
+    /// room again, which the link destroys again.
+    @Test(arguments: [true, false])
+    func aDestroyedRoomIsRemoved(tombstones: Bool) async throws {
+        try await Prosody.withServer(roomTombstones: tombstones) { server in
+            let path = server.directory.appendingPathComponent("app.sqlite").path
+            let doomed = "doomed@conference.localhost"
+            let gone = "gone@conference.localhost"
+            let first = live.session(try live.backend(server), store: try SQLiteChatStore(path: path))
+            try await withConnectedRecording(first) { recorder in
+                try await XMPPRequests(session: first).join(doomed)
+                try await XMPPRequests(session: first).join(gone)
+                try await server.asUser("customer", resource: "admin") { admin in try await admin.destroyRoom(doomed) }
+                try await recorder.first("the room destroyed while in it is removed") { event in
+                    if case .conversationRemoved = event.kind { return event.conversationID == ConversationID(doomed) }
+                    return false
+                }
+            }
+            try await server.asUser("customer", resource: "admin") { admin in try await admin.destroyRoom(gone) }
+            let second = live.session(try live.backend(server), store: try SQLiteChatStore(path: path))
+            try await withConnectedRecording(second) { recorder in
+                try await recorder.first("the room destroyed while closed is removed") { event in
+                    if case .conversationRemoved = event.kind { return event.conversationID == ConversationID(gone) }
+                    return false
+                }
+                let remaining = try await second.conversations().map(\.id)
+                let problems = recorder.events.compactMap { event -> String? in
+                    if case .error(let error) = event.kind { return error.vendorCode }
+                    return nil
+                }
+                print("xmpp rooms: destroyed rooms (tombstones \(tombstones)) — stored after \(remaining.map(\.rawValue)), problems \(problems)")
+                #expect(!remaining.contains(ConversationID(doomed)) && !remaining.contains(ConversationID(gone)))
+                #expect(problems.contains("gone"))
+            }
+            // Not left behind, made again by the join that found it gone.
+            let exists = try await XMPPTestClient.withClient(server, user: "agent1", resource: "look") { agent in
+                let id = UUID().uuidString
+                let answer = try? await agent.request("<iq xmlns='jabber:client' type='get' id='\(id)' to='\(gone)'><query xmlns='http://jabber.org/protocol/disco#info'/></iq>", id: id)
+                return answer != nil
+            }
+            #expect(!exists, "the room the rejoin made was destroyed again")
         }
     }
 

@@ -140,6 +140,16 @@ struct XMPPTestClient: Sendable {
         _ = try await waitForStanza("its leave of \(room)") { Self.isOwnPresence($0, in: room, nick: nick) && $0["type"] == "unavailable" }
     }
 
+    /// Destroys `room`, which this account owns (XEP-0045 §10.9): its occupants are told, and
+    /// the room is gone.
+    func destroyRoom(_ room: String) async throws {
+        let id = UUID().uuidString
+        try await request(
+            "<iq xmlns='jabber:client' type='set' id='\(id)' to='\(Self.escape(room))'><query xmlns='\(Namespace.muc)#owner'><destroy><reason>closed by the test</reason></destroy></query></iq>",
+            id: id
+        )
+    }
+
     static func isOwnPresence(_ stanza: Element, in room: String, nick: String) -> Bool {
         stanza.name == "presence" && stanza["from"] == "\(room)/\(nick)"
             && stanza.child("x", Namespace.mucUser)?.children.contains { $0.name == "status" && $0["code"] == "110" } == true
