@@ -80,8 +80,10 @@ public struct XMPPConfiguration: Sendable {
 /// ```
 ///
 /// One-to-one chats, sends recognized by their origin id (XEP-0359), MAM catch-up and history,
-/// typing (XEP-0085), read markers (XEP-0333), edits (XEP-0308) and retractions (XEP-0424). Rooms
-/// and files are not offered yet (each throws `unsupported`). See `Adapters/XMPP/README.md`.
+/// typing (XEP-0085), read markers (XEP-0333), edits (XEP-0308) and retractions (XEP-0424); rooms
+/// (XEP-0045) as group conversations, started with `startConversation`, joined with
+/// ``XMPPRequests/join(_:)``, left with `close()`. Files are not offered yet (`unsupported`). See
+/// `Adapters/XMPP/README.md`.
 public struct XMPPBackend: ChatBackend {
     public let configuration: XMPPConfiguration
     public let descriptor: BackendDescriptor

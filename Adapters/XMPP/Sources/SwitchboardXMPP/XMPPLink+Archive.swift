@@ -13,7 +13,8 @@ extension XMPPLink {
         // refused it too, and goes from the time again.
         let archiveID = state.cursorID ?? state.refusedID
         guard archiveID != nil || state.hadRooms else { return nil }
-        let rooms = state.rooms.mapValues { XMPPCursor.Room(archiveID: $0.archiveID, time: $0.clock.last) }
+        // A room on its first join is not the cursor's until its catch-up is out.
+        let rooms = state.rooms.filter(\.value.known).mapValues { XMPPCursor.Room(archiveID: $0.archiveID, time: $0.clock.last) }
         return XMPPCursor(archiveID: archiveID, time: state.clock.last ?? context.clock.date, live: state.live, rooms: rooms).token
     }
 
@@ -185,8 +186,9 @@ extension XMPPLink {
     func archivePage(
         archive: String? = nil, with peer: String?, start: Date? = nil, end: Date? = nil, ids: [String] = [], page: XMPPStanzas.Page, max: Int
     ) async throws -> (items: [XMPPMapping.ArchiveItem], complete: Bool) {
-        // Not guessable: results are matched to their query by it.
-        let id = "mam-\(UUID().uuidString)"
+        // Not guessable: results are matched to their query by it (and a room's answer is
+        // taken only for such an id).
+        let id = archive == nil ? "mam-\(UUID().uuidString)" : uniqueID("mam")
         state.withLock { state in
             state.pages[id] = []
             state.pageSources[id] = archive ?? me

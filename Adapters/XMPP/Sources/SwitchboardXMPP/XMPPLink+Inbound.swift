@@ -56,9 +56,9 @@ extension XMPPLink {
         case "result", "error":
             // Answers come from the account or its server; one from anyone else is spoofed. A
             // heartbeat's answer has no waiter: hearing it was the point.
-            // A room answers what was asked of it (by a unique id): the room itself, never one of
-            // its occupants.
-            guard from.map({ XMPPMapping.bare($0) == me || $0 == configuration.domain || isRoom($0) }) ?? true else {
+            // A room answers what was asked of it (by an id no one can guess): the room itself,
+            // never one of its occupants.
+            guard from.map({ XMPPMapping.bare($0) == me || $0 == configuration.domain || (id.hasPrefix("room-") && isRoom($0)) }) ?? true else {
                 output.yield(.problem(SwitchboardError(.protocolViolation, "an iq answer from \(XMPPMapping.bare(from!)), not the server")))
                 return
             }
@@ -86,7 +86,7 @@ extension XMPPLink {
             if let item = try XMPPMapping.archiveItem(element) {
                 // The archive's results come from the archive asked: the account itself (no
                 // `from`, or its bare JID), or the room.
-                let from = element["from"].map(XMPPMapping.bare) ?? me
+                let from = element["from"].map { XMPPMapping.bare($0) == me ? me : $0 } ?? me
                 let collected: Bool? = state.withLock { state in
                     guard state.pages[item.queryID] != nil else { return false }
                     guard state.pageSources[item.queryID] == from else { return nil }

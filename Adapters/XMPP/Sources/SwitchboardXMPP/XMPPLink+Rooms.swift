@@ -54,8 +54,10 @@ extension XMPPLink {
             }
             try await learnAbout(room)
         } catch {
-            // Not left half-joined: the room stops sending.
-            if (error as? SwitchboardError)?.code != .connectionLost { try? await socket.send(XMPPStanzas.leaveRoom(room, nick: nick)) }
+            // Not left half-joined: the room stops sending (its answer, the user's own leave,
+            // is not a removal: the entry is not joined any more).
+            let joinedAs = state.withLock { $0.rooms[room]?.nick } ?? nick
+            if (error as? SwitchboardError)?.code != .connectionLost { try? await socket.send(XMPPStanzas.leaveRoom(room, nick: joinedAs)) }
             if known, !Self.roomIsGone(error) {
                 // The user's room, out of reach for now: kept in the cursor for the next link.
                 state.withLock { state in
@@ -67,11 +69,7 @@ extension XMPPLink {
             }
             throw error
         }
-        state.withLock { state in
-            state.rooms[room]?.joining = false
-            state.rooms[room]?.known = true
-            state.hadRooms = true
-        }
+        state.withLock { $0.rooms[room]?.joining = false }
         return true
     }
 
@@ -120,7 +118,8 @@ extension XMPPLink {
     /// so does the store.
     func forget(_ room: String, removed: Bool) {
         state.withLock { state in
-            guard state.rooms.removeValue(forKey: room) != nil else { return }
+            // Written even where the room's answer removed it already.
+            state.rooms[room] = nil
             let cursor = cursor(state)
             if removed {
                 output.yield(.event(BackendEvent(.conversationRemoved, conversation: ConversationID(room), cursor: cursor, time: context.clock.date)))
@@ -136,33 +135,62 @@ extension XMPPLink {
     ///
     /// A room without an archive is reported once and joined without a catch-up.
     func catchUpRoom(_ room: String) async throws {
-        let start = state.withLock { state -> (archiveID: String, known: Bool)? in
+        // Announced first (its messages then belong to a group conversation the store knows);
+        // outside the login and a join (a second join of the room), live messages wait here.
+        let start = state.withLock { state -> (archiveID: String, time: Date?, known: Bool)? in
             guard var entry = state.rooms[room] else { return nil }
-            // Outside the login and a join (a second join of the room), live messages wait here.
             if state.held == nil, entry.held == nil { entry.held = [] }
+            entry.announced = true
             state.rooms[room] = entry
-            return (entry.archiveID, entry.known)
+            if let info = roomInfo(room, state) {
+                let added = state.known.insert(info.id).inserted
+                output.yield(.event(BackendEvent(added ? .conversationAdded(info) : .conversationUpdated(info), conversation: info.id, time: context.clock.date)))
+            }
+            return (entry.archiveID, entry.clock.last, entry.known)
         }
         guard let start else { throw SwitchboardError(.conversationNotFound, "the user is not in the room \(room)") }
-        // A room the user was in: what came after the stored id (all of it, where the room had
-        // shown nothing yet).
-        var page: XMPPStanzas.Page = !start.known ? .newest : start.archiveID.isEmpty ? .oldest : .after(start.archiveID)
-        var asNews = start.known
+        defer {
+            // Whatever happened, what waited is handed on (in the room's order, after the
+            // catch-up), and the room is the cursor's from now on.
+            state.withLock { state in
+                guard state.rooms[room] != nil else { return }
+                if !start.known {
+                    // A first join: the room's clock starts at the join, past its history.
+                    state.rooms[room]!.clock = XMPPArchiveClock(last: max(state.rooms[room]!.clock.last ?? .distantPast, context.clock.date))
+                }
+                state.rooms[room]!.known = true
+                state.hadRooms = true
+                let held = state.rooms[room]!.held ?? []
+                state.rooms[room]!.held = nil
+                if let cursor = cursor(state) { output.yield(.cursor(cursor)) }
+                for element in held { deliver(element, &state) }
+            }
+        }
+        // A room the user was in: what came after the stored id, as news; where the room had
+        // shown nothing yet, or no longer has the id, what came since the room's clock (what is
+        // stamped before it only fills in).
+        var since: Date? = start.known && start.archiveID.isEmpty ? start.time : nil
+        var page: XMPPStanzas.Page = !start.known ? .newest : since != nil || start.archiveID.isEmpty ? .oldest : .after(start.archiveID)
+        let asNews = start.known
         do {
             while true {
                 let result: (items: [XMPPMapping.ArchiveItem], complete: Bool)
                 do {
-                    result = try await archivePage(archive: room, with: nil, page: page, max: asNews ? 100 : 50)
-                } catch let error as SwitchboardError where error.vendorCode == "item-not-found" && asNews && !start.archiveID.isEmpty {
-                    output.yield(.problem(SwitchboardError(.protocolViolation, "the room's archive refused the stored id; reading its newest page", underlying: error)))
-                    asNews = false
-                    page = .newest
+                    result = try await archivePage(archive: room, with: nil, start: since.map(Self.floor(below:)), page: page, max: asNews ? 100 : 50)
+                } catch let error as SwitchboardError where error.vendorCode == "item-not-found" && asNews && since == nil && !start.archiveID.isEmpty {
+                    output.yield(.problem(SwitchboardError(.protocolViolation, "the room's archive refused the stored id; catching up from its time", underlying: error)))
+                    since = start.time ?? context.clock.date
+                    page = .oldest
                     continue
                 }
-                let items = result.items.filter { XMPPMapping.bare($0.message["from"] ?? "") == room }
+                let items = result.items.filter { ($0.message["from"].map(XMPPMapping.bare)) == room }
                 state.withLock { state in
                     if asNews {
-                        for item in items { receiveRoom(item.message, archiveID: item.archiveID, stamp: time(stamped: item.stamp), &state) }
+                        for item in items {
+                            let stamp = time(stamped: item.stamp)
+                            let position: ChatEvent.MessagePosition = since.map { stamp < Self.floor(below: $0) } == true ? .history : .newest
+                            receiveRoom(item.message, archiveID: item.archiveID, at: nil, stamp: stamp, position: position, &state)
+                        }
                     } else {
                         // Old news: at their stamps (below now), not at the room clock's next.
                         let times = XMPPArchiveClock.below(context.clock.date, stamps: items.map { time(stamped: $0.stamp) })
@@ -172,18 +200,10 @@ extension XMPPLink {
                 guard asNews, !result.complete, let last = result.items.last?.archiveID else { break }
                 page = .after(last)
             }
-        } catch let error as SwitchboardError where error.code != .connectionLost && error.code != .timedOut {
-            // A room without an archive (or one closed to the user): joined without a catch-up.
+        } catch let error as SwitchboardError where error.code != .connectionLost {
+            // A room without an archive (or one closed to the user, or too slow): joined
+            // without a catch-up.
             output.yield(.problem(SwitchboardError(error.code, "the room \(room) was joined without a catch-up: \(error.message)", underlying: error)))
-        }
-        state.withLock { state in
-            guard let info = roomInfo(room, state) else { return }
-            state.rooms[room]?.announced = true
-            let added = state.known.insert(info.id).inserted
-            output.yield(.event(BackendEvent(added ? .conversationAdded(info) : .conversationUpdated(info), conversation: info.id, cursor: cursor(state), time: context.clock.date)))
-            let held = state.rooms[room]?.held ?? []
-            state.rooms[room]?.held = nil
-            for element in held { deliver(element, &state) }
         }
     }
 
@@ -195,8 +215,8 @@ extension XMPPLink {
             do {
                 try await enter(room)
                 try await catchUpRoom(room)
-            } catch let error as SwitchboardError where error.code != .connectionLost && error.code != .timedOut {
-                // Removed (gone) or kept for the next link by `enter`.
+            } catch let error as SwitchboardError where error.code != .connectionLost {
+                // Removed (gone) or kept for the next link by `enter`; the other rooms go on.
                 output.yield(.problem(error))
             }
         }
@@ -234,9 +254,11 @@ extension XMPPLink {
             if occupant.left {
                 entry.occupants[occupant.nick] = nil
                 if let newNick = occupant.newNick {
-                    // A change of nick: the presence under the new one follows.
+                    // A change of nick: the presence under the new one follows. Where the
+                    // participant is named by the nick (an anonymous room), the old one goes.
                     if occupant.isSelf { entry.nick = newNick }
                     state.rooms[room] = entry
+                    if !occupant.isSelf, occupant.jid == nil { yield(.participantsRemoved([participant.id])) }
                     return
                 }
                 guard occupant.isSelf else {
@@ -245,24 +267,33 @@ extension XMPPLink {
                     return
                 }
                 // Left at the user's request (the close answers), or removed by the room
-                // (kicked, banned, the room destroyed).
+                // (kicked, banned, the room destroyed). Not joined (a join given up, whose
+                // leave this answers): nothing to remove.
+                guard entry.joined else { return }
                 state.rooms[room] = nil
                 if !replies.resolve("#leave:\(room)", with: element) {
                     output.yield(.event(BackendEvent(.conversationRemoved, conversation: ConversationID(room), cursor: cursor(state), time: context.clock.date)))
                 }
                 return
             }
-            let known = entry.occupants.updateValue(participant, forKey: occupant.nick) != nil
             if occupant.isSelf {
+                // The late answer of a join given up is not a join.
+                guard entry.joined || entry.joining else { return }
                 // The room may give the user another nick than the one asked for (status 210).
                 entry.nick = occupant.nick
-                guard entry.joined else {
+                entry.occupants[occupant.nick] = participant
+                if !entry.joined {
                     entry.joined = true
                     state.rooms[room] = entry
                     _ = replies.resolve("#join:\(room)", with: element)
                     return
                 }
+                // The user's own presence is no news.
+                state.rooms[room] = entry
+                return
             }
+            let known = entry.occupants.values.contains { $0.id == participant.id }
+            entry.occupants[occupant.nick] = participant
             state.rooms[room] = entry
             yield(known ? .participantsUpdated([participant]) : .participantsAdded([participant]))
         }
@@ -280,14 +311,16 @@ extension XMPPLink {
         }
         let archiveID = XMPPMapping.stanzaID(of: stanza, archive: room)
         if let nick = XMPPMapping.nick(of: stanza), roomSender(stanza, nick: nick, entry).mine, let id = Self.originID(stanza), state.sending.contains(id) {
-            let time = state.rooms[room]!.clock.next(stamp: context.clock.date)
-            if let archiveID {
-                guard state.handle(archiveID) else { return }
-                state.rooms[room]!.archiveID = archiveID
-            }
-            if let message = XMPPMapping.roomMessage(stanza, archiveID: archiveID ?? "message:\(id)", sender: ParticipantID(me), mine: true, time: time) {
-                state.keep(message)
-                state.rooms[room]!.reflected[id] = message
+            if let archiveID, !state.handle(archiveID) {
+                // Delivered already (a catch-up of this link read it): that copy answers.
+                state.rooms[room]!.reflected[id] = state.recent[archiveID]
+            } else {
+                let time = state.rooms[room]!.clock.next(stamp: context.clock.date)
+                if let archiveID { state.rooms[room]!.archiveID = archiveID }
+                if let message = XMPPMapping.roomMessage(stanza, archiveID: archiveID ?? "message:\(id)", sender: ParticipantID(me), mine: true, time: time) {
+                    state.keep(message)
+                    state.rooms[room]!.reflected[id] = message
+                }
             }
             if replies.resolve("#muc:\(id)", with: stanza) {
                 if let cursor = cursor(state) { output.yield(.cursor(cursor)) }
@@ -295,7 +328,7 @@ extension XMPPLink {
             }
             // Nobody waits any more (the send timed out): news like any other.
             guard let message = state.rooms[room]!.reflected.removeValue(forKey: id) else { return }
-            output.yield(.event(BackendEvent(.messageAdded(message, position: .newest), conversation: message.conversationID, cursor: cursor(state), time: time)))
+            output.yield(.event(BackendEvent(.messageAdded(message, position: .newest), conversation: message.conversationID, cursor: cursor(state), time: message.time)))
             return
         }
         receiveRoom(stanza, archiveID: archiveID, stamp: time(stamped: XMPPMapping.delay(of: stanza)), &state)
@@ -329,6 +362,9 @@ extension XMPPLink {
             }
             return
         }
+        // A send whose answer is on its way delivers it (a catch-up meets it before its
+        // reflection).
+        if mine, let id = Self.originID(stanza), state.sending.contains(id) { return }
         if let archiveID {
             guard state.handle(archiveID) else { return }
             // In the room's order (caught up, then live): the next join goes on after it.
@@ -359,9 +395,10 @@ extension XMPPLink {
         stanza.child("origin-id", NS.sid)?["id"] ?? stanza["id"]
     }
 
-    /// An id no one can guess: what is asked of a room is answered by whoever the room is.
+    /// An id no one can guess, for what is asked of a room (answered by whoever the room is):
+    /// the only answers taken from a room.
     func uniqueID(_ prefix: String) -> String {
-        "\(prefix)-\(UUID().uuidString)"
+        "room-\(prefix)-\(UUID().uuidString)"
     }
 
     /// A message to a room, confirmed by the room's reflection of it (with the room's archive
@@ -378,7 +415,14 @@ extension XMPPLink {
                 state.rooms[room]?.reflected[clientID] = nil
             }
         }
-        let recent = try await archivePage(archive: room, with: nil, page: .newest, max: 50).items
+        let recent: [XMPPMapping.ArchiveItem]
+        do {
+            recent = try await archivePage(archive: room, with: nil, page: .newest, max: 50).items
+        } catch let error as SwitchboardError where error.code != .connectionLost && error.code != .timedOut {
+            // A room without an archive: nothing to find a resend in.
+            context.logger.debug("xmpp: the room's archive cannot be read; sent without looking", metadata: ["code": .string(error.code.description)])
+            recent = []
+        }
         let found = state.withLock { state -> Message?? in
             guard let entry = state.rooms[room] else { return nil }
             for item in recent.reversed() where XMPPMapping.bare(item.message["from"] ?? "") == room && Self.originID(item.message) == clientID {

@@ -105,6 +105,18 @@ struct XMPPRoomTests {
                 let remaining = try await second.conversations().map(\.id)
                 #expect(!remaining.contains(ConversationID(room)))
             }
+            // Left for good: the next run on the store does not join it again.
+            let third = live.session(try live.backend(server), store: try SQLiteChatStore(path: path))
+            try await withConnectedRecording(third) { recorder in
+                // Its login is over once a ping of the agent's comes through to it.
+                try await server.send(["after the leave"], from: "agent1", to: XMPPLiveTests.customer)
+                try await recorder.first("a message after the leave") { $0.addedMessage?.text == "after the leave" }
+                let rejoined = recorder.events.contains { $0.conversationID == ConversationID(room) }
+                let archived = try await server.archive(of: "customer", with: nil, room: room).count
+                print("xmpp rooms: after the leave, the next run's events of the room: \(rejoined ? "some" : "none"); the room's archive still holds \(archived)")
+                #expect(!rejoined, "a room left is not joined again")
+                #expect(try await !third.conversations().map(\.id).contains(ConversationID(room)))
+            }
         }
     }
 
