@@ -149,15 +149,18 @@ public struct HTTPTransport: Sendable {
         return try await execute(request, timeout: timeout)
     }
 
-    /// A POST of raw bytes with their content type (a media upload).
+    /// A POST (or PUT) of raw bytes with their content type (a media upload; an XMPP upload slot
+    /// takes a PUT).
     public func postData(
         _ url: String,
         data: Data,
         contentType: String,
+        method: String = "POST",
         headers: [(String, String)] = [],
         timeout: Duration
     ) async throws -> Response {
-        try await execute(Request(method: "POST", url: url, headers: Self.replacing("Content-Type", with: contentType, in: headers), body: data), timeout: timeout)
+        let request = Request(method: method == "PUT" ? "PUT" : "POST", url: url, headers: Self.replacing("Content-Type", with: contentType, in: headers), body: data)
+        return try await execute(request, timeout: timeout)
     }
 
     /// `multipart/form-data` POST with text fields and one file.

@@ -23,6 +23,9 @@ public struct XMPPConfiguration: Sendable {
     /// The multi-user chat service rooms are made on (XEP-0045); `conference.<domain>` when
     /// `nil`, as Prosody and ejabberd name it.
     public var roomService: String?
+    /// The HTTP upload service files are put on (XEP-0363); found among the server's services
+    /// (the first that offers uploads) when `nil`.
+    public var uploadService: String?
     /// Whether the login may send the password itself (SASL PLAIN) to a server that offers no
     /// SCRAM, over `wss://` (only the server reads it) or to a loopback host, never over plain
     /// `ws://` to another. A server that offers SCRAM never gets it.
@@ -38,9 +41,11 @@ public struct XMPPConfiguration: Sendable {
         pongTimeout: Duration = .seconds(10),
         allowsPlainText: Bool = false,
         allowsPlainLogin: Bool = true,
-        roomService: String? = nil
+        roomService: String? = nil,
+        uploadService: String? = nil
     ) {
         self.roomService = roomService
+        self.uploadService = uploadService
         self.jid = jid
         self.password = password
         self.url = url
@@ -82,13 +87,15 @@ public struct XMPPConfiguration: Sendable {
 /// One-to-one chats, sends recognized by their origin id (XEP-0359), MAM catch-up and history,
 /// typing (XEP-0085), read markers (XEP-0333), edits (XEP-0308) and retractions (XEP-0424); rooms
 /// (XEP-0045) as group conversations, started with `startConversation`, joined with
-/// ``XMPPRequests/join(_:)``, left with `close()`. Files are not offered yet (`unsupported`). See
-/// `Adapters/XMPP/README.md`.
+/// ``XMPPRequests/join(_:)``, left with `close()`; files through the server's HTTP upload service
+/// (XEP-0363). See `Adapters/XMPP/README.md`.
 public struct XMPPBackend: ChatBackend {
     public let configuration: XMPPConfiguration
     public let descriptor: BackendDescriptor
     let logger: Logger
     let webSockets: WebSocketTransport
+    /// File uploads (XEP-0363 slots take a `PUT`).
+    let http: HTTPTransport
 
     /// The account: its messages from another device are the user's own.
     public var user: ParticipantID? { ParticipantID(configuration.bareJID) }
@@ -99,21 +106,25 @@ public struct XMPPBackend: ChatBackend {
     public init(
         configuration: XMPPConfiguration,
         logger: Logger = Logger(label: "switchboard.xmpp"),
-        webSockets: WebSocketTransport = .network
+        webSockets: WebSocketTransport = .network,
+        http: HTTPTransport = HTTPTransport()
     ) throws {
         try configuration.validate()
         self.configuration = configuration
         self.logger = logger
         self.webSockets = webSockets
+        self.http = http.allowingPlainText(configuration.allowsPlainText)
         self.descriptor = BackendDescriptor(
             name: "xmpp",
-            capabilities: [.typing, .readMarkers, .historyPaging, .edit, .delete, .conversationLifecycle, .vendorRequests],
+            capabilities: [.typing, .readMarkers, .historyPaging, .edit, .delete, .conversationLifecycle, .vendorRequests, .files],
             limits: BackendLimits(
                 // Prosody's stanza limit is 256 KiB (`c2s_stanza_size_limit`); text well below it.
                 maxTextLength: 10_000,
                 maxPayloadBytes: 64 * 1024,
                 typingPolicy: .startEnd(autoStop: .seconds(30)),
-                historyPageSize: 50
+                historyPageSize: 50,
+                // A file is a message of its own: its address is the body.
+                attachmentsPerMessage: 1
             ),
             // The archive has no sequences: a link catches up from the last archive id, or takes
             // the newest page as a window.
@@ -134,7 +145,7 @@ public struct XMPPBackend: ChatBackend {
             ),
             logger: context.logger
         ) { socket in
-            let link = XMPPLink(socket: socket, configuration: configuration, context: context)
+            let link = XMPPLink(socket: socket, http: http, configuration: configuration, context: context)
             return try await link.run(body)
         }
     }

@@ -56,9 +56,9 @@ extension XMPPLink {
         case "result", "error":
             // Answers come from the account or its server; one from anyone else is spoofed. A
             // heartbeat's answer has no waiter: hearing it was the point.
-            // A room answers what was asked of it (by an id no one can guess): the room itself,
-            // never one of its occupants.
-            guard from.map({ XMPPMapping.bare($0) == me || $0 == configuration.domain || (id.hasPrefix("room-") && isRoom($0)) }) ?? true else {
+            // Another entity (a room, never one of its occupants; an upload service) answers only
+            // what was asked of it by an id no one can guess.
+            guard from.map({ XMPPMapping.bare($0) == me || $0 == configuration.domain || (id.hasPrefix("u-") && !$0.contains("/")) }) ?? true else {
                 output.yield(.problem(SwitchboardError(.protocolViolation, "an iq answer from \(XMPPMapping.bare(from!)), not the server")))
                 return
             }

@@ -6,8 +6,8 @@ import SwitchboardTransport
 /// What the user does: sends, typing, read markers, corrections and retractions.
 extension XMPPLink {
     func send(_ outgoing: OutgoingMessage) async throws -> Message? {
-        guard outgoing.content.attachments.isEmpty else {
-            throw SwitchboardError(.unsupported, "files are not offered by this version of the XMPP adapter")
+        guard outgoing.content.attachments.count <= 1 else {
+            throw SwitchboardError(.invalidArgument, "an XMPP message carries one file: send each in a message of its own")
         }
         guard XMLReader.isAllowed(outgoing.content.text) else {
             // The server would end the stream for it, and the outbox would send it again.
@@ -29,11 +29,13 @@ extension XMPPLink {
             if let bounce = state.withLock({ $0.bounced.removeValue(forKey: clientID) }) { throw bounce }
             return confirm(item, time: nil)
         }
+        // Not found: a file goes up first (its address is the message).
+        let file = try await outgoing.content.attachments.first.asyncMap { try await upload($0) }
         // Its place among the live messages is when it is sent: one that arrives while the
         // answer is on its way is newer.
         let time = state.withLock { $0.clock.next(stamp: context.clock.date) }
         try output.checkOpen()
-        try await socket.send(XMPPStanzas.chat(to: peer, clientID: clientID, body: outgoing.content.text))
+        try await socket.send(XMPPStanzas.chat(to: peer, clientID: clientID, body: outgoing.content.text, file: file))
         // The server handles a stream's stanzas in order: the archive after the newest message
         // seen above holds it now, and a bounce came before the answer.
         var page = recent.last.map { XMPPStanzas.Page.after($0.archiveID) } ?? .newest
@@ -48,9 +50,11 @@ extension XMPPLink {
         guard let sent else {
             // Accepted but not archived (the user's archiving preferences leave this chat out):
             // its own id is all there is.
+            let attachments = Self.sent(outgoing.content.attachments, at: file)
             let message = Message(
                 serverID: MessageID("message:\(clientID)"), clientID: outgoing.clientID, conversationID: outgoing.conversationID,
-                sender: ParticipantID(me), senderRole: .user, text: outgoing.content.text, payload: ["xmpp": ["id": .string(clientID)]], time: time
+                sender: ParticipantID(me), senderRole: .user, kind: attachments.isEmpty ? .text : .file, text: attachments.isEmpty ? outgoing.content.text : "",
+                attachments: attachments, payload: ["xmpp": ["id": .string(clientID)]], time: time
             )
             state.withLock { $0.keep(message) }
             return message
@@ -168,5 +172,77 @@ extension XMPPLink {
         let pingID = nextID("sync")
         _ = try await request(pingID, XMPPStanzas.ping(id: pingID, to: configuration.domain), name: name)
         if let bounce = state.withLock({ $0.bounced.removeValue(forKey: id) }) { throw bounce }
+    }
+
+    // MARK: Files (XEP-0363)
+
+    /// The files as sent: without their bytes, at the address they were put at.
+    static func sent(_ attachments: [Message.Attachment], at url: String?) -> [Message.Attachment] {
+        guard let url, var sent = attachments.first?.withoutData else { return [] }
+        sent.url = URL(string: url)
+        return [sent]
+    }
+
+    /// Puts the file on the server's HTTP upload service: a slot asked of the service, the bytes
+    /// `PUT` where it says (with the headers it names that XEP-0363 allows). Returns the address
+    /// the file is fetched from.
+    ///
+    /// - Throws: `payloadTooLarge` where the service says the file is over its limit (or the
+    ///   `PUT` is refused as too large); `unsupported` where the server has no upload service.
+    func upload(_ attachment: Message.Attachment) async throws -> String {
+        let data = try attachment.contents()
+        let service = try await uploadService()
+        let contentType = attachment.mimeType ?? "application/octet-stream"
+        let id = uniqueID("upload")
+        let answer = try await exchange(id, XMPPStanzas.uploadSlot(to: service, id: id, filename: attachment.name, size: data.count, contentType: contentType), name: "upload")
+        if answer["type"] == "error" {
+            if let limit = answer.child("error", NS.client)?.child("file-too-large", NS.upload) {
+                let max = limit.child("max-file-size", NS.upload)?.text ?? "unknown"
+                throw SwitchboardError(.payloadTooLarge, "the file is over the upload service's limit of \(max) bytes", vendorCode: "file-too-large")
+            }
+            throw XMPPMapping.error(answer, request: "upload")
+        }
+        let slot = answer.child("slot", NS.upload)
+        guard let put = slot?.child("put", NS.upload)?["url"], let get = slot?.child("get", NS.upload)?["url"], URL(string: get) != nil else {
+            throw SwitchboardError(.protocolViolation, "upload: a slot without its put or get address")
+        }
+        // XEP-0363 §5: only these headers, and without line breaks.
+        let headers = (slot?.child("put", NS.upload)?.children("header", NS.upload) ?? []).compactMap { header -> (String, String)? in
+            guard let name = header["name"], ["authorization", "cookie", "expires"].contains(name.lowercased()) else { return nil }
+            return (name, header.text.filter { $0 != "\r" && $0 != "\n" })
+        }
+        let response = try await http.postData(put, data: data, contentType: contentType, method: "PUT", headers: headers, timeout: configuration.requestTimeout * 4)
+        switch response.status {
+        case 200, 201: return get
+        case 413: throw SwitchboardError(.payloadTooLarge, "upload: the file is over the upload service's limit", vendorCode: "413")
+        case 401, 403: throw SwitchboardError(.permissionDenied, "upload: the service refused the slot's PUT (\(response.status))", vendorCode: String(response.status))
+        default:
+            throw SwitchboardError(response.status >= 500 ? .serverError : .messageRejected, "upload: the PUT was answered \(response.status)", vendorCode: String(response.status))
+        }
+    }
+
+    /// The upload service: the configuration's, else the first of the server's services that
+    /// offers uploads (asked once per link).
+    func uploadService() async throws -> String {
+        if let service = configuration.uploadService ?? state.withLock({ $0.uploadService }) { return service }
+        let itemsID = uniqueID("items")
+        let items = try await request(itemsID, XMPPStanzas.discoItems(configuration.domain, id: itemsID), name: "disco")
+        for jid in items.child("query", NS.discoItems)?.children("item", NS.discoItems).compactMap({ $0["jid"] }) ?? [] {
+            let infoID = uniqueID("info")
+            guard let info = try? await request(infoID, XMPPStanzas.discoInfo(jid, id: infoID), name: "disco") else { continue }
+            if info.child("query", NS.discoInfo)?.children("feature", NS.discoInfo).contains(where: { $0["var"] == NS.upload }) == true {
+                state.withLock { $0.uploadService = jid }
+                return jid
+            }
+        }
+        throw SwitchboardError(.unsupported, "the server offers no HTTP upload service (XEP-0363): files cannot be sent")
+    }
+}
+
+extension Optional {
+    /// `map` with an asynchronous, throwing transform.
+    func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
+        guard let value = self else { return nil }
+        return try await transform(value)
     }
 }

@@ -395,10 +395,10 @@ extension XMPPLink {
         stanza.child("origin-id", NS.sid)?["id"] ?? stanza["id"]
     }
 
-    /// An id no one can guess, for what is asked of a room (answered by whoever the room is):
-    /// the only answers taken from a room.
+    /// An id no one can guess, for what is asked of another entity than the user's server (a
+    /// room, an upload service): the only answers taken from such an entity.
     func uniqueID(_ prefix: String) -> String {
-        "room-\(prefix)-\(UUID().uuidString)"
+        "u-\(prefix)-\(UUID().uuidString)"
     }
 
     /// A message to a room, confirmed by the room's reflection of it (with the room's archive
@@ -437,7 +437,10 @@ extension XMPPLink {
             return nil
         }
         if let found { return found }
-        let reflected = try await exchange("#muc:\(clientID)", XMPPStanzas.groupchat(to: room, clientID: clientID, body: outgoing.content.text), name: "send")
+        // Not found: a file goes up first (its address is the message).
+        let file = try await outgoing.content.attachments.first.asyncMap { try await upload($0) }
+        let stanza = XMPPStanzas.groupchat(to: room, clientID: clientID, body: outgoing.content.text, file: file)
+        let reflected = try await exchange("#muc:\(clientID)", stanza, name: "send")
         if reflected["type"] == "error" { throw XMPPMapping.error(reflected, request: "send") }
         guard let message = state.withLock({ $0.rooms[room]?.reflected.removeValue(forKey: clientID) }) else {
             throw SwitchboardError(.protocolViolation, "the room reflected the message without its body")
@@ -451,9 +454,6 @@ extension XMPPLink {
     func startConversation(_ draft: ConversationDraft) async throws -> ConversationSnapshot {
         guard draft.kind != .direct else {
             throw SwitchboardError(.unsupported, "an XMPP one-to-one chat needs no start: send to the contact's JID, the conversation's id")
-        }
-        if let first = draft.firstMessage, !first.attachments.isEmpty {
-            throw SwitchboardError(.unsupported, "files are not offered by this version of the XMPP adapter")
         }
         let clientID = draft.clientID?.rawValue ?? UUID().uuidString
         let local = String(clientID.lowercased().unicodeScalars.filter { CharacterSet.alphanumerics.contains($0) || $0 == "-" }.prefix(64))

@@ -18,6 +18,7 @@ final class XMPPLink: BackendConnection {
     let output: LinkOutput
     var updates: AsyncThrowingStream<BackendUpdate, any Error> { output.updates }
     let socket: TextWebSocket
+    let http: HTTPTransport
     let configuration: XMPPConfiguration
     let context: ConnectionContext
     let replies = PendingReplies<XMPPElement>()
@@ -31,11 +32,12 @@ final class XMPPLink: BackendConnection {
     let follow: AsyncStream<Void>.Continuation
     let followSignals: AsyncStream<Void>
 
-    init(socket: TextWebSocket, configuration: XMPPConfiguration, context: ConnectionContext) {
+    init(socket: TextWebSocket, http: HTTPTransport, configuration: XMPPConfiguration, context: ConnectionContext) {
         (followSignals, follow) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         let replies = self.replies
         self.output = LinkOutput { replies.close($0) }
         self.socket = socket
+        self.http = http
         self.configuration = configuration
         self.context = context
         self.me = configuration.bareJID

@@ -36,6 +36,8 @@ extension XMPPLink {
         /// Whether the cursor ever named a room: it is written from then on, with no room left
         /// too.
         var hadRooms = false
+        /// The HTTP upload service found among the server's (XEP-0363).
+        var uploadService: String?
         /// Who answers each archive query in flight: the user's server or a room.
         var pageSources: [String: String] = [:]
         /// Messages the server bounced (`type='error'`), by id, until their send looks.

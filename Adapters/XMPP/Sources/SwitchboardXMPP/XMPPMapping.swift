@@ -62,9 +62,11 @@ public import Switchboard
         let originID = stanza.child("origin-id", NS.sid)?["id"] ?? stanza["id"]
         var payload: JSONValue?
         if let id = stanza["id"] { payload = ["xmpp": ["id": .string(id)]] }
+        let file = file(of: stanza)
         return Message(
             serverID: MessageID(archiveID), clientID: mine ? originID.map(ClientMessageID.init) : nil, conversationID: ConversationID(peer),
-            sender: ParticipantID(from), senderRole: .user, text: body.text, payload: payload, time: time
+            sender: ParticipantID(from), senderRole: .user, kind: file == nil ? .text : .file, text: file == nil ? body.text : "",
+            attachments: file.map { [$0] } ?? [], payload: payload, time: time
         )
     }
 
@@ -233,10 +235,24 @@ public import Switchboard
         let originID = stanza.child("origin-id", NS.sid)?["id"] ?? stanza["id"]
         var payload: JSONValue?
         if let id = stanza["id"] { payload = ["xmpp": ["id": .string(id)]] }
+        let file = file(of: stanza)
         return Message(
             serverID: MessageID(archiveID), clientID: mine ? originID.map(ClientMessageID.init) : nil, conversationID: ConversationID(bare(from)),
-            sender: sender, senderRole: .user, text: body.text, payload: payload, time: time
+            sender: sender, senderRole: .user, kind: file == nil ? .text : .file, text: file == nil ? body.text : "",
+            attachments: file.map { [$0] } ?? [], payload: payload, time: time
         )
+    }
+
+    /// The file a message carries: out-of-band data (XEP-0066) whose address is the whole body,
+    /// as an HTTP upload (XEP-0363) is sent; an `http(s)` address only. Named by the address's
+    /// last path part.
+    public static func file(of stanza: XMPPElement) -> Message.Attachment? {
+        guard let text = stanza.child("x", NS.oob)?.child("url", NS.oob)?.text.trimmingCharacters(in: .whitespaces),
+            stanza.child("body", NS.client)?.text.trimmingCharacters(in: .whitespacesAndNewlines) == text,
+            let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "https" || scheme == "http"
+        else { return nil }
+        let name = url.lastPathComponent.removingPercentEncoding ?? url.lastPathComponent
+        return Message.Attachment(name: name.isEmpty || name == "/" ? "file" : name, url: url)
     }
 
     /// The nick a room's stanza comes from (`room@service/nick`).

@@ -28,6 +28,9 @@ enum NS {
     static let discoInfo = "http://jabber.org/protocol/disco#info"
     static let conferenceInvite = "jabber:x:conference"
     static let occupantID = "urn:xmpp:occupant-id:0"
+    static let discoItems = "http://jabber.org/protocol/disco#items"
+    static let upload = "urn:xmpp:http:upload:0"
+    static let oob = "jabber:x:oob"
     static let mucUser = "http://jabber.org/protocol/muc#user"
     static let mucOwner = "http://jabber.org/protocol/muc#owner"
 }
@@ -88,10 +91,28 @@ enum XMPPStanzas {
 
     /// A chat message; its id and origin id (XEP-0359) are the client id, which the archive
     /// keeps, so a resend after a lost answer can be recognized there.
-    static func chat(to peer: String, clientID: String, body: String) -> String {
+    ///
+    /// A file is its download address as the body and as out-of-band data (XEP-0066), as
+    /// clients expect after an HTTP upload (XEP-0363).
+    static func chat(to peer: String, clientID: String, body: String, file: String? = nil) -> String {
         "<message xmlns='\(NS.client)' type='chat' to='\(attribute(peer))' id='\(attribute(clientID))'>"
-            + "<body>\(XMLText(body))</body><origin-id xmlns='\(NS.sid)' id='\(attribute(clientID))'/>"
+            + "<body>\(XMLText(file ?? body))</body>\(outOfBand(file))<origin-id xmlns='\(NS.sid)' id='\(attribute(clientID))'/>"
             + "<markable xmlns='\(NS.markers)'/></message>"
+    }
+
+    private static func outOfBand(_ url: String?) -> String {
+        url.map { "<x xmlns='\(NS.oob)'><url>\(XMLText($0))</url></x>" } ?? ""
+    }
+
+    /// A slot for an HTTP upload (XEP-0363): where to `PUT` the file, and where it is fetched.
+    static func uploadSlot(to service: String, id: String, filename: String, size: Int, contentType: String) -> String {
+        "<iq xmlns='\(NS.client)' type='get' id='\(attribute(id))' to='\(attribute(service))'><request xmlns='\(NS.upload)' "
+            + "filename='\(attribute(filename))' size='\(size)' content-type='\(attribute(contentType))'/></iq>"
+    }
+
+    /// The services of the user's server (XEP-0030).
+    static func discoItems(_ jid: String, id: String) -> String {
+        "<iq xmlns='\(NS.client)' type='get' id='\(attribute(id))' to='\(attribute(jid))'><query xmlns='\(NS.discoItems)'/></iq>"
     }
 
     /// A chat state (XEP-0085): `composing`, `paused`, `active`; never archived. To a room, a
@@ -133,9 +154,9 @@ enum XMPPStanzas {
     }
 
     /// A message to everyone in the room; its id and origin id are the client id, as for a chat.
-    static func groupchat(to room: String, clientID: String, body: String) -> String {
+    static func groupchat(to room: String, clientID: String, body: String, file: String? = nil) -> String {
         "<message xmlns='\(NS.client)' type='groupchat' to='\(attribute(room))' id='\(attribute(clientID))'>"
-            + "<body>\(XMLText(body))</body><origin-id xmlns='\(NS.sid)' id='\(attribute(clientID))'/></message>"
+            + "<body>\(XMLText(file ?? body))</body>\(outOfBand(file))<origin-id xmlns='\(NS.sid)' id='\(attribute(clientID))'/></message>"
     }
 
     /// What the room says of itself (XEP-0030): its name is its identity's.

@@ -205,7 +205,7 @@ struct ProsodyServer: Sendable {
                 muc_log_by_default = true
                 restrict_room_creation = false
             Component "upload.\(domain)" "http_file_share"
-                http_file_share_size_limit = 10485760
+                http_file_share_size_limit = 1048576
                 http_host = "127.0.0.1"
                 http_external_url = "\(httpURL)/"
 

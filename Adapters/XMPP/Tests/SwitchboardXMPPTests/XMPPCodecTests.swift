@@ -211,6 +211,28 @@ struct XMPPCodecTests {
         #expect(skipped?.archiveID == "abc" && skipped?.live == ["l1"] && skipped?.rooms == ["b@c": XMPPCursor.Room(archiveID: "r")])
     }
 
+    /// A file message: out-of-band data (XEP-0066) whose `http(s)` address is the whole body; a
+    /// body that says more, or another scheme, is text.
+    @Test func readsFilesSentAsTheirAddress() throws {
+        func message(_ body: String, _ url: String) throws -> Message? {
+            XMPPMapping.message(
+                try XMLReader.read(
+                    "<message xmlns='jabber:client' type='chat' from='agent1@localhost/desk' to='customer@localhost'><body>\(body)</body>"
+                        + "<x xmlns='jabber:x:oob'><url>\(url)</url></x></message>"
+                ),
+                archiveID: "a1", me: "customer@localhost", time: Date()
+            )
+        }
+        let url = "https://upload.example.org/files/abc/my%20report.pdf"
+        let file = try #require(try message(url, url))
+        #expect(file.kind == .file && file.text.isEmpty)
+        #expect(file.attachments.first?.name == "my report.pdf" && file.attachments.first?.url?.absoluteString == url)
+        let captioned = try #require(try message("look: \(url)", url))
+        #expect(captioned.kind == .text && captioned.attachments.isEmpty && captioned.text == "look: \(url)")
+        let other = try #require(try message("file:///etc/passwd", "file:///etc/passwd"))
+        #expect(other.kind == .text && other.attachments.isEmpty)
+    }
+
     /// A room's presences and messages: the occupant (the user's own, a new room), its
     /// participant by its own JID where the room shows it, a groupchat message by its sender; an
     /// invitation is no chat message, though it carries a body.
