@@ -159,7 +159,7 @@ public struct HTTPTransport: Sendable {
         headers: [(String, String)] = [],
         timeout: Duration
     ) async throws -> Response {
-        let request = Request(method: method == "PUT" ? "PUT" : "POST", url: url, headers: Self.replacing("Content-Type", with: contentType, in: headers), body: data)
+        let request = Request(method: method, url: url, headers: Self.replacing("Content-Type", with: contentType, in: headers), body: data)
         return try await execute(request, timeout: timeout)
     }
 

@@ -188,7 +188,7 @@ extension XMPPLink {
     ) async throws -> (items: [XMPPMapping.ArchiveItem], complete: Bool) {
         // Not guessable: results are matched to their query by it (and a room's answer is
         // taken only for such an id).
-        let id = archive == nil ? "mam-\(UUID().uuidString)" : uniqueID("mam")
+        let id = archive == nil ? "mam-\(UUID().uuidString)" : uniqueID("mam", askedOf: archive!)
         state.withLock { state in
             state.pages[id] = []
             state.pageSources[id] = archive ?? me

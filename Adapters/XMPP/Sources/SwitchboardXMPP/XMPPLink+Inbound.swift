@@ -57,8 +57,9 @@ extension XMPPLink {
             // Answers come from the account or its server; one from anyone else is spoofed. A
             // heartbeat's answer has no waiter: hearing it was the point.
             // Another entity (a room, never one of its occupants; an upload service) answers only
-            // what was asked of it by an id no one can guess.
-            guard from.map({ XMPPMapping.bare($0) == me || $0 == configuration.domain || (id.hasPrefix("u-") && !$0.contains("/")) }) ?? true else {
+            // what was asked of it, by an id no one can guess.
+            let askedOf = state.withLock { $0.askedOf.removeValue(forKey: id) }
+            guard from.map({ XMPPMapping.bare($0) == me || $0 == configuration.domain || $0 == askedOf }) ?? true else {
                 output.yield(.problem(SwitchboardError(.protocolViolation, "an iq answer from \(XMPPMapping.bare(from!)), not the server")))
                 return
             }

@@ -6,13 +6,7 @@ import SwitchboardTransport
 /// What the user does: sends, typing, read markers, corrections and retractions.
 extension XMPPLink {
     func send(_ outgoing: OutgoingMessage) async throws -> Message? {
-        guard outgoing.content.attachments.count <= 1 else {
-            throw SwitchboardError(.invalidArgument, "an XMPP message carries one file: send each in a message of its own")
-        }
-        guard XMLReader.isAllowed(outgoing.content.text) else {
-            // The server would end the stream for it, and the outbox would send it again.
-            throw SwitchboardError(.invalidArgument, "the text holds a control character XML does not allow")
-        }
+        try Self.checkSendable(outgoing.content)
         let peer = outgoing.conversationID.rawValue
         if isRoom(peer) { return try await sendToRoom(outgoing, room: peer) }
         let clientID = outgoing.clientID.rawValue
@@ -27,10 +21,10 @@ extension XMPPLink {
         let recent = try await archivePage(with: peer, page: .newest, max: 50).items
         if let item = recent.last(where: { isMine($0, clientID) }) {
             if let bounce = state.withLock({ $0.bounced.removeValue(forKey: clientID) }) { throw bounce }
-            return confirm(item, time: nil)
+            return Self.withSentFile(confirm(item, time: nil), outgoing)
         }
         // Not found: a file goes up first (its address is the message).
-        let file = try await outgoing.content.attachments.first.asyncMap { try await upload($0) }
+        let file = try await outgoing.content.attachments.first.asyncMap { try await upload($0, for: clientID) }
         // Its place among the live messages is when it is sent: one that arrives while the
         // answer is on its way is newer.
         let time = state.withLock { $0.clock.next(stamp: context.clock.date) }
@@ -59,7 +53,32 @@ extension XMPPLink {
             state.withLock { $0.keep(message) }
             return message
         }
-        return confirm(sent, time: time)
+        return Self.withSentFile(confirm(sent, time: time), outgoing)
+    }
+
+    /// Refuses what an XMPP message cannot carry before anything is sent: text XML does not
+    /// allow (the server would end the stream, and the outbox would send it again), more than
+    /// one file, or text beside a file (a file's message is its address; the engine sends a
+    /// caption as a message of its own).
+    static func checkSendable(_ content: MessageDraft) throws {
+        guard content.attachments.count <= 1 else {
+            throw SwitchboardError(.invalidArgument, "an XMPP message carries one file: send each in a message of its own")
+        }
+        guard content.attachments.isEmpty || content.text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+            throw SwitchboardError(.invalidArgument, "an XMPP file message carries no text: send the text as a message of its own")
+        }
+        guard XMLReader.isAllowed(content.text) else {
+            throw SwitchboardError(.invalidArgument, "the text holds a control character XML does not allow")
+        }
+    }
+
+    /// The confirmed message with the file as the user sent it (its name, type and size; the
+    /// archive's copy has its address only).
+    static func withSentFile(_ message: Message?, _ outgoing: OutgoingMessage) -> Message? {
+        guard var message, let url = message.attachments.first?.url, var file = outgoing.content.attachments.first?.withoutData else { return message }
+        file.url = url
+        message.attachments = [file]
+        return message
     }
 
     /// Whether the archived message is the user's with this origin id.
@@ -189,31 +208,50 @@ extension XMPPLink {
     ///
     /// - Throws: `payloadTooLarge` where the service says the file is over its limit (or the
     ///   `PUT` is refused as too large); `unsupported` where the server has no upload service.
-    func upload(_ attachment: Message.Attachment) async throws -> String {
-        let data = try attachment.contents()
-        let service = try await uploadService()
-        let contentType = attachment.mimeType ?? "application/octet-stream"
-        let id = uniqueID("upload")
-        let answer = try await exchange(id, XMPPStanzas.uploadSlot(to: service, id: id, filename: attachment.name, size: data.count, contentType: contentType), name: "upload")
-        if answer["type"] == "error" {
-            if let limit = answer.child("error", NS.client)?.child("file-too-large", NS.upload) {
-                let max = limit.child("max-file-size", NS.upload)?.text ?? "unknown"
-                throw SwitchboardError(.payloadTooLarge, "the file is over the upload service's limit of \(max) bytes", vendorCode: "file-too-large")
-            }
-            throw XMPPMapping.error(answer, request: "upload")
+    func upload(_ attachment: Message.Attachment, for clientID: String) async throws -> String {
+        // A retry on this link after the file went up sends the address it got.
+        if let done = state.withLock({ $0.uploaded[clientID] }) { return done }
+        let (service, limit) = try await uploadService()
+        if let limit, let size = attachment.size, size > limit {
+            throw SwitchboardError(.payloadTooLarge, "the file is over the upload service's limit of \(limit) bytes", vendorCode: "file-too-large")
         }
+        let data = try attachment.contents()
+        if let limit, data.count > limit {
+            throw SwitchboardError(.payloadTooLarge, "the file is over the upload service's limit of \(limit) bytes", vendorCode: "file-too-large")
+        }
+        // What XML cannot carry would end the stream.
+        let name = Self.xmlSafe(attachment.name, or: "file")
+        let contentType = Self.xmlSafe(attachment.mimeType ?? "", or: "application/octet-stream")
+        let id = uniqueID("upload", askedOf: service)
+        let answer = try await exchange(id, XMPPStanzas.uploadSlot(to: service, id: id, filename: name, size: data.count, contentType: contentType), name: "upload")
+        if answer["type"] == "error" { throw Self.slotError(answer) }
         let slot = answer.child("slot", NS.upload)
-        guard let put = slot?.child("put", NS.upload)?["url"], let get = slot?.child("get", NS.upload)?["url"], URL(string: get) != nil else {
+        guard let put = slot?.child("put", NS.upload)?["url"], let get = slot?.child("get", NS.upload)?["url"] else {
             throw SwitchboardError(.protocolViolation, "upload: a slot without its put or get address")
+        }
+        // The server names both addresses: HTTPS only (plain HTTP where the configuration allows
+        // it), with a host; nothing else is put to or sent on.
+        for address in [put, get] {
+            guard let url = URLComponents(string: address), ["https", "http"].contains(url.scheme?.lowercased() ?? ""), url.host?.isEmpty == false else {
+                throw SwitchboardError(.protocolViolation, "upload: the slot's address is not an http(s) address with a host")
+            }
+            try PlainTextPolicy.check(address, allowed: configuration.allowsPlainText)
         }
         // XEP-0363 §5: only these headers, and without line breaks.
         let headers = (slot?.child("put", NS.upload)?.children("header", NS.upload) ?? []).compactMap { header -> (String, String)? in
             guard let name = header["name"], ["authorization", "cookie", "expires"].contains(name.lowercased()) else { return nil }
             return (name, header.text.filter { $0 != "\r" && $0 != "\n" })
         }
-        let response = try await http.postData(put, data: data, contentType: contentType, method: "PUT", headers: headers, timeout: configuration.requestTimeout * 4)
+        // At least 100 kB/s, and the request deadline four times over.
+        let timeout = max(configuration.requestTimeout * 4, .seconds(data.count / 100_000))
+        let response = try await http.postData(put, data: data, contentType: contentType, method: "PUT", headers: headers, timeout: timeout)
         switch response.status {
-        case 200, 201: return get
+        case 200, 201:
+            state.withLock { state in
+                if state.uploaded.count >= 100 { state.uploaded.removeAll() }
+                state.uploaded[clientID] = get
+            }
+            return get
         case 413: throw SwitchboardError(.payloadTooLarge, "upload: the file is over the upload service's limit", vendorCode: "413")
         case 401, 403: throw SwitchboardError(.permissionDenied, "upload: the service refused the slot's PUT (\(response.status))", vendorCode: String(response.status))
         default:
@@ -221,19 +259,59 @@ extension XMPPLink {
         }
     }
 
-    /// The upload service: the configuration's, else the first of the server's services that
-    /// offers uploads (asked once per link).
-    func uploadService() async throws -> String {
-        if let service = configuration.uploadService ?? state.withLock({ $0.uploadService }) { return service }
-        let itemsID = uniqueID("items")
-        let items = try await request(itemsID, XMPPStanzas.discoItems(configuration.domain, id: itemsID), name: "disco")
-        for jid in items.child("query", NS.discoItems)?.children("item", NS.discoItems).compactMap({ $0["jid"] }) ?? [] {
-            let infoID = uniqueID("info")
-            guard let info = try? await request(infoID, XMPPStanzas.discoInfo(jid, id: infoID), name: "disco") else { continue }
-            if info.child("query", NS.discoInfo)?.children("feature", NS.discoInfo).contains(where: { $0["var"] == NS.upload }) == true {
-                state.withLock { $0.uploadService = jid }
-                return jid
+    /// A slot refused, classified: over the limit is `payloadTooLarge`; no such service
+    /// `unsupported`; a quota `rateLimited` until the service's retry stamp.
+    static func slotError(_ answer: XMPPElement) -> SwitchboardError {
+        let error = answer.child("error", NS.client)
+        if let limit = error?.child("file-too-large", NS.upload) {
+            let max = limit.child("max-file-size", NS.upload)?.text ?? "unknown"
+            return SwitchboardError(.payloadTooLarge, "the file is over the upload service's limit of \(max) bytes", vendorCode: "file-too-large")
+        }
+        let classified = XMPPMapping.error(answer, request: "upload")
+        switch classified.vendorCode {
+        case "service-unavailable", "item-not-found", "feature-not-implemented":
+            return SwitchboardError(.unsupported, "upload: the server has no upload service here (\(classified.vendorCode ?? ""))", underlying: classified, vendorCode: classified.vendorCode)
+        case "resource-constraint":
+            let stamp = error?.child("retry", NS.upload)?["stamp"].flatMap(XMPPMapping.timestamp)
+            let wait = stamp.map { Duration.seconds(max(1, Int($0.timeIntervalSinceNow.rounded(.up)))) } ?? .seconds(60)
+            return SwitchboardError(.rateLimited, "upload: over the upload quota", underlying: classified, retryAfter: wait, vendorCode: classified.vendorCode)
+        default:
+            return classified
+        }
+    }
+
+    /// Text XML can carry, without control characters; `fallback` when nothing is left.
+    static func xmlSafe(_ text: String, or fallback: String) -> String {
+        let kept = String(text.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F && XMLReader.isAllowed(String($0)) }.prefix(255))
+        return kept.isEmpty ? fallback : kept
+    }
+
+    /// The upload service and its size limit: the configuration's service, else the first of
+    /// the server's services that offers uploads (asked once per link).
+    func uploadService() async throws -> (jid: String, limit: Int?) {
+        if let found = state.withLock({ $0.uploadService }) { return found }
+        var candidates = configuration.uploadService.map { [$0] } ?? []
+        if candidates.isEmpty {
+            let itemsID = nextID("items")
+            let items = try await request(itemsID, XMPPStanzas.discoItems(configuration.domain, id: itemsID), name: "disco")
+            candidates = items.child("query", NS.discoItems)?.children("item", NS.discoItems).compactMap { $0["jid"] } ?? []
+        }
+        for jid in candidates {
+            let infoID = uniqueID("info", askedOf: jid)
+            let info: XMPPElement
+            do {
+                info = try await request(infoID, XMPPStanzas.discoInfo(jid, id: infoID), name: "disco")
+            } catch let error as SwitchboardError where error.code != .connectionLost && error.code != .timedOut {
+                // A service that does not answer disco#info is not the upload service.
+                continue
             }
+            let query = info.child("query", NS.discoInfo)
+            guard query?.children("feature", NS.discoInfo).contains(where: { $0["var"] == NS.upload }) == true else { continue }
+            // XEP-0363 §2: the limit, in the form for its namespace.
+            let form = query?.children("x", NS.dataForms).first { $0.children("field", NS.dataForms).contains { $0["var"] == "FORM_TYPE" && $0.child("value", NS.dataForms)?.text == NS.upload } }
+            let limit = form?.children("field", NS.dataForms).first { $0["var"] == "max-file-size" }?.child("value", NS.dataForms).flatMap { Int($0.text) }
+            state.withLock { $0.uploadService = (jid, limit) }
+            return (jid, limit)
         }
         throw SwitchboardError(.unsupported, "the server offers no HTTP upload service (XEP-0363): files cannot be sent")
     }

@@ -45,7 +45,7 @@ extension XMPPLink {
             if XMPPMapping.occupant(answer)?.created == true {
                 if known {
                     // The room the user was in is gone: this join made a new one.
-                    let id = uniqueID("destroy")
+                    let id = uniqueID("destroy", askedOf: room)
                     _ = try? await request(id, XMPPStanzas.destroyRoom(room, id: id), name: "destroy")
                     throw SwitchboardError(.conversationNotFound, "the room \(room) is gone", vendorCode: "gone")
                 }
@@ -78,11 +78,11 @@ extension XMPPLink {
     /// (an instant room).
     private func configure(_ room: String, title: String?) async throws {
         do {
-            let id = uniqueID("configure")
+            let id = uniqueID("configure", askedOf: room)
             _ = try await request(id, XMPPStanzas.configureRoom(room, title: title, id: id), name: "configure")
         } catch let error as SwitchboardError where error.code != .connectionLost && error.code != .timedOut {
             context.logger.debug("xmpp: the room refused its configuration; taking the defaults", metadata: ["code": .string(error.code.description)])
-            let id = uniqueID("configure")
+            let id = uniqueID("configure", askedOf: room)
             _ = try await request(id, XMPPStanzas.instantRoom(room, id: id), name: "configure")
         }
     }
@@ -91,7 +91,7 @@ extension XMPPLink {
     /// that can be trusted.
     private func learnAbout(_ room: String) async throws {
         do {
-            let id = uniqueID("disco")
+            let id = uniqueID("disco", askedOf: room)
             let about = try await request(id, XMPPStanzas.discoInfo(room, id: id), name: "disco")
             let query = about.child("query", NS.discoInfo)
             let name = query?.children("identity", NS.discoInfo).first { $0["category"] == "conference" }?["name"]
@@ -130,42 +130,34 @@ extension XMPPLink {
     }
 
     /// The room's archive after the newest message delivered, page by page, as news; on a
-    /// first join (or where the room no longer has the stored id), its newest page, as history.
-    /// Then the room is announced, and its live messages that waited are handed on.
+    /// first join, its newest page, as history (where the room no longer has the stored id, what
+    /// came since its clock's time). The room is announced first, and its live messages that
+    /// waited are handed on after.
     ///
-    /// A room without an archive is reported once and joined without a catch-up.
+    /// A room without an archive is reported and joined without a catch-up. Any other failure
+    /// leaves the room (its live messages dropped: the next join catches them up): kept in the
+    /// cursor where the user was in it before, removed where this was its first join.
     func catchUpRoom(_ room: String) async throws {
-        // Announced first (its messages then belong to a group conversation the store knows);
-        // outside the login and a join (a second join of the room), live messages wait here.
+        // Announced first (its messages then belong to a group conversation the store knows),
+        // and the cursor's from then on (a first join: the room's clock starts at the join, past
+        // its history). Outside the login and a join (a second join of the room), live messages
+        // wait here.
         let start = state.withLock { state -> (archiveID: String, time: Date?, known: Bool)? in
             guard var entry = state.rooms[room] else { return nil }
+            let start = (entry.archiveID, entry.clock.last, entry.known)
             if state.held == nil, entry.held == nil { entry.held = [] }
+            if !entry.known { entry.clock = XMPPArchiveClock(last: max(entry.clock.last ?? .distantPast, context.clock.date)) }
             entry.announced = true
+            entry.known = true
+            state.hadRooms = true
             state.rooms[room] = entry
             if let info = roomInfo(room, state) {
                 let added = state.known.insert(info.id).inserted
-                output.yield(.event(BackendEvent(added ? .conversationAdded(info) : .conversationUpdated(info), conversation: info.id, time: context.clock.date)))
+                output.yield(.event(BackendEvent(added ? .conversationAdded(info) : .conversationUpdated(info), conversation: info.id, cursor: cursor(state), time: context.clock.date)))
             }
-            return (entry.archiveID, entry.clock.last, entry.known)
+            return start
         }
         guard let start else { throw SwitchboardError(.conversationNotFound, "the user is not in the room \(room)") }
-        defer {
-            // Whatever happened, what waited is handed on (in the room's order, after the
-            // catch-up), and the room is the cursor's from now on.
-            state.withLock { state in
-                guard state.rooms[room] != nil else { return }
-                if !start.known {
-                    // A first join: the room's clock starts at the join, past its history.
-                    state.rooms[room]!.clock = XMPPArchiveClock(last: max(state.rooms[room]!.clock.last ?? .distantPast, context.clock.date))
-                }
-                state.rooms[room]!.known = true
-                state.hadRooms = true
-                let held = state.rooms[room]!.held ?? []
-                state.rooms[room]!.held = nil
-                if let cursor = cursor(state) { output.yield(.cursor(cursor)) }
-                for element in held { deliver(element, &state) }
-            }
-        }
         // A room the user was in: what came after the stored id, as news; where the room had
         // shown nothing yet, or no longer has the id, what came since the room's clock (what is
         // stamped before it only fills in).
@@ -200,11 +192,32 @@ extension XMPPLink {
                 guard asNews, !result.complete, let last = result.items.last?.archiveID else { break }
                 page = .after(last)
             }
-        } catch let error as SwitchboardError where error.code != .connectionLost {
-            // A room without an archive (or one closed to the user, or too slow): joined
-            // without a catch-up.
-            output.yield(.problem(SwitchboardError(error.code, "the room \(room) was joined without a catch-up: \(error.message)", underlying: error)))
+        } catch let error as SwitchboardError where Self.roomHasNoArchive(error) {
+            output.yield(.problem(SwitchboardError(error.code, "the room \(room) was joined without a catch-up: it keeps no archive the user may read", underlying: error)))
+        } catch {
+            // Out of reach for now (or the link ending): not left half-caught-up.
+            let joinedAs = state.withLock { state -> String? in
+                guard let entry = state.rooms[room] else { return nil }
+                state.rooms[room] = State.Room(nick: nick, archiveID: entry.archiveID, clock: entry.clock, known: true)
+                return entry.nick
+            }
+            if let joinedAs, (error as? SwitchboardError)?.code != .connectionLost { try? await socket.send(XMPPStanzas.leaveRoom(room, nick: joinedAs)) }
+            if !start.known { forget(room, removed: true) }
+            throw error
         }
+        state.withLock { state in
+            guard state.rooms[room] != nil else { return }
+            let held = state.rooms[room]!.held ?? []
+            state.rooms[room]!.held = nil
+            if let cursor = cursor(state) { output.yield(.cursor(cursor)) }
+            for element in held { deliver(element, &state) }
+        }
+    }
+
+    /// Whether an archive query's failure says the room keeps no archive the user may read (its
+    /// messages then come live only).
+    static func roomHasNoArchive(_ error: SwitchboardError) -> Bool {
+        ["feature-not-implemented", "service-unavailable", "forbidden", "not-allowed"].contains(error.vendorCode ?? "")
     }
 
     /// Joins the rooms of the stored cursor again and catches each up. A room that is gone or
@@ -396,9 +409,15 @@ extension XMPPLink {
     }
 
     /// An id no one can guess, for what is asked of another entity than the user's server (a
-    /// room, an upload service): the only answers taken from such an entity.
-    func uniqueID(_ prefix: String) -> String {
-        "u-\(prefix)-\(UUID().uuidString)"
+    /// room, an upload service): its answer is taken from that entity only.
+    func uniqueID(_ prefix: String, askedOf jid: String) -> String {
+        let id = "u-\(prefix)-\(UUID().uuidString)"
+        state.withLock { state in
+            // Requests that were never answered are not kept for ever.
+            if state.askedOf.count >= 1_000 { state.askedOf.removeAll() }
+            state.askedOf[id] = jid
+        }
+        return id
     }
 
     /// A message to a room, confirmed by the room's reflection of it (with the room's archive
@@ -436,16 +455,16 @@ extension XMPPLink {
             }
             return nil
         }
-        if let found { return found }
+        if let found { return Self.withSentFile(found, outgoing) }
         // Not found: a file goes up first (its address is the message).
-        let file = try await outgoing.content.attachments.first.asyncMap { try await upload($0) }
+        let file = try await outgoing.content.attachments.first.asyncMap { try await upload($0, for: clientID) }
         let stanza = XMPPStanzas.groupchat(to: room, clientID: clientID, body: outgoing.content.text, file: file)
         let reflected = try await exchange("#muc:\(clientID)", stanza, name: "send")
         if reflected["type"] == "error" { throw XMPPMapping.error(reflected, request: "send") }
         guard let message = state.withLock({ $0.rooms[room]?.reflected.removeValue(forKey: clientID) }) else {
             throw SwitchboardError(.protocolViolation, "the room reflected the message without its body")
         }
-        return message
+        return Self.withSentFile(message, outgoing)
     }
 
     /// Starts a room: a new one named from the start's client id (so a retried start joins the
@@ -465,6 +484,7 @@ extension XMPPLink {
             throw SwitchboardError(.conversationNotFound, "the room \(room) was left while it started")
         }
         guard let first = draft.firstMessage else { return ConversationSnapshot(conversation: info) }
+        try Self.checkSendable(first)
         let sent = try await sendToRoom(OutgoingMessage(clientID: ClientMessageID(clientID), conversationID: info.id, content: first), room: room)
         return ConversationSnapshot(conversation: info, messages: sent.map { [$0] } ?? [])
     }

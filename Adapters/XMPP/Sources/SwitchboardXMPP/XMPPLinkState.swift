@@ -36,8 +36,14 @@ extension XMPPLink {
         /// Whether the cursor ever named a room: it is written from then on, with no room left
         /// too.
         var hadRooms = false
-        /// The HTTP upload service found among the server's (XEP-0363).
-        var uploadService: String?
+        /// The HTTP upload service found among the server's (XEP-0363), and its size limit.
+        var uploadService: (jid: String, limit: Int?)?
+        /// The download address of each file this link put up, by the client id of its message:
+        /// a retry sends it rather than putting the file up again.
+        var uploaded: [String: String] = [:]
+        /// Who each request with an id no one can guess was asked of: the only one whose answer
+        /// is taken.
+        var askedOf: [String: String] = [:]
         /// Who answers each archive query in flight: the user's server or a room.
         var pageSources: [String: String] = [:]
         /// Messages the server bounced (`type='error'`), by id, until their send looks.

@@ -247,12 +247,25 @@ public import Switchboard
     /// as an HTTP upload (XEP-0363) is sent; an `http(s)` address only. Named by the address's
     /// last path part.
     public static func file(of stanza: XMPPElement) -> Message.Attachment? {
-        guard let text = stanza.child("x", NS.oob)?.child("url", NS.oob)?.text.trimmingCharacters(in: .whitespaces),
+        guard let text = stanza.child("x", NS.oob)?.child("url", NS.oob)?.text.trimmingCharacters(in: .whitespacesAndNewlines),
             stanza.child("body", NS.client)?.text.trimmingCharacters(in: .whitespacesAndNewlines) == text,
-            let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "https" || scheme == "http"
+            let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "https" || scheme == "http", url.host?.isEmpty == false
         else { return nil }
-        let name = url.lastPathComponent.removingPercentEncoding ?? url.lastPathComponent
-        return Message.Attachment(name: name.isEmpty || name == "/" ? "file" : name, url: url)
+        return Message.Attachment(name: fileName(url), url: url)
+    }
+
+    /// A name to show and save a file under, from its address's last path part (decoded once):
+    /// no path separators or control characters, not `.` or `..`, at most 255 characters.
+    public static func fileName(_ url: URL) -> String {
+        var kept = String.UnicodeScalarView()
+        // The root's last part is `/` itself: no name.
+        let last = url.lastPathComponent == "/" ? "" : url.lastPathComponent
+        for scalar in last.unicodeScalars where kept.count < 255 {
+            if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) { continue }
+            kept.append(scalar == "/" || scalar == "\\" ? "_" : scalar)
+        }
+        let name = String(kept)
+        return name.isEmpty || name == "." || name == ".." ? "file" : name
     }
 
     /// The nick a room's stanza comes from (`room@service/nick`).

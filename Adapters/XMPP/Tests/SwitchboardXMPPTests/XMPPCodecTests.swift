@@ -231,6 +231,11 @@ struct XMPPCodecTests {
         #expect(captioned.kind == .text && captioned.attachments.isEmpty && captioned.text == "look: \(url)")
         let other = try #require(try message("file:///etc/passwd", "file:///etc/passwd"))
         #expect(other.kind == .text && other.attachments.isEmpty)
+        // A name decoded once, with no path separators or control characters.
+        #expect(XMPPMapping.fileName(URL(string: "https://h/f/..%2F..%2Fetc%2Fpasswd")!) == ".._.._etc_passwd")
+        #expect(XMPPMapping.fileName(URL(string: "https://h/f/a%0Ab%1B%5B31m.txt")!) == "ab[31m.txt")
+        #expect(XMPPMapping.fileName(URL(string: "https://h/f/%252F")!) == "%2F")
+        #expect(XMPPMapping.fileName(URL(string: "https://h/")!) == "file")
     }
 
     /// A room's presences and messages: the occupant (the user's own, a new room), its

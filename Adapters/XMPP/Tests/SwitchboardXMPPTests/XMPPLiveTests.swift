@@ -71,6 +71,7 @@ struct XMPPLiveTests {
                 )
                 #expect(fetched.status == 200 && fetched.body == bytes)
                 #expect(confirmed.updatedMessage?.kind == .file && confirmed.updatedMessage?.attachments.first?.name == "report 1.bin")
+                #expect(confirmed.updatedMessage?.attachments.first?.mimeType == "application/octet-stream" && confirmed.updatedMessage?.attachments.first?.size == 100_000)
                 #expect(archive.last(where: { $0.from == Self.customer })?.body == url.absoluteString)
                 #expect(received.addedMessage?.kind == .file && received.addedMessage?.attachments.first?.name == "photo.jpg")
                 // hello, the file, the agent's file: the big one never went out.
