@@ -28,6 +28,7 @@ struct XMPPRoomTests {
             let path = server.directory.appendingPathComponent("app.sqlite").path
             let first = live.session(try live.backend(server), store: try SQLiteChatStore(path: path))
             var events: [String] = []
+            let typingFigures = Locked("")
             let room = try await withConnectedRecording(first) { recorder in
                 let started = try await first.startConversation(
                     ConversationDraft(kind: .group, title: "Team", participants: [Participant(id: ParticipantID(XMPPLiveTests.agent), role: .user)], firstMessage: MessageDraft(text: "welcome"))
@@ -36,6 +37,20 @@ struct XMPPRoomTests {
                 try await XMPPTestClient.withClient(server, user: "agent1", resource: "desk") { agent in
                     try await agent.joinRoom(room, nick: "agent1")
                     try await recorder.first("agent1 joins", where: Self.joined(XMPPLiveTests.agent))
+                    // Typing both ways: the agent's chat state reaches the session as the agent's
+                    // typing; the session's reaches the agent from the session's nick.
+                    try await agent.write(
+                        "<message xmlns='jabber:client' type='groupchat' to='\(room)'><composing xmlns='http://jabber.org/protocol/chatstates'/><no-store xmlns='urn:xmpp:hints'/></message>"
+                    )
+                    try await recorder.first("agent1 typing") { event in
+                        if case .typing(let who, let isTyping, _) = event.kind { return who == ParticipantID(XMPPLiveTests.agent) && isTyping }
+                        return false
+                    }
+                    _ = try await started.userTyping(draft: "th")
+                    let typing = try await agent.waitForStanza("the session's typing") {
+                        $0.name == "message" && $0["from"] == "\(room)/customer" && $0.child("composing") != nil
+                    }
+                    typingFigures.withLock { $0 = "typing: agent → session seen, session → agent \(typing.child("composing") != nil ? "composing" : "nothing")" }
                     try await agent.sendToRoom("hello team", room: room)
                     try await recorder.first("agent1's message") { $0.addedMessage?.text == "hello team" }
                     try await XMPPTestClient.withClient(server, user: "agent2", resource: "desk") { other in
@@ -85,7 +100,7 @@ struct XMPPRoomTests {
                 // Nothing the first session had comes again (as an update, with another time).
                 let updated = recorder.events.compactMap(\.updatedMessage).map(\.text)
                 print(
-                    "xmpp rooms: members \(events); \(archive.count) in the room's archive, \(stored.count) stored (pending \(stored.filter { $0.serverID == nil }.count)), "
+                    "xmpp rooms: \(typingFigures.withLock { $0 }); members \(events); \(archive.count) in the room's archive, \(stored.count) stored (pending \(stored.filter { $0.serverID == nil }.count)), "
                         + "lost \(Set(archived).subtracting(storedIDs).count), phantom \(Set(storedIDs).subtracting(archived).count), duplicated \(storedIDs.count - Set(storedIDs).count), "
                         + "in the archive's order \(storedIDs == archived); after the restart \(added.count) announced, \(updated.count) updated"
                 )
