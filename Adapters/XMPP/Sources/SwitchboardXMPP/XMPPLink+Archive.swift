@@ -13,7 +13,7 @@ extension XMPPLink {
         // refused it too, and goes from the time again.
         let archiveID = state.cursorID ?? state.refusedID
         guard archiveID != nil || state.hadRooms else { return nil }
-        // A room on its first join is not the cursor's until its catch-up is out.
+        // A room is the cursor's once announced (`known`), not while its join is under way.
         let rooms = state.rooms.filter(\.value.known).mapValues { XMPPCursor.Room(archiveID: $0.archiveID, time: $0.clock.last) }
         return XMPPCursor(archiveID: archiveID, time: state.clock.last ?? context.clock.date, live: state.live, rooms: rooms).token
     }

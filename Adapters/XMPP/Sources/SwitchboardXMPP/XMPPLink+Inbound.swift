@@ -107,7 +107,7 @@ extension XMPPLink {
         }
         if element["type"] == "error", let id = element["id"] {
             // A room's refusal of a message answers its send.
-            if replies.resolve("#muc:\(id)", with: element) { return }
+            if isRoom(XMPPMapping.bare(element["from"] ?? "")), replies.resolve("#muc:\(id)", with: element) { return }
             let error = XMPPMapping.error(element, request: "send")
             state.withLock { $0.bounce(id, error) }
             return

@@ -3,8 +3,8 @@ import Logging
 import Switchboard
 import SwitchboardTransport
 
-/// The login: the stream, SASL, the resource, carbons, the roster, the first catch-up, and the
-/// snapshot.
+/// The login: the stream, SASL, the resource, carbons, the roster, the first catch-up, the
+/// snapshot, and the rooms of the cursor joined again.
 extension XMPPLink {
     /// Opens the stream, logs in (SASL SCRAM, or PLAIN where allowed), binds a resource, reads the roster, catches up
     /// from the archive, says it is available, and hands the engine its snapshot.
@@ -38,7 +38,7 @@ extension XMPPLink {
 
         // The archive first: a query before the first presence tells Prosody not to send the
         // offline messages again (they are in the archive).
-        if state.withLock({ $0.cursorID != nil }) {
+        if state.withLock({ $0.cursorID != nil || $0.since != nil }) {
             // The roster, then everything archived after the cursor as events, page by page.
             state.withLock { state in
                 output.yield(.snapshot(BackendSnapshot(conversations: order.compactMap { conversations[$0] }.map { ConversationSnapshot(conversation: $0) }, isComplete: false)))

@@ -3,7 +3,8 @@ import Logging
 import Switchboard
 import SwitchboardTransport
 
-/// What the user does: sends, typing, read markers, corrections and retractions.
+/// What the user does: sends (files through the server's upload service), typing, read markers,
+/// corrections and retractions.
 extension XMPPLink {
     func send(_ outgoing: OutgoingMessage) async throws -> Message? {
         try Self.checkSendable(outgoing.content)
@@ -235,7 +236,9 @@ extension XMPPLink {
             guard let url = URLComponents(string: address), ["https", "http"].contains(url.scheme?.lowercased() ?? ""), url.host?.isEmpty == false else {
                 throw SwitchboardError(.protocolViolation, "upload: the slot's address is not an http(s) address with a host")
             }
-            try PlainTextPolicy.check(address, allowed: configuration.allowsPlainText)
+            guard configuration.allowsPlainText || PlainTextPolicy.isEncryptedOrLoopback(address) else {
+                throw SwitchboardError(.protocolViolation, "upload: the slot's address is plain http to another host")
+            }
         }
         // XEP-0363 §5: only these headers, and without line breaks.
         let headers = (slot?.child("put", NS.upload)?.children("header", NS.upload) ?? []).compactMap { header -> (String, String)? in

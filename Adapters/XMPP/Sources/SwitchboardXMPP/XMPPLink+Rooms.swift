@@ -40,7 +40,13 @@ extension XMPPLink {
         }
         guard let known else { return false }
         do {
-            let answer = try await exchange("#join:\(room)", XMPPStanzas.joinRoom(room, nick: nick), name: "join")
+            var answer = try await exchange("#join:\(room)", XMPPStanzas.joinRoom(room, nick: nick), name: "join")
+            if answer["type"] == "error", XMPPMapping.error(answer, request: "join").vendorCode == "conflict" {
+                // Another JID has the nick: once more, with a suffix of its own.
+                let other = "\(nick)-\(UUID().uuidString.prefix(4).lowercased())"
+                state.withLock { $0.rooms[room]?.nick = other }
+                answer = try await exchange("#join:\(room)", XMPPStanzas.joinRoom(room, nick: other), name: "join")
+            }
             if answer["type"] == "error" { throw XMPPMapping.error(answer, request: "join \(room)") }
             if XMPPMapping.occupant(answer)?.created == true {
                 if known {
@@ -276,16 +282,24 @@ extension XMPPLink {
                 }
                 guard occupant.isSelf else {
                     state.rooms[room] = entry
-                    yield(.participantsRemoved([participant.id]))
+                    // One of the participant's devices may stay.
+                    if !entry.occupants.values.contains(where: { $0.id == participant.id }) { yield(.participantsRemoved([participant.id])) }
                     return
                 }
                 // Left at the user's request (the close answers), or removed by the room
                 // (kicked, banned, the room destroyed). Not joined (a join given up, whose
                 // leave this answers): nothing to remove.
                 guard entry.joined else { return }
-                state.rooms[room] = nil
-                if !replies.resolve("#leave:\(room)", with: element) {
+                if replies.resolve("#leave:\(room)", with: element) {
+                    state.rooms[room] = nil
+                } else if occupant.removedByRoom {
+                    state.rooms[room] = nil
                     output.yield(.event(BackendEvent(.conversationRemoved, conversation: ConversationID(room), cursor: cursor(state), time: context.clock.date)))
+                } else {
+                    // The service going down (332, 333, or no reason): the room stays the user's,
+                    // joined again by the next link.
+                    state.rooms[room] = State.Room(nick: nick, archiveID: entry.archiveID, clock: entry.clock, known: true)
+                    if let cursor = cursor(state) { output.yield(.cursor(cursor)) }
                 }
                 return
             }
@@ -474,6 +488,10 @@ extension XMPPLink {
         guard draft.kind != .direct else {
             throw SwitchboardError(.unsupported, "an XMPP one-to-one chat needs no start: send to the contact's JID, the conversation's id")
         }
+        if let first = draft.firstMessage { try Self.checkSendable(first) }
+        guard XMLReader.isAllowed(draft.title ?? ""), draft.participants.allSatisfy({ XMLReader.isAllowed($0.id.rawValue) }) else {
+            throw SwitchboardError(.invalidArgument, "the title or a participant's JID holds a character XML does not allow")
+        }
         let clientID = draft.clientID?.rawValue ?? UUID().uuidString
         let local = String(clientID.lowercased().unicodeScalars.filter { CharacterSet.alphanumerics.contains($0) || $0 == "-" }.prefix(64))
         let room = "room-\(local.isEmpty ? UUID().uuidString.lowercased() : local)@\(configuration.mucService)"
@@ -484,7 +502,6 @@ extension XMPPLink {
             throw SwitchboardError(.conversationNotFound, "the room \(room) was left while it started")
         }
         guard let first = draft.firstMessage else { return ConversationSnapshot(conversation: info) }
-        try Self.checkSendable(first)
         let sent = try await sendToRoom(OutgoingMessage(clientID: ClientMessageID(clientID), conversationID: info.id, content: first), room: room)
         return ConversationSnapshot(conversation: info, messages: sent.map { [$0] } ?? [])
     }
@@ -519,7 +536,9 @@ extension XMPPLink {
     /// since).
     func join(_ room: String) async throws -> ConversationID {
         let room = XMPPMapping.bare(room)
-        guard room.contains("@") else { throw SwitchboardError(.invalidArgument, "a room is a bare JID, room@service") }
+        guard room.contains("@"), XMLReader.isAllowed(room), !room.contains(" ") else {
+            throw SwitchboardError(.invalidArgument, "a room is a bare JID, room@service")
+        }
         try await enter(room)
         try await catchUpRoom(room)
         return ConversationID(room)

@@ -7,12 +7,13 @@ import SwitchboardTransport
 ///
 /// Split by what it does: the login (`XMPPLink+Login`), what the server sends
 /// (`XMPPLink+Inbound`), the archive (catch-up, the follower and history: `XMPPLink+Archive`),
-/// and what the user does (`XMPPLink+Requests`); `XMPPLinkState` is what they share under the
-/// lock.
+/// what the user does and files (`XMPPLink+Requests`), and rooms (`XMPPLink+Rooms`);
+/// `XMPPLinkState` is what they share under the lock.
 ///
 /// The lock guards the id counter, the time of the last inbound frame, the archive clock and
-/// cursor, the archive pages being collected, the conversations this link announced, and the
-/// frames held while the login assembles its snapshot. Frames are never logged: a PLAIN `<auth>`
+/// cursor, the archive pages being collected, the conversations this link announced, the rooms,
+/// the upload service and what was put up, and the frames held while the login assembles its
+/// snapshot. Frames are never logged: a PLAIN `<auth>`
 /// carries the password and messages carry text.
 final class XMPPLink: BackendConnection {
     let output: LinkOutput
@@ -44,6 +45,9 @@ final class XMPPLink: BackendConnection {
         let cursor = XMPPCursor(context.cursor)
         var initial = State(clock: XMPPArchiveClock(last: cursor?.time))
         initial.cursorID = cursor?.archiveID
+        // A cursor written before the user's archive showed anything (rooms only): the
+        // catch-up goes from its time, as from a refused id's.
+        if let cursor, cursor.archiveID == nil { initial.since = cursor.time.addingTimeInterval(-300) }
         initial.live = cursor?.live ?? []
         for (room, position) in cursor?.rooms ?? [:] {
             initial.rooms[room] = State.Room(nick: configuration.localPart, archiveID: position.archiveID, clock: XMPPArchiveClock(last: position.time), known: true)

@@ -191,6 +191,10 @@ public import Switchboard
         /// The nick the occupant goes on under, when this unavailable presence is a change of
         /// nick (status 303), not a leave.
         public var newNick: String?
+        /// The room removed the occupant for good: banned (301), kicked (307), no longer a
+        /// member (321, 322), or the room destroyed. Other leaves of the user's own (the service
+        /// shutting down, 332; a technical problem, 333) are not a removal.
+        public var removedByRoom: Bool
     }
 
     /// The occupant a room's presence (from `room@service/nick`, with a `muc#user` item) tells
@@ -206,7 +210,8 @@ public import Switchboard
             room: bare(String(parts[0])), nick: String(parts[1]), jid: item?["jid"].map(bare), affiliation: item?["affiliation"] ?? "none",
             role: item?["role"] ?? "none", isSelf: statuses.contains("110"), created: statuses.contains("201"), left: left,
             occupantID: presence.child("occupant-id", NS.occupantID)?["id"],
-            newNick: left && statuses.contains("303") ? item?["nick"] : nil
+            newNick: left && statuses.contains("303") ? item?["nick"] : nil,
+            removedByRoom: left && (!statuses.isDisjoint(with: ["301", "307", "321", "322"]) || x.child("destroy", NS.mucUser) != nil)
         )
     }
 

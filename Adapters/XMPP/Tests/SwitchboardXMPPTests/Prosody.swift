@@ -164,8 +164,8 @@ struct ProsodyServer: Sendable {
 
     /// The server's configuration: loopback and this directory only, WebSocket on plain HTTP
     /// (the sessions count as secure, so PLAIN is offered), archiving on for every 1:1 message
-    /// and kept, the admin shell on, and no setuid when the tests run as root (CI does). MUC
-    /// and HTTP upload are there for the cases that come to need them.
+    /// and kept, the admin shell on, and no setuid when the tests run as root (CI does). Rooms
+    /// (MUC, with an archive) and HTTP upload (1 MiB at most) for the room and file cases.
     var configuration: String {
         let folder = directory.path
         return """

@@ -5,8 +5,8 @@ import Testing
 /// The conformance suite against a real Prosody, one server per case.
 @Suite(.serialized, Prosody.needed, .timeLimit(.minutes(3)))
 struct XMPPConformanceTests {
-    /// What the adapter cannot show, and why. It offers typing, read markers, history, edit and
-    /// delete, syncs `.windowed(pageSize: 50)`; the control injects every fault but those about
+    /// What the adapter cannot show, and why. It offers typing, read markers, history, edit,
+    /// delete, rooms (start and leave) and files, syncs `.windowed(pageSize: 50)`; the control injects every fault but those about
     /// sequences (a disconnect from the server's admin shell, the rest from ``XMPPFaults``).
     static let expectedSkips: Set<String> = [
         // No sequences, for good: archive ids are random and a chat has no gap-free counter

@@ -29,12 +29,16 @@ struct XMPPRoomTests {
             let first = live.session(try live.backend(server), store: try SQLiteChatStore(path: path))
             var events: [String] = []
             let typingFigures = Locked("")
+            let invited = Locked("")
             let room = try await withConnectedRecording(first) { recorder in
-                let started = try await first.startConversation(
-                    ConversationDraft(kind: .group, title: "Team", participants: [Participant(id: ParticipantID(XMPPLiveTests.agent), role: .user)], firstMessage: MessageDraft(text: "welcome"))
-                )
-                let room = started.id.rawValue
-                try await XMPPTestClient.withClient(server, user: "agent1", resource: "desk") { agent in
+                let started = try await XMPPTestClient.withClient(server, user: "agent1", resource: "desk", presence: true) { agent in
+                    let started = try await first.startConversation(
+                        ConversationDraft(kind: .group, title: "Team", participants: [Participant(id: ParticipantID(XMPPLiveTests.agent), role: .user)], firstMessage: MessageDraft(text: "welcome"))
+                    )
+                    let room = started.id.rawValue
+                    // Invited through the room (XEP-0045 §7.8.2), by the session's user.
+                    let invitation = try await agent.waitForStanza("the invitation") { $0.name == "message" && $0["from"] == room && $0.child("x", "http://jabber.org/protocol/muc#user")?.child("invite") != nil }
+                    invited.withLock { $0 = XMPPTestClient.bare(invitation.child("x")?.child("invite")?["from"] ?? "") }
                     try await agent.joinRoom(room, nick: "agent1")
                     try await recorder.first("agent1 joins", where: Self.joined(XMPPLiveTests.agent))
                     // Typing both ways: the agent's chat state reaches the session as the agent's
@@ -65,7 +69,9 @@ struct XMPPRoomTests {
                     let sent = try await started.send(text: "thanks")
                     try await recorder.first("the send confirmed") { $0.updatedMessage.map { $0.clientID == sent.clientID && $0.serverID != nil } ?? false }
                     try await agent.leaveRoom(room, nick: "agent1")
+                    return started
                 }
+                let room = started.id.rawValue
                 try await recorder.first("agent1 leaves") { event in
                     if case .participantsRemoved(let removed) = event.kind { return removed == [ParticipantID(XMPPLiveTests.agent)] }
                     return false
@@ -100,10 +106,11 @@ struct XMPPRoomTests {
                 // Nothing the first session had comes again (as an update, with another time).
                 let updated = recorder.events.compactMap(\.updatedMessage).map(\.text)
                 print(
-                    "xmpp rooms: \(typingFigures.withLock { $0 }); members \(events); \(archive.count) in the room's archive, \(stored.count) stored (pending \(stored.filter { $0.serverID == nil }.count)), "
+                    "xmpp rooms: invited by \(invited.withLock { $0 }); \(typingFigures.withLock { $0 }); members \(events); \(archive.count) in the room's archive, \(stored.count) stored (pending \(stored.filter { $0.serverID == nil }.count)), "
                         + "lost \(Set(archived).subtracting(storedIDs).count), phantom \(Set(storedIDs).subtracting(archived).count), duplicated \(storedIDs.count - Set(storedIDs).count), "
                         + "in the archive's order \(storedIDs == archived); after the restart \(added.count) announced, \(updated.count) updated"
                 )
+                #expect(invited.withLock { $0 } == XMPPLiveTests.customer)
                 #expect(events == ["+\(XMPPLiveTests.agent)", "+agent2@localhost", "-agent2@localhost", "-\(XMPPLiveTests.agent)"])
                 #expect(stored.map(\.text) == ["welcome", "hello team", "thanks"] + away)
                 #expect(storedIDs == archived)
