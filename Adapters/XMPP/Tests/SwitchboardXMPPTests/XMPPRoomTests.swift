@@ -188,6 +188,38 @@ struct XMPPRoomTests {
         }
     }
 
+    /// A user kicked out of a room by its moderator is removed from it: the store drops the
+    /// room, and the next run does not join it again.
+    @Test func aUserKickedOutOfARoomLosesIt() async throws {
+        try await Prosody.withServer { server in
+            let path = server.directory.appendingPathComponent("app.sqlite").path
+            let room = "desk@conference.localhost"
+            let first = live.session(try live.backend(server), store: try SQLiteChatStore(path: path))
+            let kicked = try await XMPPTestClient.withClient(server, user: "agent1", resource: "desk") { agent in
+                // The agent makes the room, and so moderates it.
+                try await agent.joinRoom(room, nick: "agent1")
+                return try await withConnectedRecording(first) { recorder in
+                    try await XMPPRequests(session: first).join(room)
+                    try await agent.kick("customer", from: room)
+                    let removed = try await recorder.first("the room removed") { event in
+                        if case .conversationRemoved = event.kind { return event.conversationID == ConversationID(room) }
+                        return false
+                    }
+                    return removed.conversationID
+                }
+            }
+            let second = live.session(try live.backend(server), store: try SQLiteChatStore(path: path))
+            let stored = try await withConnectedRecording(second) { recorder in
+                try await server.send(["after the kick"], from: "agent1", to: XMPPLiveTests.customer)
+                try await recorder.first("a message after the kick") { $0.addedMessage?.text == "after the kick" }
+                return try await second.conversations().map(\.id)
+            }
+            print("xmpp rooms: kicked — removed \(kicked?.rawValue ?? "nothing"); the next run's conversations \(stored.map(\.rawValue))")
+            #expect(kicked == ConversationID(room))
+            #expect(!stored.contains(ConversationID(room)))
+        }
+    }
+
     /// A join the server refuses (a room on another server, where this one talks to none) fails
     /// classified, with the condition as the vendor code; a room of its own service is joined
     /// (made, as Prosody makes rooms on a first join) and is a group conversation.

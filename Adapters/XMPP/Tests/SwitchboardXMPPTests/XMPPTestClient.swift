@@ -150,6 +150,15 @@ struct XMPPTestClient: Sendable {
         )
     }
 
+    /// Kicks the occupant with `nick` out of `room` (XEP-0045 §8.2): a moderator's move.
+    func kick(_ nick: String, from room: String) async throws {
+        let id = UUID().uuidString
+        try await request(
+            "<iq xmlns='jabber:client' type='set' id='\(id)' to='\(Self.escape(room))'><query xmlns='\(Namespace.muc)#admin'><item nick='\(Self.escape(nick))' role='none'/></query></iq>",
+            id: id
+        )
+    }
+
     static func isOwnPresence(_ stanza: Element, in room: String, nick: String) -> Bool {
         stanza.name == "presence" && stanza["from"] == "\(room)/\(nick)"
             && stanza.child("x", Namespace.mucUser)?.children.contains { $0.name == "status" && $0["code"] == "110" } == true
