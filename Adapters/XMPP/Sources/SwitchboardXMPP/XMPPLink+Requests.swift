@@ -256,6 +256,8 @@ extension XMPPLink {
             }
             return get
         case 413: throw SwitchboardError(.payloadTooLarge, "upload: the file is over the upload service's limit", vendorCode: "413")
+        case 429: throw SwitchboardError(.rateLimited, "upload: the service asks to slow down (429)", retryAfter: .seconds(30), vendorCode: "429")
+        case 408: throw SwitchboardError(.timedOut, "upload: the service timed the PUT out (408)", vendorCode: "408")
         case 401, 403: throw SwitchboardError(.permissionDenied, "upload: the service refused the slot's PUT (\(response.status))", vendorCode: String(response.status))
         default:
             throw SwitchboardError(response.status >= 500 ? .serverError : .messageRejected, "upload: the PUT was answered \(response.status)", vendorCode: String(response.status))

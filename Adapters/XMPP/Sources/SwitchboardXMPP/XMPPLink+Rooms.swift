@@ -167,17 +167,18 @@ extension XMPPLink {
         // A room the user was in: what came after the stored id, as news; where the room had
         // shown nothing yet, or no longer has the id, what came since the room's clock (what is
         // stamped before it only fills in).
-        var since: Date? = start.known && start.archiveID.isEmpty ? start.time : nil
+        // (`since` is five minutes before that time, as the user's catch-up takes it.)
+        var since: Date? = start.known && start.archiveID.isEmpty ? start.time?.addingTimeInterval(-300) : nil
         var page: XMPPStanzas.Page = !start.known ? .newest : since != nil || start.archiveID.isEmpty ? .oldest : .after(start.archiveID)
         let asNews = start.known
         do {
             while true {
                 let result: (items: [XMPPMapping.ArchiveItem], complete: Bool)
                 do {
-                    result = try await archivePage(archive: room, with: nil, start: since.map(Self.floor(below:)), page: page, max: asNews ? 100 : 50)
+                    result = try await archivePage(archive: room, with: nil, start: since, page: page, max: asNews ? 100 : 50)
                 } catch let error as SwitchboardError where error.vendorCode == "item-not-found" && asNews && since == nil && !start.archiveID.isEmpty {
                     output.yield(.problem(SwitchboardError(.protocolViolation, "the room's archive refused the stored id; catching up from its time", underlying: error)))
-                    since = start.time ?? context.clock.date
+                    since = (start.time ?? context.clock.date).addingTimeInterval(-300)
                     page = .oldest
                     continue
                 }
@@ -298,7 +299,7 @@ extension XMPPLink {
                 } else {
                     // The service going down (332, 333, or no reason): the room stays the user's,
                     // joined again by the next link.
-                    state.rooms[room] = State.Room(nick: nick, archiveID: entry.archiveID, clock: entry.clock, known: true)
+                    state.rooms[room] = State.Room(nick: nick, archiveID: entry.archiveID, clock: entry.clock, known: entry.known)
                     if let cursor = cursor(state) { output.yield(.cursor(cursor)) }
                 }
                 return
@@ -336,6 +337,9 @@ extension XMPPLink {
             state.rooms[room]!.held!.append(stanza)
             return
         }
+        // Out of reach (a join or catch-up that failed): what comes now is the next join's
+        // catch-up, not past a gap.
+        guard entry.joined else { return }
         let archiveID = XMPPMapping.stanzaID(of: stanza, archive: room)
         if let nick = XMPPMapping.nick(of: stanza), roomSender(stanza, nick: nick, entry).mine, let id = Self.originID(stanza), state.sending.contains(id) {
             if let archiveID, !state.handle(archiveID) {
@@ -451,7 +455,7 @@ extension XMPPLink {
         let recent: [XMPPMapping.ArchiveItem]
         do {
             recent = try await archivePage(archive: room, with: nil, page: .newest, max: 50).items
-        } catch let error as SwitchboardError where error.code != .connectionLost && error.code != .timedOut {
+        } catch let error as SwitchboardError where Self.roomHasNoArchive(error) {
             // A room without an archive: nothing to find a resend in.
             context.logger.debug("xmpp: the room's archive cannot be read; sent without looking", metadata: ["code": .string(error.code.description)])
             recent = []

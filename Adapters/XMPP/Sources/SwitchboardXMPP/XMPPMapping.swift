@@ -291,6 +291,11 @@ public import Switchboard
         let code: SwitchboardError.Code
         var retryAfter: Duration?
         switch condition {
+        case _ where error?["type"] == "wait":
+            // "Retry after waiting" (RFC 6120 §8.3.2), whatever the condition: a limit is a rate
+            // limit, the rest a server that may do it later.
+            code = condition == "resource-constraint" || condition == "policy-violation" ? .rateLimited : .serverError
+            retryAfter = .seconds(5)
         case "item-not-found", "service-unavailable", "recipient-unavailable", "remote-server-not-found": code = .conversationNotFound
         case "forbidden", "not-allowed", "not-authorized", "registration-required", "subscription-required": code = .permissionDenied
         case "resource-constraint":

@@ -188,6 +188,28 @@ struct XMPPRoomTests {
         }
     }
 
+    /// A room started without a message, closed, then written to: the next run catches up from
+    /// the room's clock (its archive had shown nothing yet), and the message is news.
+    @Test func aRoomThatHadShownNothingCatchesUpFromItsTime() async throws {
+        try await Prosody.withServer { server in
+            let path = server.directory.appendingPathComponent("app.sqlite").path
+            let first = live.session(try live.backend(server), store: try SQLiteChatStore(path: path))
+            let room = try await withConnectedRecording(first) { _ in
+                try await first.startConversation(ConversationDraft(kind: .group, title: "Quiet")).id.rawValue
+            }
+            try await server.asUser("agent1") { agent in
+                try await agent.joinRoom(room, nick: "agent1")
+                try await agent.sendToRoom("anyone here?", room: room)
+            }
+            let second = live.session(try live.backend(server), store: try SQLiteChatStore(path: path))
+            let added = try await withConnectedRecording(second) { recorder in
+                try await recorder.first("the message written while away") { $0.addedMessage?.text == "anyone here?" }
+            }
+            print("xmpp rooms: a room that had shown nothing — the message written while away came as \(added.addedMessage.map { _ in "news" } ?? "nothing")")
+            if case .messageAdded(_, let position) = added.kind { #expect(position == .newest) }
+        }
+    }
+
     /// A user kicked out of a room by its moderator is removed from it: the store drops the
     /// room, and the next run does not join it again.
     @Test func aUserKickedOutOfARoomLosesIt() async throws {
