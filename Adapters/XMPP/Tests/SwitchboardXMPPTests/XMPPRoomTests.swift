@@ -98,6 +98,7 @@ struct XMPPRoomTests {
             try await withConnectedRecording(second) { recorder in
                 let chat = try await second.conversation(ConversationID(room))
                 try await recorder.waitUntil("the three sent while away stored", check: { try await chat.storedMessages(before: nil, limit: 100).count == 6 })
+                try await recorder.waitUntil("the three sent while away announced") { events in events.compactMap(\.addedMessage).count >= 3 }
                 let stored = try await chat.storedMessages(before: nil, limit: 100)
                 let archive = try await server.archive(of: "customer", with: nil, room: room).filter(\.isMessage)
                 let storedIDs = stored.compactMap(\.serverID).map(\.rawValue)
@@ -167,6 +168,12 @@ struct XMPPRoomTests {
             try await withConnectedRecording(second) { recorder in
                 try await recorder.first("the room destroyed while closed is removed") { event in
                     if case .conversationRemoved = event.kind { return event.conversationID == ConversationID(gone) }
+                    return false
+                }
+                // The problem is reported after the removal (the link removes the room, then its
+                // login reports why): waited for, not read at once.
+                try await recorder.first("the reason reported") { event in
+                    if case .error(let error) = event.kind { return error.vendorCode == "gone" }
                     return false
                 }
                 let remaining = try await second.conversations().map(\.id)
