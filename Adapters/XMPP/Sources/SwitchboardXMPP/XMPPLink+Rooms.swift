@@ -188,7 +188,7 @@ extension XMPPLink {
                         for item in items {
                             let stamp = time(stamped: item.stamp)
                             let position: ChatEvent.MessagePosition = since.map { stamp < Self.floor(below: $0) } == true ? .history : .newest
-                            receiveRoom(item.message, archiveID: item.archiveID, at: nil, stamp: stamp, position: position, &state)
+                            receiveRoom(item.message, archiveID: item.archiveID, stamp: stamp, position: position, &state)
                         }
                     } else {
                         // Old news: at their stamps (below now), not at the room clock's next.
@@ -366,14 +366,10 @@ extension XMPPLink {
     }
 
     /// A room's message, live or caught up, in the room's order: a message at the room clock's
-    /// next time after `stamp`, a subject, or a chat state.
-    func receiveRoom(_ stanza: XMPPElement, archiveID: String?, stamp: Date, _ state: inout State) {
-        receiveRoom(stanza, archiveID: archiveID, at: nil, stamp: stamp, position: .newest, &state)
-    }
-
-    /// As ``receiveRoom(_:archiveID:stamp:_:)``, at a time given (history).
+    /// next time after `stamp` (or at the time `given`, for history), a subject, or a chat state.
     func receiveRoom(
-        _ stanza: XMPPElement, archiveID: String?, at given: Date?, stamp: Date? = nil, position: ChatEvent.MessagePosition, _ state: inout State
+        _ stanza: XMPPElement, archiveID: String?, at given: Date? = nil, stamp: Date? = nil, position: ChatEvent.MessagePosition = .newest,
+        _ state: inout State
     ) {
         let room = XMPPMapping.bare(stanza["from"] ?? "")
         guard var entry = state.rooms[room] else { return }
@@ -412,14 +408,13 @@ extension XMPPLink {
     /// hands; the id stays with the JID), else by the nick: the user's own, an occupant's, or
     /// the nick's address in the room. A sender's own claims in the message are not taken.
     func roomSender(_ stanza: XMPPElement, nick: String, _ entry: State.Room) -> (id: ParticipantID, mine: Bool) {
+        let address = (ParticipantID("\(XMPPMapping.bare(stanza["from"] ?? ""))/\(nick)"), false)
         if entry.trustsOccupantIDs, let occupantID = stanza.child("occupant-id", NS.occupantID)?["id"] {
             if occupantID == entry.ownOccupantID { return (ParticipantID(me), true) }
-            if let id = entry.occupantIDs[occupantID] { return (id, id == ParticipantID(me)) }
-            return (ParticipantID("\(XMPPMapping.bare(stanza["from"] ?? ""))/\(nick)"), false)
+            return entry.occupantIDs[occupantID].map { ($0, $0 == ParticipantID(me)) } ?? address
         }
         if nick == entry.nick { return (ParticipantID(me), true) }
-        if let occupant = entry.occupants[nick] { return (occupant.id, false) }
-        return (ParticipantID("\(XMPPMapping.bare(stanza["from"] ?? ""))/\(nick)"), false)
+        return entry.occupants[nick].map { ($0.id, false) } ?? address
     }
 
     static func originID(_ stanza: XMPPElement) -> String? {
