@@ -30,6 +30,10 @@ public struct XMPPConfiguration: Sendable {
     /// SCRAM, over `wss://` (only the server reads it) or to a loopback host, never over plain
     /// `ws://` to another. A server that offers SCRAM never gets it.
     public var allowsPlainLogin: Bool
+    /// Whether a dropped link's stream is resumed by the next (XEP-0198) where the server keeps
+    /// it: the same session goes on, rooms stay joined, and the server sends again what the
+    /// dropped link missed. Off, every link logs in afresh and catches up from the archive.
+    public var resumesStreams: Bool
 
     public init(
         jid: String,
@@ -42,8 +46,10 @@ public struct XMPPConfiguration: Sendable {
         allowsPlainText: Bool = false,
         allowsPlainLogin: Bool = true,
         roomService: String? = nil,
-        uploadService: String? = nil
+        uploadService: String? = nil,
+        resumesStreams: Bool = true
     ) {
+        self.resumesStreams = resumesStreams
         self.roomService = roomService
         self.uploadService = uploadService
         self.jid = jid
@@ -96,6 +102,8 @@ public struct XMPPBackend: ChatBackend {
     let webSockets: WebSocketTransport
     /// File uploads (XEP-0363 slots take a `PUT`).
     let http: HTTPTransport
+    /// The streams of sessions whose link dropped, for their next link to resume.
+    let suspendedStreams = XMPPSuspendedStreams()
 
     /// The account: its messages from another device are the user's own.
     public var user: ParticipantID? { ParticipantID(configuration.bareJID) }
@@ -145,7 +153,13 @@ public struct XMPPBackend: ChatBackend {
             ),
             logger: context.logger
         ) { socket in
-            let link = XMPPLink(socket: socket, http: http, configuration: configuration, context: context)
+            guard configuration.resumesStreams else {
+                return try await XMPPLink(socket: socket, http: http, configuration: configuration, context: context).run(body)
+            }
+            let link = XMPPLink(
+                socket: socket, http: http, configuration: configuration, context: context,
+                resuming: suspendedStreams.take(context.session, now: context.clock.date), suspended: suspendedStreams
+            )
             return try await link.run(body)
         }
     }

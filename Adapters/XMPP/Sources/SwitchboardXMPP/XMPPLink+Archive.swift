@@ -9,13 +9,17 @@ extension XMPPLink {
     /// and the rooms with where their archives were read to; `nil` before the archive showed the
     /// link anything and while the user is in no room.
     func cursor(_ state: State) -> SyncCursor? {
+        Self.cursor(state, now: context.clock.date)
+    }
+
+    static func cursor(_ state: State, now: Date) -> SyncCursor? {
         // While a refused id is recovered from its time, the cursor keeps it: the next link is
         // refused it too, and goes from the time again.
         let archiveID = state.cursorID ?? state.refusedID
         guard archiveID != nil || state.hadRooms else { return nil }
         // A room is the cursor's once announced (`known`), not while its join is under way.
         let rooms = state.rooms.filter(\.value.known).mapValues { XMPPCursor.Room(archiveID: $0.archiveID, time: $0.clock.last) }
-        return XMPPCursor(archiveID: archiveID, time: state.clock.last ?? context.clock.date, live: state.live, rooms: rooms).token
+        return XMPPCursor(archiveID: archiveID, time: state.clock.last ?? now, live: state.live, rooms: rooms).token
     }
 
     /// Archived stanzas after the cursor, in the archive's order, each once; then the cursor

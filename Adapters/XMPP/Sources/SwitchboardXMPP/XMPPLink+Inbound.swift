@@ -26,17 +26,22 @@ extension XMPPLink {
             output.yield(.problem(error))
             return
         }
+        defer { counted(element) }
         switch (element.namespace, element.name) {
         case (NS.framing, "open"):
             break
         case (NS.framing, "close"):
+            state.withLock { $0.endedByServer = true }
             output.end(SwitchboardError(.connectionLost, "the server closed the stream"))
         case (NS.stream, "features"):
             replies.resolve("#features", with: element)
         case (NS.stream, "error"):
+            state.withLock { $0.endedByServer = true }
             output.end(XMPPMapping.streamError(element))
         case (NS.sasl, "success"), (NS.sasl, "failure"), (NS.sasl, "challenge"):
             replies.resolve("#sasl", with: element)
+        case (NS.sm, _):
+            await streamManagement(element)
         case (NS.client, "iq"):
             await iq(element)
         case (NS.client, "message"):
@@ -89,6 +94,8 @@ extension XMPPLink {
                 // `from`, or its bare JID), or the room.
                 let from = element["from"].map { XMPPMapping.bare($0) == me ? me : $0 } ?? me
                 let collected: Bool? = state.withLock { state in
+                    // A dropped link's query, whose result the server sent again.
+                    if state.abandonedQueries.contains(item.queryID) { return true }
                     guard state.pages[item.queryID] != nil else { return false }
                     guard state.pageSources[item.queryID] == from else { return nil }
                     state.pages[item.queryID]!.append(item)

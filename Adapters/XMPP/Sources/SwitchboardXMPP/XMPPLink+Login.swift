@@ -6,13 +6,21 @@ import SwitchboardTransport
 /// The login: the stream, SASL, the resource, carbons, the roster, the first catch-up, the
 /// snapshot, and the rooms of the cursor joined again.
 extension XMPPLink {
-    /// Opens the stream, logs in (SASL SCRAM, or PLAIN where allowed), binds a resource, reads the roster, catches up
-    /// from the archive, says it is available, and hands the engine its snapshot.
+    /// Opens the stream, logs in (SASL SCRAM, or PLAIN where allowed), and resumes the session's
+    /// dropped stream where the server still holds it; otherwise binds a resource, reads the
+    /// roster, catches up from the archive, says it is available, hands the engine its snapshot,
+    /// and turns stream management on.
     func login() async throws {
         let features = try await exchange("#features", XMPPStanzas.open(to: configuration.domain), name: "open")
         let mechanisms = features.child("mechanisms", NS.sasl)?.children("mechanism", NS.sasl).map(\.text) ?? []
         try await authenticate(offered: mechanisms)
         let restarted = try await exchange("#features", XMPPStanzas.open(to: configuration.domain), name: "open")
+        let offersManagement = restarted.child("sm", NS.sm) != nil && configuration.resumesStreams
+        if let suspended = resuming.withLock({ $0 }) {
+            if offersManagement, try await resume(suspended) { return }
+            // Logging in afresh: the dropped stream is not this link's to hand on.
+            resuming.withLock { $0 = nil }
+        }
         guard restarted.child("bind", NS.bind) != nil else { throw SwitchboardError(.protocolViolation, "the server offers no resource binding") }
         let bindID = nextID("bind")
         let bound = try await request(bindID, XMPPStanzas.bind(id: bindID, resource: configuration.resource), name: "bind")
@@ -92,6 +100,7 @@ extension XMPPLink {
             for element in state.held ?? [] { deliver(element, &state) }
             state.held = nil
         }
+        if offersManagement { try await enableStreamManagement() }
     }
 
     /// SASL: SCRAM where the server offers it (SHA-256, then SHA-1); PLAIN where it offers only

@@ -30,6 +30,9 @@ extension XMPPLink {
         // answer is on its way is newer.
         let time = state.withLock { $0.clock.next(stamp: context.clock.date) }
         try output.checkOpen()
+        // A bounce of an earlier attempt (sent again by the server after a resumption) is not
+        // this one's.
+        state.withLock { _ = $0.bounced.removeValue(forKey: clientID) }
         try await socket.send(XMPPStanzas.chat(to: peer, clientID: clientID, body: outgoing.content.text, file: file))
         // The server handles a stream's stanzas in order: the archive after the newest message
         // seen above holds it now, and a bounce came before the answer.

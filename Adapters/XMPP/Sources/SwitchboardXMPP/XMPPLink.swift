@@ -32,11 +32,17 @@ final class XMPPLink: BackendConnection {
     /// another of the account's resources) and moves the cursor.
     let follow: AsyncStream<Void>.Continuation
     let followSignals: AsyncStream<Void>
+    /// The session's dropped stream this link tries to resume, until the server answered.
+    let resuming: Locked<SuspendedStream?>
 
-    init(socket: TextWebSocket, http: HTTPTransport, configuration: XMPPConfiguration, context: ConnectionContext) {
+    /// - Parameters:
+    ///   - resuming: the session's dropped stream, to resume.
+    ///   - suspended: where the link puts its stream as it ends, for the session's next link.
+    init(
+        socket: TextWebSocket, http: HTTPTransport, configuration: XMPPConfiguration, context: ConnectionContext,
+        resuming: SuspendedStream? = nil, suspended: XMPPSuspendedStreams? = nil
+    ) {
         (followSignals, follow) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        let replies = self.replies
-        self.output = LinkOutput { replies.close($0) }
         self.socket = socket
         self.http = http
         self.configuration = configuration
@@ -54,7 +60,21 @@ final class XMPPLink: BackendConnection {
             initial.hadRooms = true
         }
         initial.handled = Set(initial.live)
-        self.state = Locked(initial)
+        // Ids go on from the dropped link's: what the server sends again answers its requests,
+        // not this link's.
+        if let resuming { initial.nextID = resuming.state.nextID }
+        let state = Locked(initial)
+        let resumingStream = Locked(resuming)
+        self.state = state
+        self.resuming = resumingStream
+        let replies = self.replies
+        self.output = LinkOutput { reason in
+            replies.close(reason)
+            let now = context.clock.date
+            if let suspended, let stream = Self.suspension(after: reason, state: state, resuming: resumingStream, now: now) {
+                suspended.keep(stream, for: context.session, now: now)
+            }
+        }
     }
 
     func run<Result: Sendable>(_ body: @Sendable (any BackendConnection) async throws -> Result) async throws -> Result {
@@ -70,8 +90,12 @@ final class XMPPLink: BackendConnection {
         ]) {
             try await login()
             let result = try await body(self)
-            // A closed stream ends the server's session now, not when it notices the socket gone.
-            try? await socket.send(XMPPStanzas.close)
+            // A closed stream ends the server's session now, not when it notices the socket gone
+            // (and nothing is left to resume).
+            if output.endedWith == nil {
+                state.withLock { $0.closedByClient = true }
+                try? await socket.send(XMPPStanzas.close)
+            }
             return result
         }
     }

@@ -53,6 +53,17 @@ extension XMPPLink {
         /// archive id.
         var archiveIDs: [TimeKey: String] = [:]
 
+        /// Stream management, once the server enabled it (XEP-0198); whether the link ended (no
+        /// stanza is counted after that); whether the client closed the stream or the server
+        /// ended it (nothing to resume either way).
+        var stream: StreamManagement?
+        var ended = false
+        var closedByClient = false
+        var endedByServer = false
+        /// Archive queries of a dropped link whose results the server may send again after a
+        /// resumption: nobody's, and dropped quietly.
+        var abandonedQueries: Set<String> = []
+
         /// The rooms the user is in, or is joining, by bare JID.
         var rooms: [String: Room] = [:]
 

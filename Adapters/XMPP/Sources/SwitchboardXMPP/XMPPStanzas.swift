@@ -8,6 +8,7 @@ enum NS {
     static let client = "jabber:client"
     static let sasl = "urn:ietf:params:xml:ns:xmpp-sasl"
     static let bind = "urn:ietf:params:xml:ns:xmpp-bind"
+    static let sm = "urn:xmpp:sm:3"
     static let stanzas = "urn:ietf:params:xml:ns:xmpp-stanzas"
     static let roster = "jabber:iq:roster"
     static let mam = "urn:xmpp:mam:2"
@@ -88,6 +89,20 @@ enum XMPPStanzas {
     }
 
     static let presence = "<presence xmlns='\(NS.client)'/>"
+
+    // MARK: Stream management (XEP-0198)
+
+    /// Management on, and the stream kept for a resumption when the link drops.
+    static let enableStreamManagement = "<enable xmlns='\(NS.sm)' resume='true'/>"
+
+    /// Resumes stream `previd`, having handled `handled` of the stanzas the server sent.
+    static func resume(previd: String, handled: UInt32) -> String {
+        "<resume xmlns='\(NS.sm)' h='\(handled)' previd='\(attribute(previd))'/>"
+    }
+
+    static func ack(handled: UInt32) -> String {
+        "<a xmlns='\(NS.sm)' h='\(handled)'/>"
+    }
 
     /// A chat message; its id and origin id (XEP-0359) are the client id, which the archive
     /// keeps, so a resend after a lost answer can be recognized there.

@@ -49,6 +49,7 @@ enum Prosody {
     static func withServer<T: Sendable>(
         accounts: [String] = ["customer", "agent1", "agent2", "agent3"],
         roomTombstones: Bool = true,
+        debugLog: Bool = false,
         _ body: (ProsodyServer) async throws -> T
     ) async throws -> T {
         let executable = try live.require()
@@ -60,7 +61,9 @@ enum Prosody {
             }
             defer { try? FileManager.default.removeItem(at: directory) }
             let port = try freeLoopbackPort()
-            let server = ProsodyServer(port: port, directory: directory, accounts: accounts, roomTombstones: roomTombstones)
+            let server = ProsodyServer(
+                port: port, directory: directory, accounts: accounts, roomTombstones: roomTombstones, debugLog: debugLog
+            )
             try server.configuration.write(toFile: server.configFile, atomically: true, encoding: .utf8)
             for name in accounts { try await server.register(name) }
             let output = directory.appendingPathComponent("stdout.log").path
@@ -117,6 +120,9 @@ struct ProsodyServer: Sendable {
     /// Whether a destroyed room leaves a tombstone (Prosody's default): a join then fails
     /// `gone`. Without, a join makes the room again.
     var roomTombstones = true
+    /// Whether the server also writes its debug log (`debug.log`: every stanza, and mod_smacks'
+    /// account of resumptions).
+    var debugLog = false
     let domain = "localhost"
 
     var configFile: String { directory.appendingPathComponent("prosody.cfg.lua").path }
@@ -128,6 +134,9 @@ struct ProsodyServer: Sendable {
 
     /// The server's log so far (info level: start-up, bound ports, logins; no stanzas).
     var log: String { (try? String(contentsOf: directory.appendingPathComponent("prosody.log"), encoding: .utf8)) ?? "" }
+
+    /// The debug log so far, where `debugLog` turned it on.
+    var debugLogText: String { (try? String(contentsOf: directory.appendingPathComponent("debug.log"), encoding: .utf8)) ?? "" }
 
     /// Registers an account; the server need not run.
     func register(_ name: String) async throws {
@@ -175,7 +184,7 @@ struct ProsodyServer: Sendable {
             data_path = \(Self.lua(folder + "/data"))
             certificates = \(Self.lua(folder + "/certs"))
             plugin_paths = { }
-            log = { info = \(Self.lua(folder + "/prosody.log")) }
+            log = { info = \(Self.lua(folder + "/prosody.log"))\(debugLog ? "; debug = \(Self.lua(folder + "/debug.log"))" : "") }
             admins = { }
             interfaces = { "127.0.0.1" }
             c2s_ports = { }
