@@ -23,6 +23,8 @@ extension XMPPLink {
         do {
             element = try XMLReader.read(text)
         } catch {
+            // Refused here, but counted where the server counts it: a stanza.
+            countedRefused(text)
             output.yield(.problem(error))
             return
         }

@@ -35,14 +35,15 @@ extension XMPPLink {
         /// The cursor the link had handed on with its last event: the engine's stored one when
         /// it took everything the link yielded.
         var cursor: SyncCursor?
-        /// Until when the server keeps it (`nil`: it did not say).
-        var until: Date?
+        /// Until when the server keeps it.
+        var until: Date
     }
 
     /// Enables management on the stream, asking the server to keep it when the link drops.
     /// Called when the login is done (a link that drops before that logs in afresh); a server
     /// that refuses, or does not answer in time, leaves the link without it.
     func enableStreamManagement() async throws {
+        state.withLock { $0.enableSent = true }
         do {
             let answer = try await exchange("#sm", XMPPStanzas.enableStreamManagement, name: "enable")
             if answer.name != "enabled" {
@@ -100,26 +101,29 @@ extension XMPPLink {
             // keeps no copies to compare it with.
             break
         case "enabled":
+            // Taken when this link sent `<enable/>`, even after its wait timed out: the server
+            // counts from here on.
             let expected = state.withLock { state in
-                guard state.stream == nil else { return false }
+                guard state.enableSent, state.stream == nil else { return false }
                 let resumable = element["resume"] == "true" || element["resume"] == "1"
                 state.stream = StreamManagement(id: resumable ? element["id"] : nil, keptFor: element["max"].flatMap { Int($0) })
                 return true
             }
-            guard expected, replies.resolve("#sm", with: element) else {
+            guard expected else {
                 output.yield(.problem(SwitchboardError(.protocolViolation, "an <enabled/> this link did not ask for")))
                 return
             }
+            replies.resolve("#sm", with: element)
         case "resumed":
-            guard let suspended = resuming.withLock({ $0 }), element["previd"] == suspended.id, state.withLock({ $0.stream == nil }) else {
-                output.yield(.problem(SwitchboardError(.protocolViolation, "a <resumed/> for a stream this link did not ask to resume")))
-                return
-            }
-            state.withLock { state in
+            // Checked and put in place under one lock (the state's, then the resumed stream's, as
+            // the link's end takes them): a link that ended meanwhile stays ended.
+            let installed = state.withLock { state -> Bool in
+                guard !state.ended, state.stream == nil, let suspended = resuming.withLock({ $0 }), element["previd"] == suspended.id else { return false }
                 var carried = suspended.state
                 carried.lastInbound = context.clock.now
                 carried.ended = false
                 carried.endedByServer = false
+                carried.enableSent = true
                 // Ids go on past this link's (its login's) and the dropped link's.
                 carried.nextID = max(carried.nextID, state.nextID)
                 // The old link's requests failed with it: their answers, sent again, are nobody's.
@@ -129,10 +133,15 @@ extension XMPPLink {
                 carried.pages = [:]
                 carried.pageSources = [:]
                 state = carried
+                resuming.withLock { $0 = nil }
                 // Nothing was missed: the server sends again what the dropped link did not get.
                 output.yield(.snapshot(BackendSnapshot(conversations: [], isComplete: false)))
+                return true
             }
-            resuming.withLock { $0 = nil }
+            guard installed else {
+                output.yield(.problem(SwitchboardError(.protocolViolation, "a <resumed/> for a stream this link did not ask to resume")))
+                return
+            }
             replies.resolve("#sm", with: element)
         case "failed":
             replies.resolve("#sm", with: element)
@@ -145,7 +154,21 @@ extension XMPPLink {
     /// not once the link ended: a count may fall short of what the state shows (the server
     /// sends that stanza again, and its copy is dropped), never run ahead of it.
     func counted(_ element: XMPPElement) {
-        guard element.namespace == NS.client, element.name == "message" || element.name == "presence" || element.name == "iq" else { return }
+        guard element.namespace == NS.client, Self.stanzaNames.contains(element.name) else { return }
+        countOne()
+    }
+
+    /// A frame the reader refused, counted where the server counted it: one that opens as a
+    /// stanza. (Otherwise each resumption would bring one handled stanza again.)
+    func countedRefused(_ frame: String) {
+        let name = frame.dropFirst().prefix { $0.isLetter }
+        guard frame.hasPrefix("<"), Self.stanzaNames.contains(String(name)) else { return }
+        countOne()
+    }
+
+    private static let stanzaNames: Set<String> = ["message", "presence", "iq"]
+
+    private func countOne() {
         state.withLock { state in
             if state.stream != nil, !state.ended { state.stream!.handled &+= 1 }
         }
@@ -158,20 +181,26 @@ extension XMPPLink {
     /// send again, and again) and it left no room join halfway; the stream this link was given,
     /// when the server never answered its `<resume/>`.
     ///
-    /// The state is a copy: what the link's tasks do after the end (a reader that reads on after
-    /// a silent heartbeat ended the link) is not in it, and not counted.
+    /// A room the link was not in at the end (one out of reach, kept for the next link to join
+    /// again) makes the next link log in afresh: a resumed link joins no room.
+    ///
+    /// The state is a copy, taken before the link's waiting requests fail (their clean-up would
+    /// change it): what the link's tasks do after the end (a reader that reads on after a silent
+    /// heartbeat ended the link) is not in it, and not counted. What the link hands on between
+    /// this copy and the end of its updates (a chat state, an occupant) the server sends again.
     static func suspension(
         after reason: SwitchboardError, state: Locked<State>, resuming: Locked<SuspendedStream?>, now: Date
     ) -> SuspendedStream? {
-        let unanswered = resuming.withLock { $0 }
-        return state.withLock { state in
+        state.withLock { state in
             state.ended = true
             guard reason.code == .connectionLost || reason.code == .timedOut, !state.closedByClient, !state.endedByServer else { return nil }
-            if let unanswered { return unanswered }
+            if let unanswered = resuming.withLock({ $0 }) { return unanswered }
             guard let stream = state.stream, let id = stream.id, state.held == nil,
-                !state.rooms.values.contains(where: { $0.joining || $0.held != nil })
+                state.rooms.values.allSatisfy({ $0.joined && !$0.joining && $0.held == nil })
             else { return nil }
-            return SuspendedStream(id: id, state: state, cursor: Self.cursor(state, now: now), until: stream.keptFor.map { now.addingTimeInterval(TimeInterval($0)) })
+            // A server that does not say how long it keeps a stream: Prosody's default.
+            let until = now.addingTimeInterval(TimeInterval(stream.keptFor ?? 600))
+            return SuspendedStream(id: id, state: state, cursor: Self.cursor(state, now: now), until: until)
         }
     }
 }
@@ -198,8 +227,8 @@ final class XMPPSuspendedStreams: Sendable {
     }
 
     private static func dropExpired(_ streams: inout [SessionID: XMPPLink.SuspendedStream], now: Date) {
-        if streams.values.contains(where: { $0.until.map { $0 <= now } ?? false }) {
-            streams = streams.filter { $0.value.until.map { now < $0 } ?? true }
+        if streams.values.contains(where: { $0.until <= now }) {
+            streams = streams.filter { now < $0.value.until }
         }
     }
 }

@@ -69,11 +69,12 @@ final class XMPPLink: BackendConnection {
         self.resuming = resumingStream
         let replies = self.replies
         self.output = LinkOutput { reason in
-            replies.close(reason)
+            // The stream first: the waiting requests' clean-up changes the state.
             let now = context.clock.date
             if let suspended, let stream = Self.suspension(after: reason, state: state, resuming: resumingStream, now: now) {
                 suspended.keep(stream, for: context.session, now: now)
             }
+            replies.close(reason)
         }
     }
 

@@ -57,6 +57,7 @@ extension XMPPLink {
         /// stanza is counted after that); whether the client closed the stream or the server
         /// ended it (nothing to resume either way).
         var stream: StreamManagement?
+        var enableSent = false
         var ended = false
         var closedByClient = false
         var endedByServer = false

@@ -20,6 +20,7 @@ struct XMPPResumptionTests {
         var snapshots: [BackendSnapshot] = []
         var messages: [Message] = []
         var cursor: SyncCursor?
+        var problems: [SwitchboardError] = []
     }
 
     /// One link of session `context`, read as the engine reads it: until `enough` says so; then,
@@ -38,6 +39,7 @@ struct XMPPResumptionTests {
                         switch update {
                         case .snapshot(let snapshot): handed.snapshots.append(snapshot)
                         case .cursor(let cursor): handed.cursor = cursor
+                        case .problem(let problem): handed.problems.append(problem)
                         case .event(let event):
                             if case .messageAdded(let message, _) = event.kind { handed.messages.append(message) }
                             if let cursor = event.cursor { handed.cursor = cursor }
@@ -100,6 +102,7 @@ struct XMPPResumptionTests {
             let refused = log.components(separatedBy: "Tried to resume non-existent session").count - 1
             let resent = log.components(separatedBy: "resending all unacked stanzas that are still queued after resume, #queue = ").dropFirst().compactMap { Int($0.prefix { $0.isNumber }) }.reduce(0, +)
             let messages = rounds.flatMap(\.messages)
+            let problems = ([first] + rounds).flatMap(\.problems)
             let stored = first.snapshots.flatMap { $0.conversations.flatMap(\.messages) } + messages
             let ids = stored.compactMap(\.serverID).map(\.rawValue)
             let lost = archive.filter { !ids.contains($0.archiveID) }.count
@@ -108,9 +111,12 @@ struct XMPPResumptionTests {
                 "xmpp live: cut links (the server keeps the stream: \(serverKeepsIt)) — cuts \(cuts), sessions the server ended \(ended), resumed \(resumed), refused \(refused), "
                     + "stanzas the server sent again \(resent), \(messages.count) messages on the next links (\(sent.count) sent while cut), snapshots \(rounds.map(\.snapshots.count)); "
                     + "\(archive.count) archived, \(stored.count) handed on, lost \(lost), phantom \(phantom), duplicated \(ids.count - Set(ids).count), "
-                    + "in the archive's order \(ids == archive.map(\.archiveID))"
+                    + "in the archive's order \(ids == archive.map(\.archiveID)), problems \(problems.count)"
             )
             #expect(cuts == 2)
+            // The answers the server sends again to the dropped links' requests are nobody's,
+            // and quietly dropped.
+            #expect(problems.isEmpty, "\(problems)")
             #expect(messages.map(\.text) == sent)
             #expect(ids == archive.map(\.archiveID))
             #expect(lost == 0 && phantom == 0)
@@ -126,6 +132,35 @@ struct XMPPResumptionTests {
                 #expect(resumed == 0 && refused == 2)
                 #expect(resent == 0)
             }
+        }
+    }
+
+    /// The engine's cursor is not the one the dropped link handed on last (here: none, as after
+    /// a commit that failed before the first): the next link does not resume what the engine
+    /// does not hold, and logs in afresh, its window bringing everything.
+    @Test func aLinkGivenAnotherCursorLogsInAfresh() async throws {
+        try await Prosody.withServer(debugLog: true) { server in
+            let faults = XMPPFaults()
+            let backend = try XMPPBackend(
+                configuration: XMPPConfiguration(
+                    jid: Self.customer, password: "secret-customer", url: server.url, requestTimeout: .seconds(10), allowsPlainText: true
+                ),
+                logger: .quiet,
+                webSockets: faults.transport
+            )
+            let context = ConnectionContext(session: "resumed", clock: .continuous, logger: .quiet)
+            try await server.send(["before the cut"], from: "agent1", to: Self.customer)
+            let (_, cuts) = try await link(backend, context, faults: faults, cut: true) { $0.cursor != nil }
+            try await server.send(["while cut"], from: "agent1", to: Self.customer)
+            let (next, _) = try await link(backend, context, faults: faults, cut: false) { !$0.snapshots.isEmpty }
+            let log = server.debugLogText
+            // Each `<resume/>` the server got: resumed, or tried and refused.
+            let attempts = ["mod_smacks resuming existing session", "Tried to resume"].map { log.components(separatedBy: $0).count - 1 }.reduce(0, +)
+            let window = next.snapshots.first?.conversations.flatMap(\.messages).map(\.text) ?? []
+            print("xmpp live: a link given another cursor — cuts \(cuts), resumptions asked \(attempts), the next link's window \(window)")
+            #expect(cuts == 1)
+            #expect(attempts == 0)
+            #expect(window == ["before the cut", "while cut"])
         }
     }
 
