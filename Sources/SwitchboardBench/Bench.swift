@@ -114,6 +114,9 @@ package struct Bench: Sendable {
     package var adapters: Set<String> = []
     /// The database of the PostgreSQL rows; they run only with one.
     package var postgresURL: String?
+    /// How to start this executable's `bench` in a process of its own (its path and `bench`), for
+    /// the rows that measure a client alone; `nil`: in this process.
+    package var clientProcess: [String]?
 
     package func runs(_ figure: Figure) -> Bool { figures.isEmpty || figures.contains(figure) }
     package func runs(_ adapter: String) -> Bool { adapters.isEmpty || adapters.contains(adapter) }

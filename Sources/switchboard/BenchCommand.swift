@@ -20,6 +20,9 @@ struct BenchCommand: AsyncParsableCommand {
     @Option(help: "Only these adapters' rows: \(BenchCommand.rigNames.joined(separator: ", ")) (repeatable; all when absent).") var adapter: [String] = []
     @Option(help: "Also measure the PostgreSQL store and event bridge on this database (postgres://user:password@host:port/db?sslmode=disable); a schema of its own is made and dropped.")
     var postgres: String?
+    @Option(help: .hidden) var idleClients: String?
+    @Option(help: .hidden) var count = 1
+    @Option(help: .hidden) var domain = ""
 
     /// The registry's adapters that have an emulator to measure.
     static var rigs: [(name: String, rig: any EmulatorRigRunner)] { registry.compactMap { entry in entry.rig.map { (entry.name, $0) } } }
@@ -32,9 +35,16 @@ struct BenchCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // The client side of the memory row over WebSockets, in a process of its own: prints the
+        // resident bytes per session.
+        if let idleClients {
+            StandardOutput().write(String(try await Bench.idleVoximplantClients(url: idleClients, count: count, domain: domain)))
+            return
+        }
         let progress = BenchProgress(enabled: isatty(STDERR_FILENO) == 1)
         var bench = Bench(sizes: quick ? .quick : .full, progress: progress, rigs: Self.rigs, figures: Set(only), adapters: Set(adapter))
         bench.postgresURL = postgres
+        bench.clientProcess = [Bundle.main.executablePath ?? CommandLine.arguments[0], "bench"]
         let rows = try await bench.run()
         let output = StandardOutput()
         if json {

@@ -63,6 +63,23 @@ struct BenchTests {
         }
     }
 
+    /// The memory row over WebSockets with its sessions in a process of their own, as
+    /// `switchboard bench` runs it: this build's executable started again with `--idle-clients`,
+    /// the emulator in this process.
+    @Test func theRowOverSocketsMeasuresTheClientInAProcessOfItsOwn() async throws {
+        let directory = URL(fileURLWithPath: Bundle.main.executablePath ?? CommandLine.arguments[0]).deletingLastPathComponent()
+        let executable = directory.appendingPathComponent("switchboard").path
+        try #require(FileManager.default.isExecutableFile(atPath: executable), "the switchboard executable beside the tests, at \(executable)")
+        var bench = Bench(sizes: .quick, progress: BenchProgress(enabled: false), rigs: BenchCommand.rigs, figures: [.memory], adapters: ["voximplant"])
+        bench.clientProcess = [executable, "bench"]
+        let rows = try await bench.run()
+        print(BenchRow.table(rows).joined(separator: "\n"))
+        let overSockets = try #require(rows.first { $0.name.contains("over WebSockets") })
+        #expect(overSockets.name.contains("the client's process alone"))
+        // A figure from the other process (its own resident memory: nothing here moves it).
+        #expect(overSockets.switchboard > 0 && overSockets.switchboard.isFinite)
+    }
+
     @Test func onlyAndAdapterChooseTheRows() async throws {
         let bench = Bench(sizes: .quick, progress: BenchProgress(enabled: false), rigs: BenchCommand.rigs, figures: [.decode], adapters: ["cxone"])
         let rows = try await bench.run()
