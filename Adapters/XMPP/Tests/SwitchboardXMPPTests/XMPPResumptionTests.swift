@@ -67,13 +67,7 @@ struct XMPPResumptionTests {
     func aCutLinkResumesItsStream(serverKeepsIt: Bool) async throws {
         try await Prosody.withServer(debugLog: true) { server in
             let faults = XMPPFaults()
-            let backend = try XMPPBackend(
-                configuration: XMPPConfiguration(
-                    jid: Self.customer, password: "secret-customer", url: server.url, requestTimeout: .seconds(10), allowsPlainText: true
-                ),
-                logger: .quiet,
-                webSockets: faults.transport
-            )
+            let backend = try XMPPLiveTests().backend(server, webSockets: faults.transport)
             var context = ConnectionContext(session: "resumed", clock: .continuous, logger: .quiet)
             try await server.send(["before the cut"], from: "agent1", to: Self.customer)
 
@@ -141,13 +135,7 @@ struct XMPPResumptionTests {
     @Test func aLinkGivenAnotherCursorLogsInAfresh() async throws {
         try await Prosody.withServer(debugLog: true) { server in
             let faults = XMPPFaults()
-            let backend = try XMPPBackend(
-                configuration: XMPPConfiguration(
-                    jid: Self.customer, password: "secret-customer", url: server.url, requestTimeout: .seconds(10), allowsPlainText: true
-                ),
-                logger: .quiet,
-                webSockets: faults.transport
-            )
+            let backend = try XMPPLiveTests().backend(server, webSockets: faults.transport)
             let context = ConnectionContext(session: "resumed", clock: .continuous, logger: .quiet)
             try await server.send(["before the cut"], from: "agent1", to: Self.customer)
             let (_, cuts) = try await link(backend, context, faults: faults, cut: true) { $0.cursor != nil }
