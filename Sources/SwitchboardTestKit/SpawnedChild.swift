@@ -7,8 +7,8 @@ public import Glibc
 public import Darwin
 #endif
 
-/// A child process a live test runs: a throwaway server (Synapse, Prosody) or a tool that runs to
-/// the end (`prosodyctl`). Output goes to a file; a server is killed with SIGKILL (it has nothing
+/// A child process a live test runs (a throwaway server: Synapse, Prosody; or a tool that runs to
+/// the end: `prosodyctl`), or the bench (its idle clients, in a process of their own). Output goes to a file; a server is killed with SIGKILL (it has nothing
 /// to save) and reaped.
 ///
 /// On Linux it is started with `spawnProcess` (`posix_spawn`), not Foundation's `Process`, whose

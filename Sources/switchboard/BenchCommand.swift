@@ -29,6 +29,10 @@ struct BenchCommand: AsyncParsableCommand {
     private static var rigNames: [String] { rigs.map(\.name) }
 
     func validate() throws {
+        if idleClients != nil {
+            guard count >= 1 else { throw ValidationError("--count must be at least 1") }
+            guard !domain.isEmpty else { throw ValidationError("--idle-clients needs the emulator's --domain") }
+        }
         for name in adapter where !Self.rigNames.contains(name) {
             throw ValidationError("no adapter \(name) to measure: one of \(Self.rigNames.joined(separator: ", "))")
         }
@@ -38,13 +42,14 @@ struct BenchCommand: AsyncParsableCommand {
         // The client side of the memory row over WebSockets, in a process of its own: prints the
         // resident bytes per session.
         if let idleClients {
-            StandardOutput().write(String(try await Bench.idleVoximplantClients(url: idleClients, count: count, domain: domain)))
+            StandardOutput().write("\(Bench.idleClientsTag) \(try await Bench.idleVoximplantClients(url: idleClients, count: count, domain: domain))")
             return
         }
         let progress = BenchProgress(enabled: isatty(STDERR_FILENO) == 1)
         var bench = Bench(sizes: quick ? .quick : .full, progress: progress, rigs: Self.rigs, figures: Set(only), adapters: Set(adapter))
         bench.postgresURL = postgres
-        bench.clientProcess = [Bundle.main.executablePath ?? CommandLine.arguments[0], "bench"]
+        // This executable (run from `PATH`, `arguments[0]` is a bare name).
+        bench.clientProcess = [Bundle.main.executablePath ?? "/proc/self/exe", "bench"]
         let rows = try await bench.run()
         let output = StandardOutput()
         if json {
