@@ -153,12 +153,10 @@ public struct XMPPBackend: ChatBackend {
             ),
             logger: context.logger
         ) { socket in
-            guard configuration.resumesStreams else {
-                return try await XMPPLink(socket: socket, http: http, configuration: configuration, context: context).run(body)
-            }
+            let streams = configuration.resumesStreams ? suspendedStreams : nil
             let link = XMPPLink(
                 socket: socket, http: http, configuration: configuration, context: context,
-                resuming: suspendedStreams.take(context.session, now: context.clock.date), suspended: suspendedStreams
+                resuming: streams?.take(context.session, now: context.clock.date), suspended: streams
             )
             return try await link.run(body)
         }

@@ -100,46 +100,9 @@ extension XMPPLink {
             // The server's count of what it took: the engine sends again what failed, so the link
             // keeps no copies to compare it with.
             break
-        case "enabled":
-            // Taken when this link sent `<enable/>`, even after its wait timed out: the server
-            // counts from here on.
-            let expected = state.withLock { state in
-                guard state.enableSent, state.stream == nil else { return false }
-                let resumable = element["resume"] == "true" || element["resume"] == "1"
-                state.stream = StreamManagement(id: resumable ? element["id"] : nil, keptFor: element["max"].flatMap { Int($0) })
-                return true
-            }
-            guard expected else {
-                output.yield(.problem(SwitchboardError(.protocolViolation, "an <enabled/> this link did not ask for")))
-                return
-            }
-            replies.resolve("#sm", with: element)
-        case "resumed":
-            // Checked and put in place under one lock (the state's, then the resumed stream's, as
-            // the link's end takes them): a link that ended meanwhile stays ended.
-            let installed = state.withLock { state -> Bool in
-                guard !state.ended, state.stream == nil, let suspended = resuming.withLock({ $0 }), element["previd"] == suspended.id else { return false }
-                var carried = suspended.state
-                carried.lastInbound = context.clock.now
-                carried.ended = false
-                carried.endedByServer = false
-                carried.enableSent = true
-                // Ids go on past this link's (its login's) and the dropped link's.
-                carried.nextID = max(carried.nextID, state.nextID)
-                // The old link's requests failed with it: their answers, sent again, are nobody's.
-                carried.sending = []
-                if carried.abandonedQueries.count >= 256 { carried.abandonedQueries.removeAll() }
-                carried.abandonedQueries.formUnion(carried.pages.keys)
-                carried.pages = [:]
-                carried.pageSources = [:]
-                state = carried
-                resuming.withLock { $0 = nil }
-                // Nothing was missed: the server sends again what the dropped link did not get.
-                output.yield(.snapshot(BackendSnapshot(conversations: [], isComplete: false)))
-                return true
-            }
-            guard installed else {
-                output.yield(.problem(SwitchboardError(.protocolViolation, "a <resumed/> for a stream this link did not ask to resume")))
+        case "enabled", "resumed":
+            guard element.name == "enabled" ? enabled(element) : resumed(element) else {
+                output.yield(.problem(SwitchboardError(.protocolViolation, "an <\(element.name)/> this link did not ask for")))
                 return
             }
             replies.resolve("#sm", with: element)
@@ -147,6 +110,35 @@ extension XMPPLink {
             replies.resolve("#sm", with: element)
         default:
             output.yield(.problem(SwitchboardError(.protocolViolation, "a stream management element the adapter does not know: <\(element.name)>")))
+        }
+    }
+
+    /// Management on, when this link sent `<enable/>` (even after its wait timed out: the server
+    /// counts from here on).
+    private func enabled(_ element: XMPPElement) -> Bool {
+        state.withLock { state in
+            guard state.enableSent, state.stream == nil else { return false }
+            let resumable = element["resume"] == "true" || element["resume"] == "1"
+            state.stream = StreamManagement(id: resumable ? element["id"] : nil, keptFor: element["max"].flatMap { Int($0) })
+            return true
+        }
+    }
+
+    /// The dropped link's state put in place, when this link asked to resume that stream:
+    /// checked and done under one lock (the state's, then the resumed stream's, as the link's end
+    /// takes them), so a link that ended meanwhile stays ended.
+    private func resumed(_ element: XMPPElement) -> Bool {
+        state.withLock { state in
+            guard !state.ended, state.stream == nil, let suspended = resuming.withLock({ $0 }), element["previd"] == suspended.id else { return false }
+            var carried = suspended.state
+            carried.lastInbound = context.clock.now
+            // Ids go on past this link's (its login's) and the dropped link's.
+            carried.nextID = max(carried.nextID, state.nextID)
+            state = carried
+            resuming.withLock { $0 = nil }
+            // Nothing was missed: the server sends again what the dropped link did not get.
+            output.yield(.snapshot(BackendSnapshot(conversations: [], isComplete: false)))
+            return true
         }
     }
 
@@ -200,8 +192,25 @@ extension XMPPLink {
             else { return nil }
             // A server that does not say how long it keeps a stream: Prosody's default.
             let until = now.addingTimeInterval(TimeInterval(stream.keptFor ?? 600))
-            return SuspendedStream(id: id, state: state, cursor: Self.cursor(state, now: now), until: until)
+            return SuspendedStream(id: id, state: state.forTheNextLink(), cursor: Self.cursor(state, now: now), until: until)
         }
+    }
+}
+
+extension XMPPLink.State {
+    /// This state as the link that resumes its stream takes it: what belonged to this link alone
+    /// (its end, its requests in flight, whose answers the server sends again and are nobody's)
+    /// left behind.
+    fileprivate func forTheNextLink() -> Self {
+        var next = self
+        next.ended = false
+        next.endedByServer = false
+        next.sending = []
+        if next.abandonedQueries.count >= 256 { next.abandonedQueries.removeAll() }
+        next.abandonedQueries.formUnion(pages.keys)
+        next.pages = [:]
+        next.pageSources = [:]
+        return next
     }
 }
 

@@ -57,6 +57,22 @@ struct XMPPResumptionTests {
         return (handed.withLock { $0 }, cuts.withLock { $0 })
     }
 
+    /// A server writing its debug log, the customer's backend through a fault relay, a message
+    /// waiting, and the session's first link: its window, then the cut once it handed on its
+    /// cursor.
+    func withAFirstLinkCut(
+        _ body: (ProsodyServer, XMPPFaults, XMPPBackend, ConnectionContext, _ first: Handed, _ cuts: Int) async throws -> Void
+    ) async throws {
+        try await Prosody.withServer(debugLog: true) { server in
+            let faults = XMPPFaults()
+            let backend = try XMPPLiveTests().backend(server, webSockets: faults.transport)
+            let context = ConnectionContext(session: "resumed", clock: .continuous, logger: .quiet)
+            try await server.send(["before the cut"], from: "agent1", to: Self.customer)
+            let (first, cuts) = try await link(backend, context, faults: faults, cut: true) { $0.cursor != nil }
+            try await body(server, faults, backend, context, first, cuts)
+        }
+    }
+
     /// With the server keeping the dropped stream, the next link resumes it: the server sends the
     /// five messages sent meanwhile again itself, and the link neither binds nor catches up; the
     /// resumed link is cut too, and the one after resumes again. With the server having ended
@@ -65,14 +81,8 @@ struct XMPPResumptionTests {
     /// arrives once, in the archive's order.
     @Test(arguments: [true, false])
     func aCutLinkResumesItsStream(serverKeepsIt: Bool) async throws {
-        try await Prosody.withServer(debugLog: true) { server in
-            let faults = XMPPFaults()
-            let backend = try XMPPLiveTests().backend(server, webSockets: faults.transport)
-            var context = ConnectionContext(session: "resumed", clock: .continuous, logger: .quiet)
-            try await server.send(["before the cut"], from: "agent1", to: Self.customer)
-
-            // The first link: its window, then the cut.
-            let (first, firstCuts) = try await link(backend, context, faults: faults, cut: true) { $0.cursor != nil }
+        try await withAFirstLinkCut { server, faults, backend, context, first, firstCuts in
+            var context = context
             var (cuts, ended, rounds) = (firstCuts, 0, [Handed]())
             var sent: [String] = []
             for round in 1...2 {
@@ -133,12 +143,7 @@ struct XMPPResumptionTests {
     /// a commit that failed before the first): the next link does not resume what the engine
     /// does not hold, and logs in afresh, its window bringing everything.
     @Test func aLinkGivenAnotherCursorLogsInAfresh() async throws {
-        try await Prosody.withServer(debugLog: true) { server in
-            let faults = XMPPFaults()
-            let backend = try XMPPLiveTests().backend(server, webSockets: faults.transport)
-            let context = ConnectionContext(session: "resumed", clock: .continuous, logger: .quiet)
-            try await server.send(["before the cut"], from: "agent1", to: Self.customer)
-            let (_, cuts) = try await link(backend, context, faults: faults, cut: true) { $0.cursor != nil }
+        try await withAFirstLinkCut { server, faults, backend, context, _, cuts in
             try await server.send(["while cut"], from: "agent1", to: Self.customer)
             let (next, _) = try await link(backend, context, faults: faults, cut: false) { !$0.snapshots.isEmpty }
             let log = server.debugLogText
