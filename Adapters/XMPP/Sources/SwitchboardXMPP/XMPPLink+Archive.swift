@@ -61,7 +61,14 @@ extension XMPPLink {
                 try await catchUp()
             } catch {
                 if output.endedWith != nil || Task.isCancelled { return }
-                output.yield(.problem(SwitchboardError.classify(error)))
+                let failure = SwitchboardError.classify(error)
+                // A query written to a socket that is gone (before the reader saw it close): the
+                // link ends with it, as the reader's end would; it is no problem of the server's.
+                if failure.code == .connectionLost {
+                    output.end(failure)
+                    return
+                }
+                output.yield(.problem(failure))
             }
         }
     }
