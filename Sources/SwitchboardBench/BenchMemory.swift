@@ -113,6 +113,10 @@ extension Bench {
                 up += 1
                 if up == count { break }
             }
+            // Idle: each loop has handled what came before a command that waits its turn (a
+            // second `resume` changes nothing), and what the work in flight freed is handed back.
+            for session in sessions { try await session.resume() }
+            ProcessMemory.releaseFreed()
             let after = try ProcessMemory.residentBytes()
             group.cancelAll()
             return Double(after - before) / Double(count)

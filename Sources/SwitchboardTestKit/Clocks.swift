@@ -1,10 +1,13 @@
-@_spi(TestKit) import Switchboard
+@_spi(TestKit) public import Switchboard
 
 /// A clock whose time moves only when a test calls ``advance(by:)``: sleepers wake exactly when
 /// their deadline is reached, so timeouts, backoff and throttles are tested without sleeping.
 ///
+/// Actions scheduled on it (``schedule(at:_:)``, a session's timer) count as sleepers, and run
+/// as ``advance(by:)`` reaches them.
+///
 /// The lock guards the current instant and the sleepers.
-public final class TestClock: Clock, Sendable {
+public final class TestClock: SchedulingClock, Sendable {
     public struct Instant: InstantProtocol {
         public var offset: Duration
         public init(offset: Duration) { self.offset = offset }
@@ -15,7 +18,20 @@ public final class TestClock: Clock, Sendable {
 
     private struct Sleeper {
         var deadline: Instant
-        var continuation: CheckedContinuation<Void, any Error>
+        var wake: Wake
+    }
+
+    /// What a sleeper's deadline does: resume a sleeping task, or run a scheduled action.
+    private enum Wake {
+        case task(CheckedContinuation<Void, any Error>)
+        case action(@Sendable () -> Void)
+
+        func callAsFunction() {
+            switch self {
+            case .task(let continuation): continuation.resume()
+            case .action(let action): action()
+            }
+        }
     }
 
     private struct State {
@@ -44,15 +60,32 @@ public final class TestClock: Clock, Sendable {
                 let outcome: Result<Void, any Error>? = state.withLock { state in
                     if Task.isCancelled { return .failure(CancellationError()) }
                     if deadline <= state.now { return .success(()) }
-                    state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
+                    state.sleepers[id] = Sleeper(deadline: deadline, wake: .task(continuation))
                     return nil
                 }
                 if let outcome { continuation.resume(with: outcome) } else { sleepersChanged.signal() }
             }
         } onCancel: {
             let sleeper = state.withLock { $0.sleepers.removeValue(forKey: id) }
-            sleeper?.continuation.resume(throwing: CancellationError())
+            if case .task(let continuation)? = sleeper?.wake { continuation.resume(throwing: CancellationError()) }
         }
+    }
+
+    /// Runs `action` when ``advance(by:)`` reaches `deadline` (at once when it has passed);
+    /// until then it counts as a sleeper.
+    public func schedule(at deadline: Instant, _ action: @escaping @Sendable () -> Void) -> ScheduledAction {
+        let id: Int? = state.withLock { state in
+            guard state.now < deadline else { return nil }
+            defer { state.nextID += 1 }
+            state.sleepers[state.nextID] = Sleeper(deadline: deadline, wake: .action(action))
+            return state.nextID
+        }
+        guard let id else {
+            action()
+            return ScheduledAction {}
+        }
+        sleepersChanged.signal()
+        return ScheduledAction { [state] in _ = state.withLock { $0.sleepers.removeValue(forKey: id) } }
     }
 
     /// Moves time forward and wakes every sleeper whose deadline has come, earliest first.
@@ -62,9 +95,9 @@ public final class TestClock: Clock, Sendable {
             let now = state.now
             let due = state.sleepers.filter { $0.value.deadline <= now }.sorted { $0.value.deadline < $1.value.deadline }
             for (id, _) in due { state.sleepers[id] = nil }
-            return due.map(\.value.continuation)
+            return due.map(\.value.wake)
         }
-        for continuation in due { continuation.resume() }
+        for wake in due { wake() }
     }
 
     /// Waits until a task sleeps until `offset` from now, then moves time by `offset`: a timer
@@ -87,8 +120,15 @@ public final class TestClock: Clock, Sendable {
         }
     }
 
-    /// How many tasks are asleep on this clock.
+    /// How many tasks are asleep on this clock, and actions scheduled on it.
     public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
+
+    /// How many of the sleepers are tasks (the rest are scheduled actions).
+    public var sleepingTaskCount: Int {
+        state.withLock { state in
+            state.sleepers.values.count { if case .task = $0.wake { true } else { false } }
+        }
+    }
 
     /// The deadlines of the sleepers, as offsets from now, soonest first.
     public var pendingDeadlines: [Duration] {

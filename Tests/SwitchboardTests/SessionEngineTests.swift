@@ -52,6 +52,7 @@ struct SessionEngineTests {
             var delays: [Duration] = []
             for attempt in 1...6 {
                 #expect(await clock.waitForSleepers(1), "the engine waits on the clock before attempt \(attempt + 1)")
+                #expect(clock.sleepingTaskCount == 0, "the engine's timer is an action scheduled on the clock, no task asleep")
                 #expect(backend.connectCount == attempt, "no attempt before its delay has passed")
                 let delay = try #require(clock.pendingDeadlines.first)
                 delays.append(delay)
@@ -64,6 +65,24 @@ struct SessionEngineTests {
             #expect(delay <= ceiling && delay >= ceiling / 2, "\(delay) is within [\(ceiling / 2), \(ceiling)]")
         }
         print("reconnect delays under the test clock: \(delays)")
+    }
+
+    /// The continuous clock schedules on a dispatch queue: an action runs at its deadline, and
+    /// one cancelled before its deadline never does. (The two share the queue: the later one
+    /// runs after the earlier one's turn, so its running proves the earlier one's did not.)
+    @Test func theContinuousClockRunsAScheduledActionAndNotACancelledOne() async {
+        let clock = ContinuousClock()
+        let ran = Locked<[String]>([])
+        #expect(SessionClock(clock).schedules && !SessionClock(ImmediateClock()).schedules)
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            let cancelled = clock.schedule(at: clock.now.advanced(by: .milliseconds(20))) { ran.withLock { $0.append("cancelled") } }
+            _ = clock.schedule(at: clock.now.advanced(by: .milliseconds(40))) {
+                ran.withLock { $0.append("kept") }
+                done.resume()
+            }
+            cancelled.cancel()
+        }
+        #expect(ran.withLock { $0 } == ["kept"])
     }
 
     @Test func aFatalConnectErrorEndsTheSession() async throws {

@@ -17,7 +17,8 @@ extension ChatSession {
     struct LinkHandles {
         let id: Int
         let jobs: AsyncStream<LinkJob>.Continuation
-        /// Finished to abandon a link that has not opened yet (its connect is cancelled).
+        /// Given a value to abandon a link that has not opened yet (its connect is cancelled);
+        /// the link finishes it as it opens.
         let abort: AsyncStream<Void>.Continuation
     }
 
@@ -34,7 +35,7 @@ extension ChatSession {
             clock: clock,
             logger: logger
         )
-        spawns.append(.link(id, context, jobs, aborted: aborted))
+        spawns.append(.link(id, context, jobs, aborted: aborted, opened: abort))
     }
 
     /// Hands a request to link `id`; `false` when that link takes no more work.
@@ -47,15 +48,29 @@ extension ChatSession {
 
     /// One link's scope: opens it, reads its updates, performs the requests the loop hands it as
     /// child tasks (each forgotten when done), and reports how it ended.
-    nonisolated func runLink(_ id: Int, context: ConnectionContext, jobs: AsyncStream<LinkJob>, aborted: AsyncStream<Void>) async {
+    nonisolated func runLink(
+        _ id: Int,
+        context: ConnectionContext,
+        jobs: AsyncStream<LinkJob>,
+        aborted: AsyncStream<Void>,
+        opened: AsyncStream<Void>.Continuation
+    ) async {
         var failure: SwitchboardError?
         do {
-            // The link's scope beside a watcher of `aborted`: whichever ends first ends the other.
-            // An aborted connect is cancelled and its error dropped (the link ended on purpose).
-            try await withThrowingTaskGroup(of: Void.self) { scope in
-                scope.addTask { try await self.openLink(id, context: context, jobs: jobs) }
-                scope.addTask { for await _ in aborted {} }
-                try await scope.next()
+            // The link's scope beside a watcher of `aborted` while it connects: an abort ends
+            // the link, its connect cancelled and its error dropped (the link ended on purpose).
+            // Once the link is open the stream is finished and the watcher ends alone; an idle
+            // session keeps no task that only waits.
+            try await withThrowingTaskGroup(of: Bool.self) { scope in
+                scope.addTask {
+                    try await self.openLink(id, context: context, jobs: jobs, opened: opened)
+                    return true
+                }
+                scope.addTask {
+                    for await _ in aborted { return true }
+                    return false
+                }
+                while let ends = try await scope.next(), !ends {}
                 scope.cancelAll()
             }
         } catch {
@@ -66,9 +81,15 @@ extension ChatSession {
 
     /// Opens the backend's link and serves it: reads its updates and performs the requests the
     /// loop hands it, each as a child task.
-    private nonisolated func openLink(_ id: Int, context: ConnectionContext, jobs: AsyncStream<LinkJob>) async throws {
+    private nonisolated func openLink(
+        _ id: Int,
+        context: ConnectionContext,
+        jobs: AsyncStream<LinkJob>,
+        opened: AsyncStream<Void>.Continuation
+    ) async throws {
         let inbox = self.inbox
         try await backend.withConnection(context) { connection in
+            opened.finish()
             inbox.yield(.linkOpened(id))
             await ChildTasks.withScope { group in
                 inbox.taskStarted()

@@ -71,6 +71,8 @@ public actor ChatSession: Session {
     /// The deadline the running sleeper waits for, and which sleeper that is.
     var armedDeadline: Duration?
     var sleeperGeneration = 0
+    /// The tick scheduled on a ``SchedulingClock`` for ``armedDeadline``.
+    var scheduledTick: ScheduledAction?
     /// Child tasks the loop decided on; started by the loop between inputs.
     var spawns: [Spawn] = []
     var loopEnded = false
@@ -159,13 +161,13 @@ public actor ChatSession: Session {
             throw SwitchboardError(.invalidState, "ChatSession.run() was called twice; a session runs once")
         }
         hasRun = true
-        await loadState()
+        await inATaskOfItsOwn { await $0.loadState() }
         await withTaskCancellationHandler {
             await ChildTasks.withScope { group in
-                await take(.started)
+                await inATaskOfItsOwn { await $0.take(.started) }
                 await startSpawns(in: &group)
                 while !machine.connection.isFinished, let input = await inbox.next() {
-                    await take(input)
+                    await inATaskOfItsOwn { await $0.take(input) }
                     await startSpawns(in: &group)
                 }
                 group.cancelAll()
@@ -173,18 +175,39 @@ public actor ChatSession: Session {
         } onCancel: {
             inbox.interrupt(with: .cancelled)
         }
+        await end()
+    }
+
+    /// What ``run()`` does once its loop has ended. Out of line, like the loop's steps: a task
+    /// keeps its async frames at their deepest, and the caller of ``run()`` holds its frame for
+    /// the session's life.
+    @inline(never)
+    private func end() async {
         loopEnded = true
         // Answer what never got its turn: commands throw `sessionClosed`, requests fail.
         for input in inbox.close() {
             if case .command(let command) = input { command.reply.fail(Self.ended) }
         }
         await take(.ended)
+        disarmTimer()
         // Sends still queued go with the outbox to whoever runs the session next.
         // (A send of several messages is ended once: `end` is.)
         for trace in sendTraces.byClientID.values { trace.end(outcome: "queued") }
         sendTraces.byClientID.removeAll()
         runEnded = true
         runEnd.signal()
+    }
+
+    /// Runs `body` in a child task that starts at once on this actor and ends with it. What an
+    /// input takes of a task's memory (its async frames, at their deepest: a task keeps the
+    /// slabs it grew until it ends) goes back as the input is done, rather than staying with the
+    /// loop's task for the session's life: the loop's task holds only the loop.
+    @inline(never)
+    private func inATaskOfItsOwn(_ body: @escaping @Sendable (isolated ChatSession) async -> Void) async {
+        guard #available(macOS 26, iOS 26, *) else { return await body(self) }
+        await withTaskGroup(of: Void.self) { group in
+            group.addImmediateTask { await body(self) }
+        }
     }
 
     /// Runs the session around `body`, then closes it and ends ``run()``.
@@ -241,7 +264,7 @@ public actor ChatSession: Session {
 
     /// A child task the loop decided to start.
     enum Spawn: Sendable {
-        case link(Int, ConnectionContext, AsyncStream<LinkJob>, aborted: AsyncStream<Void>)
+        case link(Int, ConnectionContext, AsyncStream<LinkJob>, aborted: AsyncStream<Void>, opened: AsyncStream<Void>.Continuation)
         case sleeper(generation: Int, deadline: Duration, wakeGeneration: Int)
     }
 
@@ -282,6 +305,7 @@ public actor ChatSession: Session {
         armTimer()
     }
 
+    @inline(never)
     private func startSpawns(in group: inout ChildTasks) async {
         guard !spawns.isEmpty else { return }
         let work = spawns
@@ -289,9 +313,9 @@ public actor ChatSession: Session {
         for spawn in work {
             inbox.taskStarted()
             switch spawn {
-            case .link(let id, let context, let jobs, let aborted):
+            case .link(let id, let context, let jobs, let aborted, let opened):
                 await group.addTask { [self] in
-                    await self.runLink(id, context: context, jobs: jobs, aborted: aborted)
+                    await self.runLink(id, context: context, jobs: jobs, aborted: aborted, opened: opened)
                     self.inbox.taskEnded()
                 }
             case .sleeper(let generation, let deadline, let wakeGeneration):

@@ -163,7 +163,8 @@ final class EngineInbox<Input: Sendable>: Sendable {
 
     func taskEnded() { tasks.withLock { $0.live -= 1 } }
 
-    /// Child tasks of the engine alive now (the link, its reader, requests in flight, the timer).
+    /// Child tasks of the engine alive now (the link, its reader, requests in flight, the timer on a
+    /// clock that does not schedule).
     var liveTasks: Int { tasks.withLock { $0.live } }
     var peakLiveTasks: Int { tasks.withLock { $0.peak } }
 }
