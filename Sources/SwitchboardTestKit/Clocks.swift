@@ -135,8 +135,8 @@ public final class TestClock: SchedulingClock, Sendable {
         state.withLock { state in state.sleepers.values.map { state.now.duration(to: $0.deadline) }.sorted() }
     }
 
-    /// Waits until at least `count` tasks sleep on the clock; `false` when they do not within
-    /// `timeout` of real time. Each task that starts sleeping wakes the wait: no count of yields,
+    /// Waits until at least `count` sleepers (tasks asleep or actions scheduled) are on the clock;
+    /// `false` when they are not within `timeout` of real time. Each one added wakes the wait: no count of yields,
     /// which a loaded machine's network threads can outrun before the awaited sleep starts.
     public func waitForSleepers(_ count: Int = 1, timeout: Duration = .seconds(30)) async -> Bool {
         do {

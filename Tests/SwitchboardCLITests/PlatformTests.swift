@@ -19,7 +19,14 @@ import Testing
         ("Span<", "withUnsafeBufferPointer (iOS 26)"),
         ("Task(name:", "Task without a name (iOS 26)"),
         ("Task.immediate", "a task (iOS 26)"),
+        ("addImmediateTask", "it only behind `#if compiler(>=6.2)` and `guard #available(macOS 26, iOS 26, tvOS 26, watchOS 26, visionOS 26, *)` with the work done inline otherwise (iOS 26)"),
     ]
+
+    /// Whether `text` gates what `addImmediateTask` needs: the Swift 6.2 compiler and the systems
+    /// of 2025 (the one use, the engine's task per input, falls back to running the input inline).
+    static func immediateTasksAreGated(_ text: String) -> Bool {
+        text.contains("#if compiler(>=6.2)") && text.contains("guard #available(macOS 26, iOS 26, tvOS 26, watchOS 26, visionOS 26, *) else")
+    }
 
     /// The modules an app links: the core, store, transport, test kit and the adapters.
     static let libraryDirectories = [
@@ -41,7 +48,9 @@ import Testing
                 for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
                     let code = line.trimmingCharacters(in: .whitespaces)
                     guard !code.hasPrefix("//") else { continue }
-                    for api in Self.newerAPIs where code.contains(api.pattern) && !(gated && api.pattern == "import Observation") {
+                    for api in Self.newerAPIs where code.contains(api.pattern) && !(gated && api.pattern == "import Observation")
+                        && !(api.pattern == "addImmediateTask" && Self.immediateTasksAreGated(text))
+                    {
                         uses.append("\(directory)/\(path):\(number + 1): \(api.pattern) — use \(api.instead)")
                     }
                 }

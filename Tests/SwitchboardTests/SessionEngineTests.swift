@@ -58,8 +58,10 @@ struct SessionEngineTests {
                 delays.append(delay)
                 clock.advance(by: delay)
             }
+            #expect(await clock.waitForSleepers(1), "the engine waits on the clock before the next attempt as it closes")
             return delays
         }
+        #expect(clock.sleeperCount == 0, "the session's end cancels the tick it had scheduled")
         let ceilings: [Duration] = [.seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(8), .seconds(8)]
         for (delay, ceiling) in zip(delays, ceilings) {
             #expect(delay <= ceiling && delay >= ceiling / 2, "\(delay) is within [\(ceiling / 2), \(ceiling)]")
@@ -75,9 +77,10 @@ struct SessionEngineTests {
         let ran = Locked<[String]>([])
         #expect(SessionClock(clock).schedules && !SessionClock(ImmediateClock()).schedules)
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            let cancelled = clock.schedule(at: clock.now.advanced(by: .milliseconds(20))) { ran.withLock { $0.append("cancelled") } }
-            _ = clock.schedule(at: clock.now.advanced(by: .milliseconds(40))) {
-                ran.withLock { $0.append("kept") }
+            let cancelled = clock.schedule(at: clock.now.advanced(by: .milliseconds(200))) { ran.withLock { $0.append("cancelled") } }
+            let deadline = clock.now.advanced(by: .milliseconds(400))
+            _ = clock.schedule(at: deadline) {
+                ran.withLock { $0.append(clock.now >= deadline ? "kept" : "kept early") }
                 done.resume()
             }
             cancelled.cancel()

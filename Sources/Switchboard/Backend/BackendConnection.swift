@@ -93,6 +93,10 @@ public enum ClosedConversation: Sendable, Hashable {
     case done
     /// The conversation as the server now has it.
     case conversation(ConversationInfo)
+    /// The conversation's new state (archived, closed): the engine stores it before the caller
+    /// hears back. (A change the link yields as an update instead may reach the engine after the
+    /// answer: the reader and the request are tasks of their own.)
+    case state(ConversationInfo.State)
     /// The server deleted the conversation (a Webim offline appeal can only be deleted): the
     /// engine removes it from the store before the caller hears back.
     case removed
@@ -210,6 +214,7 @@ extension BackendConnection {
         case .conversation(let info): .conversation(info)
         // Applied, like a poll's updates, before the caller hears back.
         case .removed: .updates([.event(BackendEvent(.conversationRemoved, conversation: conversation))])
+        case .state(let state): .updates([.event(BackendEvent(.conversationStateChanged(state, previous: nil), conversation: conversation))])
         }
     }
 }

@@ -59,8 +59,8 @@ extension ChatSession {
         do {
             // The link's scope beside a watcher of `aborted` while it connects: an abort ends
             // the link, its connect cancelled and its error dropped (the link ended on purpose).
-            // Once the link is open the stream is finished and the watcher ends alone; an idle
-            // session keeps no task that only waits.
+            // Once the link is open the stream is finished and the watcher ends alone: an open
+            // link's tasks are this one, the connection's and its reader.
             try await withThrowingTaskGroup(of: Bool.self) { scope in
                 scope.addTask {
                     try await self.openLink(id, context: context, jobs: jobs, opened: opened)

@@ -10,6 +10,9 @@ extension ChatSession {
         guard let earliest = machine.nextDeadline else { return }
         if let armed = armedDeadline, armed <= earliest { return }
         let wasArmed = armedDeadline != nil
+        // The tick armed before never comes now (a later one of its generation is ignored).
+        scheduledTick?.cancel()
+        scheduledTick = nil
         sleeperGeneration += 1
         armedDeadline = earliest
         let generation = sleeperGeneration
@@ -17,7 +20,6 @@ extension ChatSession {
         // for now (a zero delay) that sets itself again then spins through the loop's
         // suspensions, never in one turn that keeps the thread from everything else.
         if clock.schedules, earliest > clock.now {
-            scheduledTick?.cancel()
             let inbox = self.inbox
             scheduledTick = clock.schedule(at: earliest) { inbox.yield(.tick(sleeper: generation)) }
             return
@@ -30,6 +32,7 @@ extension ChatSession {
     func isCurrent(sleeper generation: Int) -> Bool {
         guard generation == sleeperGeneration else { return false }
         armedDeadline = nil
+        scheduledTick?.cancel()
         scheduledTick = nil
         return true
     }

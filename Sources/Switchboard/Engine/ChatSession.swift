@@ -28,7 +28,8 @@ public import Tracing
 /// stored in one transaction, and its events announced and its callers answered once they are.
 /// Requests go out in per-conversation lanes (FIFO per conversation, bounded concurrency across
 /// conversations) as child tasks of the link, which end — and are forgotten — as soon as they
-/// are done. One sleeper task waits for the machine's earliest deadline.
+/// are done. The machine's earliest deadline is an action scheduled on the clock (a sleeper task
+/// on a clock that cannot schedule, or for a deadline already due).
 ///
 /// Commands given before ``run()`` starts wait for it; after the session has ended they throw
 /// `sessionClosed`.
@@ -64,11 +65,11 @@ public actor ChatSession: Session {
     var machine: SessionStateMachine
 
     nonisolated let inbox: EngineInbox<SessionStateMachine.Input>
-    /// Wakes the sleeper when an earlier deadline is set.
+    /// Wakes the sleeper task, where there is one, when an earlier deadline is set.
     nonisolated let timerWake = AsyncSignal()
     /// The jobs stream of the link the loop started, if any (at most one).
     var link: LinkHandles?
-    /// The deadline the running sleeper waits for, and which sleeper that is.
+    /// The deadline the timer is armed for, and which timer that is (its ticks carry it).
     var armedDeadline: Duration?
     var sleeperGeneration = 0
     /// The tick scheduled on a ``SchedulingClock`` for ``armedDeadline``.
@@ -163,20 +164,29 @@ public actor ChatSession: Session {
         hasRun = true
         await inATaskOfItsOwn { await $0.loadState() }
         await withTaskCancellationHandler {
-            await ChildTasks.withScope { group in
-                await inATaskOfItsOwn { await $0.take(.started) }
-                await startSpawns(in: &group)
-                while !machine.connection.isFinished, let input = await inbox.next() {
-                    await inATaskOfItsOwn { await $0.take(input) }
-                    await startSpawns(in: &group)
-                }
-                group.cancelAll()
-            }
+            await ChildTasks.withScope { group in await loop(in: &group) }
         } onCancel: {
             inbox.interrupt(with: .cancelled)
         }
         await end()
     }
+
+    /// Takes the inputs one at a time, each in a task of its own, and starts the child tasks they
+    /// ask for, until the session is finished or the inbox is closed; then cancels the children.
+    /// Its frame, small and out of line, is what the loop's task holds while it waits.
+    @inline(never)
+    private func loop(in group: inout ChildTasks) async {
+        await inATaskOfItsOwn { await $0.take(.started) }
+        await startSpawns(in: &group)
+        while !isFinished, let input = await inbox.next() {
+            await inATaskOfItsOwn { await $0.take(input) }
+            await startSpawns(in: &group)
+        }
+        group.cancelAll()
+    }
+
+    @inline(never)
+    private var isFinished: Bool { machine.connection.isFinished }
 
     /// What ``run()`` does once its loop has ended. Out of line, like the loop's steps: a task
     /// keeps its async frames at their deepest, and the caller of ``run()`` holds its frame for
@@ -204,10 +214,14 @@ public actor ChatSession: Session {
     /// loop's task for the session's life: the loop's task holds only the loop.
     @inline(never)
     private func inATaskOfItsOwn(_ body: @escaping @Sendable (isolated ChatSession) async -> Void) async {
-        guard #available(macOS 26, iOS 26, *) else { return await body(self) }
+        #if compiler(>=6.2)
+        guard #available(macOS 26, iOS 26, tvOS 26, watchOS 26, visionOS 26, *) else { return await body(self) }
         await withTaskGroup(of: Void.self) { group in
             group.addImmediateTask { await body(self) }
         }
+        #else
+        await body(self)
+        #endif
     }
 
     /// Runs the session around `body`, then closes it and ends ``run()``.

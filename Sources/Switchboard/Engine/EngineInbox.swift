@@ -58,6 +58,7 @@ final class EngineInbox<Input: Sendable>: Sendable {
 
     /// Adds an inbound update once the window has room (waits otherwise); returns `false`
     /// without adding it when the loop has ended or the reader is cancelled while waiting.
+    @inline(never)
     func yieldUpdate(_ input: Input) async -> Bool {
         let id: Int? = state.withLock { state in
             if state.isClosed || state.updatesInQueue < updateWindow { return nil }
@@ -100,6 +101,7 @@ final class EngineInbox<Input: Sendable>: Sendable {
     }
 
     /// The next input, in arrival order; `nil` once closed.
+    @inline(never)
     func next() async -> Input? {
         await withCheckedContinuation { (continuation: CheckedContinuation<Input?, Never>) in
             let ready: Input?? = state.withLock { state in
@@ -163,8 +165,9 @@ final class EngineInbox<Input: Sendable>: Sendable {
 
     func taskEnded() { tasks.withLock { $0.live -= 1 } }
 
-    /// Child tasks of the engine alive now (the link, its reader, requests in flight, the timer on a
-    /// clock that does not schedule).
+    /// Child tasks of the engine alive now (the link, its reader, requests in flight, and a sleeper
+    /// where the timer is not scheduled on the clock: a clock that cannot, or a deadline already
+    /// due).
     var liveTasks: Int { tasks.withLock { $0.live } }
     var peakLiveTasks: Int { tasks.withLock { $0.peak } }
 }

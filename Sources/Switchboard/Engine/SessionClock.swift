@@ -70,28 +70,47 @@ public protocol SchedulingClock<Instant>: Clock where Duration == Swift.Duration
     func schedule(at deadline: Instant, _ action: @escaping @Sendable () -> Void) -> ScheduledAction
 }
 
-/// An action a ``SchedulingClock`` will run; cancelling it after it ran does nothing.
+/// An action a ``SchedulingClock`` will run. Cancelling is best effort: an action the clock has
+/// already taken to run (its deadline came as it was cancelled) still runs, and cancelling it
+/// after it ran does nothing. (The session's ticks carry a generation, so a late one is ignored.)
 public struct ScheduledAction: Sendable {
     private let _cancel: @Sendable () -> Void
 
     public init(cancel: @escaping @Sendable () -> Void) { self._cancel = cancel }
 
-    /// Keeps the action from running if it has not yet.
+    /// Keeps the action from running unless the clock has already taken it to run.
     public func cancel() { _cancel() }
 }
 
 extension ContinuousClock: SchedulingClock {
-    /// One dispatch timer (`asyncAfter`) per action, on a queue the process's sessions share. A
-    /// cancelled action is let go at once; its timer fires later and runs nothing.
+    /// One dispatch timer source per action, on a queue the process's sessions share; cancelling
+    /// the action cancels its source, which frees it at once.
+    ///
+    /// The source counts the time until the deadline on the system's uptime, which stops while
+    /// the device sleeps (`ContinuousClock` does not): across a sleep the action comes late by the
+    /// time asleep. A session's link usually fails across a sleep, and its failure arms a timer
+    /// afresh.
     public func schedule(at deadline: Instant, _ action: @escaping @Sendable () -> Void) -> ScheduledAction {
-        let pending = Locked<(@Sendable () -> Void)?>(action)
         let delay = now.duration(to: deadline)
-        let nanoseconds = min(max(0, delay.components.seconds), 1 << 32) * 1_000_000_000 + max(0, delay.components.attoseconds / 1_000_000_000)
-        scheduledActions.asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: nanoseconds))) {
-            pending.withLock { action in defer { action = nil }; return action }?()
+        let (seconds, attoseconds) = delay.components
+        let nanoseconds = min(max(0, seconds), 1 << 32) * 1_000_000_000 + max(0, (attoseconds + 999_999_999) / 1_000_000_000)
+        let timer = DispatchTimer(DispatchSource.makeTimerSource(queue: scheduledActions))
+        // The handler holds the source until it fires or is cancelled: cancelling a source lets
+        // go of its handler.
+        timer.source.setEventHandler {
+            timer.source.cancel()
+            action()
         }
-        return ScheduledAction { pending.withLock { $0 = nil } }
+        timer.source.schedule(deadline: .now() + .nanoseconds(Int(clamping: nanoseconds)))
+        timer.source.resume()
+        return ScheduledAction { timer.source.cancel() }
     }
+}
+
+/// A dispatch timer source, which is safe to use from any thread.
+private final class DispatchTimer: @unchecked Sendable {
+    let source: any DispatchSourceTimer
+    init(_ source: any DispatchSourceTimer) { self.source = source }
 }
 
 /// Where `ContinuousClock`'s scheduled actions run (each is short: a session's yields a tick).

@@ -221,7 +221,7 @@ struct SessionStateMachine: Sendable {
     var connection: ConnectionStateMachine
     /// The requests on the link, in their conversations' lanes.
     var lanes: RequestLanesStateMachine<LaneWork>
-    /// The deadlines set: the runner's one sleeper waits for the earliest (``nextDeadline``) and
+    /// The deadlines set: the runner's one timer is armed for the earliest (``nextDeadline``) and
     /// the clock reaching it is ``Input/tick``.
     var deadlines: [Timer: Duration] = [:]
     /// What the backend gave the session to resume with (tokens, visitor ids).

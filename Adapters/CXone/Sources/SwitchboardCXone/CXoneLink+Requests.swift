@@ -73,19 +73,21 @@ extension CXoneLink {
         return info
     }
 
-    func closeConversation(_ conversation: ConversationID, socket: TextWebSocket) async throws {
+    /// Closes a thread: a live chat's contact ends (the server's events say so), a thread the
+    /// server never saw ends here, and a messaging thread is archived. The state changed here is
+    /// the answer, stored before the caller hears back.
+    func closeConversation(_ conversation: ConversationID, socket: TextWebSocket) async throws -> ClosedConversation {
         if channel.mode == .liveChat {
             let contact = state.withLock { $0.threads[conversation.rawValue]?.contactID }
             state.withLock { $0.threads[conversation.rawValue, default: Thread()].closed = true }
             guard let contact else {
                 // The server never saw this thread: it ends here.
-                output.yield(.event(BackendEvent(.conversationStateChanged(.closedByCustomer, previous: nil), conversation: conversation)))
-                return
+                return .state(.closedByCustomer)
             }
             try await send("EndContact", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)], "contact": ["id": .string(contact)]], awaitReply: false, socket: socket)
-            return
+            return .done
         }
-        try await archive(conversation, socket: socket)
+        return try await archive(conversation, socket: socket)
     }
 
     func updateConversation(_ conversation: ConversationID, _ changes: ConversationChanges, socket: TextWebSocket) async throws {
@@ -188,7 +190,7 @@ extension CXoneLink {
     /// The SDK's `archive()` (§3.11): `ArchiveThread` for a thread the server has loaded (listed
     /// with its contact, recovered, or sent into); a thread that exists only here (created, never
     /// sent) is closed locally, with nothing sent; a closed one is refused.
-    func archive(_ conversation: ConversationID, socket: TextWebSocket) async throws {
+    func archive(_ conversation: ConversationID, socket: TextWebSocket) async throws -> ClosedConversation {
         guard channel.mode == .multiThread else {
             throw SwitchboardError(.unsupported, "archiving needs a multi-thread channel", vendorCode: "unsupportedChannelConfig")
         }
@@ -201,7 +203,7 @@ extension CXoneLink {
             try await send("ArchiveThread", data: ["thread": ["idOnExternalPlatform": .string(conversation.rawValue)]], awaitReply: true, socket: socket)
         }
         state.withLock { $0.threads[conversation.rawValue, default: Thread()].closed = true }
-        output.yield(.event(BackendEvent(.conversationStateChanged(.archived, previous: nil), conversation: conversation)))
+        return .state(.archived)
     }
 
     /// `LoadMoreMessages` with the thread's scroll token; an empty token means there is no more.

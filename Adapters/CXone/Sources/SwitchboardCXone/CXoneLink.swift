@@ -194,12 +194,10 @@ final class CXoneLink: Sendable {
 
         func closeConversation(_ conversation: ConversationID) async throws -> ClosedConversation {
             try await link.closeConversation(conversation, socket: socket)
-            return .done
         }
 
         func archiveConversation(_ conversation: ConversationID) async throws -> ClosedConversation {
             try await link.archive(conversation, socket: socket)
-            return .done
         }
 
         func updateConversation(_ conversation: ConversationID, _ changes: ConversationChanges) async throws -> ConversationInfo? {
