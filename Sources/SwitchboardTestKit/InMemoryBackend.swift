@@ -37,7 +37,7 @@ public struct InMemoryBackend: ChatBackend {
         _ context: ConnectionContext,
         _ body: @Sendable (any BackendConnection) async throws -> Result
     ) async throws -> Result {
-        let (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
+        let (updates, continuation) = BackendUpdates.makeStream()
         let sink = InMemoryClientSink(
             receive: { text in
                 switch Self.decode(text) {
@@ -46,7 +46,7 @@ public struct InMemoryBackend: ChatBackend {
                 }
             },
             close: { error in
-                if let error { continuation.finish(throwing: error) } else { continuation.finish() }
+                continuation.finish(throwing: error)
             }
         )
         let client = try server.attach(user: user, sink: sink)
@@ -93,7 +93,7 @@ struct InMemoryConnection: AnsweringConnection {
     let server: InMemoryServer
     let user: ParticipantID
     let client: Int
-    let updates: AsyncThrowingStream<BackendUpdate, any Error>
+    let updates: BackendUpdates
 
     func answer(_ request: BackendRequest) async throws -> BackendResponse {
         try Task.checkCancellation()

@@ -456,12 +456,12 @@ public final class TestBackend: ChatBackend, Sendable {
     struct Connection: AnsweringConnection {
         let backend: TestBackend
         let index: Int
-        let updates: AsyncThrowingStream<BackendUpdate, any Error>
+        let updates: BackendUpdates
 
         init(backend: TestBackend, index: Int) {
             self.backend = backend
             self.index = index
-            self.updates = AsyncThrowingStream(unfolding: { try await backend.nextUpdate(on: index) })
+            self.updates = BackendUpdates(AsyncThrowingStream(unfolding: { try await backend.nextUpdate(on: index) }))
         }
 
         func answer(_ request: BackendRequest) async throws -> BackendResponse {

@@ -7,15 +7,15 @@ public import Switchboard
 /// closes, its long-poll fails or the server ends the session; the engine reads ``updates``.
 public final class LinkOutput: Sendable {
     /// The link's updates, in wire order; they throw the error the link ended with.
-    public let updates: AsyncThrowingStream<BackendUpdate, any Error>
-    private let continuation: AsyncThrowingStream<BackendUpdate, any Error>.Continuation
+    public let updates: BackendUpdates
+    private let continuation: BackendUpdates.Continuation
     private let ended = Locked<SwitchboardError?>(nil)
     private let onEnd: @Sendable (SwitchboardError) -> Void
 
     /// - Parameter onEnd: what else ends with the link, once (the replies still waiting:
     ///   `PendingReplies.close(_:)`).
     public init(onEnd: @escaping @Sendable (SwitchboardError) -> Void = { _ in }) {
-        (updates, continuation) = AsyncThrowingStream.makeStream(of: BackendUpdate.self)
+        (updates, continuation) = BackendUpdates.makeStream()
         self.onEnd = onEnd
     }
 

@@ -5,12 +5,43 @@ import Testing
 
 /// A link that implements nothing but its updates: every request answers "unsupported" on its own.
 private struct BareLink: BackendConnection {
-    let updates = AsyncThrowingStream<BackendUpdate, any Error> { $0.finish() }
+    let updates = BackendUpdates(AsyncThrowingStream { $0.finish() })
 }
 
 /// A link of another backend, for a vendor request to look for and not find.
 private struct OtherLink: BackendConnection {
-    let updates = AsyncThrowingStream<BackendUpdate, any Error> { $0.finish() }
+    let updates = BackendUpdates(AsyncThrowingStream { $0.finish() })
+}
+
+/// A backend whose close yields the conversation's new state on the link and answers only that it
+/// did it (as XMPP's room close yields the room's cursor): the change travels in the engine's
+/// reader of the link, the answer in the request's task of its own.
+private struct YieldingBackend: ChatBackend {
+    let rooms: [ConversationID]
+    var descriptor: BackendDescriptor { BackendDescriptor(name: "yielding", capabilities: [.conversationLifecycle], sync: .snapshots) }
+
+    func withConnection<Result: Sendable>(
+        _ context: ConnectionContext,
+        _ body: @Sendable (any BackendConnection) async throws -> Result
+    ) async throws -> Result {
+        let (updates, continuation) = BackendUpdates.makeStream()
+        let rooms = rooms.map { ConversationSnapshot(conversation: ConversationInfo(id: $0, kind: .group, state: .active)) }
+        continuation.yield(.snapshot(BackendSnapshot(conversations: rooms, isComplete: true)))
+        defer { continuation.finish() }
+        return try await body(YieldingLink(updates: updates, continuation: continuation))
+    }
+}
+
+private struct YieldingLink: BackendConnection {
+    let updates: BackendUpdates
+    let continuation: BackendUpdates.Continuation
+
+    func closeConversation(_ conversation: ConversationID) async throws -> ClosedConversation {
+        // Typing first, so the reader has more to hand the engine than its window takes at once.
+        for _ in 0..<20 { continuation.yield(.event(BackendEvent(.typing("agent", isTyping: true, draft: nil), conversation: conversation))) }
+        continuation.yield(.event(BackendEvent(.conversationStateChanged(.closed, previous: .active), conversation: conversation)))
+        return .done
+    }
 }
 
 /// A vendor call of the "other" backend: it answers only on an `OtherLink`.
@@ -137,6 +168,31 @@ private struct JoinCall: VendorRequest {
             try await recorder.first("the appeal") { $0.conversationID == "appeal" }
             try await session.conversation("appeal").close()
             #expect(try await session.conversations().isEmpty)
+        }
+    }
+
+    /// A request's answer waits behind what its link yielded before it returned: each close's
+    /// new state is stored when `close()` returns, though the link yields it (behind 20 typing
+    /// events, with a window of one update) in the reader's task and answers `.done` in the
+    /// request's.
+    @Test func anAnswerReachesTheSessionAfterWhatItsLinkYieldedFirst() async throws {
+        let rooms = (0..<40).map { ConversationID("room-\($0)") }
+        let session = ChatSession(
+            backend: YieldingBackend(rooms: rooms),
+            configuration: SessionConfiguration(inboundWindow: 1),
+            clock: SessionClock(TestClock()),
+            logger: .quiet
+        )
+        try await withRecording(session) { recorder in
+            try await session.resume()
+            try await recorder.first("the rooms") { $0.conversationID == rooms.last }
+            var stale = 0
+            for room in rooms {
+                try await session.conversation(room).close()
+                if try await session.conversation(room).info().state != .closed { stale += 1 }
+            }
+            print("answer after yield: \(rooms.count) closes, \(stale) answered before the state they yielded was stored")
+            #expect(stale == 0)
         }
     }
 }

@@ -12,8 +12,10 @@ public import Foundation
 /// decides from the classification whether to retry.
 public protocol BackendConnection: Sendable {
     /// Inbound updates in wire order. Finishes (or throws a classified error) when the link is
-    /// gone. Single consumer: the engine.
-    var updates: AsyncThrowingStream<BackendUpdate, any Error> { get }
+    /// gone. Single consumer: the engine. Made with ``BackendUpdates/makeStream()``, the answer
+    /// of a request reaches the session after every update the link yielded before the request
+    /// returned.
+    var updates: BackendUpdates { get }
 
     /// Sends a message, carrying its ``OutgoingMessage/clientID`` so a resend is recognized.
     ///

@@ -91,13 +91,19 @@ extension ChatSession {
         try await backend.withConnection(context) { connection in
             opened.finish()
             inbox.yield(.linkOpened(id))
+            let updates = connection.updates
+            let taken = TakenUpdates()
             await ChildTasks.withScope { group in
                 inbox.taskStarted()
                 await group.addTask {
-                    defer { inbox.taskEnded() }
+                    defer {
+                        taken.end()
+                        inbox.taskEnded()
+                    }
                     do {
-                        for try await update in connection.updates {
+                        for try await update in updates {
                             guard await inbox.yieldUpdate(.update(id, update)) else { return }
+                            taken.took()
                         }
                         inbox.yield(.linkFailed(id, SwitchboardError(.connectionLost, "the backend closed the link")))
                     } catch {
@@ -126,6 +132,10 @@ extension ChatSession {
                             result = .failure(failure)
                         }
                         span?.end()
+                        // Behind every update the link yielded before the request returned (a
+                        // room's cursor before the close that moved it): they travel in the
+                        // reader's task, and the answer must not be stored first.
+                        if let yielded = updates.yielded { await taken.wait(until: yielded) }
                         inbox.yield(.requestFinished(id, ticket: job.ticket, result))
                     }
                 }

@@ -48,7 +48,7 @@ final class CXoneLink: Sendable {
 
     /// The update stream, its one end, and the loops of the link's scope.
     let output: LinkOutput
-    var updates: AsyncThrowingStream<BackendUpdate, any Error> { output.updates }
+    var updates: BackendUpdates { output.updates }
     /// The backend's configuration with what the app set since (``CXoneCustomer``), read at each use.
     var configuration: CXoneConfiguration { customer.applied(to: baseConfiguration) }
     private let baseConfiguration: CXoneConfiguration
@@ -173,7 +173,7 @@ final class CXoneLink: Sendable {
     struct Sender: BackendConnection {
         let link: CXoneLink
         let socket: TextWebSocket
-        var updates: AsyncThrowingStream<BackendUpdate, any Error> { link.updates }
+        var updates: BackendUpdates { link.updates }
 
         func send(_ message: OutgoingMessage) async throws -> Message? {
             try await link.send(message, socket: socket)

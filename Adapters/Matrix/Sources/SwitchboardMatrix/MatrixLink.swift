@@ -10,7 +10,7 @@ import SwitchboardTransport
 /// and the transaction counter.
 final class MatrixLink: BackendConnection {
     private let output = LinkOutput()
-    var updates: AsyncThrowingStream<BackendUpdate, any Error> { output.updates }
+    var updates: BackendUpdates { output.updates }
     private let configuration: MatrixConfiguration
     private let transport: HTTPTransport
     private let context: ConnectionContext

@@ -10,7 +10,7 @@ import SwitchboardTransport
 /// requests waiting for their responses.
 final class VoximplantLink: BackendConnection {
     private let output: LinkOutput
-    var updates: AsyncThrowingStream<BackendUpdate, any Error> { output.updates }
+    var updates: BackendUpdates { output.updates }
     private let socket: TextWebSocket
     private let configuration: VoximplantConfiguration
     private let clock: SessionClock

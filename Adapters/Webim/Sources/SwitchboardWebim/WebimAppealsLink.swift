@@ -12,7 +12,7 @@ import SwitchboardTransport
 /// time (the gate), as the SDK's action queue does.
 final class WebimAppealsLink: BackendConnection {
     private let output = LinkOutput()
-    var updates: AsyncThrowingStream<BackendUpdate, any Error> { output.updates }
+    var updates: BackendUpdates { output.updates }
     private let configuration: WebimAppealsConfiguration
     private let transport: HTTPTransport
     private let context: ConnectionContext

@@ -9,7 +9,7 @@ import SwitchboardTransport
 /// account config.
 final class WebimLink: BackendConnection {
     private let output = LinkOutput()
-    var updates: AsyncThrowingStream<BackendUpdate, any Error> { output.updates }
+    var updates: BackendUpdates { output.updates }
     private let configuration: WebimConfiguration
     private let transport: HTTPTransport
     private let context: ConnectionContext

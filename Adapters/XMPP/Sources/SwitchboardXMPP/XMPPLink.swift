@@ -17,7 +17,7 @@ import SwitchboardTransport
 /// carries the password and messages carry text.
 final class XMPPLink: BackendConnection {
     let output: LinkOutput
-    var updates: AsyncThrowingStream<BackendUpdate, any Error> { output.updates }
+    var updates: BackendUpdates { output.updates }
     let socket: TextWebSocket
     let http: HTTPTransport
     let configuration: XMPPConfiguration
