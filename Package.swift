@@ -240,7 +240,7 @@ let package = Package(
         .testTarget(
             name: "SwitchboardMatrixTests",
             dependencies: [
-                "Switchboard", "SwitchboardTestKit", "SwitchboardMatrix", "SwitchboardSQLite", "SwitchboardTransport", "SwitchboardEmulation",
+                "Switchboard", "SwitchboardTestKit", "SwitchboardMatrix", "SwitchboardSQLite", "SwitchboardTransport", "SwitchboardEmulation", "SynapseHarness",
                 // MatrixGatewayTests: the gateway's Matrix sessions on a PostgreSQL store.
                 "MatrixCommands", "SwitchboardCommandKit", "SwitchboardGateway", "SwitchboardPostgres",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -250,6 +250,16 @@ let package = Package(
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
             ],
             path: "Adapters/Matrix/Tests/SwitchboardMatrixTests"
+        ),
+        // A real Synapse on loopback, started and seeded: the live tests' and the bench's peer
+        // rows' (package-only; the adapter never depends on it).
+        .target(
+            name: "SynapseHarness",
+            dependencies: [
+                "Switchboard", "SwitchboardTestKit", "SwitchboardTransport",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Adapters/Matrix/Harness/SynapseHarness"
         ),
         // XMPP: an open standard, tested against a real Prosody server (issue #34).
         .target(
@@ -329,6 +339,8 @@ let package = Package(
                 // The adapter-specific rows: decode (the three wire readers), catch-up, memory and
                 // PostgreSQL (the Voximplant-style emulator).
                 "SwitchboardVoximplant", "VoximplantEmulator", "SwitchboardWebim", "SwitchboardCXone",
+                // The peer rows: Matrix beside matrix-nio on a local Synapse.
+                "SwitchboardMatrix", "SynapseHarness",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -409,7 +421,7 @@ let package = Package(
             dependencies: [
                 "switchboard", "switchboard-probes", "SwitchboardCommandKit", "SwitchboardBench", "SwitchboardLoadKit", "VoximplantCommands", "WebimCommands", "CXoneCommands", "MatrixCommands", "XMPPCommands", "SupportChat", "Switchboard", "SwitchboardTestKit", "SwitchboardVoximplant", "VoximplantEmulator",
                 "SwitchboardWebim", "WebimEmulator", "SwitchboardCXone", "CXoneEmulator", "SwitchboardSQLite", "SwitchboardEmulation",
-                "SwitchboardPostgres", "SwitchboardMatrix", "SwitchboardGateway",
+                "SwitchboardPostgres", "SwitchboardMatrix", "SwitchboardGateway", "SynapseHarness",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A throwaway Synapse homeserver on loopback, for the Matrix adapter's live tests (issue #16).
 #
-#   scripts/synapse.sh install            installs matrix-synapse (PyPI) into .build-synapse/venv
+#   scripts/synapse.sh install            installs matrix-synapse and matrix-nio (PyPI) into
+#                                         .build-synapse/venv (nio: the bench's peer rows)
 #   scripts/synapse.sh run DIR PORT       writes a loopback test configuration into DIR (SQLite,
 #                                         registration by shared secret, rate limits raised) and
 #                                         runs the homeserver in the foreground on 127.0.0.1:PORT;
@@ -22,6 +23,8 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 venv="${SYNAPSE_VENV:-$root/.build-synapse/venv}"
 version="${SYNAPSE_VERSION:-1.163.2}"
+# The peer the bench measures the Matrix adapter beside (issue #33).
+nio_version="${NIO_VERSION:-0.26.0}"
 
 # The shared secret the tests register users with (admin API, loopback only).
 shared_secret="switchboard-test-registration-secret"
@@ -60,13 +63,14 @@ field() {
 
 case "${1:-}" in
 install)
-    if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import synapse" 2>/dev/null; then
-        echo "synapse: already installed in $venv"
+    # Synapse, and matrix-nio for the bench's peer rows (`switchboard bench --only peer`).
+    if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import synapse, nio" 2>/dev/null; then
+        echo "synapse: already installed in $venv (with matrix-nio)"
         exit 0
     fi
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "matrix-synapse==$version"
-    echo "synapse: installed $("$venv/bin/python" -c 'import synapse; print(synapse.__version__)') in $venv"
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "matrix-synapse==$version" "matrix-nio==$nio_version"
+    echo "synapse: installed $("$venv/bin/python" -c 'import synapse; print(synapse.__version__)') with matrix-nio $nio_version in $venv"
     ;;
 run)
     dir="${2:?usage: synapse.sh run DIR PORT}"

@@ -51,6 +51,10 @@ package struct BenchProgress: Sendable {
         guard enabled else { return }
         FileHandle.standardError.write(Data("\u{1B}[2K\r\(text)".utf8))
     }
+    /// A line on standard error whether it is a terminal or not: what a run left out, and why.
+    package func note(_ text: String) {
+        FileHandle.standardError.write(Data("\(enabled ? "\u{1B}[2K\r" : "")\(text)\n".utf8))
+    }
 }
 
 /// The measurements. Each row runs its step and its baseline alternately, several rounds, and
@@ -70,14 +74,21 @@ package struct Bench: Sendable {
         /// Idle sessions held at once: on the in-memory backend, and over real sockets.
         package var idleSessions: Int
         package var idleSocketSessions: Int
+        /// The peer rows (Matrix beside matrix-nio): rooms and messages waiting at the start,
+        /// sends timed to their echo, messages missed while offline, rounds of the first and last.
+        package var peerRooms: Int
+        package var peerMessagesPerRoom: Int
+        package var peerEchoes: Int
+        package var peerMissed: Int
+        package var peerRounds: Int
 
         package static let full = Sizes(
             events: 200_000, rounds: 7, storedMessages: 100_000, pages: 200, decodedFrames: 20_000, latencySamples: 350, catchUpEvents: 10_000,
-            idleSessions: 10_000, idleSocketSessions: 1_000
+            idleSessions: 10_000, idleSocketSessions: 1_000, peerRooms: 20, peerMessagesPerRoom: 50, peerEchoes: 200, peerMissed: 1_000, peerRounds: 3
         )
         package static let quick = Sizes(
             events: 500, rounds: 2, storedMessages: 300, pages: 5, decodedFrames: 20, latencySamples: 4, catchUpEvents: 150, idleSessions: 50,
-            idleSocketSessions: 10
+            idleSocketSessions: 10, peerRooms: 2, peerMessagesPerRoom: 3, peerEchoes: 4, peerMissed: 30, peerRounds: 1
         )
     }
 
@@ -88,6 +99,8 @@ package struct Bench: Sendable {
         case memory
         /// Only with a database (`--postgres`).
         case postgres
+        /// Matrix beside matrix-nio on a local Synapse; skipped, saying so, where either is missing.
+        case peer
     }
 
     package let sizes: Sizes
@@ -134,6 +147,15 @@ package struct Bench: Sendable {
         if runs(.catchUp), runs("voximplant") { rows.append(try await catchUpRow()) }
         if runs(.memory) { rows += try await idleMemoryRows() }
         if runs(.postgres), let postgresURL { rows += try await postgresRows(url: postgresURL) }
+        if runs(.peer) {
+            if let missing = await Self.peerMissing() {
+                progress.note("the Matrix peer rows are skipped: \(missing)")
+            } else if clientProcess == nil {
+                progress.note("the Matrix peer rows are skipped: they run each client in a process of its own (switchboard bench)")
+            } else {
+                rows += try await peerRows()
+            }
+        }
         progress.say("")
         return rows
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Switchboard
 import SwitchboardBench
 import SwitchboardCommandKit
 
@@ -16,13 +17,20 @@ struct BenchCommand: AsyncParsableCommand {
 
     @Flag(help: "Tiny sizes: checks that every row runs, not how fast.") var quick = false
     @Flag(help: "Print the rows as JSON.") var json = false
-    @Option(help: "Only these figures: bus, history, decode, latency, catch-up, memory, postgres (repeatable; all when absent).") var only: [Bench.Figure] = []
+    @Option(help: "Only these figures: bus, history, decode, latency, catch-up, memory, postgres, peer (repeatable; all when absent).") var only: [Bench.Figure] = []
     @Option(help: "Only these adapters' rows: \(BenchCommand.rigNames.joined(separator: ", ")) (repeatable; all when absent).") var adapter: [String] = []
     @Option(help: "Also measure the PostgreSQL store and event bridge on this database (postgres://user:password@host:port/db?sslmode=disable); a schema of its own is made and dropped.")
     var postgres: String?
     @Option(help: .hidden) var idleClients: String?
     @Option(help: .hidden) var count = 1
     @Option(help: .hidden) var domain = ""
+    // The Switchboard side of a peer row's phase, in a process of its own.
+    @Option(help: .hidden) var matrixPeer: String?
+    @Option(help: .hidden) var homeserver = ""
+    @Option(help: .hidden) var user = ""
+    @Option(help: .hidden) var password = ""
+    @Option(help: .hidden) var store = ""
+    @Option(help: .hidden) var room = ""
 
     /// The registry's adapters that have an emulator to measure.
     static var rigs: [(name: String, rig: any EmulatorRigRunner)] { registry.compactMap { entry in entry.rig.map { (entry.name, $0) } } }
@@ -43,6 +51,13 @@ struct BenchCommand: AsyncParsableCommand {
         // resident bytes per session.
         if let idleClients {
             StandardOutput().write("\(Bench.idleClientsTag) \(try await Bench.idleVoximplantClients(url: idleClients, count: count, domain: domain))")
+            return
+        }
+        if let matrixPeer {
+            let printed = try await Bench.matrixPeerPhase(
+                matrixPeer, homeserver: homeserver, user: user, password: password, store: store, room: ConversationID(room), count: count
+            )
+            for (key, value) in printed { StandardOutput().write("\(Bench.peerTag) \(key) \(value)") }
             return
         }
         let progress = BenchProgress(enabled: isatty(STDERR_FILENO) == 1)

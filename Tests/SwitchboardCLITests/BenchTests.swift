@@ -5,6 +5,7 @@ import Testing
 @testable import switchboard
 import SwitchboardBench
 import SwitchboardCommandKit
+import SynapseHarness
 
 /// `switchboard bench --quick`: every row runs and yields a figure and a baseline. Speed is not
 /// judged here (a debug build on a shared machine); `swift run -c release switchboard bench` is.
@@ -78,6 +79,26 @@ struct BenchTests {
         #expect(overSockets.name.contains("the client's process alone"))
         // A figure from the other process (its own resident memory: nothing here moves it).
         #expect(overSockets.switchboard > 0 && overSockets.switchboard.isFinite)
+    }
+
+    /// The Matrix peer rows beside matrix-nio on a real Synapse, each client in a process of its
+    /// own (this build's executable with `--matrix-peer`, `scripts/nio-bench.py`). Skipped
+    /// locally without Synapse; under `CI` a missing Synapse or matrix-nio fails it.
+    @Test(.enabled(if: Synapse.live.runsTests, Comment(rawValue: Synapse.live.skipNote)))
+    func thePeerRowsRunOnTinySizes() async throws {
+        _ = try Synapse.live.require()
+        let missing = await Bench.peerMissing()
+        #expect(missing == nil, "the peer rows need Synapse and matrix-nio: \(missing ?? "")")
+        guard missing == nil else { return }
+        let directory = URL(fileURLWithPath: Bundle.main.executablePath ?? CommandLine.arguments[0]).deletingLastPathComponent()
+        let executable = directory.appendingPathComponent("switchboard").path
+        var bench = Bench(sizes: .quick, progress: BenchProgress(enabled: false), rigs: BenchCommand.rigs, figures: [.peer])
+        bench.clientProcess = [executable, "bench"]
+        let rows = try await bench.run()
+        print(BenchRow.table(rows).joined(separator: "\n"))
+        #expect(rows.count == 5)
+        #expect(rows.allSatisfy { $0.name.hasPrefix("Matrix on Synapse, ") && $0.baselineName == "matrix-nio" })
+        for row in rows { Self.expectAFigure(row) }
     }
 
     @Test func onlyAndAdapterChooseTheRows() async throws {

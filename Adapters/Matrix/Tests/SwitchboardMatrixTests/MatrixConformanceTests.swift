@@ -1,4 +1,5 @@
 import Switchboard
+import SynapseHarness
 import SwitchboardEmulation
 import SwitchboardTestKit
 import Testing

@@ -1,6 +1,7 @@
 import Foundation
 import PostgresNIO
 import Switchboard
+import SynapseHarness
 import MatrixCommands
 import SwitchboardCommandKit
 import SwitchboardGateway

@@ -1,5 +1,6 @@
 import Foundation
 import Switchboard
+import SynapseHarness
 import SwitchboardEmulation
 import SwitchboardMatrix
 import SwitchboardTestKit

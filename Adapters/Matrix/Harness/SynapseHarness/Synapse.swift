@@ -1,9 +1,8 @@
-import Crypto
-import Foundation
-import Testing
-import Switchboard
-@_spi(TestKit) import SwitchboardTestKit
-import SwitchboardTransport
+package import Crypto
+package import Foundation
+package import Switchboard
+@_spi(TestKit) package import SwitchboardTestKit
+package import SwitchboardTransport
 
 #if canImport(Glibc)
 import Glibc
@@ -11,22 +10,23 @@ import Glibc
 import Darwin
 #endif
 
-/// A real Synapse homeserver for the live tests: installed by `scripts/synapse.sh install`
-/// (`.ci/run` does it), started per test on a free loopback port in a temporary directory, and
-/// stopped afterwards.
-enum Synapse {
-    static let repository = URL(fileURLWithPath: #filePath)
+/// A real Synapse homeserver for the live tests and the bench's peer rows: installed by
+/// `scripts/synapse.sh install` (`.ci/run` does it), started per test or run on a free loopback
+/// port in a temporary directory, and stopped afterwards. Package-only: the Matrix adapter never
+/// depends on it.
+package enum Synapse {
+    package static let repository = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent()
 
     /// The virtual environment `scripts/synapse.sh install` made (or `SYNAPSE_VENV`).
-    static var venv: String {
+    package static var venv: String {
         ProcessInfo.processInfo.environment["SYNAPSE_VENV"] ?? repository.appendingPathComponent(".build-synapse/venv").path
     }
 
     /// The installation, as a live server the tests need: a local run without it skips the live
     /// Matrix tests, a CI run fails them (``LiveServer``).
-    static var live: LiveServer {
+    package static var live: LiveServer {
         LiveServer(
             name: "Synapse installation",
             address: FileManager.default.isExecutableFile(atPath: venv + "/bin/python") ? venv : nil,
@@ -34,20 +34,17 @@ enum Synapse {
         )
     }
 
-    /// The live suites' condition.
-    static var needed: ConditionTrait { .enabled(if: live.runsTests, Comment(rawValue: live.skipNote)) }
-
     /// The shared secret of `scripts/synapse.sh`'s test configuration.
-    static let registrationSecret = "switchboard-test-registration-secret"
+    package static let registrationSecret = "switchboard-test-registration-secret"
 
-    static let transport = HTTPTransport(allowsPlainText: true)
+    package static let transport = HTTPTransport(allowsPlainText: true)
 
     /// Runs a fresh homeserver around `body`.
     ///
     /// The port is free when it is picked, and can be taken before Synapse binds it: by an
     /// outgoing connection's ephemeral port, or another test's server (CI saw "Address already in
     /// use" once). A start that finds its port taken is tried again on another, three times at most.
-    static func withServer<T: Sendable>(_ body: (SynapseServer) async throws -> T) async throws -> T {
+    package static func withServer<T: Sendable>(_ body: (SynapseServer) async throws -> T) async throws -> T {
         _ = try live.require()
         var attempt = 1
         while true {
@@ -82,7 +79,7 @@ enum Synapse {
 
     /// A fresh homeserver with two registered users: the agent (the other side) and the app's
     /// customer, named `customer`.
-    static func withUsers<T: Sendable>(
+    package static func withUsers<T: Sendable>(
         customer name: String = "alice",
         _ body: (SynapseServer, _ agent: MatrixTestUser, _ customer: MatrixTestUser) async throws -> T
     ) async throws -> T {
@@ -109,12 +106,12 @@ enum Synapse {
 }
 
 /// One running homeserver.
-struct SynapseServer: Sendable {
-    let baseURL: String
-    let directory: URL
+package struct SynapseServer: Sendable {
+    package let baseURL: String
+    package let directory: URL
 
     /// Registers a user by the shared secret (Synapse's admin API); the password is `secret-<name>`.
-    func register(_ name: String) async throws -> MatrixTestUser {
+    package func register(_ name: String) async throws -> MatrixTestUser {
         let nonce = try await MatrixTestUser.call(baseURL, "GET", "/_synapse/admin/v1/register", token: nil)["nonce"]?.stringValue ?? ""
         let password = "secret-\(name)"
         let message = [nonce, name, password, "notadmin"].joined(separator: "\0")
@@ -134,15 +131,15 @@ struct SynapseServer: Sendable {
 
 /// The other side of a test: a Matrix user driven through the client-server API directly, as
 /// another client (an agent, a peer) would. Written here without the adapter's code.
-struct MatrixTestUser: Sendable {
-    let baseURL: String
-    let token: String
-    let userID: String
-    let password: String
+package struct MatrixTestUser: Sendable {
+    package let baseURL: String
+    package let token: String
+    package let userID: String
+    package let password: String
 
-    var localPart: String { String(userID.dropFirst().prefix { $0 != ":" }) }
+    package var localPart: String { String(userID.dropFirst().prefix { $0 != ":" }) }
 
-    static func call(_ base: String, _ method: String, _ path: String, query: [(String, String)] = [], body: JSONValue? = nil, token: String?) async throws -> JSONValue {
+    package static func call(_ base: String, _ method: String, _ path: String, query: [(String, String)] = [], body: JSONValue? = nil, token: String?) async throws -> JSONValue {
         var headers: [(String, String)] = []
         if let token { headers.append(("Authorization", "Bearer \(token)")) }
         let response: HTTPTransport.Response
@@ -156,26 +153,27 @@ struct MatrixTestUser: Sendable {
         return json
     }
 
-    func call(_ method: String, _ path: String, query: [(String, String)] = [], body: JSONValue? = nil) async throws -> JSONValue {
+    package func call(_ method: String, _ path: String, query: [(String, String)] = [], body: JSONValue? = nil) async throws -> JSONValue {
         try await Self.call(baseURL, method, path, query: query, body: body, token: token)
     }
 
-    static func encode(_ segment: String) -> String { HTTPTransport.percentEncode(segment) }
+    package static func encode(_ segment: String) -> String { HTTPTransport.percentEncode(segment) }
 
-    func createRoom(name: String, inviting: [String]) async throws -> ConversationID {
+    /// A room named `name`: `private_chat` (joined by invitation) or `public_chat` (anyone joins).
+    package func createRoom(name: String, inviting: [String], preset: String = "private_chat") async throws -> ConversationID {
         let answer = try await call(
             "POST", "/_matrix/client/v3/createRoom",
-            body: ["name": .string(name), "preset": "private_chat", "invite": .array(inviting.map { .string($0) })]
+            body: ["name": .string(name), "preset": .string(preset), "invite": .array(inviting.map { .string($0) })]
         )
         return ConversationID(answer["room_id"]?.stringValue ?? "")
     }
 
-    func join(_ room: ConversationID) async throws {
+    package func join(_ room: ConversationID) async throws {
         _ = try await call("POST", "/_matrix/client/v3/join/\(Self.encode(room.rawValue))", body: [:])
     }
 
     @discardableResult
-    func send(_ text: String, in room: ConversationID, transaction: String = UUID().uuidString) async throws -> MessageID {
+    package func send(_ text: String, in room: ConversationID, transaction: String = UUID().uuidString) async throws -> MessageID {
         let answer = try await call(
             "PUT", "/_matrix/client/v3/rooms/\(Self.encode(room.rawValue))/send/m.room.message/\(Self.encode(transaction))",
             body: ["msgtype": "m.text", "body": .string(text)]
@@ -183,7 +181,7 @@ struct MatrixTestUser: Sendable {
         return MessageID(answer["event_id"]?.stringValue ?? "")
     }
 
-    func edit(_ message: MessageID, in room: ConversationID, to text: String) async throws {
+    package func edit(_ message: MessageID, in room: ConversationID, to text: String) async throws {
         _ = try await call(
             "PUT", "/_matrix/client/v3/rooms/\(Self.encode(room.rawValue))/send/m.room.message/\(UUID().uuidString)",
             body: ["msgtype": "m.text", "body": .string("* \(text)"), "m.new_content": ["msgtype": "m.text", "body": .string(text)],
@@ -191,24 +189,24 @@ struct MatrixTestUser: Sendable {
         )
     }
 
-    func redact(_ message: MessageID, in room: ConversationID) async throws {
+    package func redact(_ message: MessageID, in room: ConversationID) async throws {
         _ = try await call("PUT", "/_matrix/client/v3/rooms/\(Self.encode(room.rawValue))/redact/\(Self.encode(message.rawValue))/\(UUID().uuidString)", body: [:])
     }
 
-    func typing(_ isTyping: Bool, in room: ConversationID) async throws {
+    package func typing(_ isTyping: Bool, in room: ConversationID) async throws {
         _ = try await call("PUT", "/_matrix/client/v3/rooms/\(Self.encode(room.rawValue))/typing/\(Self.encode(userID))", body: ["typing": .bool(isTyping), "timeout": 120_000])
     }
 
-    func leave(_ room: ConversationID) async throws {
+    package func leave(_ room: ConversationID) async throws {
         _ = try await call("POST", "/_matrix/client/v3/rooms/\(Self.encode(room.rawValue))/leave", body: [:])
     }
 
-    func markRead(_ message: MessageID, in room: ConversationID) async throws {
+    package func markRead(_ message: MessageID, in room: ConversationID) async throws {
         _ = try await call("POST", "/_matrix/client/v3/rooms/\(Self.encode(room.rawValue))/receipt/m.read/\(Self.encode(message.rawValue))", body: [:])
     }
 
     /// Every `m.room.message` of the room, oldest first (the server's truth).
-    func messages(in room: ConversationID) async throws -> [JSONValue] {
+    package func messages(in room: ConversationID) async throws -> [JSONValue] {
         var events: [JSONValue] = []
         var from: String?
         repeat {
@@ -222,13 +220,13 @@ struct MatrixTestUser: Sendable {
     }
 
     /// The texts of the room's messages that are not edits, oldest first.
-    func texts(in room: ConversationID) async throws -> [String] {
+    package func texts(in room: ConversationID) async throws -> [String] {
         try await messages(in: room).filter { $0["content"]?["m.relates_to"]?["rel_type"]?.stringValue != "m.replace" }
             .compactMap { $0["content"]?["body"]?.stringValue }
     }
 
     /// Long-polls `/sync` until `condition` holds for one of its answers (`timeout` at most).
-    func waitForSync(_ what: String, timeout: Duration = .seconds(30), _ condition: (JSONValue) -> Bool) async throws {
+    package func waitForSync(_ what: String, timeout: Duration = .seconds(30), _ condition: (JSONValue) -> Bool) async throws {
         let deadline = ContinuousClock.now + timeout
         var since: String?
         while ContinuousClock.now < deadline {

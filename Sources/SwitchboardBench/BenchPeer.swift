@@ -1,0 +1,253 @@
+package import Foundation
+package import Logging
+package import Switchboard
+package import SwitchboardMatrix
+package import SwitchboardSQLite
+@_spi(TestKit) package import SwitchboardTestKit
+package import SwitchboardLoadKit
+package import SynapseHarness
+
+/// The peer rows (#33): the Matrix adapter beside matrix-nio, the Python Matrix client library bot
+/// and integration authors pick, on one local Synapse in one run, each in a process of its own
+/// with its own idiomatic store (Switchboard's SQLite file; a sqlite3 file for nio, which keeps no
+/// messages itself: `scripts/nio-bench.py`), one after the other, rounds alternating who goes
+/// first. Skipped, saying so, where Synapse or matrix-nio is not installed
+/// (`scripts/synapse.sh install` installs both).
+extension Bench {
+    /// What the peer's and Switchboard's processes print: `peer KEY VALUE` lines.
+    package static let peerTag = "peer"
+
+    /// Why the peer rows cannot run here, or `nil` when they can.
+    package static func peerMissing() async -> String? {
+        let python = Synapse.venv + "/bin/python"
+        guard FileManager.default.isExecutableFile(atPath: python) else {
+            return "Synapse is not installed (scripts/synapse.sh install)"
+        }
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-nio-check-\(UUID().uuidString).log").path
+        defer { try? FileManager.default.removeItem(atPath: output) }
+        guard let child = try? SpawnedChild([python, "-c", "import nio"], output: output),
+            (try? await child.waitForExit(within: .seconds(60))) == 0
+        else {
+            return "matrix-nio is not installed beside Synapse (scripts/synapse.sh install)"
+        }
+        return nil
+    }
+
+    package func peerRows() async throws -> [BenchRow] {
+        guard let clientProcess else { throw SwitchboardError(.unsupported, "the peer rows run each client in a process of its own") }
+        let python = Synapse.venv + "/bin/python"
+        let script = Synapse.repository.appendingPathComponent("scripts/nio-bench.py").path
+        return try await Synapse.withServer { server in
+            progress.say("peer: seeding Synapse")
+            let agent = try await server.register("agent")
+            let clients = [
+                PeerClient(name: "Switchboard", user: try await server.register("switchboard")) { phase, user, store, room, count in
+                    clientProcess + [
+                        "--matrix-peer", phase, "--homeserver", server.baseURL, "--user", user.localPart, "--password", user.password,
+                        "--store", store, "--room", room, "--count", "\(count)",
+                    ]
+                },
+                PeerClient(name: "matrix-nio", user: try await server.register("nio")) { phase, user, store, room, count in
+                    [python, script, phase, server.baseURL, user.localPart, user.password, store, room, "\(count)"]
+                },
+            ]
+            var rooms: [ConversationID] = []
+            for index in 0..<sizes.peerRooms {
+                let room = try await agent.createRoom(name: "room \(index)", inviting: [], preset: "public_chat")
+                for client in clients { try await client.user.join(room) }
+                rooms.append(room)
+            }
+            for room in rooms {
+                for index in 0..<sizes.peerMessagesPerRoom { try await agent.send("waiting \(index)", in: room) }
+            }
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-peer-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            var storeNumber = 0
+            func freshStore() -> String {
+                storeNumber += 1
+                return directory.appendingPathComponent("store-\(storeNumber).sqlite").path
+            }
+            // Which client goes first in round `round`.
+            func inTurn(_ round: Int) -> [PeerClient] { round.isMultiple(of: 2) ? clients : clients.reversed() }
+
+            var firstMessage: [String: [Double]] = [:]
+            for round in 0..<sizes.peerRounds {
+                for client in inTurn(round) {
+                    progress.say("peer: \(client.name), start → first message, round \(round + 1)")
+                    let printed = try await client.run("first-message", store: freshStore(), room: rooms[0], count: 0)
+                    firstMessage[client.name, default: []].append(try Self.number(printed, "first-message") * 1000)
+                }
+            }
+
+            var echoes: [String: [Double]] = [:]
+            for round in 0..<2 {
+                for client in inTurn(round) {
+                    progress.say("peer: \(client.name), send → own echo, half \(round + 1)")
+                    let printed = try await client.run("echo", store: freshStore(), room: rooms[0], count: sizes.peerEchoes / 2)
+                    echoes[client.name, default: []] += (printed["echo"] ?? "").split(separator: ",").compactMap { Double($0) }
+                }
+            }
+
+            var catchUp: [String: [Double]] = [:]
+            var resident: [String: [Double]] = [:]
+            for round in 0..<sizes.peerRounds {
+                // A room of its own per round, with a few messages the clients see before they go.
+                let room = try await agent.createRoom(name: "catch-up \(round)", inviting: [], preset: "public_chat")
+                for client in clients { try await client.user.join(room) }
+                for index in 0..<5 { try await agent.send("before \(index)", in: room) }
+                var stores: [String: String] = [:]
+                for client in inTurn(round) {
+                    progress.say("peer: \(client.name) goes offline, round \(round + 1)")
+                    let store = freshStore()
+                    _ = try await client.run("offline", store: store, room: room, count: 5)
+                    stores[client.name] = store
+                }
+                progress.say("peer: \(sizes.peerMissed) messages while both are away, round \(round + 1)")
+                for index in 0..<sizes.peerMissed { try await agent.send("missed \(index)", in: room) }
+                for client in inTurn(round) {
+                    progress.say("peer: \(client.name) catches up, round \(round + 1)")
+                    let printed = try await client.run("catch-up", store: stores[client.name]!, room: room, count: sizes.peerMissed)
+                    catchUp[client.name, default: []].append(try Self.number(printed, "catch-up") * 1000)
+                    resident[client.name, default: []].append(try Self.number(printed, "rss") / 1_048_576)
+                }
+            }
+
+            func row(_ name: String, unit: String, _ figures: [String: [Double]], goal: String, statistic: ([Double]) -> Double) -> BenchRow {
+                let switchboard = statistic(figures["Switchboard"] ?? [])
+                let peer = statistic(figures["matrix-nio"] ?? [])
+                let ratio = switchboard / peer
+                return BenchRow(name: name, unit: unit, switchboard: switchboard, baselineName: "matrix-nio", baseline: peer, ratio: ratio, goal: goal, met: ratio <= 1)
+            }
+            let median = { (values: [Double]) in Self.percentile(values, 0.5) }
+            return [
+                row("Matrix on Synapse, start → first message, \(sizes.peerRooms) rooms × \(sizes.peerMessagesPerRoom) waiting", unit: "ms", firstMessage,
+                    goal: "≤ 1× matrix-nio", statistic: median),
+                row("Matrix on Synapse, send → own echo p50, \(sizes.peerEchoes) sequential", unit: "ms", echoes, goal: "≤ 1× matrix-nio", statistic: median),
+                row("Matrix on Synapse, send → own echo p99, \(sizes.peerEchoes) sequential", unit: "ms", echoes, goal: "≤ 1× matrix-nio") {
+                    Self.percentile($0, 0.99)
+                },
+                row("Matrix on Synapse, catch-up of \(sizes.peerMissed) missed messages", unit: "ms", catchUp, goal: "≤ 1× matrix-nio", statistic: median),
+                row("Matrix on Synapse, resident memory after the catch-up", unit: "MB", resident, goal: "< 1× matrix-nio", statistic: median),
+            ]
+        }
+    }
+
+    /// The value `value` of a phase's output, as a number.
+    private static func number(_ printed: [String: String], _ key: String) throws -> Double {
+        guard let value = printed[key].flatMap(Double.init) else { throw SwitchboardError(.protocolViolation, "the client printed no \(key): \(printed)") }
+        return value
+    }
+
+    /// The `fraction` percentile of `values` (nearest rank).
+    package static func percentile(_ values: [Double], _ fraction: Double) -> Double {
+        guard !values.isEmpty else { return .nan }
+        let sorted = values.sorted()
+        return sorted[min(sorted.count - 1, max(0, Int((Double(sorted.count) * fraction).rounded(.up)) - 1))]
+    }
+
+    /// Switchboard's side of one peer phase (`bench --matrix-peer PHASE`, a process of its own):
+    /// what `scripts/nio-bench.py` does, through a `ChatSession` on `MatrixBackend` with a SQLite
+    /// file. Returns the `KEY VALUE` pairs to print.
+    package static func matrixPeerPhase(
+        _ phase: String,
+        homeserver: String,
+        user: String,
+        password: String,
+        store path: String,
+        room: ConversationID,
+        count: Int
+    ) async throws -> [(String, String)] {
+        let started = ContinuousClock.now
+        let backend = try MatrixBackend(
+            configuration: MatrixConfiguration(homeserver: homeserver, login: .password(user: user, password: password), deviceName: "switchboard-bench", allowsPlainText: true)
+        )
+        let session = ChatSession(backend: backend, store: try SQLiteChatStore(path: path), logger: Logger(label: "bench.peer") { _ in SwiftLogNoOpLogHandler() })
+        var events = session.bus.subscribe(filter: .all, buffering: .unbounded).makeAsyncIterator()
+        func next(_ matches: (ChatEvent) -> Bool) async throws -> ChatEvent {
+            while let event = await events.next() {
+                if matches(event) { return event }
+            }
+            throw SwitchboardError(.connectionLost, "the session's events ended")
+        }
+        let added = { (event: ChatEvent) -> Message? in
+            if case .messageAdded(let message, _) = event.kind { message } else { nil }
+        }
+        let seconds = { (start: ContinuousClock.Instant) -> String in
+            let elapsed = (ContinuousClock.now - start).components
+            return "\(Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18)"
+        }
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await session.run() }
+            defer { group.cancelAll() }
+            try await session.resume()
+            let printed = try await phaseBody()
+            await session.close()
+            return printed
+        }
+        func phaseBody() async throws -> [(String, String)] {
+            switch phase {
+            case "first-message":
+                _ = try await next { added($0) != nil }
+                return [("first-message", seconds(started))]
+            case "echo":
+                _ = try await next { $0.conversationID == room }
+                let conversation = try await session.conversation(room)
+                var samples: [String] = []
+                for index in 0..<count {
+                    let sentAt = ContinuousClock.now
+                    let sent = try await conversation.send(MessageDraft(text: "echo \(index)"))
+                    // The server's own copy, from /sync: the send's answer has no sender name.
+                    _ = try await next { event in
+                        let message: Message? = switch event.kind {
+                        case .messageAdded(let message, _), .messageUpdated(let message): message
+                        default: nil
+                        }
+                        return message?.clientID == sent.clientID && message?.serverID != nil && message?.senderName != nil
+                    }
+                    let elapsed = (ContinuousClock.now - sentAt).components
+                    samples.append(String(format: "%.3f", Double(elapsed.seconds) * 1000 + Double(elapsed.attoseconds) / 1e15))
+                }
+                return [("echo", samples.joined(separator: ","))]
+            case "offline":
+                // The room's messages are stored with the sync that brought them, and its cursor.
+                _ = try await next { $0.conversationID == room && added($0) != nil }
+                return [("offline", "ready")]
+            case "catch-up":
+                var missed: Set<MessageID> = []
+                while missed.count < count {
+                    let message = try await next { $0.conversationID == room && added($0)?.text.hasPrefix("missed ") == true }
+                    if let id = added(message)?.serverID { missed.insert(id) }
+                }
+                return [("catch-up", seconds(started)), ("rss", "\(try ProcessMemory.residentBytes())")]
+            default:
+                throw SwitchboardError(.invalidArgument, "no peer phase \(phase)")
+            }
+        }
+    }
+}
+
+/// One client of the peer rows: its user and how to start its process for a phase.
+private struct PeerClient: Sendable {
+    let name: String
+    let user: MatrixTestUser
+    /// The process's arguments for a phase, its user, store file, room and count.
+    let arguments: @Sendable (_ phase: String, _ user: MatrixTestUser, _ store: String, _ room: String, _ count: Int) -> [String]
+
+    /// Runs one phase in a process of its own (5 minutes at most) and reads what it printed.
+    func run(_ phase: String, store: String, room: ConversationID, count: Int) async throws -> [String: String] {
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-peer-\(UUID().uuidString).log").path
+        defer { try? FileManager.default.removeItem(atPath: output) }
+        let child = try SpawnedChild(arguments(phase, user, store, room.rawValue, count), output: output)
+        defer { child.kill() }
+        let status = try await child.waitForExit(within: .seconds(300))
+        let printed = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+        guard status == 0 else { throw SwitchboardError(.serverError, "\(name)'s \(phase) ended \(status): \(printed.suffix(800))") }
+        var values: [String: String] = [:]
+        for line in printed.split(whereSeparator: \.isNewline) where line.hasPrefix(Bench.peerTag + " ") {
+            let parts = line.split(separator: " ", maxSplits: 2)
+            if parts.count == 3 { values[String(parts[1])] = String(parts[2]) }
+        }
+        return values
+    }
+}
