@@ -91,56 +91,80 @@ extension ChatSession {
         try await backend.withConnection(context) { connection in
             opened.finish()
             inbox.yield(.linkOpened(id))
-            let updates = connection.updates
-            let taken = TakenUpdates()
-            await ChildTasks.withScope { group in
-                inbox.taskStarted()
-                await group.addTask {
-                    defer {
-                        taken.end()
-                        inbox.taskEnded()
-                    }
-                    do {
-                        for try await update in updates {
-                            guard await inbox.yieldUpdate(.update(id, update)) else { return }
-                            taken.took()
-                        }
-                        inbox.yield(.linkFailed(id, SwitchboardError(.connectionLost, "the backend closed the link")))
-                    } catch {
-                        inbox.yield(.linkFailed(id, SwitchboardError.classify(error)))
-                    }
-                }
-                for await job in jobs {
-                    inbox.taskStarted()
-                    await group.addTask {
-                        defer { inbox.taskEnded() }
-                        let result: Result<BackendResponse, SwitchboardError>
-                        // A traced send's attempt is a child span of the send's.
-                        let span = job.trace.map { self.tracer.startAnySpan("switchboard.backend.send", context: $0.span.context, ofKind: .client) }
-                        do {
-                            // Under the attempt's span as the current context, so what the adapter
-                            // traces (an HTTP client's request span, a `traceparent` header) is its
-                            // child rather than the session run's.
-                            if let span {
-                                result = .success(try await ServiceContext.withValue(span.context) { try await connection.perform(job.request) })
-                            } else {
-                                result = .success(try await connection.perform(job.request))
-                            }
-                        } catch {
-                            let failure = SwitchboardError.classify(error)
-                            span?.recordFailure(failure)
-                            result = .failure(failure)
-                        }
-                        span?.end()
-                        // Behind every update the link yielded before the request returned (a
-                        // room's cursor before the close that moved it): they travel in the
-                        // reader's task, and the answer must not be stored first.
-                        if let yielded = updates.yielded { await taken.wait(until: yielded) }
-                        inbox.yield(.requestFinished(id, ticket: job.ticket, result))
-                    }
-                }
-                group.cancelAll()
-            }
+            await self.serve(connection, link: id, jobs: jobs)
         }
+    }
+
+    /// Serves an open link: its reader, and a child task per request the loop hands it. Out of
+    /// line, as are the reader and each request: a task keeps its frames at their deepest for as
+    /// long as it lives, and the link's tasks live as long as the link.
+    @inline(never)
+    private nonisolated func serve(_ connection: any BackendConnection, link id: Int, jobs: AsyncStream<LinkJob>) async {
+        let inbox = self.inbox
+        let updates = connection.updates
+        let taken = TakenUpdates()
+        await ChildTasks.withScope { group in
+            inbox.taskStarted()
+            await group.addTask { await Self.read(updates, link: id, into: inbox, counting: taken) }
+            for await job in jobs {
+                inbox.taskStarted()
+                await group.addTask { await self.perform(job, on: connection, link: id, after: updates, taken: taken) }
+            }
+            group.cancelAll()
+        }
+    }
+
+    /// The link's reader: hands the inbox each update, in wire order, and the link's end.
+    @inline(never)
+    private nonisolated static func read(_ updates: BackendUpdates, link id: Int, into inbox: EngineInbox<SessionStateMachine.Input>, counting taken: TakenUpdates) async {
+        defer {
+            taken.end()
+            inbox.taskEnded()
+        }
+        do {
+            for try await update in updates {
+                guard await forward(update, link: id, into: inbox) else { return }
+                taken.took()
+            }
+            inbox.yield(.linkFailed(id, SwitchboardError(.connectionLost, "the backend closed the link")))
+        } catch {
+            inbox.yield(.linkFailed(id, SwitchboardError.classify(error)))
+        }
+    }
+
+    /// One update into the inbox (out of line: the input it makes is not kept in the reader's
+    /// frame while it waits for the next update).
+    @inline(never)
+    private nonisolated static func forward(_ update: BackendUpdate, link id: Int, into inbox: EngineInbox<SessionStateMachine.Input>) async -> Bool {
+        await inbox.yieldUpdate(.update(id, update))
+    }
+
+    /// Performs one request on the link and hands the inbox its outcome, behind every update the
+    /// link yielded before the request returned.
+    @inline(never)
+    private nonisolated func perform(_ job: LinkJob, on connection: any BackendConnection, link id: Int, after updates: BackendUpdates, taken: TakenUpdates) async {
+        defer { inbox.taskEnded() }
+        let result: Result<BackendResponse, SwitchboardError>
+        // A traced send's attempt is a child span of the send's.
+        let span = job.trace.map { self.tracer.startAnySpan("switchboard.backend.send", context: $0.span.context, ofKind: .client) }
+        do {
+            // Under the attempt's span as the current context, so what the adapter traces (an
+            // HTTP client's request span, a `traceparent` header) is its child rather than the
+            // session run's.
+            if let span {
+                result = .success(try await ServiceContext.withValue(span.context) { try await connection.perform(job.request) })
+            } else {
+                result = .success(try await connection.perform(job.request))
+            }
+        } catch {
+            let failure = SwitchboardError.classify(error)
+            span?.recordFailure(failure)
+            result = .failure(failure)
+        }
+        span?.end()
+        // The updates travel in the reader's task, and the answer must not be stored before
+        // them (a room's cursor before the close that moved it).
+        if let yielded = updates.yielded { await taken.wait(until: yielded) }
+        inbox.yield(.requestFinished(id, ticket: job.ticket, result))
     }
 }
