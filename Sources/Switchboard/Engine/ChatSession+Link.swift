@@ -47,7 +47,9 @@ extension ChatSession {
     }
 
     /// One link's scope: opens it, reads its updates, performs the requests the loop hands it as
-    /// child tasks (each forgotten when done), and reports how it ended.
+    /// child tasks (each forgotten when done), and reports how it ended. Out of line, with its
+    /// end: its task lives as long as the link and keeps its frames at their deepest.
+    @inline(never)
     nonisolated func runLink(
         _ id: Int,
         context: ConnectionContext,
@@ -55,7 +57,7 @@ extension ChatSession {
         aborted: AsyncStream<Void>,
         opened: AsyncStream<Void>.Continuation
     ) async {
-        var failure: SwitchboardError?
+        var failure: (any Error)?
         do {
             // The link's scope beside a watcher of `aborted` while it connects: an abort ends
             // the link, its connect cancelled and its error dropped (the link ended on purpose).
@@ -74,9 +76,14 @@ extension ChatSession {
                 scope.cancelAll()
             }
         } catch {
-            failure = SwitchboardError.classify(error)
+            failure = error
         }
-        inbox.yield(.linkClosed(id, failure))
+        linkClosed(id, failure)
+    }
+
+    @inline(never)
+    private nonisolated func linkClosed(_ id: Int, _ failure: (any Error)?) {
+        inbox.yield(.linkClosed(id, failure.map(SwitchboardError.classify)))
     }
 
     /// Opens the backend's link and serves it: reads its updates and performs the requests the
@@ -104,32 +111,79 @@ extension ChatSession {
         let updates = connection.updates
         let taken = TakenUpdates()
         await ChildTasks.withScope { group in
-            inbox.taskStarted()
-            await group.addTask { await Self.read(updates, link: id, into: inbox, counting: taken) }
-            for await job in jobs {
-                inbox.taskStarted()
-                await group.addTask { await self.perform(job, on: connection, link: id, after: updates, taken: taken) }
+            await startReader(updates, link: id, counting: taken, in: &group)
+            var pending = jobs.makeAsyncIterator()
+            while let job = await Self.next(&pending) {
+                await start(job, on: connection, link: id, after: updates, taken: taken, in: &group)
             }
             group.cancelAll()
         }
     }
 
+    /// Starts the link's reader.
+    @inline(never)
+    private nonisolated func startReader(_ updates: BackendUpdates, link id: Int, counting taken: TakenUpdates, in group: inout ChildTasks) async {
+        let inbox = self.inbox
+        inbox.taskStarted()
+        await group.addTask { await Self.read(updates, link: id, into: inbox, counting: taken) }
+    }
+
+    /// The next request the loop hands the link, out of line as the reader's next update is.
+    @inline(never)
+    private nonisolated static func next(_ jobs: inout AsyncStream<LinkJob>.Iterator) async -> LinkJob? {
+        await jobs.next(isolation: #isolation)
+    }
+
+    /// Starts a request's child task.
+    @inline(never)
+    private nonisolated func start(
+        _ job: LinkJob,
+        on connection: any BackendConnection,
+        link id: Int,
+        after updates: BackendUpdates,
+        taken: TakenUpdates,
+        in group: inout ChildTasks
+    ) async {
+        inbox.taskStarted()
+        await group.addTask { await self.perform(job, on: connection, link: id, after: updates, taken: taken) }
+    }
+
     /// The link's reader: hands the inbox each update, in wire order, and the link's end.
     @inline(never)
     private nonisolated static func read(_ updates: BackendUpdates, link id: Int, into inbox: EngineInbox<SessionStateMachine.Input>, counting taken: TakenUpdates) async {
-        defer {
-            taken.end()
-            inbox.taskEnded()
-        }
+        var iterator = updates.makeAsyncIterator()
+        var failure: (any Error)?
+        var reporting = true
         do {
-            for try await update in updates {
-                guard await forward(update, link: id, into: inbox) else { return }
+            while let update = try await next(&iterator) {
+                // No more when the loop has ended or the reader is cancelled: nothing to report.
+                guard await forward(update, link: id, into: inbox) else {
+                    reporting = false
+                    break
+                }
                 taken.took()
             }
-            inbox.yield(.linkFailed(id, SwitchboardError(.connectionLost, "the backend closed the link")))
         } catch {
-            inbox.yield(.linkFailed(id, SwitchboardError.classify(error)))
+            failure = error
         }
+        ended(link: id, failure, reporting: reporting, inbox: inbox, taken: taken)
+    }
+
+    /// The link's next update (out of line, with the stream's machinery: the reader's own frame
+    /// stays small, and a long-lived task keeps its deepest frames).
+    @inline(never)
+    private nonisolated static func next(_ iterator: inout BackendUpdates.AsyncIterator) async throws -> BackendUpdate? {
+        try await iterator.next(isolation: #isolation)
+    }
+
+    /// The reader ended: the link's end, unless the loop ended first.
+    @inline(never)
+    private nonisolated static func ended(link id: Int, _ failure: (any Error)?, reporting: Bool, inbox: EngineInbox<SessionStateMachine.Input>, taken: TakenUpdates) {
+        taken.end()
+        inbox.taskEnded()
+        guard reporting else { return }
+        let error = failure.map(SwitchboardError.classify) ?? SwitchboardError(.connectionLost, "the backend closed the link")
+        inbox.yield(.linkFailed(id, error))
     }
 
     /// One update into the inbox (out of line: the input it makes is not kept in the reader's

@@ -178,11 +178,19 @@ public actor ChatSession: Session {
     private func loop(in group: inout ChildTasks) async {
         await inATaskOfItsOwn { await $0.take(.started) }
         await startSpawns(in: &group)
-        while !isFinished, let input = await inbox.next() {
-            await inATaskOfItsOwn { await $0.take(input) }
+        while !isFinished, await takeNext() {
             await startSpawns(in: &group)
         }
         group.cancelAll()
+    }
+
+    /// Waits for the next input and runs it in a task of its own; `false` once the inbox is
+    /// closed. Out of line: the input is not kept in the loop's frame.
+    @inline(never)
+    private func takeNext() async -> Bool {
+        guard let input = await inbox.next() else { return false }
+        await inATaskOfItsOwn { await $0.take(input) }
+        return true
     }
 
     @inline(never)
