@@ -47,9 +47,10 @@ class Store:
         self.db.execute("CREATE INDEX IF NOT EXISTS messages_by_room ON messages (room_id, ts)")
         self.db.execute("CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
 
-    def put(self, events, room_id, state=None):
-        """Stores the text messages of `events` (and `state`) in one transaction; returns the new ones."""
-        rows = [(e.event_id, room_id, e.sender, e.body, e.server_timestamp) for e in events if isinstance(e, RoomMessageText)]
+    def put(self, events, state=None):
+        """Stores the text messages of `events` ((event, room id) pairs) and `state` in one
+        transaction; returns the new ones."""
+        rows = [(e.event_id, room_id, e.sender, e.body, e.server_timestamp) for e, room_id in events if isinstance(e, RoomMessageText)]
         self.db.execute("BEGIN")
         new = [row for row in rows if self.db.execute("INSERT OR IGNORE INTO messages VALUES (?, ?, ?, ?, ?)", row).rowcount == 1]
         for key, value in (state or {}).items():
@@ -76,23 +77,26 @@ class Bot:
         self.client.add_response_callback(self.on_sync, SyncResponse)
 
     async def on_sync(self, response):
-        """Stores what a sync answer brought, filling back a room whose timeline was cut."""
+        """Stores what a sync answer brought, every room in one transaction, with the token;
+        fills back a room whose timeline was cut first. (nio runs response callbacks in
+        `sync_forever` only: a phase that calls `sync` itself hands the answer here.)"""
+        rows = []
         for room_id, room in response.rooms.join.items():
             events = list(room.timeline.events)
             # A gap only where the store holds the room's earlier messages (the first sync
             # starts at the window, as Switchboard's does; older ones are history).
             if room.timeline.limited and events and self.store.knows(room_id) and not self.store.has(events[0].event_id):
                 events = await self.backfill(room_id, room.timeline.prev_batch) + events
-            for row in self.store.put(events, room_id, {"next_batch": response.next_batch}):
-                self.new_messages.put_nowait(row)
-        if not response.rooms.join:
-            self.store.put([], "", {"next_batch": response.next_batch})
+            rows += [(event, room_id) for event in events]
+        for row in self.store.put(rows, {"next_batch": response.next_batch}):
+            self.new_messages.put_nowait(row)
 
     async def backfill(self, room_id, start):
         """The events before a cut timeline, back to the first one the store has."""
         older = []
         while start:
-            page = await self.client.room_messages(room_id, start=start, limit=100, direction=MessageDirection.back)
+            # Switchboard's Matrix history page is 50 too.
+            page = await self.client.room_messages(room_id, start=start, limit=50, direction=MessageDirection.back)
             if not isinstance(page, RoomMessagesResponse):
                 raise RuntimeError(f"backfill: {page}")
             for event in page.chunk:
@@ -106,7 +110,7 @@ class Bot:
         answer = await self.client.login(password, device_name="nio-bench")
         if not hasattr(answer, "access_token"):
             raise RuntimeError(f"login: {answer}")
-        self.store.put([], "", {"access_token": answer.access_token, "device_id": answer.device_id, "user_id": answer.user_id})
+        self.store.put([], {"access_token": answer.access_token, "device_id": answer.device_id, "user_id": answer.user_id})
 
     def restore(self):
         self.client.restore_login(self.store.get("user_id"), self.store.get("device_id"), self.store.get("access_token"))
@@ -147,6 +151,9 @@ async def main(phase, homeserver, user, password, path, room=None, count=0):
             first = await bot.client.sync(timeout=0, sync_filter=SYNC_FILTER)
             if not isinstance(first, SyncResponse):
                 raise RuntimeError(f"sync: {first}")
+            await bot.on_sync(first)
+            while not bot.new_messages.empty():
+                bot.new_messages.get_nowait()
             syncing = bot.sync_forever(since=first.next_batch)
             samples = []
             for index in range(count):
@@ -165,7 +172,10 @@ async def main(phase, homeserver, user, password, path, room=None, count=0):
             first = await bot.client.sync(timeout=0, sync_filter=SYNC_FILTER)
             if not isinstance(first, SyncResponse):
                 raise RuntimeError(f"sync: {first}")
-            say("offline", first.next_batch)
+            await bot.on_sync(first)
+            if not bot.store.knows(room):
+                raise RuntimeError(f"the first sync brought no message of {room}")
+            say("offline", "ready")
         elif phase == "catch-up":
             bot.restore()
             syncing = bot.sync_forever(since=bot.store.get("next_batch"))

@@ -37,17 +37,18 @@ extension Bench {
         guard let clientProcess else { throw SwitchboardError(.unsupported, "the peer rows run each client in a process of its own") }
         let python = Synapse.venv + "/bin/python"
         let script = Synapse.repository.appendingPathComponent("scripts/nio-bench.py").path
+        let limit: Duration = sizes.peerMissed < 100 ? .seconds(60) : .seconds(300)
         return try await Synapse.withServer { server in
             progress.say("peer: seeding Synapse")
             let agent = try await server.register("agent")
             let clients = [
-                PeerClient(name: "Switchboard", user: try await server.register("switchboard")) { phase, user, store, room, count in
+                PeerClient(name: "Switchboard", user: try await server.register("switchboard"), limit: limit) { phase, user, store, room, count in
                     clientProcess + [
                         "--matrix-peer", phase, "--homeserver", server.baseURL, "--user", user.localPart, "--password", user.password,
                         "--store", store, "--room", room, "--count", "\(count)",
                     ]
                 },
-                PeerClient(name: "matrix-nio", user: try await server.register("nio")) { phase, user, store, room, count in
+                PeerClient(name: "matrix-nio", user: try await server.register("nio"), limit: limit) { phase, user, store, room, count in
                     [python, script, phase, server.baseURL, user.localPart, user.password, store, room, "\(count)"]
                 },
             ]
@@ -113,22 +114,23 @@ extension Bench {
                 }
             }
 
-            func row(_ name: String, unit: String, _ figures: [String: [Double]], goal: String, statistic: ([Double]) -> Double) -> BenchRow {
+            // At least as fast as the peer on every row, and smaller in memory (#33).
+            func row(_ name: String, unit: String, _ figures: [String: [Double]], smaller: Bool = false, statistic: ([Double]) -> Double) -> BenchRow {
                 let switchboard = statistic(figures["Switchboard"] ?? [])
                 let peer = statistic(figures["matrix-nio"] ?? [])
                 let ratio = switchboard / peer
-                return BenchRow(name: name, unit: unit, switchboard: switchboard, baselineName: "matrix-nio", baseline: peer, ratio: ratio, goal: goal, met: ratio <= 1)
+                return BenchRow(
+                    name: name, unit: unit, switchboard: switchboard, baselineName: "matrix-nio", baseline: peer, ratio: ratio,
+                    goal: smaller ? "< 1× matrix-nio" : "≤ 1× matrix-nio", met: smaller ? ratio < 1 : ratio <= 1
+                )
             }
             let median = { (values: [Double]) in Self.percentile(values, 0.5) }
             return [
-                row("Matrix on Synapse, start → first message, \(sizes.peerRooms) rooms × \(sizes.peerMessagesPerRoom) waiting", unit: "ms", firstMessage,
-                    goal: "≤ 1× matrix-nio", statistic: median),
-                row("Matrix on Synapse, send → own echo p50, \(sizes.peerEchoes) sequential", unit: "ms", echoes, goal: "≤ 1× matrix-nio", statistic: median),
-                row("Matrix on Synapse, send → own echo p99, \(sizes.peerEchoes) sequential", unit: "ms", echoes, goal: "≤ 1× matrix-nio") {
-                    Self.percentile($0, 0.99)
-                },
-                row("Matrix on Synapse, catch-up of \(sizes.peerMissed) missed messages", unit: "ms", catchUp, goal: "≤ 1× matrix-nio", statistic: median),
-                row("Matrix on Synapse, resident memory after the catch-up", unit: "MB", resident, goal: "< 1× matrix-nio", statistic: median),
+                row("Matrix on Synapse, start → first message, \(sizes.peerRooms) rooms × \(sizes.peerMessagesPerRoom) waiting", unit: "ms", firstMessage, statistic: median),
+                row("Matrix on Synapse, send → own echo p50, \(sizes.peerEchoes) sequential", unit: "ms", echoes, statistic: median),
+                row("Matrix on Synapse, send → own echo p99, \(sizes.peerEchoes) sequential", unit: "ms", echoes) { Self.percentile($0, 0.99) },
+                row("Matrix on Synapse, catch-up of \(sizes.peerMissed) missed messages", unit: "ms", catchUp, statistic: median),
+                row("Matrix on Synapse, resident memory after the catch-up", unit: "MB", resident, smaller: true, statistic: median),
             ]
         }
     }
@@ -210,8 +212,14 @@ extension Bench {
                 }
                 return [("echo", samples.joined(separator: ","))]
             case "offline":
-                // The room's messages are stored with the sync that brought them, and its cursor.
+                // The room's messages are stored with the sync that brought them; the sync's
+                // cursor comes after them on the link, and the next process starts from it.
                 _ = try await next { $0.conversationID == room && added($0) != nil }
+                let deadline = ContinuousClock.now + .seconds(30)
+                while try await session.store.fetchCursor() == nil {
+                    guard ContinuousClock.now < deadline else { throw SwitchboardError(.timedOut, "the first sync's cursor was never stored") }
+                    try await Task.sleep(for: .milliseconds(5))
+                }
                 return [("offline", "ready")]
             case "catch-up":
                 var missed: Set<MessageID> = []
@@ -231,16 +239,19 @@ extension Bench {
 private struct PeerClient: Sendable {
     let name: String
     let user: MatrixTestUser
+    /// How long a phase may run (tiny sizes: a minute, so a phase that hangs fails with its
+    /// output before the test's own limit).
+    let limit: Duration
     /// The process's arguments for a phase, its user, store file, room and count.
     let arguments: @Sendable (_ phase: String, _ user: MatrixTestUser, _ store: String, _ room: String, _ count: Int) -> [String]
 
-    /// Runs one phase in a process of its own (5 minutes at most) and reads what it printed.
+    /// Runs one phase in a process of its own and reads what it printed.
     func run(_ phase: String, store: String, room: ConversationID, count: Int) async throws -> [String: String] {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-peer-\(UUID().uuidString).log").path
         defer { try? FileManager.default.removeItem(atPath: output) }
         let child = try SpawnedChild(arguments(phase, user, store, room.rawValue, count), output: output)
         defer { child.kill() }
-        let status = try await child.waitForExit(within: .seconds(300))
+        let status = try await child.waitForExit(within: limit)
         let printed = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
         guard status == 0 else { throw SwitchboardError(.serverError, "\(name)'s \(phase) ended \(status): \(printed.suffix(800))") }
         var values: [String: String] = [:]

@@ -9,7 +9,8 @@ import SynapseHarness
 
 /// `switchboard bench --quick`: every row runs and yields a figure and a baseline. Speed is not
 /// judged here (a debug build on a shared machine); `swift run -c release switchboard bench` is.
-/// Five minutes: it took 57 s in CI and 112 s with eight busy loops beside a full run.
+/// Five minutes: it took 57 s in CI and 112 s with eight busy loops beside a full run (the peer
+/// rows' test, a Synapse and nine client processes one after the other, about 30 s here).
 @Suite(.timeLimit(.minutes(5)))
 struct BenchTests {
     @Test func everyRowRunsOnTinySizes() async throws {

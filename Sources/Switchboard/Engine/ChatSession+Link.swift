@@ -107,7 +107,6 @@ extension ChatSession {
     /// long as it lives, and the link's tasks live as long as the link.
     @inline(never)
     private nonisolated func serve(_ connection: any BackendConnection, link id: Int, jobs: AsyncStream<LinkJob>) async {
-        let inbox = self.inbox
         let updates = connection.updates
         let taken = TakenUpdates()
         await ChildTasks.withScope { group in
