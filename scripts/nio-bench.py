@@ -112,6 +112,14 @@ class Bot:
             raise RuntimeError(f"login: {answer}")
         self.store.put([], {"access_token": answer.access_token, "device_id": answer.device_id, "user_id": answer.user_id})
 
+    async def first_sync(self):
+        """One sync now, stored (nio runs response callbacks only inside `sync_forever`)."""
+        first = await self.client.sync(timeout=0, sync_filter=SYNC_FILTER)
+        if not isinstance(first, SyncResponse):
+            raise RuntimeError(f"sync: {first}")
+        await self.on_sync(first)
+        return first
+
     def restore(self):
         self.client.restore_login(self.store.get("user_id"), self.store.get("device_id"), self.store.get("access_token"))
 
@@ -148,10 +156,7 @@ async def main(phase, homeserver, user, password, path, room=None, count=0):
             say("first-message", time.perf_counter() - started)
         elif phase == "echo":
             await bot.login(password)
-            first = await bot.client.sync(timeout=0, sync_filter=SYNC_FILTER)
-            if not isinstance(first, SyncResponse):
-                raise RuntimeError(f"sync: {first}")
-            await bot.on_sync(first)
+            first = await bot.first_sync()
             while not bot.new_messages.empty():
                 bot.new_messages.get_nowait()
             syncing = bot.sync_forever(since=first.next_batch)
@@ -169,10 +174,7 @@ async def main(phase, homeserver, user, password, path, room=None, count=0):
             say("echo", ",".join(f"{sample:.3f}" for sample in samples))
         elif phase == "offline":
             await bot.login(password)
-            first = await bot.client.sync(timeout=0, sync_filter=SYNC_FILTER)
-            if not isinstance(first, SyncResponse):
-                raise RuntimeError(f"sync: {first}")
-            await bot.on_sync(first)
+            await bot.first_sync()
             if not bot.store.knows(room):
                 raise RuntimeError(f"the first sync brought no message of {room}")
             say("offline", "ready")
