@@ -70,17 +70,23 @@ extension Bench {
     /// Runs `arguments` (this executable's `bench --idle-clients`) and reads the bytes per
     /// session it printed; bounded by 5 minutes.
     private static func inProcessOfTheirOwn(_ arguments: [String]) async throws -> Double {
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-idle-clients-\(UUID().uuidString).log").path
-        defer { try? FileManager.default.removeItem(atPath: output) }
-        let child = try SpawnedChild(arguments, output: output)
-        defer { child.kill() }
-        let status = try await child.waitForExit(within: .seconds(300))
-        let printed = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+        let (status, printed) = try await runInAProcessOfItsOwn(arguments, within: .seconds(300))
         let figure = printed.split(whereSeparator: \.isNewline).last { $0.hasPrefix(idleClientsTag + " ") }
         guard status == 0, let bytes = figure.flatMap({ Double($0.dropFirst(idleClientsTag.count + 1)) }) else {
             throw SwitchboardError(.serverError, "the idle clients' process ended \(status): \(printed.suffix(500))")
         }
         return bytes
+    }
+
+    /// Runs `arguments` in a process of its own (killed after `limit`) and returns its exit
+    /// status and what it printed (standard output and error).
+    package static func runInAProcessOfItsOwn(_ arguments: [String], within limit: Duration) async throws -> (status: Int32, printed: String) {
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-bench-child-\(UUID().uuidString).log").path
+        defer { try? FileManager.default.removeItem(atPath: output) }
+        let child = try SpawnedChild(arguments, output: output)
+        defer { child.kill() }
+        let status = try await child.waitForExit(within: limit)
+        return (status, (try? String(contentsOfFile: output, encoding: .utf8)) ?? "")
     }
 
     private static func memoryRow(_ name: String, _ bytes: Double, goal: Double) -> BenchRow {

@@ -23,11 +23,7 @@ extension Bench {
         guard FileManager.default.isExecutableFile(atPath: python) else {
             return "Synapse is not installed (scripts/synapse.sh install)"
         }
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-nio-check-\(UUID().uuidString).log").path
-        defer { try? FileManager.default.removeItem(atPath: output) }
-        guard let child = try? SpawnedChild([python, "-c", "import nio"], output: output),
-            (try? await child.waitForExit(within: .seconds(60))) == 0
-        else {
+        guard (try? await runInAProcessOfItsOwn([python, "-c", "import nio"], within: .seconds(60)))?.status == 0 else {
             return "matrix-nio is not installed beside Synapse (scripts/synapse.sh install)"
         }
         return nil
@@ -124,11 +120,12 @@ extension Bench {
                     goal: smaller ? "< 1× matrix-nio" : "≤ 1× matrix-nio", met: smaller ? ratio < 1 : ratio <= 1
                 )
             }
-            let median = { (values: [Double]) in Self.percentile(values, 0.5) }
+            // Rounds by their median, as the other rows; the echoes by the latency rows' percentiles.
+            let median = { (values: [Double]) in self.median(values) }
             return [
                 row("Matrix on Synapse, start → first message, \(sizes.peerRooms) rooms × \(sizes.peerMessagesPerRoom) waiting", unit: "ms", firstMessage, statistic: median),
-                row("Matrix on Synapse, send → own echo p50, \(sizes.peerEchoes) sequential", unit: "ms", echoes, statistic: median),
-                row("Matrix on Synapse, send → own echo p99, \(sizes.peerEchoes) sequential", unit: "ms", echoes) { Self.percentile($0, 0.99) },
+                row("Matrix on Synapse, send → own echo p50, \(sizes.peerEchoes) sequential", unit: "ms", echoes) { LatencySamples.percentile($0, 0.5) },
+                row("Matrix on Synapse, send → own echo p99, \(sizes.peerEchoes) sequential", unit: "ms", echoes) { LatencySamples.percentile($0, 0.99) },
                 row("Matrix on Synapse, catch-up of \(sizes.peerMissed) missed messages", unit: "ms", catchUp, statistic: median),
                 row("Matrix on Synapse, resident memory after the catch-up", unit: "MB", resident, smaller: true, statistic: median),
             ]
@@ -139,13 +136,6 @@ extension Bench {
     private static func number(_ printed: [String: String], _ key: String) throws -> Double {
         guard let value = printed[key].flatMap(Double.init) else { throw SwitchboardError(.protocolViolation, "the client printed no \(key): \(printed)") }
         return value
-    }
-
-    /// The `fraction` percentile of `values` (nearest rank).
-    package static func percentile(_ values: [Double], _ fraction: Double) -> Double {
-        guard !values.isEmpty else { return .nan }
-        let sorted = values.sorted()
-        return sorted[min(sorted.count - 1, max(0, Int((Double(sorted.count) * fraction).rounded(.up)) - 1))]
     }
 
     /// Switchboard's side of one peer phase (`bench --matrix-peer PHASE`, a process of its own):
@@ -247,12 +237,7 @@ private struct PeerClient: Sendable {
 
     /// Runs one phase in a process of its own and reads what it printed.
     func run(_ phase: String, store: String, room: ConversationID, count: Int) async throws -> [String: String] {
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-peer-\(UUID().uuidString).log").path
-        defer { try? FileManager.default.removeItem(atPath: output) }
-        let child = try SpawnedChild(arguments(phase, user, store, room.rawValue, count), output: output)
-        defer { child.kill() }
-        let status = try await child.waitForExit(within: limit)
-        let printed = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+        let (status, printed) = try await Bench.runInAProcessOfItsOwn(arguments(phase, user, store, room.rawValue, count), within: limit)
         guard status == 0 else { throw SwitchboardError(.serverError, "\(name)'s \(phase) ended \(status): \(printed.suffix(800))") }
         var values: [String: String] = [:]
         for line in printed.split(whereSeparator: \.isNewline) where line.hasPrefix(Bench.peerTag + " ") {
