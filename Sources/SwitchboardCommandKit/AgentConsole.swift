@@ -12,6 +12,9 @@ package enum AgentMode: String, ExpressibleByArgument, CaseIterable, Sendable {
     case scripted
     /// Answers nothing by itself: a person types the agent's side on standard input.
     case manual
+    /// Answers nothing by itself: a person plays the agent in the browser, on the console the
+    /// emulator serves at the URL it prints (standard input takes commands too).
+    case web
 }
 
 /// The replies of `--agent scripted`: one per customer message, in order; `{text}` is replaced by
@@ -74,8 +77,9 @@ package struct AgentConsole: Sendable {
     package init(desk: any AgentDesk) { self.desk = desk }
 
     package static let help = """
-        agent commands: /say TEXT (or just TEXT) · /typing · /read · /close · /transfer · /offline · /where
-        faults:         /disconnect · /drop N · /delay MS · /reinit · /help
+        agent commands: /say TEXT (or just TEXT) · /accept · /typing · /read · /file PATH · /close · /transfer · /offline
+                        /move ID (the vendor's own: /where lists them) · /where
+        faults:         /disconnect · /drop N · /duplicate N · /delay MS · /reinit · /help
         """
 
     package struct Reply: Sendable {
@@ -88,37 +92,74 @@ package struct AgentConsole: Sendable {
         let trimmed = line.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty else { return Reply(lines: []) }
         let words = trimmed.split(separator: " ", maxSplits: 1).map(String.init)
-        let command = trimmed.hasPrefix("/") ? words[0] : "/say"
+        let name = trimmed.hasPrefix("/") ? words[0] : "/say"
         let argument = trimmed.hasPrefix("/") ? (words.count > 1 ? words[1] : "") : trimmed
+        if name == "/help" { return Reply(lines: [Self.help]) }
         do {
-            switch command {
-            case "/help": return Reply(lines: [Self.help])
-            case "/where": return Reply(lines: [try desk.current()])
-            case "/say":
-                guard !argument.isEmpty else { return Reply(lines: ["usage: /say TEXT"]) }
-                return Reply(lines: [try desk.say(argument)])
-            case "/typing": return Reply(lines: [try desk.typing()])
-            case "/read": return Reply(lines: [try desk.read()])
-            case "/close": return Reply(lines: [try desk.close()])
-            case "/transfer": return Reply(lines: [try desk.transfer()])
-            case "/offline": return Reply(lines: [try desk.offline()])
-            case "/disconnect": return Reply(lines: [desk.disconnect()])
-            case "/drop":
-                guard let count = Int(argument), (1...1_000).contains(count) else { return Reply(lines: ["usage: /drop N (1 to 1000)"]) }
-                return Reply(lines: [try desk.drop(count)])
-            case "/delay":
-                guard let milliseconds = Int(argument), (1...600_000).contains(milliseconds) else {
-                    return Reply(lines: ["usage: /delay MS (1 to 600000)"])
-                }
-                let (text, release) = try desk.delay(milliseconds: milliseconds)
-                return Reply(lines: [text], later: release.map { (.milliseconds(milliseconds), $0) })
-            case "/reinit": return Reply(lines: [try desk.reinit()])
-            default: return Reply(lines: ["unknown command \(command); /help lists them"])
+            guard let command = try Self.command(name, argument) else {
+                return Reply(lines: [Self.usage[name] ?? "unknown command \(name); /help lists them"])
             }
+            let outcome = try desk.perform(command)
+            var lines = [outcome.line]
+            if command == .current {
+                let moves = desk.snapshot().moves
+                if !moves.isEmpty { lines.append("moves: " + moves.map { "/move \($0.id) (\($0.title))" }.joined(separator: " · ")) }
+            }
+            return Reply(lines: lines, later: outcome.later)
         } catch let error as DeskError {
             return Reply(lines: [error.description])
         } catch {
             return Reply(lines: ["error: \(error)"])
+        }
+    }
+
+    private static let usage = [
+        "/say": "usage: /say TEXT",
+        "/drop": "usage: /drop N (1 to \(DeskCommand.maxCount))",
+        "/duplicate": "usage: /duplicate N (1 to \(DeskCommand.maxCount))",
+        "/delay": "usage: /delay MS (1 to \(DeskCommand.maxDelayMilliseconds))",
+        "/file": "usage: /file PATH",
+        "/move": "usage: /move ID (/where lists them)",
+    ]
+
+    /// The command a line names; `nil` when its argument is missing or not a number in range.
+    ///
+    /// - Throws: ``DeskError`` when `/file`'s file cannot be read.
+    private static func command(_ name: String, _ argument: String) throws -> DeskCommand? {
+        func count(_ limit: Int) -> Int? { Int(argument).flatMap { (1...limit).contains($0) ? $0 : nil } }
+        switch name {
+        case "/where": return .current
+        case "/say": return argument.isEmpty ? nil : .say(argument)
+        case "/accept": return .accept
+        case "/typing": return .typing(nil)
+        case "/read": return .read
+        case "/close": return .close
+        case "/transfer": return .transfer
+        case "/offline": return .offline
+        case "/move": return argument.isEmpty ? nil : .move(argument)
+        case "/file":
+            guard !argument.isEmpty else { return nil }
+            let url = URL(fileURLWithPath: argument)
+            guard let data = FileManager.default.contents(atPath: url.path) else { throw DeskError("/file \(argument): cannot be read") }
+            return .file(name: url.lastPathComponent, contentType: Self.contentType(of: url.lastPathComponent), data: data)
+        case "/disconnect": return .disconnect
+        case "/drop": return count(DeskCommand.maxCount).map(DeskCommand.drop)
+        case "/duplicate": return count(DeskCommand.maxCount).map(DeskCommand.duplicate)
+        case "/delay": return count(DeskCommand.maxDelayMilliseconds).map { .delay(milliseconds: $0) }
+        case "/reinit": return .reinit
+        default: return nil
+        }
+    }
+
+    /// The media type a file's extension names, for `/file` (the page sends the browser's).
+    package static func contentType(of name: String) -> String {
+        switch (name as NSString).pathExtension.lowercased() {
+        case "png": "image/png"
+        case "jpg", "jpeg": "image/jpeg"
+        case "gif": "image/gif"
+        case "pdf": "application/pdf"
+        case "txt": "text/plain"
+        default: "application/octet-stream"
         }
     }
 

@@ -8,7 +8,7 @@ package struct AgentOptions: ParsableArguments {
 
     @Option(help: "The port to listen on (0 picks a free one).") package var port: Int = 0
 
-    @Option(help: "How the agent answers: echo, scripted or manual (you type the agent's side on standard input).")
+    @Option(help: "How the agent answers: echo, scripted, manual (you type the agent's side on standard input) or web (you play the agent in the browser, at the URL printed).")
     package var agent: AgentMode = .echo
     @Option(help: "With --agent scripted: a file with one reply per line ({text} is what the customer wrote).")
     package var script: String?
@@ -22,21 +22,40 @@ package struct AgentOptions: ParsableArguments {
             switch mode {
             case .echo: return "You wrote: \(text)"
             case .scripted: return script.reply(to: text)
-            case .manual: return nil
+            case .manual, .web: return nil
             }
         }
     }
 
-    /// Runs `serve` and, beside it, the agent's console on standard input (in every mode: the
-    /// fault commands work with a robot agent too). The console ends with its input and the
+    /// Serves `emulator` on `--port` (with the agent console in the browser beside its routes
+    /// for `--agent web`) and, beside it, the agent's console on standard input (in every mode:
+    /// the fault commands work with a robot agent too). `banner` says what the emulator serves;
+    /// the console's URL follows it. The console on standard input ends with its input and the
     /// emulator runs on; when the emulator ends (SIGINT or SIGTERM stop it, or it fails), the
     /// console ends with it, so the process exits at once instead of waiting for a line that
     /// will never come.
-    package func run(desk: any AgentDesk, output: StandardOutput, serve: @escaping @Sendable () async throws -> Void) async throws {
-        try await Self.run(console: { await AgentConsole(desk: desk).run(lines: StandardInput.lines(), output: output) }, serve: serve)
+    package func run<Emulator: HostedEmulator>(
+        _ emulator: Emulator,
+        desk: any AgentDesk,
+        output: StandardOutput,
+        banner: @escaping @Sendable (Emulator.Endpoints) -> String
+    ) async throws {
+        let (port, web) = (port, agent == .web)
+        let console: @Sendable () async -> Void = { await AgentConsole(desk: desk).run(lines: StandardInput.lines(), output: output) }
+        guard web else {
+            return try await Self.run(console: console) { try await emulator.run(port: port) { output.write(banner($0)) } }
+        }
+        var random = SystemRandomNumberGenerator()
+        let withConsole = AgentWebConsole(emulator, desk: desk, key: AgentWebConsole<Emulator>.makeKey(using: &random))
+        try await Self.run(console: console) {
+            try await withConsole.run(port: port) { endpoints in
+                output.write(banner(endpoints.emulator))
+                output.write("agent console: \(endpoints.console)")
+            }
+        }
     }
 
-    /// The two sides of ``run(desk:output:serve:)``: `serve` ending cancels `console` (its
+    /// The two sides of ``run(_:desk:output:banner:)``: `serve` ending cancels `console` (its
     /// `for await` over standard input is the cancellation point); `console` ending leaves
     /// `serve` running.
     package static func run(console: @escaping @Sendable () async -> Void, serve: @escaping @Sendable () async throws -> Void) async throws {
@@ -65,11 +84,15 @@ package struct AgentOptions: ParsableArguments {
         }
     }
 
+    /// Whether a robot answers (`echo`, `scripted`): the banners say the robot takes the chats.
+    package var robotAnswers: Bool { agent == .echo || agent == .scripted }
+
     package var banner: String {
         switch agent {
         case .echo: return "the agent answers every message (--agent echo); type /help for agent and fault commands"
         case .scripted: return "the agent answers from a script (--agent scripted); type /help for agent and fault commands"
         case .manual: return "you are the agent (--agent manual): type what it says; /help lists the commands"
+        case .web: return "you are the agent (--agent web): open the agent console below in a browser (commands typed here work too; /help lists them)"
         }
     }
 }

@@ -22,10 +22,14 @@ public struct EmulatedSocket: Sendable {
     public struct Handlers: Sendable {
         public var receive: @Sendable (Inbound) -> Void
         public var closed: @Sendable () -> Void
+        /// Work of the socket's own while it is open (the agent console's pushes of what
+        /// changed), cancelled when the socket ends; its end does not end the socket.
+        public var run: (@Sendable () async -> Void)?
 
-        public init(receive: @escaping @Sendable (Inbound) -> Void, closed: @escaping @Sendable () -> Void) {
+        public init(receive: @escaping @Sendable (Inbound) -> Void, closed: @escaping @Sendable () -> Void, run: (@Sendable () async -> Void)? = nil) {
             self.receive = receive
             self.closed = closed
+            self.run = run
         }
     }
 
@@ -52,6 +56,19 @@ public struct EmulatedSocket: Sendable {
             handlers.closed()
             continuation.finish()
         }
+        await handlers.running {
+            await carry(items, inbound: inbound, outbound: outbound, maxFrameSize: maxFrameSize, clock: clock, handlers: handlers)
+        }
+    }
+
+    private static func carry(
+        _ items: AsyncStream<Item>,
+        inbound: WebSocketInboundStream,
+        outbound: WebSocketOutboundWriter,
+        maxFrameSize: Int,
+        clock: SessionClock,
+        handlers: Handlers
+    ) async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 for await item in items {
@@ -80,6 +97,20 @@ public struct EmulatedSocket: Sendable {
             }
             await group.next()
             group.cancelAll()
+        }
+    }
+}
+
+extension EmulatedSocket.Handlers {
+    /// Runs `body` with ``run`` beside it, and cancels ``run`` when `body` returns.
+    func running(_ body: @Sendable () async -> Void) async {
+        guard let run else { return await body() }
+        await withoutActuallyEscaping(body) { body in
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await run() }
+                await body()
+                group.cancelAll()
+            }
         }
     }
 }

@@ -34,7 +34,7 @@ public enum EmulatorHost {
         let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
         let application = Application(
             router: router,
-            server: .http1WebSocketUpgrade(webSocketRouter: webSocketRouter, configuration: .init(ws: WebSocketServerConfiguration(maxFrameSize: maxWebSocketFrame))),
+            server: .http1WebSocketUpgrade(webSocketRouter: webSocketRouter, configuration: .init(ws: Self.configuration(webSocketRoutes, maxWebSocketFrame))),
             configuration: ApplicationConfiguration(address: .hostname(host, port: port)),
             onServerRunning: { channel in
                 portContinuation.yield(channel.localAddress?.port ?? port)
@@ -81,7 +81,7 @@ public enum EmulatorHost {
         let webSocketRouter = Self.webSocketRouter(webSocketRoutes)
         let application = Application(
             router: router,
-            server: .http1WebSocketUpgrade(webSocketRouter: webSocketRouter, configuration: .init(ws: WebSocketServerConfiguration(maxFrameSize: maxWebSocketFrame))),
+            server: .http1WebSocketUpgrade(webSocketRouter: webSocketRouter, configuration: .init(ws: Self.configuration(webSocketRoutes, maxWebSocketFrame))),
             configuration: ApplicationConfiguration(address: .hostname(host, port: port)),
             onServerRunning: { channel in await onBound(channel.localAddress?.port ?? port) },
             logger: logger
@@ -90,6 +90,12 @@ public enum EmulatorHost {
         configuration.maximumGracefulShutdownDuration = signalGracePeriod
         let group = ServiceGroup(configuration: configuration)
         try await explainingBindFailure(host: host, port: port) { try await group.run() }
+    }
+
+    /// Frames up to `maxWebSocketFrame`, or the largest a route reads (the agent console takes
+    /// files); each route still refuses a message over its own limit.
+    static func configuration(_ routes: [WebSocketRoute], _ maxWebSocketFrame: Int) -> WebSocketServerConfiguration {
+        WebSocketServerConfiguration(maxFrameSize: max(maxWebSocketFrame, routes.map(\.maxFrameSize).max() ?? 0))
     }
 
     /// Serves each route's sockets through ``EmulatedSocket``.

@@ -139,7 +139,7 @@ public struct InProcessNetwork: Sendable {
             },
             close: { end(nil) }
         )
-        return WebSocketTransport.InProcessSocket(socket: socket) {
+        let carry: @Sendable () async -> Void = {
             carrying: for await item in items {
                 switch item {
                 case .text(let text):
@@ -152,6 +152,9 @@ public struct InProcessNetwork: Sendable {
                     do { try await route.clock.sleep(for: delay) } catch { break carrying }
                 }
             }
+        }
+        return WebSocketTransport.InProcessSocket(socket: socket) {
+            await handlers.running { await carry() }
             // The model closed the socket, or the link is done with it.
             end(nil)
         }

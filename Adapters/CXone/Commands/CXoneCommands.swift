@@ -130,17 +130,13 @@ package struct EmulateCXone: AsyncParsableCommand {
         let david = server.agent()
         server.autoReply(as: david, try agent.replies(output: output))
         let desk = CXoneDesk(server: server, agent: david, colleague: server.agent(id: 62_713_629, firstName: "Carol", surname: "Lane"))
-        let (port, banner) = (agent.port, agent.banner)
-        try await agent.run(desk: desk, output: output) {
-            try await CXoneEmulator(server: server, logger: Logger(label: "cxone-emulator")).run(port: port) { endpoints in
-                output.write(
-                    """
-                    CXone emulator at \(endpoints.chatURL) (brand \(server.configuration.brandID), channel \(server.configuration.channelID), mode \(mode.rawValue); other brands and channels are refused)
-                    agent David takes every thread; \(banner)
-                    connect with: swift run switchboard connect cxone --chat-url \(endpoints.chatURL) --socket-url \(endpoints.socketURL) --brand \(server.configuration.brandID) --channel \(server.configuration.channelID)
-                    """
-                )
-            }
+        let (banner, robot) = (agent.banner, agent.robotAnswers ? "agent David takes every thread; " : "")
+        try await agent.run(CXoneEmulator(server: server, logger: Logger(label: "cxone-emulator")), desk: desk, output: output) { endpoints in
+            """
+            CXone emulator at \(endpoints.chatURL) (brand \(server.configuration.brandID), channel \(server.configuration.channelID), mode \(mode.rawValue); other brands and channels are refused)
+            \(robot)\(banner)
+            connect with: swift run switchboard connect cxone --chat-url \(endpoints.chatURL) --socket-url \(endpoints.socketURL) --brand \(server.configuration.brandID) --channel \(server.configuration.channelID)
+            """
         }
     }
 }

@@ -80,20 +80,15 @@ package struct EmulateVoximplant: AsyncParsableCommand {
         let output = StandardOutput()
         let reply = try agent.replies(output: output)
         server.autoReply(as: bob) { _, text in reply(text) }
-        let desk = VoximplantDesk(server: server, agent: bob, customer: alice, conversation: conversation)
-        let port = agent.port
+        let desk = VoximplantDesk(server: server, agent: bob, customer: alice, conversation: conversation, colleague: carol)
         let banner = agent.banner
-        try await agent.run(desk: desk, output: output) {
-            try await VoximplantEmulator(server: server, logger: Logger(label: "voximplant-emulator")).run(port: port) { url in
-                output.write(
-                    """
-                    Voximplant-style emulator at \(url)
-                    users: \(alice) / secret-a, \(bob) / secret-b (the agent), \(carol) / secret-c (the users of the spec's golden frames)
-                    conversation \(conversation) between alice and bob; \(banner)
-                    connect with: swift run switchboard connect voximplant --url \(url) --user \(alice) --token secret-a
-                    """
-                )
-            }
+        try await agent.run(VoximplantEmulator(server: server, logger: Logger(label: "voximplant-emulator")), desk: desk, output: output) { url in
+            """
+            Voximplant-style emulator at \(url)
+            users: \(alice) / secret-a, \(bob) / secret-b (the agent), \(carol) / secret-c (the users of the spec's golden frames)
+            conversation \(conversation) between alice and bob; \(banner)
+            connect with: swift run switchboard connect voximplant --url \(url) --user \(alice) --token secret-a
+            """
         }
     }
 }

@@ -103,18 +103,14 @@ package struct EmulateWebim: AsyncParsableCommand {
         server.autoReply(as: bob, try agent.replies(output: output))
         server.answerAppealsLater(as: server.robot(id: 8, name: "Olga (robot)"), after: .seconds(appealDelay)) { text in "About your appeal: \(text)" }
         let desk = WebimDesk(server: server, agent: bob, colleague: server.robot(id: 9, name: "Carol"))
-        let (port, appealDelay, banner) = (agent.port, self.appealDelay, agent.banner)
-        try await agent.run(desk: desk, output: output) {
-            try await WebimEmulator(server: server, logger: Logger(label: "webim-emulator")).run(port: port) { url in
-                output.write(
-                    """
-                    Webim emulator at \(url) (location mobile)
-                    operator Bob takes every chat; \(banner)
-                    connect with: swift run switchboard connect webim --url \(url) --visitor-fields '{"fields":{"id":"alice","display_name":"Alice"}}'
-                    offline appeals (answered after \(appealDelay) s): swift run switchboard connect webim --url \(url) --offline --user-token alice-token
-                    """
-                )
-            }
+        let (appealDelay, banner, robot) = (self.appealDelay, agent.banner, agent.robotAnswers ? "operator Bob takes every chat; " : "")
+        try await agent.run(WebimEmulator(server: server, logger: Logger(label: "webim-emulator")), desk: desk, output: output) { url in
+            """
+            Webim emulator at \(url) (location mobile)
+            \(robot)\(banner)
+            connect with: swift run switchboard connect webim --url \(url) --visitor-fields '{"fields":{"id":"alice","display_name":"Alice"}}'
+            offline appeals (answered after \(appealDelay) s): swift run switchboard connect webim --url \(url) --offline --user-token alice-token
+            """
         }
     }
 }

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 @_spi(TestKit) public import Switchboard
 public import SwitchboardTestKit
 
@@ -115,6 +115,10 @@ public final class CXoneServer: Sendable {
         var positionInQueue: Int?
         /// The contact's custom fields: ident → value.
         var contactFields: [String: String] = [:]
+        /// The customer's last `SenderTypingStarted` (true) or `SenderTypingEnded`; a message ends it.
+        var customerTyping = false
+        /// Whether the agent's last typing event started typing; the agent's message ends it.
+        var agentTyping = false
     }
 
     struct Connection {
@@ -163,6 +167,8 @@ public final class CXoneServer: Sendable {
         /// Each customer's custom fields: ident → value.
         var customerFields: [String: [String: String]] = [:]
         var seenForUnknownThreads = 0
+        /// A line for each fault that took effect, oldest first (the last 200).
+        var faultLog: [String] = []
     }
 
     public let configuration: Configuration
@@ -251,7 +257,7 @@ public final class CXoneServer: Sendable {
     /// Every upload request (H5) the server got, refused ones too.
     public var uploadRequests: Int { state.withLock { $0.uploadRequests } }
 
-    /// The bytes of the files uploaded (H5), by their id.
+    /// The bytes of the files uploaded (H5), and of those the agent sent, by their id.
     public var uploads: [String: [UInt8]] { state.withLock { $0.uploads.mapValues { [UInt8]($0) } } }
 
     /// Whether the thread is archived on the server.
@@ -269,20 +275,25 @@ public final class CXoneServer: Sendable {
             switch fault {
             case .closeSocket:
                 state.applied[.disconnect] += state.connections.count
+                if !state.connections.isEmpty { noteFault("disconnect: closed \(state.connections.count) socket(s)", state: &state) }
                 return state.connections.values.map(\.close)
             case .sdkVersionNotSupported:
                 state.sdkRefused = true
                 state.applied[.fatal] += state.connections.count
+                noteFault("fatal: SdkVersionNotSupported from now on; closed \(state.connections.count) socket(s)", state: &state)
                 return state.connections.values.map(\.close)
             case .noPong:
                 for id in state.connections.keys { state.connections[id]!.noPong = true }
+                if !state.connections.isEmpty { noteFault("noPong: heartbeats on \(state.connections.count) socket(s) go unanswered", state: &state) }
             case .duplicateMessages(let count): state.duplicateMessages += count
             case .malformedFrame:
                 for connection in state.connections.values { connection.send("{\"eventId\":\"x\",\"eventType\":") }
                 state.applied[.malformedFrame] += state.connections.count
+                if !state.connections.isEmpty { noteFault("malformedFrame: sent to \(state.connections.count) socket(s)", state: &state) }
             case .rawFrame(let text):
                 for connection in state.connections.values { connection.send(text) }
                 state.applied[.rawFrame] += state.connections.count
+                if !state.connections.isEmpty { noteFault("rawFrame: sent to \(state.connections.count) socket(s)", state: &state) }
             default: state.faults.append(fault)
             }
             return []
@@ -292,12 +303,21 @@ public final class CXoneServer: Sendable {
     }
 
     func takeHandshakeFault() -> Bool {
-        state.withLock { state in
+        let taken = state.withLock { state -> Bool in
             guard let index = state.faults.firstIndex(of: .failHandshake) else { return false }
             state.faults.remove(at: index)
             state.applied[.rejectLogin] += 1
+            noteFault("rejectLogin: refused a WebSocket upgrade", state: &state)
             return true
         }
+        if taken { changes.signal() }
+        return taken
+    }
+
+    /// Records that a fault took effect (lock held).
+    func noteFault(_ line: String, state: inout State) {
+        state.faultLog.append(line)
+        if state.faultLog.count > 200 { state.faultLog.removeFirst(state.faultLog.count - 200) }
     }
 
     /// An agent robot.
@@ -484,6 +504,7 @@ public final class CXoneServer: Sendable {
             if let index = state.faults.firstIndex(where: { if case .dropOnNext(let name) = $0 { return name == nil || name == type } else { return false } }) {
                 state.faults.remove(at: index)
                 state.applied[.failRequest] += 1
+                noteFault("failRequest: closed the socket before a \(type) was handled", state: &state)
                 sender.close()
                 return
             }
@@ -491,12 +512,14 @@ public final class CXoneServer: Sendable {
                 case .operationError(let code, _) = state.faults.remove(at: index)
             {
                 state.applied[code == "CustomerAuthorizationFailed" ? .rejectLogin : .failRequest] += 1
+                noteFault("\(code == "CustomerAuthorizationFailed" ? "rejectLogin" : "failRequest"): answered a \(type) with OperationError \(code)", state: &state)
                 sender.send(operationError(eventID, code, "injected"))
                 return
             }
             if let index = state.faults.firstIndex(where: { if case .slowReplies(_, let name) = $0 { return name == nil || name == type } else { return false } }),
                 case .slowReplies(let delay, _) = state.faults.remove(at: index)
             {
+                noteFault("slowReplies: held what follows a \(type) for \(delay)", state: &state)
                 sender.pause(delay)
             }
             let data = payload["data"] ?? .null
@@ -645,6 +668,7 @@ public final class CXoneServer: Sendable {
                 text: data["messageContent"]?["payload"]?["text"]?.stringValue ?? "", createdAt: messageTime(&state), customerID: customer,
                 attachments: data["attachments"]?.arrayValue ?? [], content: data["messageContent"]
             )
+            if !message.isHidden { state.threads[threadID]!.customerTyping = false }
             appendAndPush(message, state: &state)
             if let position = state.threads[threadID]!.positionInQueue, state.threads[threadID]!.assignee == nil {
                 push(["eventId": .string(UUID().uuidString.lowercased()), "eventType": "SetPositionInQueue", "data": ["consumerContact": ["id": .string(state.threads[threadID]!.contactID)], "positionInQueue": .int(Int64(position))]], toCustomer: customer, state: &state)
@@ -690,7 +714,9 @@ public final class CXoneServer: Sendable {
                     toCustomer: thread.customerID, state: &state
                 )
             }
-        case "SenderTypingStarted", "SenderTypingEnded", "SetContactCustomFields", "SetCustomerCustomFields", "ExecuteTrigger":
+        case "SenderTypingStarted", "SenderTypingEnded":
+            if let threadID, state.threads[threadID] != nil { state.threads[threadID]!.customerTyping = type == "SenderTypingStarted" }
+        case "SetContactCustomFields", "SetCustomerCustomFields", "ExecuteTrigger":
             break
         default:
             state.connections[connection]?.send(operationError(eventID, "InconsistentData", "unknown event \(type)"))
@@ -789,7 +815,9 @@ public final class CXoneServer: Sendable {
         if state.duplicateMessages > 0 {
             state.duplicateMessages -= 1
             push(frame, toCustomer: thread.customerID, state: &state)
-            state.applied[.duplicateEvents] += state.connections.values.filter { $0.customerID == thread.customerID }.count
+            let sockets = state.connections.values.filter { $0.customerID == thread.customerID }.count
+            state.applied[.duplicateEvents] += sockets
+            if sockets > 0 { noteFault("duplicateEvents: MessageCreated \(message.id) went out twice to \(sockets) socket(s)", state: &state) }
         }
     }
 
@@ -870,6 +898,7 @@ public struct CXoneAgentRobot: Sendable {
 
     public func typing(_ isTyping: Bool, in thread: String) {
         change(thread) { server, id, state in
+            state.threads[id]!.agentTyping = isTyping
             let stored = state.threads[id]!
             server.push([
                 "eventId": .string(UUID().uuidString.lowercased()), "eventObject": "SenderAction", "eventType": .string(isTyping ? "SenderTypingStarted" : "SenderTypingEnded"),
@@ -887,11 +916,35 @@ public struct CXoneAgentRobot: Sendable {
         return messageID
     }
 
+    /// Writes a message with a file and no text, as CXone carries one: an `attachments` entry
+    /// (`url`, `friendlyName`, `mimeType`, `fileName`). The bytes are kept with ``CXoneServer/uploads``
+    /// under the id in the URL. Returns the message id.
     @discardableResult
-    func post(_ text: String, in id: String, content: JSONValue?, server: CXoneServer, state: inout CXoneServer.State) -> String {
+    public func sendFile(named name: String, contentType: String, data: Data, in thread: String) -> String {
+        var messageID = ""
+        change(thread) { server, id, state in
+            state.nextID += 1
+            let file = "file-\(state.nextID)"
+            state.uploads[file] = data
+            var allowed = CharacterSet.urlPathAllowed
+            allowed.remove("/")
+            let path = name.addingPercentEncoding(withAllowedCharacters: allowed) ?? file
+            let attachment: JSONValue = [
+                "url": .string("https://files.emulator/\(file)/\(path)"), "friendlyName": .string(name), "mimeType": .string(contentType), "fileName": .string(name),
+            ]
+            messageID = post("", in: id, content: nil, attachments: [attachment], server: server, state: &state)
+        }
+        return messageID
+    }
+
+    @discardableResult
+    func post(_ text: String, in id: String, content: JSONValue?, attachments: [JSONValue] = [], server: CXoneServer, state: inout CXoneServer.State) -> String {
         let messageID = UUID().uuidString.lowercased()
+        state.threads[id]!.agentTyping = false
         server.appendAndPush(
-            CXoneServer.StoredMessage(id: messageID, thread: id, direction: "outbound", text: text, createdAt: server.messageTime(&state), agent: user, content: content),
+            CXoneServer.StoredMessage(
+                id: messageID, thread: id, direction: "outbound", text: text, createdAt: server.messageTime(&state), agent: user, attachments: attachments, content: content
+            ),
             state: &state
         )
         return messageID

@@ -59,6 +59,20 @@ public final class VoximplantServer: Sendable {
         var pongs: [String?] = []
         var autoReplies: [String: @Sendable (_ from: String, _ text: String) -> String?] = [:]
         var pushes: [VoximplantPush] = []
+        /// What the faults did where they took effect, for the agent console: the last 200.
+        var faultLines: Deque<String> = []
+
+        /// Counts `count` faults of `kind` as taken effect, and notes what they did.
+        mutating func took(_ kind: EmulatorFault.Kind, _ count: Int = 1, _ line: @autoclosure () -> String) {
+            guard count > 0 else { return }
+            applied[kind] += count
+            note(line())
+        }
+
+        mutating func note(_ line: String) {
+            faultLines.append(line)
+            if faultLines.count > 200 { faultLines.removeFirst() }
+        }
     }
 
     public let configuration: Configuration
@@ -200,10 +214,12 @@ public final class VoximplantServer: Sendable {
     public func disconnect(user: String? = nil) {
         let closers = state.withLock { state in
             let cut = state.clients.values.filter { user == nil || $0.user == user }
-            state.applied[.disconnect] += cut.filter { $0.user != nil }.count
+            let loggedIn = cut.filter { $0.user != nil }.count
+            state.took(.disconnect, loggedIn, "closed \(loggedIn) logged-in socket\(loggedIn == 1 ? "" : "s") of \(user ?? "every user")")
             return cut.map(\.close)
         }
         for close in closers { close() }
+        changes.signal()
     }
 
     /// The service restarts without its data (a process without its volume, a restore from an
@@ -222,7 +238,8 @@ public final class VoximplantServer: Sendable {
             }
             let cut = Array(state.clients.values)
             state.clients = [:]
-            state.applied[.disconnect] += cut.filter { $0.user != nil }.count
+            let loggedIn = cut.filter { $0.user != nil }.count
+            state.took(.disconnect, loggedIn, "restarted without data: closed \(loggedIn) logged-in socket\(loggedIn == 1 ? "" : "s")")
             return cut
         }
         defer {
@@ -239,13 +256,17 @@ public final class VoximplantServer: Sendable {
 
     public func releaseDelayed() {
         state.withLock { state in
+            var released = 0
             for id in state.clients.keys {
                 for frame in state.clients[id]!.faults.release() {
                     state.clients[id]!.send(frame)
                     state.delivered += 1
+                    released += 1
                 }
             }
+            if released > 0 { state.note("released \(released) held event\(released == 1 ? "" : "s")") }
         }
+        changes.signal()
     }
 
     /// From now on `users`' sends are applied and never answered, until ``answerSends(of:)``: a
@@ -284,9 +305,10 @@ public final class VoximplantServer: Sendable {
         state.withLock { state in
             for client in state.clients.values where client.user == user {
                 client.send(text)
-                state.applied[kind] += 1
+                state.took(kind, 1, "sent \(user) \(kind == .malformedFrame ? "a malformed frame" : "a raw frame")")
             }
         }
+        changes.signal()
     }
 
     /// Revokes `user`'s session: an unsolicited error 3 on every client, then the sockets close,
@@ -296,13 +318,15 @@ public final class VoximplantServer: Sendable {
             state.users[user]?.token = "revoked-\(state.nextID)"
             state.nextID += 1
             let frame = VoximplantProtocolError(3).frame(id: nil).jsonString
-            state.applied[.fatal] += state.clients.values.filter { $0.user == user }.count
+            let sockets = state.clients.values.filter { $0.user == user }.count
+            state.took(.fatal, sockets, "revoked \(user)'s session: error 3 on \(sockets) socket\(sockets == 1 ? "" : "s")")
             return state.clients.values.filter { $0.user == user }.map { client in
                 client.send(frame)
                 return client.close
             }
         }
         for close in closers { close() }
+        changes.signal()
     }
 
     private func arm(_ user: String, _ change: (inout DeliveryFaults<String>) -> Void) {
@@ -361,6 +385,7 @@ public final class VoximplantServer: Sendable {
                     let result = try handle(name, params: params, client: client, state: &state)
                     if name == "sendMessage", let user = state.clients[client]?.user, state.unansweredSenders.contains(user) {
                         state.withheldSendAnswers += 1
+                        state.note("withheld the answer to \(user)'s sendMessage")
                         return
                     }
                     state.clients[client]?.send(JSONValue.object(["type": "response", "id": id.map(JSONValue.string) ?? .null, "result": result]).jsonString)
@@ -419,7 +444,7 @@ public final class VoximplantServer: Sendable {
         if name == "login" {
             guard let userId = params["user"]?.stringValue, let token = params["token"]?.stringValue else { throw VoximplantProtocolError(1) }
             if let code = state.loginFaults.popFirst() {
-                state.applied[.rejectLogin] += 1
+                state.took(.rejectLogin, 1, "refused \(userId)'s login with error \(code)")
                 throw VoximplantProtocolError(code)
             }
             guard let user = state.users[userId], user.token == token, !user.isDeleted else { throw VoximplantProtocolError(3) }
@@ -429,8 +454,9 @@ public final class VoximplantServer: Sendable {
         guard let user = state.clients[client]?.user else { throw VoximplantProtocolError(3) }
         // Injected request failures are for clients; the robots' requests never take them.
         if let index = state.requestFaults.firstIndex(where: { $0.name == nil || $0.name == name }) {
-            state.applied[.failRequest] += 1
-            throw VoximplantProtocolError(state.requestFaults.remove(at: index).code)
+            let code = state.requestFaults.remove(at: index).code
+            state.took(.failRequest, 1, "failed \(user)'s \(name) with error \(code)")
+            throw VoximplantProtocolError(code)
         }
         return try handle(name, params: params, as: user, client: client, state: &state)
     }
@@ -824,7 +850,17 @@ public final class VoximplantServer: Sendable {
         for id in state.clients.keys.sorted() where id != client {
             guard let target = state.clients[id]?.user, recipients.contains(target) else { continue }
             let (frames, applied) = state.clients[id]!.faults.pass(text)
-            if let applied { state.applied[applied] += 1 }
+            if let applied {
+                let which = "#\(sequence) of \(uuid)"
+                let line: String = switch applied {
+                case .dropEvents: "dropped \(which) to \(target)"
+                case .delayEvents: "held \(which) for \(target)"
+                case .duplicateEvents: "sent \(which) to \(target) twice"
+                case .reorderEvents: "sent \(which) to \(target) before the event held for it"
+                default: "\(applied.rawValue): \(which) to \(target)"
+                }
+                state.took(applied, 1, line)
+            }
             if applied == .dropEvents { state.dropped += 1 }
             for frame in frames { state.clients[id]!.send(frame) }
             state.delivered += frames.count

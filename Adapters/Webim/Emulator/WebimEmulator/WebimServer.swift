@@ -388,9 +388,13 @@ public final class WebimServer: Sendable {
             guard let index = state.faults[.delta]?.firstIndex(where: { if case .delay = $0.fault { return true } else { return false } }),
                 case .delay(let duration) = state.faults[.delta]!.remove(at: index).fault
             else { return nil }
+            state.takenFaults.append(TakenFault(endpoint: .delta, action: nil, fault: .delay(duration)))
             return duration
         }
-        if let delay { try? await clock.sleep(for: delay) }
+        if let delay {
+            changes.signal()
+            try? await clock.sleep(for: delay)
+        }
         let deadline = clock.now + configuration.deltaHold
         while true {
             let generation = changes.generation
@@ -408,9 +412,15 @@ public final class WebimServer: Sendable {
     }
 
     private func pollOnce(_ params: [String: String]) -> Answer? {
-        state.withLock { state in
+        // A fault taken here is news to whoever shows the taken faults.
+        var tookFault = false
+        defer { if tookFault { changes.signal() } }
+        return state.withLock { state in
             guard let page = authorized(params, state: state) else { return .error("reinit-required") }
-            if let fault = takeFault(.delta, action: nil, state: &state) { return answer(for: fault) }
+            if let fault = takeFault(.delta, action: nil, state: &state) {
+                tookFault = true
+                return answer(for: fault)
+            }
             guard let since = Int(params["since"] ?? ""), let visitor = state.visitors[page.visitorID] else {
                 return .error("reinit-required")
             }
@@ -421,6 +431,8 @@ public final class WebimServer: Sendable {
             }
             let duplicates = visitor.undeliveredDuplicates.filter { $0 > since }.count
             if duplicates > 0 {
+                // A fault that took effect: the console shows it.
+                tookFault = true
                 state.duplicatesDelivered += duplicates
                 state.visitors[page.visitorID]!.undeliveredDuplicates.removeAll { $0 > since }
             }
