@@ -375,6 +375,8 @@ let package = Package(
                 "SwitchboardGateway",
                 "SwitchboardBench",
                 "SwitchboardLoadKit",
+                // `demo --console`: the agent consoles' key.
+                "SwitchboardEmulation",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

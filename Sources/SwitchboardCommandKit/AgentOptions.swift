@@ -46,7 +46,7 @@ package struct AgentOptions: ParsableArguments {
             return try await Self.run(console: console) { try await emulator.run(port: port) { output.write(banner($0)) } }
         }
         var random = SystemRandomNumberGenerator()
-        let withConsole = AgentWebConsole(emulator, desk: desk, key: AgentWebConsole<Emulator>.makeKey(using: &random))
+        let withConsole = AgentWebConsole(emulator, desk: desk, key: AgentConsoleKey.random(using: &random))
         try await Self.run(console: console) {
             try await withConsole.run(port: port) { endpoints in
                 output.write(banner(endpoints.emulator))

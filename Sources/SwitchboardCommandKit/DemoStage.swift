@@ -1,4 +1,5 @@
 package import Switchboard
+package import SwitchboardEmulation
 package import SwitchboardTestKit
 
 /// What an adapter's part of `switchboard demo` works with: the demo's bus and recorder (every
@@ -12,13 +13,41 @@ package struct DemoStage: Sendable {
     package let seed: UInt64
     /// Starts a step of the script: its heading, after what came before is printed.
     package let narrate: @Sendable (String) -> Void
+    /// With `demo --console`: each emulator serves its agent console while its part runs.
+    package let console: DemoConsole?
 
-    package init(bus: EventBus, events: EventRecorder, configuration: SessionConfiguration, seed: UInt64, narrate: @escaping @Sendable (String) -> Void) {
+    package init(
+        bus: EventBus,
+        events: EventRecorder,
+        configuration: SessionConfiguration,
+        seed: UInt64,
+        console: DemoConsole? = nil,
+        narrate: @escaping @Sendable (String) -> Void
+    ) {
         self.bus = bus
         self.events = events
         self.configuration = configuration
         self.seed = seed
+        self.console = console
         self.narrate = narrate
+    }
+
+    /// Runs `emulator` around a part's `body`; with ``console``, with its agent console beside
+    /// it (the desk is made only then), announced as it starts and held open after the part
+    /// until ``DemoConsole/hold`` returns.
+    package func running<Emulator: HostedEmulator, Result: Sendable>(
+        _ emulator: Emulator,
+        desk: @Sendable () -> any AgentDesk,
+        _ body: @Sendable (Emulator.Endpoints) async throws -> Result
+    ) async throws -> Result {
+        guard let console else { return try await emulator.withRunning(body) }
+        let withConsole = AgentWebConsole(emulator, desk: desk(), key: console.key)
+        return try await withConsole.withRunning { endpoints in
+            narrate("The \(withConsole.desk.vendor) emulator's agent console: \(endpoints.console)")
+            let result = try await body(endpoints.emulator)
+            await console.hold(withConsole.desk.vendor, endpoints.console)
+            return result
+        }
     }
 
     /// Each session draws from its own seeded generator: the same seed for two sessions would
@@ -77,6 +106,19 @@ package struct DemoSessionSummary: Sendable {
     package var lost: Int
     package var duplicated: Int
     package var outOfOrder: Int
+}
+
+/// `switchboard demo --console`: the key of the agent consoles the demo's emulators serve, and
+/// what to do once a part is done while its emulator still runs (the command waits for Enter).
+package struct DemoConsole: Sendable {
+    package var key: String
+    /// Gets the emulator's vendor and its console's URL.
+    package var hold: @Sendable (_ vendor: String, _ url: String) async -> Void
+
+    package init(key: String, hold: @escaping @Sendable (_ vendor: String, _ url: String) async -> Void) {
+        self.key = key
+        self.hold = hold
+    }
 }
 
 /// A part of the demo's result: one session's summary and how many messages its server logged.

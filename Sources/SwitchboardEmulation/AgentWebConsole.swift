@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import Hummingbird
 public import HummingbirdWebSocket
 public import Logging
@@ -36,7 +36,7 @@ public struct AgentWebConsole<Base: HostedEmulator>: HostedEmulator {
     let clock: SessionClock
 
     /// - Parameters:
-    ///   - key: what the console's URL carries: a random string (``makeKey(using:)``).
+    ///   - key: what the console's URL carries: a random string (``AgentConsoleKey/random(using:)``).
     ///   - clock: times the releases of `delay`.
     public init(_ base: Base, desk: any AgentDesk, key: String, clock: SessionClock = .continuous) {
         self.base = base
@@ -44,11 +44,6 @@ public struct AgentWebConsole<Base: HostedEmulator>: HostedEmulator {
         self.key = key
         self.log = ConsoleLog()
         self.clock = clock
-    }
-
-    /// A key of 128 random bits, as 32 hex digits.
-    public static func makeKey<Generator: RandomNumberGenerator>(using generator: inout Generator) -> String {
-        (0..<4).map { _ in String(format: "%08x", UInt32.random(in: .min ... .max, using: &generator)) }.joined()
     }
 
     public var logger: Logger { base.logger }
@@ -112,6 +107,14 @@ public struct AgentWebConsole<Base: HostedEmulator>: HostedEmulator {
             headers: Self.private(contentType: "text/plain; charset=utf-8"),
             body: .init(byteBuffer: ByteBuffer(string: "the agent console needs its key: open the URL `switchboard emulate` printed\n"))
         )
+    }
+}
+
+/// The key of an agent console's URL.
+public enum AgentConsoleKey {
+    /// 128 random bits, as 32 hex digits.
+    public static func random<Generator: RandomNumberGenerator>(using generator: inout Generator) -> String {
+        (0..<4).map { _ in String(format: "%08x", UInt32.random(in: .min ... .max, using: &generator)) }.joined()
     }
 }
 
@@ -202,14 +205,15 @@ struct ConsoleSocket: Sendable {
         )
     }
 
-    /// Sends the state when it opens and whenever the model or the log moves.
+    /// Sends the state when it opens and whenever the model or the log moves (the newest only,
+    /// when the page reads slower than the model changes).
     private func pushChanges() async {
         var sent: String?
         while !Task.isCancelled {
             let (revision, logged) = (desk.revision, log.changed.generation)
             let frame = ConsoleFrame.state(desk.snapshot(), log: log.lines)
             if frame != sent {
-                socket.send(frame)
+                socket.sendNewest(frame)
                 sent = frame
             }
             await withTaskGroup(of: Void.self) { group in

@@ -9,6 +9,8 @@ public struct EmulatedSocket: Sendable {
     enum Item: Sendable {
         case text(String)
         case pause(Duration)
+        /// The newest of what ``sendNewest(_:)`` was given, if not written yet.
+        case newest
     }
 
     /// A frame from the client, or the end of reading (a frame over the limit or a broken socket).
@@ -34,8 +36,32 @@ public struct EmulatedSocket: Sendable {
     }
 
     let continuation: AsyncStream<Item>.Continuation
+    /// What ``sendNewest(_:)`` holds until the writer takes it.
+    let newest = Locked<String?>(nil)
+
+    init(continuation: AsyncStream<Item>.Continuation) { self.continuation = continuation }
 
     public func send(_ text: String) { continuation.yield(.text(text)) }
+
+    /// Sends `text` unless a newer `sendNewest` replaces it before the socket writes it: for
+    /// state pushed whole (the agent console's), so a reader that stalls gets the newest once,
+    /// not every one queued behind it.
+    public func sendNewest(_ text: String) {
+        let queued = newest.withLock { newest in
+            defer { newest = text }
+            return newest != nil
+        }
+        if !queued { continuation.yield(.newest) }
+    }
+
+    /// What an item puts on the wire: its text, the newest state not yet written, or nothing.
+    func text(of item: Item) -> String? {
+        switch item {
+        case .text(let text): text
+        case .newest: newest.withLock { newest in defer { newest = nil }; return newest }
+        case .pause: nil
+        }
+    }
     public func pause(for delay: Duration) { continuation.yield(.pause(delay)) }
     /// Writes what is queued, then closes the socket (going away).
     public func close() { continuation.finish() }
@@ -57,12 +83,13 @@ public struct EmulatedSocket: Sendable {
             continuation.finish()
         }
         await handlers.running {
-            await carry(items, inbound: inbound, outbound: outbound, maxFrameSize: maxFrameSize, clock: clock, handlers: handlers)
+            await carry(items, of: socket, inbound: inbound, outbound: outbound, maxFrameSize: maxFrameSize, clock: clock, handlers: handlers)
         }
     }
 
     private static func carry(
         _ items: AsyncStream<Item>,
+        of socket: EmulatedSocket,
         inbound: WebSocketInboundStream,
         outbound: WebSocketOutboundWriter,
         maxFrameSize: Int,
@@ -73,9 +100,10 @@ public struct EmulatedSocket: Sendable {
             group.addTask {
                 for await item in items {
                     do {
-                        switch item {
-                        case .text(let frame): try await outbound.writeTextMessage(frame)
-                        case .pause(let delay): try await clock.sleep(for: delay)
+                        if case .pause(let delay) = item {
+                            try await clock.sleep(for: delay)
+                        } else if let frame = socket.text(of: item) {
+                            try await outbound.writeTextMessage(frame)
                         }
                     } catch {
                         return

@@ -112,7 +112,8 @@ public struct InProcessNetwork: Sendable {
     static func open(_ route: WebSocketRoute, uri: String, maxMessageSize: Int) -> WebSocketTransport.InProcessSocket {
         let (items, itemsContinuation) = AsyncStream.makeStream(of: EmulatedSocket.Item.self)
         let (messages, messagesContinuation) = AsyncThrowingStream.makeStream(of: String.self)
-        let handlers = route.open(uri, EmulatedSocket(continuation: itemsContinuation))
+        let emulated = EmulatedSocket(continuation: itemsContinuation)
+        let handlers = route.open(uri, emulated)
         let closed = Locked(false)
         /// Ends the socket for both sides, once: the model hears it is closed, the client's
         /// messages end (with `error`, when a frame broke the socket).
@@ -141,15 +142,14 @@ public struct InProcessNetwork: Sendable {
         )
         let carry: @Sendable () async -> Void = {
             carrying: for await item in items {
-                switch item {
-                case .text(let text):
+                if case .pause(let delay) = item {
+                    do { try await route.clock.sleep(for: delay) } catch { break carrying }
+                } else if let text = emulated.text(of: item) {
                     guard text.utf8.count <= maxMessageSize else {
                         end(SwitchboardError(.payloadTooLarge, "a message was over \(maxMessageSize) bytes"))
                         return
                     }
                     messagesContinuation.yield(text)
-                case .pause(let delay):
-                    do { try await route.clock.sleep(for: delay) } catch { break carrying }
                 }
             }
         }

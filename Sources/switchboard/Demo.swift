@@ -13,6 +13,8 @@ import SwitchboardTestKit
 struct Demo: Sendable {
     let seed: UInt64
     let format: EventFormatter.Format
+    /// Serves each emulator's agent console while its part runs (`demo --console`).
+    var console: DemoConsole? = nil
 
     typealias SessionSummary = DemoSessionSummary
 
@@ -81,7 +83,7 @@ struct Demo: Sendable {
         write: @escaping @Sendable (String) -> Void
     ) async throws -> Summary {
         let (phone, phoneStore, tablet, tabletStore) = devices
-        let stage = DemoStage(bus: bus, events: events, configuration: configuration, seed: seed, narrate: narrate)
+        let stage = DemoStage(bus: bus, events: events, configuration: configuration, seed: seed, console: console, narrate: narrate)
         let conversationID: ConversationID = try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await phone.run() }
             group.addTask { try await tablet.run() }

@@ -1,5 +1,7 @@
+import Foundation
 import Switchboard
 import SwitchboardCommandKit
+import SwitchboardEmulation
 import ArgumentParser
 
 @main
@@ -29,9 +31,22 @@ struct DemoCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Seed for the session's randomness (client ids, backoff jitter).")
     var seed: UInt64 = 2026
 
+    @Flag(name: .long, help: "Serve each emulator's agent console in the browser while its part runs, and wait for Enter before stopping it.")
+    var console = false
+
     func run() async throws {
         let output = StandardOutput()
-        let summary = try await Demo(seed: seed, format: jsonl ? .jsonLines : .timeline).run { output.write($0) }
+        var demo = Demo(seed: seed, format: jsonl ? .jsonLines : .timeline)
+        if console {
+            var random = SystemRandomNumberGenerator()
+            let lines = StandardInput.lines()
+            demo.console = DemoConsole(key: AgentConsoleKey.random(using: &random)) { vendor, url in
+                // On standard error: standard output may be JSON lines (--jsonl).
+                FileHandle.standardError.write(Data("The \(vendor) part is done; its agent console stays at \(url) until you press Enter.\n".utf8))
+                for await _ in lines { break }
+            }
+        }
+        let summary = try await demo.run { output.write($0) }
         if !summary.isClean {
             throw ExitCode.failure
         }

@@ -29,6 +29,26 @@ struct DemoTests {
         #expect(text.contains("conversation active → closedByAgent"))
     }
 
+    /// `demo --console`: each emulator serves its agent console while its part runs, and the
+    /// console shows the part's conversation, read while the emulator is held open.
+    @Test func theDemoServesEachEmulatorsAgentConsoleWhenAsked() async throws {
+        let output = Lines()
+        let held = Locked<[(vendor: String, state: UInt, messages: Int)]>([])
+        let console = DemoConsole(key: "demo-test-key") { vendor, url in
+            let state = try? await CrashTests.get(url.replacingOccurrences(of: "/agent?", with: "/agent/state?"))
+            let desk = state.flatMap { try? JSONValue(parsing: Data($0.body.utf8))["desk"] }
+            let messages = desk?["conversations"]?.arrayValue?.reduce(0) { $0 + ($1["messages"]?.arrayValue?.count ?? 0) } ?? 0
+            held.withLock { $0.append((vendor, state?.status ?? 0, messages)) }
+        }
+        let summary = try await Demo(seed: 3, format: .timeline, console: console).run { output.append($0) }
+        let parts = held.withLock { $0 }
+        print("demo --console: \(parts.map { "\($0.vendor): HTTP \($0.state), \($0.messages) messages" }.joined(separator: "; "))")
+        #expect(summary.isClean)
+        #expect(parts.map(\.vendor) == ["Voximplant-style", "Webim", "CXone"])
+        #expect(parts.allSatisfy { $0.state == 200 && $0.messages > 0 }, "each console showed its part's messages")
+        #expect(output.all.filter { $0.contains("agent console: http://127.0.0.1:") && $0.contains("key=demo-test-key") }.count == 3)
+    }
+
     @Test func jsonLinesAreDecodableEvents() async throws {
         let output = Lines()
         let summary = try await Demo(seed: 2, format: .jsonLines).run { output.append($0) }

@@ -49,6 +49,12 @@ struct InProcessNetworkTests {
                                 socket.pause(for: .seconds(5))
                                 socket.send("b")
                             case .text("big"): socket.send(String(repeating: "x", count: 2048))
+                            case .text("states"):
+                                // Held by a pause: the newest state replaces the ones queued before it.
+                                socket.pause(for: .seconds(1))
+                                for state in ["state 1", "state 2"] { socket.sendNewest(state) }
+                                socket.send("result")
+                                socket.sendNewest("state 3")
                             case .text(let text):
                                 received.withLock { $0.append(text) }
                                 socket.send("echo: \(text)")
@@ -123,6 +129,21 @@ struct InProcessNetworkTests {
             #expect(clock.sleeperCount == 1, "not yet: 4 of 5 seconds")
             clock.advance(by: .seconds(1))
             #expect(try await messages.next() == "b")
+        }
+    }
+
+    /// What `sendNewest` queues while the writer is held goes out once, as the newest.
+    @Test func aStalledSocketGetsTheNewestStateOnce() async throws {
+        let clock = TestClock()
+        let network = Echo(clock: clock).inProcess().network
+        try await network.webSockets.withTextWebSocket(url: "ws://127.0.0.1:9/ws", logger: .quiet) { socket in
+            var messages = socket.messages.makeAsyncIterator()
+            try await socket.send("states")
+            #expect(await clock.waitForSleepers(1))
+            clock.advance(by: .seconds(1))
+            var heard: [String] = []
+            for _ in 0..<2 { heard.append(try await messages.next() ?? "<end>") }
+            #expect(heard == ["state 3", "result"], "one state, the newest, where the first was queued")
         }
     }
 

@@ -23,7 +23,8 @@ package enum CXoneDemo {
         let agent = server.agent(firstName: "Bob", surname: "Agent")
         let store = InMemoryChatStore()
         let seed = stage.seed
-        return try await CXoneEmulator(server: server, logger: Logger.quiet).withRunning { endpoints in
+        let desk: @Sendable () -> any AgentDesk = { CXoneDesk(server: server, agent: agent, colleague: server.agent(id: 5, firstName: "Carol", surname: "Lane")) }
+        return try await stage.running(CXoneEmulator(server: server, logger: Logger.quiet), desk: desk) { endpoints in
             let backend = try await CXoneBackend.make(
                 configuration: CXoneConfiguration(
                     environment: CXoneEnvironment(chatURL: endpoints.chatURL, socketURL: endpoints.socketURL, tokenURL: endpoints.tokenURL),

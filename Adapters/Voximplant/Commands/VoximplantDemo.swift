@@ -20,10 +20,14 @@ package enum VoximplantDemo {
         narrate("The same app on a Voximplant-style service: a WebSocket to the embedded emulator")
         let server = VoximplantServer()
         let alice = server.addUser("alice", token: "alice-token", displayName: "Alice")
-        let bob = server.robot(server.addUser("bob", token: "bob-token", displayName: "Bob"))
+        let bobID = server.addUser("bob", token: "bob-token", displayName: "Bob")
+        let bob = server.robot(bobID)
+        // Bob opens the conversation before Alice connects: the console (`demo --console`) shows it.
+        let id = try bob.createConversation(title: "Order #4711", with: [alice])
         let store = InMemoryChatStore()
         let seed = stage.seed
-        return try await VoximplantEmulator(server: server, logger: Logger.quiet).withRunning { url in
+        let desk: @Sendable () -> any AgentDesk = { VoximplantDesk(server: server, agent: bobID, customer: alice, conversation: id) }
+        return try await stage.running(VoximplantEmulator(server: server, logger: Logger.quiet), desk: desk) { url in
             let session = ChatSession(
                 id: "alice-messenger",
                 backend: VoximplantBackend(configuration: VoximplantConfiguration(url: url, user: alice, token: "alice-token"), logger: Logger.quiet),
@@ -33,10 +37,9 @@ package enum VoximplantDemo {
                 random: DemoStage.randomness(seed, for: "alice-messenger"),
                 logger: Logger.quiet
             )
-            let id: String = try await session.withRunning { session in
+            try await session.withRunning { session in
                 try await session.resume()
                 try await events.first("the messenger connects") { $0.isConnected && $0.origin.session == session.id }
-                let id = try bob.createConversation(title: "Order #4711", with: [alice])
                 try await events.first("the conversation appears") {
                     $0.origin.session == session.id && $0.conversationID == ConversationID(id) && $0.kind.category == .conversation
                 }
@@ -72,7 +75,6 @@ package enum VoximplantDemo {
                         $0.origin.session == session.id && $0.kind == .connection(.disconnected, reason: .userInitiated)
                     }.count >= 2
                 }
-                return id
             }
             let truth = server.messages(in: id).map { MessageID($0.uuid) }
             return (try await DemoStage.summarize(session, store: store, conversation: ConversationID(id), truth: truth), truth.count)

@@ -26,7 +26,8 @@ package enum WebimDemo {
         let receipt = FileManager.default.temporaryDirectory.appendingPathComponent("receipt-\(UUID().uuidString.prefix(8)).pdf")
         try Data("%PDF-1.4 receipt #4711".utf8).write(to: receipt)
         defer { try? FileManager.default.removeItem(at: receipt) }
-        return try await WebimEmulator(server: server, logger: Logger.quiet).withRunning { url in
+        let desk: @Sendable () -> any AgentDesk = { WebimDesk(server: server, agent: bob, colleague: server.robot(id: 9, name: "Carol")) }
+        return try await stage.running(WebimEmulator(server: server, logger: Logger.quiet), desk: desk) { url in
             let session = ChatSession(
                 id: "alice-webim",
                 backend: try WebimBackend(
