@@ -342,8 +342,10 @@ package actor Console {
 /// Standard input as an async sequence of lines, read on a thread of its own so a blocking
 /// read never holds a thread of the concurrency pool.
 package enum StandardInput {
-    package static func lines() -> AsyncStream<String> {
-        let (lines, continuation) = AsyncStream.makeStream(of: String.self)
+    /// The lines of standard input, read on a thread of their own; `bufferingPolicy` says what
+    /// is kept of the lines nobody awaits yet (all of them by default).
+    package static func lines(bufferingPolicy: AsyncStream<String>.Continuation.BufferingPolicy = .unbounded) -> AsyncStream<String> {
+        let (lines, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: bufferingPolicy)
         let reader = Thread {
             while let line = readLine() { continuation.yield(line) }
             continuation.finish()

@@ -15,6 +15,8 @@ package struct DemoStage: Sendable {
     package let narrate: @Sendable (String) -> Void
     /// With `demo --console`: each emulator serves its agent console while its part runs.
     package let console: DemoConsole?
+    /// Prints the events recorded so far (before the demo waits on a console).
+    package let flush: @Sendable () -> Void
 
     package init(
         bus: EventBus,
@@ -22,6 +24,7 @@ package struct DemoStage: Sendable {
         configuration: SessionConfiguration,
         seed: UInt64,
         console: DemoConsole? = nil,
+        flush: @escaping @Sendable () -> Void = {},
         narrate: @escaping @Sendable (String) -> Void
     ) {
         self.bus = bus
@@ -29,12 +32,13 @@ package struct DemoStage: Sendable {
         self.configuration = configuration
         self.seed = seed
         self.console = console
+        self.flush = flush
         self.narrate = narrate
     }
 
     /// Runs `emulator` around a part's `body`; with ``console``, with its agent console beside
-    /// it (the desk is made only then), announced as it starts and held open after the part
-    /// until ``DemoConsole/hold`` returns.
+    /// it (the desk is made only then), announced as it starts and held open after the part (its
+    /// events printed) until ``DemoConsole/hold`` returns.
     package func running<Emulator: HostedEmulator, Result: Sendable>(
         _ emulator: Emulator,
         desk: @Sendable () -> any AgentDesk,
@@ -44,7 +48,9 @@ package struct DemoStage: Sendable {
         let withConsole = AgentWebConsole(emulator, desk: desk(), key: console.key)
         return try await withConsole.withRunning { endpoints in
             narrate("The \(withConsole.desk.vendor) emulator's agent console: \(endpoints.console)")
+            console.opened(withConsole.desk.vendor, endpoints.console)
             let result = try await body(endpoints.emulator)
+            flush()
             await console.hold(withConsole.desk.vendor, endpoints.console)
             return result
         }
@@ -108,15 +114,22 @@ package struct DemoSessionSummary: Sendable {
     package var outOfOrder: Int
 }
 
-/// `switchboard demo --console`: the key of the agent consoles the demo's emulators serve, and
-/// what to do once a part is done while its emulator still runs (the command waits for Enter).
+/// `switchboard demo --console`: the key of the agent consoles the demo's emulators serve, what
+/// to do when one opens (besides the timeline's heading), and what to do once a part is done
+/// while its emulator still runs (the command waits for Enter). Both get the emulator's vendor
+/// and its console's URL.
 package struct DemoConsole: Sendable {
     package var key: String
-    /// Gets the emulator's vendor and its console's URL.
+    package var opened: @Sendable (_ vendor: String, _ url: String) -> Void
     package var hold: @Sendable (_ vendor: String, _ url: String) async -> Void
 
-    package init(key: String, hold: @escaping @Sendable (_ vendor: String, _ url: String) async -> Void) {
+    package init(
+        key: String,
+        opened: @escaping @Sendable (_ vendor: String, _ url: String) -> Void = { _, _ in },
+        hold: @escaping @Sendable (_ vendor: String, _ url: String) async -> Void
+    ) {
         self.key = key
+        self.opened = opened
         self.hold = hold
     }
 }

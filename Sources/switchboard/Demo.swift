@@ -83,7 +83,7 @@ struct Demo: Sendable {
         write: @escaping @Sendable (String) -> Void
     ) async throws -> Summary {
         let (phone, phoneStore, tablet, tabletStore) = devices
-        let stage = DemoStage(bus: bus, events: events, configuration: configuration, seed: seed, console: console, narrate: narrate)
+        let stage = DemoStage(bus: bus, events: events, configuration: configuration, seed: seed, console: console, flush: { printer.flush() }, narrate: narrate)
         let conversationID: ConversationID = try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await phone.run() }
             group.addTask { try await tablet.run() }

@@ -39,10 +39,15 @@ struct DemoCommand: AsyncParsableCommand {
         var demo = Demo(seed: seed, format: jsonl ? .jsonLines : .timeline)
         if console {
             var random = SystemRandomNumberGenerator()
-            let lines = StandardInput.lines()
+            // Only a line typed while the demo waits ends the wait; closed input ends each at once.
+            let lines = StandardInput.lines(bufferingPolicy: .bufferingNewest(0))
+            // On standard error: standard output may be JSON lines (the timeline has a heading).
+            let say: @Sendable (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }
+            let jsonl = self.jsonl
             demo.console = DemoConsole(key: AgentConsoleKey.random(using: &random)) { vendor, url in
-                // On standard error: standard output may be JSON lines (--jsonl).
-                FileHandle.standardError.write(Data("The \(vendor) part is done; its agent console stays at \(url) until you press Enter.\n".utf8))
+                if jsonl { say("The \(vendor) emulator's agent console: \(url)") }
+            } hold: { vendor, url in
+                say("The \(vendor) part is done; its agent console stays at \(url) until you press Enter.")
                 for await _ in lines { break }
             }
         }

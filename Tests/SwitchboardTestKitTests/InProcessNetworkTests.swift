@@ -141,9 +141,10 @@ struct InProcessNetworkTests {
             try await socket.send("states")
             #expect(await clock.waitForSleepers(1))
             clock.advance(by: .seconds(1))
+            try await socket.send("after")
             var heard: [String] = []
-            for _ in 0..<2 { heard.append(try await messages.next() ?? "<end>") }
-            #expect(heard == ["state 3", "result"], "one state, the newest, where the first was queued")
+            for _ in 0..<3 { heard.append(try await messages.next() ?? "<end>") }
+            #expect(heard == ["state 3", "result", "echo: after"], "one state, the newest, where the first was queued, and once")
         }
     }
 
