@@ -71,27 +71,6 @@ public enum DeskCommand: Sendable, Equatable {
     /// The largest count `drop` and `duplicate` take, and the longest `delay`.
     public static let maxCount = 1_000
     public static let maxDelayMilliseconds = 600_000
-
-    /// The command's name in ``DeskSnapshot/notOffered`` and on the console's socket.
-    public var name: String {
-        switch self {
-        case .current: "current"
-        case .accept: "accept"
-        case .say: "say"
-        case .file: "file"
-        case .typing: "typing"
-        case .read: "read"
-        case .close: "close"
-        case .transfer: "transfer"
-        case .offline: "offline"
-        case .move: "move"
-        case .disconnect: "disconnect"
-        case .drop: "drop"
-        case .duplicate: "duplicate"
-        case .delay: "delay"
-        case .reinit: "reinit"
-        }
-    }
 }
 
 /// What a command did: its line, and work to do after a delay (releasing what `delay` held).
@@ -167,7 +146,8 @@ public struct DeskSnapshot: Codable, Sendable, Equatable {
     public var conversations: [DeskConversation]
     /// The conversation a command without one acts in: the one the customer wrote in last.
     public var current: String?
-    /// The commands (``DeskCommand/name``) the emulator does not offer, each with the reason.
+    /// The commands the emulator does not offer (by their names on the console's socket, such as
+    /// `"close"`), each with the reason.
     public var notOffered: [String: String]
     public var moves: [DeskMove]
     /// Whether the agents are available, where the vendor has availability.

@@ -14,8 +14,8 @@ public import Logging
 /// style hold nothing).
 ///
 /// The socket's protocol, JSON text frames:
-/// - page → emulator: `{"id": 7, "do": "say", "conversation": "…", "text": "…"}`: `do` is a
-///   ``DeskCommand/name``; `text` for `say`; `on` (a boolean) for `typing`; `count` for `drop`
+/// - page → emulator: `{"id": 7, "do": "say", "conversation": "…", "text": "…"}`: `do` names a
+///   ``DeskCommand`` (`say`, `accept`, `drop`, …); `text` for `say`; `on` (a boolean) for `typing`; `count` for `drop`
 ///   and `duplicate`; `ms` for `delay`; `move` for `move`; `name`, `type` and `data` (base64)
 ///   for `file`. `conversation` is optional.
 /// - emulator → page: `{"type": "state", "desk": {…}, "log": […]}` when it opens and whenever
