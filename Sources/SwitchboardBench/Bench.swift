@@ -6,43 +6,6 @@ package import Switchboard
 package import SwitchboardSQLite
 package import SwitchboardCommandKit
 
-/// One figure: Switchboard's, the baseline's, their ratio and the goal.
-package struct BenchRow: Codable, Sendable, Hashable {
-    package var name: String
-    package var unit: String
-    package var switchboard: Double
-    package var baselineName: String
-    package var baseline: Double
-    /// Switchboard's figure over the baseline's: for a rate above 1 is faster, for a time slower.
-    package var ratio: Double
-    package var goal: String
-    package var met: Bool
-
-    package static func table(_ rows: [BenchRow]) -> [String] {
-        let header = ["figure", "Switchboard", "baseline", "ratio", "goal", "met"]
-        let cells = rows.map { row in
-            [
-                row.name, "\(format(row.switchboard)) \(row.unit)", "\(format(row.baseline)) (\(row.baselineName))",
-                String(format: "%.2f×", row.ratio), row.goal, row.met ? "yes" : "NO",
-            ]
-        }
-        let widths = header.indices.map { column in ([header] + cells).map { $0[column].count }.max() ?? 0 }
-        func line(_ values: [String]) -> String {
-            zip(values, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  ")
-        }
-        return [line(header)] + cells.map(line)
-    }
-
-    package static func format(_ value: Double) -> String {
-        switch value {
-        case 1_000_000...: String(format: "%.2f M", value / 1_000_000)
-        case 10_000...: String(format: "%.1f K", value / 1_000)
-        case 100...: String(format: "%.0f", value)
-        default: String(format: "%.2f", value)
-        }
-    }
-}
-
 /// Progress on standard error, only when it is a terminal.
 package struct BenchProgress: Sendable {
     package let enabled: Bool
@@ -135,29 +98,65 @@ package struct Bench: Sendable {
     package func runs(_ adapter: String) -> Bool { adapters.isEmpty || adapters.contains(adapter) }
 
     package func run() async throws -> [BenchRow] {
+        try await measure().rows
+    }
+
+    /// Every row chosen, each tagged with its group, and the groups skipped with the reason.
+    package func measure() async throws -> (rows: [BenchRow], skipped: [BenchSkip]) {
         var rows: [BenchRow] = []
-        if runs(.bus) {
-            for subscribers in [1, 8] {
-                rows += try await busFanOut(subscribers: subscribers)
+        var skipped: [BenchSkip] = []
+        func add(_ figure: Figure, _ measured: [BenchRow]) {
+            rows += measured.map { row in
+                var row = row
+                row.figure = figure.rawValue
+                return row
             }
         }
-        if runs(.history) { rows.append(try await historyPage()) }
-        if runs(.decode) { rows += decodeRows(try RecordedFrames.load()) }
-        if runs(.latency) { rows += try await latencyRows() }
-        if runs(.catchUp), runs("voximplant") { rows.append(try await catchUpRow()) }
-        if runs(.memory) { rows += try await idleMemoryRows() }
-        if runs(.postgres), let postgresURL { rows += try await postgresRows(url: postgresURL) }
+        func skip(_ figure: Figure, _ reason: String) {
+            progress.note("the \(figure.rawValue) rows are skipped: \(reason)")
+            skipped.append(BenchSkip(figure: figure.rawValue, reason: reason))
+        }
+        if runs(.bus) {
+            for subscribers in [1, 8] {
+                add(.bus, try await busFanOut(subscribers: subscribers))
+            }
+        }
+        if runs(.history) { add(.history, [try await historyPage()]) }
+        if runs(.decode) { add(.decode, decodeRows(try RecordedFrames.load())) }
+        if runs(.latency) { add(.latency, try await latencyRows()) }
+        if runs(.catchUp), runs("voximplant") { add(.catchUp, [try await catchUpRow()]) }
+        if runs(.memory) { add(.memory, try await idleMemoryRows()) }
+        if runs(.postgres) {
+            if let postgresURL {
+                add(.postgres, try await postgresRows(url: postgresURL))
+            } else {
+                skip(.postgres, "they measure a PostgreSQL server, and none was given (--postgres URL)")
+            }
+        }
         if runs(.peer) {
             if let missing = await Self.peerMissing() {
-                progress.note("the Matrix peer rows are skipped: \(missing)")
+                skip(.peer, missing)
             } else if clientProcess == nil {
-                progress.note("the Matrix peer rows are skipped: they run each client in a process of its own (switchboard bench)")
+                skip(.peer, "they run each client in a process of its own (switchboard bench)")
             } else {
-                rows += try await peerRows()
+                add(.peer, try await peerRows())
             }
         }
         progress.say("")
-        return rows
+        return (rows, skipped)
+    }
+
+    /// The commit of the git working copy in the current directory, with `-dirty` when it has
+    /// changes; `nil` outside one (or without git).
+    package static func workingCopyCommit() async -> String? {
+        guard let (status, printed) = try? await runInAProcessOfItsOwn(["/usr/bin/env", "git", "rev-parse", "--short=12", "HEAD"], within: .seconds(30)),
+            status == 0
+        else { return nil }
+        let commit = printed.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !commit.isEmpty, commit.allSatisfy(\.isHexDigit) else { return nil }
+        let changes = try? await runInAProcessOfItsOwn(["/usr/bin/env", "git", "status", "--porcelain", "--untracked-files=no"], within: .seconds(30))
+        let dirty = changes.map { $0.status == 0 && !$0.printed.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty } ?? false
+        return dirty ? commit + "-dirty" : commit
     }
 
     // MARK: Bus fan-out
@@ -177,17 +176,16 @@ package struct Bench: Sendable {
             bare.append(await Self.rate(count) { await Self.throughBareChannel(count, subscribers: subscribers) })
         }
         let name = "bus fan-out, \(subscribers) subscriber\(subscribers == 1 ? "" : "s")"
-        let ours = median(bus)
-        let overStream = ours / median(stream)
-        let overBare = ours / median(bare)
         return [
             BenchRow(
-                name: name, unit: "events/s", switchboard: ours, baselineName: "AsyncStream", baseline: median(stream),
-                ratio: overStream, goal: "≥ 2×", met: overStream >= 2
+                id: "bus.\(subscribers).async-stream", name: name, unit: "events/s", better: .higher, switchboard: median(bus),
+                baselineName: "AsyncStream", baseline: median(stream), goal: .ratio(.atLeast, 2, "≥ 2×"),
+                rounds: BenchRounds(switchboard: bus, baseline: stream)
             ),
             BenchRow(
-                name: name, unit: "events/s", switchboard: ours, baselineName: "bare channel", baseline: median(bare),
-                ratio: overBare, goal: "≥ 0.8×", met: overBare >= 0.8
+                id: "bus.\(subscribers).bare-channel", name: name, unit: "events/s", better: .higher, switchboard: median(bus),
+                baselineName: "bare channel", baseline: median(bare), goal: .ratio(.atLeast, 0.8, "≥ 0.8×"),
+                rounds: BenchRounds(switchboard: bus, baseline: bare)
             ),
         ]
     }
@@ -259,7 +257,7 @@ package struct Bench: Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let store = try SQLiteChatStore(path: directory.appendingPathComponent("bench.sqlite").path)
-        return try await historyPageRow(store, label: "history page", storeName: "SQLite file", baselineName: "raw indexed SELECT") { middle in
+        return try await historyPageRow(store, id: "history.sqlite", label: "history page", storeName: "SQLite file", baselineName: "raw indexed SELECT") { middle in
             // GRDB's callback read, the path the store's reads take.
             _ = try await Self.asyncRead(store.database) { db in
                 // A prepared statement kept for the next page, as the store keeps its own.
@@ -292,6 +290,7 @@ package struct Bench: Sendable {
     /// against `rawPage` reading the same rows (from the same key) without decoding them.
     package func historyPageRow(
         _ store: some ChatStore,
+        id: String,
         label: String,
         storeName: String,
         baselineName: String,
@@ -306,13 +305,13 @@ package struct Bench: Sendable {
         }
         let middle = Self.historyMiddle(of: total)
         let pages = sizes.pages
-        let (ours, raw) = try await timedRounds(label, per: pages) { _ in
+        let rounds = try await timedRounds(label, per: pages) { _ in
             for _ in 0..<pages { _ = try await store.fetchMessages(in: conversation, before: middle, limit: 50, scope: scope) }
         } raw: { _ in
             for _ in 0..<pages { try await rawPage(middle) }
         }
-        return Self.timeRow(
-            "history page of 50 from \(BenchRow.format(Double(total))) (\(storeName))", ours: ours, baselineName: baselineName, raw: raw, goal: 2
+        return timeRow(
+            id: id, "history page of 50 from \(BenchRow.format(Double(total))) (\(storeName))", rounds, baselineName: baselineName, goal: 2
         )
     }
 
@@ -338,13 +337,13 @@ package struct Bench: Sendable {
     // MARK: Timing
 
     /// `ours` and `raw` timed in turn for each of `sizes.rounds` rounds, each time divided by the
-    /// `count` steps a round makes: the medians, in seconds a step.
+    /// `count` steps a round makes: each round's seconds a step.
     package func timedRounds(
         _ label: String,
         per count: Int,
         ours: (_ round: Int) async throws -> Void,
         raw: (_ round: Int) async throws -> Void
-    ) async throws -> (ours: Double, raw: Double) {
+    ) async throws -> BenchRounds {
         var oursTimes: [Double] = []
         var rawTimes: [Double] = []
         for round in 1...sizes.rounds {
@@ -352,16 +351,16 @@ package struct Bench: Sendable {
             oursTimes.append(try await Self.seconds { try await ours(round) } / Double(count))
             rawTimes.append(try await Self.seconds { try await raw(round) } / Double(count))
         }
-        return (median(oursTimes), median(rawTimes))
+        return BenchRounds(switchboard: oursTimes, baseline: rawTimes)
     }
 
-    /// A row of times, in milliseconds: lower is better, so the ratio is ours over the
-    /// baseline's, met at `goal` times or less.
-    package static func timeRow(_ name: String, ours: Double, baselineName: String, raw: Double, goal: Int) -> BenchRow {
-        let ratio = ours / raw
-        return BenchRow(
-            name: name, unit: "ms", switchboard: ours * 1000, baselineName: baselineName, baseline: raw * 1000,
-            ratio: ratio, goal: "≤ \(goal)× the time", met: ratio <= Double(goal)
+    /// A row of times from rounds in seconds, in milliseconds: lower is better, so the ratio is
+    /// the medians', ours over the baseline's, met at `goal` times or less.
+    package func timeRow(id: String, _ name: String, _ rounds: BenchRounds, baselineName: String, goal: Int) -> BenchRow {
+        BenchRow(
+            id: id, name: name, unit: "ms", better: .lower, switchboard: median(rounds.switchboard) * 1000, baselineName: baselineName,
+            baseline: median(rounds.baseline) * 1000, goal: .ratio(.atMost, Double(goal), "≤ \(goal)× the time"),
+            rounds: BenchRounds(switchboard: rounds.switchboard.map { $0 * 1000 }, baseline: rounds.baseline.map { $0 * 1000 })
         )
     }
 

@@ -90,7 +90,7 @@ extension Bench {
         var rows: [BenchRow] = []
         let webim = frames.webim
         if runs("webim") {
-            rows.append(decodeRow(adapter: "Webim", frames: webim.count, bytes: webim) {
+            rows.append(decodeRow(adapter: "webim", title: "Webim", frames: webim.count, bytes: webim) {
                 var reader = WebimDeltaReader(baseURL: "https://bench.example")
                 var updates = 0
                 for body in webim {
@@ -104,7 +104,7 @@ extension Bench {
         let voximplant = frames.voximplant
         let reader = VoximplantFrameReader(user: "alice@app.acc")
         if runs("voximplant") {
-            rows.append(decodeRow(adapter: "Voximplant-style", frames: voximplant.count, bytes: voximplant.map { Data($0.utf8) }) {
+            rows.append(decodeRow(adapter: "voximplant", title: "Voximplant-style", frames: voximplant.count, bytes: voximplant.map { Data($0.utf8) }) {
                 // The reader maps as it parses: an event frame comes out as the engine's update,
                 // as the link reads it.
                 var updates = 0
@@ -119,7 +119,7 @@ extension Bench {
         }
         let cxone = frames.cxone
         if runs("cxone") {
-            rows.append(decodeRow(adapter: "CXone", frames: cxone.count, bytes: cxone.map { Data($0.utf8) }) {
+            rows.append(decodeRow(adapter: "cxone", title: "CXone", frames: cxone.count, bytes: cxone.map { Data($0.utf8) }) {
                 var updates = 0
                 for text in cxone {
                     guard case .event(_, let type, let frame) = CXoneWire.classify(text) else { continue }
@@ -133,13 +133,13 @@ extension Bench {
 
     /// Runs `decode` (one pass over the frames, returning a count so nothing is optimized away)
     /// and the `JSONSerialization` parse of `bytes` alternately.
-    private func decodeRow(adapter: String, frames: Int, bytes: [Data], decode: () -> Int) -> BenchRow {
+    private func decodeRow(adapter: String, title: String, frames: Int, bytes: [Data], decode: () -> Int) -> BenchRow {
         let passes = max(1, sizes.decodedFrames / max(frames, 1))
         var ours: [Double] = []
         var raw: [Double] = []
         var sink = 0
         for round in 1...sizes.rounds {
-            progress.say("decode \(adapter): round \(round) of \(sizes.rounds)")
+            progress.say("decode \(title): round \(round) of \(sizes.rounds)")
             ours.append(Self.syncSeconds { for _ in 0..<passes { sink &+= decode() } })
             raw.append(Self.syncSeconds {
                 for _ in 0..<passes {
@@ -148,12 +148,12 @@ extension Bench {
             })
         }
         Self.keep(sink)
-        let total = Double(passes * frames)
-        let ratio = median(ours) / median(raw)
+        let perFrame = 1e6 / Double(passes * frames)
         return BenchRow(
-            name: "decode + normalize, \(adapter) (\(frames) recorded frames)", unit: "µs/frame",
-            switchboard: median(ours) / total * 1e6, baselineName: "JSONSerialization parse", baseline: median(raw) / total * 1e6,
-            ratio: ratio, goal: "≤ 2× the time", met: ratio <= 2
+            id: "decode.\(adapter)", adapter: adapter, name: "decode + normalize, \(title) (\(frames) recorded frames)", unit: "µs/frame",
+            better: .lower, switchboard: median(ours) * perFrame, baselineName: "JSONSerialization parse", baseline: median(raw) * perFrame,
+            goal: .ratio(.atMost, 2, "≤ 2× the time"),
+            rounds: BenchRounds(switchboard: ours.map { $0 * perFrame }, baseline: raw.map { $0 * perFrame })
         )
     }
 

@@ -17,7 +17,7 @@ extension Bench {
         var rows: [BenchRow] = []
         for store in LatencyStore.allCases {
             for (name, rig) in rigs where runs(name) {
-                rows += try await rig.withRig { try await latencyRows(adapter: rig.title, store: store, $0) }
+                rows += try await rig.withRig { try await latencyRows(adapter: name, title: rig.title, store: store, $0) }
             }
         }
         return rows
@@ -28,9 +28,17 @@ extension Bench {
     package enum LatencyStore: String, CaseIterable, Sendable {
         case memory = "in-memory store"
         case sqliteFile = "SQLite file"
+
+        /// Its part of a row's id.
+        var key: String {
+            switch self {
+            case .memory: "memory"
+            case .sqliteFile: "sqlite"
+            }
+        }
     }
 
-    private func latencyRows(adapter: String, store kind: LatencyStore, _ rig: EmulatorRig) async throws -> [BenchRow] {
+    private func latencyRows(adapter: String, title: String, store kind: LatencyStore, _ rig: EmulatorRig) async throws -> [BenchRow] {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("switchboard-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -40,7 +48,7 @@ extension Bench {
             case .sqliteFile: try SQLiteChatStore(path: directory.appendingPathComponent("latency.sqlite").path)
             }
         let session = ChatSession(
-            id: SessionID("bench-\(adapter)"), backend: try await rig.control.makeCustomerBackend(), store: store, bus: EventBus(), logger: Logger.quiet
+            id: SessionID("bench-\(title)"), backend: try await rig.control.makeCustomerBackend(), store: store, bus: EventBus(), logger: Logger.quiet
         )
         let perRound = max(1, sizes.latencySamples / sizes.rounds)
         let samples = try await session.withRunning { session in
@@ -57,11 +65,12 @@ extension Bench {
             let chat = try await session.conversation(conversation)
             let raw = rig.raw(conversation)
             for round in 1...sizes.rounds {
-                progress.say("\(adapter) latency: round \(round) of \(sizes.rounds)")
+                progress.say("\(title) latency: round \(round) of \(sizes.rounds)")
                 if round > 1 {
                     try await session.resume()
                     try await Self.next(&iterator, "reconnected") { $0.isConnected }
                 }
+                samples.startRound()
                 for index in 0...perRound {
                     let text = "sb \(round).\(index)"
                     let elapsed = try await Self.seconds {
@@ -70,25 +79,25 @@ extension Bench {
                             event.updatedMessage.map { $0.clientID == sent.clientID && $0.serverID != nil } ?? false
                         }
                     }
-                    if index > 0 { samples.send.append(elapsed) }
+                    if index > 0 { samples.send[round - 1].append(elapsed) }
                     let answer = "agent to sb \(round).\(index)"
                     let received = try await Self.seconds {
                         try await rig.control.agentSend(answer, in: conversation)
                         try await Self.next(&iterator, answer) { $0.addedMessage?.text == answer }
                     }
-                    if index > 0 { samples.agent.append(received) }
+                    if index > 0 { samples.agent[round - 1].append(received) }
                 }
                 try await session.pause()
                 try await Self.next(&iterator, "paused") { $0.kind == .connection(.disconnected, reason: .userInitiated) }
                 let measured = try await raw.measure(round: round, exchanges: perRound + 1) { text in
                     try await rig.control.agentSend(text, in: conversation)
                 }
-                samples.rawSend += measured.sends.dropFirst()
-                samples.rawAgent += measured.agents.dropFirst()
+                samples.rawSend[round - 1] += measured.sends.dropFirst()
+                samples.rawAgent[round - 1] += measured.agents.dropFirst()
             }
             return samples
         }
-        return samples.rows(adapter: adapter, store: kind.rawValue)
+        return samples.rows(adapter: adapter, title: title, store: kind)
     }
 
     /// Waits for the first event matching `predicate` (no watchdog: a hang is the test's time limit's).
@@ -100,44 +109,51 @@ extension Bench {
     }
 }
 
-/// The samples of one adapter, in seconds.
+/// The samples of one adapter, in seconds, round by round.
 package struct LatencySamples {
-    package var send: [Double] = []
-    package var agent: [Double] = []
-    package var rawSend: [Double] = []
-    package var rawAgent: [Double] = []
+    package var send: [[Double]] = []
+    package var agent: [[Double]] = []
+    package var rawSend: [[Double]] = []
+    package var rawAgent: [[Double]] = []
+
+    package init() {}
+
+    /// Opens the next round's samples.
+    package mutating func startRound() {
+        send.append([])
+        agent.append([])
+        rawSend.append([])
+        rawAgent.append([])
+    }
 
     /// The nearest-rank percentile.
     package static func percentile(_ values: [Double], _ fraction: Double) -> Double {
-        let sorted = values.sorted()
-        guard !sorted.isEmpty else { return 0 }
-        let rank = Int((Double(sorted.count) * fraction).rounded(.up))
-        return sorted[min(max(rank, 1), sorted.count) - 1]
+        BenchDistribution.percentile(sorted: values.sorted(), fraction)
     }
 
-    package func rows(adapter: String, store: String) -> [BenchRow] {
-        func ms(_ values: [Double], _ fraction: Double) -> Double { Self.percentile(values, fraction) * 1000 }
-        let sendRatio = ms(send, 0.5) / ms(rawSend, 0.5)
-        let agentRatio = ms(agent, 0.5) / ms(rawAgent, 0.5)
+    /// The four rows of an adapter on a store: send → confirmed and agent message → app, p50
+    /// (with the distribution of the samples) and p99, each round's percentile the row's rounds.
+    package func rows(adapter: String, title: String, store: Bench.LatencyStore) -> [BenchRow] {
+        func row(_ way: String, _ figure: String, ours: [[Double]], raw: [[Double]], _ fraction: Double, goal: BenchGoal) -> BenchRow {
+            let all = ours.flatMap { $0 }
+            let allRaw = raw.flatMap { $0 }
+            let percentile = fraction == 0.5 ? "p50" : "p99"
+            return BenchRow(
+                id: "latency.\(adapter).\(store.key).\(way).\(percentile)", adapter: adapter,
+                name: "\(figure), \(title), \(store.rawValue), \(percentile) of \(all.count)", unit: "ms", better: .lower,
+                switchboard: Self.percentile(all, fraction) * 1000, baselineName: "raw client", baseline: Self.percentile(allRaw, fraction) * 1000,
+                goal: goal,
+                rounds: BenchRounds(
+                    switchboard: ours.map { Self.percentile($0, fraction) * 1000 }, baseline: raw.map { Self.percentile($0, fraction) * 1000 }
+                ),
+                distribution: fraction == 0.5 ? BenchDistribution(all, baseline: allRaw, scale: 1000) : nil
+            )
+        }
         return [
-            BenchRow(
-                name: "send → confirmed, \(adapter), \(store), p50 of \(send.count)", unit: "ms", switchboard: ms(send, 0.5),
-                baselineName: "raw client", baseline: ms(rawSend, 0.5), ratio: sendRatio, goal: "≤ 1.3× the time", met: sendRatio <= 1.3
-            ),
-            BenchRow(
-                name: "send → confirmed, \(adapter), \(store), p99 of \(send.count)", unit: "ms", switchboard: ms(send, 0.99),
-                baselineName: "raw client", baseline: ms(rawSend, 0.99), ratio: ms(send, 0.99) / ms(rawSend, 0.99), goal: "≤ 2 ms",
-                met: ms(send, 0.99) <= 2
-            ),
-            BenchRow(
-                name: "agent message → app, \(adapter), \(store), p50 of \(agent.count)", unit: "ms", switchboard: ms(agent, 0.5),
-                baselineName: "raw client", baseline: ms(rawAgent, 0.5), ratio: agentRatio, goal: "≤ 1.5× the time", met: agentRatio <= 1.5
-            ),
-            BenchRow(
-                name: "agent message → app, \(adapter), \(store), p99 of \(agent.count)", unit: "ms", switchboard: ms(agent, 0.99),
-                baselineName: "raw client", baseline: ms(rawAgent, 0.99), ratio: ms(agent, 0.99) / ms(rawAgent, 0.99), goal: "reported",
-                met: true
-            ),
+            row("send", "send → confirmed", ours: send, raw: rawSend, 0.5, goal: .ratio(.atMost, 1.3, "≤ 1.3× the time")),
+            row("send", "send → confirmed", ours: send, raw: rawSend, 0.99, goal: .figure(.atMost, 2, "≤ 2 ms")),
+            row("agent", "agent message → app", ours: agent, raw: rawAgent, 0.5, goal: .ratio(.atMost, 1.5, "≤ 1.5× the time")),
+            row("agent", "agent message → app", ours: agent, raw: rawAgent, 0.99, goal: .reported),
         ]
     }
 }

@@ -33,7 +33,7 @@ extension Bench {
     /// PostgresNIO (rows read, not decoded).
     private func postgresHistoryPage(_ store: PostgresChatStore) async throws -> BenchRow {
         let table = store.schema + ".message"
-        return try await historyPageRow(store, label: "PostgreSQL history page", storeName: "PostgreSQL", baselineName: "raw PostgresNIO SELECT") { middle in
+        return try await historyPageRow(store, id: "postgres.history", label: "PostgreSQL history page", storeName: "PostgreSQL", baselineName: "raw PostgresNIO SELECT") { middle in
             let rows = try await store.client.query(
                 """
                 SELECT value FROM \(unescaped: table) WHERE backend = 'bench' AND account = 'a' AND user_id = '' AND conversation = 'c1'
@@ -65,7 +65,7 @@ extension Bench {
         }
         let ourRounds = rounds()
         let rawRounds = rounds()
-        let (ours, raw) = try await timedRounds("PostgreSQL inbound batch", per: batches) { round in
+        let rounds = try await timedRounds("PostgreSQL inbound batch", per: batches) { round in
             for messages in ourRounds[round - 1] { try await store.apply([.saveMessages(messages)], scope: scope) }
         } raw: { round in
             for messages in rawRounds[round - 1] {
@@ -85,7 +85,7 @@ extension Bench {
                 }
             }
         }
-        return Self.timeRow("inbound batch of 64 new messages (PostgreSQL)", ours: ours, baselineName: "64 raw INSERTs in a transaction", raw: raw, goal: 3)
+        return timeRow(id: "postgres.inbound-batch", "inbound batch of 64 new messages (PostgreSQL)", rounds, baselineName: "64 raw INSERTs in a transaction", goal: 3)
     }
 
     /// Events per second from one bus to another through two bridges, against the bridge's own
@@ -169,11 +169,10 @@ extension Bench {
                 try await heard.close()
             }
         }
-        let ratio = median(ours) / median(raw)
         return BenchRow(
-            name: "bus to bus through PostgreSQL, \(count) events", unit: "events/s",
-            switchboard: median(ours), baselineName: "raw INSERT + NOTIFY, heard", baseline: median(raw),
-            ratio: ratio, goal: "≥ 0.5×", met: ratio >= 0.5
+            id: "postgres.bridge", name: "bus to bus through PostgreSQL, \(count) events", unit: "events/s", better: .higher,
+            switchboard: median(ours), baselineName: "raw INSERT + NOTIFY, heard", baseline: median(raw), goal: .ratio(.atLeast, 0.5, "≥ 0.5×"),
+            rounds: BenchRounds(switchboard: ours, baseline: raw)
         )
     }
 
@@ -200,11 +199,11 @@ extension Bench {
             let onPostgres = try await Self.heapPerSession(count, store: store, backend: backend)
             return (onPostgres, try await Self.heapPerSession(count, backend: backend))
         }
-        let ratio = onPostgres / inMemory
         return BenchRow(
+            id: "postgres.sessions", adapter: "voximplant",
             name: "sessions on the PostgreSQL store, Voximplant-style over WebSockets (emulator in process), \(count)", unit: "KB/session",
-            switchboard: onPostgres / 1024, baselineName: "the same sessions on the in-memory store", baseline: inMemory / 1024,
-            ratio: ratio, goal: "≤ 1.5× the memory", met: ratio <= 1.5
+            better: .lower, switchboard: onPostgres / 1024, baselineName: "the same sessions on the in-memory store", baseline: inMemory / 1024,
+            goal: .ratio(.atMost, 1.5, "≤ 1.5× the memory")
         )
     }
 }

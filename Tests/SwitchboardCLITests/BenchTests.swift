@@ -14,7 +14,7 @@ import SynapseHarness
 @Suite(.timeLimit(.minutes(5)))
 struct BenchTests {
     @Test func everyRowRunsOnTinySizes() async throws {
-        let rows = try await Bench(sizes: .quick, progress: BenchProgress(enabled: false), rigs: BenchCommand.rigs).run()
+        let (rows, skipped) = try await Bench(sizes: .quick, progress: BenchProgress(enabled: false), rigs: BenchCommand.rigs).measure()
         print(BenchRow.table(rows).joined(separator: "\n"))
         let baselines: Set<String> = [
             "AsyncStream", "bare channel", "raw indexed SELECT", "JSONSerialization parse", "raw client",
@@ -34,8 +34,26 @@ struct BenchTests {
         let expected = 8 + 3 * 2 * 4 + 1 + 2
         #expect(rows.count == expected)
         for row in rows { Self.expectAFigure(row) }
-        let json = try JSONEncoder().encode(rows)
-        #expect(try JSONDecoder().decode([BenchRow].self, from: json) == rows)
+
+        // What a report and a comparison read: an id for each row, its group, its rounds, and
+        // the samples' percentiles of each latency p50 row.
+        #expect(Set(rows.map(\.id)).count == rows.count, "ids are unique")
+        #expect(Set(rows.map(\.figure)) == ["bus", "history", "decode", "latency", "catch-up", "memory"])
+        for row in rows {
+            let rounds = try #require(row.rounds, "\(row.id) has its rounds")
+            #expect(rounds.switchboard.count == rounds.baseline.count && !rounds.switchboard.isEmpty, "\(row.id)")
+            let expected = row.figure == "memory" || row.figure == "catch-up" ? min(Bench.Sizes.quick.rounds, 3) : Bench.Sizes.quick.rounds
+            #expect(rounds.switchboard.count == expected, "\(row.id): \(rounds.switchboard.count) rounds")
+            #expect((row.distribution != nil) == (row.id.hasPrefix("latency.") && row.id.hasSuffix(".p50")), "\(row.id)")
+            if let distribution = row.distribution {
+                #expect(distribution.switchboard.count == BenchDistribution.fractions.count && distribution.switchboard == distribution.switchboard.sorted())
+                #expect(distribution.switchboard[5] == row.switchboard, "\(row.id): the curve's p50 is the row's figure")
+            }
+        }
+        // No PostgreSQL URL and no process of its own for the peer: both said.
+        #expect(Set(skipped.map(\.figure)) == ["postgres", "peer"])
+        let run = BenchRun(environment: .current(sizes: "quick", arguments: [], commit: nil), rows: rows, skipped: skipped)
+        #expect(try BenchRun.read(run.json(), from: "run") == run)
     }
 
     /// The PostgreSQL rows, on the live tests' server (`SWITCHBOARD_POSTGRES_URL`).
@@ -65,10 +83,10 @@ struct BenchTests {
         }
     }
 
-    /// The memory row over WebSockets with its sessions in a process of their own, as
-    /// `switchboard bench` runs it: this build's executable started again with `--idle-clients`,
-    /// the emulator in this process.
-    @Test func theRowOverSocketsMeasuresTheClientInAProcessOfItsOwn() async throws {
+    /// The memory rows with their sessions in a process of their own, a fresh one each round, as
+    /// `switchboard bench` runs them: this build's executable started again with
+    /// `--idle-in-memory` and `--idle-clients`, the emulator in this process.
+    @Test func theMemoryRowsMeasureTheClientInAProcessOfItsOwn() async throws {
         let directory = URL(fileURLWithPath: Bundle.main.executablePath ?? CommandLine.arguments[0]).deletingLastPathComponent()
         let executable = directory.appendingPathComponent("switchboard").path
         try #require(FileManager.default.isExecutableFile(atPath: executable), "the switchboard executable beside the tests, at \(executable)")
@@ -78,8 +96,14 @@ struct BenchTests {
         print(BenchRow.table(rows).joined(separator: "\n"))
         let overSockets = try #require(rows.first { $0.name.contains("over WebSockets") })
         #expect(overSockets.name.contains("the client's process alone"))
-        // A figure from the other process (its own resident memory: nothing here moves it).
-        #expect(overSockets.switchboard > 0 && overSockets.switchboard.isFinite)
+        let inMemory = try #require(rows.first { $0.id == "memory.idle.in-memory" })
+        #expect(inMemory.name.contains("a process of their own"))
+        // Figures from the other processes (their own resident memory: nothing here moves them),
+        // a fresh process each round.
+        for row in [overSockets, inMemory] {
+            #expect(row.switchboard > 0 && row.switchboard.isFinite)
+            #expect(row.rounds?.switchboard.count == min(Bench.Sizes.quick.rounds, 3) && row.rounds?.switchboard.allSatisfy { $0 > 0 } == true)
+        }
     }
 
     /// The Matrix peer rows beside matrix-nio on a real Synapse, each client in a process of its
