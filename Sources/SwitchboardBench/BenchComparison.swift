@@ -3,18 +3,20 @@ package import Foundation
 /// What moved between two runs (`switchboard bench compare OLD NEW`), row by row, judged against
 /// the noise each row showed across its rounds in either run.
 ///
-/// A row is compared by its ratio to the baseline measured in the same run, which is what stays
-/// comparable across machines and moments; its own figure's change is shown beside. The noise is
-/// three standard errors of the difference between the two runs' medians: a round's deviation
-/// estimated from each run's rounds (``BenchRounds/deviation``, the wider of the two), times
-/// `√(π/2 · (1/n₁ + 1/n₂))` for a median of `n₁` and one of `n₂` rounds. A move no larger is within
-/// noise. Were the rounds normal, two runs of one build would cross it in about one row in 370.
+/// A row is compared by the median of its rounds' ratios to the baseline measured beside them,
+/// which stays comparable across machines and moments where times do not; its own figure's
+/// change is shown beside. The comparison is of logarithms, where a halving and a doubling are
+/// as far. The noise is four standard errors of the difference between the two medians: each
+/// run's deviation of one round (``BenchRounds/deviation``) over its rounds, `√(σ₁²/n₁ + σ₂²/n₂)`,
+/// times 1.2533 (a median's standard error over a mean's). A move no larger is within noise. A
+/// row either run measured in fewer than ``minimumRounds`` rounds has no noise to judge by.
 package struct BenchComparison: Sendable, Hashable {
     package enum Verdict: String, Codable, Sendable, Hashable {
         case withinNoise = "within noise"
         case improved
         case regressed
-        /// A run measured the row in one round: it has no noise to judge the move by.
+        /// A run measured the row in fewer than ``BenchComparison/minimumRounds`` rounds: it has no
+        /// noise to judge the move by.
         case noiseUnknown = "noise unknown"
         /// In the new run only.
         case added = "new"
@@ -28,14 +30,27 @@ package struct BenchComparison: Sendable, Hashable {
         package var unit: String
         package var old: BenchRow?
         package var new: BenchRow?
+        /// The ratio compared, each run's: the median of its rounds' ratios, or the row's own ratio
+        /// where it has no rounds.
+        package var oldRatio: Double?
+        package var newRatio: Double?
         /// The ratio's relative change, new over old minus 1 (0.05 is 5% higher).
         package var change: Double?
         /// The figure's relative change.
         package var figureChange: Double?
-        /// The largest change of the ratio, relative, that is within noise.
+        /// The largest rise of the ratio, relative, that is within noise (a fall within noise is
+        /// `1 / (1 + noise)`).
         package var noise: Double?
         package var verdict: Verdict
     }
+
+    /// Rounds a row needs in both runs for its move to be judged: with two, the range says too
+    /// little of the spread.
+    package static let minimumRounds = 3
+
+    /// How many standard errors a move has to pass to be called one: 4, where 3 called one row of
+    /// 40 moved between two runs of one build (`Docs/Benchmarks.md`).
+    package static let noiseStandardErrors = 4.0
 
     package var old: BenchEnvironment
     package var new: BenchEnvironment
@@ -51,31 +66,53 @@ package struct BenchComparison: Sendable, Hashable {
             + old.rows.filter { !now.contains($0.id) }.map { Self.entry(old: $0, new: nil) }
     }
 
+    /// What differs between the runs' settings that makes their rows measure other things: the
+    /// sizes, the build, the compiler. Empty when they match.
+    package var differences: [String] {
+        [
+            old.sizes == new.sizes ? nil : "sizes \(old.sizes) and \(new.sizes)",
+            old.build == new.build ? nil : "builds \(old.build) and \(new.build)",
+            old.swift == new.swift ? nil : "compilers \(old.swift) and \(new.swift)",
+        ].compactMap { $0 }
+    }
+
     private static func entry(old: BenchRow?, new: BenchRow?) -> Entry {
         let row = new ?? old!
         var entry = Entry(id: row.id, name: row.name, unit: row.unit, old: old, new: new, verdict: old == nil ? .added : .removed)
         guard let old, let new else { return entry }
-        let change = relative(new.ratio, old.ratio)
-        entry.change = change
-        entry.figureChange = relative(new.switchboard, old.switchboard)
-        guard let before = old.rounds, let after = new.rounds, let deviationBefore = before.deviation, let deviationAfter = after.deviation else {
+        entry.figureChange = finite(new.switchboard / old.switchboard - 1)
+        guard let before = old.rounds, let after = new.rounds, before.ratios.count >= minimumRounds, after.ratios.count >= minimumRounds,
+            let deviationBefore = before.deviation, let deviationAfter = after.deviation
+        else {
+            entry.oldRatio = old.ratio
+            entry.newRatio = new.ratio
+            entry.change = finite(new.ratio / old.ratio - 1)
             entry.verdict = .noiseUnknown
             return entry
         }
-        let rounds = (Double(before.ratios.count), Double(after.ratios.count))
-        let noise = 3 * max(deviationBefore, deviationAfter) * (Double.pi / 2 * (1 / rounds.0 + 1 / rounds.1)).squareRoot()
-        entry.noise = noise
-        if abs(change) <= noise {
+        let logs = (median(before.logRatios), median(after.logRatios))
+        let counts = (Double(before.ratios.count), Double(after.ratios.count))
+        let standardError = 1.2533 * (deviationBefore * deviationBefore / counts.0 + deviationAfter * deviationAfter / counts.1).squareRoot()
+        let move = logs.1 - logs.0
+        entry.oldRatio = exp(logs.0)
+        entry.newRatio = exp(logs.1)
+        entry.change = expm1(move)
+        entry.noise = expm1(noiseStandardErrors * standardError)
+        if abs(move) <= noiseStandardErrors * standardError {
             entry.verdict = .withinNoise
         } else {
-            entry.verdict = (change < 0) == (new.better == .lower) ? .improved : .regressed
+            entry.verdict = (move < 0) == (new.better == .lower) ? .improved : .regressed
         }
         return entry
     }
 
-    private static func relative(_ new: Double, _ old: Double) -> Double {
-        old == 0 ? (new == 0 ? 0 : .infinity) : new / old - 1
+    /// The middle value (the upper of the two middle ones for an even count, as the rows take it).
+    private static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        return sorted[sorted.count / 2]
     }
+
+    private static func finite(_ value: Double) -> Double? { value.isFinite ? value : nil }
 
     /// The comparison as a table for a terminal: each row's ratio then and now, the change, the
     /// noise and the verdict; the figures' change beside.
@@ -84,7 +121,7 @@ package struct BenchComparison: Sendable, Hashable {
         let cells = entries.map { entry in
             [
                 entry.name,
-                "\(entry.old.map { String(format: "%.2f×", $0.ratio) } ?? "—") → \(entry.new.map { String(format: "%.2f×", $0.ratio) } ?? "—")",
+                "\(Self.times(entry.oldRatio)) → \(Self.times(entry.newRatio))",
                 entry.change.map(Self.percent) ?? "",
                 entry.noise.map { String(format: "%.1f%%", $0 * 100) } ?? "",
                 entry.verdict.rawValue,
@@ -99,10 +136,16 @@ package struct BenchComparison: Sendable, Hashable {
         let counts = [Verdict.withinNoise, .improved, .regressed, .noiseUnknown, .added, .removed].compactMap { verdict in
             summary[verdict].map { "\($0) \(verdict.rawValue)" }
         }
+        let warning = differences.isEmpty ? [] : ["note: the runs differ in \(differences.joined(separator: ", ")): their rows measure other things"]
         return [
-            "old: \(old.commit ?? "no commit"), \(old.date), \(old.host), \(old.build) — new: \(new.commit ?? "no commit"), \(new.date), \(new.host), \(new.build)",
-            line(header),
-        ] + cells.map(line) + [counts.joined(separator: ", ")]
+            "old: \(old.commit ?? "no commit"), \(old.date), \(old.host), \(old.build), \(old.sizes) — new: \(new.commit ?? "no commit"), \(new.date), \(new.host), \(new.build), \(new.sizes)",
+        ] + warning + [line(header)] + cells.map(line) + [counts.joined(separator: ", ")]
+    }
+
+    /// A ratio as the tables print it; a dash for none or one that is not finite.
+    package static func times(_ ratio: Double?) -> String {
+        guard let ratio, ratio.isFinite else { return "—" }
+        return String(format: "%.2f×", ratio)
     }
 
     /// A relative change as a signed percentage.

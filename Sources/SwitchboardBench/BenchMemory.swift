@@ -19,27 +19,39 @@ extension Bench {
     static let idleOverSocketsGoal = 64.0 * 1024
 
     /// Rounds of each memory row: each a process of its own, all its sessions connecting at once.
-    var memoryRounds: Int { min(sizes.rounds, 3) }
+    var memoryRoundCount: Int { min(sizes.rounds, 3) }
+
+    /// A memory row's rounds, each measured by `measure` in a fresh process of its own (given
+    /// how to start one) or, where there is none or one fails, every round in this process: a
+    /// row's rounds are all measured one way, which its name says. Returns the bytes a session of
+    /// each round and whether they were measured alone.
+    private func memoryRounds(_ what: String, measure: (_ clientProcess: [String]?) async throws -> Double) async throws -> ([Double], Bool) {
+        if let clientProcess {
+            do {
+                var rounds: [Double] = []
+                for round in 1...memoryRoundCount {
+                    progress.say("\(what), in a process of their own, round \(round) of \(memoryRoundCount)")
+                    rounds.append(try await measure(clientProcess))
+                }
+                return (rounds, true)
+            } catch {
+                progress.note("a process of idle sessions failed (\(error)); measuring every round in this process")
+            }
+        }
+        var rounds: [Double] = []
+        for round in 1...memoryRoundCount {
+            progress.say("\(what), in this process, round \(round) of \(memoryRoundCount)")
+            rounds.append(try await measure(nil))
+        }
+        return (rounds, false)
+    }
 
     package func idleMemoryRows() async throws -> [BenchRow] {
         var rows: [BenchRow] = []
         let inMemory = sizes.idleSessions
-        var inMemoryRounds: [Double] = []
-        var alone = clientProcess != nil
-        for round in 1...memoryRounds {
-            if alone, let clientProcess {
-                progress.say("idle sessions: \(inMemory) on the in-memory backend, in a process of their own, round \(round) of \(memoryRounds)")
-                do {
-                    inMemoryRounds.append(try await Self.inProcessOfTheirOwn(clientProcess + ["--idle-in-memory", "\(inMemory)"]))
-                    continue
-                } catch {
-                    // The row is still measured, and its name says how.
-                    progress.note("the idle sessions' process failed (\(error)); measuring them in this process")
-                    alone = false
-                }
-            }
-            progress.say("idle sessions: \(inMemory) on the in-memory backend, round \(round) of \(memoryRounds)")
-            inMemoryRounds.append(try await Self.idleInMemorySessions(count: inMemory))
+        let (inMemoryRounds, alone) = try await memoryRounds("\(inMemory) idle sessions on the in-memory backend") { clientProcess in
+            if let clientProcess { try await Self.inProcessOfTheirOwn(clientProcess + ["--idle-in-memory", "\(inMemory)"]) }
+            else { try await Self.idleInMemorySessions(count: inMemory) }
         }
         let whose = alone ? "a process of their own" : "in this process"
         rows.append(memoryRow("memory.idle.in-memory", nil, "idle sessions, in-memory backend (\(whose)), \(inMemory)", inMemoryRounds, goal: Self.idleGoal))
@@ -49,23 +61,13 @@ extension Bench {
             let users = (0..<overSockets).map { voximplant.addUser("user\($0)", token: "token-\($0)", displayName: "User \($0)") }
             let domain = String(users.first?.drop { $0 != "@" }.dropFirst() ?? "")
             let (rounds, alone) = try await VoximplantEmulator(server: voximplant, logger: Logger.quiet).withRunning { url in
-                var rounds: [Double] = []
-                var alone = clientProcess != nil
-                for round in 1...memoryRounds {
-                    if alone, let clientProcess {
-                        progress.say("idle sessions: \(overSockets) over WebSockets, in a process of their own, round \(round) of \(memoryRounds)")
-                        do {
-                            rounds.append(try await Self.inProcessOfTheirOwn(clientProcess + ["--idle-clients", url, "--count", "\(overSockets)", "--domain", domain]))
-                            continue
-                        } catch {
-                            progress.note("the idle clients' process failed (\(error)); measuring them in this process")
-                            alone = false
-                        }
+                try await memoryRounds("\(overSockets) idle sessions over WebSockets to the Voximplant-style emulator") { clientProcess in
+                    if let clientProcess {
+                        try await Self.inProcessOfTheirOwn(clientProcess + ["--idle-clients", url, "--count", "\(overSockets)", "--domain", domain])
+                    } else {
+                        try await Self.idleVoximplantClients(url: url, count: overSockets, domain: domain)
                     }
-                    progress.say("idle sessions: \(overSockets) over WebSockets to the Voximplant-style emulator in this process, round \(round) of \(memoryRounds)")
-                    rounds.append(try await Self.idleVoximplantClients(url: url, count: overSockets, domain: domain))
                 }
-                return (rounds, alone)
             }
             let whose = alone ? "the client's process alone" : "emulator in process"
             rows.append(

@@ -83,7 +83,7 @@ package enum BenchReport {
             page.element("th", row.name, attributes: ["scope": "row"])
             page.element("td", "\(BenchRow.format(row.switchboard)) \(row.unit)", attributes: ["class": "number"])
             page.element("td", "\(BenchRow.format(row.baseline)) (\(row.baselineName))")
-            page.element("td", String(format: "%.2f×", row.ratio), attributes: ["class": "number"])
+            page.element("td", BenchComparison.times(row.ratio), attributes: ["class": "number"])
             page.element("td", row.rounds.map { String(format: "%.1f%%", $0.spread * 100) } ?? "", attributes: ["class": "number"])
             page.element("td", row.goal.text)
             page.element("td", row.goal.measure == .none ? "reported" : row.met ? "yes" : "no")
@@ -106,11 +106,10 @@ package enum BenchReport {
         for row in curves where !adapters.contains(row.adapter ?? "") { adapters.append(row.adapter ?? "") }
         for adapter in adapters {
             page.raw("<h3>")
-            page.text(adapterTitle(adapter, rows: curves))
+            page.text(adapterTitle(adapter))
             page.raw("</h3><div class=\"charts\">")
-            for row in curves where (row.adapter ?? "") == adapter {
-                let goals = goalMarks(for: row, among: rows)
-                percentileChart(row, goals: goals, into: &page)
+            for (index, row) in curves.enumerated() where (row.adapter ?? "") == adapter {
+                percentileChart(row, number: index, goals: goalMarks(for: row, among: rows), into: &page)
             }
             page.raw("</div>")
         }
@@ -126,11 +125,11 @@ package enum BenchReport {
         page.raw("</p>")
         var figures: [String] = []
         for row in barred where !figures.contains(row.figure) { figures.append(row.figure) }
-        for figure in figures {
+        for (index, figure) in figures.enumerated() {
             page.raw("<h3>")
             page.text(figureTitle(figure))
             page.raw("</h3>")
-            barChart(barred.filter { $0.figure == figure }, title: figureTitle(figure), into: &page)
+            barChart(barred.filter { $0.figure == figure }, title: figureTitle(figure), id: "bars-\(index)", into: &page)
         }
         page.raw("</section>")
     }
@@ -158,11 +157,16 @@ package enum BenchReport {
         page.text(
             "Old: \(comparison.old.commit ?? "no commit"), \(comparison.old.date), \(comparison.old.host) (\(comparison.old.build)). "
                 + "New: \(comparison.new.commit ?? "no commit"), \(comparison.new.date), \(comparison.new.host) (\(comparison.new.build)). "
-                + "Each row's ratio to its baseline, new against old. The grey band is the row's noise: three standard errors of the difference "
-                + "between the two runs' medians, estimated from their rounds. A move inside it is within noise."
+                + "Each row's ratio to its baseline (the median of its rounds'), new against old. The grey band is the row's noise: four "
+                + "standard errors of the difference between the two runs' medians, estimated from their rounds. A move inside it is within noise."
         )
         page.raw("</p>")
-        let judged = comparison.entries.filter { $0.change != nil }
+        if !comparison.differences.isEmpty {
+            page.raw("<p class=\"warning\" id=\"differences\">")
+            page.text("The runs differ in \(comparison.differences.joined(separator: ", ")): their rows measure other things.")
+            page.raw("</p>")
+        }
+        let judged = comparison.entries.filter { $0.noise != nil }
         // Rows of one name against two baselines (the bus's) say which.
         let shared = Dictionary(grouping: judged, by: \.name).filter { $0.value.count > 1 }.keys
         func label(_ entry: BenchComparison.Entry) -> String {
@@ -172,6 +176,7 @@ package enum BenchReport {
         let rowHeight = 22.0
         let labelWidth = 420.0
         let limit = max(0.1, min(1, judged.map { max(abs($0.change ?? 0), $0.noise ?? 0) }.filter(\.isFinite).max() ?? 0.1))
+        page.raw("<div class=\"scroll\">")
         let plot = (from: labelWidth + 10, to: width - 60)
         func x(_ change: Double) -> Double {
             let clamped = max(-limit, min(limit, change))
@@ -192,13 +197,15 @@ package enum BenchReport {
                 page.raw("<g class=\"moved \(verdictClass(entry.verdict))\" data-row=\"\(escape(entry.id))\">")
                 page.raw("<title>\(escape("\(entry.name): \(BenchComparison.percent(change)), noise ±\(String(format: "%.1f%%", noise * 100)), \(entry.verdict.rawValue)"))</title>")
                 page.raw(text(labelWidth, y + 14, short(label(entry), 62), anchor: "end", class: "label small"))
-                page.raw("<rect class=\"noise\" x=\"\(n(x(-noise)))\" y=\"\(n(y + 3))\" width=\"\(n(x(noise) - x(-noise)))\" height=\"\(n(rowHeight - 8))\"/>")
+                let fall = 1 / (1 + noise) - 1
+                page.raw("<rect class=\"noise\" x=\"\(n(x(fall)))\" y=\"\(n(y + 3))\" width=\"\(n(x(noise) - x(fall)))\" height=\"\(n(rowHeight - 8))\"/>")
                 page.raw("<circle class=\"change\" cx=\"\(n(x(change)))\" cy=\"\(n(y + rowHeight / 2 - 1))\" r=\"5\"/>")
                 page.raw(text(width - 4, y + 14, BenchComparison.percent(change), anchor: "end", class: "value"))
                 page.raw("</g>")
             }
             page.raw("</svg>")
         }
+        page.raw("</div>")
         page.raw("<div class=\"scroll\"><table><caption>")
         page.text("Row by row: the ratio then and now, its change, the noise, and the verdict.")
         page.raw("</caption><thead><tr><th scope=\"col\">row</th><th scope=\"col\">ratio old → new</th><th scope=\"col\">change</th>")
@@ -206,9 +213,7 @@ package enum BenchReport {
         for entry in comparison.entries {
             page.raw("<tr data-row=\"\(escape(entry.id))\" class=\"\(verdictClass(entry.verdict))\">")
             page.element("th", entry.name, attributes: ["scope": "row"])
-            page.element(
-                "td", "\(entry.old.map { String(format: "%.2f×", $0.ratio) } ?? "—") → \(entry.new.map { String(format: "%.2f×", $0.ratio) } ?? "—")"
-            )
+            page.element("td", "\(BenchComparison.times(entry.oldRatio)) → \(BenchComparison.times(entry.newRatio))")
             page.element("td", entry.change.map(BenchComparison.percent) ?? "", attributes: ["class": "number"])
             page.element("td", entry.noise.map { String(format: "%.1f%%", $0 * 100) } ?? "", attributes: ["class": "number"])
             page.element("td", entry.verdict.rawValue, attributes: ["class": "verdict"])
@@ -252,7 +257,7 @@ package enum BenchReport {
         fraction >= 1 ? 2.5 : log10(1 / (1 - fraction))
     }
 
-    private static func percentileChart(_ row: BenchRow, goals: [GoalMark], into page: inout HTMLText) {
+    private static func percentileChart(_ row: BenchRow, number: Int, goals: [GoalMark], into page: inout HTMLText) {
         guard let distribution = row.distribution else { return }
         let width = 460.0
         let height = 280.0
@@ -269,11 +274,14 @@ package enum BenchReport {
             let value = max(milliseconds, low)
             return top + (1 - log10(value / low) / span) * (height - top - bottom)
         }
-        let id = "chart-" + row.id.replacingOccurrences(of: ".", with: "-")
+        let id = "curve-\(number)"
         let caption = chartCaption(row)
         page.raw("<figure class=\"curve\" data-row=\"\(escape(row.id))\">")
         page.raw("<svg class=\"chart\" viewBox=\"0 0 \(n(width)) \(n(height))\" role=\"img\" aria-labelledby=\"\(id)\">")
-        page.raw("<title id=\"\(id)\">\(escape(caption)): percentiles of \(distribution.samples) samples, Switchboard and \(escape(row.baselineName))</title>")
+        page.raw(
+            "<title id=\"\(id)\">\(escape(caption)): percentiles of \(distribution.switchboardSamples) samples of Switchboard and "
+                + "\(distribution.baselineSamples) of \(escape(row.baselineName))</title>"
+        )
         // The grid: decades on the vertical axis, p0 p50 p90 p99 max on the horizontal.
         var decade = low
         while decade <= high * 1.0001 {
@@ -287,10 +295,12 @@ package enum BenchReport {
         }
         page.raw(text(left, 16, "ms", anchor: "end", class: "tick"))
         for (side, series) in [("baseline", distribution.baseline), ("switchboard", distribution.switchboard)] {
-            let points = zip(distribution.fractions, series).map { "\(n(x($0))),\(n(y($1)))" }.joined(separator: " ")
-            page.raw("<polyline class=\"series \(side)\" points=\"\(points)\"/>")
+            // A side without samples (its percentiles 0) draws nothing: no logarithm of 0.
+            let points = zip(distribution.fractions, series).filter { $1 > 0 && $1.isFinite }.map { "\(n(x($0))),\(n(y($1)))" }
+            guard points.count > 1 else { continue }
+            page.raw("<polyline class=\"series \(side)\" points=\"\(points.joined(separator: " "))\"/>")
         }
-        for goal in goals {
+        for goal in goals where goal.milliseconds > 0 && goal.milliseconds.isFinite {
             let at = x(goal.fraction)
             page.raw("<g class=\"goal\"><title>\(escape(goal.label))</title>")
             page.raw(line(at - 14, y(goal.milliseconds), at + 14, y(goal.milliseconds), class: "goal-line"))
@@ -308,22 +318,23 @@ package enum BenchReport {
         page.raw("</figcaption></figure>")
     }
 
-    private static func barChart(_ rows: [BenchRow], title: String, into page: inout HTMLText) {
+    private static func barChart(_ rows: [BenchRow], title: String, id: String, into page: inout HTMLText) {
         let width = 640.0
         let rowHeight = 64.0
         let label = 18.0
         let barHeight = 16.0
         let right = 120.0
         let height = Double(rows.count) * rowHeight + 8
-        let id = "bars-" + (rows.first?.figure ?? "rows")
         page.raw("<svg class=\"chart bars\" viewBox=\"0 0 \(n(width)) \(n(height))\" role=\"img\" aria-labelledby=\"\(escape(id))\">")
         page.raw("<title id=\"\(escape(id))\">\(escape(title)): Switchboard beside its baseline, with the goal</title>")
         for (index, row) in rows.enumerated() {
             let y = Double(index) * rowHeight + 4
-            let mark = row.goal.mark(baseline: row.baseline)
+            // A figure that is not finite or not positive (a side that measured nothing) draws no bar.
+            func drawn(_ value: Double?) -> Double? { value.flatMap { $0 > 0 && $0.isFinite ? $0 : nil } }
+            let mark = drawn(row.goal.mark(baseline: row.baseline))
             let showsBaseline = row.baselineName != "goal"
-            let scale = max(row.switchboard, showsBaseline ? row.baseline : 0, mark ?? 0) * 1.1
-            func w(_ value: Double) -> Double { scale > 0 ? max(1, value / scale * (width - right)) : 1 }
+            let scale = max(drawn(row.switchboard) ?? 0, showsBaseline ? drawn(row.baseline) ?? 0 : 0, mark ?? 0) * 1.1
+            func w(_ value: Double) -> Double { scale > 0 ? max(1, (drawn(value) ?? 0) / scale * (width - right)) : 1 }
             page.raw("<g class=\"bar-row \(status(row))\" data-row=\"\(escape(row.id))\">")
             page.raw(text(0, y + 12, short(row.name, 96), anchor: "start", class: "label"))
             page.raw("<rect class=\"bar switchboard\" x=\"0\" y=\"\(n(y + label))\" width=\"\(n(w(row.switchboard)))\" height=\"\(n(barHeight))\"/>")
@@ -374,7 +385,7 @@ package enum BenchReport {
         name.replacing(/, (p\d+) of \d+/) { ", \($0.output.1)" }
     }
 
-    private static func adapterTitle(_ adapter: String, rows: [BenchRow]) -> String {
+    private static func adapterTitle(_ adapter: String) -> String {
         switch adapter {
         case "webim": "Webim"
         case "voximplant": "Voximplant-style"
@@ -464,7 +475,8 @@ package enum BenchReport {
         .charts{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:12px 20px}
         figure{margin:0}figcaption{font-size:.85rem;color:#374151;text-align:center}
         svg.chart{width:100%;height:auto;display:block;background:#fff}
-        svg.bars{max-width:760px}svg.moved{max-width:900px}.label.small{font-size:11px}
+        svg.bars{max-width:760px}svg.moved{max-width:900px;min-width:620px}
+        p.warning{color:var(--miss);font-weight:600}.label.small{font-size:11px}
         .grid{stroke:#e5e7eb;stroke-width:1}.axis{stroke:#9ca3af;stroke-width:1}
         .tick,.legend,.value{font-size:11px;fill:#4b5563}.label{font-size:12px;fill:var(--ink)}
         .series{fill:none;stroke-width:2.2}.series.switchboard{stroke:var(--ours)}.series.baseline{stroke:var(--base);stroke-dasharray:5 3}

@@ -58,6 +58,8 @@ package struct BenchRow: Codable, Sendable, Hashable {
         self.switchboard = switchboard
         self.baselineName = baselineName
         self.baseline = baseline
+        // Infinite or not a number where a side measured nothing: the JSON keeps it as a string
+        // (`BenchRun`), the report shows a dash.
         self.ratio = ratio ?? switchboard / baseline
         self.goal = goal
         self.met = goal.isMet(figure: switchboard, ratio: self.ratio)
@@ -156,9 +158,22 @@ package struct BenchRounds: Codable, Sendable, Hashable {
         self.baseline = baseline
     }
 
-    /// Each round's ratio, Switchboard's figure over the baseline's.
+    /// Each round's ratio, Switchboard's figure over the baseline's: the rounds where both are
+    /// positive and the ratio finite (a round that measured nothing has no ratio).
     package var ratios: [Double] {
-        zip(switchboard, baseline).compactMap { ours, base in base == 0 ? nil : ours / base }
+        zip(switchboard, baseline).compactMap { ours, base in
+            guard ours > 0, base > 0, (ours / base).isFinite else { return nil }
+            return ours / base
+        }
+    }
+
+    /// The rounds' ratios as logarithms: where a halving and a doubling are the same distance.
+    package var logRatios: [Double] { ratios.map { log($0) } }
+
+    /// The median of the rounds' ratios: what `bench compare` compares; `nil` without a round.
+    package var medianRatio: Double? {
+        let sorted = ratios.sorted()
+        return sorted.isEmpty ? nil : sorted[sorted.count / 2]
     }
 
     /// How far the rounds' ratios spread, from the least to the most, over their median. 0 for
@@ -166,17 +181,16 @@ package struct BenchRounds: Codable, Sendable, Hashable {
     package var spread: Double {
         let ratios = self.ratios.sorted()
         guard ratios.count > 1 else { return 0 }
-        let median = ratios[ratios.count / 2]
-        return median == 0 ? 0 : (ratios[ratios.count - 1] - ratios[0]) / median
+        return (ratios[ratios.count - 1] - ratios[0]) / ratios[ratios.count / 2]
     }
 
-    /// The standard deviation of one round's ratio, over the median, estimated from the rounds'
-    /// range as control charts do (the range over `d2(n)`, the expected range of `n` normal
-    /// draws in standard deviations); `nil` for fewer than two rounds.
+    /// The standard deviation of one round's log ratio, estimated from the rounds' range as
+    /// control charts do: the range over `d2(n)`, the expected range of `n` normal draws in
+    /// standard deviations. `nil` for fewer than two rounds.
     package var deviation: Double? {
-        let count = ratios.count
-        guard count > 1 else { return nil }
-        return spread / Self.expectedRange[min(count, Self.expectedRange.count - 1)]
+        let logs = logRatios
+        guard logs.count > 1, let least = logs.min(), let most = logs.max() else { return nil }
+        return (most - least) / Self.expectedRange[min(logs.count, Self.expectedRange.count - 1)]
     }
 
     /// `d2(n)` for n = 0 … 10 (the first two unused); past 10 rounds the estimate uses `d2(10)`,
@@ -191,7 +205,8 @@ package struct BenchDistribution: Codable, Sendable, Hashable {
     package var switchboard: [Double]
     package var baseline: [Double]
     /// How many samples each side had.
-    package var samples: Int
+    package var switchboardSamples: Int
+    package var baselineSamples: Int
 
     /// The fractions every distribution is taken at: the body by tenths, then the tail.
     package static let fractions: [Double] = [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 1]
@@ -204,7 +219,8 @@ package struct BenchDistribution: Codable, Sendable, Hashable {
         self.fractions = Self.fractions
         self.switchboard = Self.fractions.map { Self.percentile(sorted: ours, $0) * scale }
         self.baseline = Self.fractions.map { Self.percentile(sorted: base, $0) * scale }
-        self.samples = min(ours.count, base.count)
+        self.switchboardSamples = ours.count
+        self.baselineSamples = base.count
     }
 
     /// The nearest-rank percentile of sorted values; the least for 0.

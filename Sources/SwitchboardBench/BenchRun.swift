@@ -27,7 +27,16 @@ package struct BenchRun: Codable, Sendable, Hashable {
     package func json() throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
         return try encoder.encode(self)
+    }
+
+    /// Reads what ``json()`` writes: a figure that is not finite (a side that measured nothing)
+    /// is the string `inf`, `-inf` or `nan`.
+    private static var decoder: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.nonConformingFloatDecodingStrategy = .convertFromString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        return decoder
     }
 
     /// Reads a run's JSON.
@@ -46,7 +55,7 @@ package struct BenchRun: Codable, Sendable, Hashable {
             throw BenchFileError(path: path, reason: "format version \(header.version.map(String.init) ?? "missing"), and this build reads version \(currentVersion)")
         }
         do {
-            return try JSONDecoder().decode(BenchRun.self, from: data)
+            return try decoder.decode(BenchRun.self, from: data)
         } catch {
             throw BenchFileError(path: path, reason: "does not decode as a version \(currentVersion) run: \(error)")
         }
@@ -108,7 +117,7 @@ package struct BenchEnvironment: Codable, Sendable, Hashable {
     package var commit: String?
     /// `full` or `quick`.
     package var sizes: String
-    /// The command's arguments after `bench`.
+    /// The command's arguments after `bench`, with any password in a URL left out.
     package var arguments: [String]
 
     package init(
@@ -135,8 +144,16 @@ package struct BenchEnvironment: Codable, Sendable, Hashable {
         formatter.formatOptions = [.withInternetDateTime]
         return BenchEnvironment(
             date: formatter.string(from: Date()), host: info.hostName, cpu: cpuModel() ?? "unknown", cores: info.activeProcessorCount,
-            memoryBytes: info.physicalMemory, system: system(), swift: compiler, build: build, commit: commit, sizes: sizes, arguments: arguments
+            memoryBytes: info.physicalMemory, system: system(), swift: compiler, build: build, commit: commit, sizes: sizes,
+            arguments: arguments.map(withoutCredentials)
         )
+    }
+
+    /// An argument with the user and password of any URL in it left out (`--postgres
+    /// postgres://user:secret@host/db` is kept as `postgres://…@host/db`): a run's JSON and report
+    /// are made to be shared.
+    package static func withoutCredentials(_ argument: String) -> String {
+        argument.replacing(/:\/\/[^\/@\s]*@/) { _ in "://…@" }
     }
 
     /// The compiler this was built with.

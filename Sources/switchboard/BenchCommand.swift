@@ -64,9 +64,8 @@ struct BenchRunCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        // The client side of the memory row over WebSockets, in a process of its own: prints the
-        // resident bytes per session.
-        // The in-memory memory row's sessions, in a process of their own.
+        // The memory rows' sessions, in a process of their own: each prints the resident bytes a
+        // session.
         if let idleInMemory {
             StandardOutput().write("\(Bench.idleClientsTag) \(try await Bench.idleInMemorySessions(count: idleInMemory))")
             return
@@ -114,16 +113,17 @@ struct BenchCompareCommand: ParsableCommand {
         abstract: "Say what moved between two bench runs (their --json), each row against the noise its rounds showed.",
         discussion: """
             Rows are matched by id and compared by their ratio to the baseline of their own run, so two \
-            machines' runs compare too. A move no larger than the row's noise (three standard errors of \
+            machines' runs compare too. A move no larger than the row's noise (four standard errors of \
             the difference between the two runs' medians, estimated from their rounds) is "within \
-            noise". Exits 0 whatever moved; with --fail-on-regression, 1 when a row regressed.
+            noise". Exits 0 whatever moved; with --fail-on-regression, 1 when a row regressed or is \
+            gone.
             """
     )
 
     @Argument(help: "The older run's JSON (switchboard bench --json > old.json).") var old: String
     @Argument(help: "The newer run's JSON.") var new: String
     @Option(help: ArgumentHelp("Also write the newer run's HTML report with what moved into this directory.", valueName: "dir")) var report: String?
-    @Flag(help: "Exit 1 when a row regressed beyond its noise.") var failOnRegression = false
+    @Flag(help: "Exit 1 when a row regressed beyond its noise, or is gone.") var failOnRegression = false
 
     func run() throws {
         let before: BenchRun
@@ -141,7 +141,7 @@ struct BenchCompareCommand: ParsableCommand {
             let page = try BenchReport.write(after, comparedWith: before, to: report)
             FileHandle.standardError.write(Data("the report: \(page)\n".utf8))
         }
-        if failOnRegression, comparison.entries.contains(where: { $0.verdict == .regressed }) {
+        if failOnRegression, comparison.entries.contains(where: { $0.verdict == .regressed || $0.verdict == .removed }) {
             throw ExitCode(1)
         }
     }

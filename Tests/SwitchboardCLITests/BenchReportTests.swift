@@ -91,8 +91,7 @@ struct BenchReportTests {
         var new = old
         func scale(_ id: String, by factor: Double) throws {
             let index = try #require(new.rows.firstIndex { $0.id == id }, "a row \(id)")
-            new.rows[index].ratio *= factor
-            new.rows[index].switchboard *= factor
+            new.rows[index] = try Self.scaled(new.rows[index], by: factor)
         }
         let slower = "latency.webim.sqlite.send.p50"
         let faster = "bus.8.bare-channel"
@@ -162,7 +161,7 @@ struct BenchReportTests {
 
         var slower = try Self.recorded("run-2.json")
         let index = try #require(slower.rows.firstIndex { $0.id == "latency.cxone.memory.send.p50" })
-        slower.rows[index].ratio *= 3
+        slower.rows[index] = try Self.scaled(slower.rows[index], by: 3)
         let doctored = directory.appendingPathComponent("slower.json")
         try slower.json().write(to: doctored)
         let regressed = try await Bench.runInAProcessOfItsOwn(
@@ -174,6 +173,90 @@ struct BenchReportTests {
         try Data("[]".utf8).write(to: notARun)
         let refused = try await Bench.runInAProcessOfItsOwn([executable, "bench", "compare", notARun.path, second], within: .seconds(60))
         #expect(refused.status == 64 && refused.printed.contains("not a switchboard bench run"), "\(refused.printed)")
+    }
+
+    /// The noise on rounds made by hand, against the formula worked out by hand: log ratios
+    /// [0, ln 1.1, ln 1.2] and [ln 1.6, ln 1.7, ln 1.8], each run's deviation its range over
+    /// d2(3) = 1.693, the standard error 1.2533 · √(σ₁²/3 + σ₂²/3), the noise e^(4 SE) − 1.
+    @Test func theNoiseIsFourStandardErrorsOfTheMedians() throws {
+        func run(_ ratios: [Double], id: String = "row", better: BenchRow.Better = .lower) -> BenchRun {
+            let row = BenchRow(
+                id: id, name: id, unit: "ms", better: better, switchboard: ratios.sorted()[1], baselineName: "raw", baseline: 1, goal: .reported,
+                rounds: BenchRounds(switchboard: ratios, baseline: ratios.map { _ in 1 })
+            )
+            return BenchRun(environment: Self.environment(), rows: [row], skipped: [])
+        }
+        let slower = BenchComparison(old: run([1.0, 1.1, 1.2]), new: run([1.6, 1.7, 1.8])).entries[0]
+        #expect(abs(try #require(slower.noise) - 0.449_305_03) < 1e-6, "\(slower.noise ?? 0)")
+        #expect(abs(try #require(slower.change) - (1.7 / 1.1 - 1)) < 1e-9)
+        #expect(slower.verdict == .regressed)
+        // The same move on a rate is better; a smaller one is within noise.
+        #expect(BenchComparison(old: run([1.0, 1.1, 1.2], better: .higher), new: run([1.6, 1.7, 1.8], better: .higher)).entries[0].verdict == .improved)
+        #expect(BenchComparison(old: run([1.0, 1.1, 1.2]), new: run([1.2, 1.3, 1.4])).entries[0].verdict == .withinNoise)
+        // A fall as far as a rise (in logarithms) is as far past the noise.
+        #expect(BenchComparison(old: run([1.6, 1.7, 1.8]), new: run([1.0, 1.1, 1.2])).entries[0].verdict == .improved)
+        // Two rounds, or a round whose baseline measured nothing, leave too few to judge by.
+        #expect(BenchComparison(old: run([1.0, 1.1]), new: run([1.6, 1.7])).entries[0].verdict == .noiseUnknown)
+        var empty = run([1.0, 1.1, 1.2])
+        empty.rows[0].rounds?.baseline[0] = 0
+        #expect(BenchComparison(old: empty, new: run([1.6, 1.7, 1.8])).entries[0].verdict == .noiseUnknown)
+    }
+
+    /// A side that measured nothing (a baseline of 0: an infinite ratio), and text with markup in
+    /// it: the JSON keeps them, the page stays well-formed and escapes every one, and a password
+    /// in the arguments is left out.
+    @Test func oddValuesAndTextAreKeptAndEscaped() throws {
+        let odd = "<b id=\"x\">&'"
+        var environment = Self.environment()
+        environment.host = odd
+        environment.cpu = odd
+        environment.arguments = ["--postgres", "postgres://bench:s3cret@127.0.0.1:5432/db"].map(BenchEnvironment.withoutCredentials)
+        let rows = [
+            BenchRow(
+                id: "latency.\(odd).memory.send.p50", adapter: odd, name: odd, unit: "ms", better: .lower, switchboard: 1, baselineName: odd, baseline: 0,
+                goal: .ratio(.atMost, 1.3, odd), rounds: BenchRounds(switchboard: [1, 1, 1], baseline: [0, 0, 0]),
+                distribution: BenchDistribution([0.001, 0.002], baseline: [], scale: 1000)
+            ),
+            BenchRow(id: "bus.\(odd)", figure: odd, name: odd, unit: "events/s", better: .higher, switchboard: .infinity, baselineName: odd, baseline: 0, goal: .reported),
+        ]
+        let run = BenchRun(environment: environment, rows: rows, skipped: [BenchSkip(figure: odd, reason: odd)])
+        #expect(environment.arguments == ["--postgres", "postgres://…@127.0.0.1:5432/db"])
+        let json = try run.json()
+        #expect(String(decoding: json, as: UTF8.self).contains("\"inf\""))
+        #expect(try BenchRun.read(json, from: "odd.json") == run)
+        let page = BenchReport.html(run, comparison: BenchComparison(old: run, new: run))
+        try Self.expectWellFormed(page)
+        #expect(!page.contains(odd) && page.contains(BenchReport.escape(odd)))
+        #expect(!page.contains("nan") && !page.contains("NaN") && !page.contains("s3cret"))
+        #expect(Self.count("<polyline", in: page) == 1, "the side without samples draws no curve")
+    }
+
+    /// Runs of two sizes are compared, with a warning that their rows measure other things.
+    @Test func runsOfOtherSizesAreComparedWithAWarning() throws {
+        let full = try Self.recorded("run-1.json")
+        var quick = full
+        quick.environment.sizes = "quick"
+        let comparison = BenchComparison(old: quick, new: full)
+        #expect(comparison.differences == ["sizes quick and full"])
+        #expect(comparison.table().contains { $0.hasPrefix("note: the runs differ in sizes quick and full") })
+        #expect(BenchReport.html(full, comparison: comparison).contains("id=\"differences\""))
+    }
+
+    /// A copy of `row` whose figure and every round of Switchboard's are `factor` times.
+    static func scaled(_ row: BenchRow, by factor: Double) throws -> BenchRow {
+        var row = row
+        row.switchboard *= factor
+        row.ratio *= factor
+        let rounds = try #require(row.rounds, "\(row.id) has rounds")
+        row.rounds = BenchRounds(switchboard: rounds.switchboard.map { $0 * factor }, baseline: rounds.baseline)
+        return row
+    }
+
+    static func environment() -> BenchEnvironment {
+        BenchEnvironment(
+            date: "2026-11-29T00:00:00Z", host: "test", cpu: "cpu", cores: 2, memoryBytes: 1 << 30, system: "Linux", swift: "Swift 6.3", build: "release",
+            commit: "0123456789ab", sizes: "full", arguments: []
+        )
     }
 
     // MARK: Reading the page
