@@ -30,17 +30,27 @@ package struct BenchComparison: Sendable, Hashable {
         package var unit: String
         package var old: BenchRow?
         package var new: BenchRow?
-        /// The ratio compared, each run's: the median of its rounds' ratios, or the row's own ratio
-        /// where it has no rounds.
+        /// The ratio compared, each run's: the median of its rounds' ratios, or, where the noise is
+        /// unknown, the row's own ratio.
         package var oldRatio: Double?
         package var newRatio: Double?
         /// The ratio's relative change, new over old minus 1 (0.05 is 5% higher).
         package var change: Double?
         /// The figure's relative change.
         package var figureChange: Double?
-        /// The largest rise of the ratio, relative, that is within noise (a fall within noise is
-        /// `1 / (1 + noise)`).
+        /// The largest rise of the ratio, relative, that is within noise; the largest fall is
+        /// ``fall``.
         package var noise: Double?
+
+        /// The largest fall of the ratio, relative (negative), that is within noise: as far as
+        /// ``noise`` in logarithms.
+        package var fall: Double? { noise.map { 1 / (1 + $0) - 1 } }
+
+        /// The noise as the tables print it: how far the ratio may fall and rise.
+        package var noiseText: String {
+            guard let noise, let fall else { return "" }
+            return String(format: "%.1f%% +%.1f%%", fall * 100, noise * 100)
+        }
         package var verdict: Verdict
     }
 
@@ -97,6 +107,11 @@ package struct BenchComparison: Sendable, Hashable {
         entry.oldRatio = exp(logs.0)
         entry.newRatio = exp(logs.1)
         entry.change = expm1(move)
+        // Rounds that all read the same (memory comes in whole pages) say nothing of the noise.
+        guard standardError > 0 else {
+            entry.verdict = .noiseUnknown
+            return entry
+        }
         entry.noise = expm1(noiseStandardErrors * standardError)
         if abs(move) <= noiseStandardErrors * standardError {
             entry.verdict = .withinNoise
@@ -117,13 +132,13 @@ package struct BenchComparison: Sendable, Hashable {
     /// The comparison as a table for a terminal: each row's ratio then and now, the change, the
     /// noise and the verdict; the figures' change beside.
     package func table() -> [String] {
-        let header = ["row", "ratio old → new", "change", "noise ±", "verdict", "figure old → new"]
+        let header = ["row", "ratio old → new", "change", "noise", "verdict", "figure old → new"]
         let cells = entries.map { entry in
             [
                 entry.name,
                 "\(Self.times(entry.oldRatio)) → \(Self.times(entry.newRatio))",
                 entry.change.map(Self.percent) ?? "",
-                entry.noise.map { String(format: "%.1f%%", $0 * 100) } ?? "",
+                entry.noiseText,
                 entry.verdict.rawValue,
                 "\(entry.old.map { BenchRow.format($0.switchboard) } ?? "—") → \(entry.new.map { BenchRow.format($0.switchboard) } ?? "—") \(entry.unit)",
             ]

@@ -195,9 +195,9 @@ package enum BenchReport {
                 let noise = entry.noise ?? 0
                 let change = entry.change ?? 0
                 page.raw("<g class=\"moved \(verdictClass(entry.verdict))\" data-row=\"\(escape(entry.id))\">")
-                page.raw("<title>\(escape("\(entry.name): \(BenchComparison.percent(change)), noise ±\(String(format: "%.1f%%", noise * 100)), \(entry.verdict.rawValue)"))</title>")
+                page.raw("<title>\(escape("\(entry.name): \(BenchComparison.percent(change)), noise \(entry.noiseText), \(entry.verdict.rawValue)"))</title>")
                 page.raw(text(labelWidth, y + 14, short(label(entry), 62), anchor: "end", class: "label small"))
-                let fall = 1 / (1 + noise) - 1
+                let fall = entry.fall ?? 0
                 page.raw("<rect class=\"noise\" x=\"\(n(x(fall)))\" y=\"\(n(y + 3))\" width=\"\(n(x(noise) - x(fall)))\" height=\"\(n(rowHeight - 8))\"/>")
                 page.raw("<circle class=\"change\" cx=\"\(n(x(change)))\" cy=\"\(n(y + rowHeight / 2 - 1))\" r=\"5\"/>")
                 page.raw(text(width - 4, y + 14, BenchComparison.percent(change), anchor: "end", class: "value"))
@@ -209,13 +209,13 @@ package enum BenchReport {
         page.raw("<div class=\"scroll\"><table><caption>")
         page.text("Row by row: the ratio then and now, its change, the noise, and the verdict.")
         page.raw("</caption><thead><tr><th scope=\"col\">row</th><th scope=\"col\">ratio old → new</th><th scope=\"col\">change</th>")
-        page.raw("<th scope=\"col\">noise ±</th><th scope=\"col\">verdict</th><th scope=\"col\">figure old → new</th></tr></thead><tbody>")
+        page.raw("<th scope=\"col\">noise</th><th scope=\"col\">verdict</th><th scope=\"col\">figure old → new</th></tr></thead><tbody>")
         for entry in comparison.entries {
             page.raw("<tr data-row=\"\(escape(entry.id))\" class=\"\(verdictClass(entry.verdict))\">")
             page.element("th", entry.name, attributes: ["scope": "row"])
             page.element("td", "\(BenchComparison.times(entry.oldRatio)) → \(BenchComparison.times(entry.newRatio))")
             page.element("td", entry.change.map(BenchComparison.percent) ?? "", attributes: ["class": "number"])
-            page.element("td", entry.noise.map { String(format: "%.1f%%", $0 * 100) } ?? "", attributes: ["class": "number"])
+            page.element("td", entry.noiseText, attributes: ["class": "number"])
             page.element("td", entry.verdict.rawValue, attributes: ["class": "verdict"])
             page.element(
                 "td",

@@ -72,7 +72,7 @@ package struct BenchRow: Codable, Sendable, Hashable {
         let cells = rows.map { row in
             [
                 row.name, "\(format(row.switchboard)) \(row.unit)", "\(format(row.baseline)) (\(row.baselineName))",
-                String(format: "%.2f×", row.ratio), row.goal.text, row.met ? "yes" : "NO",
+                BenchComparison.times(row.ratio), row.goal.text, row.met ? "yes" : "NO",
             ]
         }
         let widths = header.indices.map { column in ([header] + cells).map { $0[column].count }.max() ?? 0 }
@@ -83,7 +83,8 @@ package struct BenchRow: Codable, Sendable, Hashable {
     }
 
     package static func format(_ value: Double) -> String {
-        switch value {
+        guard value.isFinite else { return "—" }
+        return switch value {
         case 1_000_000...: String(format: "%.2f M", value / 1_000_000)
         case 10_000...: String(format: "%.1f K", value / 1_000)
         case 100...: String(format: "%.0f", value)
@@ -124,6 +125,8 @@ package struct BenchGoal: Codable, Sendable, Hashable {
 
     package static let reported = BenchGoal(text: "reported", measure: .none, comparison: .atMost, bound: 0)
 
+    /// Whether the goal is met; a figure or ratio that is not finite (a side that measured
+    /// nothing) meets none.
     package func isMet(figure: Double, ratio: Double) -> Bool {
         let value: Double
         switch measure {
@@ -131,6 +134,7 @@ package struct BenchGoal: Codable, Sendable, Hashable {
         case .ratio: value = ratio
         case .figure: value = figure
         }
+        guard value.isFinite else { return false }
         switch comparison {
         case .atMost: return value <= bound
         case .atLeast: return value >= bound
@@ -169,12 +173,6 @@ package struct BenchRounds: Codable, Sendable, Hashable {
 
     /// The rounds' ratios as logarithms: where a halving and a doubling are the same distance.
     package var logRatios: [Double] { ratios.map { log($0) } }
-
-    /// The median of the rounds' ratios: what `bench compare` compares; `nil` without a round.
-    package var medianRatio: Double? {
-        let sorted = ratios.sorted()
-        return sorted.isEmpty ? nil : sorted[sorted.count / 2]
-    }
 
     /// How far the rounds' ratios spread, from the least to the most, over their median. 0 for
     /// fewer than two rounds.

@@ -13,7 +13,7 @@ screenshot of the top of the page at 1280x1000 and one of the latency section. P
 
 Chromium is Debian's (`chromium`, `chromium-driver`), headless, reaching nothing: the page must
 need nothing but its file. Loading has 30 s and each script 30 s, so a hang ends in the `finally`
-that quits Chromium; past 90 s in all the script is killed.
+that quits Chromium; past 90 s in all the script ends the same way.
 """
 
 import json
@@ -48,8 +48,14 @@ def browser():
     return webdriver.Chrome(service=service, options=options)
 
 
+def out_of_time(signum, frame):
+    raise SystemExit("out of time: 90 s")
+
+
 def main():
     page, shots = sys.argv[1], sys.argv[2]
+    # Raised in the script, so the `finally` below quits Chromium and its driver.
+    signal.signal(signal.SIGALRM, out_of_time)
     signal.alarm(90)
     driver = browser()
     try:

@@ -121,7 +121,7 @@ struct BenchReportTests {
         #expect(page.contains("<g class=\"moved regressed\" data-row=\"\(slower)\">"))
         #expect(page.contains("<g class=\"moved improved\" data-row=\"\(faster)\">"))
         #expect(page.contains("<g class=\"moved within-noise\" data-row=\"\(inside)\">"))
-        #expect(Self.count("<circle class=\"change\"", in: page) == comparison.entries.filter { $0.change != nil }.count)
+        #expect(Self.count("<circle class=\"change\"", in: page) == comparison.entries.filter { $0.noise != nil }.count)
     }
 
     /// The JSON round-trips, and what is not a run of this version is refused with the reason.
@@ -169,6 +169,16 @@ struct BenchReportTests {
         )
         #expect(regressed.status == 1 && regressed.printed.contains("regressed"), "\(regressed.printed)")
 
+        // A row that stopped being measured fails it too.
+        var fewer = try Self.recorded("run-2.json")
+        fewer.rows.removeAll { $0.id == "peer.catch-up" }
+        let shorter = directory.appendingPathComponent("fewer.json")
+        try fewer.json().write(to: shorter)
+        let gone = try await Bench.runInAProcessOfItsOwn([executable, "bench", "compare", first, shorter.path, "--fail-on-regression"], within: .seconds(60))
+        #expect(gone.status == 1 && gone.printed.contains("gone") && !gone.printed.contains("regressed"), "\(gone.printed)")
+        let without = try await Bench.runInAProcessOfItsOwn([executable, "bench", "compare", first, shorter.path], within: .seconds(60))
+        #expect(without.status == 0, "without --fail-on-regression: \(without.printed)")
+
         let notARun = directory.appendingPathComponent("rows.json")
         try Data("[]".utf8).write(to: notARun)
         let refused = try await Bench.runInAProcessOfItsOwn([executable, "bench", "compare", notARun.path, second], within: .seconds(60))
@@ -195,6 +205,8 @@ struct BenchReportTests {
         #expect(BenchComparison(old: run([1.0, 1.1, 1.2]), new: run([1.2, 1.3, 1.4])).entries[0].verdict == .withinNoise)
         // A fall as far as a rise (in logarithms) is as far past the noise.
         #expect(BenchComparison(old: run([1.6, 1.7, 1.8]), new: run([1.0, 1.1, 1.2])).entries[0].verdict == .improved)
+        // Rounds that all read the same say nothing of the noise.
+        #expect(BenchComparison(old: run([1.1, 1.1, 1.1]), new: run([1.2, 1.2, 1.2])).entries[0].verdict == .noiseUnknown)
         // Two rounds, or a round whose baseline measured nothing, leave too few to judge by.
         #expect(BenchComparison(old: run([1.0, 1.1]), new: run([1.6, 1.7])).entries[0].verdict == .noiseUnknown)
         var empty = run([1.0, 1.1, 1.2])
@@ -207,10 +219,9 @@ struct BenchReportTests {
     /// in the arguments is left out.
     @Test func oddValuesAndTextAreKeptAndEscaped() throws {
         let odd = "<b id=\"x\">&'"
-        var environment = Self.environment()
+        var environment = BenchEnvironment.current(sizes: "full", arguments: ["--postgres", "postgres://bench:s3cret@127.0.0.1:5432/db"], commit: nil)
         environment.host = odd
         environment.cpu = odd
-        environment.arguments = ["--postgres", "postgres://bench:s3cret@127.0.0.1:5432/db"].map(BenchEnvironment.withoutCredentials)
         let rows = [
             BenchRow(
                 id: "latency.\(odd).memory.send.p50", adapter: odd, name: odd, unit: "ms", better: .lower, switchboard: 1, baselineName: odd, baseline: 0,
@@ -342,7 +353,7 @@ struct BenchReportBrowserTests {
         let figures = Set(new.rows.filter { $0.distribution == nil && !$0.id.hasPrefix("latency.") }.map(\.figure)).count
         #expect(read.tableRows == new.rows.count, "every row in the table")
         #expect(read.curves == curves && read.barRows == bars)
-        #expect(read.moved == BenchComparison(old: old, new: new).entries.filter { $0.change != nil }.count)
+        #expect(read.moved == BenchComparison(old: old, new: new).entries.filter { $0.noise != nil }.count)
         #expect(read.charts.count == curves + figures + 1, "a chart per curve, per group of bars, and the comparison's")
         #expect(read.charts.allSatisfy { $0[0] >= 300 && $0[1] >= 60 }, "every chart laid out readable: \(read.charts)")
         #expect(read.curveLengths.count == 2 * curves && read.curveLengths.allSatisfy { $0 > 50 }, "every curve drawn: \(read.curveLengths)")
