@@ -1,4 +1,5 @@
 package import Foundation
+import SwitchboardCommandKit
 
 /// What moved between two runs (`switchboard bench compare OLD NEW`), row by row, judged against
 /// the noise each row showed across its rounds in either run.
@@ -143,10 +144,6 @@ package struct BenchComparison: Sendable, Hashable {
                 "\(entry.old.map { BenchRow.format($0.switchboard) } ?? "—") → \(entry.new.map { BenchRow.format($0.switchboard) } ?? "—") \(entry.unit)",
             ]
         }
-        let widths = header.indices.map { column in ([header] + cells).map { $0[column].count }.max() ?? 0 }
-        func line(_ values: [String]) -> String {
-            zip(values, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  ")
-        }
         let summary = Dictionary(grouping: entries, by: \.verdict).mapValues(\.count)
         let counts = [Verdict.withinNoise, .improved, .regressed, .noiseUnknown, .added, .removed].compactMap { verdict in
             summary[verdict].map { "\($0) \(verdict.rawValue)" }
@@ -154,7 +151,7 @@ package struct BenchComparison: Sendable, Hashable {
         let warning = differences.isEmpty ? [] : ["note: the runs differ in \(differences.joined(separator: ", ")): their rows measure other things"]
         return [
             "old: \(old.commit ?? "no commit"), \(old.date), \(old.host), \(old.build), \(old.sizes) — new: \(new.commit ?? "no commit"), \(new.date), \(new.host), \(new.build), \(new.sizes)",
-        ] + warning + [line(header)] + cells.map(line) + [counts.joined(separator: ", ")]
+        ] + warning + TextTable.lines(header: header, rows: cells) + [counts.joined(separator: ", ")]
     }
 
     /// A ratio as the tables print it; a dash for none or one that is not finite.

@@ -1,4 +1,5 @@
 package import Foundation
+import SwitchboardCommandKit
 
 /// One figure: Switchboard's, the baseline's, their ratio and the goal, with the rounds it was
 /// measured in (what a comparison of two runs reads as the row's noise) and, for a latency row,
@@ -75,11 +76,7 @@ package struct BenchRow: Codable, Sendable, Hashable {
                 BenchComparison.times(row.ratio), row.goal.text, row.met ? "yes" : "NO",
             ]
         }
-        let widths = header.indices.map { column in ([header] + cells).map { $0[column].count }.max() ?? 0 }
-        func line(_ values: [String]) -> String {
-            zip(values, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  ")
-        }
-        return [line(header)] + cells.map(line)
+        return TextTable.lines(header: header, rows: cells)
     }
 
     package static func format(_ value: Double) -> String {

@@ -213,7 +213,7 @@ struct Demo: Sendable {
     func render(_ summary: Summary) -> String {
         var lines = ["", "── Summary " + String(repeating: "─", count: 70)]
         let header = ["backend", "session", "events", "stored", "connects", "retransmits", "dups dropped", "lost", "duplicated", "out of order"]
-        var rows = [header]
+        var rows: [[String]] = []
         for session in summary.sessions {
             let statistics = session.statistics
             rows.append([
@@ -222,10 +222,7 @@ struct Demo: Sendable {
                 "\(session.lost)", "\(session.duplicated)", "\(session.outOfOrder)",
             ])
         }
-        let widths = header.indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
-        for row in rows {
-            lines.append(zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  "))
-        }
+        lines += TextTable.lines(header: header, rows: rows)
         lines.append("")
         lines.append(
             summary.isClean

@@ -19,9 +19,8 @@ import os
 import signal
 import sys
 
-from selenium import webdriver
+import headless_chromium
 from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
@@ -32,23 +31,8 @@ REPLY = "thanks, that helps"
 
 
 def browser():
-    options = webdriver.ChromeOptions()
-    options.binary_location = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-    for argument in [
-        "--headless=new",
-        "--no-sandbox",  # CI runs as root
-        "--disable-dev-shm-usage",
-        "--disable-gpu",
-        "--window-size=1280,800",
-        # Nothing but loopback: the page must work offline.
-        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-        "--no-first-run",
-        "--disable-extensions",
-        "--disable-background-networking",
-    ]:
-        options.add_argument(argument)
-    service = Service(executable_path=os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver"))
-    return webdriver.Chrome(service=service, options=options)
+    # Nothing but loopback: the page must work offline.
+    return headless_chromium.browser(1280, 800, reachable="127.0.0.1")
 
 
 def step(text):

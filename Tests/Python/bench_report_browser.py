@@ -21,31 +21,14 @@ import os
 import signal
 import sys
 
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
+import headless_chromium
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 
 def browser():
-    options = webdriver.ChromeOptions()
-    options.binary_location = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-    for argument in [
-        "--headless=new",
-        "--no-sandbox",  # CI runs as root
-        "--disable-dev-shm-usage",
-        "--disable-gpu",
-        "--hide-scrollbars",
-        "--window-size=1280,1000",
-        # Nothing reachable: a fetch would fail and show in the resources it lists.
-        "--host-resolver-rules=MAP * ~NOTFOUND",
-        "--no-first-run",
-        "--disable-extensions",
-        "--disable-background-networking",
-    ]:
-        options.add_argument(argument)
-    service = Service(executable_path=os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver"))
-    return webdriver.Chrome(service=service, options=options)
+    # Nothing reachable: a fetch would fail and show in the resources it lists.
+    return headless_chromium.browser(1280, 1000, extra=["--hide-scrollbars"])
 
 
 def out_of_time(signum, frame):
