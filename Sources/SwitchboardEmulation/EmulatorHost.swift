@@ -21,6 +21,12 @@ public enum EmulatorHost {
     public static let maxWebSocketFrame = 1 << 20
 
     /// Runs the emulator around `body`, which gets the bound port; stops it when `body` returns.
+    ///
+    /// The server is stopped gracefully: it stops accepting and hands every connection it had
+    /// accepted to its handler, open sockets are closed with 1000, and what is still open after
+    /// ``stopGracePeriod`` is cut. Cancelling the server's task instead can drop a connection that
+    /// was accepted but not yet handed out, which SwiftNIO traps on ("Deinited NIOAsyncWriter
+    /// without calling finish()", swift-nio#2637): a client reconnecting as a test ends did that.
     public static func withRunning<Result: Sendable>(
         router: Router<BasicWebSocketRequestContext>,
         webSocketRoutes: [WebSocketRoute],
@@ -42,17 +48,27 @@ public enum EmulatorHost {
             },
             logger: logger
         )
+        var configuration = ServiceGroupConfiguration(services: [application], logger: logger)
+        configuration.maximumGracefulShutdownDuration = stopGracePeriod
+        let server = ServiceGroup(configuration: configuration)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 // However the server ends — failing to bind, say — the wait for its port ends too.
                 defer { portContinuation.finish() }
-                try await Self.explainingBindFailure(host: host, port: port) {
-                    try await application.runService(gracefulShutdownSignals: [])
-                }
+                try await Self.explainingBindFailure(host: host, port: port) { try await server.run() }
             }
             defer { group.cancelAll() }
             for await bound in ports {
-                return try await body(bound)
+                let result: Swift.Result<Result, any Error>
+                do {
+                    result = .success(try await body(bound))
+                } catch {
+                    result = .failure(error)
+                }
+                await server.triggerGracefulShutdown()
+                // Its end, within the grace period (past it the group cancels the server).
+                while !group.isEmpty { _ = try? await group.next() }
+                return try result.get()
             }
             // The server stopped before it was bound: its error, or a clear one.
             try await group.next()
@@ -64,6 +80,10 @@ public enum EmulatorHost {
     /// with 1000, an answer under way is written) before they are cut: a long-poll held for 20 s
     /// must not hold the process.
     public static let signalGracePeriod: Duration = .milliseconds(500)
+
+    /// How long open connections get to finish when ``withRunning(router:webSocketRoutes:host:port:maxWebSocketFrame:logger:_:)``'s
+    /// body returns (a long-poll a client still holds is cut after it).
+    public static let stopGracePeriod: Duration = .milliseconds(100)
 
     /// Runs the emulator until cancelled or signalled (SIGINT, SIGTERM); `onBound` gets the port.
     /// A signal stops it within ``signalGracePeriod`` and it returns normally.

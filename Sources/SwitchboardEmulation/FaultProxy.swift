@@ -200,13 +200,17 @@ public final class FaultProxy: Sendable {
                 }
             }
         guard let port = server.channel.localAddress?.port else { throw EmulatorHostError(description: "the fault proxy has no port") }
+        let (drained, drainedContinuation) = AsyncStream.makeStream(of: Never.self)
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
+                defer { drainedContinuation.finish() }
                 try await withThrowingDiscardingTaskGroup { connections in
                     try await server.executeThenClose { inbound in
                         for try await connection in inbound {
                             connections.addTask { await self.handle(connection) }
                         }
+                        // Every connection accepted is in a handler now.
+                        drainedContinuation.finish()
                     }
                 }
             }
@@ -215,7 +219,17 @@ public final class FaultProxy: Sendable {
                 server.channel.close(promise: nil)
                 disconnectAll()
             }
-            return try await body(self, "http://127.0.0.1:\(port)")
+            let result: Swift.Result<T, any Error>
+            do {
+                result = .success(try await body(self, "http://127.0.0.1:\(port)"))
+            } catch {
+                result = .failure(error)
+            }
+            // Stop accepting, and let the loop hand out what it had accepted before the rest is
+            // cancelled: a connection dropped unhandled traps in SwiftNIO (swift-nio#2637).
+            try? await server.channel.close()
+            for await _ in drained {}
+            return try result.get()
         }
     }
 
