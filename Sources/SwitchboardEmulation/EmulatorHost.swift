@@ -26,7 +26,8 @@ public enum EmulatorHost {
     /// accepted to its handler, open sockets are closed with 1000, and what is still open after
     /// ``stopGracePeriod`` is cut. Cancelling the server's task instead can drop a connection that
     /// was accepted but not yet handed out, which SwiftNIO traps on ("Deinited NIOAsyncWriter
-    /// without calling finish()", swift-nio#2637): a client reconnecting as a test ends did that.
+    /// without calling finish()", swift-nio#2637) for a server whose connections are async
+    /// channels from the start (`FaultProxy`'s; Hummingbird's become one after the first request).
     public static func withRunning<Result: Sendable>(
         router: Router<BasicWebSocketRequestContext>,
         webSocketRoutes: [WebSocketRoute],

@@ -196,7 +196,7 @@ public final class FaultProxy: Sendable {
             .bind(host: "127.0.0.1", port: 0) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(wrappingChannelSynchronously: channel)
+                    return try (ClosedOnDrop.self as any ProxyConnectionWrapping.Type).wrap(channel)
                 }
             }
         guard let port = server.channel.localAddress?.port else { throw EmulatorHostError(description: "the fault proxy has no port") }
@@ -379,5 +379,25 @@ public final class FaultProxy: Sendable {
         try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: status), headers: headers)))
         try await outbound.write(.body(.byteBuffer(body)))
         try await outbound.write(.end(nil))
+    }
+}
+
+/// How the proxy wraps an accepted connection.
+private protocol ProxyConnectionWrapping {
+    static func wrap(_ channel: any Channel) throws -> NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
+}
+
+/// A connection that is closed, not trapped on, if the accept loop never hands it out.
+///
+/// SwiftNIO traps when an accepted `NIOAsyncChannel` is dropped unfinished ("Deinited
+/// NIOAsyncWriter without calling finish()"). The proxy closes its listener and drains its accept
+/// loop before it stops, but a connection accepted in the ticks between the listener's close and
+/// the removal of its handlers is still dropped (swift-nio#2813). Only the initializer that tears
+/// a connection down on deinit, deprecated for that, closes it instead; it is called from here,
+/// through a protocol, so that the deprecation is said once.
+private enum ClosedOnDrop: ProxyConnectionWrapping {
+    @available(*, deprecated, message: "teardown on deinit, for swift-nio#2813")
+    static func wrap(_ channel: any Channel) throws -> NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart> {
+        try NIOAsyncChannel(synchronouslyWrapping: channel)
     }
 }
