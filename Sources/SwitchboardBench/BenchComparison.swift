@@ -5,8 +5,8 @@ import SwitchboardCommandKit
 /// the noise each row showed across its rounds in either run.
 ///
 /// A row is compared by the median of its rounds' ratios to the baseline measured beside them,
-/// which stays comparable across machines and moments where times do not; its own figure's
-/// change is shown beside. The comparison is of logarithms, where a halving and a doubling are
+/// which stays comparable across machines and moments where times do not; its own figure, old
+/// and new, is shown beside. The comparison is of logarithms, where a halving and a doubling are
 /// as far. The noise is four standard errors of the difference between the two medians: each
 /// run's deviation of one round (``BenchRounds/deviation``) over its rounds, `√(σ₁²/n₁ + σ₂²/n₂)`,
 /// times 1.2533 (a median's standard error over a mean's). A move no larger is within noise. A
@@ -37,8 +37,6 @@ package struct BenchComparison: Sendable, Hashable {
         package var newRatio: Double?
         /// The ratio's relative change, new over old minus 1 (0.05 is 5% higher).
         package var change: Double?
-        /// The figure's relative change.
-        package var figureChange: Double?
         /// The largest rise of the ratio, relative, that is within noise; the largest fall is
         /// ``fall``.
         package var noise: Double?
@@ -91,7 +89,6 @@ package struct BenchComparison: Sendable, Hashable {
         let row = new ?? old!
         var entry = Entry(id: row.id, name: row.name, unit: row.unit, old: old, new: new, verdict: old == nil ? .added : .removed)
         guard let old, let new else { return entry }
-        entry.figureChange = finite(new.switchboard / old.switchboard - 1)
         guard let before = old.rounds, let after = new.rounds, before.ratios.count >= minimumRounds, after.ratios.count >= minimumRounds,
             let deviationBefore = before.deviation, let deviationAfter = after.deviation
         else {
