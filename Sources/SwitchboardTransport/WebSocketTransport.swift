@@ -1,16 +1,15 @@
 public import Logging
 import Switchboard
 import Foundation
-import HTTPTypes
+import NIOCore
 import NIOWebSocket
-import WSClient
 
 /// A text WebSocket, valid inside ``WebSocketTransport/withTextWebSocket(url:configuration:logger:_:)``.
 public struct TextWebSocket: Sendable {
     /// Text messages from the peer, in order. Finishes when the peer closes the socket; throws a
     /// ``SwitchboardError`` when the link fails or the peer sends what the transport refuses
     /// (a binary message, a message over the size limit). Single consumer.
-    public let messages: AsyncThrowingStream<String, any Error>
+    public let messages: Messages
     private let write: @Sendable (String) async throws -> Void
     private let end: @Sendable () async -> Void
 
@@ -22,17 +21,17 @@ public struct TextWebSocket: Sendable {
         send: @escaping @Sendable (String) async throws -> Void,
         close: @escaping @Sendable () async -> Void
     ) {
+        self.init(messages: Messages(messages), send: send, close: close)
+    }
+
+    init(
+        messages: Messages,
+        send: @escaping @Sendable (String) async throws -> Void,
+        close: @escaping @Sendable () async -> Void
+    ) {
         self.messages = messages
         self.write = send
         self.end = close
-    }
-
-    init(messages: AsyncThrowingStream<String, any Error>, outbound: WebSocketOutboundWriter) {
-        self.init(
-            messages: messages,
-            send: { text in try await outbound.writeTextMessage(text) },
-            close: { try? await outbound.close(.normalClosure, reason: nil) }
-        )
     }
 
     /// Sends one text message.
@@ -55,9 +54,101 @@ public struct TextWebSocket: Sendable {
     }
 }
 
-/// WebSocket client links for adapters: over the network on swift-websocket's `WSClient`
-/// (URLSession's WebSocket does not work on Linux), or to a socket model in the same process
-/// (``init(connect:)``), so adapter tests run without sockets and on a test clock.
+extension TextWebSocket {
+    /// The peer's text messages: read straight from the network socket's channel by whoever
+    /// iterates them (no task in between), or from an in-process socket's stream.
+    public struct Messages: AsyncSequence, Sendable {
+        public typealias Element = String
+
+        private enum Source: Sendable {
+            case stream(AsyncThrowingStream<String, any Error>)
+            case frames(NIOAsyncChannelInboundStream<WebSocketFrame>, limit: Int)
+        }
+
+        private let source: Source
+
+        init(_ stream: AsyncThrowingStream<String, any Error>) {
+            source = .stream(stream)
+        }
+
+        init(frames: NIOAsyncChannelInboundStream<WebSocketFrame>, limit: Int) {
+            source = .frames(frames, limit: limit)
+        }
+
+        public func makeAsyncIterator() -> AsyncIterator {
+            switch source {
+            case .stream(let stream): AsyncIterator(.stream(stream.makeAsyncIterator()))
+            case .frames(let frames, let limit): AsyncIterator(.frames(frames.makeAsyncIterator(), limit: limit))
+            }
+        }
+
+        public struct AsyncIterator: AsyncIteratorProtocol {
+            fileprivate enum Base {
+                case stream(AsyncThrowingStream<String, any Error>.AsyncIterator)
+                case frames(NIOAsyncChannelInboundStream<WebSocketFrame>.AsyncIterator, limit: Int)
+                case finished
+            }
+
+            private var base: Base
+
+            fileprivate init(_ base: Base) {
+                self.base = base
+            }
+
+            /// `@concurrent`, as the iterators it reads are: reading them is no isolation hop.
+            @concurrent public mutating func next() async throws -> String? {
+                switch base {
+                case .stream(var iterator):
+                    defer { base = .stream(iterator) }
+                    return try await iterator.next()
+                case .frames(var frames, let limit):
+                    do {
+                        if let text = try await Self.nextText(&frames, limit: limit) {
+                            base = .frames(frames, limit: limit)
+                            return text
+                        }
+                        base = .finished
+                        return nil
+                    } catch {
+                        base = .finished
+                        throw error
+                    }
+                case .finished:
+                    return nil
+                }
+            }
+
+            /// Out of line: the link's read loop is a long-lived task, which keeps the deepest
+            /// frame its stack has held (Docs/Benchmarks.md).
+            @inline(never)
+            @concurrent private static func nextText(
+                _ frames: inout NIOAsyncChannelInboundStream<WebSocketFrame>.AsyncIterator,
+                limit: Int
+            ) async throws -> String? {
+                let frame: WebSocketFrame?
+                do {
+                    frame = try await frames.next()
+                } catch {
+                    throw WebSocketTransport.classify(error, limit: limit)
+                }
+                guard let frame else { return nil }
+                guard frame.opcode == .text else {
+                    throw SwitchboardError(.protocolViolation, "the peer sent a \(frame.opcode == .binary ? "binary" : "\(frame.opcode)") message")
+                }
+                let data = frame.unmaskedData
+                guard let text = data.getString(at: data.readerIndex, length: data.readableBytes).flatMap({ String(validating: $0.utf8, as: UTF8.self) }) else {
+                    throw SwitchboardError(.protocolViolation, "the peer sent a text message that is not UTF-8")
+                }
+                return text
+            }
+        }
+    }
+}
+
+/// WebSocket client links for adapters: over the network on SwiftNIO's channel handlers, with no
+/// task of the socket's own (URLSession's WebSocket does not work on Linux), or to a socket model
+/// in the same process (``init(connect:)``), so adapter tests run without sockets and on a test
+/// clock.
 public struct WebSocketTransport: Sendable {
     /// A socket opened in the same process: the link's side of it, and the work that carries the
     /// peer's messages, which runs for as long as the link uses the socket.
@@ -97,11 +188,20 @@ public struct WebSocketTransport: Sendable {
         public var headers: [String: String]
         /// Whether plain `ws://` to a host that is not loopback is allowed (``PlainTextPolicy``).
         public var allowsPlainText: Bool
+        /// How long opening a network socket may take: the TCP connect, the TLS handshake and the
+        /// HTTP upgrade together. Past it the open fails with ``SwitchboardError/Code/timedOut``.
+        public var connectTimeout: Duration
 
-        public init(maxMessageSize: Int = 1 << 20, headers: [String: String] = [:], allowsPlainText: Bool = false) {
+        public init(
+            maxMessageSize: Int = 1 << 20,
+            headers: [String: String] = [:],
+            allowsPlainText: Bool = false,
+            connectTimeout: Duration = .seconds(10)
+        ) {
             self.maxMessageSize = maxMessageSize
             self.headers = headers
             self.allowsPlainText = allowsPlainText
+            self.connectTimeout = connectTimeout
         }
     }
 
@@ -119,7 +219,7 @@ public struct WebSocketTransport: Sendable {
         _ body: @Sendable (TextWebSocket) async throws -> Result
     ) async throws -> Result {
         guard let connect else {
-            return try await Self.withNetworkSocket(url: url, configuration: configuration, logger: logger, body)
+            return try await NetworkWebSocket.withSocket(url: url, configuration: configuration, logger: logger, body)
         }
         let opened = try await connect(url, configuration)
         return try await withThrowingTaskGroup(of: Void.self) { group in
@@ -136,95 +236,28 @@ public struct WebSocketTransport: Sendable {
         }
     }
 
-    private static func withNetworkSocket<Result: Sendable>(
-        url: String,
-        configuration: Configuration,
-        logger: Logger,
-        _ body: @Sendable (TextWebSocket) async throws -> Result
-    ) async throws -> Result {
-        try PlainTextPolicy.check(url, allowed: configuration.allowsPlainText)
-        var clientConfiguration = WebSocketClientConfiguration()
-        clientConfiguration.maxFrameSize = configuration.maxMessageSize
-        for (name, value) in configuration.headers {
-            if let field = HTTPField.Name(name) { clientConfiguration.additionalHeaders[field] = value }
-        }
-        // The client's handler may outlive a failed connection inside WSClient, so it must not
-        // capture `body`: it hands the open socket out here, and waits until `body` is done.
-        let (opened, openedContinuation) = AsyncStream.makeStream(of: TextWebSocket.self)
-        let (done, doneContinuation) = AsyncStream.makeStream(of: Never.self)
-        let client = clientConfiguration
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                defer { openedContinuation.finish() }
-                do {
-                    _ = try await WebSocketClient.connect(url: url, configuration: client, logger: logger) { inbound, outbound, _ in
-                        let (messages, continuation) = AsyncThrowingStream.makeStream(of: String.self)
-                        let socket = TextWebSocket(messages: messages, outbound: outbound)
-                        await withTaskGroup(of: Void.self) { reader in
-                            reader.addTask {
-                                do {
-                                    for try await message in inbound.messages(maxSize: configuration.maxMessageSize) {
-                                        switch message {
-                                        case .text(let text):
-                                            continuation.yield(text)
-                                        case .binary:
-                                            continuation.finish(throwing: SwitchboardError(.protocolViolation, "the peer sent a binary message"))
-                                            return
-                                        }
-                                    }
-                                    continuation.finish()
-                                } catch {
-                                    continuation.finish(throwing: Self.classify(error, limit: configuration.maxMessageSize))
-                                }
-                            }
-                            openedContinuation.yield(socket)
-                            // Until `body` is done (or the link's scope is cancelled).
-                            for await _ in done {}
-                            reader.cancelAll()
-                            await socket.close()
-                        }
-                    }
-                } catch {
-                    throw Self.classify(error, limit: configuration.maxMessageSize, url: url)
-                }
-            }
-            var sockets = opened.makeAsyncIterator()
-            guard let socket = await sockets.next() else {
-                // No socket: the connection failed (its error), or closed during the handshake.
-                try await group.waitForAll()
-                throw SwitchboardError(.connectionLost, "the WebSocket to \(url) closed during the handshake")
-            }
-            let result: Swift.Result<Result, any Error>
-            do {
-                result = .success(try await body(socket))
-            } catch {
-                result = .failure(error)
-            }
-            doneContinuation.finish()
-            // How the connection ends after `body` does not change what `body` returned.
-            while !group.isEmpty { _ = try? await group.next() }
-            return try result.get()
-        }
-    }
-
     static func classify(_ error: any Error, limit: Int, url: String? = nil) -> SwitchboardError {
         if let error = error as? SwitchboardError { return error }
         if error is CancellationError { return SwitchboardError(.cancelled, "cancelled", underlying: error) }
         if let url, let tls = HTTPTransport.tlsFailure(error, url: url) {
             return SwitchboardError(.connectionLost, tls, underlying: error)
         }
-        if let error = error as? WebSocketClientError {
-            let place = url.map { " at \($0)" } ?? ""
-            switch error {
-            case .webSocketUpgradeFailed:
-                return SwitchboardError(.connectionLost, "the server\(place) answered but would not open a WebSocket there (is the path right?)", underlying: error)
-            case .invalidURL:
-                return SwitchboardError(.invalidArgument, "not a WebSocket URL\(place)", underlying: error)
-            case .serverSentMessageTooLarge:
-                return SwitchboardError(.payloadTooLarge, "a message was over \(limit) bytes", underlying: error)
-            default:
-                return SwitchboardError(.connectionLost, "WebSocket failure\(place): \(error)", underlying: error)
-            }
+        let place = url.map { " at \($0)" } ?? ""
+        switch error {
+        case NetworkWebSocket.Failure.notUpgraded:
+            return SwitchboardError(.connectionLost, "the server\(place) answered but would not open a WebSocket there (is the path right?)", underlying: error)
+        case NetworkWebSocket.Failure.handshakeTimedOut:
+            return SwitchboardError(.timedOut, "no WebSocket open\(place) in time (the TCP, TLS and upgrade handshakes)", underlying: error)
+        case ChannelError.connectTimeout:
+            return SwitchboardError(.timedOut, "no connection\(place) in time", underlying: error)
+        case NIOWebSocketError.invalidFrameLength, NIOWebSocketFrameAggregator.Error.accumulatedFrameSizeIsTooLarge:
+            return SwitchboardError(.payloadTooLarge, "a message was over \(limit) bytes", underlying: error)
+        case let error as NIOWebSocketError:
+            return SwitchboardError(.protocolViolation, "the peer broke the WebSocket protocol (\(error))", underlying: error)
+        case let error as NIOWebSocketFrameAggregator.Error:
+            return SwitchboardError(.protocolViolation, "the peer broke the WebSocket protocol (\(error))", underlying: error)
+        default:
+            break
         }
         if "\(error)".localizedCaseInsensitiveContains("too large") || "\(error)".contains("messageTooLarge") {
             return SwitchboardError(.payloadTooLarge, "a message was over \(limit) bytes", underlying: error)

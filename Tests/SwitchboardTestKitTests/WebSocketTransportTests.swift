@@ -1,5 +1,7 @@
 import Foundation
 import Logging
+import NIOCore
+import NIOWebSocket
 import Switchboard
 import SwitchboardTestKit
 import SwitchboardTransport
@@ -20,6 +22,135 @@ struct WebSocketTransportTests {
                 #expect(error.code == .connectionLost, "\(error)")
                 #expect(error.message.contains("connection refused"), "a reason a person reads: \(error.message)")
             }
+        }
+    }
+}
+
+/// The transport's own client (on SwiftNIO's handlers, no task of its own) against a server that
+/// scripts each frame: what the emulators never send.
+@Suite(.timeLimit(.minutes(1)))
+struct NetworkWebSocketTests {
+    typealias Server = ScriptedWebSocketServer
+
+    /// A ping is answered with its data, a fragmented message arrives whole, a frame written right
+    /// behind the 101 is the first message, the client's frames are masked, and the server's close
+    /// is echoed with its code and ends `messages` without an error.
+    @Test func pingsFragmentsAndTheServersClose() async throws {
+        let seen = Locked<[String]>([])
+        let received = try await Server.withServer(first: Server.text("first")) { frames, outbound in
+            let hello = try #require(try await frames.next())
+            seen.withLock { $0.append("\(Server.name(hello.opcode)) \(String(buffer: hello.unmaskedData)) masked \(hello.maskKey != nil)") }
+            try await outbound.write(WebSocketFrame(fin: true, opcode: .ping, data: ByteBuffer(string: "are you there")))
+            let pong = try #require(try await frames.next())
+            seen.withLock { $0.append("\(Server.name(pong.opcode)) \(String(buffer: pong.unmaskedData)) masked \(pong.maskKey != nil)") }
+            try await outbound.write(Server.text("frag", fin: false))
+            try await outbound.write(Server.text("men", fin: false, opcode: .continuation))
+            try await outbound.write(Server.text("ted", opcode: .continuation))
+            try await outbound.write(Server.close(.goingAway))
+            let echo = try #require(try await frames.next())
+            var code = echo.unmaskedData
+            seen.withLock { $0.append("\(Server.name(echo.opcode)) \(code.readWebSocketErrorCode().map { "\($0)" } ?? "none")") }
+        } _: { url in
+            try await WebSocketTransport.network.withTextWebSocket(url: url, logger: .quiet) { socket in
+                var received: [String] = []
+                var messages = socket.messages.makeAsyncIterator()
+                received.append(try #require(try await messages.next()))
+                try await socket.send("hello")
+                while let text = try await messages.next() { received.append(text) }
+                return received
+            }
+        }
+        print("websocket: received \(received); the server saw \(seen.withLock { $0 })")
+        #expect(received == ["first", "fragmented"])
+        #expect(seen.withLock { $0 } == [
+            "text hello masked true",
+            "pong are you there masked true",
+            "connectionClose \(WebSocketErrorCode.goingAway)",
+        ])
+    }
+
+    /// A message over the limit fails the link as too large, in one frame or in fragments, and a
+    /// binary message as a protocol violation; the socket is cut, nothing hangs.
+    @Test(arguments: ["one frame", "fragments", "binary"])
+    func whatTheClientRefuses(_ shape: String) async throws {
+        let closed = Locked<String?>(nil)
+        let error = try await Server.withServer { frames, outbound in
+            switch shape {
+            case "one frame":
+                try await outbound.write(Server.text(String(repeating: "x", count: 200)))
+            case "fragments":
+                try await outbound.write(Server.text(String(repeating: "x", count: 90), fin: false))
+                try await outbound.write(Server.text(String(repeating: "x", count: 90), opcode: .continuation))
+            default:
+                try await outbound.write(Server.text("bytes", opcode: .binary))
+            }
+            while let frame = try await frames.next() {
+                guard frame.opcode == .connectionClose else { continue }
+                var code = frame.unmaskedData
+                closed.withLock { $0 = code.readWebSocketErrorCode().map { "\($0)" } }
+            }
+        } _: { url in
+            try await WebSocketTransport.network.withTextWebSocket(
+                url: url, configuration: .init(maxMessageSize: 128), logger: .quiet
+            ) { socket -> SwitchboardError? in
+                do {
+                    for try await text in socket.messages { Issue.record("\(shape): got \(text.count) characters") }
+                    return nil
+                } catch {
+                    return error as? SwitchboardError
+                }
+            }
+        }
+        print("websocket, \(shape): \(String(describing: error)); the server saw a close with \(closed.withLock { $0 } ?? "no code")")
+        let expected: SwitchboardError.Code = shape == "binary" ? .protocolViolation : .payloadTooLarge
+        #expect(error?.code == expected, "\(String(describing: error))")
+        // A frame refused by its header leaves its payload unread, and the kernel answers the
+        // close with a reset that can drop the close frame on the server's side: not checked.
+        if shape != "one frame" {
+            let code = shape == "binary" ? WebSocketErrorCode.normalClosure : .messageTooLarge
+            #expect(closed.withLock { $0 } == "\(code)", "the close says why")
+        }
+    }
+
+    /// `close()` sends a close frame; the server's answer ends `messages`.
+    @Test func aCloseOfTheClientsOwnEndsWhenTheServerAnswers() async throws {
+        let seen = Locked<String?>(nil)
+        let ended = try await Server.withServer { frames, outbound in
+            let close = try #require(try await frames.next())
+            var code = close.unmaskedData
+            seen.withLock { $0 = "\(Server.name(close.opcode)) \(code.readWebSocketErrorCode().map { "\($0)" } ?? "none") masked \(close.maskKey != nil)" }
+            try await outbound.write(Server.close(.normalClosure))
+        } _: { url in
+            try await WebSocketTransport.network.withTextWebSocket(url: url, logger: .quiet) { socket in
+                await socket.close()
+                var count = 0
+                for try await _ in socket.messages { count += 1 }
+                return count
+            }
+        }
+        #expect(ended == 0)
+        #expect(seen.withLock { $0 } == "connectionClose \(WebSocketErrorCode.normalClosure) masked true")
+    }
+
+    /// A server that accepts and never answers the upgrade: the open fails as timed out once the
+    /// configuration's connect timeout has passed, and a cancelled open ends at once.
+    @Test func aHandshakeThatHangsTimesOut() async throws {
+        try await Server.withSilentListener { url in
+            let error = await #expect(throws: SwitchboardError.self) {
+                try await WebSocketTransport.network.withTextWebSocket(
+                    url: url, configuration: .init(connectTimeout: .milliseconds(200)), logger: .quiet
+                ) { _ in Issue.record("a socket from a server that never answered") }
+            }
+            print("websocket, silent server: \(String(describing: error))")
+            #expect(error?.code == .timedOut)
+            #expect(error?.message.contains("in time") == true)
+
+            let opening = Task {
+                try await WebSocketTransport.network.withTextWebSocket(url: url, logger: .quiet) { _ in }
+            }
+            opening.cancel()
+            let cancelled = await #expect(throws: SwitchboardError.self) { try await opening.value }
+            #expect(cancelled?.code == .cancelled, "\(String(describing: cancelled))")
         }
     }
 }

@@ -454,7 +454,7 @@ private final class Inbox: Sendable {
 
     /// Reads the socket until the server ends the stream or the socket closes (or the scope is
     /// cancelled).
-    func read(_ frames: AsyncThrowingStream<String, any Error>) async {
+    func read(_ frames: TextWebSocket.Messages) async {
         var end = SwitchboardError(.connectionLost, "the socket closed")
         do {
             for try await frame in frames where !frame.allSatisfy(\.isWhitespace) {
