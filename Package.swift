@@ -419,7 +419,9 @@ let package = Package(
                 "Switchboard", "SwitchboardTestKit", "SwitchboardSQLite", "SwitchboardTransport", "SwitchboardEmulation",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
-                // A scripted WebSocket server, frame by frame, for the transport's own client.
+                // A scripted WebSocket server, frame by frame, for the transport's own client, and
+                // canned handshakes (SHA-1 for the accept key).
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -2,6 +2,7 @@ public import Logging
 import Switchboard
 import Foundation
 import NIOCore
+import NIOHTTP1
 import NIOWebSocket
 
 /// A text WebSocket, valid inside ``WebSocketTransport/withTextWebSocket(url:configuration:logger:_:)``.
@@ -56,13 +57,14 @@ public struct TextWebSocket: Sendable {
 
 extension TextWebSocket {
     /// The peer's text messages: read straight from the network socket's channel by whoever
-    /// iterates them (no task in between), or from an in-process socket's stream.
+    /// iterates them (no task in between), or from an in-process socket's stream. A network
+    /// socket's messages are iterated once: a second iterator is a programming error.
     public struct Messages: AsyncSequence, Sendable {
         public typealias Element = String
 
         private enum Source: Sendable {
             case stream(AsyncThrowingStream<String, any Error>)
-            case frames(NIOAsyncChannelInboundStream<WebSocketFrame>, limit: Int)
+            case frames(NIOAsyncChannelInboundStream<String>, limit: Int)
         }
 
         private let source: Source
@@ -71,7 +73,7 @@ extension TextWebSocket {
             source = .stream(stream)
         }
 
-        init(frames: NIOAsyncChannelInboundStream<WebSocketFrame>, limit: Int) {
+        init(_ frames: NIOAsyncChannelInboundStream<String>, limit: Int) {
             source = .frames(frames, limit: limit)
         }
 
@@ -85,7 +87,7 @@ extension TextWebSocket {
         public struct AsyncIterator: AsyncIteratorProtocol {
             fileprivate enum Base {
                 case stream(AsyncThrowingStream<String, any Error>.AsyncIterator)
-                case frames(NIOAsyncChannelInboundStream<WebSocketFrame>.AsyncIterator, limit: Int)
+                case frames(NIOAsyncChannelInboundStream<String>.AsyncIterator, limit: Int)
                 case finished
             }
 
@@ -119,27 +121,20 @@ extension TextWebSocket {
             }
 
             /// Out of line: the link's read loop is a long-lived task, which keeps the deepest
-            /// frame its stack has held (Docs/Benchmarks.md).
+            /// frame its stack has held (Docs/Benchmarks.md). A cancelled wait ends the messages,
+            /// as an `AsyncThrowingStream`'s does.
             @inline(never)
             @concurrent private static func nextText(
-                _ frames: inout NIOAsyncChannelInboundStream<WebSocketFrame>.AsyncIterator,
+                _ frames: inout NIOAsyncChannelInboundStream<String>.AsyncIterator,
                 limit: Int
             ) async throws -> String? {
-                let frame: WebSocketFrame?
                 do {
-                    frame = try await frames.next()
+                    return try await frames.next()
+                } catch is CancellationError {
+                    return nil
                 } catch {
                     throw WebSocketTransport.classify(error, limit: limit)
                 }
-                guard let frame else { return nil }
-                guard frame.opcode == .text else {
-                    throw SwitchboardError(.protocolViolation, "the peer sent a \(frame.opcode == .binary ? "binary" : "\(frame.opcode)") message")
-                }
-                let data = frame.unmaskedData
-                guard let text = data.getString(at: data.readerIndex, length: data.readableBytes).flatMap({ String(validating: $0.utf8, as: UTF8.self) }) else {
-                    throw SwitchboardError(.protocolViolation, "the peer sent a text message that is not UTF-8")
-                }
-                return text
             }
         }
     }
@@ -191,17 +186,22 @@ public struct WebSocketTransport: Sendable {
         /// How long opening a network socket may take: the TCP connect, the TLS handshake and the
         /// HTTP upgrade together. Past it the open fails with ``SwitchboardError/Code/timedOut``.
         public var connectTimeout: Duration
+        /// How long a network socket's close waits for the peer's answer before the connection is
+        /// cut (``TextWebSocket/close()``, and the end of ``withTextWebSocket(url:configuration:logger:_:)``).
+        public var closeTimeout: Duration
 
         public init(
             maxMessageSize: Int = 1 << 20,
             headers: [String: String] = [:],
             allowsPlainText: Bool = false,
-            connectTimeout: Duration = .seconds(10)
+            connectTimeout: Duration = .seconds(10),
+            closeTimeout: Duration = .seconds(5)
         ) {
             self.maxMessageSize = maxMessageSize
             self.headers = headers
             self.allowsPlainText = allowsPlainText
             self.connectTimeout = connectTimeout
+            self.closeTimeout = closeTimeout
         }
     }
 
@@ -239,17 +239,26 @@ public struct WebSocketTransport: Sendable {
     static func classify(_ error: any Error, limit: Int, url: String? = nil) -> SwitchboardError {
         if let error = error as? SwitchboardError { return error }
         if error is CancellationError { return SwitchboardError(.cancelled, "cancelled", underlying: error) }
-        if let url, let tls = HTTPTransport.tlsFailure(error, url: url) {
-            return SwitchboardError(.connectionLost, tls, underlying: error)
-        }
+        // The client's own failures first: a time-out's description would read as a TLS failure.
         let place = url.map { " at \($0)" } ?? ""
         switch error {
         case NetworkWebSocket.Failure.notUpgraded:
             return SwitchboardError(.connectionLost, "the server\(place) answered but would not open a WebSocket there (is the path right?)", underlying: error)
-        case NetworkWebSocket.Failure.handshakeTimedOut:
+        case NetworkWebSocket.Failure.openTimedOut:
             return SwitchboardError(.timedOut, "no WebSocket open\(place) in time (the TCP, TLS and upgrade handshakes)", underlying: error)
+        case NetworkWebSocket.Failure.binaryMessage, NetworkWebSocket.Failure.notUTF8:
+            return SwitchboardError(.protocolViolation, "\(error)", underlying: error)
         case ChannelError.connectTimeout:
             return SwitchboardError(.timedOut, "no connection\(place) in time", underlying: error)
+        case let error as NIOHTTPClientUpgradeError:
+            return SwitchboardError(.connectionLost, "the server\(place) answered the WebSocket upgrade wrongly (\(error))", underlying: error)
+        default:
+            break
+        }
+        if let url, let tls = HTTPTransport.tlsFailure(error, url: url) {
+            return SwitchboardError(.connectionLost, tls, underlying: error)
+        }
+        switch error {
         case NIOWebSocketError.invalidFrameLength, NIOWebSocketFrameAggregator.Error.accumulatedFrameSizeIsTooLarge:
             return SwitchboardError(.payloadTooLarge, "a message was over \(limit) bytes", underlying: error)
         case let error as NIOWebSocketError:

@@ -27,17 +27,18 @@ struct WebSocketTransportTests {
 }
 
 /// The transport's own client (on SwiftNIO's handlers, no task of its own) against a server that
-/// scripts each frame: what the emulators never send.
+/// scripts each frame, and against canned bytes: what the emulators never send.
 @Suite(.timeLimit(.minutes(1)))
 struct NetworkWebSocketTests {
     typealias Server = ScriptedWebSocketServer
 
-    /// A ping is answered with its data, a fragmented message arrives whole, a frame written right
-    /// behind the 101 is the first message, the client's frames are masked, and the server's close
-    /// is echoed with its code and ends `messages` without an error.
+    /// A ping is answered with its data, a fragmented message arrives whole, the client's frames
+    /// are masked, and the server's close is echoed with its code and ends `messages` without an
+    /// error.
     @Test func pingsFragmentsAndTheServersClose() async throws {
         let seen = Locked<[String]>([])
-        let received = try await Server.withServer(first: Server.text("first")) { frames, outbound in
+        let received = try await Server.withServer { frames, outbound in
+            try await outbound.write(Server.text("first"))
             let hello = try #require(try await frames.next())
             seen.withLock { $0.append("\(Server.name(hello.opcode)) \(String(buffer: hello.unmaskedData)) masked \(hello.maskKey != nil)") }
             try await outbound.write(WebSocketFrame(fin: true, opcode: .ping, data: ByteBuffer(string: "are you there")))
@@ -70,8 +71,9 @@ struct NetworkWebSocketTests {
     }
 
     /// A message over the limit fails the link as too large, in one frame or in fragments, and a
-    /// binary message as a protocol violation; the socket is cut, nothing hangs.
-    @Test(arguments: ["one frame", "fragments", "binary"])
+    /// binary message or text that is not UTF-8 as a protocol violation; the close says why, and
+    /// nothing hangs.
+    @Test(arguments: ["one frame", "fragments", "binary", "not UTF-8"])
     func whatTheClientRefuses(_ shape: String) async throws {
         let closed = Locked<String?>(nil)
         let error = try await Server.withServer { frames, outbound in
@@ -81,8 +83,10 @@ struct NetworkWebSocketTests {
             case "fragments":
                 try await outbound.write(Server.text(String(repeating: "x", count: 90), fin: false))
                 try await outbound.write(Server.text(String(repeating: "x", count: 90), opcode: .continuation))
-            default:
+            case "binary":
                 try await outbound.write(Server.text("bytes", opcode: .binary))
+            default:
+                try await outbound.write(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(bytes: [0x68, 0xFF, 0xFE])))
             }
             while let frame = try await frames.next() {
                 guard frame.opcode == .connectionClose else { continue }
@@ -102,17 +106,19 @@ struct NetworkWebSocketTests {
             }
         }
         print("websocket, \(shape): \(String(describing: error)); the server saw a close with \(closed.withLock { $0 } ?? "no code")")
-        let expected: SwitchboardError.Code = shape == "binary" ? .protocolViolation : .payloadTooLarge
-        #expect(error?.code == expected, "\(String(describing: error))")
+        let tooLarge = shape == "one frame" || shape == "fragments"
+        #expect(error?.code == (tooLarge ? .payloadTooLarge : .protocolViolation), "\(String(describing: error))")
         // A frame refused by its header leaves its payload unread, and the kernel answers the
         // close with a reset that can drop the close frame on the server's side: not checked.
-        if shape != "one frame" {
-            let code = shape == "binary" ? WebSocketErrorCode.normalClosure : .messageTooLarge
+        let codes: [String: WebSocketErrorCode] = ["fragments": .messageTooLarge, "binary": .unacceptableData, "not UTF-8": .dataInconsistentWithMessage]
+        if let code = codes[shape] {
             #expect(closed.withLock { $0 } == "\(code)", "the close says why")
         }
     }
 
-    /// `close()` sends a close frame; the server's answer ends `messages`.
+    /// `close()` sends a close frame, and the server's answer ends `messages`: the server keeps
+    /// its side open, and the client's wait for the answer is longer than the test may take, so
+    /// only the answer can end it.
     @Test func aCloseOfTheClientsOwnEndsWhenTheServerAnswers() async throws {
         let seen = Locked<String?>(nil)
         let ended = try await Server.withServer { frames, outbound in
@@ -120,8 +126,11 @@ struct NetworkWebSocketTests {
             var code = close.unmaskedData
             seen.withLock { $0 = "\(Server.name(close.opcode)) \(code.readWebSocketErrorCode().map { "\($0)" } ?? "none") masked \(close.maskKey != nil)" }
             try await outbound.write(Server.close(.normalClosure))
+            while try await frames.next() != nil {}
         } _: { url in
-            try await WebSocketTransport.network.withTextWebSocket(url: url, logger: .quiet) { socket in
+            try await WebSocketTransport.network.withTextWebSocket(
+                url: url, configuration: .init(closeTimeout: .seconds(600)), logger: .quiet
+            ) { socket in
                 await socket.close()
                 var count = 0
                 for try await _ in socket.messages { count += 1 }
@@ -132,21 +141,82 @@ struct NetworkWebSocketTests {
         #expect(seen.withLock { $0 } == "connectionClose \(WebSocketErrorCode.normalClosure) masked true")
     }
 
-    /// A server that accepts and never answers the upgrade: the open fails as timed out once the
-    /// configuration's connect timeout has passed, and a cancelled open ends at once.
-    @Test func aHandshakeThatHangsTimesOut() async throws {
-        try await Server.withSilentListener { url in
-            let error = await #expect(throws: SwitchboardError.self) {
-                try await WebSocketTransport.network.withTextWebSocket(
-                    url: url, configuration: .init(connectTimeout: .milliseconds(200)), logger: .quiet
-                ) { _ in Issue.record("a socket from a server that never answered") }
+    /// A cancelled read ends the messages (as an `AsyncThrowingStream`'s does) rather than
+    /// failing them: an adapter tells a link it stopped from one that broke.
+    @Test func aCancelledReadEndsTheMessages() async throws {
+        let outcome = try await Server.withServer { frames, outbound in
+            while let frame = try await frames.next(), frame.opcode != .connectionClose {}
+            try await outbound.write(Server.close(.normalClosure))
+        } _: { url in
+            try await WebSocketTransport.network.withTextWebSocket(url: url, logger: .quiet) { socket in
+                let (started, start) = AsyncStream.makeStream(of: Void.self)
+                let reading = Task {
+                    start.yield()
+                    var count = 0
+                    for try await _ in socket.messages { count += 1 }
+                    return "ended after \(count)"
+                }
+                for await _ in started { break }
+                reading.cancel()
+                do {
+                    return try await reading.value
+                } catch {
+                    return "threw \(error)"
+                }
             }
-            print("websocket, silent server: \(String(describing: error))")
-            #expect(error?.code == .timedOut)
-            #expect(error?.message.contains("in time") == true)
+        }
+        #expect(outcome == "ended after 0")
+    }
+
+    /// The server's first frame in the same packet as its 101 is the first message.
+    @Test func aFrameBehindTheSwitchInOnePacket() async throws {
+        try await CannedTCPServer.withServer(answer: { key in
+            CannedTCPServer.switching(key: key, then: CannedTCPServer.textFrame("first"))
+        }) { server in
+            let first = try await WebSocketTransport.network.withTextWebSocket(
+                url: "ws://127.0.0.1:\(server.port)/ws", configuration: .init(closeTimeout: .milliseconds(100)), logger: .quiet
+            ) { socket in
+                var messages = socket.messages.makeAsyncIterator()
+                return try await messages.next()
+            }
+            #expect(first == "first")
+        }
+    }
+
+    /// A 101 with the wrong accept key is refused, and the connection it came on is closed.
+    @Test func aWrongAcceptKeyIsRefusedAndItsConnectionClosed() async throws {
+        try await CannedTCPServer.withServer(answer: { key in
+            CannedTCPServer.switching(key: key, accept: "d3Jvbmc=")
+        }) { server in
+            let error = await #expect(throws: SwitchboardError.self) {
+                try await WebSocketTransport.network.withTextWebSocket(url: "ws://127.0.0.1:\(server.port)/ws", logger: .quiet) { _ in
+                    Issue.record("a socket from a wrong accept key")
+                }
+            }
+            print("websocket, wrong accept key: \(String(describing: error))")
+            #expect(error?.code == .connectionLost)
+            await server.clientClosed()
+        }
+    }
+
+    /// A server that accepts and never answers: the open fails as timed out once the
+    /// configuration's connect timeout has passed, over `ws://` and over `wss://` (where the TLS
+    /// handshake hangs), and a cancelled open ends at once.
+    @Test func anOpenThatHangsTimesOut() async throws {
+        try await CannedTCPServer.withServer(answer: nil) { server in
+            for url in ["ws://127.0.0.1:\(server.port)/ws", "wss://localhost:\(server.port)/ws"] {
+                let error = await #expect(throws: SwitchboardError.self) {
+                    try await WebSocketTransport.network.withTextWebSocket(
+                        url: url, configuration: .init(connectTimeout: .milliseconds(200)), logger: .quiet
+                    ) { _ in Issue.record("a socket from a server that never answered") }
+                }
+                print("websocket, silent server, \(url): \(String(describing: error))")
+                #expect(error?.code == .timedOut, "\(url)")
+                #expect(error?.message.contains("in time") == true)
+            }
 
             let opening = Task {
-                try await WebSocketTransport.network.withTextWebSocket(url: url, logger: .quiet) { _ in }
+                try await WebSocketTransport.network.withTextWebSocket(url: "ws://127.0.0.1:\(server.port)/ws", logger: .quiet) { _ in }
             }
             opening.cancel()
             let cancelled = await #expect(throws: SwitchboardError.self) { try await opening.value }
