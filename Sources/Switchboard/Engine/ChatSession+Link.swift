@@ -62,7 +62,8 @@ extension ChatSession {
             // The link's scope beside a watcher of `aborted` while it connects: an abort ends
             // the link, its connect cancelled and its error dropped (the link ended on purpose).
             // Once the link is open the stream is finished and the watcher ends alone: an open
-            // link's tasks are this one, the connection's and its reader.
+            // link's tasks are this one and the connection's (and a reader for a stream the link
+            // made itself).
             try await withThrowingTaskGroup(of: Bool.self) { scope in
                 scope.addTask {
                     try await self.openLink(id, context: context, jobs: jobs, opened: opened)
@@ -102,21 +103,53 @@ extension ChatSession {
         }
     }
 
-    /// Serves an open link: its reader, and a child task per request the loop hands it. Out of
+    /// Serves an open link: its updates, and a child task per request the loop hands it. Out of
     /// line, as are the reader and each request: a task keeps its frames at their deepest for as
     /// long as it lives, and the link's tasks live as long as the link.
+    ///
+    /// A counted link (``BackendUpdates/makeStream()``) hands its updates to the inbox itself, in
+    /// the task that yields them: no reader task, and no hop between tasks for an update. Another
+    /// link's stream is read by a reader task.
     @inline(never)
     private nonisolated func serve(_ connection: any BackendConnection, link id: Int, jobs: AsyncStream<LinkJob>) async {
         let updates = connection.updates
         let taken = TakenUpdates()
+        let pipe = updates.pipe
+        if let pipe, !attach(pipe, link: id, counting: taken) {
+            // Read by someone else already: this link cannot be served.
+            inbox.yield(.linkFailed(id, SwitchboardError(.fatal, "the link's updates are read by something else than the session (an iterator, another session)")))
+        }
         await ChildTasks.withScope { group in
-            await startReader(updates, link: id, counting: taken, in: &group)
+            if pipe == nil { await startReader(updates, link: id, counting: taken, in: &group) }
             var pending = jobs.makeAsyncIterator()
             while let job = await Self.next(&pending) {
                 await start(job, on: connection, link: id, after: updates, taken: taken, in: &group)
             }
             group.cancelAll()
         }
+        // The link is closing: what it yields from now on is dropped, what it handed in and is
+        // still held goes, and no request waits on it.
+        if let pipe {
+            pipe.detach()
+            inbox.dropHeld(counting: taken)
+        }
+    }
+
+    /// Has `pipe` hand the link's updates and its end to the inbox as the link yields them;
+    /// `false` when something else reads it.
+    @inline(never)
+    private nonisolated func attach(_ pipe: UpdatePipe, link id: Int, counting taken: TakenUpdates) -> Bool {
+        let inbox = self.inbox
+        let delivery = UpdatePipe.Delivery(
+            update: { update in inbox.offerUpdate(.update(id, update), counting: taken) },
+            end: { failure in inbox.offerEnd(.linkFailed(id, Self.linkEnd(failure)), counting: taken) }
+        )
+        return pipe.attach(delivery)
+    }
+
+    /// How a link's end reads to the machine: its error, or "closed" when it closed as asked.
+    private nonisolated static func linkEnd(_ failure: (any Error)?) -> SwitchboardError {
+        failure.map(SwitchboardError.classify) ?? SwitchboardError(.connectionLost, "the backend closed the link")
     }
 
     /// Starts the link's reader.
@@ -181,8 +214,7 @@ extension ChatSession {
         taken.end()
         inbox.taskEnded()
         guard reporting else { return }
-        let error = failure.map(SwitchboardError.classify) ?? SwitchboardError(.connectionLost, "the backend closed the link")
-        inbox.yield(.linkFailed(id, error))
+        inbox.yield(.linkFailed(id, linkEnd(failure)))
     }
 
     /// One update into the inbox (out of line: the input it makes is not kept in the reader's
@@ -215,8 +247,9 @@ extension ChatSession {
             result = .failure(failure)
         }
         span?.end()
-        // The updates travel in the reader's task, and the answer must not be stored before
-        // them (a room's cursor before the close that moved it).
+        // The updates travel in the link's task (or a reader's), and the answer must not be
+        // stored before them (a room's cursor before the close that moved it): it waits until
+        // every update the link yielded before it is in the session's queue.
         if let yielded = updates.yielded { await taken.wait(until: yielded) }
         inbox.yield(.requestFinished(id, ticket: job.ticket, result))
     }

@@ -132,7 +132,8 @@ public struct SessionStatistics: Sendable, Hashable, Codable {
 
     // Gauges: what the engine holds now, and the most it held. A long-lived session keeps
     // these bounded; the long-life test asserts it.
-    /// Child tasks alive now: the link, its reader, requests in flight, the timer sleeper.
+    /// Child tasks alive now: the link, the reader of a stream the link made itself, requests in
+    /// flight, the timer sleeper.
     public var liveTasks = 0
     public var peakLiveTasks = 0
     /// Inputs waiting for the loop now.

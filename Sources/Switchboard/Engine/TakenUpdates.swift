@@ -1,8 +1,9 @@
-/// How many of a link's updates the session's inbox has taken in, for a request's answer to wait
-/// behind (``BackendUpdates``): the link's reader counts each update it hands the inbox, and a
-/// request that returned after its link yielded `n` updates is answered once `n` are in. The
-/// reader's end (the link failed or closed, the loop ended) lets every waiter go, as does the
-/// waiter's cancellation. The lock guards the count, whether the reader has ended and the waiters.
+/// How many of a link's updates the session's inbox has taken into its queue, for a request's
+/// answer to wait behind (``BackendUpdates``): each update is counted as it goes into the queue
+/// (from the link's task, as the loop makes room for a held one, or from a reader), and a request
+/// that returned after its link yielded `n` updates is answered once `n` are in. The link's end
+/// (it failed or closed, the loop ended, the engine let it go) lets every waiter go, as does the
+/// waiter's cancellation. The lock guards the count, whether the link has ended and the waiters.
 final class TakenUpdates: Sendable {
     private struct Waiter {
         let id: Int
@@ -32,6 +33,9 @@ final class TakenUpdates: Sendable {
         }
         for waiter in ready { waiter.continuation.resume() }
     }
+
+    /// How many updates are in the session's queue, and whether the link's updates have ended.
+    var taken: (count: Int, ended: Bool) { state.withLock { ($0.taken, $0.ended) } }
 
     /// The reader ended: no waiter waits any longer.
     func end() {
