@@ -104,7 +104,7 @@ extension ChatSession {
         case .finishJobs(let id):
             if link?.id == id { link?.jobs.finish() }
         case .abortConnect(let id):
-            if link?.id == id { link?.abort.yield(()) }
+            if link?.id == id { abortLink = id }
         case .reloadSyncState:
             do {
                 machine.load(sequences: try await store.fetchSequences(), credentials: try await store.fetchCredentials(), cursor: try await store.fetchCursor())

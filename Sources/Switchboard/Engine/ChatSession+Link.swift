@@ -13,20 +13,16 @@ extension ChatSession {
         var trace: SendTrace? = nil
     }
 
-    /// What the loop holds of the link it started: the streams it hands work through.
+    /// What the loop holds of the link it started: the stream it hands work through.
     struct LinkHandles {
         let id: Int
         let jobs: AsyncStream<LinkJob>.Continuation
-        /// Given a value to abandon a link that has not opened yet (its connect is cancelled);
-        /// the link finishes it as it opens.
-        let abort: AsyncStream<Void>.Continuation
     }
 
     /// Starts link `id` with what the session resumes from.
     func startLink(_ id: Int) {
         let (jobs, continuation) = AsyncStream.makeStream(of: LinkJob.self)
-        let (aborted, abort) = AsyncStream.makeStream(of: Void.self)
-        link = LinkHandles(id: id, jobs: continuation, abort: abort)
+        link = LinkHandles(id: id, jobs: continuation)
         let context = ConnectionContext(
             session: self.id,
             credentials: machine.credentials,
@@ -35,7 +31,7 @@ extension ChatSession {
             clock: clock,
             logger: logger
         )
-        spawns.append(.link(id, context, jobs, aborted: aborted, opened: abort))
+        spawns.append(.link(id, context, jobs))
     }
 
     /// Hands a request to link `id`; `false` when that link takes no more work.
@@ -46,38 +42,18 @@ extension ChatSession {
         return true
     }
 
-    /// One link's scope: opens it, reads its updates, performs the requests the loop hands it as
-    /// child tasks (each forgotten when done), and reports how it ended. Out of line, with its
-    /// end: its task lives as long as the link and keeps its frames at their deepest.
+    /// One link's scope: opens it, serves its updates and the requests the loop hands it as
+    /// child tasks (each forgotten when done), and reports how it ended. It runs in the loop's
+    /// scope of links, which the loop cancels to abandon a link that connects (``abortLink``):
+    /// its connect is cancelled and its error dropped (the link ended on purpose). Out of line,
+    /// with its end: its task lives as long as the link and keeps its frames at their deepest.
     @inline(never)
-    nonisolated func runLink(
-        _ id: Int,
-        context: ConnectionContext,
-        jobs: AsyncStream<LinkJob>,
-        aborted: AsyncStream<Void>,
-        opened: AsyncStream<Void>.Continuation
-    ) async {
+    nonisolated func runLink(_ id: Int, context: ConnectionContext, jobs: AsyncStream<LinkJob>) async {
         var failure: (any Error)?
         do {
-            // The link's scope beside a watcher of `aborted` while it connects: an abort ends
-            // the link, its connect cancelled and its error dropped (the link ended on purpose).
-            // Once the link is open the stream is finished and the watcher ends alone: an open
-            // link's tasks are this one and the connection's (and a reader for a stream the link
-            // made itself).
-            try await withThrowingTaskGroup(of: Bool.self) { scope in
-                scope.addTask {
-                    try await self.openLink(id, context: context, jobs: jobs, opened: opened)
-                    return true
-                }
-                scope.addTask {
-                    for await _ in aborted { return true }
-                    return false
-                }
-                while let ends = try await scope.next(), !ends {}
-                scope.cancelAll()
-            }
+            try await openLink(id, context: context, jobs: jobs)
         } catch {
-            failure = error
+            failure = Task.isCancelled ? nil : error
         }
         linkClosed(id, failure)
     }
@@ -92,12 +68,10 @@ extension ChatSession {
     private nonisolated func openLink(
         _ id: Int,
         context: ConnectionContext,
-        jobs: AsyncStream<LinkJob>,
-        opened: AsyncStream<Void>.Continuation
+        jobs: AsyncStream<LinkJob>
     ) async throws {
         let inbox = self.inbox
         try await backend.withConnection(context) { connection in
-            opened.finish()
             inbox.yield(.linkOpened(id))
             await self.serve(connection, link: id, jobs: jobs)
         }

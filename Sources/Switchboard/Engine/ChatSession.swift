@@ -76,6 +76,9 @@ public actor ChatSession: Session {
     var scheduledTick: ScheduledAction?
     /// Child tasks the loop decided on; started by the loop between inputs.
     var spawns: [Spawn] = []
+    /// The link the loop is to abandon while it connects (``abortConnect``): the loop cancels
+    /// its task between inputs.
+    var abortLink: Int?
     var loopEnded = false
     /// Whether ``run()`` has returned, and the signal it gives then.
     var runEnded = false
@@ -164,7 +167,11 @@ public actor ChatSession: Session {
         hasRun = true
         await inATaskOfItsOwn { await $0.loadState() }
         await withTaskCancellationHandler {
-            await ChildTasks.withScope { group in await loop(in: &group) }
+            // The links in a scope of their own (one at a time: a link starts once the one before
+            // it has closed), so that abandoning a link that connects cancels it and nothing else.
+            await ChildTasks.withScope { links in
+                await ChildTasks.withScope { group in await loop(in: &group, links: &links) }
+            }
         } onCancel: {
             inbox.interrupt(with: .cancelled)
         }
@@ -175,13 +182,14 @@ public actor ChatSession: Session {
     /// ask for, until the session is finished or the inbox is closed; then cancels the children.
     /// Its frame, small and out of line, is what the loop's task holds while it waits.
     @inline(never)
-    private func loop(in group: inout ChildTasks) async {
+    private func loop(in group: inout ChildTasks, links: inout ChildTasks) async {
         await inATaskOfItsOwn { await $0.take(.started) }
-        await startSpawns(in: &group)
+        await startSpawns(in: &group, links: &links)
         while !isFinished, await takeNext() {
-            await startSpawns(in: &group)
+            await startSpawns(in: &group, links: &links)
         }
         group.cancelAll()
+        links.cancelAll()
     }
 
     /// Waits for the next input and runs it in a task of its own; `false` once the inbox is
@@ -286,7 +294,7 @@ public actor ChatSession: Session {
 
     /// A child task the loop decided to start.
     enum Spawn: Sendable {
-        case link(Int, ConnectionContext, AsyncStream<LinkJob>, aborted: AsyncStream<Void>, opened: AsyncStream<Void>.Continuation)
+        case link(Int, ConnectionContext, AsyncStream<LinkJob>)
         case sleeper(generation: Int, deadline: Duration, wakeGeneration: Int)
     }
 
@@ -328,16 +336,21 @@ public actor ChatSession: Session {
     }
 
     @inline(never)
-    private func startSpawns(in group: inout ChildTasks) async {
+    private func startSpawns(in group: inout ChildTasks, links: inout ChildTasks) async {
+        if let id = abortLink {
+            abortLink = nil
+            // Only the link being abandoned can be in the scope: its connect is cancelled.
+            if link?.id == id { links.cancelAll() }
+        }
         guard !spawns.isEmpty else { return }
         let work = spawns
         spawns.removeAll(keepingCapacity: true)
         for spawn in work {
             inbox.taskStarted()
             switch spawn {
-            case .link(let id, let context, let jobs, let aborted, let opened):
-                await group.addTask { [self] in
-                    await self.runLink(id, context: context, jobs: jobs, aborted: aborted, opened: opened)
+            case .link(let id, let context, let jobs):
+                await links.addTask { [self] in
+                    await self.runLink(id, context: context, jobs: jobs)
                     self.inbox.taskEnded()
                 }
             case .sleeper(let generation, let deadline, let wakeGeneration):
