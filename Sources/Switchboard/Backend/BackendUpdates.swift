@@ -189,10 +189,12 @@ final class UpdatePipe: Sendable {
     func attach(_ delivery: Delivery) -> Bool {
         state.withLock { state in
             guard !state.closed, state.consumer == nil, state.delivery == nil else { return false }
-            while let update = state.buffer.popFirst() {
+            let buffered = state.buffer
+            // Attached, the pipe buffers nothing again: its storage goes.
+            state.buffer = []
+            for update in buffered {
                 guard delivery.update(update) else {
                     state.closed = true
-                    state.buffer.removeAll()
                     return true
                 }
             }

@@ -344,7 +344,8 @@ public actor ChatSession: Session {
         }
         guard !spawns.isEmpty else { return }
         let work = spawns
-        spawns.removeAll(keepingCapacity: true)
+        // Spawns are rare (a link, a sleeper): an idle session keeps no buffer for them.
+        spawns.removeAll()
         for spawn in work {
             inbox.taskStarted()
             switch spawn {

@@ -21,6 +21,9 @@ final class EngineInbox<Input: Sendable>: Sendable {
 
     private struct State {
         var buffer: Deque<Input> = []
+        /// Whether `buffer` held more than a few inputs since it was last empty (its storage is
+        /// then let go when it empties).
+        var grown = false
         var held: Deque<Held> = []
         var consumer: CheckedContinuation<Input?, Never>?
         var isClosed = false
@@ -68,6 +71,7 @@ final class EngineInbox<Input: Sendable>: Sendable {
         }
         if first { state.buffer.prepend(input) } else { state.buffer.append(input) }
         state.peakBuffered = max(state.peakBuffered, state.buffer.count)
+        if state.buffer.count > 16 { state.grown = true }
         return nil
     }
 
@@ -176,7 +180,14 @@ final class EngineInbox<Input: Sendable>: Sendable {
     func next() async -> Input? {
         await withCheckedContinuation { (continuation: CheckedContinuation<Input?, Never>) in
             let ready: Input?? = state.withLock { state in
-                if let input = state.buffer.popFirst() { return .some(input) }
+                if let input = state.buffer.popFirst() {
+                    // A queue a burst grew goes back once drained: an idle session keeps none.
+                    if state.buffer.isEmpty, state.grown {
+                        state.buffer = []
+                        state.grown = false
+                    }
+                    return .some(input)
+                }
                 if state.isClosed { return .some(nil) }
                 precondition(state.consumer == nil, "the engine inbox has one consumer")
                 state.consumer = continuation
