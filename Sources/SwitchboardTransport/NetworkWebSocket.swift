@@ -292,7 +292,7 @@ enum NetworkWebSocket {
 /// Whoever sends a close frame claims `closeSent` first (shared with the socket's `close` and its
 /// scope's end), so that one is sent. Once the reader is gone the handler reads on its own until
 /// the peer's close (``drainUntilClosed()``).
-final class WebSocketControlHandler: ChannelDuplexHandler, RemovableChannelHandler {
+final class WebSocketControlHandler: ChannelDuplexHandler {
     typealias InboundIn = WebSocketFrame
     typealias InboundOut = String
     typealias OutboundIn = WebSocketFrame

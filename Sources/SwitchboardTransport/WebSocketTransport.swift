@@ -261,16 +261,10 @@ public struct WebSocketTransport: Sendable {
         switch error {
         case NIOWebSocketError.invalidFrameLength, NIOWebSocketFrameAggregator.Error.accumulatedFrameSizeIsTooLarge:
             return SwitchboardError(.payloadTooLarge, "a message was over \(limit) bytes", underlying: error)
-        case let error as NIOWebSocketError:
-            return SwitchboardError(.protocolViolation, "the peer broke the WebSocket protocol (\(error))", underlying: error)
-        case let error as NIOWebSocketFrameAggregator.Error:
+        case is NIOWebSocketError, is NIOWebSocketFrameAggregator.Error:
             return SwitchboardError(.protocolViolation, "the peer broke the WebSocket protocol (\(error))", underlying: error)
         default:
-            break
+            return SwitchboardError(.connectionLost, "WebSocket failure: \(HTTPTransport.failureReason(error))", underlying: error)
         }
-        if "\(error)".localizedCaseInsensitiveContains("too large") || "\(error)".contains("messageTooLarge") {
-            return SwitchboardError(.payloadTooLarge, "a message was over \(limit) bytes", underlying: error)
-        }
-        return SwitchboardError(.connectionLost, "WebSocket failure: \(HTTPTransport.failureReason(error))", underlying: error)
     }
 }
