@@ -1,6 +1,11 @@
 /// A ``ChatStore`` in memory: the default for sessions that need no persistence, and the
 /// store tests use. Nothing survives the process.
-public actor InMemoryChatStore: ChatStore {
+///
+/// Its calls run on the caller's thread under a lock (it is no actor): a session's loop reads and
+/// writes it without a hop to another executor, which an actor's every call was (#33).
+///
+/// The lock guards every scope's data.
+public final class InMemoryChatStore: ChatStore {
     private struct Conversations {
         var infos: [ConversationID: ConversationInfo] = [:]
         var order: [ConversationID] = []
@@ -90,24 +95,29 @@ public actor InMemoryChatStore: ChatStore {
         }
     }
 
-    private var scopes: [StoreScope: Conversations] = [:]
+    private let scopes = Locked<[StoreScope: Conversations]>([:])
 
     public init() {}
 
+    /// Reads a scope's data under the lock.
+    private func read<T>(_ scope: StoreScope, _ body: (Conversations) -> T) -> T {
+        scopes.withLock { body($0[scope] ?? Conversations()) }
+    }
+
     public func fetchConversations(scope: StoreScope) -> [ConversationInfo] {
-        guard let data = scopes[scope] else { return [] }
-        return data.order.compactMap { data.infos[$0] }
+        read(scope) { data in data.order.compactMap { data.infos[$0] } }
     }
 
     public func fetchConversation(_ id: ConversationID, scope: StoreScope) -> ConversationInfo? {
-        scopes[scope]?.infos[id]
+        read(scope) { $0.infos[id] }
     }
 
     public func fetchMessages(serverIDs: [MessageID], clientIDs: [ClientMessageID], in conversation: ConversationID, scope: StoreScope) -> [Message] {
-        guard let data = scopes[scope] else { return [] }
-        let byServerID = serverIDs.compactMap { data.messages[conversation]?.message(serverID: $0) }
-        let byClientID = clientIDs.compactMap { id in data.messages.values.lazy.compactMap { $0.message(clientID: id) }.first }
-        return byServerID + byClientID
+        read(scope) { data in
+            let byServerID = serverIDs.compactMap { data.messages[conversation]?.message(serverID: $0) }
+            let byClientID = clientIDs.compactMap { id in data.messages.values.lazy.compactMap { $0.message(clientID: id) }.first }
+            return byServerID + byClientID
+        }
     }
 
     public func fetchMessages(
@@ -116,51 +126,54 @@ public actor InMemoryChatStore: ChatStore {
         limit: Int,
         scope: StoreScope
     ) -> [Message] {
-        scopes[scope]?.messages[conversation]?.page(before: before, limit: limit) ?? []
+        read(scope) { $0.messages[conversation]?.page(before: before, limit: limit) ?? [] }
     }
 
     public func countMessages(in conversation: ConversationID, scope: StoreScope) -> Int {
-        scopes[scope]?.messages[conversation]?.rows.count ?? 0
+        read(scope) { $0.messages[conversation]?.rows.count ?? 0 }
     }
 
     public func fetchOldestConfirmedMessage(in conversation: ConversationID, scope: StoreScope) -> Message? {
-        scopes[scope]?.messages[conversation]?.oldestConfirmed()
+        read(scope) { $0.messages[conversation]?.oldestConfirmed() }
     }
 
     public func fetchPendingMessages(scope: StoreScope) -> [Message] {
-        guard let data = scopes[scope] else { return [] }
-        // Messages may be stored for a conversation that was never saved itself.
-        let listed = Set(data.order)
-        let ids = data.order + data.messages.keys.filter { !listed.contains($0) }.sorted { $0.rawValue < $1.rawValue }
-        return ids.flatMap { data.messages[$0]?.pending() ?? [] }
+        read(scope) { data in
+            // Messages may be stored for a conversation that was never saved itself.
+            let listed = Set(data.order)
+            let ids = data.order + data.messages.keys.filter { !listed.contains($0) }.sorted { $0.rawValue < $1.rawValue }
+            return ids.flatMap { data.messages[$0]?.pending() ?? [] }
+        }
     }
 
     public func fetchReadMarkers(in conversation: ConversationID, scope: StoreScope) -> [ParticipantID: ChatEvent.ReadMarker] {
-        scopes[scope]?.readMarkers[conversation] ?? [:]
+        read(scope) { $0.readMarkers[conversation] ?? [:] }
     }
 
     public func fetchSequences(scope: StoreScope) -> [ConversationID: Int64] {
-        scopes[scope]?.sequences ?? [:]
+        read(scope) { $0.sequences }
     }
 
     public func fetchCursor(scope: StoreScope) -> SyncCursor? {
-        scopes[scope]?.cursor
+        read(scope) { $0.cursor }
     }
 
     public func fetchOutbox(scope: StoreScope) -> [OutboxEntry] {
-        scopes[scope]?.outbox ?? []
+        read(scope) { $0.outbox }
     }
 
     public func fetchCredentials(scope: StoreScope) -> Credentials {
-        scopes[scope]?.credentials ?? Credentials()
+        read(scope) { $0.credentials }
     }
 
-    /// Applies every write without a suspension point between them: atomic on the actor.
+    /// Applies every write under one hold of the lock: atomic.
     public func apply(_ writes: [StoreWrite], scope: StoreScope) {
-        for write in writes { perform(write, on: &scopes[scope, default: Conversations()]) }
+        scopes.withLock { scopes in
+            for write in writes { Self.perform(write, on: &scopes[scope, default: Conversations()]) }
+        }
     }
 
-    private func perform(_ write: StoreWrite, on data: inout Conversations) {
+    private static func perform(_ write: StoreWrite, on data: inout Conversations) {
         switch write {
         case .saveConversation(let conversation):
             if data.infos.updateValue(conversation, forKey: conversation.id) == nil { data.order.append(conversation.id) }
