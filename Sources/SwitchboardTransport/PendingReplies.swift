@@ -8,12 +8,18 @@ public import Switchboard
 public final class PendingReplies<Reply: Sendable>: Sendable {
     private struct Waiter {
         let label: String
-        let continuation: AsyncThrowingStream<Reply, any Error>.Continuation
+        /// Tells this request from a later one that reuses its id.
+        let token: Int
+        /// The request's task, once it waits.
+        var continuation: CheckedContinuation<Reply, any Error>?
+        /// How the request ended, kept until its task waits (a reply can come before it does).
+        var outcome: Result<Reply, any Error>?
     }
 
     private struct State {
         var waiters: [String: Waiter] = [:]
         var closed: (any Error)?
+        var nextToken = 0
     }
 
     private let state = Locked(State())
@@ -21,6 +27,10 @@ public final class PendingReplies<Reply: Sendable>: Sendable {
     public init() {}
 
     /// Registers `id`, runs `send`, then waits for the reply at most `timeout` on `clock`.
+    ///
+    /// The reply resumes the waiting task directly; the timeout is an action scheduled on the
+    /// clock (a task that sleeps beside the wait on a clock that cannot schedule). No task is
+    /// started per request.
     ///
     /// - Parameters:
     ///   - label: what the request is (its name), handed to ``fail(_:_:)``'s error builder.
@@ -35,24 +45,76 @@ public final class PendingReplies<Reply: Sendable>: Sendable {
         timedOut: @escaping @Sendable () -> any Error,
         send: () async throws -> Void
     ) async throws -> Reply {
-        let (replies, continuation) = AsyncThrowingStream.makeStream(of: Reply.self)
-        try state.withLock { state in
+        let token = try state.withLock { state in
             if let closed = state.closed { throw closed }
-            state.waiters[id] = Waiter(label: label, continuation: continuation)
+            defer { state.nextToken += 1 }
+            state.waiters[id] = Waiter(label: label, token: state.nextToken)
+            return state.nextToken
         }
-        defer { state.withLock { _ = $0.waiters.removeValue(forKey: id) } }
+        defer { forget(id, token: token) }
         try await send()
-        return try await withThrowingTaskGroup(of: Reply.self) { group in
-            group.addTask {
-                for try await reply in replies { return reply }
-                throw CancellationError()
-            }
+        let expired: @Sendable () -> Void = { [self] in finish(id, token: token) { _ in .failure(timedOut()) } }
+        if let timer = clock.schedule(at: clock.now + timeout, expired) {
+            defer { timer.cancel() }
+            return try await wait(id, token: token)
+        }
+        return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 try await clock.sleep(for: timeout)
-                throw timedOut()
+                expired()
             }
             defer { group.cancelAll() }
-            return try await group.next()!
+            return try await wait(id, token: token)
+        }
+    }
+
+    /// Waits for the outcome of request `id`, or takes the one that came before the wait.
+    private func wait(_ id: String, token: Int) async throws -> Reply {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Reply, any Error>) in
+                let outcome: Result<Reply, any Error>? = state.withLock { state in
+                    guard var waiter = state.waiters[id], waiter.token == token else {
+                        return .failure(state.closed ?? CancellationError())
+                    }
+                    if let outcome = waiter.outcome {
+                        state.waiters[id] = nil
+                        return outcome
+                    }
+                    waiter.continuation = continuation
+                    state.waiters[id] = waiter
+                    return nil
+                }
+                if let outcome { continuation.resume(with: outcome) }
+            }
+        } onCancel: {
+            finish(id, token: token) { _ in .failure(CancellationError()) }
+        }
+    }
+
+    /// Ends request `id` (this one, when `token` is given) with `outcome(label)` unless it has
+    /// ended; `false` when nothing waits for it.
+    @discardableResult
+    private func finish(_ id: String, token: Int? = nil, with outcome: (_ label: String) -> Result<Reply, any Error>) -> Bool {
+        let (continuation, result): (CheckedContinuation<Reply, any Error>?, Result<Reply, any Error>?) = state.withLock { state in
+            guard var waiter = state.waiters[id], token.map({ $0 == waiter.token }) ?? true, waiter.outcome == nil else { return (nil, nil) }
+            let result = outcome(waiter.label)
+            guard let continuation = waiter.continuation else {
+                waiter.outcome = result
+                state.waiters[id] = waiter
+                return (nil, result)
+            }
+            state.waiters[id] = nil
+            return (continuation, result)
+        }
+        guard let result else { return false }
+        continuation?.resume(with: result)
+        return true
+    }
+
+    /// Drops request `id`'s registration once it has returned.
+    private func forget(_ id: String, token: Int) {
+        state.withLock { state in
+            if state.waiters[id]?.token == token { state.waiters[id] = nil }
         }
     }
 
@@ -60,27 +122,31 @@ public final class PendingReplies<Reply: Sendable>: Sendable {
     /// frame is not a reply).
     @discardableResult
     public func resolve(_ id: String, with reply: Reply) -> Bool {
-        guard let waiter = state.withLock({ $0.waiters.removeValue(forKey: id) }) else { return false }
-        waiter.continuation.yield(reply)
-        waiter.continuation.finish()
-        return true
+        finish(id) { _ in .success(reply) }
     }
 
     /// Fails the request `id` with the error `error(label)`; `false` when nothing waits for it.
     @discardableResult
     public func fail(_ id: String, _ error: (_ label: String) -> any Error) -> Bool {
-        guard let waiter = state.withLock({ $0.waiters.removeValue(forKey: id) }) else { return false }
-        waiter.continuation.finish(throwing: error(waiter.label))
-        return true
+        finish(id) { label in .failure(error(label)) }
     }
 
     /// Fails every waiting request, and every later one, with `error`. The first close wins.
     public func close(_ error: any Error) {
-        let waiters = state.withLock { state in
+        let waiting = state.withLock { state in
             if state.closed == nil { state.closed = error }
-            defer { state.waiters.removeAll() }
-            return Array(state.waiters.values)
+            var waiting: [CheckedContinuation<Reply, any Error>] = []
+            for (id, var waiter) in state.waiters where waiter.outcome == nil {
+                if let continuation = waiter.continuation {
+                    waiting.append(continuation)
+                    state.waiters[id] = nil
+                } else {
+                    waiter.outcome = .failure(error)
+                    state.waiters[id] = waiter
+                }
+            }
+            return waiting
         }
-        for waiter in waiters { waiter.continuation.finish(throwing: error) }
+        for continuation in waiting { continuation.resume(throwing: error) }
     }
 }
