@@ -69,15 +69,26 @@ enum UUIDString {
     /// A version-4 UUID string drawn from `generator`, so ids are reproducible under a seeded
     /// generator.
     static func random<G: RandomNumberGenerator>(using generator: inout G) -> String {
-        var bytes = (0..<16).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
-        bytes[6] = (bytes[6] & 0x0F) | 0x40
-        bytes[8] = (bytes[8] & 0x3F) | 0x80
-        let hex = bytes.map { byte in
-            let digits = Array("0123456789abcdef")
-            return String([digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]])
+        // Two draws for the 16 bytes (a draw of the system generator is a system call), written
+        // into one buffer: a client id is made for every send.
+        let words = (generator.next(), generator.next())
+        return String(unsafeUninitializedCapacity: 36) { buffer in
+            let digits: StaticString = "0123456789abcdef"
+            var written = 0
+            for index in 0..<16 {
+                let word = index < 8 ? words.0 : words.1
+                var byte = UInt8(truncatingIfNeeded: word >> (UInt64(index % 8) * 8))
+                if index == 6 { byte = (byte & 0x0F) | 0x40 }
+                if index == 8 { byte = (byte & 0x3F) | 0x80 }
+                if index == 4 || index == 6 || index == 8 || index == 10 {
+                    buffer[written] = UInt8(ascii: "-")
+                    written += 1
+                }
+                buffer[written] = digits.utf8Start[Int(byte >> 4)]
+                buffer[written + 1] = digits.utf8Start[Int(byte & 0x0F)]
+                written += 2
+            }
+            return written
         }
-        return [hex[0..<4], hex[4..<6], hex[6..<8], hex[8..<10], hex[10..<16]]
-            .map { $0.joined() }
-            .joined(separator: "-")
     }
 }
