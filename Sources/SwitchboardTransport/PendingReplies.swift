@@ -20,6 +20,8 @@ public final class PendingReplies<Reply: Sendable>: Sendable {
         var waiters: [String: Waiter] = [:]
         var closed: (any Error)?
         var nextToken = 0
+        /// The outcomes of requests whose id a later request took before they waited, by token.
+        var orphans: [Int: Result<Reply, any Error>] = [:]
     }
 
     private let state = Locked(State())
@@ -35,8 +37,12 @@ public final class PendingReplies<Reply: Sendable>: Sendable {
     /// - Parameters:
     ///   - label: what the request is (its name), handed to ``fail(_:_:)``'s error builder.
     ///   - timedOut: the error when no reply comes in time.
+    /// A request under the id of one that still waits ends that one with `invalidState`: ids are
+    /// the adapter's to keep apart, and the earlier request would otherwise wait for ever.
+    ///
     /// - Throws: what `send` throws, the reader's error for this request, `timedOut()`, the
-    ///   error the link was closed with, or `CancellationError`.
+    ///   error the link was closed with, `invalidState` when a later request took its id, or
+    ///   `CancellationError`.
     public func request(
         _ id: String,
         label: String,
@@ -45,12 +51,20 @@ public final class PendingReplies<Reply: Sendable>: Sendable {
         timedOut: @escaping @Sendable () -> any Error,
         send: () async throws -> Void
     ) async throws -> Reply {
-        let token = try state.withLock { state in
+        let (token, replaced) = try state.withLock { state in
             if let closed = state.closed { throw closed }
             defer { state.nextToken += 1 }
-            state.waiters[id] = Waiter(label: label, token: state.nextToken)
-            return state.nextToken
+            guard let replaced = state.waiters.updateValue(Waiter(label: label, token: state.nextToken), forKey: id) else {
+                return (state.nextToken, nil as (CheckedContinuation<Reply, any Error>, SwitchboardError)?)
+            }
+            // The request whose id this one takes ends: with what it already got, or with
+            // `invalidState`; its wait (if it has not waited yet) finds that under its token.
+            let error = SwitchboardError(.invalidState, "\(replaced.label): request \(id) was replaced by a later request with the same id")
+            if let continuation = replaced.continuation { return (state.nextToken, (continuation, error)) }
+            state.orphans[replaced.token] = replaced.outcome ?? .failure(error)
+            return (state.nextToken, nil)
         }
+        if let (continuation, error) = replaced { continuation.resume(throwing: error) }
         defer { forget(id, token: token) }
         try await send()
         let expired: @Sendable () -> Void = { [self] in finish(id, token: token) { _ in .failure(timedOut()) } }
@@ -74,6 +88,7 @@ public final class PendingReplies<Reply: Sendable>: Sendable {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Reply, any Error>) in
                 let outcome: Result<Reply, any Error>? = state.withLock { state in
                     guard var waiter = state.waiters[id], waiter.token == token else {
+                        if let orphaned = state.orphans.removeValue(forKey: token) { return orphaned }
                         return .failure(state.closed ?? CancellationError())
                     }
                     if let outcome = waiter.outcome {
@@ -92,21 +107,28 @@ public final class PendingReplies<Reply: Sendable>: Sendable {
     }
 
     /// Ends request `id` (this one, when `token` is given) with `outcome(label)` unless it has
-    /// ended; `false` when nothing waits for it.
+    /// ended; `false` when nothing waits for it. `outcome` runs outside the lock (an error builder
+    /// may call anything).
     @discardableResult
     private func finish(_ id: String, token: Int? = nil, with outcome: (_ label: String) -> Result<Reply, any Error>) -> Bool {
-        let (continuation, result): (CheckedContinuation<Reply, any Error>?, Result<Reply, any Error>?) = state.withLock { state in
-            guard var waiter = state.waiters[id], token.map({ $0 == waiter.token }) ?? true, waiter.outcome == nil else { return (nil, nil) }
-            let result = outcome(waiter.label)
+        let waiting: (label: String, token: Int)? = state.withLock { state in
+            guard let waiter = state.waiters[id], token.map({ $0 == waiter.token }) ?? true, waiter.outcome == nil else { return nil }
+            return (waiter.label, waiter.token)
+        }
+        guard let waiting else { return false }
+        let result = outcome(waiting.label)
+        let continuation: CheckedContinuation<Reply, any Error>?? = state.withLock { state in
+            // Another outcome may have come while this one was built: the first wins.
+            guard var waiter = state.waiters[id], waiter.token == waiting.token, waiter.outcome == nil else { return .none }
             guard let continuation = waiter.continuation else {
                 waiter.outcome = result
                 state.waiters[id] = waiter
-                return (nil, result)
+                return .some(nil)
             }
             state.waiters[id] = nil
-            return (continuation, result)
+            return .some(continuation)
         }
-        guard let result else { return false }
+        guard let continuation else { return false }
         continuation?.resume(with: result)
         return true
     }
@@ -115,6 +137,7 @@ public final class PendingReplies<Reply: Sendable>: Sendable {
     private func forget(_ id: String, token: Int) {
         state.withLock { state in
             if state.waiters[id]?.token == token { state.waiters[id] = nil }
+            state.orphans[token] = nil
         }
     }
 

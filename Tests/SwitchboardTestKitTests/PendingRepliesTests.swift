@@ -18,12 +18,13 @@ struct PendingRepliesTests {
         let replies = PendingReplies<String>()
         let clock = TestClock()
         async let answer = Self.request(replies, "1", clock: clock)
-        // The request waits once its timeout is on the clock.
+        // Its timeout is on the clock once it is sent (the reply may come before or after it
+        // waits: either way it is the answer).
         try await clock.waitForSleeper(dueIn: .seconds(10))
         #expect(clock.sleepingTaskCount == 0, "the timeout is a scheduled action, no task asleep")
         #expect(replies.resolve("1", with: "one"))
-        #expect(try await answer == "one")
         #expect(!replies.resolve("1", with: "again"), "a request is answered once")
+        #expect(try await answer == "one")
         #expect(clock.sleeperCount == 0, "the timeout is cancelled with the answer")
     }
 
@@ -55,6 +56,52 @@ struct PendingRepliesTests {
         replies.close(Refused(label: "closed"))
         await #expect(throws: Refused(label: "closed")) { try await closed.value }
         await #expect(throws: Refused(label: "closed")) { try await Self.request(replies, "3", clock: clock) }
+    }
+
+    @Test func aCloseWhileTheRequestIsSentFailsIt() async throws {
+        let replies = PendingReplies<String>()
+        await #expect(throws: Refused(label: "closed")) {
+            try await Self.request(replies, "1", clock: TestClock()) { replies.close(Refused(label: "closed")) }
+        }
+    }
+
+    @Test func aRequestCancelledBeforeItWaitsEnds() async throws {
+        let replies = PendingReplies<String>()
+        let request = Task {
+            try await Self.request(replies, "1", clock: TestClock()) { withUnsafeCurrentTask { $0?.cancel() } }
+        }
+        await #expect(throws: CancellationError.self) { try await request.value }
+        #expect(!replies.resolve("1", with: "after"))
+    }
+
+    /// Ids are the adapter's to keep apart; a request under the id of one that waits ends that one
+    /// (it would wait for ever: its reply, its timeout and its cancel all go by its id) and
+    /// takes the replies from then on.
+    @Test func aLaterRequestUnderTheSameIDEndsTheOneThatWaits() async throws {
+        let replies = PendingReplies<String>()
+        let clock = TestClock()
+        let first = Task { try await Self.request(replies, "x", clock: clock) }
+        try await clock.waitForSleeper(dueIn: .seconds(10))
+        let second = Task { try await Self.request(replies, "x", clock: clock, timeout: .seconds(20)) }
+        let error = await #expect(throws: SwitchboardError.self) { try await first.value }
+        #expect(error?.code == .invalidState && error?.message.contains("ask-x") == true, "\(String(describing: error))")
+        try await clock.waitForSleeper(dueIn: .seconds(20))
+        #expect(replies.resolve("x", with: "for the second"))
+        #expect(try await second.value == "for the second")
+    }
+
+    /// The same, when the first had its reply but had not waited yet: it keeps its reply.
+    @Test func aRequestWhoseIDIsTakenBeforeItWaitsKeepsTheReplyItGot() async throws {
+        let replies = PendingReplies<String>()
+        let clock = TestClock()
+        let answer = try await Self.request(replies, "x", clock: clock) {
+            #expect(replies.resolve("x", with: "for the first"))
+            let second = Task { try await Self.request(replies, "x", clock: clock, timeout: .seconds(20)) }
+            try await clock.waitForSleeper(dueIn: .seconds(20))
+            #expect(replies.resolve("x", with: "for the second"))
+            #expect(try await second.value == "for the second")
+        }
+        #expect(answer == "for the first")
     }
 
     @Test func aCancelledRequestEndsAndForgetsItsID() async throws {
