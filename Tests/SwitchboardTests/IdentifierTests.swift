@@ -24,9 +24,16 @@ struct IdentifierTests {
         #expect(ids.count == 1_000)
     }
 
-    /// Every byte comes from the generator: a generator that draws only ones gives the UUID of
-    /// all ones but the version and variant bits.
+    /// Every byte comes from the generator, the first draw's eight, then the second's, lowest
+    /// byte first: 122 random bits, the version and variant bits set over them.
     @Test func everyByteButTheVersionAndVariantComesFromTheGenerator() {
+        struct Counting: RandomNumberGenerator {
+            var draws: [UInt64] = [0x0706_0504_0302_0100, 0x0F0E_0D0C_0B0A_0908]
+            mutating func next() -> UInt64 { draws.removeFirst() }
+        }
+        var counting = Counting()
+        #expect(UUIDString.random(using: &counting) == "00010203-0405-4607-8809-0a0b0c0d0e0f")
+        #expect(counting.draws.isEmpty, "two draws")
         struct Ones: RandomNumberGenerator {
             mutating func next() -> UInt64 { .max }
         }
