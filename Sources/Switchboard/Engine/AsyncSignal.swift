@@ -2,7 +2,7 @@
 /// A broadcast wake-up: tasks wait for the generation to move past the one they saw; a
 /// signal moves it and wakes them all. Waiting ends early when the waiting task is cancelled.
 /// The lock guards the generation and the waiters.
-@_spi(TestKit) public final class AsyncSignal: Sendable {
+public final class AsyncSignal: Sendable {
     private struct State {
         var generation = 0
         var nextWaiter = 0

@@ -25,9 +25,16 @@ final class WebimLink: BackendConnection {
         var maxUploadBytes = 10 * 1024 * 1024
         var allowedFileTypes: Set<String> = []
         var uploadAllowed = true
+        /// Delta answers read so far (changed or not).
+        var deltaAnswers = 0
+        /// Uploads whose answer was lost, by client-side id: how many delta answers had been read
+        /// then. The server may have made the message; its echo comes by the delta.
+        var lostUploads: [String: Int] = [:]
     }
 
     private let state: Locked<State>
+    /// Signalled after each delta answer is read.
+    private let deltaRead = AsyncSignal()
 
     init(configuration: WebimConfiguration, transport: HTTPTransport, context: ConnectionContext, changedLocation: WebimBackend.ChangedLocation) {
         self.configuration = configuration
@@ -157,12 +164,14 @@ final class WebimLink: BackendConnection {
                 end(WebimMapping.error(error, during: "delta").fatalUnlessReinit)
                 return
             case .unchanged:
-                continue
+                break
             case .changed(let revision, let credentials, let updates):
                 apply(credentials: credentials, updates: updates)
                 state.withLock { $0.revision = revision }
                 output.yield(.cursor(.revision(revision)))
             }
+            state.withLock { $0.deltaAnswers += 1 }
+            deltaRead.signal()
         }
     }
 
@@ -283,6 +292,7 @@ final class WebimLink: BackendConnection {
         let wireID = WebimMapping.wireID(outgoing.clientID)
         for (index, part) in outgoing.content.parts(attachmentsPerMessage: 1).enumerated() {
             let clientSideID = index == 0 ? wireID : "\(wireID)-\(index + 1)"
+            await waitForEchoOfLostUpload(clientSideID)
             if state.withLock({ $0.reader.clientSideIDs.values.contains(clientSideID) }) { continue }
             try await ensureChat()
             do {
@@ -291,9 +301,35 @@ final class WebimLink: BackendConnection {
                 // The chat closed before its state reached us: start one and send once more.
                 try await startChat(ConversationDraft(), force: false)
                 try await sendPart(part, clientSideID: clientSideID)
+            } catch {
+                // An upload whose answer is lost: the server may have the file (its message comes
+                // by the delta). A resend first waits to know (`waitForEchoOfLostUpload`).
+                if !part.attachments.isEmpty, [.connectionLost, .timedOut, .serverError].contains(SwitchboardError.classify(error).code) {
+                    state.withLock { $0.lostUploads[clientSideID] = $0.deltaAnswers }
+                }
+                throw error
             }
         }
         return nil
+    }
+
+    /// Before a resend of an upload whose answer was lost: waits until its echo has come, or until
+    /// a delta answer requested after the loss has been read (the answer in flight then may have
+    /// been asked for before the server made the message; the next one was asked for after it).
+    /// A file the server has is not uploaded twice; one it never got is, one long-poll later at
+    /// most. Ends early when the request is cancelled (the link closing).
+    private func waitForEchoOfLostUpload(_ clientSideID: String) async {
+        while !Task.isCancelled {
+            let generation = deltaRead.generation
+            let settled = state.withLock { state -> Bool in
+                guard let lost = state.lostUploads[clientSideID] else { return true }
+                guard state.reader.clientSideIDs.values.contains(clientSideID) || state.deltaAnswers >= lost + 2 else { return false }
+                state.lostUploads[clientSideID] = nil
+                return true
+            }
+            if settled { return }
+            await deltaRead.wait(since: generation)
+        }
     }
 
     /// One message: a file by `upload`, text by `chat.message`.
