@@ -170,10 +170,12 @@ struct BackendUpdatesTests {
             }
             let received = texts.filter { $0.hasPrefix("flood ") }
             let statistics = await session.statistics
-            print("flood past a window of \(window): \(flood) messages, \(received.count) stored, in order \(received == (0..<flood).map { "flood \($0)" }), inputs waiting at most \(statistics.peakBufferedInputs), engine tasks when idle \(idle)")
+            print("flood past a window of \(window): \(flood) messages, \(received.count) stored, in order \(received == (0..<flood).map { "flood \($0)" }), inputs waiting at most \(statistics.peakBufferedInputs), held past the window at most \(statistics.peakHeldUpdates) and \(statistics.heldUpdates) at the end, engine tasks when idle \(idle)")
             #expect(received == (0..<flood).map { "flood \($0)" })
             #expect(texts.contains("after the flood"))
             #expect(statistics.peakBufferedInputs <= window + 4, "the window holds")
+            #expect(statistics.peakHeldUpdates > 0, "the flood was held back past the window")
+            #expect(statistics.heldUpdates == 0, "and all of it went in")
             #expect(idle == 1, "an idle counted link runs no reader task")
         }
     }

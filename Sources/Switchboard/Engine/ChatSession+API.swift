@@ -187,6 +187,8 @@ extension ChatSession {
         statistics.peakLiveTasks = inbox.peakLiveTasks
         statistics.bufferedInputs = inbox.buffered
         statistics.peakBufferedInputs = inbox.peakBuffered
+        statistics.heldUpdates = inbox.heldUpdates
+        statistics.peakHeldUpdates = inbox.peakHeldUpdates
         statistics.requestsQueued = machine.lanes.count
         statistics.heldEvents = machine.conversations.heldEvents
         statistics.timersPending = machine.deadlines.count

@@ -25,6 +25,7 @@ final class EngineInbox<Input: Sendable>: Sendable {
         /// then let go when it empties).
         var grown = false
         var held: Deque<Held> = []
+        var peakHeld = 0
         var consumer: CheckedContinuation<Input?, Never>?
         var isClosed = false
         var peakBuffered = 0
@@ -83,6 +84,7 @@ final class EngineInbox<Input: Sendable>: Sendable {
             if state.isClosed { return nil }
             guard state.held.isEmpty, state.updatesInQueue < updateWindow else {
                 state.held.append(.update(input, taken))
+                state.peakHeld = max(state.peakHeld, state.held.count)
                 return (nil, false)
             }
             state.updatesInQueue += 1
@@ -228,6 +230,8 @@ final class EngineInbox<Input: Sendable>: Sendable {
     /// Held updates of counted links, past the window: the backlog a flood leaves (unbounded, as
     /// a link's stream was before it).
     var heldUpdates: Int { state.withLock { $0.held.count } }
+    /// The most updates held at once.
+    var peakHeldUpdates: Int { state.withLock { $0.peakHeld } }
 
     /// Refuses further inputs and returns the ones never taken, so their owners can be answered.
     func close() -> [Input] {

@@ -139,6 +139,10 @@ public struct SessionStatistics: Sendable, Hashable, Codable {
     /// Inputs waiting for the loop now.
     public var bufferedInputs = 0
     public var peakBufferedInputs = 0
+    /// Updates a link handed in past ``SessionConfiguration/inboundWindow``, held back in order
+    /// until the loop has taken enough (a flood's backlog; it is not bounded), and the most held.
+    public var heldUpdates = 0
+    public var peakHeldUpdates = 0
     /// Requests queued or in flight in the lanes.
     public var requestsQueued = 0
     /// Out-of-order events held back, across conversations.
