@@ -10,14 +10,14 @@ import SwitchboardTransport
 final class WebimLink: BackendConnection {
     private let output = LinkOutput()
     var updates: BackendUpdates { output.updates }
-    private let configuration: WebimConfiguration
-    private let transport: HTTPTransport
+    let configuration: WebimConfiguration
+    let transport: HTTPTransport
     private let context: ConnectionContext
-    private let actions = AsyncGate()
+    let actions = AsyncGate()
     /// One history-since sync at a time (the delta loop's and the 60 s poll's).
     private let historySync = AsyncGate()
 
-    private struct State {
+    struct State {
         var credentials: Credentials
         var revision = "0"
         /// What is known of the current chat, from the answers read so far.
@@ -32,9 +32,9 @@ final class WebimLink: BackendConnection {
         var lostUploads: [String: Int] = [:]
     }
 
-    private let state: Locked<State>
+    let state: Locked<State>
     /// Signalled after each delta answer is read.
-    private let deltaRead = AsyncSignal()
+    let deltaRead = AsyncSignal()
 
     init(configuration: WebimConfiguration, transport: HTTPTransport, context: ConnectionContext, changedLocation: WebimBackend.ChangedLocation) {
         self.configuration = configuration
@@ -46,7 +46,7 @@ final class WebimLink: BackendConnection {
         self.state = Locked(State(credentials: credentials, reader: WebimDeltaReader(baseURL: configuration.baseURL)))
     }
 
-    private var base: String { configuration.baseURL }
+    var base: String { configuration.baseURL }
 
     /// The location in use: a change (``WebimRequests/changeLocation(_:)``) is kept by the backend,
     /// so it survives the re-init it causes; the next backend (a later launch) starts at the
@@ -55,7 +55,7 @@ final class WebimLink: BackendConnection {
     private var location: String { changedLocation.location ?? configuration.location }
     private let changedLocation: WebimBackend.ChangedLocation
 
-    private var headers: [(String, String)] {
+    var headers: [(String, String)] {
         [("User-Agent", "Switchboard Webim adapter")] + configuration.requestHeaders.map { ($0.key, $0.value) }
     }
 
@@ -313,25 +313,6 @@ final class WebimLink: BackendConnection {
         return nil
     }
 
-    /// Before a resend of an upload whose answer was lost: waits until its echo has come, or until
-    /// a delta answer requested after the loss has been read (the answer in flight then may have
-    /// been asked for before the server made the message; the next one was asked for after it).
-    /// A file the server has is not uploaded twice; one it never got is, one long-poll later at
-    /// most. Ends early when the request is cancelled (the link closing).
-    private func waitForEchoOfLostUpload(_ clientSideID: String) async {
-        while !Task.isCancelled {
-            let generation = deltaRead.generation
-            let settled = state.withLock { state -> Bool in
-                guard let lost = state.lostUploads[clientSideID] else { return true }
-                guard state.reader.clientSideIDs.values.contains(clientSideID) || state.deltaAnswers >= lost + 2 else { return false }
-                state.lostUploads[clientSideID] = nil
-                return true
-            }
-            if settled { return }
-            await deltaRead.wait(since: generation)
-        }
-    }
-
     /// One message: a file by `upload`, text by `chat.message`.
     private func sendPart(_ content: MessageDraft, clientSideID: String) async throws {
         if let file = content.attachments.first {
@@ -498,38 +479,6 @@ final class WebimLink: BackendConnection {
             throw SwitchboardError(.messageNotFound, "no client-side id known for \(message)")
         }
         return id
-    }
-
-    /// `POST /l/v/m/upload` after the account's limits are checked locally. A refusal is a
-    /// ``WebimSendFileError``; `reinit-required`, `chat-required` and the like are the link's.
-    private func upload(_ attachment: Message.Attachment, clientSideID: String) async throws {
-        let (maxBytes, allowed, uploadAllowed) = state.withLock { ($0.maxUploadBytes, $0.allowedFileTypes, $0.uploadAllowed) }
-        guard uploadAllowed else { throw WebimSendFileError.error(WebimSendFileError.fileTypeNotAllowed.rawValue) }
-        let data = try attachment.contents()
-        guard data.count <= maxBytes else { throw WebimSendFileError.error(WebimSendFileError.fileSizeExceeded.rawValue) }
-        guard !data.isEmpty else { throw WebimSendFileError.error(WebimSendFileError.fileSizeTooSmall.rawValue) }
-        let ext = (attachment.name as NSString).pathExtension.lowercased()
-        guard allowed.isEmpty || allowed.contains(ext) else { throw WebimSendFileError.error(WebimSendFileError.fileTypeNotAllowed.rawValue) }
-        try await actions.withGate {
-            let (page, token) = state.withLock { ($0.credentials["page-id"] ?? "", $0.credentials["auth-token"] ?? "") }
-            let response = try await transport.postMultipart(
-                "\(base)/l/v/m/upload",
-                fields: [("chat-mode", "online"), ("client-side-id", clientSideID), ("page-id", page), ("auth-token", token)],
-                file: HTTPTransport.FilePart(field: "webim_upload_file", filename: attachment.name, contentType: attachment.mimeType ?? "application/octet-stream", data: data),
-                headers: headers,
-                timeout: configuration.requestTimeout
-            )
-            try Self.checkStatus(response.status, during: "upload")
-            do {
-                _ = try WebimDeltaReader.readUploadAnswer(response.body)
-            } catch let error as SwitchboardError {
-                // The SDK's file errors, and what the mapping leaves unclassified, are the file's
-                // refusal; the rest (re-init, authentication, no chat, the server failing) stay
-                // the link's, retried as any request's.
-                guard let code = error.vendorCode, WebimSendFileError(rawValue: code) != nil || error.code == .messageRejected else { throw error }
-                throw WebimSendFileError.error(code)
-            }
-        }
     }
 
     /// A file's stable address signed for the page now (``WebimRequests/downloadURL(for:thumbnail:)``).
